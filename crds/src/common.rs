@@ -1,0 +1,160 @@
+//! Types shared by the four kinds, field for field those of `admissionregistration.k8s.io/v1`
+//! (Kubernetes 1.36), with the API server's defaults and list-type markers in the schema.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// What happens when a policy cannot be evaluated (compile, runtime or configuration error).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum FailurePolicy {
+    /// The error is ignored and the request is admitted.
+    Ignore,
+    /// The request is rejected (the default).
+    #[default]
+    Fail,
+}
+
+/// How a rule matches a request for a resource in a version it does not list.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum MatchPolicy {
+    /// Only the listed group/version/resource matches.
+    Exact,
+    /// An equivalent resource in another group or version also matches (the default).
+    #[default]
+    Equivalent,
+}
+
+/// What a binding does when its paramRef finds no param object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ParameterNotFoundAction {
+    /// The binding is skipped.
+    Allow,
+    /// The request is rejected under the policy's failurePolicy (the default).
+    #[default]
+    Deny,
+}
+
+/// The kind of the resources a policy reads as `params`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-map-type" = "atomic"))]
+pub struct ParamKind {
+    /// Group and version of the param kind, e.g. `v1` or `example.com/v1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_version: Option<String>,
+    /// Kind of the param resource, e.g. `ConfigMap`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+}
+
+/// How a binding finds the param objects of its policy.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-map-type" = "atomic"))]
+pub struct ParamRef {
+    /// Name of the single param object; exclusive with `selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Namespace of the params; defaults to the request's namespace for namespaced param kinds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Label selector over param objects; every match is evaluated. Exclusive with `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// What to do when no param is found: `Deny` (default) or `Allow`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Deny"))]
+    pub parameter_not_found_action: Option<ParameterNotFoundAction>,
+}
+
+/// Which requests a policy or binding applies to.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-map-type" = "atomic"))]
+pub struct MatchResources {
+    /// Selects requests by the labels of their namespace; `{}` matches all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = {}))]
+    pub namespace_selector: Option<LabelSelector>,
+    /// Selects requests by the labels of the object or old object; `{}` matches all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = {}))]
+    pub object_selector: Option<LabelSelector>,
+    /// Operations and resources that match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub resource_rules: Option<Vec<NamedRuleWithOperations>>,
+    /// Operations and resources that never match, whatever `resourceRules` say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub exclude_resource_rules: Option<Vec<NamedRuleWithOperations>>,
+    /// `Equivalent` (default) or `Exact`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "Equivalent"))]
+    pub match_policy: Option<MatchPolicy>,
+}
+
+/// A resource rule with operations and optional resource names.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-map-type" = "atomic"))]
+pub struct NamedRuleWithOperations {
+    /// Names the rule is limited to; empty means all names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub resource_names: Option<Vec<String>>,
+    /// `CREATE`, `UPDATE`, `DELETE`, `CONNECT` or `*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub operations: Option<Vec<String>>,
+    /// API groups; `""` is the core group, `*` all groups.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub api_groups: Option<Vec<String>>,
+    /// API versions; `*` all versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub api_versions: Option<Vec<String>>,
+    /// Resources, optionally with a subresource (`pods/status`, `*/scale`, `*`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub resources: Option<Vec<String>>,
+    /// `Cluster`, `Namespaced` or `*` (default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "*"))]
+    pub scope: Option<String>,
+}
+
+/// A CEL precondition that must hold for a policy to be evaluated.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MatchCondition {
+    /// Unique name of the condition.
+    pub name: String,
+    /// CEL expression evaluating to bool.
+    pub expression: String,
+}
+
+/// A named CEL expression other expressions read as `variables.<name>`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Variable {
+    /// Name of the variable, a CEL identifier.
+    pub name: String,
+    /// CEL expression giving its value.
+    pub expression: String,
+}
+
+/// Status of the binding kinds and the mutating policy: the generation seen and conditions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectStatus {
+    /// The generation the controller last processed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Conditions of the object.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>,
+}

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Installs the system tools the control plane scripts and e2e tests use, when missing.
+set -euo pipefail
+missing=()
+for tool in curl openssl python3; do
+  command -v "$tool" >/dev/null || missing+=("$tool")
+done
+command -v go >/dev/null || missing+=(golang-go)
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "deps.sh: installing ${missing[*]}" >&2
+sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+$sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}"

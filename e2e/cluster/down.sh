@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Stops the control plane started by up.sh <state-dir> and waits until its processes have exited.
+set -uo pipefail
+dir=${1:?usage: down.sh <state-dir>}
+[ -f "$dir/pids" ] || { echo "down.sh: nothing runs from $dir" >&2; exit 0; }
+# Stop in reverse order of start, so the controller manager goes before the API server and etcd.
+pids=$(tac "$dir/pids" | awk '{print $2}')
+for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
+deadline=$(( $(date +%s) + 20 ))
+for pid in $pids; do
+  while kill -0 "$pid" 2>/dev/null; do
+    if [ "$(date +%s)" -ge "$deadline" ]; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.2; break; fi
+    sleep 0.1
+  done
+done
+rm -f "$dir/pids"
+echo "control plane in $dir stopped" >&2

@@ -1,0 +1,253 @@
+//! The e2e harness: a real control plane on loopback ports (started by `cluster/up.sh`, stopped on
+//! drop), a celgate process running out of cluster against it, kubectl of the same version, and
+//! bounded waits. Tests treat celgate as a black box.
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+/// celgate's CRDs, as `kubectl` names them.
+pub const CRDS: [&str; 4] = [
+    "crd/validatingadmissionpolicies.admission.celgate.io",
+    "crd/validatingadmissionpolicybindings.admission.celgate.io",
+    "crd/mutatingadmissionpolicies.admission.celgate.io",
+    "crd/mutatingadmissionpolicybindings.admission.celgate.io",
+];
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// Polls `f` every 100 ms until it returns `Some`, at most `limit`; panics with `what` otherwise.
+pub async fn wait_for<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline && attempts < 10_000,
+            "timed out after {limit:?} ({attempts} attempts) waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A free loopback TCP port.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap_or_else(|e| panic!("no free loopback port: {e}"))
+}
+
+/// A running control plane; stopped when dropped.
+pub struct Cluster {
+    dir: tempdir::Dir,
+    /// Path of the admin kubeconfig.
+    pub kubeconfig: PathBuf,
+    /// Directory of kube-apiserver, kubectl and friends.
+    pub bin: PathBuf,
+}
+
+mod tempdir {
+    //! A scratch directory removed on drop.
+    use std::path::{Path, PathBuf};
+
+    /// The directory.
+    pub struct Dir(PathBuf);
+
+    impl Dir {
+        /// Creates a fresh directory under the system temp dir.
+        pub fn new(prefix: &str) -> Self {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or_default();
+            let path = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
+            std::fs::create_dir_all(&path)
+                .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
+            Dir(path)
+        }
+
+        /// Its path.
+        pub fn path(&self) -> &Path {
+            &self.0
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+impl Cluster {
+    /// Starts a control plane (building it first if the cache is cold).
+    pub fn start() -> Self {
+        let dir = tempdir::Dir::new("celgate-e2e");
+        let out = Command::new(workspace().join("e2e/cluster/up.sh"))
+            .arg(dir.path())
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run e2e/cluster/up.sh: {e}"));
+        assert!(
+            out.status.success(),
+            "e2e/cluster/up.sh failed; logs in {}",
+            dir.path().display()
+        );
+        let bin = std::fs::read_to_string(dir.path().join("bin-dir"))
+            .unwrap_or_else(|e| panic!("up.sh wrote no bin-dir: {e}"));
+        Cluster {
+            kubeconfig: dir.path().join("kubeconfig"),
+            bin: PathBuf::from(bin.trim()),
+            dir,
+        }
+    }
+
+    /// The state directory (logs, audit log).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A kube client for the admin user.
+    pub async fn client(&self) -> Client {
+        let kc = Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("cannot read kubeconfig: {e}"));
+        let config = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("invalid kubeconfig: {e}"));
+        Client::try_from(config).unwrap_or_else(|e| panic!("cannot build client: {e}"))
+    }
+
+    /// Runs kubectl (of the control plane's version) with `stdin`.
+    pub fn kubectl(&self, args: &[&str], stdin: &str) -> Output {
+        let mut child = Command::new(self.bin.join("kubectl"))
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run kubectl: {e}"));
+        if let Some(mut input) = child.stdin.take() {
+            input
+                .write_all(stdin.as_bytes())
+                .unwrap_or_else(|e| panic!("cannot write kubectl stdin: {e}"));
+        }
+        child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("kubectl did not finish: {e}"))
+    }
+
+    /// `kubectl apply -f -`, asserting success.
+    pub fn apply(&self, yaml: &str) {
+        let out = self.kubectl(&["apply", "-f", "-"], yaml);
+        assert!(
+            out.status.success(),
+            "kubectl apply failed: {}\n{yaml}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Installs celgate's CRDs from `config/crd` and waits until they are served.
+    pub fn install_crds(&self) {
+        let dir = workspace().join("config/crd");
+        let out = self.kubectl(&["apply", "-k", &dir.to_string_lossy()], "");
+        assert!(out.status.success(), "cannot install CRDs: {}", String::from_utf8_lossy(&out.stderr));
+        let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+        args.extend(CRDS);
+        let out = self.kubectl(&args, "");
+        assert!(out.status.success(), "CRDs not established: {}", String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new(workspace().join("e2e/cluster/down.sh"))
+            .arg(self.dir.path())
+            .status();
+    }
+}
+
+/// A celgate process running out of cluster; killed when dropped.
+pub struct Celgate {
+    child: Child,
+    /// The webhook's port on 127.0.0.1.
+    pub port: u16,
+    /// Log file of the process.
+    pub log: PathBuf,
+}
+
+impl Celgate {
+    /// Starts `celgate run` against the cluster, registered by URL, and waits until it is ready.
+    pub async fn start(cluster: &Cluster) -> Self {
+        let bin = std::env::var_os("CELGATE_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace().join("target/debug/celgate"));
+        assert!(bin.exists(), "{} is missing; run `cargo build -p celgate` (make e2e does)", bin.display());
+        let port = free_port();
+        let log = cluster.dir().join("celgate.log");
+        let file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create log: {e}"));
+        let err = file.try_clone().unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
+        let child = Command::new(&bin)
+            .args(["run", "--bind-address", "127.0.0.1", "--webhook-port", &port.to_string()])
+            .arg(format!("--webhook-url=https://127.0.0.1:{port}"))
+            .env("KUBECONFIG", &cluster.kubeconfig)
+            .env("RUST_LOG", "info")
+            .stdout(file)
+            .stderr(err)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
+        let celgate = Celgate { child, port, log };
+        let url = format!("https://127.0.0.1:{port}/readyz");
+        wait_for("celgate /readyz", Duration::from_secs(60), || {
+            let url = url.clone();
+            async move { curl(&["-skf", &url]).status.success().then_some(()) }
+        })
+        .await;
+        celgate
+    }
+
+    /// The process log so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Celgate {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs curl with `args`.
+pub fn curl(args: &[&str]) -> Output {
+    Command::new("curl")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run curl: {e}"))
+}
+
+/// The message inside a denial, without kube-apiserver's prefix: after
+/// `admission webhook "<name>" denied the request: ` (celgate) or `… is forbidden: ` (in-tree).
+pub fn inner_message(message: &str) -> &str {
+    if let Some((_, inner)) = message.split_once("denied the request: ") {
+        return inner;
+    }
+    message.split_once(" is forbidden: ").map_or(message, |(_, inner)| inner)
+}

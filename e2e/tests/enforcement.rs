@@ -1,0 +1,230 @@
+//! celgate enforces a ValidatingAdmissionPolicy end to end: kubectl apply → snapshot → webhook
+//! → denial with upstream's message, hot reload on edit, no enforcement without a binding, and
+//! the same inner message as the in-tree plugin for the same policy.
+
+use std::time::{Duration, Instant};
+
+use celgate_e2e::{Celgate, Cluster, curl, inner_message, wait_for};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+const POLICY: &str = r#"
+apiVersion: API
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: "demo-policy.example.com"
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups:   ["apps"]
+      apiVersions: ["v1"]
+      operations:  ["CREATE", "UPDATE"]
+      resources:   ["deployments"]
+  validations:
+    - expression: "object.spec.replicas <= LIMIT"
+"#;
+
+const BINDING: &str = r#"
+apiVersion: API
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: "demo-binding-test.example.com"
+spec:
+  policyName: "demo-policy.example.com"
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        engine: ENGINE
+"#;
+
+const CELGATE: &str = "admission.celgate.io/v1";
+const IN_TREE: &str = "admissionregistration.k8s.io/v1";
+
+fn policy(api: &str, limit: u32) -> String {
+    POLICY.replace("API", api).replace("LIMIT", &limit.to_string())
+}
+
+fn binding(api: &str, engine: &str) -> String {
+    BINDING.replace("API", api).replace("ENGINE", engine)
+}
+
+fn deployment(name: &str, replicas: i32) -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}}
+    }))
+    .unwrap_or_else(|e| panic!("invalid deployment fixture: {e}"))
+}
+
+async fn namespace(client: &kube::Client, name: &str, engine: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"engine": engine}}}))
+        .unwrap_or_else(|e| panic!("invalid namespace fixture: {e}"));
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
+}
+
+/// Creates a deployment (server-side dry run); `Err(message)` when admission rejects it.
+async fn try_create(client: &kube::Client, ns: &str, replicas: i32) -> Result<(), (String, u16)> {
+    let params = PostParams { dry_run: true, ..Default::default() };
+    match Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&params, &deployment(&format!("web-{replicas}"), replicas))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) => Err((s.message, s.code)),
+        Err(e) => panic!("create failed for a reason other than admission: {e}"),
+    }
+}
+
+async fn wait_denied(client: &kube::Client, ns: &str, replicas: i32) -> (String, u16) {
+    wait_for(&format!("{replicas} replicas to be denied in {ns}"), Duration::from_secs(30), || async move {
+        try_create(client, ns, replicas).await.err()
+    })
+    .await
+}
+
+async fn wait_admitted(client: &kube::Client, ns: &str, replicas: i32) {
+    wait_for(&format!("{replicas} replicas to be admitted in {ns}"), Duration::from_secs(30), || async move {
+        try_create(client, ns, replicas).await.ok()
+    })
+    .await
+}
+
+const DEMO_DENIAL: &str = "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let celgate = Celgate::start(&cluster).await;
+    let client = cluster.client().await;
+    namespace(&client, "celgate-demo", "celgate").await;
+    namespace(&client, "intree-demo", "intree").await;
+
+    // Apply → enforced.
+    let applied = Instant::now();
+    cluster.apply(&policy(CELGATE, 5));
+    cluster.apply(&binding(CELGATE, "celgate"));
+    let (message, code) = wait_denied(&client, "celgate-demo", 6).await;
+    let enforced_after = applied.elapsed();
+    assert!(
+        message.starts_with("admission webhook \"validate.celgate.io\" denied the request: "),
+        "unexpected prefix: {message}"
+    );
+    assert_eq!(inner_message(&message), DEMO_DENIAL);
+    assert_eq!(code, 422, "a false validation without reason is 422 Invalid");
+    try_create(&client, "celgate-demo", 3).await.unwrap_or_else(|(m, _)| panic!("3 replicas denied: {m}"));
+    // Namespaces the binding does not select are not affected.
+    try_create(&client, "intree-demo", 6).await.unwrap_or_else(|(m, _)| panic!("unselected namespace denied: {m}"));
+
+    // Edit the policy: the new limit is enforced without a restart.
+    cluster.apply(&policy(CELGATE, 10));
+    wait_admitted(&client, "celgate-demo", 6).await;
+    let (message, _) = wait_denied(&client, "celgate-demo", 11).await;
+    assert_eq!(inner_message(&message), DEMO_DENIAL.replace("<= 5", "<= 10"));
+
+    // Deleting the binding stops enforcement.
+    let out = cluster.kubectl(&["delete", "cvapb", "demo-binding-test.example.com"], "");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    wait_admitted(&client, "celgate-demo", 11).await;
+
+    // Differential: the in-tree plugin with the same policy gives the same inner message.
+    cluster.apply(&policy(IN_TREE, 5));
+    cluster.apply(&binding(IN_TREE, "intree"));
+    let (in_tree, _) = wait_denied(&client, "intree-demo", 6).await;
+    assert_eq!(inner_message(&in_tree), DEMO_DENIAL, "in-tree said: {in_tree}");
+    cluster.apply(&policy(CELGATE, 5));
+    cluster.apply(&binding(CELGATE, "celgate"));
+    let (ours, _) = wait_denied(&client, "celgate-demo", 6).await;
+    assert_eq!(inner_message(&ours), inner_message(&in_tree));
+
+    // The metrics endpoint counts the denials with upstream's labels.
+    let url = format!("https://127.0.0.1:{}/metrics", celgate.port);
+    let metrics = String::from_utf8_lossy(&curl(&["-sk", &url]).stdout).into_owned();
+    assert!(
+        metrics.contains("celgate_validating_admission_policy_check_total{policy=\"demo-policy.example.com\",policy_binding=\"demo-binding-test.example.com\",error_type=\"invalid_error\",enforcement_action=\"deny\"}"),
+        "metrics lack the deny count:\n{metrics}"
+    );
+    eprintln!("celgate: policy apply → first enforced denial took {enforced_after:?} (includes kubectl start-up)");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_gets_defined_outcomes() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let celgate = Celgate::start(&cluster).await;
+    let client = cluster.client().await;
+
+    // Malformed AdmissionReviews posted straight to the webhook: HTTP 400 saying what is wrong.
+    let url = format!("https://127.0.0.1:{}/validate", celgate.port);
+    for (body, says) in [
+        ("{not json", "not valid JSON"),
+        (r#"{"apiVersion":"v1","kind":"Pod"}"#, "expected an AdmissionReview"),
+        (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#, "has no request"),
+        (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","operation":"CREATE"}}"#, "request.kind is required"),
+    ] {
+        let out = curl(&["-sk", "-o", "-", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", body, &url]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(text.ends_with("\n400"), "{body:?} did not get 400: {text}");
+        assert!(text.contains(says), "{body:?}: the 400 does not say {says:?}: {text}");
+    }
+
+    // A policy whose CEL does not parse is stored, and its failurePolicy decides.
+    namespace(&client, "broken-fail", "broken-fail").await;
+    namespace(&client, "broken-ignore", "broken-ignore").await;
+    for (failure, engine) in [("Fail", "broken-fail"), ("Ignore", "broken-ignore")] {
+        cluster.apply(&format!(
+            r#"
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: broken-{engine}
+spec:
+  failurePolicy: {failure}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments"]
+  validations:
+    - expression: "object.spec.replicas <"
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: broken-{engine}
+spec:
+  policyName: broken-{engine}
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        engine: {engine}
+"#
+        ));
+    }
+    let (message, _) = wait_denied(&client, "broken-fail", 1).await;
+    let inner = inner_message(&message);
+    assert!(
+        inner.starts_with("ValidatingAdmissionPolicy 'broken-broken-fail' with binding 'broken-broken-fail' denied request: compilation error: compilation failed: ERROR: <input>:1:"),
+        "unexpected denial: {message}"
+    );
+    // Ignore admits; wait until the Fail one is enforced first so both are in the snapshot.
+    try_create(&client, "broken-ignore", 1).await.unwrap_or_else(|(m, _)| panic!("Ignore policy denied: {m}"));
+
+    // celgate is still healthy after all of it.
+    let health = curl(&["-skf", &format!("https://127.0.0.1:{}/healthz", celgate.port)]);
+    assert!(health.status.success(), "celgate is unhealthy; log:\n{}", celgate.logs());
+    assert!(!celgate.logs().contains("panicked"), "celgate panicked:\n{}", celgate.logs());
+}

@@ -1,0 +1,83 @@
+//! Activations: the variables one evaluation sees. JSON is bound by reference; composited
+//! variables are evaluated lazily, at most once per activation.
+
+use std::cell::OnceCell;
+use std::sync::Arc;
+
+use crate::cost::Budget;
+use crate::error::EvalError;
+use crate::value::Value;
+use crate::variables::Variables;
+
+/// The variables of one evaluation.
+#[derive(Default)]
+pub struct Activation<'a> {
+    vars: Vec<(Box<str>, Value<'a>)>,
+    composited: Option<Composited<'a>>,
+}
+
+struct Composited<'a> {
+    defs: Arc<Variables>,
+    memo: Box<[OnceCell<Result<Value<'a>, EvalError>>]>,
+}
+
+impl<'a> Activation<'a> {
+    /// An empty activation.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Binds `name` to a JSON value, borrowed (JSON `null` is CEL `null`).
+    pub fn bind_json(&mut self, name: &str, v: &'a serde_json::Value) {
+        self.bind(name, Value::from_json(v));
+    }
+
+    /// Binds `name` to a value (replacing an earlier binding).
+    pub fn bind(&mut self, name: &str, v: Value<'a>) {
+        match self.vars.iter_mut().find(|(n, _)| &**n == name) {
+            Some(slot) => slot.1 = v,
+            None => self.vars.push((name.into(), v)),
+        }
+    }
+
+    /// Binds composited variables: `variables.<name>` is evaluated on first use and memoised
+    /// for the life of this activation. Its cost is charged to the budget of the evaluation
+    /// that first uses it.
+    pub fn bind_variables(&mut self, vars: &Arc<Variables>) {
+        let memo = (0..vars.len()).map(|_| OnceCell::new()).collect();
+        self.composited = Some(Composited {
+            defs: vars.clone(),
+            memo,
+        });
+    }
+
+    /// The value bound to `name`.
+    pub fn get(&self, name: &str) -> Option<&Value<'a>> {
+        self.vars.iter().find(|(n, _)| &**n == name).map(|(_, v)| v)
+    }
+
+    /// The value of composited variable `index`, evaluating it if needed.
+    pub(crate) fn composited(
+        &self,
+        index: usize,
+        budget: &mut Budget,
+    ) -> Result<Value<'a>, EvalError> {
+        let Some(c) = &self.composited else {
+            return Err(EvalError::NoSuchAttribute("variables".into()));
+        };
+        let Some(cell) = c.memo.get(index) else {
+            return Err(EvalError::NoSuchAttribute("variables".into()));
+        };
+        if let Some(r) = cell.get() {
+            return r.clone();
+        }
+        let r = c.defs.evaluate(index, self, budget);
+        // A fatal error (cost, cancellation) is not a property of the variable: do not memoise.
+        if let Err(e) = &r
+            && e.is_fatal()
+        {
+            return r;
+        }
+        cell.get_or_init(|| r).clone()
+    }
+}

@@ -1,0 +1,124 @@
+//! Cost accounting: cel-go's runtime cost units, a per-call limit and a budget shared by the
+//! expressions of one evaluation batch, plus an optional deadline and cancellation flag.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use crate::error::EvalError;
+
+/// Kubernetes' per-expression runtime cost limit (`PerCallLimit`).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+/// Kubernetes' budget for a validation batch (`RuntimeCELCostBudget`).
+pub const RUNTIME_BUDGET: u64 = 10_000_000;
+/// Kubernetes' budget for a match-condition batch (`RuntimeCELCostBudgetMatchConditions`).
+pub const MATCH_CONDITIONS_BUDGET: u64 = 2_500_000;
+
+/// The cost of selecting a field or reading a variable.
+pub(crate) const SELECT_COST: u64 = 1;
+/// The cost of building a list.
+pub(crate) const LIST_CREATE_COST: u64 = 10;
+/// The cost of building a map.
+pub(crate) const MAP_CREATE_COST: u64 = 30;
+/// How many loop iterations pass between deadline checks (Kubernetes' `CheckFrequency`).
+pub(crate) const CHECK_FREQUENCY: u64 = 100;
+
+/// A cost budget. Each [`Program::eval`](crate::Program::eval) may spend at most the per-call
+/// limit, and all evaluations sharing the budget together at most `total`.
+#[derive(Clone, Debug)]
+pub struct Budget {
+    per_call: u64,
+    remaining: u64,
+    deadline: Option<Instant>,
+    cancel: Option<Arc<AtomicBool>>,
+}
+
+impl Budget {
+    /// A budget with a per-call limit and a total shared by every evaluation using it.
+    pub fn new(per_call_limit: u64, total: u64) -> Self {
+        Self {
+            per_call: per_call_limit,
+            remaining: total,
+            deadline: None,
+            cancel: None,
+        }
+    }
+
+    /// The cost still available.
+    pub fn remaining(&self) -> u64 {
+        self.remaining
+    }
+
+    /// The per-call limit.
+    pub fn per_call_limit(&self) -> u64 {
+        self.per_call
+    }
+
+    /// Stops evaluation (with [`EvalError::Interrupted`]) once `at` has passed; checked in
+    /// comprehension loops.
+    pub fn with_deadline(mut self, at: Instant) -> Self {
+        self.deadline = Some(at);
+        self
+    }
+
+    /// Stops evaluation (with [`EvalError::Interrupted`]) once `flag` is set.
+    pub fn with_cancel_flag(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.cancel = Some(flag);
+        self
+    }
+
+    /// Takes `n` from the shared budget.
+    pub(crate) fn spend(&mut self, n: u64) -> Result<(), EvalError> {
+        if n > self.remaining {
+            self.remaining = 0;
+            return Err(EvalError::BudgetExhausted);
+        }
+        self.remaining -= n;
+        Ok(())
+    }
+
+    /// `Err(Interrupted)` if the deadline passed or cancellation was requested.
+    pub(crate) fn check_interrupt(&self) -> Result<(), EvalError> {
+        if let Some(flag) = &self.cancel
+            && flag.load(Ordering::Relaxed)
+        {
+            return Err(EvalError::Interrupted);
+        }
+        if let Some(d) = self.deadline
+            && Instant::now() >= d
+        {
+            return Err(EvalError::Interrupted);
+        }
+        Ok(())
+    }
+}
+
+impl Default for Budget {
+    /// Kubernetes' limits for one validation batch.
+    fn default() -> Self {
+        Self::new(PER_CALL_LIMIT, RUNTIME_BUDGET)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spending_past_the_total_is_an_error() {
+        let mut b = Budget::new(10, 5);
+        assert!(b.spend(3).is_ok());
+        assert_eq!(b.remaining(), 2);
+        assert_eq!(b.spend(3), Err(EvalError::BudgetExhausted));
+        assert_eq!(b.remaining(), 0);
+    }
+
+    #[test]
+    fn cancellation_interrupts() {
+        let flag = Arc::new(AtomicBool::new(false));
+        let b = Budget::new(10, 10).with_cancel_flag(flag.clone());
+        assert!(b.check_interrupt().is_ok());
+        flag.store(true, Ordering::Relaxed);
+        assert_eq!(b.check_interrupt(), Err(EvalError::Interrupted));
+    }
+}

@@ -1,0 +1,397 @@
+//! Environments (declarations) and programs (compiled expressions).
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock};
+
+use crate::activation::Activation;
+use crate::check::{self, Decls};
+use crate::cost::Budget;
+use crate::error::{CompileError, EvalError, Issue};
+use crate::eval::Ctx;
+use crate::libs::{self as libs, Library, Registry};
+use crate::parse;
+use crate::plan::{self, Node, PlanEnv};
+use crate::types::Type;
+use crate::value::Value;
+
+static KUBERNETES: LazyLock<Arc<Registry>> =
+    LazyLock::new(|| Arc::new(libs::build(&[Library::Standard, Library::Strings])));
+
+/// Declarations expressions are compiled against. Cheap to clone.
+#[derive(Clone)]
+pub struct Env {
+    inner: Arc<EnvInner>,
+}
+
+struct EnvInner {
+    registry: Arc<Registry>,
+    variables: HashMap<String, Type>,
+    composited: HashMap<String, usize>,
+    container: String,
+    homogeneous_literals: bool,
+}
+
+/// Builds an [`Env`].
+#[derive(Clone)]
+pub struct EnvBuilder {
+    registry: Arc<Registry>,
+    variables: HashMap<String, Type>,
+    composited: HashMap<String, usize>,
+    container: String,
+    homogeneous_literals: bool,
+}
+
+impl EnvBuilder {
+    /// Declares a variable.
+    pub fn variable(mut self, name: &str, ty: Type) -> Self {
+        self.variables.insert(name.to_string(), ty);
+        self
+    }
+
+    /// Sets the container (namespace) used to resolve names.
+    pub fn container(mut self, name: &str) -> Self {
+        self.container = name.to_string();
+        self
+    }
+
+    /// Declares `variables` as the object type `kubernetes.variables` with the given fields;
+    /// `variables.<name>` then reads composited variable `index`.
+    pub(crate) fn composited(mut self, fields: Vec<(String, Type)>) -> Self {
+        self.composited = fields
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.clone(), i))
+            .collect();
+        self.variables.insert(
+            "variables".into(),
+            Type::object("kubernetes.variables", fields),
+        );
+        self
+    }
+
+    /// The environment.
+    pub fn build(self) -> Env {
+        Env {
+            inner: Arc::new(EnvInner {
+                registry: self.registry,
+                variables: self.variables,
+                composited: self.composited,
+                container: self.container,
+                homogeneous_literals: self.homogeneous_literals,
+            }),
+        }
+    }
+}
+
+impl Env {
+    /// The Kubernetes base environment (stdlib + the libraries Kubernetes enables) for new
+    /// expressions. Mixed-type list and map literals are compile errors, as in Kubernetes.
+    pub fn kubernetes() -> EnvBuilder {
+        EnvBuilder {
+            registry: KUBERNETES.clone(),
+            variables: HashMap::new(),
+            composited: HashMap::new(),
+            container: String::new(),
+            homogeneous_literals: true,
+        }
+    }
+
+    /// The same libraries with cel-go's default checker options (mixed-type literals are
+    /// `dyn`), as the cel-spec conformance suite expects.
+    pub fn standard() -> EnvBuilder {
+        EnvBuilder {
+            homogeneous_literals: false,
+            ..Self::kubernetes()
+        }
+    }
+
+    /// A builder that extends this environment.
+    pub fn extend(&self) -> EnvBuilder {
+        EnvBuilder {
+            registry: self.inner.registry.clone(),
+            variables: self.inner.variables.clone(),
+            composited: self.inner.composited.clone(),
+            container: self.inner.container.clone(),
+            homogeneous_literals: self.inner.homogeneous_literals,
+        }
+    }
+
+    /// The declared type of variable `name`.
+    pub fn variable_type(&self, name: &str) -> Option<&Type> {
+        self.inner.variables.get(name)
+    }
+
+    /// Parses, type-checks and plans `src`. The error displays as cel-go's issues.
+    pub fn compile(&self, src: &str) -> Result<Program, CompileError> {
+        self.compile_inner(src, true)
+    }
+
+    /// Parses and plans `src` without type checking (functions dispatch on runtime types only).
+    pub fn compile_unchecked(&self, src: &str) -> Result<Program, CompileError> {
+        self.compile_inner(src, false)
+    }
+
+    fn compile_inner(&self, src: &str, check: bool) -> Result<Program, CompileError> {
+        let parsed = parse::parse(src)?;
+        let inner = &self.inner;
+        let (checked, output) = if check {
+            let decls = Decls {
+                variables: &inner.variables,
+                registry: &inner.registry,
+                container: &inner.container,
+                homogeneous_literals: inner.homogeneous_literals,
+            };
+            let (checked, issues) = check::check(&parsed.expr, &decls, &parsed.positions);
+            if !issues.is_empty() {
+                return Err(CompileError::new(src, issues));
+            }
+            let output = checked
+                .types
+                .get(&parsed.expr.id)
+                .cloned()
+                .unwrap_or(Type::Dyn);
+            (Some(checked), output)
+        } else {
+            (None, Type::Dyn)
+        };
+        let env = PlanEnv {
+            registry: &inner.registry,
+            variables: &inner.variables,
+            composited: &inner.composited,
+            container: &inner.container,
+        };
+        let (root, slots) = plan::plan(&parsed.expr, checked.as_ref(), &env).map_err(|m| {
+            CompileError::new(
+                src,
+                vec![Issue {
+                    line: -1,
+                    column: -1,
+                    message: m,
+                }],
+            )
+        })?;
+        Ok(Program {
+            source: src.to_string(),
+            root,
+            slots,
+            output,
+        })
+    }
+}
+
+/// A compiled expression: immutable, `Send + Sync`, shareable through an `Arc`.
+#[derive(Debug)]
+pub struct Program {
+    source: String,
+    root: Node,
+    slots: usize,
+    output: Type,
+}
+
+impl Program {
+    /// The checked type of the expression's result (`dyn` when compiled unchecked).
+    pub fn output_type(&self) -> &Type {
+        &self.output
+    }
+
+    /// The expression's source text.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// Evaluates against `act`, charging `budget`. Stops with
+    /// [`EvalError::CostLimitExceeded`] past the per-call limit and with
+    /// [`EvalError::BudgetExhausted`] when the shared budget runs out.
+    pub fn eval<'a>(
+        &self,
+        act: &Activation<'a>,
+        budget: &mut Budget,
+    ) -> Result<Value<'a>, EvalError> {
+        self.eval_with_cost(act, budget).0
+    }
+
+    /// Evaluates and also returns the cost this evaluation was charged (excluding composited
+    /// variables it evaluated, which are charged to `budget` separately).
+    pub fn eval_with_cost<'a>(
+        &self,
+        act: &Activation<'a>,
+        budget: &mut Budget,
+    ) -> (Result<Value<'a>, EvalError>, u64) {
+        let mut ctx = Ctx::new(act, budget, self.slots);
+        let r = ctx.eval(&self.root);
+        (r, ctx.cost())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deployment() -> serde_json::Value {
+        serde_json::json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {
+                "replicas": 3,
+                "template": {"spec": {"containers": [
+                    {"name": "app", "image": "nginx:1.25"},
+                    {"name": "sidecar", "image": "envoy:v1"}
+                ]}}
+            }
+        })
+    }
+
+    fn run(src: &str) -> Result<Value<'static>, String> {
+        let env = Env::kubernetes().variable("object", Type::Dyn).build();
+        let p = env.compile(src).map_err(|e| e.to_string())?;
+        let obj = deployment();
+        let mut act = Activation::new();
+        act.bind_json("object", &obj);
+        let mut budget = Budget::default();
+        let v = p.eval(&act, &mut budget).map_err(|e| e.to_string())?;
+        // Detach from the borrowed JSON for the test's convenience.
+        Ok(match v {
+            Value::Bool(b) => Value::Bool(b),
+            Value::Int(i) => Value::Int(i),
+            Value::String(s) => Value::string(s.to_string()),
+            Value::List(l) => Value::List(crate::value::List::from_vec(
+                l.iter()
+                    .map(|x| match x {
+                        Value::String(s) => Value::string(s.to_string()),
+                        Value::Int(i) => Value::Int(i),
+                        Value::Bool(b) => Value::Bool(b),
+                        _ => Value::Null,
+                    })
+                    .collect(),
+            )),
+            _ => Value::Null,
+        })
+    }
+
+    #[test]
+    fn the_slice_works() {
+        assert_eq!(run("object.spec.replicas <= 5"), Ok(Value::Bool(true)));
+        assert_eq!(run("object.spec.replicas > 5"), Ok(Value::Bool(false)));
+        assert_eq!(run("object.spec.replicas + 1"), Ok(Value::Int(4)));
+        assert_eq!(
+            run(
+                "object.spec.template.spec.containers.all(c, c.image.contains(':') && size(c.name) < 64)"
+            ),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            run("object.metadata.labels.app == 'web'"),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(run("has(object.spec.paused)"), Ok(Value::Bool(false)));
+        assert_eq!(
+            run("'app' in object.metadata.labels"),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            run("object.spec.template.spec.containers.map(c, c.name)"),
+            Ok(Value::List(crate::value::List::from_vec(vec![
+                Value::string("app"),
+                Value::string("sidecar")
+            ])))
+        );
+        assert_eq!(
+            run("object.spec.template.spec.containers.exists_one(c, c.name.startsWith('side'))"),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            run("object.spec.replicas > 1 ? 'many' : 'one'"),
+            Ok(Value::string("many"))
+        );
+        assert_eq!(run("[1, 2, 3].filter(x, x > 1).size()"), Ok(Value::Int(2)));
+        assert_eq!(run("{'a': 1}['a']"), Ok(Value::Int(1)));
+    }
+
+    #[test]
+    fn runtime_errors_are_worded_like_cel_go() {
+        assert_eq!(
+            run("object.spec.missing == 1"),
+            Err("no such key: missing".into())
+        );
+        assert_eq!(
+            run("1 / (object.spec.replicas - 3)"),
+            Err("division by zero".into())
+        );
+        assert_eq!(
+            run("9223372036854775807 + object.spec.replicas"),
+            Err("integer overflow".into())
+        );
+        // Errors are absorbed by && and || when the other side decides.
+        assert_eq!(
+            run("object.spec.missing == 1 || true"),
+            Ok(Value::Bool(true))
+        );
+        assert_eq!(
+            run("false && object.spec.missing == 1"),
+            Ok(Value::Bool(false))
+        );
+        assert_eq!(
+            run("object.spec.missing == 1 && false"),
+            Ok(Value::Bool(false))
+        );
+    }
+
+    #[test]
+    fn compile_errors_are_worded_like_cel_go() {
+        let env = Env::kubernetes().variable("object", Type::Dyn).build();
+        let e = env
+            .compile("object.spec.replicas <")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.starts_with("ERROR: <input>:1:23: Syntax error:"), "{e}");
+        let e = env
+            .compile("x + 1")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            e,
+            "ERROR: <input>:1:1: undeclared reference to 'x' (in container '')\n | x + 1\n | ^"
+        );
+        let e = env
+            .compile("1 + 'a'")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            e,
+            "ERROR: <input>:1:3: found no matching overload for '_+_' applied to '(int, string)'\n | 1 + 'a'\n | ..^"
+        );
+        let e = env
+            .compile("[1, 'a']")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("expected type 'int' but found 'string'"), "{e}");
+    }
+
+    #[test]
+    fn output_types() {
+        let env = Env::kubernetes().variable("object", Type::Dyn).build();
+        let t = |s: &str| {
+            env.compile(s)
+                .map(|p| p.output_type().to_string())
+                .unwrap_or_default()
+        };
+        assert_eq!(t("object.spec.replicas <= 5"), "bool");
+        assert_eq!(t("object.spec"), "dyn");
+        assert_eq!(t("['a'].map(x, x + 'b')"), "list(string)");
+        assert_eq!(t("{'a': 1}"), "map(string, int)");
+        assert_eq!(t("null"), "null_type");
+        assert_eq!(t("[]"), "list(dyn)");
+    }
+
+    #[test]
+    fn programs_are_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Program>();
+        assert_send_sync::<Env>();
+    }
+}

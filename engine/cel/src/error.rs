@@ -1,0 +1,220 @@
+//! Errors: compile-time issues (formatted as cel-go's `Issues.String()`) and evaluation errors
+//! (worded as cel-go's runtime errors).
+
+use std::fmt;
+
+/// One compile-time issue at a position of the source.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Issue {
+    /// 1-based line; 0 or less when the position is unknown.
+    pub line: i64,
+    /// 0-based column in code points.
+    pub column: i64,
+    /// The message, e.g. `undeclared reference to 'x' (in container '')`.
+    pub message: String,
+}
+
+/// A failed compilation: the parser's or checker's issues.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompileError {
+    source: String,
+    issues: Vec<Issue>,
+}
+
+impl CompileError {
+    pub(crate) fn new(source: &str, mut issues: Vec<Issue>) -> Self {
+        issues.sort_by_key(|i| (i.line, i.column));
+        issues.truncate(100);
+        Self {
+            source: source.to_string(),
+            issues,
+        }
+    }
+
+    /// The issues, sorted by position.
+    pub fn issues(&self) -> &[Issue] {
+        &self.issues
+    }
+}
+
+impl fmt::Display for CompileError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (n, issue) in self.issues.iter().enumerate() {
+            if n > 0 {
+                f.write_str("\n")?;
+            }
+            write!(
+                f,
+                "ERROR: <input>:{}:{}: {}",
+                issue.line,
+                issue.column + 1,
+                issue.message
+            )?;
+            if issue.line < 1 {
+                continue;
+            }
+            let Some(line) = usize::try_from(issue.line - 1)
+                .ok()
+                .and_then(|l| self.source.split('\n').nth(l))
+            else {
+                continue;
+            };
+            if line.len() > 16_384 {
+                continue;
+            }
+            let line = line.replace('\t', " ");
+            write!(f, "\n | {line}\n | ")?;
+            // cel-go marks the column with dots, full-width ones for multi-byte characters.
+            let mut chars = line.chars();
+            for _ in 0..issue.column {
+                match chars.next() {
+                    Some(c) => f.write_str(if c.len_utf8() > 1 { "．" } else { "." })?,
+                    None => break,
+                }
+            }
+            let wide = chars.next().is_some_and(|c| c.len_utf8() > 1);
+            f.write_str(if wide { "＾" } else { "^" })?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for CompileError {}
+
+/// An evaluation error. `Display` is worded as cel-go's runtime errors, which Kubernetes
+/// embeds in its messages (`expression '…' resulted in error: <this>`).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EvalError {
+    /// A map lookup or field selection on a missing key.
+    #[error("no such key: {0}")]
+    NoSuchKey(String),
+    /// A function applied to arguments of types it has no overload for.
+    #[error("no such overload")]
+    NoSuchOverload,
+    /// Dynamic dispatch found no overload for the runtime argument types.
+    #[error("no such overload: {function}({args})")]
+    NoMatchingOverload {
+        /// The function name.
+        function: String,
+        /// The runtime argument type names, comma separated.
+        args: String,
+    },
+    /// A function name that no library declares (only possible without type checking).
+    #[error("unbound function: {0}")]
+    UnboundFunction(String),
+    /// A variable that the activation does not bind.
+    #[error("no such attribute(s): {0}")]
+    NoSuchAttribute(String),
+    /// Integer division by zero.
+    #[error("division by zero")]
+    DivisionByZero,
+    /// Integer modulus by zero.
+    #[error("modulus by zero")]
+    ModulusByZero,
+    /// int64 overflow.
+    #[error("integer overflow")]
+    IntOverflow,
+    /// uint64 overflow.
+    #[error("unsigned integer overflow")]
+    UintOverflow,
+    /// Duration out of range.
+    #[error("duration overflow")]
+    DurationOverflow,
+    /// Timestamp out of range.
+    #[error("timestamp overflow")]
+    TimestampOverflow,
+    /// List index out of range.
+    #[error("index out of bounds: {0}")]
+    IndexOutOfBounds(String),
+    /// A map key of a type that cannot be a key.
+    #[error("unsupported key type: {0}")]
+    UnsupportedKeyType(String),
+    /// Ordering comparison involving NaN.
+    #[error("NaN values cannot be ordered")]
+    NaNOrdering,
+    /// The per-call cost limit was exceeded.
+    #[error("operation cancelled: actual cost limit exceeded")]
+    CostLimitExceeded,
+    /// The budget shared by several expressions ran out (distinct from the per-call limit, so
+    /// callers can produce Kubernetes' `running out of cost budget` message).
+    #[error("operation cancelled: cost budget exhausted")]
+    BudgetExhausted,
+    /// The deadline passed or the evaluation was cancelled.
+    #[error("operation interrupted")]
+    Interrupted,
+    /// A composited variable failed to compile.
+    #[error("composited variable \"{name}\" fails to compile: {error}")]
+    VariableCompile {
+        /// The variable's name.
+        name: String,
+        /// The compile error text.
+        error: String,
+    },
+    /// A composited variable failed to evaluate.
+    #[error("composited variable \"{name}\" fails to evaluate: {error}")]
+    VariableEval {
+        /// The variable's name.
+        name: String,
+        /// The underlying error.
+        error: Box<EvalError>,
+    },
+    /// Any other error, worded by the function that raised it.
+    #[error("{0}")]
+    Message(String),
+}
+
+impl EvalError {
+    /// A free-form error message.
+    pub fn msg(m: impl Into<String>) -> Self {
+        EvalError::Message(m.into())
+    }
+
+    /// True for errors that must stop evaluation even where CEL would otherwise absorb an
+    /// error (`&&`, `||`, comprehension loops): cost and cancellation.
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            EvalError::CostLimitExceeded | EvalError::BudgetExhausted | EvalError::Interrupted => {
+                true
+            }
+            EvalError::VariableEval { error, .. } => error.is_fatal(),
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issues_format_like_cel_go() {
+        let e = CompileError::new(
+            "object.replicas > 1",
+            vec![Issue {
+                line: 1,
+                column: 6,
+                message: "undefined field 'replicas'".into(),
+            }],
+        );
+        assert_eq!(
+            e.to_string(),
+            "ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas > 1\n | ......^"
+        );
+    }
+
+    #[test]
+    fn wide_characters_use_full_width_markers() {
+        let e = CompileError::new(
+            "'é' + x",
+            vec![Issue {
+                line: 1,
+                column: 6,
+                message: "m".into(),
+            }],
+        );
+        assert_eq!(
+            e.to_string(),
+            "ERROR: <input>:1:7: m\n | 'é' + x\n | .．....^"
+        );
+    }
+}

@@ -1,0 +1,39 @@
+//! celgate's CEL implementation with Kubernetes semantics.
+//!
+//! The `cel` crate parses (cel-go's grammar and syntax errors); everything after that is ours:
+//! [`ast`] conversion with macro recognition, the type checker ([`check`]), the planner
+//! ([`plan`]), the evaluator ([`eval`]) with cel-go's runtime cost model ([`cost`]), and the
+//! function libraries ([`libs`]), each function declared once for all three.
+//!
+//! ```
+//! use celgate_cel::{Activation, Budget, Env, Type, Value};
+//! let env = Env::kubernetes().variable("object", Type::Dyn).build();
+//! let program = env.compile("object.spec.replicas <= 5").unwrap();
+//! let object = serde_json::json!({"spec": {"replicas": 3}});
+//! let mut act = Activation::new();
+//! act.bind_json("object", &object);
+//! let mut budget = Budget::new(1_000_000, 10_000_000);
+//! assert_eq!(program.eval(&act, &mut budget).unwrap(), Value::Bool(true));
+//! ```
+
+mod activation;
+mod ast;
+mod check;
+mod cost;
+mod env;
+mod error;
+mod eval;
+mod libs;
+mod parse;
+mod plan;
+pub mod types;
+pub mod value;
+mod variables;
+
+pub use activation::Activation;
+pub use cost::{Budget, MATCH_CONDITIONS_BUDGET, PER_CALL_LIMIT, RUNTIME_BUDGET};
+pub use env::{Env, EnvBuilder, Program};
+pub use error::{CompileError, EvalError, Issue};
+pub use types::{ObjectType, Type};
+pub use value::Value;
+pub use variables::Variables;

@@ -1,0 +1,290 @@
+//! cel-go's strings extension (`ext.Strings`, version 2 as Kubernetes enables it): indices are
+//! in code points.
+
+use super::{Registry, arg, int_arg, str_arg};
+use crate::error::EvalError;
+use crate::types::Type;
+use crate::value::{List, Value};
+
+pub(crate) fn register(r: &mut Registry) {
+    use Type::{Int, String};
+    let ls = Type::list(String);
+    r.def("charAt")
+        .member(&[String, Int], String)
+        .imp(char_at)
+        .done();
+    r.def("indexOf")
+        .member(&[String, String], Int)
+        .imp(index_of)
+        .done();
+    r.def("indexOf")
+        .member(&[String, String, Int], Int)
+        .imp(index_of)
+        .done();
+    r.def("lastIndexOf")
+        .member(&[String, String], Int)
+        .imp(last_index_of)
+        .done();
+    r.def("lastIndexOf")
+        .member(&[String, String, Int], Int)
+        .imp(last_index_of)
+        .done();
+    r.def("lowerAscii")
+        .member(&[String], String)
+        .imp(lower_ascii)
+        .done();
+    r.def("upperAscii")
+        .member(&[String], String)
+        .imp(upper_ascii)
+        .done();
+    r.def("replace")
+        .member(&[String, String, String], String)
+        .imp(replace)
+        .done();
+    r.def("replace")
+        .member(&[String, String, String, Int], String)
+        .imp(replace)
+        .done();
+    r.def("split")
+        .member(&[String, String], ls.clone())
+        .imp(split)
+        .done();
+    r.def("split")
+        .member(&[String, String, Int], ls.clone())
+        .imp(split)
+        .done();
+    r.def("substring")
+        .member(&[String, Int], String)
+        .imp(substring)
+        .done();
+    r.def("substring")
+        .member(&[String, Int, Int], String)
+        .imp(substring)
+        .done();
+    r.def("trim").member(&[String], String).imp(trim).done();
+    r.def("join")
+        .member(std::slice::from_ref(&ls), String)
+        .imp(join)
+        .done();
+    r.def("join").member(&[ls, String], String).imp(join).done();
+    r.def("strings.quote")
+        .global(&[String], String)
+        .imp(quote)
+        .done();
+}
+
+fn out_of_range(i: i64) -> EvalError {
+    EvalError::msg(format!("index out of range: {i}"))
+}
+
+fn char_at<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let s = str_arg(args, 0)?;
+    let i = int_arg(args, 1)?;
+    let n = s.chars().count() as i64;
+    if i < 0 || i > n {
+        return Err(out_of_range(i));
+    }
+    Ok(Value::string(
+        s.chars()
+            .nth(i as usize)
+            .map(String::from)
+            .unwrap_or_default(),
+    ))
+}
+
+fn index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let s: Vec<char> = str_arg(args, 0)?.chars().collect();
+    let sub: Vec<char> = str_arg(args, 1)?.chars().collect();
+    let off = if args.len() > 2 { int_arg(args, 2)? } else { 0 };
+    if off < 0 {
+        return Err(out_of_range(off));
+    }
+    if sub.is_empty() {
+        return Ok(Value::Int(off.min(s.len() as i64)));
+    }
+    let off = off as usize;
+    if off >= s.len() || sub.len() > s.len() {
+        return Ok(Value::Int(-1));
+    }
+    let found = (off..=s.len() - sub.len()).find(|&i| s.get(i..i + sub.len()) == Some(&sub[..]));
+    Ok(Value::Int(found.map_or(-1, |i| i as i64)))
+}
+
+fn last_index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let s: Vec<char> = str_arg(args, 0)?.chars().collect();
+    let sub: Vec<char> = str_arg(args, 1)?.chars().collect();
+    let off = if args.len() > 2 {
+        int_arg(args, 2)?
+    } else {
+        if sub.is_empty() {
+            return Ok(Value::Int(s.len() as i64));
+        }
+        s.len() as i64 - 1
+    };
+    if off < 0 {
+        return Err(out_of_range(off));
+    }
+    if sub.is_empty() {
+        return Ok(Value::Int(off.min(s.len() as i64)));
+    }
+    let mut off = off as usize;
+    if off >= s.len() || sub.len() > s.len() {
+        return Ok(Value::Int(-1));
+    }
+    off = off.min(s.len() - sub.len());
+    let found = (0..=off)
+        .rev()
+        .find(|&i| s.get(i..i + sub.len()) == Some(&sub[..]));
+    Ok(Value::Int(found.map_or(-1, |i| i as i64)))
+}
+
+fn lower_ascii<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    Ok(Value::string(str_arg(args, 0)?.to_ascii_lowercase()))
+}
+
+fn upper_ascii<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    Ok(Value::string(str_arg(args, 0)?.to_ascii_uppercase()))
+}
+
+fn replace<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let s = str_arg(args, 0)?;
+    let old = str_arg(args, 1)?;
+    let new = str_arg(args, 2)?;
+    let n = if args.len() > 3 {
+        int_arg(args, 3)?
+    } else {
+        -1
+    };
+    Ok(Value::string(if n < 0 {
+        s.replace(old, new)
+    } else {
+        s.replacen(old, new, n as usize)
+    }))
+}
+
+fn split<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let s = str_arg(args, 0)?;
+    let sep = str_arg(args, 1)?;
+    let n = if args.len() > 2 {
+        int_arg(args, 2)?
+    } else {
+        -1
+    };
+    if n == 0 {
+        return Ok(Value::List(List::from_vec(Vec::new())));
+    }
+    let parts: Vec<String> = if sep.is_empty() {
+        // Go splits into UTF-8 sequences; with a limit the last part keeps the rest.
+        let chars: Vec<char> = s.chars().collect();
+        let limit = if n < 0 {
+            chars.len()
+        } else {
+            (n as usize).min(chars.len())
+        };
+        let mut out: Vec<String> = chars
+            .iter()
+            .take(limit.saturating_sub(1))
+            .map(|c| c.to_string())
+            .collect();
+        if limit > 0 {
+            out.push(
+                chars
+                    .get(limit - 1..)
+                    .map(|r| r.iter().collect())
+                    .unwrap_or_default(),
+            );
+        }
+        out
+    } else if n < 0 {
+        s.split(sep).map(String::from).collect()
+    } else {
+        s.splitn(n as usize, sep).map(String::from).collect()
+    };
+    Ok(Value::List(List::from_vec(
+        parts.into_iter().map(Value::string).collect(),
+    )))
+}
+
+fn substring<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let s: Vec<char> = str_arg(args, 0)?.chars().collect();
+    let start = int_arg(args, 1)?;
+    let len = s.len() as i64;
+    let end = if args.len() > 2 {
+        let end = int_arg(args, 2)?;
+        if start > end {
+            return Err(EvalError::msg(format!(
+                "invalid substring range. start: {start}, end: {end}"
+            )));
+        }
+        if end < 0 || end > len {
+            if start < 0 || start > len {
+                return Err(out_of_range(start));
+            }
+            return Err(out_of_range(end));
+        }
+        end
+    } else {
+        len
+    };
+    if start < 0 || start > len {
+        return Err(out_of_range(start));
+    }
+    Ok(Value::string(
+        s.get(start as usize..end as usize)
+            .map(|r| r.iter().collect::<String>())
+            .unwrap_or_default(),
+    ))
+}
+
+fn trim<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    Ok(Value::string(str_arg(args, 0)?.trim()))
+}
+
+fn join<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let Value::List(l) = arg(args, 0)? else {
+        return Err(EvalError::NoSuchOverload);
+    };
+    let sep = if args.len() > 1 {
+        str_arg(args, 1)?
+    } else {
+        ""
+    };
+    let mut out = String::new();
+    for (i, v) in l.iter().enumerate() {
+        if i > 0 {
+            out.push_str(sep);
+        }
+        match &v {
+            Value::String(s) => out.push_str(s),
+            other => {
+                return Err(EvalError::msg(format!(
+                    "join: invalid input: {}",
+                    other.type_name()
+                )));
+            }
+        }
+    }
+    Ok(Value::string(out))
+}
+
+fn quote<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let s = str_arg(args, 0)?;
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    Ok(Value::string(out))
+}

@@ -1,0 +1,393 @@
+//! Timestamps and durations: conversions, arithmetic with cel-go's range checks, and the
+//! `get*` accessors with optional time zones (IANA names or `±hh:mm` offsets).
+
+use chrono::{DateTime, Datelike, FixedOffset, Offset, TimeDelta, TimeZone, Timelike, Utc};
+
+use super::{Registry, arg, str_arg};
+use crate::error::EvalError;
+use crate::types::Type;
+use crate::value::Value;
+
+/// Seconds of 0001-01-01T00:00:00Z.
+const MIN_UNIX: i64 = -62_135_596_800;
+/// Seconds of 9999-12-31T23:59:59Z.
+const MAX_UNIX: i64 = 253_402_300_799;
+
+pub(crate) fn register(r: &mut Registry) {
+    use Type::{Duration, Int, String, Timestamp};
+    r.def("timestamp")
+        .global(&[Timestamp], Timestamp)
+        .imp(to_timestamp)
+        .done();
+    r.def("timestamp")
+        .global(&[String], Timestamp)
+        .imp(to_timestamp)
+        .done();
+    r.def("timestamp")
+        .global(&[Int], Timestamp)
+        .imp(to_timestamp)
+        .done();
+    r.def("duration")
+        .global(&[Duration], Duration)
+        .imp(to_duration)
+        .done();
+    r.def("duration")
+        .global(&[String], Duration)
+        .imp(to_duration)
+        .done();
+
+    type Getter = for<'a> fn(&[Value<'a>]) -> Result<Value<'a>, EvalError>;
+    let ts: [(&str, Getter); 10] = [
+        ("getFullYear", get_full_year),
+        ("getMonth", get_month),
+        ("getDayOfYear", get_day_of_year),
+        ("getDayOfMonth", get_day_of_month),
+        ("getDate", get_date),
+        ("getDayOfWeek", get_day_of_week),
+        ("getHours", get_hours),
+        ("getMinutes", get_minutes),
+        ("getSeconds", get_seconds),
+        ("getMilliseconds", get_milliseconds),
+    ];
+    for (name, f) in ts {
+        r.def(name).member(&[Timestamp], Int).imp(f).done();
+        r.def(name).member(&[Timestamp, String], Int).imp(f).done();
+    }
+    r.def("getHours")
+        .member(&[Duration], Int)
+        .imp(get_hours)
+        .done();
+    r.def("getMinutes")
+        .member(&[Duration], Int)
+        .imp(get_minutes)
+        .done();
+    r.def("getSeconds")
+        .member(&[Duration], Int)
+        .imp(get_seconds)
+        .done();
+    r.def("getMilliseconds")
+        .member(&[Duration], Int)
+        .imp(get_milliseconds)
+        .done();
+}
+
+fn check_ts<'a>(t: DateTime<Utc>) -> Result<Value<'a>, EvalError> {
+    let s = t.timestamp();
+    if !(MIN_UNIX..=MAX_UNIX).contains(&s) {
+        return Err(EvalError::TimestampOverflow);
+    }
+    Ok(Value::Timestamp(t))
+}
+
+fn nanos(d: TimeDelta) -> Result<i64, EvalError> {
+    d.num_nanoseconds().ok_or(EvalError::IntOverflow)
+}
+
+pub(crate) fn timestamp_add<'a>(t: DateTime<Utc>, d: TimeDelta) -> Result<Value<'a>, EvalError> {
+    nanos(d)?;
+    check_ts(
+        t.checked_add_signed(d)
+            .ok_or(EvalError::TimestampOverflow)?,
+    )
+}
+
+pub(crate) fn timestamp_sub<'a>(t: DateTime<Utc>, d: TimeDelta) -> Result<Value<'a>, EvalError> {
+    nanos(d)?;
+    check_ts(
+        t.checked_sub_signed(d)
+            .ok_or(EvalError::TimestampOverflow)?,
+    )
+}
+
+pub(crate) fn timestamp_diff<'a>(
+    a: DateTime<Utc>,
+    b: DateTime<Utc>,
+) -> Result<Value<'a>, EvalError> {
+    let d = a.signed_duration_since(b);
+    d.num_nanoseconds().ok_or(EvalError::DurationOverflow)?;
+    Ok(Value::Duration(d))
+}
+
+pub(crate) fn duration_add<'a>(a: TimeDelta, b: TimeDelta) -> Result<Value<'a>, EvalError> {
+    let n = nanos(a)?
+        .checked_add(nanos(b)?)
+        .ok_or(EvalError::IntOverflow)?;
+    Ok(Value::Duration(TimeDelta::nanoseconds(n)))
+}
+
+pub(crate) fn duration_sub<'a>(a: TimeDelta, b: TimeDelta) -> Result<Value<'a>, EvalError> {
+    let n = nanos(a)?
+        .checked_sub(nanos(b)?)
+        .ok_or(EvalError::IntOverflow)?;
+    Ok(Value::Duration(TimeDelta::nanoseconds(n)))
+}
+
+/// Parses an RFC 3339 timestamp as Go's `time.Parse(time.RFC3339, s)`.
+pub(crate) fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, EvalError> {
+    let bad = || {
+        EvalError::msg(
+            "type conversion error from 'string' to 'google.protobuf.Timestamp'".to_string(),
+        )
+    };
+    let b = s.as_bytes();
+    // Go requires the upper-case 'T' separator and a 'Z' or ±hh:mm zone.
+    if b.get(10) != Some(&b'T') {
+        return Err(bad());
+    }
+    let t = DateTime::parse_from_rfc3339(s).map_err(|_| bad())?;
+    let t = t.with_timezone(&Utc);
+    if !(MIN_UNIX..=MAX_UNIX).contains(&t.timestamp()) {
+        return Err(EvalError::TimestampOverflow);
+    }
+    Ok(t)
+}
+
+fn to_timestamp<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    match arg(args, 0)? {
+        Value::Timestamp(t) => Ok(Value::Timestamp(*t)),
+        Value::String(s) => Ok(Value::Timestamp(parse_timestamp(s)?)),
+        Value::Int(i) => {
+            if !(MIN_UNIX..=MAX_UNIX).contains(i) {
+                return Err(EvalError::TimestampOverflow);
+            }
+            let t = Utc
+                .timestamp_opt(*i, 0)
+                .single()
+                .ok_or(EvalError::TimestampOverflow)?;
+            Ok(Value::Timestamp(t))
+        }
+        _ => Err(EvalError::NoSuchOverload),
+    }
+}
+
+fn to_duration<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    match arg(args, 0)? {
+        Value::Duration(d) => Ok(Value::Duration(*d)),
+        Value::String(s) => Ok(Value::Duration(parse_duration(s)?)),
+        _ => Err(EvalError::NoSuchOverload),
+    }
+}
+
+/// Parses a duration as Go's `time.ParseDuration` (e.g. `1h30m`, `-1.5s`, `300ms`).
+pub(crate) fn parse_duration(s: &str) -> Result<TimeDelta, EvalError> {
+    let bad = || {
+        EvalError::msg(
+            "type conversion error from 'string' to 'google.protobuf.Duration'".to_string(),
+        )
+    };
+    let (neg, mut rest) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    if rest == "0" {
+        return Ok(TimeDelta::zero());
+    }
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    let mut total: u128 = 0;
+    while !rest.is_empty() {
+        let int_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let (int_part, after) = rest.split_at(int_end);
+        let (frac_part, after) = match after.strip_prefix('.') {
+            Some(a) => {
+                let e = a.find(|c: char| !c.is_ascii_digit()).unwrap_or(a.len());
+                a.split_at(e)
+            }
+            None => ("", after),
+        };
+        if int_part.is_empty() && frac_part.is_empty() {
+            return Err(bad());
+        }
+        let unit_end = after
+            .find(|c: char| c == '.' || c.is_ascii_digit())
+            .unwrap_or(after.len());
+        let (unit, next) = after.split_at(unit_end);
+        let scale: u128 = match unit {
+            "ns" => 1,
+            "us" | "µs" | "μs" => 1_000,
+            "ms" => 1_000_000,
+            "s" => 1_000_000_000,
+            "m" => 60_000_000_000,
+            "h" => 3_600_000_000_000,
+            _ => return Err(bad()),
+        };
+        let whole: u128 = if int_part.is_empty() {
+            0
+        } else {
+            int_part.parse().map_err(|_| bad())?
+        };
+        let mut value = whole.checked_mul(scale).ok_or_else(bad)?;
+        let mut div = 1u128;
+        let mut frac = 0u128;
+        for c in frac_part.chars().take(30) {
+            frac = frac * 10 + u128::from(c.to_digit(10).unwrap_or(0));
+            div *= 10;
+        }
+        value += frac * scale / div;
+        total = total.checked_add(value).ok_or_else(bad)?;
+        if total > i64::MAX as u128 + u128::from(neg) {
+            return Err(bad());
+        }
+        rest = next;
+    }
+    let n = if neg {
+        (-(total as i128)) as i64
+    } else {
+        total as i64
+    };
+    Ok(TimeDelta::nanoseconds(n))
+}
+
+/// Formats as Go's `time.RFC3339Nano` in UTC.
+pub(crate) fn format_timestamp(t: &DateTime<Utc>) -> String {
+    let base = t.format("%Y-%m-%dT%H:%M:%S").to_string();
+    let n = t.nanosecond();
+    if n == 0 {
+        return format!("{base}Z");
+    }
+    let frac = format!("{n:09}");
+    format!("{base}.{}Z", frac.trim_end_matches('0'))
+}
+
+/// Formats as cel-go does: seconds with the shortest decimal form, then `s`.
+pub(crate) fn format_duration(d: &TimeDelta) -> String {
+    let n = d.num_nanoseconds().unwrap_or(0);
+    let neg = n < 0;
+    let abs = n.unsigned_abs();
+    let secs = abs / 1_000_000_000;
+    let frac = abs % 1_000_000_000;
+    let mut s = String::new();
+    if neg {
+        s.push('-');
+    }
+    s.push_str(&secs.to_string());
+    if frac != 0 {
+        let f = format!("{frac:09}");
+        s.push('.');
+        s.push_str(f.trim_end_matches('0'));
+    }
+    s.push('s');
+    s
+}
+
+fn in_zone(args: &[Value<'_>]) -> Result<DateTime<FixedOffset>, EvalError> {
+    let Value::Timestamp(t) = arg(args, 0)? else {
+        return Err(EvalError::NoSuchOverload);
+    };
+    let utc = FixedOffset::east_opt(0).ok_or(EvalError::NoSuchOverload)?;
+    if args.len() < 2 {
+        return Ok(t.with_timezone(&utc));
+    }
+    let tz = str_arg(args, 1)?;
+    match tz.find(':') {
+        None => {
+            let zone: chrono_tz::Tz = tz
+                .parse()
+                .map_err(|_| EvalError::msg(format!("unknown time zone {tz}")))?;
+            let local = t.with_timezone(&zone);
+            let off = FixedOffset::east_opt(local.offset().fix().local_minus_utc())
+                .ok_or(EvalError::NoSuchOverload)?;
+            Ok(t.with_timezone(&off))
+        }
+        Some(i) => {
+            let bad = || EvalError::msg(format!("invalid time zone offset {tz}"));
+            let hr: i32 = tz[..i].parse().map_err(|_| bad())?;
+            let min: i32 = tz[i + 1..].parse().map_err(|_| bad())?;
+            if !(0..=59).contains(&min) {
+                return Err(EvalError::msg(format!(
+                    "timezone offset minutes out of range [0, 59]: {tz}"
+                )));
+            }
+            let offset = if tz.starts_with('-') {
+                hr * 60 - min
+            } else {
+                hr * 60 + min
+            };
+            let off = FixedOffset::east_opt(offset * 60).ok_or_else(bad)?;
+            Ok(t.with_timezone(&off))
+        }
+    }
+}
+
+fn duration_of(args: &[Value<'_>]) -> Option<TimeDelta> {
+    match args.first() {
+        Some(Value::Duration(d)) => Some(*d),
+        _ => None,
+    }
+}
+
+fn get_full_year<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    Ok(Value::Int(i64::from(in_zone(args)?.year())))
+}
+fn get_month<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    Ok(Value::Int(i64::from(in_zone(args)?.month0())))
+}
+fn get_day_of_year<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    Ok(Value::Int(i64::from(in_zone(args)?.ordinal0())))
+}
+fn get_day_of_month<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    Ok(Value::Int(i64::from(in_zone(args)?.day0())))
+}
+fn get_date<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    Ok(Value::Int(i64::from(in_zone(args)?.day())))
+}
+fn get_day_of_week<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    Ok(Value::Int(i64::from(
+        in_zone(args)?.weekday().num_days_from_sunday(),
+    )))
+}
+fn get_hours<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    if let Some(d) = duration_of(args) {
+        return Ok(Value::Int(d.num_hours()));
+    }
+    Ok(Value::Int(i64::from(in_zone(args)?.hour())))
+}
+fn get_minutes<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    if let Some(d) = duration_of(args) {
+        return Ok(Value::Int(d.num_minutes()));
+    }
+    Ok(Value::Int(i64::from(in_zone(args)?.minute())))
+}
+fn get_seconds<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    if let Some(d) = duration_of(args) {
+        return Ok(Value::Int(d.num_seconds()));
+    }
+    Ok(Value::Int(i64::from(in_zone(args)?.second())))
+}
+fn get_milliseconds<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    if let Some(d) = duration_of(args) {
+        return Ok(Value::Int(d.num_milliseconds()));
+    }
+    Ok(Value::Int(i64::from(
+        in_zone(args)?.nanosecond() / 1_000_000,
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(parse_duration("1h30m").ok(), Some(TimeDelta::minutes(90)));
+        assert_eq!(
+            parse_duration("-1.5s").ok(),
+            Some(TimeDelta::milliseconds(-1500))
+        );
+        assert!(parse_duration("1d").is_err());
+        assert_eq!(format_duration(&TimeDelta::milliseconds(1500)), "1.5s");
+    }
+
+    #[test]
+    fn timestamps_round_trip() {
+        let t = parse_timestamp("2009-02-13T23:31:30.120Z").ok();
+        assert_eq!(
+            t.map(|t| format_timestamp(&t)).as_deref(),
+            Some("2009-02-13T23:31:30.12Z")
+        );
+    }
+}

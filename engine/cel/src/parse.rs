@@ -1,0 +1,596 @@
+//! Parsing: the `cel` crate's ANTLR parser (cel-go's grammar and syntax errors), then conversion
+//! into celgate's [`ast`](crate::ast), recognising macros. Runs on a dedicated thread with a big
+//! stack, because the ANTLR parser and the trees it builds recurse deeply.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use cel::common::ast::{self as cast, EntryExpr, IdedExpr, LiteralValue};
+use cel::parser::{ParseError, Parser};
+
+use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind, MapEntry, StructField};
+use crate::error::{CompileError, Issue};
+
+/// cel-go's default (and Kubernetes') limit on nesting.
+pub(crate) const MAX_RECURSION_DEPTH: u16 = 250;
+/// cel-go's default (and Kubernetes') limit on expression size, in code points.
+pub(crate) const MAX_CODE_POINTS: usize = 100_000;
+/// Stack for the parsing thread: the ANTLR runtime uses tens of KiB per nesting level.
+const PARSE_STACK: usize = 256 << 20;
+/// The accumulator variable of parser-expanded macros.
+const ACCU: &str = "@result";
+
+/// A parsed expression and the source positions of its nodes.
+pub(crate) struct Parsed {
+    pub expr: Expr,
+    pub positions: Positions,
+}
+
+/// Maps node ids to source positions (reported as cel-go does: line, code-point column).
+pub(crate) struct Positions {
+    source: Arc<str>,
+    /// Byte offset of each node.
+    offsets: HashMap<u64, u32>,
+}
+
+impl Positions {
+    /// (1-based line, 0-based code-point column) of node `id`; (-1, -1) when unknown.
+    pub fn location(&self, id: u64) -> (i64, i64) {
+        match self.offsets.get(&id) {
+            Some(&off) => byte_offset_location(&self.source, off as usize),
+            None => (-1, -1),
+        }
+    }
+
+    /// An issue at node `id`.
+    pub fn issue(&self, id: u64, message: impl Into<String>) -> Issue {
+        let (line, column) = self.location(id);
+        Issue {
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+}
+
+fn byte_offset_location(source: &str, off: usize) -> (i64, i64) {
+    let mut line = 1i64;
+    let mut line_start = 0usize;
+    for (i, c) in source.char_indices() {
+        if i >= off {
+            break;
+        }
+        if c == '\n' {
+            line += 1;
+            line_start = i + 1;
+        }
+    }
+    let col = source
+        .get(line_start..)
+        .map(|rest| {
+            rest.char_indices()
+                .take_while(|(i, _)| line_start + i < off)
+                .count()
+        })
+        .unwrap_or(0);
+    (line, col as i64)
+}
+
+/// Parses `src` on a big-stack thread.
+pub(crate) fn parse(src: &str) -> Result<Parsed, CompileError> {
+    let size = src.chars().count();
+    if size > MAX_CODE_POINTS {
+        return Err(CompileError::new(
+            src,
+            vec![Issue {
+                line: -1,
+                column: -1,
+                message: format!(
+                    "expression code point size exceeds limit: size: {size}, limit {MAX_CODE_POINTS}"
+                ),
+            }],
+        ));
+    }
+    let owned: Arc<str> = Arc::from(src);
+    let for_thread = owned.clone();
+    let handle = std::thread::Builder::new()
+        .name("cel-parse".into())
+        .stack_size(PARSE_STACK)
+        .spawn(move || parse_here(for_thread));
+    let joined = match handle {
+        Ok(h) => h.join(),
+        Err(e) => {
+            return Err(internal(
+                src,
+                format!("cannot start the parser thread: {e}"),
+            ));
+        }
+    };
+    match joined {
+        Ok(r) => r,
+        Err(_) => Err(internal(src, "the parser failed unexpectedly".to_string())),
+    }
+}
+
+fn internal(src: &str, message: String) -> CompileError {
+    CompileError::new(
+        src,
+        vec![Issue {
+            line: -1,
+            column: -1,
+            message,
+        }],
+    )
+}
+
+fn parse_here(src: Arc<str>) -> Result<Parsed, CompileError> {
+    let parsed = Parser::new()
+        .enable_optional_syntax(true)
+        .max_recursion_depth(MAX_RECURSION_DEPTH)
+        .parse_with_source_info(&src);
+    let (root, info) = match parsed {
+        Ok(p) => p,
+        Err(errs) => return Err(convert_parse_errors(&src, errs.errors)),
+    };
+    let mut conv = Converter {
+        info: &info,
+        offsets: HashMap::new(),
+        issues: Vec::new(),
+        depth: 0,
+        source: &src,
+    };
+    let expr = conv.convert(&root);
+    let Converter {
+        offsets, issues, ..
+    } = conv;
+    if !issues.is_empty() {
+        return Err(CompileError::new(&src, issues));
+    }
+    Ok(Parsed {
+        expr,
+        positions: Positions {
+            source: src.clone(),
+            offsets,
+        },
+    })
+}
+
+fn convert_parse_errors(src: &str, errors: Vec<ParseError>) -> CompileError {
+    // The recursion limit aborts the parse; cel-go reports it alone.
+    let over_limit = errors.iter().any(|e| {
+        e.msg.contains("Recursion limit of")
+            || e.source
+                .as_ref()
+                .is_some_and(|s| s.to_string().contains("Recursion limit"))
+    });
+    if over_limit {
+        return CompileError::new(
+            src,
+            vec![Issue {
+                line: -1,
+                column: -1,
+                message: format!("expression recursion limit exceeded: {MAX_RECURSION_DEPTH}"),
+            }],
+        );
+    }
+    let has_positioned = errors.iter().any(|e| e.source.is_none());
+    let mut issues = Vec::new();
+    for e in errors {
+        if let Some(inner) = &e.source {
+            // An aborted parse: the recursion limit, or the recovery limit (already reported).
+            let text = inner.to_string();
+            if !has_positioned {
+                issues.push(Issue {
+                    line: -1,
+                    column: -1,
+                    message: text,
+                });
+            }
+            continue;
+        }
+        let (line, col1) = e.pos;
+        // Token positions are in characters already; macro expansion errors are positioned
+        // from byte offsets.
+        let column = if MACRO_ERRORS.contains(&e.msg.as_str()) {
+            code_point_column(src, line, col1)
+        } else {
+            (col1 - 1) as i64
+        };
+        issues.push(Issue {
+            line: line as i64,
+            column,
+            message: e.msg,
+        });
+    }
+    CompileError::new(src, issues)
+}
+
+/// Errors the `cel` crate's macro expanders report (positioned by byte offset).
+const MACRO_ERRORS: [&str; 2] = [
+    "invalid argument to has() macro",
+    "argument must be a simple name",
+];
+
+/// Converts the parser's 1-based byte column on `line` into a 0-based code-point column.
+fn code_point_column(src: &str, line: isize, col1: isize) -> i64 {
+    let byte_col = (col1 - 1).max(0) as usize;
+    let Some(text) = usize::try_from(line - 1)
+        .ok()
+        .and_then(|l| src.split('\n').nth(l))
+    else {
+        return byte_col as i64;
+    };
+    text.char_indices()
+        .take_while(|(i, _)| *i < byte_col)
+        .count() as i64
+}
+
+struct Converter<'s> {
+    info: &'s cast::SourceInfo,
+    offsets: HashMap<u64, u32>,
+    issues: Vec<Issue>,
+    depth: usize,
+    source: &'s str,
+}
+
+impl Converter<'_> {
+    fn record(&mut self, id: u64) {
+        if let Some((start, _)) = self.info.offset_for(id) {
+            self.offsets.insert(id, start);
+        }
+    }
+
+    fn error(&mut self, id: u64, msg: &str) {
+        let (line, column) = match self.info.offset_for(id) {
+            Some((start, _)) => byte_offset_location(self.source, start as usize),
+            None => (-1, -1),
+        };
+        self.issues.push(Issue {
+            line,
+            column,
+            message: msg.to_string(),
+        });
+    }
+
+    fn convert(&mut self, e: &IdedExpr) -> Expr {
+        self.depth += 1;
+        let out = if usize::from(MAX_RECURSION_DEPTH) < self.depth {
+            if self.issues.is_empty() {
+                self.issues.push(Issue {
+                    line: -1,
+                    column: -1,
+                    message: "max recursion depth exceeded".into(),
+                });
+            }
+            Expr {
+                id: e.id,
+                kind: ExprKind::Literal(Literal::Null),
+            }
+        } else {
+            self.record(e.id);
+            let kind = self.convert_kind(e);
+            Expr { id: e.id, kind }
+        };
+        self.depth -= 1;
+        out
+    }
+
+    fn convert_kind(&mut self, e: &IdedExpr) -> ExprKind {
+        match &e.expr {
+            cast::Expr::Unspecified => ExprKind::Literal(Literal::Null),
+            cast::Expr::Literal(l) => ExprKind::Literal(convert_literal(l)),
+            cast::Expr::Ident(n) => ExprKind::Ident(n.clone()),
+            cast::Expr::Select(s) => ExprKind::Select {
+                operand: Box::new(self.convert(&s.operand)),
+                field: s.field.clone(),
+                test: s.test,
+                optional: false,
+            },
+            cast::Expr::Call(c) => self.convert_call(e.id, c),
+            cast::Expr::List(l) => {
+                let elements: Vec<Expr> = l.elements.iter().map(|x| self.convert(x)).collect();
+                let mut optional = vec![false; elements.len()];
+                for &i in &l.optional_indices {
+                    if let Some(o) = optional.get_mut(i) {
+                        *o = true;
+                    }
+                }
+                ExprKind::List { elements, optional }
+            }
+            cast::Expr::Map(m) => ExprKind::Map {
+                entries: m
+                    .entries
+                    .iter()
+                    .filter_map(|entry| match &entry.expr {
+                        EntryExpr::MapEntry(me) => Some(MapEntry {
+                            key: self.convert(&me.key),
+                            value: self.convert(&me.value),
+                            optional: me.optional,
+                        }),
+                        EntryExpr::StructField(_) => None,
+                    })
+                    .collect(),
+            },
+            cast::Expr::Struct(s) => ExprKind::Struct {
+                type_name: s.type_name.clone(),
+                fields: s
+                    .entries
+                    .iter()
+                    .filter_map(|entry| match &entry.expr {
+                        EntryExpr::StructField(f) => Some(StructField {
+                            value: self.convert(&f.value),
+                        }),
+                        EntryExpr::MapEntry(_) => None,
+                    })
+                    .collect(),
+            },
+            cast::Expr::Comprehension(c) => self.convert_comprehension(e.id, c),
+        }
+    }
+
+    fn convert_call(&mut self, id: u64, c: &cast::CallExpr) -> ExprKind {
+        // `a.?b` arrives as `_?._(a, "b")`.
+        if c.func_name == cast::operators::OPT_SELECT
+            && c.target.is_none()
+            && c.args.len() == 2
+            && let (Some(operand), Some(cast::Expr::Literal(LiteralValue::String(f)))) =
+                (c.args.first(), c.args.get(1).map(|a| &a.expr))
+        {
+            return ExprKind::Select {
+                operand: Box::new(self.convert(operand)),
+                field: f.inner().to_string(),
+                test: false,
+                optional: true,
+            };
+        }
+        if let Some(target) = &c.target
+            && let Some(kind) = self.try_macro(id, target, &c.func_name, &c.args)
+        {
+            return kind;
+        }
+        ExprKind::Call {
+            target: c.target.as_ref().map(|t| Box::new(self.convert(t))),
+            function: c.func_name.clone(),
+            args: c.args.iter().map(|a| self.convert(a)).collect(),
+        }
+    }
+
+    /// The receiver macros the `cel` parser does not expand: two-variable comprehensions,
+    /// `optMap`/`optFlatMap` and `sortBy`.
+    fn try_macro(
+        &mut self,
+        id: u64,
+        target: &IdedExpr,
+        function: &str,
+        args: &[IdedExpr],
+    ) -> Option<ExprKind> {
+        let two_var = matches!(
+            (function, args.len()),
+            ("all" | "exists" | "existsOne" | "exists_one", 3)
+                | (
+                    "transformList" | "transformMap" | "transformMapEntry",
+                    3 | 4
+                )
+        );
+        let one_var = matches!(
+            (function, args.len()),
+            ("optMap" | "optFlatMap" | "sortBy", 2)
+        );
+        if !two_var && !one_var {
+            return None;
+        }
+        let var = self.iter_var(args.first()?)?;
+        let (var2, rest) = if two_var {
+            let second = args.get(1)?;
+            let v2 = self.iter_var(second)?;
+            if v2 == var {
+                self.error(second.id, &format!("duplicate variable name: {var}"));
+                return None;
+            }
+            (Some(v2), args.get(2..)?)
+        } else {
+            (None, args.get(1..)?)
+        };
+        let range = self.convert(target);
+        let mut bodies: Vec<Expr> = rest.iter().map(|a| self.convert(a)).collect();
+        let last = bodies.pop()?;
+        let filter = bodies.pop();
+        let kind = match function {
+            "all" => MacroKind::All(last),
+            "exists" => MacroKind::Exists(last),
+            "existsOne" | "exists_one" => MacroKind::ExistsOne(last),
+            "transformList" => MacroKind::MapList {
+                filter,
+                transform: last,
+            },
+            "transformMap" => MacroKind::TransformMap {
+                filter,
+                transform: last,
+            },
+            "transformMapEntry" => MacroKind::TransformMapEntry {
+                filter,
+                transform: last,
+            },
+            "optMap" => MacroKind::OptMap(last),
+            "optFlatMap" => MacroKind::OptFlatMap(last),
+            _ => MacroKind::SortBy(last),
+        };
+        self.record(id);
+        Some(ExprKind::Comprehension(Box::new(Comprehension {
+            range,
+            var,
+            var2,
+            kind,
+        })))
+    }
+
+    fn iter_var(&mut self, e: &IdedExpr) -> Option<String> {
+        match &e.expr {
+            cast::Expr::Ident(n) if n == ACCU || n == "__result__" => {
+                self.error(e.id, "iteration variable overwrites accumulator variable");
+                None
+            }
+            cast::Expr::Ident(n) => Some(n.clone()),
+            _ => {
+                self.error(e.id, "argument must be a simple name");
+                None
+            }
+        }
+    }
+
+    /// Recognises the comprehensions the parser builds for `all`, `exists`, `exists_one`,
+    /// `map` and `filter`.
+    fn convert_comprehension(&mut self, id: u64, c: &cast::ComprehensionExpr) -> ExprKind {
+        let kind = match self.macro_kind(c) {
+            Some(k) => k,
+            None => {
+                self.error(id, "unsupported comprehension");
+                return ExprKind::Literal(Literal::Null);
+            }
+        };
+        ExprKind::Comprehension(Box::new(Comprehension {
+            range: self.convert(&c.iter_range),
+            var: c.iter_var.clone(),
+            var2: c.iter_var2.clone(),
+            kind,
+        }))
+    }
+
+    fn macro_kind(&mut self, c: &cast::ComprehensionExpr) -> Option<MacroKind> {
+        if c.accu_var != ACCU {
+            return None;
+        }
+        let step = as_call(&c.loop_step)?;
+        match &c.accu_init.expr {
+            cast::Expr::Literal(LiteralValue::Boolean(b)) => {
+                let pred = step.args.get(1)?;
+                match (*b.inner(), step.func_name.as_str()) {
+                    (true, cast::operators::LOGICAL_AND) => {
+                        Some(MacroKind::All(self.convert(pred)))
+                    }
+                    (false, cast::operators::LOGICAL_OR) => {
+                        Some(MacroKind::Exists(self.convert(pred)))
+                    }
+                    _ => None,
+                }
+            }
+            cast::Expr::Literal(LiteralValue::Int(_)) => {
+                if step.func_name != cast::operators::CONDITIONAL {
+                    return None;
+                }
+                Some(MacroKind::ExistsOne(self.convert(step.args.first()?)))
+            }
+            cast::Expr::List(_) => {
+                if step.func_name == cast::operators::ADD {
+                    let transform = single_list_element(step.args.get(1)?)?;
+                    return Some(MacroKind::MapList {
+                        filter: None,
+                        transform: self.convert(transform),
+                    });
+                }
+                if step.func_name != cast::operators::CONDITIONAL {
+                    return None;
+                }
+                let filter = step.args.first()?;
+                let add = as_call(step.args.get(1)?)?;
+                let transform = single_list_element(add.args.get(1)?)?;
+                if matches!(&transform.expr, cast::Expr::Ident(n) if *n == c.iter_var) {
+                    return Some(MacroKind::Filter(self.convert(filter)));
+                }
+                Some(MacroKind::MapList {
+                    filter: Some(self.convert(filter)),
+                    transform: self.convert(transform),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+fn as_call(e: &IdedExpr) -> Option<&cast::CallExpr> {
+    match &e.expr {
+        cast::Expr::Call(c) => Some(c),
+        _ => None,
+    }
+}
+
+fn single_list_element(e: &IdedExpr) -> Option<&IdedExpr> {
+    match &e.expr {
+        cast::Expr::List(l) if l.elements.len() == 1 => l.elements.first(),
+        _ => None,
+    }
+}
+
+fn convert_literal(l: &LiteralValue) -> Literal {
+    match l {
+        LiteralValue::Boolean(b) => Literal::Bool(*b.inner()),
+        LiteralValue::Bytes(b) => Literal::Bytes(Arc::from(b.inner())),
+        LiteralValue::Double(d) => Literal::Double(*d.inner()),
+        LiteralValue::Int(i) => Literal::Int(*i.inner()),
+        LiteralValue::Null => Literal::Null,
+        LiteralValue::String(s) => Literal::String(Arc::from(s.inner())),
+        LiteralValue::UInt(u) => Literal::Uint(*u.inner()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syntax_error_is_cel_go_style() {
+        let err = parse("object.spec.replicas <").err().map(|e| e.to_string());
+        let text = err.unwrap_or_default();
+        assert!(
+            text.starts_with("ERROR: <input>:1:23: Syntax error: mismatched input '<EOF>'"),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("\n | object.spec.replicas <\n | ......................^"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn columns_count_code_points() {
+        let err = parse("'héllo' + ").err().map(|e| e.issues().to_vec());
+        let issues = err.unwrap_or_default();
+        assert_eq!(issues.first().map(|i| i.column), Some(10));
+        let err = parse("['é'].all(1, true)")
+            .err()
+            .map(|e| e.issues().to_vec());
+        let issues = err.unwrap_or_default();
+        assert_eq!(issues.first().map(|i| i.column), Some(10));
+    }
+
+    #[test]
+    fn recognises_macros() {
+        let p = parse("[1, 2].all(x, x > 0)").ok().map(|p| p.expr.kind);
+        assert!(matches!(
+            p,
+            Some(ExprKind::Comprehension(c)) if matches!(c.kind, MacroKind::All(_))
+        ));
+        let p = parse("{'a': 1}.transformMap(k, v, v + 1)")
+            .ok()
+            .map(|p| p.expr.kind);
+        assert!(matches!(
+            p,
+            Some(ExprKind::Comprehension(c)) if matches!(c.kind, MacroKind::TransformMap { .. })
+        ));
+        let p = parse("[1].filter(x, x > 0)").ok().map(|p| p.expr.kind);
+        assert!(matches!(
+            p,
+            Some(ExprKind::Comprehension(c)) if matches!(c.kind, MacroKind::Filter(_))
+        ));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let src = format!("{}1{}", "(".repeat(400), ")".repeat(400));
+        let err = parse(&src).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("recursion"), "{err}");
+        let src = format!("a{}", ".b".repeat(20_000));
+        let err = parse(&src).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("recursion depth"), "{err}");
+    }
+}

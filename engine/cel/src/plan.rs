@@ -1,0 +1,451 @@
+//! The planner: turns a (checked) syntax tree into an evaluation tree once per expression.
+//! Variables are resolved to activation names or comprehension slots, calls to the overloads
+//! the checker allowed, literal regular expressions are compiled, and macros become loops.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use regex::Regex;
+
+use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
+use crate::check::{Checked, Ref, candidate_names, type_ident};
+use crate::error::EvalError;
+use crate::libs::{CostFn, ImplFn, Kind, Registry, regex as re};
+use crate::types::Type;
+use crate::value::{List, Str, TypeName, Value};
+
+/// An evaluation tree node.
+#[derive(Debug)]
+pub(crate) enum Node {
+    Const(Value<'static>),
+    /// A variable bound in the activation.
+    Global(Arc<str>),
+    /// A comprehension variable.
+    Local(usize),
+    /// `variables.<name>`: a composited variable, by index.
+    Composited(usize),
+    Select(Box<Node>, Arc<str>),
+    Has(Box<Node>, Arc<str>),
+    OptSelect(Box<Node>, Arc<str>),
+    Index(Box<[Node; 2]>),
+    OptIndex(Box<[Node; 2]>),
+    And(Box<[Node; 2]>),
+    Or(Box<[Node; 2]>),
+    Cond(Box<[Node; 3]>),
+    Eq(Box<[Node; 2]>, bool),
+    In(Box<[Node; 2]>),
+    Call(Box<Call>),
+    /// A `matches` call with a literal pattern: target, compiled pattern, pattern length.
+    Matches(Box<(Node, Regex, u64)>),
+    List(Box<[Node]>, Box<[bool]>),
+    Map(Box<[(Node, Node, bool)]>),
+    Comprehension(Box<Loop>),
+    /// An error known at plan time (only without type checking, e.g. an unknown function).
+    Fail(EvalError),
+}
+
+/// A function call and the overloads it may dispatch to.
+#[derive(Debug)]
+pub(crate) struct Call {
+    pub function: Arc<str>,
+    pub candidates: Box<[Candidate]>,
+    pub args: Box<[Node]>,
+}
+
+/// One overload a call may dispatch to.
+#[derive(Debug)]
+pub(crate) struct Candidate {
+    pub kinds: Box<[Kind]>,
+    pub imp: ImplFn,
+    pub cost: CostFn,
+}
+
+/// A macro loop. `slot` (and `slot2`) are the comprehension variables' slots.
+#[derive(Debug)]
+pub(crate) struct Loop {
+    pub range: Node,
+    pub slot: usize,
+    pub slot2: Option<usize>,
+    pub kind: LoopKind,
+}
+
+#[derive(Debug)]
+pub(crate) enum LoopKind {
+    All(Node),
+    Exists(Node),
+    ExistsOne(Node),
+    /// `map`, `filter` (the transform is the variable) and `transformList`.
+    MapList {
+        filter: Option<Node>,
+        transform: Node,
+    },
+    TransformMap {
+        filter: Option<Node>,
+        transform: Node,
+    },
+    TransformMapEntry {
+        filter: Option<Node>,
+        transform: Node,
+    },
+    OptMap(Node),
+    OptFlatMap(Node),
+    SortBy(Node),
+}
+
+/// What the planner needs from the environment.
+pub(crate) struct PlanEnv<'e> {
+    pub registry: &'e Registry,
+    pub variables: &'e HashMap<String, Type>,
+    pub composited: &'e HashMap<String, usize>,
+    pub container: &'e str,
+}
+
+/// Plans `expr`. Returns the tree and the number of comprehension slots it uses.
+pub(crate) fn plan(
+    expr: &Expr,
+    checked: Option<&Checked>,
+    env: &PlanEnv<'_>,
+) -> Result<(Node, usize), String> {
+    let mut p = Planner {
+        env,
+        checked,
+        scopes: Vec::new(),
+        slots: 0,
+    };
+    let node = p.plan(expr)?;
+    Ok((node, p.slots))
+}
+
+struct Planner<'p, 'e> {
+    env: &'p PlanEnv<'e>,
+    checked: Option<&'p Checked>,
+    scopes: Vec<(String, usize)>,
+    slots: usize,
+}
+
+fn literal(l: &Literal) -> Value<'static> {
+    match l {
+        Literal::Null => Value::Null,
+        Literal::Bool(b) => Value::Bool(*b),
+        Literal::Int(i) => Value::Int(*i),
+        Literal::Uint(u) => Value::Uint(*u),
+        Literal::Double(d) => Value::Double(*d),
+        Literal::String(s) => Value::String(Str::Shared(s.clone())),
+        Literal::Bytes(b) => Value::Bytes(b.clone()),
+    }
+}
+
+impl Planner<'_, '_> {
+    fn reference(&self, id: u64) -> Option<&Ref> {
+        self.checked.and_then(|c| c.refs.get(&id))
+    }
+
+    fn local(&self, name: &str) -> Option<usize> {
+        self.scopes
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, s)| *s)
+    }
+
+    fn global_name(&self, name: &str) -> Option<String> {
+        candidate_names(self.env.container, name)
+            .into_iter()
+            .find(|c| self.env.variables.contains_key(c))
+    }
+
+    fn plan(&mut self, e: &Expr) -> Result<Node, String> {
+        Ok(match &e.kind {
+            ExprKind::Literal(l) => Node::Const(literal(l)),
+            ExprKind::Ident(name) => self.plan_ident(e.id, name),
+            ExprKind::Select {
+                operand,
+                field,
+                test,
+                optional,
+            } => {
+                if !test
+                    && !optional
+                    && let Some(node) = self.plan_qualified(e)?
+                {
+                    return Ok(node);
+                }
+                let op = Box::new(self.plan(operand)?);
+                let f: Arc<str> = Arc::from(field.as_str());
+                if *test {
+                    Node::Has(op, f)
+                } else if *optional {
+                    Node::OptSelect(op, f)
+                } else {
+                    Node::Select(op, f)
+                }
+            }
+            ExprKind::Call {
+                target,
+                function,
+                args,
+            } => self.plan_call(e.id, target.as_deref(), function, args)?,
+            ExprKind::List { elements, optional } => {
+                let nodes = elements
+                    .iter()
+                    .map(|x| self.plan(x))
+                    .collect::<Result<Vec<_>, _>>()?;
+                if optional.iter().all(|o| !o)
+                    && let Some(v) = constant_list(&nodes)
+                {
+                    return Ok(Node::Const(v));
+                }
+                Node::List(
+                    nodes.into_boxed_slice(),
+                    optional.clone().into_boxed_slice(),
+                )
+            }
+            ExprKind::Map { entries } => {
+                let mut out = Vec::with_capacity(entries.len());
+                for en in entries {
+                    out.push((self.plan(&en.key)?, self.plan(&en.value)?, en.optional));
+                }
+                Node::Map(out.into_boxed_slice())
+            }
+            ExprKind::Struct { type_name, .. } => {
+                Node::Fail(EvalError::msg(format!("unknown type '{type_name}'")))
+            }
+            ExprKind::Comprehension(c) => self.plan_loop(c)?,
+        })
+    }
+
+    fn plan_ident(&mut self, id: u64, name: &str) -> Node {
+        if let Some(slot) = self.local(name) {
+            return Node::Local(slot);
+        }
+        match self.reference(id) {
+            Some(Ref::Var(v)) => return Node::Global(Arc::from(v.as_str())),
+            Some(Ref::TypeValue(t)) => return type_value(t),
+            _ => {}
+        }
+        if let Some(v) = self.global_name(name) {
+            return Node::Global(Arc::from(v.as_str()));
+        }
+        if type_ident(name).is_some() {
+            return type_value(name);
+        }
+        Node::Global(Arc::from(name))
+    }
+
+    /// `a.b.c` naming a declared variable, or `variables.<name>`.
+    fn plan_qualified(&mut self, e: &Expr) -> Result<Option<Node>, String> {
+        let ExprKind::Select { operand, field, .. } = &e.kind else {
+            return Ok(None);
+        };
+        if let ExprKind::Ident(root) = &operand.kind
+            && root == "variables"
+            && self.local(root).is_none()
+            && let Some(i) = self.env.composited.get(field)
+        {
+            return Ok(Some(Node::Composited(*i)));
+        }
+        if let Some(Ref::Var(v)) = self.reference(e.id) {
+            return Ok(Some(Node::Global(Arc::from(v.as_str()))));
+        }
+        if self.checked.is_none()
+            && let Some(q) = e.qualified_name()
+        {
+            let root = q.split('.').next().unwrap_or_default();
+            if self.local(root).is_none()
+                && let Some(v) = self.global_name(&q)
+            {
+                return Ok(Some(Node::Global(Arc::from(v.as_str()))));
+            }
+        }
+        Ok(None)
+    }
+
+    fn plan_call(
+        &mut self,
+        id: u64,
+        target: Option<&Expr>,
+        name: &str,
+        args: &[Expr],
+    ) -> Result<Node, String> {
+        // Resolve the function: the checker's answer, else the same rules at plan time.
+        let (fname, overloads, qualified) = match self.reference(id) {
+            Some(Ref::Function {
+                name,
+                overloads,
+                qualified,
+            }) => (name.clone(), Some(overloads.clone()), *qualified),
+            _ => self.resolve_function(target, name),
+        };
+        let mut nodes = Vec::with_capacity(args.len() + 1);
+        if let (Some(t), false) = (target, qualified) {
+            nodes.push(self.plan(t)?);
+        }
+        for a in args {
+            nodes.push(self.plan(a)?);
+        }
+        let member = target.is_some() && !qualified;
+        match (fname.as_str(), nodes.len()) {
+            ("_&&_", 2) => return Ok(Node::And(Box::new(two(nodes)?))),
+            ("_||_", 2) => return Ok(Node::Or(Box::new(two(nodes)?))),
+            ("_==_", 2) => return Ok(Node::Eq(Box::new(two(nodes)?), false)),
+            ("_!=_", 2) => return Ok(Node::Eq(Box::new(two(nodes)?), true)),
+            ("@in", 2) => return Ok(Node::In(Box::new(two(nodes)?))),
+            ("_[_]", 2) => return Ok(Node::Index(Box::new(two(nodes)?))),
+            ("_[?_]", 2) => return Ok(Node::OptIndex(Box::new(two(nodes)?))),
+            ("_?_:_", 3) => {
+                let mut it = nodes.into_iter();
+                let (Some(c), Some(t), Some(f)) = (it.next(), it.next(), it.next()) else {
+                    return Err("malformed conditional".into());
+                };
+                return Ok(Node::Cond(Box::new([c, t, f])));
+            }
+            ("matches", 2) => {
+                // A literal pattern is compiled once; an invalid one fails at evaluation.
+                if let Some(Node::Const(Value::String(p))) = nodes.get(1)
+                    && let Ok(regex) = re::compile(p)
+                {
+                    let len = p.chars().count() as u64;
+                    let mut it = nodes.into_iter();
+                    if let Some(t) = it.next() {
+                        return Ok(Node::Matches(Box::new((t, regex, len))));
+                    }
+                    return Err("malformed call".into());
+                }
+            }
+            _ => {}
+        }
+        let Some(function) = self.env.registry.get(&fname) else {
+            return Ok(Node::Fail(EvalError::UnboundFunction(fname)));
+        };
+        let candidates: Vec<Candidate> = function
+            .overloads
+            .iter()
+            .enumerate()
+            .filter(|(i, o)| {
+                o.member == member
+                    && o.params.len() == nodes.len()
+                    && overloads.as_ref().is_none_or(|ov| ov.contains(i))
+            })
+            .filter_map(|(_, o)| {
+                o.imp.map(|imp| Candidate {
+                    kinds: o.kinds.clone().into_boxed_slice(),
+                    imp,
+                    cost: o.cost,
+                })
+            })
+            .collect();
+        if candidates.is_empty() {
+            return Ok(Node::Fail(EvalError::NoMatchingOverload {
+                function: fname,
+                args: String::new(),
+            }));
+        }
+        Ok(Node::Call(Box::new(Call {
+            function: Arc::from(fname.as_str()),
+            candidates: candidates.into_boxed_slice(),
+            args: nodes.into_boxed_slice(),
+        })))
+    }
+
+    fn resolve_function(
+        &self,
+        target: Option<&Expr>,
+        name: &str,
+    ) -> (String, Option<Vec<usize>>, bool) {
+        if let Some(t) = target
+            && let Some(prefix) = t.qualified_name()
+        {
+            let root = prefix.split('.').next().unwrap_or_default();
+            if self.local(root).is_none() && self.global_name(&prefix).is_none() {
+                let q = format!("{prefix}.{name}");
+                for c in candidate_names(self.env.container, &q) {
+                    if self.env.registry.get(&c).is_some() {
+                        return (c, None, true);
+                    }
+                }
+            }
+        }
+        for c in candidate_names(self.env.container, name) {
+            if self.env.registry.get(&c).is_some() {
+                return (c, None, false);
+            }
+        }
+        (name.to_string(), None, false)
+    }
+
+    fn plan_loop(&mut self, c: &Comprehension) -> Result<Node, String> {
+        let range = self.plan(&c.range)?;
+        let depth = self.scopes.len();
+        let slot = self.slots;
+        self.slots += 1;
+        self.scopes.push((c.var.clone(), slot));
+        let slot2 = match &c.var2 {
+            Some(v) => {
+                let s = self.slots;
+                self.slots += 1;
+                self.scopes.push((v.clone(), s));
+                Some(s)
+            }
+            None => None,
+        };
+        let kind = match &c.kind {
+            MacroKind::All(p) => LoopKind::All(self.plan(p)?),
+            MacroKind::Exists(p) => LoopKind::Exists(self.plan(p)?),
+            MacroKind::ExistsOne(p) => LoopKind::ExistsOne(self.plan(p)?),
+            MacroKind::MapList { filter, transform } => LoopKind::MapList {
+                filter: filter.as_ref().map(|f| self.plan(f)).transpose()?,
+                transform: self.plan(transform)?,
+            },
+            MacroKind::Filter(p) => LoopKind::MapList {
+                filter: Some(self.plan(p)?),
+                transform: Node::Local(slot),
+            },
+            MacroKind::TransformMap { filter, transform } => LoopKind::TransformMap {
+                filter: filter.as_ref().map(|f| self.plan(f)).transpose()?,
+                transform: self.plan(transform)?,
+            },
+            MacroKind::TransformMapEntry { filter, transform } => LoopKind::TransformMapEntry {
+                filter: filter.as_ref().map(|f| self.plan(f)).transpose()?,
+                transform: self.plan(transform)?,
+            },
+            MacroKind::OptMap(t) => LoopKind::OptMap(self.plan(t)?),
+            MacroKind::OptFlatMap(t) => LoopKind::OptFlatMap(self.plan(t)?),
+            MacroKind::SortBy(k) => LoopKind::SortBy(self.plan(k)?),
+        };
+        self.scopes.truncate(depth);
+        Ok(Node::Comprehension(Box::new(Loop {
+            range,
+            slot,
+            slot2,
+            kind,
+        })))
+    }
+}
+
+fn type_value(name: &str) -> Node {
+    let n = match type_ident(name) {
+        Some(t) => t.runtime_name().to_string(),
+        None => name.to_string(),
+    };
+    Node::Const(Value::Type(TypeName(n.into())))
+}
+
+fn two(nodes: Vec<Node>) -> Result<[Node; 2], String> {
+    let mut it = nodes.into_iter();
+    match (it.next(), it.next()) {
+        (Some(a), Some(b)) => Ok([a, b]),
+        _ => Err("malformed call".into()),
+    }
+}
+
+/// A list literal of constants becomes one constant.
+fn constant_list(nodes: &[Node]) -> Option<Value<'static>> {
+    let mut out = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        match n {
+            Node::Const(v) => out.push(v.clone()),
+            _ => return None,
+        }
+    }
+    Some(Value::List(List::from_vec(out)))
+}

@@ -1,0 +1,741 @@
+//! Runtime values. JSON bound into an activation is borrowed, never copied: a list or map taken
+//! from the request stays a view on the `serde_json` tree, and scalars are read on access.
+
+use std::any::Any;
+use std::borrow::Cow;
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use crate::error::EvalError;
+
+/// A CEL runtime value. `'a` is the lifetime of JSON borrowed from the activation.
+#[derive(Clone, Debug)]
+pub enum Value<'a> {
+    /// `null`.
+    Null,
+    /// `bool`.
+    Bool(bool),
+    /// `int`.
+    Int(i64),
+    /// `uint`.
+    Uint(u64),
+    /// `double`.
+    Double(f64),
+    /// `string`.
+    String(Str<'a>),
+    /// `bytes`.
+    Bytes(Arc<[u8]>),
+    /// `list`.
+    List(List<'a>),
+    /// `map`.
+    Map(Map<'a>),
+    /// `google.protobuf.Timestamp`.
+    Timestamp(DateTime<Utc>),
+    /// `google.protobuf.Duration`.
+    Duration(TimeDelta),
+    /// A type value such as `int` or `type(x)`.
+    Type(TypeName),
+    /// `optional_type`: `None` is `optional.none()`.
+    Optional(Option<Arc<Value<'a>>>),
+    /// A value of a library's opaque type (URL, IP, CIDR, quantity, semver, …).
+    Opaque(Arc<dyn Opaque>),
+}
+
+/// A value of an opaque library type.
+pub trait Opaque: fmt::Debug + Send + Sync + 'static {
+    /// The CEL type name, e.g. `kubernetes.Quantity`.
+    fn type_name(&self) -> &'static str;
+    /// Downcasting support.
+    fn as_any(&self) -> &dyn Any;
+    /// CEL equality with another opaque value (of any type).
+    fn equals(&self, other: &dyn Opaque) -> bool;
+}
+
+/// The name of a runtime type, the value of `type(x)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct TypeName(pub Cow<'static, str>);
+
+impl TypeName {
+    /// A type name known at compile time.
+    pub const fn new(name: &'static str) -> Self {
+        TypeName(Cow::Borrowed(name))
+    }
+}
+
+impl fmt::Display for TypeName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// A string, borrowed from JSON or shared.
+#[derive(Clone)]
+pub enum Str<'a> {
+    /// Borrowed from the activation's JSON.
+    Borrowed(&'a str),
+    /// Owned and shared (literals, results of string functions).
+    Shared(Arc<str>),
+}
+
+impl Deref for Str<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        match self {
+            Str::Borrowed(s) => s,
+            Str::Shared(s) => s,
+        }
+    }
+}
+
+impl fmt::Debug for Str<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&**self, f)
+    }
+}
+
+impl PartialEq for Str<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+impl Eq for Str<'_> {}
+
+impl From<String> for Str<'_> {
+    fn from(s: String) -> Self {
+        Str::Shared(Arc::from(s))
+    }
+}
+
+impl From<&str> for Str<'_> {
+    fn from(s: &str) -> Self {
+        Str::Shared(Arc::from(s))
+    }
+}
+
+/// A list: a view on a JSON array, or owned elements.
+#[derive(Clone, Debug)]
+pub enum List<'a> {
+    /// A JSON array borrowed from the activation.
+    Json(&'a [serde_json::Value]),
+    /// Owned elements.
+    Owned(Arc<Vec<Value<'a>>>),
+}
+
+impl<'a> List<'a> {
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            List::Json(a) => a.len(),
+            List::Owned(v) => v.len(),
+        }
+    }
+
+    /// True if the list has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element at `i`.
+    pub fn get(&self, i: usize) -> Option<Value<'a>> {
+        match self {
+            List::Json(a) => a.get(i).map(Value::from_json),
+            List::Owned(v) => v.get(i).cloned(),
+        }
+    }
+
+    /// The elements in order.
+    pub fn iter(&self) -> ListIter<'_, 'a> {
+        ListIter {
+            list: self,
+            next: 0,
+        }
+    }
+
+    /// An owned list of `values`.
+    pub fn from_vec(values: Vec<Value<'a>>) -> Self {
+        List::Owned(Arc::new(values))
+    }
+}
+
+/// Iterator over a [`List`].
+pub struct ListIter<'l, 'a> {
+    list: &'l List<'a>,
+    next: usize,
+}
+
+impl<'a> Iterator for ListIter<'_, 'a> {
+    type Item = Value<'a>;
+    fn next(&mut self) -> Option<Value<'a>> {
+        let v = self.list.get(self.next)?;
+        self.next += 1;
+        Some(v)
+    }
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let n = self.list.len().saturating_sub(self.next);
+        (n, Some(n))
+    }
+}
+
+impl ExactSizeIterator for ListIter<'_, '_> {}
+
+/// A map key: CEL maps are keyed by bool, int, uint or string. `1` and `1u` are the same key.
+#[derive(Clone, Debug)]
+pub enum Key<'a> {
+    /// A bool key.
+    Bool(bool),
+    /// An int key.
+    Int(i64),
+    /// A uint key.
+    Uint(u64),
+    /// A string key.
+    String(Str<'a>),
+}
+
+impl<'a> Key<'a> {
+    /// The key for `v`, if `v` can be a map key. Integral doubles become numeric keys.
+    pub fn from_value(v: &Value<'a>) -> Option<Key<'a>> {
+        match v {
+            Value::Bool(b) => Some(Key::Bool(*b)),
+            Value::Int(i) => Some(Key::Int(*i)),
+            Value::Uint(u) => Some(Key::Uint(*u)),
+            Value::String(s) => Some(Key::String(s.clone())),
+            _ => None,
+        }
+    }
+
+    /// The key as a value.
+    pub fn to_value(&self) -> Value<'a> {
+        match self {
+            Key::Bool(b) => Value::Bool(*b),
+            Key::Int(i) => Value::Int(*i),
+            Key::Uint(u) => Value::Uint(*u),
+            Key::String(s) => Value::String(s.clone()),
+        }
+    }
+
+    fn numeric(&self) -> Option<i128> {
+        match self {
+            Key::Int(i) => Some(i128::from(*i)),
+            Key::Uint(u) => Some(i128::from(*u)),
+            _ => None,
+        }
+    }
+}
+
+impl Key<'_> {
+    /// CEL key equality (`1` and `1u` are the same key), across lifetimes.
+    pub fn same(&self, other: &Key<'_>) -> bool {
+        match (self, other) {
+            (Key::Bool(a), Key::Bool(b)) => a == b,
+            (Key::String(a), Key::String(b)) => **a == **b,
+            _ => match (self.numeric(), other.numeric()) {
+                (Some(a), Some(b)) => a == b,
+                _ => false,
+            },
+        }
+    }
+}
+
+impl fmt::Display for Key<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Key::Bool(b) => write!(f, "{b}"),
+            Key::Int(i) => write!(f, "{i}"),
+            Key::Uint(u) => write!(f, "{u}"),
+            Key::String(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Owned map entries in insertion order, with a hash index once the map is large.
+#[derive(Debug, Default)]
+pub struct OwnedMap<'a> {
+    entries: Vec<(Key<'a>, Value<'a>)>,
+    index: Option<Index>,
+}
+
+/// Hash index of a large map: string keys, and the other (bool, numeric) keys.
+#[derive(Debug, Default)]
+struct Index {
+    strings: HashMap<Box<str>, usize>,
+    others: HashMap<(bool, i128), usize>,
+}
+
+impl Index {
+    fn add(&mut self, k: &Key<'_>, i: usize) {
+        match k {
+            Key::String(s) => {
+                self.strings.insert(Box::from(&**s), i);
+            }
+            Key::Bool(b) => {
+                self.others.insert((true, i128::from(*b)), i);
+            }
+            other => {
+                self.others
+                    .insert((false, other.numeric().unwrap_or_default()), i);
+            }
+        }
+    }
+
+    fn find(&self, k: &Key<'_>) -> Option<usize> {
+        match k {
+            Key::String(s) => self.strings.get(&**s).copied(),
+            Key::Bool(b) => self.others.get(&(true, i128::from(*b))).copied(),
+            other => self.others.get(&(false, other.numeric()?)).copied(),
+        }
+    }
+}
+
+const INDEX_THRESHOLD: usize = 12;
+
+impl<'a> OwnedMap<'a> {
+    /// An empty map with room for `n` entries.
+    pub fn with_capacity(n: usize) -> Self {
+        Self {
+            entries: Vec::with_capacity(n),
+            index: None,
+        }
+    }
+
+    /// Inserts `k`; returns false (and leaves the map unchanged) if the key already exists.
+    pub fn insert_new(&mut self, k: Key<'a>, v: Value<'a>) -> bool {
+        if self.position(&k).is_some() {
+            return false;
+        }
+        self.push(k, v);
+        true
+    }
+
+    /// Inserts or replaces `k`.
+    pub fn insert(&mut self, k: Key<'a>, v: Value<'a>) {
+        match self.position(&k) {
+            Some(i) => {
+                if let Some(e) = self.entries.get_mut(i) {
+                    e.1 = v;
+                }
+            }
+            None => self.push(k, v),
+        }
+    }
+
+    fn push(&mut self, k: Key<'a>, v: Value<'a>) {
+        let i = self.entries.len();
+        if let Some(index) = &mut self.index {
+            index.add(&k, i);
+        }
+        self.entries.push((k, v));
+        if self.index.is_none() && self.entries.len() > INDEX_THRESHOLD {
+            let mut index = Index::default();
+            for (i, (k, _)) in self.entries.iter().enumerate() {
+                index.add(k, i);
+            }
+            self.index = Some(index);
+        }
+    }
+
+    fn position(&self, k: &Key<'_>) -> Option<usize> {
+        match &self.index {
+            Some(index) => index.find(k),
+            None => self.entries.iter().position(|(e, _)| e.same(k)),
+        }
+    }
+
+    /// The value for `k`.
+    pub fn get(&self, k: &Key<'_>) -> Option<&Value<'a>> {
+        self.position(k)
+            .and_then(|i| self.entries.get(i))
+            .map(|(_, v)| v)
+    }
+
+    /// Number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True if there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Entries in insertion order.
+    pub fn entries(&self) -> &[(Key<'a>, Value<'a>)] {
+        &self.entries
+    }
+}
+
+/// A map: a view on a JSON object, or owned entries.
+#[derive(Clone, Debug)]
+pub enum Map<'a> {
+    /// A JSON object borrowed from the activation.
+    Json(&'a serde_json::Map<String, serde_json::Value>),
+    /// Owned entries.
+    Owned(Arc<OwnedMap<'a>>),
+}
+
+impl<'a> Map<'a> {
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        match self {
+            Map::Json(m) => m.len(),
+            Map::Owned(m) => m.len(),
+        }
+    }
+
+    /// True if the map has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The value at string key `k`.
+    pub fn get_str(&self, k: &str) -> Option<Value<'a>> {
+        match self {
+            Map::Json(m) => m.get(k).map(Value::from_json),
+            Map::Owned(m) => m.get(&Key::String(Str::Borrowed(k))).cloned(),
+        }
+    }
+
+    /// True if the string key `k` is present.
+    pub fn contains_str(&self, k: &str) -> bool {
+        match self {
+            Map::Json(m) => m.contains_key(k),
+            Map::Owned(m) => m.get(&Key::String(Str::Borrowed(k))).is_some(),
+        }
+    }
+
+    /// The value at `key` (any CEL value; numeric keys match across int, uint and integral
+    /// double). `Err` if `key` cannot be a map key at all.
+    pub fn get(&self, key: &Value<'_>) -> Result<Option<Value<'a>>, EvalError> {
+        let k = match key {
+            Value::String(s) => return Ok(self.get_str(s)),
+            Value::Bool(b) => Key::Bool(*b),
+            Value::Int(i) => Key::Int(*i),
+            Value::Uint(u) => Key::Uint(*u),
+            Value::Double(d) => match double_key(*d) {
+                Some(k) => k,
+                None => return Ok(None),
+            },
+            other => {
+                return Err(EvalError::UnsupportedKeyType(other.type_name().to_string()));
+            }
+        };
+        Ok(match self {
+            Map::Json(_) => None,
+            Map::Owned(m) => m.get(&k).cloned(),
+        })
+    }
+
+    /// The keys in iteration order.
+    pub fn keys(&self) -> Vec<Value<'a>> {
+        match self {
+            Map::Json(m) => m
+                .keys()
+                .map(|k| Value::String(Str::Borrowed(k.as_str())))
+                .collect(),
+            Map::Owned(m) => m.entries().iter().map(|(k, _)| k.to_value()).collect(),
+        }
+    }
+
+    /// Calls `f` with each (key, value) pair until it returns `Some`.
+    pub fn find_map<R>(&self, mut f: impl FnMut(Value<'a>, Value<'a>) -> Option<R>) -> Option<R> {
+        match self {
+            Map::Json(m) => m.iter().find_map(|(k, v)| {
+                f(
+                    Value::String(Str::Borrowed(k.as_str())),
+                    Value::from_json(v),
+                )
+            }),
+            Map::Owned(m) => m
+                .entries()
+                .iter()
+                .find_map(|(k, v)| f(k.to_value(), v.clone())),
+        }
+    }
+
+    /// The (key, value) pairs in iteration order.
+    pub fn entries(&self) -> Vec<(Value<'a>, Value<'a>)> {
+        let mut out = Vec::with_capacity(self.len());
+        self.find_map(|k, v| {
+            out.push((k, v));
+            None::<()>
+        });
+        out
+    }
+}
+
+fn double_key<'a>(d: f64) -> Option<Key<'a>> {
+    if d.fract() != 0.0 || !d.is_finite() {
+        return None;
+    }
+    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&d) {
+        Some(Key::Int(d as i64))
+    } else if (0.0..18_446_744_073_709_551_616.0).contains(&d) {
+        Some(Key::Uint(d as u64))
+    } else {
+        None
+    }
+}
+
+impl<'a> Value<'a> {
+    /// Views a JSON value as a CEL value: numbers are `int` when they are integers that fit
+    /// an int64 and `double` otherwise (as Kubernetes decodes JSON); arrays and objects are
+    /// borrowed.
+    pub fn from_json(v: &'a serde_json::Value) -> Value<'a> {
+        match v {
+            serde_json::Value::Null => Value::Null,
+            serde_json::Value::Bool(b) => Value::Bool(*b),
+            serde_json::Value::Number(n) => match n.as_i64() {
+                Some(i) => Value::Int(i),
+                None => Value::Double(n.as_f64().unwrap_or(f64::NAN)),
+            },
+            serde_json::Value::String(s) => Value::String(Str::Borrowed(s)),
+            serde_json::Value::Array(a) => Value::List(List::Json(a)),
+            serde_json::Value::Object(m) => Value::Map(Map::Json(m)),
+        }
+    }
+
+    /// A shared string value.
+    pub fn string(s: impl Into<Arc<str>>) -> Value<'a> {
+        Value::String(Str::Shared(s.into()))
+    }
+
+    /// The CEL name of this value's runtime type, as `type(x)` reports it.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Value::Null => "null_type",
+            Value::Bool(_) => "bool",
+            Value::Int(_) => "int",
+            Value::Uint(_) => "uint",
+            Value::Double(_) => "double",
+            Value::String(_) => "string",
+            Value::Bytes(_) => "bytes",
+            Value::List(_) => "list",
+            Value::Map(_) => "map",
+            Value::Timestamp(_) => "google.protobuf.Timestamp",
+            Value::Duration(_) => "google.protobuf.Duration",
+            Value::Type(_) => "type",
+            Value::Optional(_) => "optional_type",
+            Value::Opaque(o) => o.type_name(),
+        }
+    }
+
+    /// The value as a bool, if it is one.
+    pub fn as_bool(&self) -> Option<bool> {
+        match self {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }
+    }
+
+    /// The value as a string slice, if it is a string.
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// CEL equality (heterogeneous: numbers compare by value across int, uint and double;
+    /// values of different types are unequal).
+    pub fn equals(&self, other: &Value<'_>) -> bool {
+        match (self, other) {
+            (Value::Null, Value::Null) => true,
+            (Value::Bool(a), Value::Bool(b)) => a == b,
+            (Value::String(a), Value::String(b)) => **a == **b,
+            (Value::Bytes(a), Value::Bytes(b)) => a == b,
+            (Value::Timestamp(a), Value::Timestamp(b)) => a == b,
+            (Value::Duration(a), Value::Duration(b)) => a == b,
+            (Value::Type(a), Value::Type(b)) => a == b,
+            (Value::List(a), Value::List(b)) => {
+                a.len() == b.len() && a.iter().zip(b.iter()).all(|(x, y)| x.equals(&y))
+            }
+            (Value::Map(a), Value::Map(b)) => {
+                a.len() == b.len()
+                    && a.find_map(|k, v| match b.get(&k) {
+                        Ok(Some(w)) if v.equals(&w) => None,
+                        _ => Some(()),
+                    })
+                    .is_none()
+            }
+            (Value::Optional(a), Value::Optional(b)) => match (a, b) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.equals(b),
+                _ => false,
+            },
+            (Value::Opaque(a), Value::Opaque(b)) => a.equals(b.as_ref()),
+            _ => match numeric_cmp(self, other) {
+                Some(o) => o == Some(Ordering::Equal),
+                None => false,
+            },
+        }
+    }
+
+    /// CEL ordering for `<`, `<=`, `>`, `>=`. `Err` for values that cannot be ordered.
+    pub fn compare(&self, other: &Value<'_>) -> Result<Ordering, EvalError> {
+        let ord = match (self, other) {
+            (Value::Bool(a), Value::Bool(b)) => Some(a.cmp(b)),
+            (Value::String(a), Value::String(b)) => Some((**a).cmp(&**b)),
+            (Value::Bytes(a), Value::Bytes(b)) => Some(a.cmp(b)),
+            (Value::Timestamp(a), Value::Timestamp(b)) => Some(a.cmp(b)),
+            (Value::Duration(a), Value::Duration(b)) => Some(a.cmp(b)),
+            _ => match numeric_cmp(self, other) {
+                Some(Some(o)) => Some(o),
+                Some(None) => return Err(EvalError::NaNOrdering),
+                None => None,
+            },
+        };
+        ord.ok_or(EvalError::NoSuchOverload)
+    }
+
+    /// Converts to JSON (for results handed back to the host). `Err` for values without a
+    /// JSON form (bytes, types, opaque values…).
+    pub fn to_json(&self) -> Result<serde_json::Value, EvalError> {
+        Ok(match self {
+            Value::Null => serde_json::Value::Null,
+            Value::Bool(b) => serde_json::Value::Bool(*b),
+            Value::Int(i) => serde_json::Value::from(*i),
+            Value::Uint(u) => serde_json::Value::from(*u),
+            Value::Double(d) => serde_json::Number::from_f64(*d)
+                .map(serde_json::Value::Number)
+                .unwrap_or(serde_json::Value::Null),
+            Value::String(s) => serde_json::Value::String(s.to_string()),
+            Value::List(l) => {
+                serde_json::Value::Array(l.iter().map(|v| v.to_json()).collect::<Result<_, _>>()?)
+            }
+            Value::Map(m) => {
+                let mut out = serde_json::Map::new();
+                for (k, v) in m.entries() {
+                    let key = match k {
+                        Value::String(s) => s.to_string(),
+                        other => {
+                            return Err(EvalError::UnsupportedKeyType(other.type_name().into()));
+                        }
+                    };
+                    out.insert(key, v.to_json()?);
+                }
+                serde_json::Value::Object(out)
+            }
+            Value::Optional(Some(v)) => v.to_json()?,
+            Value::Optional(None) => serde_json::Value::Null,
+            other => {
+                return Err(EvalError::Message(format!(
+                    "unsupported conversion of {} to JSON",
+                    other.type_name()
+                )));
+            }
+        })
+    }
+}
+
+/// Compares two numbers across int, uint and double. `None` if either is not a number;
+/// `Some(None)` if a NaN is involved.
+pub(crate) fn numeric_cmp(a: &Value<'_>, b: &Value<'_>) -> Option<Option<Ordering>> {
+    Some(match (a, b) {
+        (Value::Int(x), Value::Int(y)) => Some(x.cmp(y)),
+        (Value::Uint(x), Value::Uint(y)) => Some(x.cmp(y)),
+        (Value::Int(x), Value::Uint(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
+        (Value::Uint(x), Value::Int(y)) => Some(i128::from(*x).cmp(&i128::from(*y))),
+        (Value::Double(x), Value::Double(y)) => x.partial_cmp(y),
+        (Value::Double(x), Value::Int(y)) => cmp_double_int(*x, i128::from(*y)),
+        (Value::Double(x), Value::Uint(y)) => cmp_double_int(*x, i128::from(*y)),
+        (Value::Int(x), Value::Double(y)) => {
+            cmp_double_int(*y, i128::from(*x)).map(Ordering::reverse)
+        }
+        (Value::Uint(x), Value::Double(y)) => {
+            cmp_double_int(*y, i128::from(*x)).map(Ordering::reverse)
+        }
+        _ => return None,
+    })
+}
+
+fn cmp_double_int(d: f64, i: i128) -> Option<Ordering> {
+    if d.is_nan() {
+        return None;
+    }
+    // Every int64/uint64 is within ±2^64; outside that range the double decides alone.
+    const LIMIT: f64 = 18_446_744_073_709_551_616.0;
+    if d >= LIMIT {
+        return Some(Ordering::Greater);
+    }
+    if d <= -LIMIT {
+        return Some(Ordering::Less);
+    }
+    let t = d.trunc();
+    let ti = t as i128;
+    match ti.cmp(&i) {
+        Ordering::Equal => {
+            let frac = d - t;
+            Some(if frac > 0.0 {
+                Ordering::Greater
+            } else if frac < 0.0 {
+                Ordering::Less
+            } else {
+                Ordering::Equal
+            })
+        }
+        o => Some(o),
+    }
+}
+
+impl PartialEq for Value<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.equals(other)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_numbers_are_int_first() {
+        let j = serde_json::json!({"a": 3, "b": 1.5, "c": 18446744073709551615u64});
+        let Value::Map(m) = Value::from_json(&j) else {
+            panic!("map")
+        };
+        assert!(matches!(m.get_str("a"), Some(Value::Int(3))));
+        assert!(matches!(m.get_str("b"), Some(Value::Double(_))));
+        assert!(matches!(m.get_str("c"), Some(Value::Double(_))));
+    }
+
+    #[test]
+    fn heterogeneous_equality() {
+        assert!(Value::Int(1).equals(&Value::Uint(1)));
+        assert!(Value::Int(1).equals(&Value::Double(1.0)));
+        assert!(!Value::Int(1).equals(&Value::string("1")));
+        assert!(!Value::Double(f64::NAN).equals(&Value::Double(f64::NAN)));
+        let j = serde_json::json!([1, 2.0]);
+        let owned = Value::List(List::from_vec(vec![Value::Double(1.0), Value::Uint(2)]));
+        assert!(Value::from_json(&j).equals(&owned));
+    }
+
+    #[test]
+    fn numeric_keys_unify() {
+        let mut m = OwnedMap::default();
+        assert!(m.insert_new(Key::Int(1), Value::Bool(true)));
+        assert!(!m.insert_new(Key::Uint(1), Value::Bool(false)));
+        let map = Map::Owned(Arc::new(m));
+        assert!(matches!(
+            map.get(&Value::Double(1.0)),
+            Ok(Some(Value::Bool(true)))
+        ));
+        assert!(matches!(map.get(&Value::Double(1.5)), Ok(None)));
+    }
+
+    #[test]
+    fn ordering_across_numbers() {
+        assert_eq!(
+            Value::Int(-1).compare(&Value::Uint(0)).ok(),
+            Some(Ordering::Less)
+        );
+        assert_eq!(
+            Value::Double(2.5).compare(&Value::Int(2)).ok(),
+            Some(Ordering::Greater)
+        );
+        assert!(Value::Double(f64::NAN).compare(&Value::Int(2)).is_err());
+    }
+}

@@ -1,0 +1,173 @@
+//! Composited variables, as Kubernetes' `spec.variables`: compiled in order, each seeing the
+//! earlier ones as `variables.<name>` (fields of the object type `kubernetes.variables`),
+//! evaluated lazily and memoised per [`Activation`].
+
+use std::sync::Arc;
+
+use crate::activation::Activation;
+use crate::cost::Budget;
+use crate::env::{Env, Program};
+use crate::error::{CompileError, EvalError};
+use crate::types::Type;
+use crate::value::Value;
+
+/// A compiled list of composited variables.
+pub struct Variables {
+    defs: Vec<Definition>,
+    env: Env,
+}
+
+struct Definition {
+    name: String,
+    program: Result<Program, CompileError>,
+}
+
+impl Env {
+    /// Compiles `vars` (name, expression) in order. Each expression may use the variables
+    /// before it as `variables.<name>`; a later or unknown name is a compile error
+    /// (`undefined field '<name>'`). A variable that fails to compile stays in the list: using
+    /// it fails with `composited variable "<name>" fails to compile: <err>`.
+    pub fn compile_variables<'s>(
+        &self,
+        vars: impl IntoIterator<Item = (&'s str, &'s str)>,
+    ) -> Arc<Variables> {
+        let mut fields: Vec<(String, Type)> = Vec::new();
+        let mut defs = Vec::new();
+        for (name, src) in vars {
+            let env = self.extend().composited(fields.clone()).build();
+            let program = env.compile(src);
+            let ty = match &program {
+                Ok(p) => variable_type(p.output_type()),
+                Err(_) => Type::Dyn,
+            };
+            fields.push((name.to_string(), ty));
+            defs.push(Definition {
+                name: name.to_string(),
+                program,
+            });
+        }
+        let env = self.extend().composited(fields).build();
+        Arc::new(Variables { defs, env })
+    }
+}
+
+/// The type a variable has as a field of `kubernetes.variables`: primitive types are kept,
+/// lists and maps are converted element-wise, anything else is `dyn`.
+fn variable_type(t: &Type) -> Type {
+    match t {
+        Type::Bool
+        | Type::Bytes
+        | Type::Double
+        | Type::Duration
+        | Type::Int
+        | Type::Null
+        | Type::String
+        | Type::Timestamp
+        | Type::Uint => t.clone(),
+        Type::List(e) => Type::list(variable_type(e)),
+        Type::Map(k, v) => Type::map(variable_type(k), variable_type(v)),
+        _ => Type::Dyn,
+    }
+}
+
+impl Variables {
+    /// The environment for expressions that use these variables.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// The number of variables.
+    pub fn len(&self) -> usize {
+        self.defs.len()
+    }
+
+    /// True if there are none.
+    pub fn is_empty(&self) -> bool {
+        self.defs.is_empty()
+    }
+
+    /// Each variable's name and compile result, in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Result<&Program, &CompileError>)> {
+        self.defs
+            .iter()
+            .map(|d| (d.name.as_str(), d.program.as_ref()))
+    }
+
+    pub(crate) fn evaluate<'a>(
+        &self,
+        index: usize,
+        act: &Activation<'a>,
+        budget: &mut Budget,
+    ) -> Result<Value<'a>, EvalError> {
+        let Some(def) = self.defs.get(index) else {
+            return Err(EvalError::NoSuchAttribute("variables".into()));
+        };
+        match &def.program {
+            Err(e) => Err(EvalError::VariableCompile {
+                name: def.name.clone(),
+                error: e.to_string(),
+            }),
+            Ok(p) => p.eval(act, budget).map_err(|e| EvalError::VariableEval {
+                name: def.name.clone(),
+                error: Box::new(e),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn variables_are_lazy_memoised_and_typed() {
+        let env = Env::kubernetes().variable("object", Type::Dyn).build();
+        let vars = env.compile_variables([
+            ("replicas", "object.spec.replicas"),
+            ("many", "variables.replicas > 2"),
+            ("broken", "object.spec.nope"),
+            ("bad", "1 +"),
+        ]);
+        let p = vars.env().compile("variables.many && variables.many");
+        let p = match p {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(p.output_type(), &Type::Bool);
+        let obj = serde_json::json!({"spec": {"replicas": 3}});
+        let mut act = Activation::new();
+        act.bind_json("object", &obj);
+        act.bind_variables(&vars);
+        let mut budget = Budget::default();
+        assert!(matches!(p.eval(&act, &mut budget), Ok(Value::Bool(true))));
+
+        let later = vars.env().compile("variables.broken == 1");
+        let err = later
+            .ok()
+            .map(|p| p.eval(&act, &mut budget).err().map(|e| e.to_string()));
+        assert_eq!(
+            err.flatten().as_deref(),
+            Some("composited variable \"broken\" fails to evaluate: no such key: nope")
+        );
+        let bad = vars.env().compile("variables.bad == 1");
+        let err = bad
+            .ok()
+            .map(|p| p.eval(&act, &mut budget).err().map(|e| e.to_string()));
+        assert!(
+            err.flatten()
+                .unwrap_or_default()
+                .starts_with("composited variable \"bad\" fails to compile: ERROR")
+        );
+    }
+
+    #[test]
+    fn later_variables_are_undefined() {
+        let env = Env::kubernetes().build();
+        let vars = env.compile_variables([("a", "variables.b"), ("b", "1")]);
+        let first = vars
+            .iter()
+            .next()
+            .and_then(|(_, p)| p.err().map(|e| e.to_string()));
+        assert!(first.unwrap_or_default().contains("undefined field 'b'"));
+    }
+}

@@ -1,0 +1,166 @@
+//! Compiles a policy once: every expression parsed, checked and planned. An expression that fails
+//! to compile keeps its error, so the policy stays in force and its failurePolicy decides requests.
+
+use std::sync::Arc;
+
+use celgate_cel::{Env, Program, Type};
+
+use crate::model::{FailurePolicy, ValidatingPolicySpec};
+
+/// A compiled expression, or the message a request sees when it did not compile.
+pub type Compiled = Result<Program, String>;
+
+/// One validation, compiled.
+#[derive(Debug)]
+pub struct CompiledValidation {
+    /// The expression's source, for `failed expression: …` messages.
+    pub expression: String,
+    /// The compiled expression.
+    pub program: Compiled,
+    /// The static message, if any.
+    pub message: Option<String>,
+    /// The failure reason (`Invalid` when unset).
+    pub reason: Option<String>,
+    /// The compiled message expression, if any.
+    pub message_expression: Option<Compiled>,
+}
+
+/// One audit annotation, compiled.
+#[derive(Debug)]
+pub struct CompiledAuditAnnotation {
+    /// The annotation key (without the policy prefix).
+    pub key: String,
+    /// The value expression's source.
+    pub expression: String,
+    /// The compiled value expression.
+    pub program: Compiled,
+}
+
+/// One match condition, compiled.
+#[derive(Debug)]
+pub struct CompiledMatchCondition {
+    /// The condition's name.
+    pub name: String,
+    /// The compiled condition.
+    pub program: Compiled,
+}
+
+/// A ValidatingAdmissionPolicy ready to evaluate.
+#[derive(Debug)]
+pub struct ValidatingPolicy {
+    /// The policy as written.
+    pub spec: ValidatingPolicySpec,
+    /// Shared copy of the name, for decisions and metrics labels.
+    pub name: Arc<str>,
+    /// Compiled validations, in order.
+    pub validations: Vec<CompiledValidation>,
+    /// Compiled match conditions, in order.
+    pub match_conditions: Vec<CompiledMatchCondition>,
+    /// Compiled audit annotations, in order.
+    pub audit_annotations: Vec<CompiledAuditAnnotation>,
+}
+
+impl ValidatingPolicy {
+    /// The policy's failure policy.
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.spec.failure_policy
+    }
+
+    /// Compile errors of the policy's expressions, with their field paths, for status and logs.
+    pub fn compile_errors(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        for (i, v) in self.validations.iter().enumerate() {
+            if let Err(e) = &v.program {
+                out.push((format!("spec.validations[{i}].expression"), e.clone()));
+            }
+            if let Some(Err(e)) = &v.message_expression {
+                out.push((format!("spec.validations[{i}].messageExpression"), e.clone()));
+            }
+        }
+        for (i, c) in self.match_conditions.iter().enumerate() {
+            if let Err(e) = &c.program {
+                out.push((format!("spec.matchConditions[{i}].expression"), e.clone()));
+            }
+        }
+        for (i, a) in self.audit_annotations.iter().enumerate() {
+            if let Err(e) = &a.program {
+                out.push((format!("spec.auditAnnotations[{i}].valueExpression"), e.clone()));
+            }
+        }
+        out
+    }
+}
+
+/// The declarations every policy expression sees; `params` only when the policy has a paramKind.
+fn environment(spec: &ValidatingPolicySpec) -> Env {
+    let mut b = Env::kubernetes()
+        .variable("object", Type::Dyn)
+        .variable("oldObject", Type::Dyn)
+        .variable("request", Type::Dyn)
+        .variable("namespaceObject", Type::Dyn);
+    if spec.param_kind.is_some() {
+        b = b.variable("params", Type::Dyn);
+    }
+    b.build()
+}
+
+/// Compiles `src` and checks its result type is one of `want` (or dyn).
+fn compile_expr(env: &Env, src: &str, want: &[Type]) -> Compiled {
+    let program =
+        env.compile(src).map_err(|e| format!("compilation error: compilation failed: {e}"))?;
+    let got = program.output_type();
+    if *got == Type::Dyn || want.contains(got) {
+        return Ok(program);
+    }
+    let expected = match want {
+        [one] => one.to_string(),
+        many => format!(
+            "one of [{}]",
+            many.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+        ),
+    };
+    Err(format!("compilation error: must evaluate to {expected} but got {got}"))
+}
+
+/// Compiles every expression of a ValidatingAdmissionPolicy.
+pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
+    let env = environment(&spec);
+    let validations = spec
+        .validations
+        .iter()
+        .map(|v| CompiledValidation {
+            expression: v.expression.clone(),
+            program: compile_expr(&env, &v.expression, &[Type::Bool]),
+            message: v.message.clone(),
+            reason: v.reason.clone(),
+            message_expression: v
+                .message_expression
+                .as_deref()
+                .map(|m| compile_expr(&env, m, &[Type::String])),
+        })
+        .collect();
+    let match_conditions = spec
+        .match_conditions
+        .iter()
+        .map(|c| CompiledMatchCondition {
+            name: c.name.clone(),
+            program: compile_expr(&env, &c.expression, &[Type::Bool]),
+        })
+        .collect();
+    let audit_annotations = spec
+        .audit_annotations
+        .iter()
+        .map(|a| CompiledAuditAnnotation {
+            key: a.key.clone(),
+            expression: a.value_expression.clone(),
+            program: compile_expr(&env, &a.value_expression, &[Type::String, Type::Null]),
+        })
+        .collect();
+    ValidatingPolicy {
+        name: Arc::from(spec.name.as_str()),
+        spec,
+        validations,
+        match_conditions,
+        audit_annotations,
+    }
+}

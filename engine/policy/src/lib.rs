@@ -1,0 +1,32 @@
+//! celgate's policy engine, with no IO: policies are compiled once ([`compile`]), requests are
+//! matched against them ([`matching`]) and evaluated into one admission outcome ([`validate`]).
+//! The operator feeds it plain data ([`model`]); the webhook feeds it decoded requests
+//! ([`request`]) and a [`PolicySet`] snapshot.
+
+pub mod compile;
+pub mod matching;
+pub mod model;
+pub mod request;
+pub mod validate;
+
+pub use compile::{ValidatingPolicy, compile_validating};
+pub use matching::Namespaces;
+pub use request::{Request, RequestError};
+pub use validate::{BoundPolicy, Outcome, validate};
+
+/// The API group of celgate's own kinds; policies never apply to them.
+pub const GROUP: &str = "admission.celgate.io";
+
+/// Everything the webhook needs to decide requests: the bound policies of one snapshot.
+#[derive(Debug, Default, Clone)]
+pub struct PolicySet {
+    /// Validating policies that have at least one binding, with their bindings.
+    pub validating: Vec<BoundPolicy>,
+}
+
+impl PolicySet {
+    /// Validates a request against every bound validating policy.
+    pub fn validate(&self, req: &Request<'_>, namespaces: &dyn Namespaces) -> Outcome {
+        validate::validate(&self.validating, req, namespaces)
+    }
+}

@@ -1,0 +1,269 @@
+//! Whether a request falls under a policy's match constraints or a binding's match resources:
+//! resource rules and exclusions, scope, resource names, namespace and object selectors, with
+//! selector errors deferred until the rules match, as kube-apiserver does.
+
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::model::{LabelSelector, MatchPolicy, MatchResources, ResourceRule};
+use crate::request::{GroupVersionName, Request};
+
+/// Labels of namespaces, as the operator's namespace cache knows them.
+pub trait Namespaces {
+    /// The labels of the named namespace, or `None` when it is not known.
+    fn labels(&self, name: &str) -> Option<&serde_json::Map<String, Value>>;
+}
+
+/// Why matching could not decide.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum MatchError {
+    /// The request's namespace is not in the cache.
+    #[error("namespaces \"{0}\" not found")]
+    NamespaceNotFound(String),
+    /// A selector cannot be evaluated.
+    #[error("{0}")]
+    Selector(String),
+}
+
+/// Matches a request against match resources. `Ok(false)` is a clean miss; an error surfaces only
+/// when the resource rules matched (upstream defers selector errors the same way).
+pub fn matches(
+    criteria: &MatchResources,
+    req: &Request<'_>,
+    namespaces: &dyn Namespaces,
+) -> Result<bool, MatchError> {
+    let ns = namespace_matches(&criteria.namespace_selector, req, namespaces);
+    if let Ok(false) = ns {
+        return Ok(false);
+    }
+    let obj = object_matches(&criteria.object_selector, req);
+    if let Ok(false) = obj {
+        return Ok(false);
+    }
+    if rules_match(&criteria.exclude_resource_rules, criteria.match_policy, req) {
+        return Ok(false);
+    }
+    if !criteria.resource_rules.is_empty()
+        && !rules_match(&criteria.resource_rules, criteria.match_policy, req)
+    {
+        return Ok(false);
+    }
+    ns?;
+    obj?;
+    Ok(true)
+}
+
+fn rules_match(rules: &[ResourceRule], policy: MatchPolicy, req: &Request<'_>) -> bool {
+    let exact = rules
+        .iter()
+        .any(|r| rule_matches(r, req, req.resource, req.sub_resource));
+    if exact || policy == MatchPolicy::Exact || req.request_resource == req.resource {
+        return exact;
+    }
+    // Equivalent: the API server converted the object for celgate's webhook; the resource the
+    // client asked for is an equivalent of the one received.
+    rules
+        .iter()
+        .any(|r| rule_matches(r, req, req.request_resource, req.request_sub_resource))
+}
+
+fn rule_matches(
+    rule: &ResourceRule,
+    req: &Request<'_>,
+    resource: GroupVersionName<'_>,
+    sub_resource: &str,
+) -> bool {
+    let listed = |list: &[String], value: &str| list.iter().any(|v| v == "*" || v == value);
+    let is_namespace_object = resource.group.is_empty() && resource.name == "namespaces";
+    let scope_ok = match rule.scope.as_str() {
+        "" | "*" => true,
+        "Namespaced" => !is_namespace_object && !req.namespace.is_empty(),
+        "Cluster" => is_namespace_object || req.namespace.is_empty(),
+        _ => false,
+    };
+    scope_ok
+        && listed(&rule.operations, req.operation.as_str())
+        && listed(&rule.api_groups, resource.group)
+        && listed(&rule.api_versions, resource.version)
+        && rule.resources.iter().any(|entry| {
+            let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
+            (res == "*" || res == resource.name) && (sub == "*" || sub == sub_resource)
+        })
+        && (rule.resource_names.is_empty() || rule.resource_names.iter().any(|n| n == req.name))
+}
+
+fn namespace_matches(
+    selector: &LabelSelector,
+    req: &Request<'_>,
+    namespaces: &dyn Namespaces,
+) -> Result<bool, MatchError> {
+    let is_namespace = req.resource.name == "namespaces";
+    if req.namespace.is_empty() && !is_namespace {
+        return Ok(true);
+    }
+    if selector.match_labels.is_empty() && selector.match_expressions.is_empty() {
+        return Ok(true);
+    }
+    let own_labels = is_namespace
+        && req.sub_resource.is_empty()
+        && matches!(
+            req.operation,
+            crate::request::Operation::Create | crate::request::Operation::Update
+        );
+    let labels = if own_labels {
+        labels_of(req.object)
+    } else {
+        let name = if req.namespace.is_empty() {
+            req.name
+        } else {
+            req.namespace
+        };
+        match namespaces.labels(name) {
+            Some(labels) => Some(labels),
+            None => return Err(MatchError::NamespaceNotFound(name.to_string())),
+        }
+    };
+    selector_matches(selector, labels)
+}
+
+fn object_matches(selector: &LabelSelector, req: &Request<'_>) -> Result<bool, MatchError> {
+    if selector.match_labels.is_empty() && selector.match_expressions.is_empty() {
+        return Ok(true);
+    }
+    for obj in [req.object, req.old_object] {
+        if obj.is_object() && selector_matches(selector, labels_of(obj))? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+fn labels_of(obj: &Value) -> Option<&serde_json::Map<String, Value>> {
+    obj.get("metadata")?.get("labels")?.as_object()
+}
+
+/// Evaluates a label selector over a label map (absent labels are an empty map).
+pub fn selector_matches(
+    selector: &LabelSelector,
+    labels: Option<&serde_json::Map<String, Value>>,
+) -> Result<bool, MatchError> {
+    let get = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+    for (k, v) in &selector.match_labels {
+        if get(k) != Some(v.as_str()) {
+            return Ok(false);
+        }
+    }
+    for req in &selector.match_expressions {
+        let value = get(&req.key);
+        let ok = match req.operator.as_str() {
+            "In" => value.is_some_and(|v| req.values.iter().any(|x| x == v)),
+            "NotIn" => !value.is_some_and(|v| req.values.iter().any(|x| x == v)),
+            "Exists" => value.is_some(),
+            "DoesNotExist" => value.is_none(),
+            other => {
+                return Err(MatchError::Selector(format!(
+                    "{other:?} is not a valid label selector operator"
+                )));
+            }
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::LabelRequirement;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    struct NoNamespaces;
+    impl Namespaces for NoNamespaces {
+        fn labels(&self, _: &str) -> Option<&serde_json::Map<String, Value>> {
+            None
+        }
+    }
+
+    fn rule(ops: &[&str], groups: &[&str], resources: &[&str]) -> ResourceRule {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect();
+        ResourceRule {
+            operations: v(ops),
+            api_groups: v(groups),
+            api_versions: vec!["*".into()],
+            resources: v(resources),
+            scope: "*".into(),
+            ..Default::default()
+        }
+    }
+
+    fn review(resource: &str, sub: &str, ns: &str) -> Value {
+        json!({"uid": "u", "operation": "CREATE", "name": "n", "namespace": ns, "subResource": sub,
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": resource},
+            "object": {"metadata": {"labels": {"app": "web"}}}})
+    }
+
+    fn check(criteria: &MatchResources, raw: &Value) -> Result<bool, MatchError> {
+        matches(criteria, &Request::from_json(raw).expect("valid"), &NoNamespaces)
+    }
+
+    #[test]
+    fn resources_and_subresources() {
+        let c = |res: &[&str]| MatchResources {
+            resource_rules: vec![rule(&["CREATE"], &["apps"], res)],
+            ..Default::default()
+        };
+        assert_eq!(check(&c(&["deployments"]), &review("deployments", "", "")), Ok(true));
+        assert_eq!(check(&c(&["deployments"]), &review("deployments", "scale", "")), Ok(false));
+        assert_eq!(check(&c(&["*"]), &review("deployments", "scale", "")), Ok(false));
+        assert_eq!(check(&c(&["*/scale"]), &review("deployments", "scale", "")), Ok(true));
+        assert_eq!(check(&c(&["*/*"]), &review("deployments", "status", "")), Ok(true));
+        assert_eq!(check(&c(&["pods"]), &review("deployments", "", "")), Ok(false));
+    }
+
+    #[test]
+    fn operations_scope_and_exclusions() {
+        let mut c = MatchResources {
+            resource_rules: vec![rule(&["UPDATE"], &["*"], &["*"])],
+            ..Default::default()
+        };
+        assert_eq!(check(&c, &review("deployments", "", "")), Ok(false));
+        c.resource_rules[0].operations = vec!["*".into()];
+        c.resource_rules[0].scope = "Namespaced".into();
+        assert_eq!(check(&c, &review("deployments", "", "")), Ok(false));
+        assert_eq!(check(&c, &review("deployments", "", "ns")), Ok(true));
+        c.exclude_resource_rules = vec![rule(&["*"], &["apps"], &["deployments"])];
+        assert_eq!(check(&c, &review("deployments", "", "ns")), Ok(false));
+    }
+
+    #[test]
+    fn selectors() {
+        let mut c = MatchResources {
+            resource_rules: vec![rule(&["*"], &["*"], &["*"])],
+            ..Default::default()
+        };
+        c.object_selector.match_labels = BTreeMap::from([("app".into(), "web".into())]);
+        assert_eq!(check(&c, &review("deployments", "", "")), Ok(true));
+        c.object_selector.match_expressions = vec![LabelRequirement {
+            key: "tier".into(),
+            operator: "Exists".into(),
+            values: vec![],
+        }];
+        assert_eq!(check(&c, &review("deployments", "", "")), Ok(false));
+        // A namespaced request whose namespace is unknown: the error surfaces because rules match.
+        let mut n = MatchResources {
+            resource_rules: vec![rule(&["*"], &["*"], &["*"])],
+            ..Default::default()
+        };
+        n.namespace_selector.match_labels = BTreeMap::from([("env".into(), "prod".into())]);
+        assert_eq!(
+            check(&n, &review("deployments", "", "missing")),
+            Err(MatchError::NamespaceNotFound("missing".into()))
+        );
+        // Cluster-scoped objects are never filtered by namespaceSelector.
+        assert_eq!(check(&n, &review("deployments", "", "")), Ok(true));
+    }
+}

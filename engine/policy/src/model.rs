@@ -1,0 +1,176 @@
+//! The engine's own input model: policies and bindings as plain data, independent of any API
+//! version. The operator converts its CRD types into these in one place.
+
+use std::collections::BTreeMap;
+
+/// What happens when a policy cannot be evaluated.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FailurePolicy {
+    /// Errors admit the request.
+    Ignore,
+    /// Errors deny the request (the default).
+    #[default]
+    Fail,
+}
+
+/// How rules match requests for equivalent resources in other versions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MatchPolicy {
+    /// Only the listed group/version/resource.
+    Exact,
+    /// Also equivalent resources (the default).
+    #[default]
+    Equivalent,
+}
+
+/// What a failed validation does under a binding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ValidationAction {
+    /// Reject the request.
+    Deny,
+    /// Return a warning.
+    Warn,
+    /// Record an audit annotation.
+    Audit,
+}
+
+impl ValidationAction {
+    /// The action's name as written in a binding.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ValidationAction::Deny => "Deny",
+            ValidationAction::Warn => "Warn",
+            ValidationAction::Audit => "Audit",
+        }
+    }
+}
+
+/// A label selector: `matchLabels` and `matchExpressions`, AND-ed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LabelSelector {
+    /// Exact label values required.
+    pub match_labels: BTreeMap<String, String>,
+    /// Set-based requirements.
+    pub match_expressions: Vec<LabelRequirement>,
+}
+
+/// One set-based label requirement.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LabelRequirement {
+    /// The label key.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists` or `DoesNotExist`, as written.
+    pub operator: String,
+    /// Values for `In` and `NotIn`.
+    pub values: Vec<String>,
+}
+
+/// A resource rule: operations × groups × versions × resources within a scope, maybe by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ResourceRule {
+    /// Resource names the rule is limited to; empty means all.
+    pub resource_names: Vec<String>,
+    /// `CREATE`, `UPDATE`, `DELETE`, `CONNECT` or `*`.
+    pub operations: Vec<String>,
+    /// API groups or `*`.
+    pub api_groups: Vec<String>,
+    /// API versions or `*`.
+    pub api_versions: Vec<String>,
+    /// `resource`, `resource/subresource`, `*`, `*/sub`, `res/*` or `*/*`.
+    pub resources: Vec<String>,
+    /// `Cluster`, `Namespaced` or `*`.
+    pub scope: String,
+}
+
+/// The requests a policy or binding applies to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MatchResources {
+    /// Selects by the labels of the request's namespace.
+    pub namespace_selector: LabelSelector,
+    /// Selects by the labels of the object or old object.
+    pub object_selector: LabelSelector,
+    /// Matching rules; for a binding, empty means "everything the policy matches".
+    pub resource_rules: Vec<ResourceRule>,
+    /// Rules that never match.
+    pub exclude_resource_rules: Vec<ResourceRule>,
+    /// Exact or Equivalent.
+    pub match_policy: MatchPolicy,
+}
+
+/// One validation of a policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Validation {
+    /// CEL expression that must be true.
+    pub expression: String,
+    /// Static failure message.
+    pub message: Option<String>,
+    /// Failure reason (`Invalid` when unset).
+    pub reason: Option<String>,
+    /// CEL expression computing the failure message.
+    pub message_expression: Option<String>,
+}
+
+/// A named CEL expression (`variables.<name>`) or match condition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NamedExpression {
+    /// The name.
+    pub name: String,
+    /// The CEL expression.
+    pub expression: String,
+}
+
+/// An audit annotation of a policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AuditAnnotation {
+    /// Key, recorded as `<policy>/<key>`.
+    pub key: String,
+    /// CEL expression giving a string or null.
+    pub value_expression: String,
+}
+
+/// The kind of a policy's params.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParamKind {
+    /// `group/version` or `version`.
+    pub api_version: String,
+    /// The kind.
+    pub kind: String,
+}
+
+/// A ValidatingAdmissionPolicy as the engine sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValidatingPolicySpec {
+    /// Object name.
+    pub name: String,
+    /// Object uid; with `generation`, the compile cache key.
+    pub uid: String,
+    /// Object generation.
+    pub generation: i64,
+    /// Kind of params, if any.
+    pub param_kind: Option<ParamKind>,
+    /// Match constraints; `None` is a configuration error at request time.
+    pub match_constraints: Option<MatchResources>,
+    /// Validations.
+    pub validations: Vec<Validation>,
+    /// Failure policy.
+    pub failure_policy: FailurePolicy,
+    /// Audit annotations.
+    pub audit_annotations: Vec<AuditAnnotation>,
+    /// Match conditions.
+    pub match_conditions: Vec<NamedExpression>,
+    /// Variables, in order.
+    pub variables: Vec<NamedExpression>,
+}
+
+/// A ValidatingAdmissionPolicyBinding as the engine sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ValidatingBindingSpec {
+    /// Object name.
+    pub name: String,
+    /// The policy it binds.
+    pub policy_name: String,
+    /// Narrowing of the policy's match constraints.
+    pub match_resources: Option<MatchResources>,
+    /// Validation actions, in the order written.
+    pub validation_actions: Vec<ValidationAction>,
+}

@@ -1,0 +1,535 @@
+//! Evaluates the ValidatingAdmissionPolicies that match a request and folds their decisions into
+//! one outcome, with kube-apiserver's messages, codes, warnings and audit annotations.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use celgate_cel::{Activation, Budget, EvalError, Value};
+
+use crate::compile::{Compiled, ValidatingPolicy};
+use crate::matching::{self, Namespaces};
+use crate::model::{FailurePolicy, ValidatingBindingSpec, ValidationAction};
+use crate::request::Request;
+
+/// Cost limit of a single expression evaluation (cel-go `PerCallLimit` as Kubernetes sets it).
+pub const PER_CALL_LIMIT: u64 = 1_000_000;
+/// Budget shared by the validations of one (policy, binding, param) evaluation.
+pub const RUNTIME_BUDGET: u64 = 10_000_000;
+/// Budget shared by the match conditions of one evaluation.
+pub const MATCH_CONDITIONS_BUDGET: u64 = 2_500_000;
+/// Longest evaluated message kept from a messageExpression, in bytes.
+pub const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
+/// Longest audit annotation value, in bytes.
+pub const MAX_AUDIT_ANNOTATION_VALUE_BYTES: usize = 10 * 1024;
+/// Audit annotation key of validation failures routed to the Audit action.
+pub const VALIDATION_FAILURE_KEY: &str = "validation.policy.admission.k8s.io/validation_failure";
+
+/// A bound policy in a snapshot: the compiled policy and its bindings, in list order.
+#[derive(Debug, Clone)]
+pub struct BoundPolicy {
+    /// The compiled policy.
+    pub policy: Arc<ValidatingPolicy>,
+    /// Its bindings.
+    pub bindings: Vec<Arc<ValidatingBindingSpec>>,
+}
+
+/// The rejection of a request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Denial {
+    /// The message (`ValidatingAdmissionPolicy '<p>' with binding '<b>' denied request: …`).
+    pub message: String,
+    /// The status reason (`Invalid`, `Forbidden`, …).
+    pub reason: String,
+    /// The HTTP code for the reason.
+    pub code: u16,
+}
+
+/// How one policy check ended, for the `check_total`/`check_duration_seconds` metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorType {
+    /// The policy evaluated without error and admitted.
+    NoError,
+    /// An expression did not compile.
+    CompileError,
+    /// The cost budget ran out.
+    OutOfBudget,
+    /// A validation failed or errored.
+    InvalidError,
+}
+
+impl ErrorType {
+    /// The metric label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorType::NoError => "no_error",
+            ErrorType::CompileError => "compile_error",
+            ErrorType::OutOfBudget => "out_of_budget",
+            ErrorType::InvalidError => "invalid_error",
+        }
+    }
+}
+
+/// One metric observation: a (policy, binding) check and the enforcement it led to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// Policy name.
+    pub policy: Arc<str>,
+    /// Binding name.
+    pub binding: Arc<str>,
+    /// Error classification.
+    pub error_type: ErrorType,
+    /// `allow`, `deny`, `warn` or `audit`.
+    pub enforcement_action: &'static str,
+    /// Time spent evaluating the binding.
+    pub elapsed: Duration,
+}
+
+/// The result of validating one request.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// Set when the request is rejected: the first denial, as kube-apiserver reports it.
+    pub denial: Option<Denial>,
+    /// HTTP warnings for the client.
+    pub warnings: Vec<String>,
+    /// Audit annotations with upstream's keys (`<policy>/<key>`, `validation.policy…`).
+    pub audit_annotations: Vec<(String, String)>,
+    /// Metric observations.
+    pub checks: Vec<Check>,
+}
+
+impl Outcome {
+    /// True when the request is admitted.
+    pub fn allowed(&self) -> bool {
+        self.denial.is_none()
+    }
+}
+
+/// The decision for one validation (or one single-decision error) of one evaluation.
+struct Decision {
+    deny: bool,
+    error: bool,
+    message: String,
+    reason: Option<String>,
+    index: usize,
+    error_type: ErrorType,
+}
+
+/// Resource groups the policies never see (kube-apiserver's excluded and policy resources).
+fn exempt(req: &Request<'_>) -> bool {
+    let (g, r) = (req.resource.group, req.resource.name);
+    g == crate::GROUP
+        || (g == "admissionregistration.k8s.io"
+            && matches!(
+                r,
+                "validatingadmissionpolicies"
+                    | "validatingadmissionpolicybindings"
+                    | "mutatingadmissionpolicies"
+                    | "mutatingadmissionpolicybindings"
+            ))
+        || (g == "authentication.k8s.io" && matches!(r, "selfsubjectreviews" | "tokenreviews"))
+        || (g == "authorization.k8s.io"
+            && matches!(
+                r,
+                "localsubjectaccessreviews"
+                    | "selfsubjectaccessreviews"
+                    | "selfsubjectrulesreviews"
+                    | "subjectaccessreviews"
+            ))
+}
+
+/// Validates a request against the bound policies.
+pub fn validate(policies: &[BoundPolicy], req: &Request<'_>, namespaces: &dyn Namespaces) -> Outcome {
+    let mut out = Outcome::default();
+    if exempt(req) {
+        return out;
+    }
+    for bound in policies {
+        evaluate_policy(bound, req, namespaces, &mut out);
+    }
+    out
+}
+
+fn policy_message(policy: &str, binding: Option<&str>, message: &str) -> String {
+    match binding {
+        Some(b) => format!(
+            "ValidatingAdmissionPolicy '{policy}' with binding '{b}' denied request: {message}"
+        ),
+        None => format!("ValidatingAdmissionPolicy '{policy}' denied request: {message}"),
+    }
+}
+
+fn reason_code(reason: &str) -> u16 {
+    match reason {
+        "Forbidden" => 403,
+        "Unauthorized" => 401,
+        "RequestEntityTooLarge" => 413,
+        _ => 422,
+    }
+}
+
+fn deny_first(out: &mut Outcome, message: String, reason: Option<&str>) {
+    if out.denial.is_none() {
+        let reason = reason.unwrap_or("Invalid").to_string();
+        out.denial = Some(Denial {
+            code: reason_code(&reason),
+            message,
+            reason,
+        });
+    }
+}
+
+fn evaluate_policy(
+    bound: &BoundPolicy,
+    req: &Request<'_>,
+    namespaces: &dyn Namespaces,
+    out: &mut Outcome,
+) {
+    let policy = &bound.policy;
+    let fail = policy.failure_policy() == FailurePolicy::Fail;
+    let policy_match = match &policy.spec.match_constraints {
+        None => Err("policy contained no match constraints, a required field".to_string()),
+        Some(c) => matching::matches(c, req, namespaces).map_err(|e| e.to_string()),
+    };
+    match policy_match {
+        Ok(false) => return,
+        Ok(true) => {}
+        Err(e) => {
+            if fail {
+                let msg = format!("failed to configure policy: {e}");
+                deny_first(out, policy_message(&policy.name, None, &msg), None);
+            }
+            return;
+        }
+    }
+    let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
+    for binding in &bound.bindings {
+        let started = Instant::now();
+        let binding_match = match &binding.match_resources {
+            None => Ok(true),
+            Some(m) => matching::matches(m, req, namespaces).map_err(|e| e.to_string()),
+        };
+        match binding_match {
+            Ok(false) => continue,
+            Ok(true) => {}
+            Err(e) => {
+                if fail {
+                    let msg = format!("failed to configure binding: {e}");
+                    deny_first(out, policy_message(&policy.name, Some(&binding.name), &msg), None);
+                }
+                continue;
+            }
+        }
+        let mut act = Activation::new();
+        act.bind_json("object", req.object);
+        act.bind_json("oldObject", req.old_object);
+        act.bind_json("request", req.raw);
+        act.bind("namespaceObject", Value::Null);
+        if policy.spec.param_kind.is_some() {
+            act.bind("params", Value::Null);
+        }
+        if !match_conditions_pass(policy, &act, fail, binding, out) {
+            continue;
+        }
+        let decisions = evaluate_validations(policy, &act, fail);
+        let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+        for d in &decisions {
+            route_decision(policy, binding, &binding_name, d, started.elapsed(), out);
+        }
+        if !decisions.iter().any(|d| d.deny) {
+            let error_type = decisions
+                .iter()
+                .find(|d| d.error)
+                .map_or(ErrorType::NoError, |d| d.error_type);
+            if error_type != ErrorType::NoError {
+                out.checks.push(Check {
+                    policy: policy.name.clone(),
+                    binding: binding_name.clone(),
+                    error_type,
+                    enforcement_action: "allow",
+                    elapsed: started.elapsed(),
+                });
+            }
+        }
+        evaluate_audit_annotations(policy, binding, &act, fail, &mut annotations, out);
+    }
+    // Distinct values of one key across bindings and params are joined with ", ".
+    for (key, values) in annotations {
+        out.audit_annotations
+            .push((format!("{}/{key}", policy.name), values.join(", ")));
+    }
+}
+
+/// Evaluates match conditions; false when the policy does not apply to this request.
+fn match_conditions_pass(
+    policy: &ValidatingPolicy,
+    act: &Activation<'_>,
+    fail: bool,
+    binding: &ValidatingBindingSpec,
+    out: &mut Outcome,
+) -> bool {
+    if policy.match_conditions.is_empty() {
+        return true;
+    }
+    let mut budget = Budget::new(PER_CALL_LIMIT, MATCH_CONDITIONS_BUDGET);
+    let mut errors = Vec::new();
+    let mut any_false = false;
+    for cond in &policy.match_conditions {
+        match &cond.program {
+            Err(e) => errors.push(e.clone()),
+            Ok(p) => match p.eval(act, &mut budget) {
+                Ok(Value::Bool(false)) => any_false = true,
+                Ok(Value::Bool(true)) => {}
+                Ok(other) => errors.push(format!(
+                    "matchCondition '{}' resulted in non-bool value {}",
+                    cond.name,
+                    other.type_name()
+                )),
+                Err(e) => errors.push(format!(
+                    "expression '{}' resulted in error: {e}",
+                    p.source()
+                )),
+            },
+        }
+    }
+    if any_false {
+        return false;
+    }
+    if errors.is_empty() {
+        return true;
+    }
+    if fail {
+        let msg = if errors.len() == 1 {
+            errors.remove(0)
+        } else {
+            format!("[{}]", errors.join(", "))
+        };
+        deny_first(out, policy_message(&policy.name, Some(&binding.name), &msg), None);
+    }
+    false
+}
+
+fn error_type_of(message: &str) -> ErrorType {
+    if message.starts_with("compilation") {
+        ErrorType::CompileError
+    } else if message.starts_with("validation failed due to running out of cost budget") {
+        ErrorType::OutOfBudget
+    } else {
+        ErrorType::InvalidError
+    }
+}
+
+fn error_decision(fail: bool, message: String, index: usize) -> Decision {
+    Decision {
+        deny: fail,
+        error: true,
+        error_type: error_type_of(&message),
+        message,
+        reason: None,
+        index,
+    }
+}
+
+const OUT_OF_BUDGET: &str =
+    "validation failed due to running out of cost budget, no further validation rules will be run";
+
+fn evaluate_validations(policy: &ValidatingPolicy, act: &Activation<'_>, fail: bool) -> Vec<Decision> {
+    let mut budget = Budget::new(PER_CALL_LIMIT, RUNTIME_BUDGET);
+    let mut results: Vec<Result<bool, String>> = Vec::with_capacity(policy.validations.len());
+    for v in &policy.validations {
+        let result = match &v.program {
+            Err(e) => Err(e.clone()),
+            Ok(p) => match p.eval(act, &mut budget) {
+                Ok(Value::Bool(b)) => Ok(b),
+                Ok(other) => Err(format!(
+                    "expression '{}' resulted in error: no such overload: validation result is {}",
+                    p.source(),
+                    other.type_name()
+                )),
+                Err(EvalError::BudgetExhausted) => {
+                    return vec![error_decision(fail, OUT_OF_BUDGET.to_string(), 0)];
+                }
+                Err(e) => Err(format!("expression '{}' resulted in error: {e}", p.source())),
+            },
+        };
+        results.push(result);
+    }
+    // Message expressions run for every validation that has one, with the remaining budget.
+    let mut messages: Vec<Option<String>> = Vec::with_capacity(results.len());
+    for v in &policy.validations {
+        let msg = match &v.message_expression {
+            Some(Ok(p)) => match p.eval(act, &mut budget) {
+                Ok(Value::String(s)) => {
+                    let s = s.as_str().trim();
+                    (!s.is_empty() && s.len() <= MAX_MESSAGE_EXPRESSION_BYTES && !s.contains('\n'))
+                        .then(|| s.to_string())
+                }
+                Err(EvalError::BudgetExhausted) => {
+                    let msg = format!("failed messageExpression: {OUT_OF_BUDGET}");
+                    return (0..policy.validations.len())
+                        .map(|i| error_decision(fail, msg.clone(), i))
+                        .collect();
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        messages.push(msg);
+    }
+    let mut decisions = Vec::new();
+    for (index, (v, result)) in policy.validations.iter().zip(results).enumerate() {
+        match result {
+            Err(message) => decisions.push(error_decision(fail, message, index)),
+            Ok(true) => {}
+            Ok(false) => {
+                let message = messages[index]
+                    .take()
+                    .or_else(|| {
+                        v.message
+                            .as_deref()
+                            .map(str::trim)
+                            .filter(|m| !m.is_empty())
+                            .map(str::to_string)
+                    })
+                    .unwrap_or_else(|| format!("failed expression: {}", v.expression.trim()));
+                decisions.push(Decision {
+                    deny: true,
+                    error: false,
+                    message,
+                    reason: v.reason.clone(),
+                    index,
+                    error_type: ErrorType::InvalidError,
+                });
+            }
+        }
+    }
+    decisions
+}
+
+fn route_decision(
+    policy: &ValidatingPolicy,
+    binding: &ValidatingBindingSpec,
+    binding_name: &Arc<str>,
+    d: &Decision,
+    elapsed: Duration,
+    out: &mut Outcome,
+) {
+    if !d.deny {
+        return;
+    }
+    for action in &binding.validation_actions {
+        match action {
+            ValidationAction::Deny => deny_first(
+                out,
+                policy_message(&policy.name, Some(&binding.name), &d.message),
+                d.reason.as_deref(),
+            ),
+            ValidationAction::Warn => out.warnings.push(format!(
+                "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
+                policy.name, binding.name, d.message
+            )),
+            ValidationAction::Audit => {
+                let actions: Vec<&str> =
+                    binding.validation_actions.iter().map(|a| a.as_str()).collect();
+                let record = serde_json::json!([{
+                    "message": d.message,
+                    "policy": policy.name.as_ref(),
+                    "binding": binding.name,
+                    "expressionIndex": d.index,
+                    "validationActions": actions,
+                }]);
+                // 1.36 records only the first failure under this key.
+                if !out.audit_annotations.iter().any(|(k, _)| k == VALIDATION_FAILURE_KEY) {
+                    out.audit_annotations
+                        .push((VALIDATION_FAILURE_KEY.to_string(), go_json(&record)));
+                }
+            }
+        }
+        out.checks.push(Check {
+            policy: policy.name.clone(),
+            binding: binding_name.clone(),
+            error_type: d.error_type,
+            enforcement_action: match action {
+                ValidationAction::Deny => "deny",
+                ValidationAction::Warn => "warn",
+                ValidationAction::Audit => "audit",
+            },
+            elapsed,
+        });
+    }
+}
+
+/// JSON as Go's encoding/json writes it: `<`, `>` and `&` escaped.
+fn go_json(v: &serde_json::Value) -> String {
+    v.to_string()
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026")
+}
+
+fn evaluate_audit_annotations(
+    policy: &ValidatingPolicy,
+    binding: &ValidatingBindingSpec,
+    act: &Activation<'_>,
+    fail: bool,
+    collected: &mut Vec<(String, Vec<String>)>,
+    out: &mut Outcome,
+) {
+    if policy.audit_annotations.is_empty() {
+        return;
+    }
+    let mut budget = Budget::new(PER_CALL_LIMIT, RUNTIME_BUDGET);
+    for a in &policy.audit_annotations {
+        let value = eval_annotation(&a.program, &a.expression, act, &mut budget);
+        match value {
+            Ok(None) => {}
+            Ok(Some(mut v)) => {
+                if v.len() > MAX_AUDIT_ANNOTATION_VALUE_BYTES {
+                    let mut cut = MAX_AUDIT_ANNOTATION_VALUE_BYTES;
+                    while !v.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    v.truncate(cut);
+                }
+                match collected.iter_mut().find(|(k, _)| *k == a.key) {
+                    Some((_, values)) if values.contains(&v) => {}
+                    Some((_, values)) => values.push(v),
+                    None => collected.push((a.key.clone(), vec![v])),
+                }
+            }
+            Err((message, always)) => {
+                if fail || always {
+                    deny_first(
+                        out,
+                        policy_message(&policy.name, Some(&binding.name), &message),
+                        None,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// An annotation value: `Ok(None)` when omitted; `Err((message, fatal_even_with_ignore))`.
+fn eval_annotation(
+    program: &Compiled,
+    expression: &str,
+    act: &Activation<'_>,
+    budget: &mut Budget,
+) -> Result<Option<String>, (String, bool)> {
+    let p = program.as_ref().map_err(|e| (e.clone(), false))?;
+    match p.eval(act, budget) {
+        Ok(Value::Null) => Ok(None),
+        Ok(Value::String(s)) => {
+            let s = s.as_str().trim();
+            Ok((!s.is_empty()).then(|| s.to_string()))
+        }
+        Ok(other) => Err((
+            format!(
+                "valueExpression '{expression}' resulted in unsupported return type: {}. Return type must be either string or null.",
+                other.type_name()
+            ),
+            true,
+        )),
+        Err(e) => Err((format!("expression '{expression}' resulted in error: {e}"), false)),
+    }
+}

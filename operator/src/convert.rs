@@ -1,0 +1,135 @@
+//! The one place where CRD types become the engine's input model, so API versions can change
+//! without touching the engine.
+
+use celgate_crds as api;
+use celgate_engine::model;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::ResourceExt;
+
+fn selector(s: Option<&LabelSelector>) -> model::LabelSelector {
+    let Some(s) = s else {
+        return model::LabelSelector::default();
+    };
+    model::LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_expressions: s
+            .match_expressions
+            .iter()
+            .flatten()
+            .map(|e| model::LabelRequirement {
+                key: e.key.clone(),
+                operator: e.operator.clone(),
+                values: e.values.clone().unwrap_or_default(),
+            })
+            .collect(),
+    }
+}
+
+fn rules(rules: Option<&Vec<api::NamedRuleWithOperations>>) -> Vec<model::ResourceRule> {
+    rules
+        .into_iter()
+        .flatten()
+        .map(|r| model::ResourceRule {
+            resource_names: r.resource_names.clone().unwrap_or_default(),
+            operations: r.operations.clone().unwrap_or_default(),
+            api_groups: r.api_groups.clone().unwrap_or_default(),
+            api_versions: r.api_versions.clone().unwrap_or_default(),
+            resources: r.resources.clone().unwrap_or_default(),
+            scope: r.scope.clone().unwrap_or_else(|| "*".into()),
+        })
+        .collect()
+}
+
+/// Converts match resources (policy constraints or binding narrowing).
+pub fn match_resources(m: &api::MatchResources) -> model::MatchResources {
+    model::MatchResources {
+        namespace_selector: selector(m.namespace_selector.as_ref()),
+        object_selector: selector(m.object_selector.as_ref()),
+        resource_rules: rules(m.resource_rules.as_ref()),
+        exclude_resource_rules: rules(m.exclude_resource_rules.as_ref()),
+        match_policy: match m.match_policy {
+            Some(api::MatchPolicy::Exact) => model::MatchPolicy::Exact,
+            _ => model::MatchPolicy::Equivalent,
+        },
+    }
+}
+
+fn failure_policy(f: Option<api::FailurePolicy>) -> model::FailurePolicy {
+    match f {
+        Some(api::FailurePolicy::Ignore) => model::FailurePolicy::Ignore,
+        _ => model::FailurePolicy::Fail,
+    }
+}
+
+fn named<'a>(
+    list: impl Iterator<Item = (&'a String, &'a String)>,
+) -> Vec<model::NamedExpression> {
+    list.map(|(name, expression)| model::NamedExpression {
+        name: name.clone(),
+        expression: expression.clone(),
+    })
+    .collect()
+}
+
+/// Converts a ValidatingAdmissionPolicy.
+pub fn validating_policy(p: &api::ValidatingAdmissionPolicy) -> model::ValidatingPolicySpec {
+    let s = &p.spec;
+    model::ValidatingPolicySpec {
+        name: p.name_any(),
+        uid: p.uid().unwrap_or_default(),
+        generation: p.metadata.generation.unwrap_or_default(),
+        param_kind: s.param_kind.as_ref().map(|k| model::ParamKind {
+            api_version: k.api_version.clone().unwrap_or_default(),
+            kind: k.kind.clone().unwrap_or_default(),
+        }),
+        match_constraints: s.match_constraints.as_ref().map(match_resources),
+        validations: s
+            .validations
+            .iter()
+            .flatten()
+            .map(|v| model::Validation {
+                expression: v.expression.clone(),
+                message: v.message.clone(),
+                reason: v.reason.clone(),
+                message_expression: v.message_expression.clone(),
+            })
+            .collect(),
+        failure_policy: failure_policy(s.failure_policy),
+        audit_annotations: s
+            .audit_annotations
+            .iter()
+            .flatten()
+            .map(|a| model::AuditAnnotation {
+                key: a.key.clone(),
+                value_expression: a.value_expression.clone(),
+            })
+            .collect(),
+        match_conditions: named(
+            s.match_conditions
+                .iter()
+                .flatten()
+                .map(|c| (&c.name, &c.expression)),
+        ),
+        variables: named(s.variables.iter().flatten().map(|v| (&v.name, &v.expression))),
+    }
+}
+
+/// Converts a ValidatingAdmissionPolicyBinding.
+pub fn validating_binding(b: &api::ValidatingAdmissionPolicyBinding) -> model::ValidatingBindingSpec {
+    let s = &b.spec;
+    model::ValidatingBindingSpec {
+        name: b.name_any(),
+        policy_name: s.policy_name.clone().unwrap_or_default(),
+        match_resources: s.match_resources.as_ref().map(match_resources),
+        validation_actions: s
+            .validation_actions
+            .iter()
+            .flatten()
+            .map(|a| match a {
+                api::ValidationAction::Deny => model::ValidationAction::Deny,
+                api::ValidationAction::Warn => model::ValidationAction::Warn,
+                api::ValidationAction::Audit => model::ValidationAction::Audit,
+            })
+            .collect(),
+    }
+}

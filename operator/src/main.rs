@@ -1,0 +1,264 @@
+//! `celgate`: the operator with its co-located admission webhook, and offline commands.
+
+mod certs;
+mod convert;
+mod reconcile;
+mod registration;
+
+use std::net::{IpAddr, SocketAddr};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::{Api, Client};
+use thiserror::Error;
+use tracing::{error, info};
+
+use registration::Endpoint;
+
+/// celgate: ValidatingAdmissionPolicy and MutatingAdmissionPolicy for any cluster, as CRDs.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the operator and the admission webhook against the cluster in KUBECONFIG (or in-cluster).
+    Run(RunArgs),
+    /// Print the CRDs of celgate's four kinds as YAML, ready for `kubectl apply -f -`.
+    Crds,
+}
+
+#[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// Address the webhook listens on.
+    #[arg(long, env = "CELGATE_BIND_ADDRESS", default_value = "0.0.0.0")]
+    bind_address: IpAddr,
+    /// HTTPS port of the webhook.
+    #[arg(long, env = "CELGATE_WEBHOOK_PORT", default_value_t = 9443)]
+    webhook_port: u16,
+    /// Base URL the API server calls the webhook at (out of cluster), e.g. https://127.0.0.1:9443.
+    /// Without it, the webhook is registered as the Service below.
+    #[arg(long, env = "CELGATE_WEBHOOK_URL")]
+    webhook_url: Option<String>,
+    /// celgate's own namespace: holds the certificate Secret and is excluded from the webhooks.
+    #[arg(long, env = "CELGATE_NAMESPACE", default_value = "celgate-system")]
+    namespace: String,
+    /// Name of the webhook's Service (in cluster).
+    #[arg(long, env = "CELGATE_SERVICE_NAME", default_value = "celgate-webhook")]
+    service_name: String,
+    /// Port of the webhook's Service (in cluster).
+    #[arg(long, env = "CELGATE_SERVICE_PORT", default_value_t = 443)]
+    service_port: i32,
+    /// Name of the Secret holding the webhook CA and serving certificate.
+    #[arg(long, env = "CELGATE_CERT_SECRET", default_value = "celgate-webhook-tls")]
+    cert_secret: String,
+    /// Log as JSON lines.
+    #[arg(long, env = "CELGATE_LOG_JSON")]
+    log_json: bool,
+}
+
+#[derive(Debug, Error)]
+enum RunError {
+    #[error("cannot reach the cluster: {0} (set KUBECONFIG, or run in a pod)")]
+    Client(#[source] kube::Error),
+    #[error("celgate's CRDs are not installed ({0}); install them with `celgate crds | kubectl apply -f -`")]
+    CrdsMissing(#[source] kube::Error),
+    #[error("cannot create namespace {0}: {1}")]
+    Namespace(String, #[source] kube::Error),
+    #[error("--webhook-url {0:?} must be an https:// URL with a host")]
+    WebhookUrl(String),
+    #[error(transparent)]
+    Certs(#[from] certs::CertError),
+    #[error(transparent)]
+    Server(#[from] celgate_webhook::ServerError),
+    #[error("cannot render CRD YAML: {0}")]
+    Yaml(#[from] celgate_crds::YamlError),
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// The host of an `https://host[:port][/path]` URL.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("https://")?;
+    let authority = rest.split('/').next()?;
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+async fn ensure_namespace(client: &Client, name: &str) -> Result<(), RunError> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if api.get_opt(name).await.map_err(|e| RunError::Namespace(name.into(), e))?.is_some() {
+        return Ok(());
+    }
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(RunError::Namespace(name.into(), e)),
+    }
+}
+
+async fn run(args: RunArgs) -> Result<(), RunError> {
+    let client = Client::try_default().await.map_err(RunError::Client)?;
+    Api::<celgate_crds::ValidatingAdmissionPolicy>::all(client.clone())
+        .list(&ListParams::default().limit(1))
+        .await
+        .map_err(RunError::CrdsMissing)?;
+    ensure_namespace(&client, &args.namespace).await?;
+
+    let (endpoint, hosts) = match &args.webhook_url {
+        Some(url) => {
+            let host = url_host(url).ok_or_else(|| RunError::WebhookUrl(url.clone()))?;
+            (Endpoint::Url(url.clone()), vec![host])
+        }
+        None => {
+            let svc = format!("{}.{}.svc", args.service_name, args.namespace);
+            (
+                Endpoint::Service {
+                    namespace: args.namespace.clone(),
+                    name: args.service_name.clone(),
+                    port: args.service_port,
+                },
+                vec![svc.clone(), format!("{svc}.cluster.local")],
+            )
+        }
+    };
+    let certificates = certs::ensure(&client, &args.namespace, &args.cert_secret, &hosts).await?;
+    let state = celgate_webhook::State::new();
+    let addr = SocketAddr::new(args.bind_address, args.webhook_port);
+    let server = celgate_webhook::Server::new(
+        addr,
+        state.clone(),
+        celgate_webhook::TlsMaterial {
+            cert_pem: certificates.cert_pem.clone(),
+            key_pem: certificates.key_pem.clone(),
+        },
+    )
+    .await?;
+    info!(%addr, "webhook listening");
+
+    let reconciler = reconcile::Reconciler {
+        client: client.clone(),
+        state,
+        endpoint,
+        ca_pem: certificates.ca_pem.clone(),
+        namespace: args.namespace.clone(),
+    };
+    let rotation = {
+        let (client, server, ns, secret) = (client.clone(), server.clone(), args.namespace.clone(), args.cert_secret.clone());
+        async move {
+            let mut current = certificates;
+            loop {
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+                match certs::ensure(&client, &ns, &secret, &hosts).await {
+                    Ok(next) if next != current => {
+                        if let Err(e) = server
+                            .reload_tls(celgate_webhook::TlsMaterial {
+                                cert_pem: next.cert_pem.clone(),
+                                key_pem: next.key_pem.clone(),
+                            })
+                            .await
+                        {
+                            error!(error = %e, "cannot load the renewed serving certificate");
+                        } else {
+                            info!("serving certificate renewed");
+                            current = next;
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(e) => error!(error = %e, "cannot check the serving certificate"),
+                }
+            }
+        }
+    };
+    let serving = server.clone();
+    tokio::select! {
+        r = serving.serve() => r?,
+        () = reconciler.run() => {},
+        () = rotation => {},
+        _ = tokio::signal::ctrl_c() => {
+            info!("shutting down");
+            server.shutdown();
+        }
+    }
+    Ok(())
+}
+
+fn print_crds() -> Result<(), RunError> {
+    for (_, crd) in celgate_crds::crds() {
+        println!("---\n{}", celgate_crds::to_yaml(&crd)?);
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Crds => print_crds(),
+        Command::Run(args) => {
+            init_logging(args.log_json);
+            if rustls::crypto::ring::default_provider().install_default().is_err() {
+                error!("a TLS crypto provider was already installed");
+            }
+            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+                Ok(rt) => rt.block_on(run(args)),
+                Err(e) => {
+                    eprintln!("celgate: cannot start the async runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("celgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn url_hosts() {
+        assert_eq!(url_host("https://127.0.0.1:9443").as_deref(), Some("127.0.0.1"));
+        assert_eq!(url_host("https://celgate.example.com/x").as_deref(), Some("celgate.example.com"));
+        assert_eq!(url_host("https://[::1]:9443").as_deref(), Some("::1"));
+        assert_eq!(url_host("http://127.0.0.1"), None);
+        assert_eq!(url_host("https://"), None);
+    }
+}

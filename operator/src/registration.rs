@@ -1,0 +1,196 @@
+//! The ValidatingWebhookConfiguration and MutatingWebhookConfiguration celgate owns: their rules
+//! are the union of the bound policies' match constraints (so only relevant traffic reaches the
+//! webhook), split into a fail-closed and a fail-open webhook by failurePolicy, and they exclude
+//! celgate's own namespace so a broken webhook cannot lock celgate out.
+
+use std::collections::BTreeSet;
+
+use celgate_engine::PolicySet;
+use celgate_engine::model::FailurePolicy;
+use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, RuleWithOperations, ServiceReference, ValidatingWebhook,
+    ValidatingWebhookConfiguration, WebhookClientConfig,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::{Api, Client};
+
+/// Name of both webhook configurations and the field manager of their fields.
+pub const CONFIGURATION_NAME: &str = "celgate";
+/// The fail-closed validating webhook (policies with failurePolicy Fail).
+pub const VALIDATE_FAIL: &str = "validate.celgate.io";
+/// The fail-open validating webhook (policies with failurePolicy Ignore).
+pub const VALIDATE_IGNORE: &str = "validate-ignore.celgate.io";
+
+/// Where the API server reaches the webhook.
+#[derive(Clone, Debug)]
+pub enum Endpoint {
+    /// A base URL (out of cluster), e.g. `https://127.0.0.1:9443`.
+    Url(String),
+    /// A Service in celgate's namespace (in cluster).
+    Service {
+        /// Namespace of the Service.
+        namespace: String,
+        /// Name of the Service.
+        name: String,
+        /// Service port.
+        port: i32,
+    },
+}
+
+impl Endpoint {
+    fn client_config(&self, path: &str, ca_pem: &str) -> WebhookClientConfig {
+        let ca_bundle = Some(ByteString(ca_pem.as_bytes().to_vec()));
+        match self {
+            Endpoint::Url(base) => WebhookClientConfig {
+                url: Some(format!("{}{path}", base.trim_end_matches('/'))),
+                ca_bundle,
+                service: None,
+            },
+            Endpoint::Service { namespace, name, port } => WebhookClientConfig {
+                service: Some(ServiceReference {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                    path: Some(path.to_string()),
+                    port: Some(*port),
+                }),
+                ca_bundle,
+                url: None,
+            },
+        }
+    }
+}
+
+const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
+
+/// Webhook rules for one failure policy: every well-formed resource rule of the bound policies.
+/// A malformed rule is left out (the engine still rejects what it cannot match), so one bad
+/// policy cannot make the whole configuration invalid.
+fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for bound in &set.validating {
+        if bound.policy.failure_policy() != failure {
+            continue;
+        }
+        let Some(constraints) = &bound.policy.spec.match_constraints else {
+            continue;
+        };
+        for r in &constraints.resource_rules {
+            let well_formed = !r.operations.is_empty()
+                && r.operations.iter().all(|o| OPERATIONS.contains(&o.as_str()))
+                && !r.api_groups.is_empty()
+                && !r.api_versions.is_empty()
+                && !r.resources.is_empty()
+                && r.resources.iter().all(|x| !x.is_empty())
+                && matches!(r.scope.as_str(), "*" | "Cluster" | "Namespaced");
+            let key = (
+                r.operations.clone(),
+                r.api_groups.clone(),
+                r.api_versions.clone(),
+                r.resources.clone(),
+                r.scope.clone(),
+            );
+            if well_formed && seen.insert(key) {
+                out.push(RuleWithOperations {
+                    operations: Some(r.operations.clone()),
+                    api_groups: Some(r.api_groups.clone()),
+                    api_versions: Some(r.api_versions.clone()),
+                    resources: Some(r.resources.clone()),
+                    scope: Some(r.scope.clone()),
+                });
+            }
+        }
+    }
+    out
+}
+
+fn exclude_namespace(namespace: &str) -> LabelSelector {
+    LabelSelector {
+        match_expressions: Some(vec![LabelSelectorRequirement {
+            key: "kubernetes.io/metadata.name".into(),
+            operator: "NotIn".into(),
+            values: Some(vec![namespace.to_string()]),
+        }]),
+        match_labels: None,
+    }
+}
+
+/// The desired ValidatingWebhookConfiguration for a policy set.
+pub fn validating_configuration(
+    set: &PolicySet,
+    endpoint: &Endpoint,
+    ca_pem: &str,
+    own_namespace: &str,
+) -> ValidatingWebhookConfiguration {
+    let webhooks = [
+        (VALIDATE_FAIL, FailurePolicy::Fail, "Fail"),
+        (VALIDATE_IGNORE, FailurePolicy::Ignore, "Ignore"),
+    ]
+    .into_iter()
+    .filter_map(|(name, failure, failure_str)| {
+        let rules = rules(set, failure);
+        (!rules.is_empty()).then(|| ValidatingWebhook {
+            name: name.to_string(),
+            admission_review_versions: vec!["v1".to_string()],
+            client_config: endpoint.client_config("/validate", ca_pem),
+            failure_policy: Some(failure_str.to_string()),
+            match_policy: Some("Equivalent".to_string()),
+            namespace_selector: Some(exclude_namespace(own_namespace)),
+            object_selector: Some(LabelSelector::default()),
+            rules: Some(rules),
+            side_effects: "None".to_string(),
+            timeout_seconds: Some(10),
+            match_conditions: None,
+        })
+    })
+    .collect();
+    ValidatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(CONFIGURATION_NAME.to_string()),
+            labels: Some([("app.kubernetes.io/managed-by".to_string(), "celgate".to_string())].into()),
+            ..Default::default()
+        },
+        webhooks: Some(webhooks),
+    }
+}
+
+/// The desired MutatingWebhookConfiguration. It has no webhooks until mutating policies are
+/// enforced, so no request waits on celgate for a mutation it would not make.
+pub fn mutating_configuration() -> MutatingWebhookConfiguration {
+    MutatingWebhookConfiguration {
+        metadata: ObjectMeta {
+            name: Some(CONFIGURATION_NAME.to_string()),
+            labels: Some([("app.kubernetes.io/managed-by".to_string(), "celgate".to_string())].into()),
+            ..Default::default()
+        },
+        webhooks: Some(Vec::new()),
+    }
+}
+
+/// Applies both configurations with server-side apply (celgate owns every field it sets).
+pub async fn apply(
+    client: &Client,
+    validating: &ValidatingWebhookConfiguration,
+    mutating: &MutatingWebhookConfiguration,
+) -> Result<(), kube::Error> {
+    let params = PatchParams::apply(CONFIGURATION_NAME).force();
+    let mut v = validating.clone();
+    v.metadata.managed_fields = None;
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .patch(CONFIGURATION_NAME, &params, &Patch::Apply(&with_type(v, "ValidatingWebhookConfiguration")?))
+        .await?;
+    Api::<MutatingWebhookConfiguration>::all(client.clone())
+        .patch(CONFIGURATION_NAME, &params, &Patch::Apply(&with_type(mutating.clone(), "MutatingWebhookConfiguration")?))
+        .await?;
+    Ok(())
+}
+
+/// Server-side apply needs apiVersion and kind in the body.
+fn with_type<T: serde::Serialize>(obj: T, kind: &str) -> Result<serde_json::Value, kube::Error> {
+    let mut v = serde_json::to_value(obj).map_err(kube::Error::SerdeError)?;
+    v["apiVersion"] = "admissionregistration.k8s.io/v1".into();
+    v["kind"] = kind.into();
+    Ok(v)
+}

@@ -1,0 +1,86 @@
+//! Prometheus metrics with upstream's names and labels under a `celgate_` prefix, so dashboards
+//! for the in-tree plugin work for celgate too.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use celgate_engine::validate::Check;
+
+/// Labels of the policy check metrics (upstream: policy, policy_binding, error_type, enforcement_action).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CheckLabels {
+    /// Policy name.
+    pub policy: String,
+    /// Binding name.
+    pub policy_binding: String,
+    /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error`.
+    pub error_type: String,
+    /// `allow`, `deny`, `warn` or `audit`.
+    pub enforcement_action: String,
+}
+
+fn check_histogram() -> Histogram {
+    Histogram::new([0.0000005, 0.001, 0.01, 0.1, 1.0])
+}
+
+/// The webhook's metric families and their registry.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    checks: Family<CheckLabels, Counter>,
+    check_duration: Family<CheckLabels, Histogram, fn() -> Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("celgate");
+        let checks = Family::<CheckLabels, Counter>::default();
+        let check_duration =
+            Family::<CheckLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                check_histogram,
+            );
+        registry.register(
+            "validating_admission_policy_check",
+            "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.",
+            checks.clone(),
+        );
+        registry.register(
+            "validating_admission_policy_check_duration_seconds",
+            "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.",
+            check_duration.clone(),
+        );
+        Self {
+            registry,
+            checks,
+            check_duration,
+        }
+    }
+}
+
+impl Metrics {
+    /// Records the policy checks of one request.
+    pub fn record(&self, checks: &[Check]) {
+        for c in checks {
+            let labels = CheckLabels {
+                policy: c.policy.to_string(),
+                policy_binding: c.binding.to_string(),
+                error_type: c.error_type.as_str().to_string(),
+                enforcement_action: c.enforcement_action.to_string(),
+            };
+            self.checks.get_or_create(&labels).inc();
+            self.check_duration
+                .get_or_create(&labels)
+                .observe(c.elapsed.as_secs_f64());
+        }
+    }
+
+    /// The OpenMetrics text exposition of every metric.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}

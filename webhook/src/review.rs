@@ -1,0 +1,91 @@
+//! The AdmissionReview v1 codec: decode a review into a borrowed engine request, encode the
+//! engine's outcome as the review response kube-apiserver expects.
+
+use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
+use celgate_engine::{Request, RequestError};
+use serde_json::{Map, Value, json};
+use thiserror::Error;
+
+/// Why a body is not an AdmissionReview celgate can answer (HTTP 400).
+#[derive(Debug, Error)]
+pub enum ReviewError {
+    /// The body is not JSON.
+    #[error("request body is not valid JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// The JSON is not an admission.k8s.io/v1 AdmissionReview.
+    #[error("expected an AdmissionReview of apiVersion admission.k8s.io/v1, got apiVersion {api_version:?} kind {kind:?}")]
+    NotAReview {
+        /// The apiVersion found.
+        api_version: String,
+        /// The kind found.
+        kind: String,
+    },
+    /// The review has no request.
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    /// The request is malformed.
+    #[error("invalid AdmissionReview: {0}")]
+    Request(#[from] RequestError),
+}
+
+/// Parses a body and checks it is an AdmissionReview v1 with a request.
+pub fn decode(body: &[u8]) -> Result<Value, ReviewError> {
+    let review: Value = serde_json::from_slice(body)?;
+    let field = |k: &str| review.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
+        return Err(ReviewError::NotAReview { api_version, kind });
+    }
+    match review.get("request") {
+        Some(Value::Object(_)) => Ok(review),
+        _ => Err(ReviewError::NoRequest),
+    }
+}
+
+/// Reads the engine's view of a decoded review's request.
+pub fn request(review: &Value) -> Result<Request<'_>, ReviewError> {
+    let raw = review.get("request").ok_or(ReviewError::NoRequest)?;
+    Ok(Request::from_json(raw)?)
+}
+
+/// The audit annotation key a webhook may return for an upstream key. kube-apiserver records a
+/// webhook's key `k` as `<webhook name>/k` and drops keys with a second `/`, so
+/// `<policy>/<key>` becomes `<policy>_<key>` and the validation-failure key becomes
+/// `validation_failure` (see the README's audit annotation table).
+pub fn webhook_annotation_key(upstream: &str) -> String {
+    if upstream == VALIDATION_FAILURE_KEY {
+        return "validation_failure".to_string();
+    }
+    upstream.replace('/', "_")
+}
+
+/// The response review for an outcome.
+pub fn response(uid: &str, outcome: &Outcome) -> Value {
+    let mut resp = Map::new();
+    resp.insert("uid".into(), Value::String(uid.to_string()));
+    resp.insert("allowed".into(), Value::Bool(outcome.allowed()));
+    if let Some(d) = &outcome.denial {
+        resp.insert(
+            "status".into(),
+            json!({"metadata": {}, "status": "Failure", "message": d.message, "reason": d.reason, "code": d.code}),
+        );
+    }
+    if !outcome.warnings.is_empty() {
+        resp.insert("warnings".into(), json!(outcome.warnings));
+    }
+    if !outcome.audit_annotations.is_empty() {
+        let annotations: Map<String, Value> = outcome
+            .audit_annotations
+            .iter()
+            .map(|(k, v)| (webhook_annotation_key(k), Value::String(v.clone())))
+            .collect();
+        resp.insert("auditAnnotations".into(), Value::Object(annotations));
+    }
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp})
+}
+
+/// The response allowing a request with nothing to say.
+pub fn allow(uid: &str) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "response": {"uid": uid, "allowed": true}})
+}

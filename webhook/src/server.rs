@@ -1,0 +1,179 @@
+//! The HTTPS server: routes, handlers, and TLS whose certificate can be swapped while serving.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State as AxumState};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum_server::Handle;
+use axum_server::tls_rustls::RustlsConfig;
+use serde_json::Value;
+use thiserror::Error;
+
+use crate::review;
+use crate::state::State;
+
+/// Largest AdmissionReview body accepted: an object and its old version at the API server's
+/// request size limit, with room to spare.
+pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
+
+/// A PEM certificate chain and private key for the serving endpoint.
+#[derive(Clone, Debug)]
+pub struct TlsMaterial {
+    /// The certificate chain, PEM.
+    pub cert_pem: String,
+    /// The private key, PEM.
+    pub key_pem: String,
+}
+
+/// Errors starting or running the server.
+#[derive(Debug, Error)]
+pub enum ServerError {
+    /// The certificate or key cannot be used.
+    #[error("invalid serving certificate or key: {0}")]
+    Tls(std::io::Error),
+    /// The listener failed.
+    #[error("webhook server on {addr} failed: {source}")]
+    Serve {
+        /// The address.
+        addr: SocketAddr,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+/// The admission webhook server.
+#[derive(Clone)]
+pub struct Server {
+    state: Arc<State>,
+    tls: RustlsConfig,
+    addr: SocketAddr,
+    handle: Handle<SocketAddr>,
+}
+
+impl Server {
+    /// Prepares a server on `addr` with an initial certificate.
+    pub async fn new(addr: SocketAddr, state: Arc<State>, tls: TlsMaterial) -> Result<Self, ServerError> {
+        let tls = RustlsConfig::from_pem(tls.cert_pem.into_bytes(), tls.key_pem.into_bytes())
+            .await
+            .map_err(ServerError::Tls)?;
+        Ok(Self {
+            state,
+            tls,
+            addr,
+            handle: Handle::new(),
+        })
+    }
+
+    /// Swaps the serving certificate; new connections use it at once.
+    pub async fn reload_tls(&self, tls: TlsMaterial) -> Result<(), ServerError> {
+        self.tls
+            .reload_from_pem(tls.cert_pem.into_bytes(), tls.key_pem.into_bytes())
+            .await
+            .map_err(ServerError::Tls)
+    }
+
+    /// Serves until [`Server::shutdown`] is called.
+    pub async fn serve(&self) -> Result<(), ServerError> {
+        axum_server::bind_rustls(self.addr, self.tls.clone())
+            .handle(self.handle.clone())
+            .serve(router(self.state.clone()).into_make_service())
+            .await
+            .map_err(|source| ServerError::Serve {
+                addr: self.addr,
+                source,
+            })
+    }
+
+    /// Stops accepting connections and lets in-flight requests finish.
+    pub fn shutdown(&self) {
+        self.handle
+            .graceful_shutdown(Some(std::time::Duration::from_secs(5)));
+    }
+}
+
+/// The routes, over shared state (public for in-process tests).
+pub fn router(state: Arc<State>) -> Router {
+    Router::new()
+        .route("/validate", post(validate))
+        .route("/mutate", post(mutate))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+fn json_response(v: &Value) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+}
+
+fn bad_request(e: review::ReviewError) -> Response {
+    (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
+}
+
+fn not_ready() -> Response {
+    (
+        StatusCode::SERVICE_UNAVAILABLE,
+        "celgate has not loaded its policies yet\n",
+    )
+        .into_response()
+}
+
+async fn validate(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Response {
+    let review = match review::decode(&body) {
+        Ok(r) => r,
+        Err(e) => return bad_request(e),
+    };
+    let req = match review::request(&review) {
+        Ok(r) => r,
+        Err(e) => return bad_request(e),
+    };
+    let Some(snapshot) = state.snapshot() else {
+        return not_ready();
+    };
+    let namespaces = state.namespaces();
+    let outcome = snapshot.policies.validate(&req, namespaces.as_ref());
+    state.metrics.record(&outcome.checks);
+    json_response(&review::response(req.uid, &outcome))
+}
+
+async fn mutate(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Response {
+    let review = match review::decode(&body) {
+        Ok(r) => r,
+        Err(e) => return bad_request(e),
+    };
+    let req = match review::request(&review) {
+        Ok(r) => r,
+        Err(e) => return bad_request(e),
+    };
+    if state.snapshot().is_none() {
+        return not_ready();
+    }
+    json_response(&review::allow(req.uid))
+}
+
+async fn readyz(AxumState(state): AxumState<Arc<State>>) -> Response {
+    match state.snapshot() {
+        Some(_) => "ok".into_response(),
+        None => not_ready(),
+    }
+}
+
+async fn metrics(AxumState(state): AxumState<Arc<State>>) -> Response {
+    match state.metrics.encode() {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}

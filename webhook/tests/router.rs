@@ -1,0 +1,191 @@
+//! In-process tests of the webhook router: AdmissionReview fixtures in, responses out, and hot
+//! reload (publish, request, publish again, request: the decision changes with no restart).
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use celgate_engine::model::{
+    FailurePolicy, MatchResources, ResourceRule, Validation, ValidatingBindingSpec,
+    ValidatingPolicySpec, ValidationAction,
+};
+use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
+use celgate_webhook::server::router;
+use celgate_webhook::{Snapshot, State};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+fn policy(limit: i64, failure_policy: FailurePolicy) -> PolicySet {
+    let spec = ValidatingPolicySpec {
+        name: "demo-policy.example.com".into(),
+        match_constraints: Some(MatchResources {
+            resource_rules: vec![ResourceRule {
+                operations: vec!["CREATE".into(), "UPDATE".into()],
+                api_groups: vec!["apps".into()],
+                api_versions: vec!["v1".into()],
+                resources: vec!["deployments".into()],
+                scope: "*".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        validations: vec![Validation {
+            expression: format!("object.spec.replicas <= {limit}"),
+            ..Default::default()
+        }],
+        failure_policy,
+        ..Default::default()
+    };
+    PolicySet {
+        validating: vec![BoundPolicy {
+            policy: Arc::new(compile_validating(spec)),
+            bindings: vec![Arc::new(ValidatingBindingSpec {
+                name: "demo-binding-test.example.com".into(),
+                policy_name: "demo-policy.example.com".into(),
+                match_resources: None,
+                validation_actions: vec![ValidationAction::Deny],
+            })],
+        }],
+    }
+}
+
+fn review(resource: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "operation": "CREATE",
+        "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": resource},
+        "name": "web", "namespace": "default",
+        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "object": {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": replicas}}}})
+}
+
+async fn post(state: &Arc<State>, path: &str, body: String) -> (StatusCode, String) {
+    let resp = router(state.clone())
+        .oneshot(
+            Request::post(path)
+                .header("content-type", "application/json")
+                .body(Body::from(body))
+                .expect("request builds"),
+        )
+        .await
+        .expect("router answers");
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+async fn validate(state: &Arc<State>, review: &Value) -> Value {
+    let (status, body) = post(state, "/validate", review.to_string()).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    serde_json::from_str(&body).expect("the response is JSON")
+}
+
+#[tokio::test]
+async fn not_ready_until_the_first_snapshot() {
+    let state = State::new();
+    let (status, _) = post(&state, "/validate", review("deployments", 1).to_string()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    let ready = router(state.clone())
+        .oneshot(Request::get("/readyz").body(Body::empty()).expect("builds"))
+        .await
+        .expect("answers");
+    assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
+    state.publish(Snapshot::default());
+    let ready = router(state.clone())
+        .oneshot(Request::get("/readyz").body(Body::empty()).expect("builds"))
+        .await
+        .expect("answers");
+    assert_eq!(ready.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn denies_with_upstream_message_and_reloads_without_restart() {
+    let state = State::new();
+    state.publish(Snapshot { policies: policy(5, FailurePolicy::Fail), generation: 1 });
+    let resp = validate(&state, &review("deployments", 6)).await;
+    assert_eq!(resp["kind"], "AdmissionReview");
+    assert_eq!(resp["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(resp["response"]["allowed"], false);
+    assert_eq!(
+        resp["response"]["status"]["message"],
+        "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5"
+    );
+    assert_eq!(resp["response"]["status"]["code"], 422);
+    assert_eq!(resp["response"]["status"]["reason"], "Invalid");
+    assert_eq!(validate(&state, &review("deployments", 5)).await["response"]["allowed"], true);
+
+    state.publish(Snapshot { policies: policy(10, FailurePolicy::Fail), generation: 2 });
+    assert_eq!(validate(&state, &review("deployments", 6)).await["response"]["allowed"], true);
+    assert_eq!(validate(&state, &review("deployments", 11)).await["response"]["allowed"], false);
+
+    let metrics = router(state.clone())
+        .oneshot(Request::get("/metrics").body(Body::empty()).expect("builds"))
+        .await
+        .expect("answers");
+    let text = String::from_utf8_lossy(&metrics.into_body().collect().await.expect("body").to_bytes()).into_owned();
+    assert!(text.contains("celgate_validating_admission_policy_check_total{policy=\"demo-policy.example.com\",policy_binding=\"demo-binding-test.example.com\",error_type=\"invalid_error\",enforcement_action=\"deny\"} 2"), "{text}");
+}
+
+#[tokio::test]
+async fn unmatched_kinds_are_allowed() {
+    let state = State::new();
+    state.publish(Snapshot { policies: policy(5, FailurePolicy::Fail), generation: 1 });
+    let resp = validate(&state, &review("statefulsets", 100)).await;
+    assert_eq!(resp["response"]["allowed"], true);
+    assert!(resp["response"].get("status").is_none());
+}
+
+#[tokio::test]
+async fn malformed_reviews_get_400_saying_what_is_wrong() {
+    let state = State::new();
+    state.publish(Snapshot::default());
+    for (body, says) in [
+        ("{".to_string(), "not valid JSON"),
+        (json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}).to_string(), "admission.k8s.io/v1"),
+        (json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).to_string(), "no request"),
+        (json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 1}}).to_string(), "request.uid must be a string"),
+    ] {
+        for path in ["/validate", "/mutate"] {
+            let (status, text) = post(&state, path, body.clone()).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{path} {body}");
+            assert!(text.contains(says), "{path} {body}: {text}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn deeply_nested_objects_get_a_defined_outcome() {
+    let state = State::new();
+    state.publish(Snapshot { policies: policy(5, FailurePolicy::Fail), generation: 1 });
+    let mut nested = String::from("1");
+    for _ in 0..10_000 {
+        nested = format!("[{nested}]");
+    }
+    let body = review("deployments", 1).to_string().replacen("\"replicas\":1", &format!("\"replicas\":1,\"deep\":{nested}"), 1);
+    let (status, text) = post(&state, "/validate", body).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
+    assert!(text.contains("recursion limit"), "{text}");
+}
+
+#[tokio::test]
+async fn compile_errors_follow_the_failure_policy() {
+    let mut set = policy(5, FailurePolicy::Fail);
+    let broken = |failure_policy| {
+        let mut spec = set.validating[0].policy.spec.clone();
+        spec.validations[0].expression = "object.spec.replicas <".into();
+        spec.failure_policy = failure_policy;
+        Arc::new(compile_validating(spec))
+    };
+    set.validating[0].policy = broken(FailurePolicy::Fail);
+    let state = State::new();
+    state.publish(Snapshot { policies: set.clone(), generation: 1 });
+    let resp = validate(&state, &review("deployments", 1)).await;
+    assert_eq!(resp["response"]["allowed"], false);
+    let message = resp["response"]["status"]["message"].as_str().expect("a message");
+    assert!(message.contains("denied request: compilation error: compilation failed: ERROR: <input>:1:"), "{message}");
+    set.validating[0].policy = broken(FailurePolicy::Ignore);
+    state.publish(Snapshot { policies: set, generation: 2 });
+    assert_eq!(validate(&state, &review("deployments", 1)).await["response"]["allowed"], true);
+}
