@@ -2,6 +2,9 @@
 //! bindings. Specs are field for field those of `admissionregistration.k8s.io/v1` (Kubernetes 1.36),
 //! so a policy written for the in-tree API applies with only its `apiVersion` changed.
 
+// `#[kube(printcolumn(...))]` repeats the same keys once per column by design.
+#![allow(clippy::duplicated_attributes)]
+
 pub mod common;
 pub mod mutating;
 pub mod validating;
@@ -40,7 +43,11 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     ];
     for (_, crd) in &mut crds {
         for version in &mut crd.spec.versions {
-            if let Some(schema) = version.schema.as_mut().and_then(|s| s.open_api_v3_schema.as_mut()) {
+            if let Some(schema) = version
+                .schema
+                .as_mut()
+                .and_then(|s| s.open_api_v3_schema.as_mut())
+            {
                 strip_nullable(schema);
             }
         }
@@ -61,10 +68,15 @@ fn strip_nullable(schema: &mut JSONSchemaProps) {
             JSONSchemaPropsOrArray::Schema(s) => Some(s.as_mut()),
             JSONSchemaPropsOrArray::Schemas(_) => None,
         }))
-        .chain(schema.additional_properties.iter_mut().filter_map(|a| match a {
-            JSONSchemaPropsOrBool::Schema(s) => Some(s.as_mut()),
-            JSONSchemaPropsOrBool::Bool(_) => None,
-        }));
+        .chain(
+            schema
+                .additional_properties
+                .iter_mut()
+                .filter_map(|a| match a {
+                    JSONSchemaPropsOrBool::Schema(s) => Some(s.as_mut()),
+                    JSONSchemaPropsOrBool::Bool(_) => None,
+                }),
+        );
     for child in children {
         strip_nullable(child);
     }

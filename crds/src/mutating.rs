@@ -5,7 +5,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    FailurePolicy, MatchCondition, MatchResources, ObjectStatus, ParamKind, ParamRef, Variable,
+    FailurePolicy, MatchCondition, MatchResources, MutatingParamRef, ObjectStatus, ParamKind,
+    Variable,
 };
 
 /// A set of CEL mutations applied to the requests its bindings select.
@@ -18,9 +19,21 @@ use crate::common::{
     shortname = "cmap",
     category = "celgate",
     status = "ObjectStatus",
-    printcolumn(name = "Failure Policy", type_ = "string", json_path = ".spec.failurePolicy"),
-    printcolumn(name = "Reinvocation", type_ = "string", json_path = ".spec.reinvocationPolicy"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Failure Policy",
+        type_ = "string",
+        json_path = ".spec.failurePolicy"
+    ),
+    printcolumn(
+        name = "Reinvocation",
+        type_ = "string",
+        json_path = ".spec.reinvocationPolicy"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MutatingAdmissionPolicySpec {
@@ -95,7 +108,11 @@ pub struct PatchExpression {
     status = "ObjectStatus",
     printcolumn(name = "Policy", type_ = "string", json_path = ".spec.policyName"),
     printcolumn(name = "Param", type_ = "string", json_path = ".spec.paramRef.name"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MutatingAdmissionPolicyBindingSpec {
@@ -104,7 +121,7 @@ pub struct MutatingAdmissionPolicyBindingSpec {
     pub policy_name: Option<String>,
     /// Where the policy's params come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub param_ref: Option<ParamRef>,
+    pub param_ref: Option<MutatingParamRef>,
     /// Narrows the policy's match constraints; unset matches everything the policy matches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_resources: Option<MatchResources>,

@@ -18,9 +18,21 @@ use crate::common::{
     shortname = "cvap",
     category = "celgate",
     status = "ValidatingAdmissionPolicyStatus",
-    printcolumn(name = "Failure Policy", type_ = "string", json_path = ".spec.failurePolicy"),
-    printcolumn(name = "Param Kind", type_ = "string", json_path = ".spec.paramKind.kind"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Failure Policy",
+        type_ = "string",
+        json_path = ".spec.failurePolicy"
+    ),
+    printcolumn(
+        name = "Param Kind",
+        type_ = "string",
+        json_path = ".spec.paramKind.kind"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ValidatingAdmissionPolicySpec {
@@ -126,9 +138,17 @@ pub struct ExpressionWarning {
     category = "celgate",
     status = "ObjectStatus",
     printcolumn(name = "Policy", type_ = "string", json_path = ".spec.policyName"),
-    printcolumn(name = "Actions", type_ = "string", json_path = ".spec.validationActions"),
+    printcolumn(
+        name = "Actions",
+        type_ = "string",
+        json_path = ".spec.validationActions"
+    ),
     printcolumn(name = "Param", type_ = "string", json_path = ".spec.paramRef.name"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ValidatingAdmissionPolicyBindingSpec {

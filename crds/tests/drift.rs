@@ -27,14 +27,29 @@ fn schemas_carry_upstream_defaults_and_list_types() {
     let mc = &spec["matchConstraints"]["properties"];
     assert_eq!(mc["matchPolicy"]["default"], "Equivalent");
     assert_eq!(mc["namespaceSelector"]["default"], serde_json::json!({}));
-    assert_eq!(mc["resourceRules"]["items"]["properties"]["scope"]["default"], "*");
+    assert_eq!(
+        mc["resourceRules"]["items"]["properties"]["scope"]["default"],
+        "*"
+    );
     let vapb = serde_json::to_value(&crds[1].1).expect("serialises");
     let bspec = &vapb["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(bspec["validationActions"]["x-kubernetes-list-type"], "set");
-    assert_eq!(bspec["paramRef"]["properties"]["parameterNotFoundAction"]["default"], "Deny");
+    assert_eq!(
+        bspec["paramRef"]["properties"]["parameterNotFoundAction"]["default"],
+        "Deny"
+    );
     for (_, crd) in &crds {
         assert_eq!(crd.spec.scope, "Cluster");
-        assert_eq!(crd.spec.names.categories.as_deref(), Some(&["celgate".to_string()][..]));
-        assert!(crd.spec.names.short_names.as_ref().is_some_and(|s| !s.is_empty()));
+        assert_eq!(
+            crd.spec.names.categories.as_deref(),
+            Some(&["celgate".to_string()][..])
+        );
+        assert!(
+            crd.spec
+                .names
+                .short_names
+                .as_ref()
+                .is_some_and(|s| !s.is_empty())
+        );
     }
 }

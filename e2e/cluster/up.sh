@@ -27,17 +27,24 @@ if [ ! -f "$pki/ca.crt" ]; then
   (
     cd "$pki"
     openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=celgate-local-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
       -keyout ca.key -out ca.crt 2>/dev/null
-    sign() { # name subject [san]
+    # X.509 v3 with explicit usages: rustls (celgate's client) rejects v1 certificates.
+    sign() { # name subject usage [san]
       openssl req -newkey rsa:2048 -nodes -subj "$2" -keyout "$1.key" -out "$1.csr" 2>/dev/null
-      if [ -n "${3:-}" ]; then printf 'subjectAltName=%s\n' "$3" > "$1.ext"; else : > "$1.ext"; fi
+      {
+        echo "basicConstraints=critical,CA:FALSE"
+        echo "keyUsage=critical,digitalSignature,keyEncipherment"
+        echo "extendedKeyUsage=$3"
+        [ -n "${4:-}" ] && echo "subjectAltName=$4"
+      } > "$1.ext"
       openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
         -extfile "$1.ext" -out "$1.crt" 2>/dev/null
       rm -f "$1.csr" "$1.ext"
     }
-    sign apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc"
-    sign admin "/O=system:masters/CN=celgate-admin"
-    sign controller-manager "/CN=system:kube-controller-manager"
+    sign apiserver "/CN=kube-apiserver" serverAuth "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc"
+    sign admin "/O=system:masters/CN=celgate-admin" clientAuth
+    sign controller-manager "/CN=system:kube-controller-manager" clientAuth
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   )

@@ -76,7 +76,8 @@ mod tempdir {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos())
                 .unwrap_or_default();
-            let path = std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
+            let path =
+                std::env::temp_dir().join(format!("{prefix}-{}-{nanos}", std::process::id()));
             std::fs::create_dir_all(&path)
                 .unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display()));
             Dir(path)
@@ -167,11 +168,19 @@ impl Cluster {
     pub fn install_crds(&self) {
         let dir = workspace().join("config/crd");
         let out = self.kubectl(&["apply", "-k", &dir.to_string_lossy()], "");
-        assert!(out.status.success(), "cannot install CRDs: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "cannot install CRDs: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
         args.extend(CRDS);
         let out = self.kubectl(&args, "");
-        assert!(out.status.success(), "CRDs not established: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "CRDs not established: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }
 
@@ -198,13 +207,25 @@ impl Celgate {
         let bin = std::env::var_os("CELGATE_BIN")
             .map(PathBuf::from)
             .unwrap_or_else(|| workspace().join("target/debug/celgate"));
-        assert!(bin.exists(), "{} is missing; run `cargo build -p celgate` (make e2e does)", bin.display());
+        assert!(
+            bin.exists(),
+            "{} is missing; run `cargo build -p celgate` (make e2e does)",
+            bin.display()
+        );
         let port = free_port();
         let log = cluster.dir().join("celgate.log");
         let file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create log: {e}"));
-        let err = file.try_clone().unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
+        let err = file
+            .try_clone()
+            .unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
         let child = Command::new(&bin)
-            .args(["run", "--bind-address", "127.0.0.1", "--webhook-port", &port.to_string()])
+            .args([
+                "run",
+                "--bind-address",
+                "127.0.0.1",
+                "--webhook-port",
+                &port.to_string(),
+            ])
             .arg(format!("--webhook-url=https://127.0.0.1:{port}"))
             .env("KUBECONFIG", &cluster.kubeconfig)
             .env("RUST_LOG", "info")
@@ -249,5 +270,7 @@ pub fn inner_message(message: &str) -> &str {
     if let Some((_, inner)) = message.split_once("denied the request: ") {
         return inner;
     }
-    message.split_once(" is forbidden: ").map_or(message, |(_, inner)| inner)
+    message
+        .split_once(" is forbidden: ")
+        .map_or(message, |(_, inner)| inner)
 }

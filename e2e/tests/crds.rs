@@ -27,10 +27,17 @@ fn resource(kind: &str) -> &'static str {
 }
 
 fn get_spec(cluster: &Cluster, resource: &str, group: &str, name: &str) -> serde_json::Value {
-    let out = cluster.kubectl(&["get", &format!("{resource}.{group}"), name, "-o", "json"], "");
-    assert!(out.status.success(), "get {resource}.{group}/{name}: {}", String::from_utf8_lossy(&out.stderr));
-    let obj: serde_json::Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("kubectl printed no JSON: {e}"));
+    let out = cluster.kubectl(
+        &["get", &format!("{resource}.{group}"), name, "-o", "json"],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "get {resource}.{group}/{name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let obj: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("kubectl printed no JSON: {e}"));
     obj["spec"].clone()
 }
 
@@ -45,10 +52,15 @@ fn docs_examples_read_back_like_the_in_tree_api() {
         .map(|e| e.path())
         .collect();
     files.sort();
-    assert!(files.len() >= 7, "the docs examples are missing from {}", dir.display());
+    assert!(
+        files.len() >= 7,
+        "the docs examples are missing from {}",
+        dir.display()
+    );
     let mut compared = 0;
     for file in files {
-        let in_tree = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let in_tree =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
         let celgate = in_tree.replace(
             "apiVersion: admissionregistration.k8s.io/v1",
             "apiVersion: admission.celgate.io/v1",
@@ -59,10 +71,16 @@ fn docs_examples_read_back_like_the_in_tree_api() {
             .unwrap_or_else(|e| panic!("{} is not YAML: {e}", file.display()));
         for head in heads {
             let res = resource(&head.kind);
-            let want = get_spec(&cluster, res, "admissionregistration.k8s.io", &head.metadata.name);
+            let want = get_spec(
+                &cluster,
+                res,
+                "admissionregistration.k8s.io",
+                &head.metadata.name,
+            );
             let have = get_spec(&cluster, res, "admission.celgate.io", &head.metadata.name);
             assert_eq!(
-                have, want,
+                have,
+                want,
                 "{} {} in {}: celgate's stored spec differs from the in-tree one",
                 head.kind,
                 head.metadata.name,
@@ -80,6 +98,10 @@ fn short_names_and_category_resolve_to_celgate() {
     cluster.install_crds();
     for short in ["cvap", "cvapb", "cmap", "cmapb", "celgate"] {
         let out = cluster.kubectl(&["get", short], "");
-        assert!(out.status.success(), "kubectl get {short}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "kubectl get {short}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 }

@@ -45,7 +45,9 @@ const CELGATE: &str = "admission.celgate.io/v1";
 const IN_TREE: &str = "admissionregistration.k8s.io/v1";
 
 fn policy(api: &str, limit: u32) -> String {
-    POLICY.replace("API", api).replace("LIMIT", &limit.to_string())
+    POLICY
+        .replace("API", api)
+        .replace("LIMIT", &limit.to_string())
 }
 
 fn binding(api: &str, engine: &str) -> String {
@@ -65,8 +67,9 @@ fn deployment(name: &str, replicas: i32) -> Deployment {
 }
 
 async fn namespace(client: &kube::Client, name: &str, engine: &str) {
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name, "labels": {"engine": engine}}}))
-        .unwrap_or_else(|e| panic!("invalid namespace fixture: {e}"));
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"engine": engine}}}))
+            .unwrap_or_else(|e| panic!("invalid namespace fixture: {e}"));
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await
@@ -75,7 +78,10 @@ async fn namespace(client: &kube::Client, name: &str, engine: &str) {
 
 /// Creates a deployment (server-side dry run); `Err(message)` when admission rejects it.
 async fn try_create(client: &kube::Client, ns: &str, replicas: i32) -> Result<(), (String, u16)> {
-    let params = PostParams { dry_run: true, ..Default::default() };
+    let params = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
     match Api::<Deployment>::namespaced(client.clone(), ns)
         .create(&params, &deployment(&format!("web-{replicas}"), replicas))
         .await
@@ -87,16 +93,20 @@ async fn try_create(client: &kube::Client, ns: &str, replicas: i32) -> Result<()
 }
 
 async fn wait_denied(client: &kube::Client, ns: &str, replicas: i32) -> (String, u16) {
-    wait_for(&format!("{replicas} replicas to be denied in {ns}"), Duration::from_secs(30), || async move {
-        try_create(client, ns, replicas).await.err()
-    })
+    wait_for(
+        &format!("{replicas} replicas to be denied in {ns}"),
+        Duration::from_secs(30),
+        || async move { try_create(client, ns, replicas).await.err() },
+    )
     .await
 }
 
 async fn wait_admitted(client: &kube::Client, ns: &str, replicas: i32) {
-    wait_for(&format!("{replicas} replicas to be admitted in {ns}"), Duration::from_secs(30), || async move {
-        try_create(client, ns, replicas).await.ok()
-    })
+    wait_for(
+        &format!("{replicas} replicas to be admitted in {ns}"),
+        Duration::from_secs(30),
+        || async move { try_create(client, ns, replicas).await.ok() },
+    )
     .await
 }
 
@@ -122,27 +132,45 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
         "unexpected prefix: {message}"
     );
     assert_eq!(inner_message(&message), DEMO_DENIAL);
-    assert_eq!(code, 422, "a false validation without reason is 422 Invalid");
-    try_create(&client, "celgate-demo", 3).await.unwrap_or_else(|(m, _)| panic!("3 replicas denied: {m}"));
+    assert_eq!(
+        code, 422,
+        "a false validation without reason is 422 Invalid"
+    );
+    try_create(&client, "celgate-demo", 3)
+        .await
+        .unwrap_or_else(|(m, _)| panic!("3 replicas denied: {m}"));
     // Namespaces the binding does not select are not affected.
-    try_create(&client, "intree-demo", 6).await.unwrap_or_else(|(m, _)| panic!("unselected namespace denied: {m}"));
+    try_create(&client, "intree-demo", 6)
+        .await
+        .unwrap_or_else(|(m, _)| panic!("unselected namespace denied: {m}"));
 
     // Edit the policy: the new limit is enforced without a restart.
     cluster.apply(&policy(CELGATE, 10));
     wait_admitted(&client, "celgate-demo", 6).await;
     let (message, _) = wait_denied(&client, "celgate-demo", 11).await;
-    assert_eq!(inner_message(&message), DEMO_DENIAL.replace("<= 5", "<= 10"));
+    assert_eq!(
+        inner_message(&message),
+        DEMO_DENIAL.replace("<= 5", "<= 10")
+    );
 
     // Deleting the binding stops enforcement.
     let out = cluster.kubectl(&["delete", "cvapb", "demo-binding-test.example.com"], "");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     wait_admitted(&client, "celgate-demo", 11).await;
 
     // Differential: the in-tree plugin with the same policy gives the same inner message.
     cluster.apply(&policy(IN_TREE, 5));
     cluster.apply(&binding(IN_TREE, "intree"));
     let (in_tree, _) = wait_denied(&client, "intree-demo", 6).await;
-    assert_eq!(inner_message(&in_tree), DEMO_DENIAL, "in-tree said: {in_tree}");
+    assert_eq!(
+        inner_message(&in_tree),
+        DEMO_DENIAL,
+        "in-tree said: {in_tree}"
+    );
     cluster.apply(&policy(CELGATE, 5));
     cluster.apply(&binding(CELGATE, "celgate"));
     let (ours, _) = wait_denied(&client, "celgate-demo", 6).await;
@@ -155,7 +183,9 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
         metrics.contains("celgate_validating_admission_policy_check_total{policy=\"demo-policy.example.com\",policy_binding=\"demo-binding-test.example.com\",error_type=\"invalid_error\",enforcement_action=\"deny\"}"),
         "metrics lack the deny count:\n{metrics}"
     );
-    eprintln!("celgate: policy apply → first enforced denial took {enforced_after:?} (includes kubectl start-up)");
+    eprintln!(
+        "celgate: policy apply → first enforced denial took {enforced_after:?} (includes kubectl start-up)"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -169,14 +199,39 @@ async fn bad_input_gets_defined_outcomes() {
     let url = format!("https://127.0.0.1:{}/validate", celgate.port);
     for (body, says) in [
         ("{not json", "not valid JSON"),
-        (r#"{"apiVersion":"v1","kind":"Pod"}"#, "expected an AdmissionReview"),
-        (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#, "has no request"),
-        (r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","operation":"CREATE"}}"#, "request.kind is required"),
+        (
+            r#"{"apiVersion":"v1","kind":"Pod"}"#,
+            "expected an AdmissionReview",
+        ),
+        (
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+            "has no request",
+        ),
+        (
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{"uid":"1","operation":"CREATE"}}"#,
+            "request.kind is required",
+        ),
     ] {
-        let out = curl(&["-sk", "-o", "-", "-w", "\n%{http_code}", "-X", "POST", "-H", "Content-Type: application/json", "--data-binary", body, &url]);
+        let out = curl(&[
+            "-sk",
+            "-o",
+            "-",
+            "-w",
+            "\n%{http_code}",
+            "-X",
+            "POST",
+            "-H",
+            "Content-Type: application/json",
+            "--data-binary",
+            body,
+            &url,
+        ]);
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         assert!(text.ends_with("\n400"), "{body:?} did not get 400: {text}");
-        assert!(text.contains(says), "{body:?}: the 400 does not say {says:?}: {text}");
+        assert!(
+            text.contains(says),
+            "{body:?}: the 400 does not say {says:?}: {text}"
+        );
     }
 
     // A policy whose CEL does not parse is stored, and its failurePolicy decides.
@@ -221,10 +276,23 @@ spec:
         "unexpected denial: {message}"
     );
     // Ignore admits; wait until the Fail one is enforced first so both are in the snapshot.
-    try_create(&client, "broken-ignore", 1).await.unwrap_or_else(|(m, _)| panic!("Ignore policy denied: {m}"));
+    try_create(&client, "broken-ignore", 1)
+        .await
+        .unwrap_or_else(|(m, _)| panic!("Ignore policy denied: {m}"));
 
     // celgate is still healthy after all of it.
-    let health = curl(&["-skf", &format!("https://127.0.0.1:{}/healthz", celgate.port)]);
-    assert!(health.status.success(), "celgate is unhealthy; log:\n{}", celgate.logs());
-    assert!(!celgate.logs().contains("panicked"), "celgate panicked:\n{}", celgate.logs());
+    let health = curl(&[
+        "-skf",
+        &format!("https://127.0.0.1:{}/healthz", celgate.port),
+    ]);
+    assert!(
+        health.status.success(),
+        "celgate is unhealthy; log:\n{}",
+        celgate.logs()
+    );
+    assert!(
+        !celgate.logs().contains("panicked"),
+        "celgate panicked:\n{}",
+        celgate.logs()
+    );
 }

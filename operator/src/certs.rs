@@ -76,12 +76,18 @@ fn new_ca() -> Result<(String, String), rcgen::Error> {
     Ok((cert.pem(), key.serialize_pem()))
 }
 
-fn new_serving(ca_key_pem: &str, hosts: &[String]) -> Result<(String, String, OffsetDateTime), rcgen::Error> {
+fn new_serving(
+    ca_key_pem: &str,
+    hosts: &[String],
+) -> Result<(String, String, OffsetDateTime), rcgen::Error> {
     let ca_key = KeyPair::from_pem(ca_key_pem)?;
     let issuer = Issuer::new(ca_params()?, ca_key);
     let mut params = CertificateParams::new(hosts.to_vec())?;
     let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, hosts.first().map_or("celgate", String::as_str));
+    dn.push(
+        DnType::CommonName,
+        hosts.first().map_or("celgate", String::as_str),
+    );
     params.distinguished_name = dn;
     let now = OffsetDateTime::now_utc();
     params.not_before = now - Duration::hours(1);
@@ -103,7 +109,8 @@ fn data(secret: &Secret, key: &'static str) -> Result<String, CertError> {
 
 fn needs_new_serving(secret: &Secret, hosts: &[String]) -> bool {
     let annotations = secret.metadata.annotations.clone().unwrap_or_default();
-    let same_hosts = annotations.get(HOSTS_ANNOTATION).map(String::as_str) == Some(hosts.join(",").as_str());
+    let same_hosts =
+        annotations.get(HOSTS_ANNOTATION).map(String::as_str) == Some(hosts.join(",").as_str());
     let fresh = annotations
         .get(NOT_AFTER_ANNOTATION)
         .and_then(|t| t.parse::<i64>().ok())
@@ -113,7 +120,12 @@ fn needs_new_serving(secret: &Secret, hosts: &[String]) -> bool {
 }
 
 /// Returns the certificates in the Secret, creating or renewing them as needed.
-pub async fn ensure(client: &Client, namespace: &str, name: &str, hosts: &[String]) -> Result<Certificates, CertError> {
+pub async fn ensure(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    hosts: &[String],
+) -> Result<Certificates, CertError> {
     let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let api_err = |source| CertError::Secret {
         namespace: namespace.to_string(),
@@ -125,14 +137,12 @@ pub async fn ensure(client: &Client, namespace: &str, name: &str, hosts: &[Strin
         Some(s) => (data(s, "ca.crt")?, data(s, "ca.key")?),
         None => new_ca()?,
     };
-    if let Some(s) = &existing {
-        if !needs_new_serving(s, hosts) {
-            return Ok(Certificates {
-                ca_pem,
-                cert_pem: data(s, "tls.crt")?,
-                key_pem: data(s, "tls.key")?,
-            });
-        }
+    if let Some(s) = existing.as_ref().filter(|s| !needs_new_serving(s, hosts)) {
+        return Ok(Certificates {
+            ca_pem,
+            cert_pem: data(s, "tls.crt")?,
+            key_pem: data(s, "tls.key")?,
+        });
     }
     let (cert_pem, key_pem, not_after) = new_serving(&ca_key_pem, hosts)?;
     let secret = Secret {
@@ -141,25 +151,45 @@ pub async fn ensure(client: &Client, namespace: &str, name: &str, hosts: &[Strin
             namespace: Some(namespace.to_string()),
             annotations: Some(BTreeMap::from([
                 (HOSTS_ANNOTATION.to_string(), hosts.join(",")),
-                (NOT_AFTER_ANNOTATION.to_string(), not_after.unix_timestamp().to_string()),
+                (
+                    NOT_AFTER_ANNOTATION.to_string(),
+                    not_after.unix_timestamp().to_string(),
+                ),
             ])),
-            resource_version: existing.as_ref().and_then(|s| s.metadata.resource_version.clone()),
+            resource_version: existing
+                .as_ref()
+                .and_then(|s| s.metadata.resource_version.clone()),
             ..Default::default()
         },
         type_: Some("kubernetes.io/tls".to_string()),
         data: Some(BTreeMap::from([
-            ("ca.crt".to_string(), ByteString(ca_pem.clone().into_bytes())),
+            (
+                "ca.crt".to_string(),
+                ByteString(ca_pem.clone().into_bytes()),
+            ),
             ("ca.key".to_string(), ByteString(ca_key_pem.into_bytes())),
-            ("tls.crt".to_string(), ByteString(cert_pem.clone().into_bytes())),
-            ("tls.key".to_string(), ByteString(key_pem.clone().into_bytes())),
+            (
+                "tls.crt".to_string(),
+                ByteString(cert_pem.clone().into_bytes()),
+            ),
+            (
+                "tls.key".to_string(),
+                ByteString(key_pem.clone().into_bytes()),
+            ),
         ])),
         ..Default::default()
     };
     // Create, or replace with the read resourceVersion: a concurrent writer makes this fail
     // rather than silently overwrite another replica's CA.
     match existing {
-        None => api.create(&PostParams::default(), &secret).await.map_err(api_err)?,
-        Some(_) => api.replace(name, &PostParams::default(), &secret).await.map_err(api_err)?,
+        None => api
+            .create(&PostParams::default(), &secret)
+            .await
+            .map_err(api_err)?,
+        Some(_) => api
+            .replace(name, &PostParams::default(), &secret)
+            .await
+            .map_err(api_err)?,
     };
     Ok(Certificates {
         ca_pem,
@@ -176,7 +206,10 @@ mod tests {
     fn serving_certificate_is_signed_for_its_hosts() {
         let (ca, ca_key) = new_ca().expect("CA");
         assert!(ca.starts_with("-----BEGIN CERTIFICATE-----"));
-        let hosts = vec!["127.0.0.1".to_string(), "celgate.celgate-system.svc".to_string()];
+        let hosts = vec![
+            "127.0.0.1".to_string(),
+            "celgate.celgate-system.svc".to_string(),
+        ];
         let (cert, key, not_after) = new_serving(&ca_key, &hosts).expect("serving certificate");
         assert!(cert.contains("BEGIN CERTIFICATE") && key.contains("PRIVATE KEY"));
         assert!(not_after - OffsetDateTime::now_utc() > Duration::days(SERVING_DAYS - 1));
@@ -190,7 +223,9 @@ mod tests {
                     (HOSTS_ANNOTATION.to_string(), hosts.to_string()),
                     (
                         NOT_AFTER_ANNOTATION.to_string(),
-                        (OffsetDateTime::now_utc() + Duration::days(days)).unix_timestamp().to_string(),
+                        (OffsetDateTime::now_utc() + Duration::days(days))
+                            .unix_timestamp()
+                            .to_string(),
                     ),
                 ])),
                 ..Default::default()

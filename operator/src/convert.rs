@@ -61,9 +61,7 @@ fn failure_policy(f: Option<api::FailurePolicy>) -> model::FailurePolicy {
     }
 }
 
-fn named<'a>(
-    list: impl Iterator<Item = (&'a String, &'a String)>,
-) -> Vec<model::NamedExpression> {
+fn named<'a>(list: impl Iterator<Item = (&'a String, &'a String)>) -> Vec<model::NamedExpression> {
     list.map(|(name, expression)| model::NamedExpression {
         name: name.clone(),
         expression: expression.clone(),
@@ -110,12 +108,19 @@ pub fn validating_policy(p: &api::ValidatingAdmissionPolicy) -> model::Validatin
                 .flatten()
                 .map(|c| (&c.name, &c.expression)),
         ),
-        variables: named(s.variables.iter().flatten().map(|v| (&v.name, &v.expression))),
+        variables: named(
+            s.variables
+                .iter()
+                .flatten()
+                .map(|v| (&v.name, &v.expression)),
+        ),
     }
 }
 
 /// Converts a ValidatingAdmissionPolicyBinding.
-pub fn validating_binding(b: &api::ValidatingAdmissionPolicyBinding) -> model::ValidatingBindingSpec {
+pub fn validating_binding(
+    b: &api::ValidatingAdmissionPolicyBinding,
+) -> model::ValidatingBindingSpec {
     let s = &b.spec;
     model::ValidatingBindingSpec {
         name: b.name_any(),

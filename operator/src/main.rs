@@ -56,7 +56,11 @@ struct RunArgs {
     #[arg(long, env = "CELGATE_SERVICE_PORT", default_value_t = 443)]
     service_port: i32,
     /// Name of the Secret holding the webhook CA and serving certificate.
-    #[arg(long, env = "CELGATE_CERT_SECRET", default_value = "celgate-webhook-tls")]
+    #[arg(
+        long,
+        env = "CELGATE_CERT_SECRET",
+        default_value = "celgate-webhook-tls"
+    )]
     cert_secret: String,
     /// Log as JSON lines.
     #[arg(long, env = "CELGATE_LOG_JSON")]
@@ -67,7 +71,9 @@ struct RunArgs {
 enum RunError {
     #[error("cannot reach the cluster: {0} (set KUBECONFIG, or run in a pod)")]
     Client(#[source] kube::Error),
-    #[error("celgate's CRDs are not installed ({0}); install them with `celgate crds | kubectl apply -f -`")]
+    #[error(
+        "celgate's CRDs are not installed ({0}); install them with `celgate crds | kubectl apply -f -`"
+    )]
     CrdsMissing(#[source] kube::Error),
     #[error("cannot create namespace {0}: {1}")]
     Namespace(String, #[source] kube::Error),
@@ -106,7 +112,12 @@ fn url_host(url: &str) -> Option<String> {
 
 async fn ensure_namespace(client: &Client, name: &str) -> Result<(), RunError> {
     let api: Api<Namespace> = Api::all(client.clone());
-    if api.get_opt(name).await.map_err(|e| RunError::Namespace(name.into(), e))?.is_some() {
+    if api
+        .get_opt(name)
+        .await
+        .map_err(|e| RunError::Namespace(name.into(), e))?
+        .is_some()
+    {
         return Ok(());
     }
     let ns = Namespace {
@@ -170,7 +181,12 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         namespace: args.namespace.clone(),
     };
     let rotation = {
-        let (client, server, ns, secret) = (client.clone(), server.clone(), args.namespace.clone(), args.cert_secret.clone());
+        let (client, server, ns, secret) = (
+            client.clone(),
+            server.clone(),
+            args.namespace.clone(),
+            args.cert_secret.clone(),
+        );
         async move {
             let mut current = certificates;
             loop {
@@ -222,10 +238,16 @@ fn main() -> ExitCode {
         Command::Crds => print_crds(),
         Command::Run(args) => {
             init_logging(args.log_json);
-            if rustls::crypto::ring::default_provider().install_default().is_err() {
+            if rustls::crypto::ring::default_provider()
+                .install_default()
+                .is_err()
+            {
                 error!("a TLS crypto provider was already installed");
             }
-            match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            match tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+            {
                 Ok(rt) => rt.block_on(run(args)),
                 Err(e) => {
                     eprintln!("celgate: cannot start the async runtime: {e}");
@@ -255,8 +277,14 @@ mod tests {
 
     #[test]
     fn url_hosts() {
-        assert_eq!(url_host("https://127.0.0.1:9443").as_deref(), Some("127.0.0.1"));
-        assert_eq!(url_host("https://celgate.example.com/x").as_deref(), Some("celgate.example.com"));
+        assert_eq!(
+            url_host("https://127.0.0.1:9443").as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(
+            url_host("https://celgate.example.com/x").as_deref(),
+            Some("celgate.example.com")
+        );
         assert_eq!(url_host("https://[::1]:9443").as_deref(), Some("::1"));
         assert_eq!(url_host("http://127.0.0.1"), None);
         assert_eq!(url_host("https://"), None);

@@ -47,14 +47,16 @@ where
     K::DynamicType: Default + Eq + Hash + Clone + Send + Sync,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff();
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     tokio::spawn(async move {
         let mut stream = std::pin::pin!(stream);
         while let Some(event) = stream.next().await {
             match event {
                 Ok(_) => notify.notify_one(),
-                Err(e) => warn!(kind = std::any::type_name::<K>(), error = %e, "watch failed; retrying"),
+                Err(e) => {
+                    warn!(kind = std::any::type_name::<K>(), error = %e, "watch failed; retrying")
+                }
             }
         }
     });
@@ -76,7 +78,10 @@ fn build(
     all_bindings.sort_by_key(|b| b.name_any());
     for b in all_bindings {
         let spec = convert::validating_binding(&b);
-        by_name.entry(spec.policy_name.clone()).or_default().push(Arc::new(spec));
+        by_name
+            .entry(spec.policy_name.clone())
+            .or_default()
+            .push(Arc::new(spec));
     }
     let mut fresh = CompileCache::new();
     let mut validating = Vec::new();
@@ -131,12 +136,26 @@ impl Reconciler {
     pub async fn run(self) {
         let notify = Arc::new(Notify::new());
         let ns_notify = Arc::new(Notify::new());
-        let policies = watch(Api::<ValidatingAdmissionPolicy>::all(self.client.clone()), notify.clone());
-        let bindings = watch(Api::<ValidatingAdmissionPolicyBinding>::all(self.client.clone()), notify.clone());
-        let mutating = watch(Api::<MutatingAdmissionPolicy>::all(self.client.clone()), notify.clone());
-        let mutating_bindings =
-            watch(Api::<MutatingAdmissionPolicyBinding>::all(self.client.clone()), notify.clone());
-        let namespaces = watch(Api::<Namespace>::all(self.client.clone()), ns_notify.clone());
+        let policies = watch(
+            Api::<ValidatingAdmissionPolicy>::all(self.client.clone()),
+            notify.clone(),
+        );
+        let bindings = watch(
+            Api::<ValidatingAdmissionPolicyBinding>::all(self.client.clone()),
+            notify.clone(),
+        );
+        let mutating = watch(
+            Api::<MutatingAdmissionPolicy>::all(self.client.clone()),
+            notify.clone(),
+        );
+        let mutating_bindings = watch(
+            Api::<MutatingAdmissionPolicyBinding>::all(self.client.clone()),
+            notify.clone(),
+        );
+        let namespaces = watch(
+            Api::<Namespace>::all(self.client.clone()),
+            ns_notify.clone(),
+        );
 
         let state = self.state.clone();
         let ns_store = namespaces.clone();
@@ -148,10 +167,19 @@ impl Reconciler {
         });
 
         for (kind, ready) in [
-            ("ValidatingAdmissionPolicy", policies.wait_until_ready().await),
-            ("ValidatingAdmissionPolicyBinding", bindings.wait_until_ready().await),
+            (
+                "ValidatingAdmissionPolicy",
+                policies.wait_until_ready().await,
+            ),
+            (
+                "ValidatingAdmissionPolicyBinding",
+                bindings.wait_until_ready().await,
+            ),
             ("MutatingAdmissionPolicy", mutating.wait_until_ready().await),
-            ("MutatingAdmissionPolicyBinding", mutating_bindings.wait_until_ready().await),
+            (
+                "MutatingAdmissionPolicyBinding",
+                mutating_bindings.wait_until_ready().await,
+            ),
             ("Namespace", namespaces.wait_until_ready().await),
         ] {
             if let Err(e) = ready {
@@ -167,13 +195,21 @@ impl Reconciler {
         loop {
             let started = Instant::now();
             let set = build(&policies, &bindings, &mut cache);
-            let validating = registration::validating_configuration(&set, &self.endpoint, &self.ca_pem, &self.namespace);
+            let validating = registration::validating_configuration(
+                &set,
+                &self.endpoint,
+                &self.ca_pem,
+                &self.namespace,
+            );
             let mutating_cfg = registration::mutating_configuration();
             let bound = set.validating.len();
             generation += 1;
             // Publish first: a policy newly in the snapshot is enforced as soon as the API
             // server routes matching requests here.
-            self.state.publish(Snapshot { policies: set, generation });
+            self.state.publish(Snapshot {
+                policies: set,
+                generation,
+            });
             let desired = serde_json::to_value(&validating).ok();
             if desired != registered {
                 match registration::apply(&self.client, &validating, &mutating_cfg).await {
@@ -189,10 +225,18 @@ impl Reconciler {
             if stored_mutating != mutating_seen {
                 mutating_seen = stored_mutating;
                 if stored_mutating > 0 {
-                    warn!(count = stored_mutating, "MutatingAdmissionPolicies are stored but this version of celgate does not enforce them yet");
+                    warn!(
+                        count = stored_mutating,
+                        "MutatingAdmissionPolicies are stored but this version of celgate does not enforce them yet"
+                    );
                 }
             }
-            info!(generation, bound_policies = bound, elapsed_ms = started.elapsed().as_secs_f64() * 1e3, "published policy snapshot");
+            info!(
+                generation,
+                bound_policies = bound,
+                elapsed_ms = started.elapsed().as_secs_f64() * 1e3,
+                "published policy snapshot"
+            );
             notify.notified().await;
         }
     }

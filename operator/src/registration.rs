@@ -48,7 +48,11 @@ impl Endpoint {
                 ca_bundle,
                 service: None,
             },
-            Endpoint::Service { namespace, name, port } => WebhookClientConfig {
+            Endpoint::Service {
+                namespace,
+                name,
+                port,
+            } => WebhookClientConfig {
                 service: Some(ServiceReference {
                     namespace: namespace.clone(),
                     name: name.clone(),
@@ -79,7 +83,9 @@ fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
         };
         for r in &constraints.resource_rules {
             let well_formed = !r.operations.is_empty()
-                && r.operations.iter().all(|o| OPERATIONS.contains(&o.as_str()))
+                && r.operations
+                    .iter()
+                    .all(|o| OPERATIONS.contains(&o.as_str()))
                 && !r.api_groups.is_empty()
                 && !r.api_versions.is_empty()
                 && !r.resources.is_empty()
@@ -149,7 +155,13 @@ pub fn validating_configuration(
     ValidatingWebhookConfiguration {
         metadata: ObjectMeta {
             name: Some(CONFIGURATION_NAME.to_string()),
-            labels: Some([("app.kubernetes.io/managed-by".to_string(), "celgate".to_string())].into()),
+            labels: Some(
+                [(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "celgate".to_string(),
+                )]
+                .into(),
+            ),
             ..Default::default()
         },
         webhooks: Some(webhooks),
@@ -162,7 +174,13 @@ pub fn mutating_configuration() -> MutatingWebhookConfiguration {
     MutatingWebhookConfiguration {
         metadata: ObjectMeta {
             name: Some(CONFIGURATION_NAME.to_string()),
-            labels: Some([("app.kubernetes.io/managed-by".to_string(), "celgate".to_string())].into()),
+            labels: Some(
+                [(
+                    "app.kubernetes.io/managed-by".to_string(),
+                    "celgate".to_string(),
+                )]
+                .into(),
+            ),
             ..Default::default()
         },
         webhooks: Some(Vec::new()),
@@ -179,10 +197,21 @@ pub async fn apply(
     let mut v = validating.clone();
     v.metadata.managed_fields = None;
     Api::<ValidatingWebhookConfiguration>::all(client.clone())
-        .patch(CONFIGURATION_NAME, &params, &Patch::Apply(&with_type(v, "ValidatingWebhookConfiguration")?))
+        .patch(
+            CONFIGURATION_NAME,
+            &params,
+            &Patch::Apply(&with_type(v, "ValidatingWebhookConfiguration")?),
+        )
         .await?;
     Api::<MutatingWebhookConfiguration>::all(client.clone())
-        .patch(CONFIGURATION_NAME, &params, &Patch::Apply(&with_type(mutating.clone(), "MutatingWebhookConfiguration")?))
+        .patch(
+            CONFIGURATION_NAME,
+            &params,
+            &Patch::Apply(&with_type(
+                mutating.clone(),
+                "MutatingWebhookConfiguration",
+            )?),
+        )
         .await?;
     Ok(())
 }

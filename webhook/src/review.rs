@@ -13,7 +13,9 @@ pub enum ReviewError {
     #[error("request body is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
     /// The JSON is not an admission.k8s.io/v1 AdmissionReview.
-    #[error("expected an AdmissionReview of apiVersion admission.k8s.io/v1, got apiVersion {api_version:?} kind {kind:?}")]
+    #[error(
+        "expected an AdmissionReview of apiVersion admission.k8s.io/v1, got apiVersion {api_version:?} kind {kind:?}"
+    )]
     NotAReview {
         /// The apiVersion found.
         api_version: String,
@@ -31,7 +33,13 @@ pub enum ReviewError {
 /// Parses a body and checks it is an AdmissionReview v1 with a request.
 pub fn decode(body: &[u8]) -> Result<Value, ReviewError> {
     let review: Value = serde_json::from_slice(body)?;
-    let field = |k: &str| review.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+    let field = |k: &str| {
+        review
+            .get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
         return Err(ReviewError::NotAReview { api_version, kind });

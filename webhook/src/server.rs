@@ -57,7 +57,11 @@ pub struct Server {
 
 impl Server {
     /// Prepares a server on `addr` with an initial certificate.
-    pub async fn new(addr: SocketAddr, state: Arc<State>, tls: TlsMaterial) -> Result<Self, ServerError> {
+    pub async fn new(
+        addr: SocketAddr,
+        state: Arc<State>,
+        tls: TlsMaterial,
+    ) -> Result<Self, ServerError> {
         let tls = RustlsConfig::from_pem(tls.cert_pem.into_bytes(), tls.key_pem.into_bytes())
             .await
             .map_err(ServerError::Tls)?;

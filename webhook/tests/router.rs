@@ -1,13 +1,15 @@
 //! In-process tests of the webhook router: AdmissionReview fixtures in, responses out, and hot
 //! reload (publish, request, publish again, request: the decision changes with no restart).
 
+#![allow(clippy::expect_used, clippy::unwrap_used)] // A failed expectation is a failed test.
+
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use celgate_engine::model::{
-    FailurePolicy, MatchResources, ResourceRule, Validation, ValidatingBindingSpec,
-    ValidatingPolicySpec, ValidationAction,
+    FailurePolicy, MatchResources, ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec,
+    Validation, ValidationAction,
 };
 use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
 use celgate_webhook::server::router;
@@ -103,10 +105,16 @@ async fn not_ready_until_the_first_snapshot() {
 #[tokio::test]
 async fn denies_with_upstream_message_and_reloads_without_restart() {
     let state = State::new();
-    state.publish(Snapshot { policies: policy(5, FailurePolicy::Fail), generation: 1 });
+    state.publish(Snapshot {
+        policies: policy(5, FailurePolicy::Fail),
+        generation: 1,
+    });
     let resp = validate(&state, &review("deployments", 6)).await;
     assert_eq!(resp["kind"], "AdmissionReview");
-    assert_eq!(resp["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(
+        resp["response"]["uid"],
+        "705ab4f5-6393-11e8-b7cc-42010a800002"
+    );
     assert_eq!(resp["response"]["allowed"], false);
     assert_eq!(
         resp["response"]["status"]["message"],
@@ -114,24 +122,51 @@ async fn denies_with_upstream_message_and_reloads_without_restart() {
     );
     assert_eq!(resp["response"]["status"]["code"], 422);
     assert_eq!(resp["response"]["status"]["reason"], "Invalid");
-    assert_eq!(validate(&state, &review("deployments", 5)).await["response"]["allowed"], true);
+    assert_eq!(
+        validate(&state, &review("deployments", 5)).await["response"]["allowed"],
+        true
+    );
 
-    state.publish(Snapshot { policies: policy(10, FailurePolicy::Fail), generation: 2 });
-    assert_eq!(validate(&state, &review("deployments", 6)).await["response"]["allowed"], true);
-    assert_eq!(validate(&state, &review("deployments", 11)).await["response"]["allowed"], false);
+    state.publish(Snapshot {
+        policies: policy(10, FailurePolicy::Fail),
+        generation: 2,
+    });
+    assert_eq!(
+        validate(&state, &review("deployments", 6)).await["response"]["allowed"],
+        true
+    );
+    assert_eq!(
+        validate(&state, &review("deployments", 11)).await["response"]["allowed"],
+        false
+    );
 
     let metrics = router(state.clone())
-        .oneshot(Request::get("/metrics").body(Body::empty()).expect("builds"))
+        .oneshot(
+            Request::get("/metrics")
+                .body(Body::empty())
+                .expect("builds"),
+        )
         .await
         .expect("answers");
-    let text = String::from_utf8_lossy(&metrics.into_body().collect().await.expect("body").to_bytes()).into_owned();
+    let text = String::from_utf8_lossy(
+        &metrics
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes(),
+    )
+    .into_owned();
     assert!(text.contains("celgate_validating_admission_policy_check_total{policy=\"demo-policy.example.com\",policy_binding=\"demo-binding-test.example.com\",error_type=\"invalid_error\",enforcement_action=\"deny\"} 2"), "{text}");
 }
 
 #[tokio::test]
 async fn unmatched_kinds_are_allowed() {
     let state = State::new();
-    state.publish(Snapshot { policies: policy(5, FailurePolicy::Fail), generation: 1 });
+    state.publish(Snapshot {
+        policies: policy(5, FailurePolicy::Fail),
+        generation: 1,
+    });
     let resp = validate(&state, &review("statefulsets", 100)).await;
     assert_eq!(resp["response"]["allowed"], true);
     assert!(resp["response"].get("status").is_none());
@@ -158,12 +193,19 @@ async fn malformed_reviews_get_400_saying_what_is_wrong() {
 #[tokio::test]
 async fn deeply_nested_objects_get_a_defined_outcome() {
     let state = State::new();
-    state.publish(Snapshot { policies: policy(5, FailurePolicy::Fail), generation: 1 });
+    state.publish(Snapshot {
+        policies: policy(5, FailurePolicy::Fail),
+        generation: 1,
+    });
     let mut nested = String::from("1");
     for _ in 0..10_000 {
         nested = format!("[{nested}]");
     }
-    let body = review("deployments", 1).to_string().replacen("\"replicas\":1", &format!("\"replicas\":1,\"deep\":{nested}"), 1);
+    let body = review("deployments", 1).to_string().replacen(
+        "\"replicas\":1",
+        &format!("\"replicas\":1,\"deep\":{nested}"),
+        1,
+    );
     let (status, text) = post(&state, "/validate", body).await;
     assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
     assert!(text.contains("recursion limit"), "{text}");
@@ -172,20 +214,36 @@ async fn deeply_nested_objects_get_a_defined_outcome() {
 #[tokio::test]
 async fn compile_errors_follow_the_failure_policy() {
     let mut set = policy(5, FailurePolicy::Fail);
+    let base = set.validating[0].policy.spec.clone();
     let broken = |failure_policy| {
-        let mut spec = set.validating[0].policy.spec.clone();
+        let mut spec = base.clone();
         spec.validations[0].expression = "object.spec.replicas <".into();
         spec.failure_policy = failure_policy;
         Arc::new(compile_validating(spec))
     };
     set.validating[0].policy = broken(FailurePolicy::Fail);
     let state = State::new();
-    state.publish(Snapshot { policies: set.clone(), generation: 1 });
+    state.publish(Snapshot {
+        policies: set.clone(),
+        generation: 1,
+    });
     let resp = validate(&state, &review("deployments", 1)).await;
     assert_eq!(resp["response"]["allowed"], false);
-    let message = resp["response"]["status"]["message"].as_str().expect("a message");
-    assert!(message.contains("denied request: compilation error: compilation failed: ERROR: <input>:1:"), "{message}");
+    let message = resp["response"]["status"]["message"]
+        .as_str()
+        .expect("a message");
+    assert!(
+        message
+            .contains("denied request: compilation error: compilation failed: ERROR: <input>:1:"),
+        "{message}"
+    );
     set.validating[0].policy = broken(FailurePolicy::Ignore);
-    state.publish(Snapshot { policies: set, generation: 2 });
-    assert_eq!(validate(&state, &review("deployments", 1)).await["response"]["allowed"], true);
+    state.publish(Snapshot {
+        policies: set,
+        generation: 2,
+    });
+    assert_eq!(
+        validate(&state, &review("deployments", 1)).await["response"]["allowed"],
+        true
+    );
 }

@@ -4,7 +4,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let dir = PathBuf::from(std::env::args().nth(1).unwrap_or_else(|| "config/crd".into()));
+    let dir = PathBuf::from(
+        std::env::args()
+            .nth(1)
+            .unwrap_or_else(|| "config/crd".into()),
+    );
     if let Err(e) = std::fs::create_dir_all(&dir) {
         eprintln!("crdgen: cannot create {}: {e}", dir.display());
         return ExitCode::FAILURE;

@@ -54,7 +54,6 @@ pub(crate) fn type_ident(name: &str) -> Option<Type> {
         "list" => Type::list(Type::Dyn),
         "map" => Type::map(Type::Dyn, Type::Dyn),
         "type" => Type::type_of(Type::Dyn),
-        "dyn" => Type::Dyn,
         "google.protobuf.Timestamp" => Type::Timestamp,
         "google.protobuf.Duration" => Type::Duration,
         "optional_type" => Type::optional(Type::Dyn),
@@ -125,6 +124,10 @@ impl Subs {
             Type::Map(k, v) => Type::map(self.substitute(k, to_dyn), self.substitute(v, to_dyn)),
             Type::Type(e) => Type::type_of(self.substitute(e, to_dyn)),
             Type::Optional(e) => Type::optional(self.substitute(e, to_dyn)),
+            Type::Opaque(n, params) => Type::Opaque(
+                n.clone(),
+                params.iter().map(|p| self.substitute(p, to_dyn)).collect(),
+            ),
             other => other.clone(),
         }
     }
@@ -159,6 +162,11 @@ impl Subs {
             }
             (Type::Map(k1, v1), Type::Map(k2, v2)) => {
                 self.assignable(k1, k2) && self.assignable(v1, v2)
+            }
+            (Type::Opaque(n1, p1), Type::Opaque(n2, p2)) => {
+                n1 == n2
+                    && p1.len() == p2.len()
+                    && p1.iter().zip(p2).all(|(a, b)| self.assignable(a, b))
             }
             _ => t1 == t2,
         }
@@ -203,6 +211,7 @@ impl Subs {
             },
             Type::List(e) | Type::Type(e) | Type::Optional(e) => self.not_referenced_in(t, e),
             Type::Map(k, v) => self.not_referenced_in(t, k) && self.not_referenced_in(t, v),
+            Type::Opaque(_, params) => params.iter().all(|p| self.not_referenced_in(t, p)),
             _ => true,
         }
     }
@@ -212,7 +221,7 @@ fn nullable(t: &Type) -> bool {
     matches!(
         t,
         Type::Null
-            | Type::Opaque(_)
+            | Type::Opaque(..)
             | Type::Object(_)
             | Type::Duration
             | Type::Timestamp
@@ -232,6 +241,9 @@ fn less_specific(t1: &Type, t2: &Type) -> bool {
             less_specific(a, b)
         }
         (Type::Map(k1, v1), Type::Map(k2, v2)) => less_specific(k1, k2) && less_specific(v1, v2),
+        (Type::Opaque(n1, p1), Type::Opaque(n2, p2)) => {
+            n1 == n2 && p1.len() == p2.len() && p1.iter().zip(p2).all(|(a, b)| less_specific(a, b))
+        }
         (Type::Type(_), Type::Type(_)) => true,
         _ => t1 == t2,
     }

@@ -14,8 +14,13 @@ use crate::plan::{self, Node, PlanEnv};
 use crate::types::Type;
 use crate::value::Value;
 
-static KUBERNETES: LazyLock<Arc<Registry>> =
-    LazyLock::new(|| Arc::new(libs::build(&[Library::Standard, Library::Strings])));
+static KUBERNETES: LazyLock<Arc<Registry>> = LazyLock::new(|| {
+    Arc::new(libs::build(&[
+        Library::Standard,
+        Library::Strings,
+        Library::Optional,
+    ]))
+});
 
 /// Declarations expressions are compiled against. Cheap to clone.
 #[derive(Clone)]
@@ -29,6 +34,7 @@ struct EnvInner {
     composited: HashMap<String, usize>,
     container: String,
     homogeneous_literals: bool,
+    ident_escape: bool,
 }
 
 /// Builds an [`Env`].
@@ -39,12 +45,33 @@ pub struct EnvBuilder {
     composited: HashMap<String, usize>,
     container: String,
     homogeneous_literals: bool,
+    ident_escape: bool,
 }
 
 impl EnvBuilder {
     /// Declares a variable.
     pub fn variable(mut self, name: &str, ty: Type) -> Self {
         self.variables.insert(name.to_string(), ty);
+        self
+    }
+
+    /// Declares a function overload for type checking only (no implementation: calling it
+    /// fails at evaluation). `member` makes it receiver-style, with `params[0]` the receiver.
+    pub fn declare_function(
+        mut self,
+        name: &str,
+        member: bool,
+        params: Vec<Type>,
+        result: Type,
+    ) -> Self {
+        let registry = Arc::make_mut(&mut self.registry);
+        let def = registry.def(name);
+        let def = if member {
+            def.member(&params, result)
+        } else {
+            def.global(&params, result)
+        };
+        def.done();
         self
     }
 
@@ -78,6 +105,7 @@ impl EnvBuilder {
                 composited: self.composited,
                 container: self.container,
                 homogeneous_literals: self.homogeneous_literals,
+                ident_escape: self.ident_escape,
             }),
         }
     }
@@ -93,14 +121,16 @@ impl Env {
             composited: HashMap::new(),
             container: String::new(),
             homogeneous_literals: true,
+            ident_escape: false,
         }
     }
 
     /// The same libraries with cel-go's default checker options (mixed-type literals are
-    /// `dyn`), as the cel-spec conformance suite expects.
+    /// `dyn`) and backtick-quoted field names, as the cel-spec conformance suite expects.
     pub fn standard() -> EnvBuilder {
         EnvBuilder {
             homogeneous_literals: false,
+            ident_escape: true,
             ..Self::kubernetes()
         }
     }
@@ -113,6 +143,7 @@ impl Env {
             composited: self.inner.composited.clone(),
             container: self.inner.container.clone(),
             homogeneous_literals: self.inner.homogeneous_literals,
+            ident_escape: self.inner.ident_escape,
         }
     }
 
@@ -132,7 +163,11 @@ impl Env {
     }
 
     fn compile_inner(&self, src: &str, check: bool) -> Result<Program, CompileError> {
-        let parsed = parse::parse(src)?;
+        parse::on_compile_stack(src, || self.compile_here(src, check))
+    }
+
+    fn compile_here(&self, src: &str, check: bool) -> Result<Program, CompileError> {
+        let parsed = parse::parse(src, self.inner.ident_escape)?;
         let inner = &self.inner;
         let (checked, output) = if check {
             let decls = Decls {

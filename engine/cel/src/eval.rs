@@ -78,6 +78,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
             Node::And(args) => self.and(args),
             Node::Or(args) => self.or(args),
             Node::Cond(args) => self.cond(args),
+            Node::OptOr(args, or_value) => self.opt_or(args, *or_value),
             Node::Eq(args, negate) => self.equals(args, *negate),
             Node::In(args) => self.in_op(args),
             Node::Call(call) => self.call(call),
@@ -212,6 +213,25 @@ impl<'r, 'a> Ctx<'r, 'a> {
         }
     }
 
+    fn opt_or(&mut self, args: &[Node; 2], or_value: bool) -> Result<Value<'a>, EvalError> {
+        let [opt, alt] = args;
+        let v = self.eval(opt)?;
+        self.charge(1)?;
+        match v {
+            Value::Optional(Some(inner)) if or_value => Ok((*inner).clone()),
+            Value::Optional(Some(_)) => Ok(v),
+            Value::Optional(None) => {
+                let alt = self.eval(alt)?;
+                match alt {
+                    Value::Optional(_) => Ok(alt),
+                    _ if or_value => Ok(alt),
+                    _ => Err(EvalError::NoSuchOverload),
+                }
+            }
+            _ => Err(EvalError::NoSuchOverload),
+        }
+    }
+
     fn equals(&mut self, args: &[Node; 2], negate: bool) -> Result<Value<'a>, EvalError> {
         let [a, b] = args;
         let l = self.eval(a)?;
@@ -258,8 +278,12 @@ impl<'r, 'a> Ctx<'r, 'a> {
                     .join(", "),
             });
         };
+        // Charge before calling, so a call that would exceed the limit (say, a huge string
+        // concatenation) never runs; a cost that depends on the result is topped up after.
+        let before = (cand.cost)(&args, &Value::Null);
+        self.charge(before)?;
         let out = (cand.imp)(&args)?;
-        self.charge((cand.cost)(&args, &out))?;
+        self.charge((cand.cost)(&args, &out).saturating_sub(before))?;
         Ok(out)
     }
 

@@ -15,8 +15,8 @@ use crate::error::{CompileError, Issue};
 pub(crate) const MAX_RECURSION_DEPTH: u16 = 250;
 /// cel-go's default (and Kubernetes') limit on expression size, in code points.
 pub(crate) const MAX_CODE_POINTS: usize = 100_000;
-/// Stack for the parsing thread: the ANTLR runtime uses tens of KiB per nesting level.
-const PARSE_STACK: usize = 256 << 20;
+/// Stack for the compiling thread: the ANTLR runtime uses tens of KiB per nesting level.
+const COMPILE_STACK: usize = 256 << 20;
 /// The accumulator variable of parser-expanded macros.
 const ACCU: &str = "@result";
 
@@ -76,8 +76,9 @@ fn byte_offset_location(source: &str, off: usize) -> (i64, i64) {
     (line, col as i64)
 }
 
-/// Parses `src` on a big-stack thread.
-pub(crate) fn parse(src: &str) -> Result<Parsed, CompileError> {
+/// Parses `src`. Call on a thread with [`COMPILE_STACK`] bytes of stack: the ANTLR runtime
+/// recurses deeply. `ident_escape` enables backtick-quoted field names (``a.`b-c` ``).
+pub(crate) fn parse(src: &str, ident_escape: bool) -> Result<Parsed, CompileError> {
     let size = src.chars().count();
     if size > MAX_CODE_POINTS {
         return Err(CompileError::new(
@@ -91,25 +92,62 @@ pub(crate) fn parse(src: &str) -> Result<Parsed, CompileError> {
             }],
         ));
     }
-    let owned: Arc<str> = Arc::from(src);
-    let for_thread = owned.clone();
-    let handle = std::thread::Builder::new()
-        .name("cel-parse".into())
-        .stack_size(PARSE_STACK)
-        .spawn(move || parse_here(for_thread));
-    let joined = match handle {
-        Ok(h) => h.join(),
-        Err(e) => {
-            return Err(internal(
-                src,
-                format!("cannot start the parser thread: {e}"),
-            ));
-        }
+    let parsed = Parser::new()
+        .enable_optional_syntax(true)
+        .enable_ident_escape_syntax(ident_escape)
+        .max_recursion_depth(MAX_RECURSION_DEPTH)
+        .parse_with_source_info(src);
+    let (root, info) = match parsed {
+        Ok(p) => p,
+        Err(errs) => return Err(convert_parse_errors(src, errs.errors)),
     };
-    match joined {
-        Ok(r) => r,
-        Err(_) => Err(internal(src, "the parser failed unexpectedly".to_string())),
+    let mut conv = Converter {
+        info: &info,
+        offsets: HashMap::new(),
+        issues: Vec::new(),
+        depth: 0,
+        source: src,
+    };
+    let expr = conv.convert(&root);
+    let Converter {
+        offsets, issues, ..
+    } = conv;
+    if !issues.is_empty() {
+        return Err(CompileError::new(src, issues));
     }
+    Ok(Parsed {
+        expr,
+        positions: Positions {
+            source: Arc::from(src),
+            offsets,
+        },
+    })
+}
+
+/// Runs `f` (a compilation) on a thread with a big stack, for the parser's deep recursion.
+pub(crate) fn on_compile_stack<T: Send>(
+    src: &str,
+    f: impl FnOnce() -> Result<T, CompileError> + Send,
+) -> Result<T, CompileError> {
+    std::thread::scope(|scope| {
+        let handle = std::thread::Builder::new()
+            .name("cel-compile".into())
+            .stack_size(COMPILE_STACK)
+            .spawn_scoped(scope, f);
+        match handle {
+            Ok(h) => match h.join() {
+                Ok(r) => r,
+                Err(_) => Err(internal(
+                    src,
+                    "the compiler failed unexpectedly".to_string(),
+                )),
+            },
+            Err(e) => Err(internal(
+                src,
+                format!("cannot start the compiler thread: {e}"),
+            )),
+        }
+    })
 }
 
 fn internal(src: &str, message: String) -> CompileError {
@@ -121,38 +159,6 @@ fn internal(src: &str, message: String) -> CompileError {
             message,
         }],
     )
-}
-
-fn parse_here(src: Arc<str>) -> Result<Parsed, CompileError> {
-    let parsed = Parser::new()
-        .enable_optional_syntax(true)
-        .max_recursion_depth(MAX_RECURSION_DEPTH)
-        .parse_with_source_info(&src);
-    let (root, info) = match parsed {
-        Ok(p) => p,
-        Err(errs) => return Err(convert_parse_errors(&src, errs.errors)),
-    };
-    let mut conv = Converter {
-        info: &info,
-        offsets: HashMap::new(),
-        issues: Vec::new(),
-        depth: 0,
-        source: &src,
-    };
-    let expr = conv.convert(&root);
-    let Converter {
-        offsets, issues, ..
-    } = conv;
-    if !issues.is_empty() {
-        return Err(CompileError::new(&src, issues));
-    }
-    Ok(Parsed {
-        expr,
-        positions: Positions {
-            source: src.clone(),
-            offsets,
-        },
-    })
 }
 
 fn convert_parse_errors(src: &str, errors: Vec<ParseError>) -> CompileError {
@@ -537,9 +543,16 @@ fn convert_literal(l: &LiteralValue) -> Literal {
 mod tests {
     use super::*;
 
+    fn parse_test(src: &str) -> Result<Parsed, CompileError> {
+        let src = src.to_string();
+        on_compile_stack(&src, || parse(&src, false))
+    }
+
     #[test]
     fn syntax_error_is_cel_go_style() {
-        let err = parse("object.spec.replicas <").err().map(|e| e.to_string());
+        let err = parse_test("object.spec.replicas <")
+            .err()
+            .map(|e| e.to_string());
         let text = err.unwrap_or_default();
         assert!(
             text.starts_with("ERROR: <input>:1:23: Syntax error: mismatched input '<EOF>'"),
@@ -553,10 +566,10 @@ mod tests {
 
     #[test]
     fn columns_count_code_points() {
-        let err = parse("'héllo' + ").err().map(|e| e.issues().to_vec());
+        let err = parse_test("'héllo' + ").err().map(|e| e.issues().to_vec());
         let issues = err.unwrap_or_default();
         assert_eq!(issues.first().map(|i| i.column), Some(10));
-        let err = parse("['é'].all(1, true)")
+        let err = parse_test("['é'].all(1, true)")
             .err()
             .map(|e| e.issues().to_vec());
         let issues = err.unwrap_or_default();
@@ -565,19 +578,19 @@ mod tests {
 
     #[test]
     fn recognises_macros() {
-        let p = parse("[1, 2].all(x, x > 0)").ok().map(|p| p.expr.kind);
+        let p = parse_test("[1, 2].all(x, x > 0)").ok().map(|p| p.expr.kind);
         assert!(matches!(
             p,
             Some(ExprKind::Comprehension(c)) if matches!(c.kind, MacroKind::All(_))
         ));
-        let p = parse("{'a': 1}.transformMap(k, v, v + 1)")
+        let p = parse_test("{'a': 1}.transformMap(k, v, v + 1)")
             .ok()
             .map(|p| p.expr.kind);
         assert!(matches!(
             p,
             Some(ExprKind::Comprehension(c)) if matches!(c.kind, MacroKind::TransformMap { .. })
         ));
-        let p = parse("[1].filter(x, x > 0)").ok().map(|p| p.expr.kind);
+        let p = parse_test("[1].filter(x, x > 0)").ok().map(|p| p.expr.kind);
         assert!(matches!(
             p,
             Some(ExprKind::Comprehension(c)) if matches!(c.kind, MacroKind::Filter(_))
@@ -587,10 +600,16 @@ mod tests {
     #[test]
     fn deep_nesting_is_an_error_not_a_crash() {
         let src = format!("{}1{}", "(".repeat(400), ")".repeat(400));
-        let err = parse(&src).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = parse_test(&src)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("recursion"), "{err}");
         let src = format!("a{}", ".b".repeat(20_000));
-        let err = parse(&src).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = parse_test(&src)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
         assert!(err.contains("recursion depth"), "{err}");
     }
 }

@@ -32,6 +32,9 @@ pub(crate) enum Node {
     And(Box<[Node; 2]>),
     Or(Box<[Node; 2]>),
     Cond(Box<[Node; 3]>),
+    /// `opt.or(other)` (`false`) and `opt.orValue(v)` (`true`): the argument is evaluated only
+    /// when `opt` is empty.
+    OptOr(Box<[Node; 2]>, bool),
     Eq(Box<[Node; 2]>, bool),
     In(Box<[Node; 2]>),
     Call(Box<Call>),
@@ -244,17 +247,22 @@ impl Planner<'_, '_> {
         {
             return Ok(Some(Node::Composited(*i)));
         }
-        if let Some(Ref::Var(v)) = self.reference(e.id) {
-            return Ok(Some(Node::Global(Arc::from(v.as_str()))));
+        match self.reference(e.id) {
+            Some(Ref::Var(v)) => return Ok(Some(Node::Global(Arc::from(v.as_str())))),
+            Some(Ref::TypeValue(t)) => return Ok(Some(type_value(t))),
+            _ => {}
         }
         if self.checked.is_none()
             && let Some(q) = e.qualified_name()
         {
             let root = q.split('.').next().unwrap_or_default();
-            if self.local(root).is_none()
-                && let Some(v) = self.global_name(&q)
-            {
-                return Ok(Some(Node::Global(Arc::from(v.as_str()))));
+            if self.local(root).is_none() {
+                if let Some(v) = self.global_name(&q) {
+                    return Ok(Some(Node::Global(Arc::from(v.as_str()))));
+                }
+                if type_ident(&q).is_some() {
+                    return Ok(Some(type_value(&q)));
+                }
             }
         }
         Ok(None)
@@ -292,6 +300,8 @@ impl Planner<'_, '_> {
             ("@in", 2) => return Ok(Node::In(Box::new(two(nodes)?))),
             ("_[_]", 2) => return Ok(Node::Index(Box::new(two(nodes)?))),
             ("_[?_]", 2) => return Ok(Node::OptIndex(Box::new(two(nodes)?))),
+            ("or", 2) if member => return Ok(Node::OptOr(Box::new(two(nodes)?), false)),
+            ("orValue", 2) if member => return Ok(Node::OptOr(Box::new(two(nodes)?), true)),
             ("_?_:_", 3) => {
                 let mut it = nodes.into_iter();
                 let (Some(c), Some(t), Some(f)) = (it.next(), it.next(), it.next()) else {
@@ -335,10 +345,7 @@ impl Planner<'_, '_> {
             })
             .collect();
         if candidates.is_empty() {
-            return Ok(Node::Fail(EvalError::NoMatchingOverload {
-                function: fname,
-                args: String::new(),
-            }));
+            return Ok(Node::Fail(EvalError::UnboundFunction(fname)));
         }
         Ok(Node::Call(Box::new(Call {
             function: Arc::from(fname.as_str()),

@@ -37,8 +37,9 @@ pub enum Type {
     Optional(Box<Type>),
     /// A named object type with declared fields, e.g. `kubernetes.AdmissionRequest`.
     Object(Arc<ObjectType>),
-    /// A named opaque type of a function library, e.g. `kubernetes.Quantity` or `net.IP`.
-    Opaque(&'static str),
+    /// A named opaque (abstract) type with type parameters, e.g. `kubernetes.Quantity`,
+    /// `net.IP` or `tuple(int, string)`.
+    Opaque(Arc<str>, Vec<Type>),
     /// A type parameter (in declarations) or a free type variable (while checking).
     Param(Arc<str>),
     /// The type of an expression that failed to check.
@@ -120,6 +121,16 @@ impl Type {
         Type::Type(Box::new(inner))
     }
 
+    /// An opaque type without parameters (library types such as `kubernetes.URL`).
+    pub fn opaque(name: &str) -> Type {
+        Type::Opaque(Arc::from(name), Vec::new())
+    }
+
+    /// An abstract type with parameters, e.g. `tuple(int, string)`.
+    pub fn abstract_type(name: &str, params: Vec<Type>) -> Type {
+        Type::Opaque(Arc::from(name), params)
+    }
+
     /// A type parameter named `name`.
     pub fn param(name: &str) -> Type {
         Type::Param(Arc::from(name))
@@ -157,7 +168,7 @@ impl Type {
             Type::Type(_) => "type",
             Type::Optional(_) => "optional_type",
             Type::Object(o) => o.name(),
-            Type::Opaque(n) => n,
+            Type::Opaque(n, _) => n,
             Type::Param(p) => p,
             Type::Error => "*error*",
         }
@@ -171,6 +182,16 @@ impl fmt::Display for Type {
             Type::Map(k, v) => write!(f, "map({k}, {v})"),
             Type::Type(t) => write!(f, "type({t})"),
             Type::Optional(t) => write!(f, "optional_type({t})"),
+            Type::Opaque(n, params) if !params.is_empty() => {
+                write!(f, "{n}(")?;
+                for (i, p) in params.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(", ")?;
+                    }
+                    write!(f, "{p}")?;
+                }
+                f.write_str(")")
+            }
             other => f.write_str(other.runtime_name()),
         }
     }

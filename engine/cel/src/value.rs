@@ -652,33 +652,27 @@ pub(crate) fn numeric_cmp(a: &Value<'_>, b: &Value<'_>) -> Option<Option<Orderin
     })
 }
 
+/// cel-go's double/integer comparison: out-of-range doubles decide alone, otherwise the
+/// integer is converted to a double (lossy, as in cel-go).
 fn cmp_double_int(d: f64, i: i128) -> Option<Ordering> {
     if d.is_nan() {
         return None;
     }
-    // Every int64/uint64 is within ±2^64; outside that range the double decides alone.
-    const LIMIT: f64 = 18_446_744_073_709_551_616.0;
-    if d >= LIMIT {
-        return Some(Ordering::Greater);
-    }
-    if d <= -LIMIT {
+    let (lo, hi) = if i < 0 || i <= i128::from(i64::MAX) {
+        (
+            -9_223_372_036_854_775_808.0,
+            9_223_372_036_854_775_807.0_f64,
+        )
+    } else {
+        (0.0, 18_446_744_073_709_551_615.0_f64)
+    };
+    if d < lo {
         return Some(Ordering::Less);
     }
-    let t = d.trunc();
-    let ti = t as i128;
-    match ti.cmp(&i) {
-        Ordering::Equal => {
-            let frac = d - t;
-            Some(if frac > 0.0 {
-                Ordering::Greater
-            } else if frac < 0.0 {
-                Ordering::Less
-            } else {
-                Ordering::Equal
-            })
-        }
-        o => Some(o),
+    if d > hi {
+        return Some(Ordering::Greater);
     }
+    d.partial_cmp(&(i as f64))
 }
 
 impl PartialEq for Value<'_> {

@@ -74,7 +74,10 @@ impl ValidatingPolicy {
                 out.push((format!("spec.validations[{i}].expression"), e.clone()));
             }
             if let Some(Err(e)) = &v.message_expression {
-                out.push((format!("spec.validations[{i}].messageExpression"), e.clone()));
+                out.push((
+                    format!("spec.validations[{i}].messageExpression"),
+                    e.clone(),
+                ));
             }
         }
         for (i, c) in self.match_conditions.iter().enumerate() {
@@ -84,7 +87,10 @@ impl ValidatingPolicy {
         }
         for (i, a) in self.audit_annotations.iter().enumerate() {
             if let Err(e) = &a.program {
-                out.push((format!("spec.auditAnnotations[{i}].valueExpression"), e.clone()));
+                out.push((
+                    format!("spec.auditAnnotations[{i}].valueExpression"),
+                    e.clone(),
+                ));
             }
         }
         out
@@ -106,8 +112,9 @@ fn environment(spec: &ValidatingPolicySpec) -> Env {
 
 /// Compiles `src` and checks its result type is one of `want` (or dyn).
 fn compile_expr(env: &Env, src: &str, want: &[Type]) -> Compiled {
-    let program =
-        env.compile(src).map_err(|e| format!("compilation error: compilation failed: {e}"))?;
+    let program = env
+        .compile(src)
+        .map_err(|e| format!("compilation error: compilation failed: {e}"))?;
     let got = program.output_type();
     if *got == Type::Dyn || want.contains(got) {
         return Ok(program);
@@ -116,10 +123,15 @@ fn compile_expr(env: &Env, src: &str, want: &[Type]) -> Compiled {
         [one] => one.to_string(),
         many => format!(
             "one of [{}]",
-            many.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+            many.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
         ),
     };
-    Err(format!("compilation error: must evaluate to {expected} but got {got}"))
+    Err(format!(
+        "compilation error: must evaluate to {expected} but got {got}"
+    ))
 }
 
 /// Compiles every expression of a ValidatingAdmissionPolicy.

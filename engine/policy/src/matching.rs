@@ -207,7 +207,11 @@ mod tests {
     }
 
     fn check(criteria: &MatchResources, raw: &Value) -> Result<bool, MatchError> {
-        matches(criteria, &Request::from_json(raw).expect("valid"), &NoNamespaces)
+        matches(
+            criteria,
+            &Request::from_json(raw).expect("valid"),
+            &NoNamespaces,
+        )
     }
 
     #[test]
@@ -216,12 +220,30 @@ mod tests {
             resource_rules: vec![rule(&["CREATE"], &["apps"], res)],
             ..Default::default()
         };
-        assert_eq!(check(&c(&["deployments"]), &review("deployments", "", "")), Ok(true));
-        assert_eq!(check(&c(&["deployments"]), &review("deployments", "scale", "")), Ok(false));
-        assert_eq!(check(&c(&["*"]), &review("deployments", "scale", "")), Ok(false));
-        assert_eq!(check(&c(&["*/scale"]), &review("deployments", "scale", "")), Ok(true));
-        assert_eq!(check(&c(&["*/*"]), &review("deployments", "status", "")), Ok(true));
-        assert_eq!(check(&c(&["pods"]), &review("deployments", "", "")), Ok(false));
+        assert_eq!(
+            check(&c(&["deployments"]), &review("deployments", "", "")),
+            Ok(true)
+        );
+        assert_eq!(
+            check(&c(&["deployments"]), &review("deployments", "scale", "")),
+            Ok(false)
+        );
+        assert_eq!(
+            check(&c(&["*"]), &review("deployments", "scale", "")),
+            Ok(false)
+        );
+        assert_eq!(
+            check(&c(&["*/scale"]), &review("deployments", "scale", "")),
+            Ok(true)
+        );
+        assert_eq!(
+            check(&c(&["*/*"]), &review("deployments", "status", "")),
+            Ok(true)
+        );
+        assert_eq!(
+            check(&c(&["pods"]), &review("deployments", "", "")),
+            Ok(false)
+        );
     }
 
     #[test]

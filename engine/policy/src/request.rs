@@ -132,7 +132,10 @@ impl<'a> Request<'a> {
     }
 }
 
-fn required_str<'a>(map: &'a Map<String, Value>, field: &'static str) -> Result<&'a str, RequestError> {
+fn required_str<'a>(
+    map: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<&'a str, RequestError> {
     match map.get(field) {
         None | Some(Value::Null) => Err(RequestError::Missing(field)),
         Some(Value::String(s)) => Ok(s),
@@ -143,7 +146,10 @@ fn required_str<'a>(map: &'a Map<String, Value>, field: &'static str) -> Result<
     }
 }
 
-fn optional_str<'a>(map: &'a Map<String, Value>, field: &'static str) -> Result<&'a str, RequestError> {
+fn optional_str<'a>(
+    map: &'a Map<String, Value>,
+    field: &'static str,
+) -> Result<&'a str, RequestError> {
     match map.get(field) {
         None | Some(Value::Null) => Ok(""),
         Some(Value::String(s)) => Ok(s),
@@ -220,7 +226,12 @@ mod tests {
         );
         let bad_op = json!({"uid": "u", "operation": "PATCH",
             "kind": {"version": "v1", "kind": "Pod"}, "resource": {"version": "v1", "resource": "pods"}});
-        assert!(Request::from_json(&bad_op).unwrap_err().to_string().contains("PATCH"));
+        assert!(
+            Request::from_json(&bad_op)
+                .unwrap_err()
+                .to_string()
+                .contains("PATCH")
+        );
         let bad_type = json!({"uid": 7});
         assert_eq!(
             Request::from_json(&bad_type).unwrap_err().to_string(),

@@ -138,7 +138,11 @@ fn exempt(req: &Request<'_>) -> bool {
 }
 
 /// Validates a request against the bound policies.
-pub fn validate(policies: &[BoundPolicy], req: &Request<'_>, namespaces: &dyn Namespaces) -> Outcome {
+pub fn validate(
+    policies: &[BoundPolicy],
+    req: &Request<'_>,
+    namespaces: &dyn Namespaces,
+) -> Outcome {
     let mut out = Outcome::default();
     if exempt(req) {
         return out;
@@ -214,7 +218,11 @@ fn evaluate_policy(
             Err(e) => {
                 if fail {
                     let msg = format!("failed to configure binding: {e}");
-                    deny_first(out, policy_message(&policy.name, Some(&binding.name), &msg), None);
+                    deny_first(
+                        out,
+                        policy_message(&policy.name, Some(&binding.name), &msg),
+                        None,
+                    );
                 }
                 continue;
             }
@@ -303,7 +311,11 @@ fn match_conditions_pass(
         } else {
             format!("[{}]", errors.join(", "))
         };
-        deny_first(out, policy_message(&policy.name, Some(&binding.name), &msg), None);
+        deny_first(
+            out,
+            policy_message(&policy.name, Some(&binding.name), &msg),
+            None,
+        );
     }
     false
 }
@@ -332,7 +344,11 @@ fn error_decision(fail: bool, message: String, index: usize) -> Decision {
 const OUT_OF_BUDGET: &str =
     "validation failed due to running out of cost budget, no further validation rules will be run";
 
-fn evaluate_validations(policy: &ValidatingPolicy, act: &Activation<'_>, fail: bool) -> Vec<Decision> {
+fn evaluate_validations(
+    policy: &ValidatingPolicy,
+    act: &Activation<'_>,
+    fail: bool,
+) -> Vec<Decision> {
     let mut budget = Budget::new(PER_CALL_LIMIT, RUNTIME_BUDGET);
     let mut results: Vec<Result<bool, String>> = Vec::with_capacity(policy.validations.len());
     for v in &policy.validations {
@@ -348,7 +364,10 @@ fn evaluate_validations(policy: &ValidatingPolicy, act: &Activation<'_>, fail: b
                 Err(EvalError::BudgetExhausted) => {
                     return vec![error_decision(fail, OUT_OF_BUDGET.to_string(), 0)];
                 }
-                Err(e) => Err(format!("expression '{}' resulted in error: {e}", p.source())),
+                Err(e) => Err(format!(
+                    "expression '{}' resulted in error: {e}",
+                    p.source()
+                )),
             },
         };
         results.push(result);
@@ -359,7 +378,7 @@ fn evaluate_validations(policy: &ValidatingPolicy, act: &Activation<'_>, fail: b
         let msg = match &v.message_expression {
             Some(Ok(p)) => match p.eval(act, &mut budget) {
                 Ok(Value::String(s)) => {
-                    let s = s.as_str().trim();
+                    let s = s.trim();
                     (!s.is_empty() && s.len() <= MAX_MESSAGE_EXPRESSION_BYTES && !s.contains('\n'))
                         .then(|| s.to_string())
                 }
@@ -428,8 +447,11 @@ fn route_decision(
                 policy.name, binding.name, d.message
             )),
             ValidationAction::Audit => {
-                let actions: Vec<&str> =
-                    binding.validation_actions.iter().map(|a| a.as_str()).collect();
+                let actions: Vec<&str> = binding
+                    .validation_actions
+                    .iter()
+                    .map(|a| a.as_str())
+                    .collect();
                 let record = serde_json::json!([{
                     "message": d.message,
                     "policy": policy.name.as_ref(),
@@ -438,7 +460,11 @@ fn route_decision(
                     "validationActions": actions,
                 }]);
                 // 1.36 records only the first failure under this key.
-                if !out.audit_annotations.iter().any(|(k, _)| k == VALIDATION_FAILURE_KEY) {
+                if !out
+                    .audit_annotations
+                    .iter()
+                    .any(|(k, _)| k == VALIDATION_FAILURE_KEY)
+                {
                     out.audit_annotations
                         .push((VALIDATION_FAILURE_KEY.to_string(), go_json(&record)));
                 }
@@ -520,7 +546,7 @@ fn eval_annotation(
     match p.eval(act, budget) {
         Ok(Value::Null) => Ok(None),
         Ok(Value::String(s)) => {
-            let s = s.as_str().trim();
+            let s = s.trim();
             Ok((!s.is_empty()).then(|| s.to_string()))
         }
         Ok(other) => Err((
@@ -530,6 +556,9 @@ fn eval_annotation(
             ),
             true,
         )),
-        Err(e) => Err((format!("expression '{expression}' resulted in error: {e}"), false)),
+        Err(e) => Err((
+            format!("expression '{expression}' resulted in error: {e}"),
+            false,
+        )),
     }
 }

@@ -3,12 +3,14 @@
 //! model) sit side by side so they cannot disagree.
 
 pub(crate) mod lists;
+pub(crate) mod optional;
 pub(crate) mod regex;
 pub(crate) mod std_lib;
 pub(crate) mod strings;
 pub(crate) mod time;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::error::EvalError;
 use crate::types::Type;
@@ -26,7 +28,7 @@ pub(crate) fn cost_one(_: &[Value<'_>], _: &Value<'_>) -> u64 {
 }
 
 /// What a value must be to match a parameter at runtime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Any,
     Null,
@@ -42,7 +44,7 @@ pub(crate) enum Kind {
     Duration,
     Type,
     Optional,
-    Opaque(&'static str),
+    Opaque(Arc<str>),
 }
 
 impl Kind {
@@ -62,11 +64,11 @@ impl Kind {
             Type::Map(..) | Type::Object(_) => Kind::Map,
             Type::Type(_) => Kind::Type,
             Type::Optional(_) => Kind::Optional,
-            Type::Opaque(n) => Kind::Opaque(n),
+            Type::Opaque(n, _) => Kind::Opaque(n.clone()),
         }
     }
 
-    pub fn matches(self, v: &Value<'_>) -> bool {
+    pub fn matches(&self, v: &Value<'_>) -> bool {
         match (self, v) {
             (Kind::Any, _) => true,
             (Kind::Null, Value::Null)
@@ -82,13 +84,14 @@ impl Kind {
             | (Kind::Duration, Value::Duration(_))
             | (Kind::Type, Value::Type(_))
             | (Kind::Optional, Value::Optional(_)) => true,
-            (Kind::Opaque(n), Value::Opaque(o)) => o.type_name() == n,
+            (Kind::Opaque(n), Value::Opaque(o)) => o.type_name() == &**n,
             _ => false,
         }
     }
 }
 
 /// One overload of a function.
+#[derive(Clone)]
 pub(crate) struct Overload {
     /// Receiver style (`x.f(y)`): `params[0]` is the receiver.
     pub member: bool,
@@ -103,13 +106,14 @@ pub(crate) struct Overload {
 
 impl Overload {
     /// The type parameters this overload's signature mentions.
-    pub fn type_params(&self) -> Vec<std::sync::Arc<str>> {
-        fn collect(t: &Type, out: &mut Vec<std::sync::Arc<str>>) {
+    pub fn type_params(&self) -> Vec<Arc<str>> {
+        fn collect(t: &Type, out: &mut Vec<Arc<str>>) {
             match t {
                 Type::Param(p) if !out.contains(p) => {
                     out.push(p.clone());
                 }
                 Type::List(e) | Type::Type(e) | Type::Optional(e) => collect(e, out),
+                Type::Opaque(_, params) => params.iter().for_each(|p| collect(p, out)),
                 Type::Map(k, v) => {
                     collect(k, out);
                     collect(v, out);
@@ -127,13 +131,14 @@ impl Overload {
 }
 
 /// A function and its overloads.
+#[derive(Clone)]
 pub(crate) struct Function {
     pub name: String,
     pub overloads: Vec<Overload>,
 }
 
 /// All functions of an environment, by name.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Registry {
     functions: HashMap<String, Function>,
 }
@@ -218,6 +223,8 @@ pub(crate) enum Library {
     Standard,
     /// cel-go `ext.Strings` (version 2 functions, plus `format` and `quote`).
     Strings,
+    /// cel-go's optional types.
+    Optional,
 }
 
 /// Builds the registry for `libs`.
@@ -227,6 +234,7 @@ pub(crate) fn build(libs: &[Library]) -> Registry {
         match lib {
             Library::Standard => std_lib::register(&mut r),
             Library::Strings => strings::register(&mut r),
+            Library::Optional => optional::register(&mut r),
         }
     }
     r

@@ -1,7 +1,7 @@
 //! cel-go's strings extension (`ext.Strings`, version 2 as Kubernetes enables it): indices are
 //! in code points.
 
-use super::{Registry, arg, int_arg, str_arg};
+use super::{Registry, actual_size, arg, int_arg, str_arg, traversal_cost};
 use crate::error::EvalError;
 use crate::types::Type;
 use crate::value::{List, Value};
@@ -32,45 +32,77 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("lowerAscii")
         .member(&[String], String)
         .imp(lower_ascii)
+        .cost(cost_traverse)
         .done();
     r.def("upperAscii")
         .member(&[String], String)
         .imp(upper_ascii)
+        .cost(cost_traverse)
         .done();
     r.def("replace")
         .member(&[String, String, String], String)
         .imp(replace)
+        .cost(cost_traverse_twice)
         .done();
     r.def("replace")
         .member(&[String, String, String, Int], String)
         .imp(replace)
+        .cost(cost_traverse_twice)
         .done();
     r.def("split")
         .member(&[String, String], ls.clone())
         .imp(split)
+        .cost(cost_traverse_twice)
         .done();
     r.def("split")
         .member(&[String, String, Int], ls.clone())
         .imp(split)
+        .cost(cost_traverse_twice)
         .done();
     r.def("substring")
         .member(&[String, Int], String)
         .imp(substring)
+        .cost(cost_traverse)
         .done();
     r.def("substring")
         .member(&[String, Int, Int], String)
         .imp(substring)
+        .cost(cost_traverse)
         .done();
-    r.def("trim").member(&[String], String).imp(trim).done();
+    r.def("trim")
+        .member(&[String], String)
+        .imp(trim)
+        .cost(cost_traverse)
+        .done();
     r.def("join")
         .member(std::slice::from_ref(&ls), String)
         .imp(join)
+        .cost(cost_join)
         .done();
-    r.def("join").member(&[ls, String], String).imp(join).done();
+    r.def("join")
+        .member(&[ls, String], String)
+        .imp(join)
+        .cost(cost_join)
+        .done();
     r.def("strings.quote")
         .global(&[String], String)
         .imp(quote)
         .done();
+}
+
+/// Kubernetes' cost: one traversal of the receiver.
+fn cost_traverse(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+    traversal_cost(args.first().map(actual_size).unwrap_or(1))
+}
+
+/// Kubernetes' cost: a traversal plus building the result.
+fn cost_traverse_twice(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+    traversal_cost(2 * args.first().map(actual_size).unwrap_or(1))
+}
+
+/// Kubernetes' cost for `join`: twice the result's traversal.
+fn cost_join(_: &[Value<'_>], result: &Value<'_>) -> u64 {
+    traversal_cost(2 * actual_size(result))
 }
 
 fn out_of_range(i: i64) -> EvalError {
@@ -96,11 +128,12 @@ fn index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let s: Vec<char> = str_arg(args, 0)?.chars().collect();
     let sub: Vec<char> = str_arg(args, 1)?.chars().collect();
     let off = if args.len() > 2 { int_arg(args, 2)? } else { 0 };
+    // As cel-go v0.26 (Kubernetes 1.36): an empty substring is found at the offset as given.
+    if sub.is_empty() {
+        return Ok(Value::Int(off));
+    }
     if off < 0 {
         return Err(out_of_range(off));
-    }
-    if sub.is_empty() {
-        return Ok(Value::Int(off.min(s.len() as i64)));
     }
     let off = off as usize;
     if off >= s.len() || sub.len() > s.len() {
@@ -119,19 +152,22 @@ fn last_index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         if sub.is_empty() {
             return Ok(Value::Int(s.len() as i64));
         }
+        if sub.len() > s.len() {
+            return Ok(Value::Int(-1));
+        }
         s.len() as i64 - 1
     };
+    if sub.is_empty() {
+        return Ok(Value::Int(off));
+    }
     if off < 0 {
         return Err(out_of_range(off));
     }
-    if sub.is_empty() {
-        return Ok(Value::Int(off.min(s.len() as i64)));
-    }
-    let mut off = off as usize;
+    let off = off as usize;
     if off >= s.len() || sub.len() > s.len() {
         return Ok(Value::Int(-1));
     }
-    off = off.min(s.len() - sub.len());
+    let off = off.min(s.len() - sub.len());
     let found = (0..=off)
         .rev()
         .find(|&i| s.get(i..i + sub.len()) == Some(&sub[..]));

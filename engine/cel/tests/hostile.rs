@@ -1,0 +1,161 @@
+//! Hostile expressions: every one must end in a cost, budget or interruption error (or a compile
+//! error), never hang, exhaust memory or overflow the stack.
+
+use std::time::{Duration, Instant};
+
+use celgate_cel::{Activation, Budget, Env, EvalError, Type, Value};
+
+fn env() -> Env {
+    Env::kubernetes().variable("object", Type::Dyn).build()
+}
+
+fn eval_with(src: &str, object: &serde_json::Value, mut budget: Budget) -> Result<bool, EvalError> {
+    let program = match env().compile(src) {
+        Ok(p) => p,
+        Err(e) => panic!("{src}: {e}"),
+    };
+    let mut act = Activation::new();
+    act.bind_json("object", object);
+    program
+        .eval(&act, &mut budget)
+        .map(|v| matches!(v, Value::Bool(true)))
+}
+
+fn kubernetes_budget() -> Budget {
+    Budget::new(celgate_cel::PER_CALL_LIMIT, celgate_cel::RUNTIME_BUDGET)
+}
+
+fn hundred() -> String {
+    let items: Vec<String> = (0..100).map(|i| i.to_string()).collect();
+    format!("[{}]", items.join(", "))
+}
+
+#[test]
+fn nested_comprehensions_hit_the_cost_limit() {
+    let l = hundred();
+    let src = format!("{l}.all(x, {l}.all(y, {l}.all(z, x + y + z >= 0)))");
+    let started = Instant::now();
+    let r = eval_with(&src, &serde_json::Value::Null, kubernetes_budget());
+    assert_eq!(r, Err(EvalError::CostLimitExceeded));
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn growing_lists_hit_the_cost_limit() {
+    let l = hundred();
+    let src = format!("{l}.map(a, {l}.map(b, {l}.map(c, [a, b, c]))).size() > 0");
+    assert_eq!(
+        eval_with(&src, &serde_json::Value::Null, kubernetes_budget()),
+        Err(EvalError::CostLimitExceeded)
+    );
+}
+
+#[test]
+fn string_doubling_hits_the_cost_limit_before_allocating_much() {
+    // Each variable doubles the previous one: 2^40 bytes if nothing stopped it.
+    let env = env();
+    let mut defs = vec![("v0".to_string(), "'0123456789abcdef'".to_string())];
+    for i in 1..=40 {
+        defs.push((
+            format!("v{i}"),
+            format!("variables.v{} + variables.v{}", i - 1, i - 1),
+        ));
+    }
+    let vars = env.compile_variables(defs.iter().map(|(n, s)| (n.as_str(), s.as_str())));
+    let program = match vars.env().compile("size(variables.v40) > 0") {
+        Ok(p) => p,
+        Err(e) => panic!("{e}"),
+    };
+    let mut act = Activation::new();
+    act.bind_variables(&vars);
+    let mut budget = kubernetes_budget();
+    let err = program.eval(&act, &mut budget).err();
+    assert!(err.as_ref().is_some_and(EvalError::is_fatal), "{err:?}");
+}
+
+#[test]
+fn the_shared_budget_runs_out_across_expressions() {
+    let l = hundred();
+    let src = format!("{l}.all(x, {l}.all(y, x + y >= 0))");
+    let program = match env().compile(&src) {
+        Ok(p) => p,
+        Err(e) => panic!("{e}"),
+    };
+    let act = Activation::new();
+    let mut budget = Budget::new(celgate_cel::PER_CALL_LIMIT, 200_000);
+    let mut last = Ok(Value::Null);
+    for _ in 0..10 {
+        last = program.eval(&act, &mut budget);
+        if last.is_err() {
+            break;
+        }
+    }
+    assert_eq!(last.err(), Some(EvalError::BudgetExhausted));
+    assert_eq!(budget.remaining(), 0);
+}
+
+#[test]
+fn deadlines_interrupt_loops() {
+    let items: Vec<serde_json::Value> = (0..200_000).map(serde_json::Value::from).collect();
+    let object = serde_json::json!({ "items": items });
+    let budget = Budget::new(u64::MAX, u64::MAX).with_deadline(Instant::now());
+    let r = eval_with("object.items.all(x, x >= 0)", &object, budget);
+    assert_eq!(r, Err(EvalError::Interrupted));
+}
+
+#[test]
+fn deep_nesting_is_rejected_or_evaluated_without_overflow() {
+    // Run on a default-sized (2 MiB) thread, as tokio workers and tests do.
+    let handle = std::thread::Builder::new().stack_size(2 << 20).spawn(|| {
+        let env = env();
+        for depth in [10usize, 50, 100, 200, 240] {
+            let src = format!("{}1{}", "(".repeat(depth), ")".repeat(depth));
+            if let Ok(p) = env.compile(&src) {
+                let mut budget = Budget::default();
+                let _ = p.eval(&Activation::new(), &mut budget);
+            }
+            let src = format!("{}true{}", "!(".repeat(depth), ")".repeat(depth));
+            if let Ok(p) = env.compile(&src) {
+                let mut budget = Budget::default();
+                let _ = p.eval(&Activation::new(), &mut budget);
+            }
+            let src = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+            if let Ok(p) = env.compile(&src) {
+                let mut budget = Budget::default();
+                let _ = p.eval(&Activation::new(), &mut budget);
+            }
+            let src = format!("object{}", ".a".repeat(depth));
+            if let Ok(p) = env.compile(&src) {
+                let mut budget = Budget::default();
+                let mut act = Activation::new();
+                let v = serde_json::Value::Null;
+                act.bind_json("object", &v);
+                let _ = p.eval(&act, &mut budget);
+            }
+        }
+        for depth in [300usize, 5_000, 40_000] {
+            let src = format!("{}1{}", "(".repeat(depth), ")".repeat(depth));
+            assert!(env.compile(&src).is_err());
+            let src = format!("a{}", ".b".repeat(depth));
+            assert!(env.compile(&src).is_err());
+        }
+    });
+    match handle {
+        Ok(h) => assert!(h.join().is_ok(), "deep nesting crashed the thread"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn huge_literals_are_bounded() {
+    // Over cel-go's 100,000 code point limit: a compile error.
+    let src = format!("'{}' == ''", "a".repeat(100_001));
+    assert!(env().compile(&src).is_err());
+    // Just under it: a big but bounded evaluation.
+    let items: Vec<String> = (0..15_000).map(|i| i.to_string()).collect();
+    let src = format!("[{}].exists(x, x == 14999)", items.join(","));
+    assert_eq!(
+        eval_with(&src, &serde_json::Value::Null, kubernetes_budget()),
+        Ok(true)
+    );
+}
