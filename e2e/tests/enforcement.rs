@@ -296,3 +296,95 @@ spec:
         celgate.logs()
     );
 }
+
+/// Creates a binding with the kube client (no kubectl start-up in the measurement).
+async fn create_binding(client: &kube::Client, api_version: &str, engine: &str) {
+    use kube::api::DynamicObject;
+    use kube::discovery::ApiResource;
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let ar = ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: api_version.into(),
+        kind: "ValidatingAdmissionPolicyBinding".into(),
+        plural: "validatingadmissionpolicybindings".into(),
+    };
+    let obj: DynamicObject = serde_saphyr::from_str(&binding(api_version, engine))
+        .unwrap_or_else(|e| panic!("binding fixture: {e}"));
+    Api::<DynamicObject>::all_with(client.clone(), &ar)
+        .create(&PostParams::default(), &obj)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create binding: {e}"));
+}
+
+async fn delete_binding(cluster: &Cluster, resource: &str) {
+    let out = cluster.kubectl(
+        &[
+            "delete",
+            resource,
+            "demo-binding-test.example.com",
+            "--wait",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+/// Binding create → first denial, sampled for both engines. Reported, not asserted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_to_enforced_latency_is_reported() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let _celgate = Celgate::start(&cluster).await;
+    let client = cluster.client().await;
+    namespace(&client, "celgate-demo", "celgate").await;
+    namespace(&client, "intree-demo", "intree").await;
+    cluster.apply(&policy(CELGATE, 5));
+    cluster.apply(&policy(IN_TREE, 5));
+    for (api, resource, engine, ns, samples) in [
+        (CELGATE, "cvapb", "celgate", "celgate-demo", 20),
+        (
+            IN_TREE,
+            "validatingadmissionpolicybindings.admissionregistration.k8s.io",
+            "intree",
+            "intree-demo",
+            5,
+        ),
+    ] {
+        let mut times = Vec::new();
+        for _ in 0..samples {
+            let started = Instant::now();
+            create_binding(&client, api, engine).await;
+            let deadline = started + Duration::from_secs(10);
+            loop {
+                if try_create(&client, ns, 6).await.is_err() {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{engine}: binding not enforced within 10s"
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            times.push(started.elapsed());
+            delete_binding(&cluster, resource).await;
+            wait_admitted(&client, ns, 6).await;
+        }
+        times.sort();
+        eprintln!(
+            "apply → enforced ({engine}, {samples} samples): p50 {:?}, p99 {:?}, max {:?}",
+            percentile(&times, 0.5),
+            percentile(&times, 0.99),
+            times[times.len() - 1]
+        );
+    }
+}

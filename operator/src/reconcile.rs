@@ -13,7 +13,7 @@ use celgate_crds::{
     ValidatingAdmissionPolicyBinding,
 };
 use celgate_engine::{BoundPolicy, PolicySet, ValidatingPolicy, compile_validating};
-use celgate_webhook::{NamespaceLabels, Snapshot, State};
+use celgate_webhook::{NamespaceCache, Snapshot, State};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, Store};
@@ -114,19 +114,44 @@ fn build(
     PolicySet { validating }
 }
 
-fn namespace_labels(store: &Store<Namespace>) -> NamespaceLabels {
-    NamespaceLabels(
+/// The Namespace as CEL's `namespaceObject` sees it: the metadata fields upstream copies, spec
+/// and status (managed fields and owner references are left out).
+fn namespace_object(ns: &Namespace) -> serde_json::Value {
+    let m = &ns.metadata;
+    let metadata = serde_json::json!({
+        "name": m.name, "generateName": m.generate_name, "namespace": m.namespace,
+        "labels": m.labels, "annotations": m.annotations, "uid": m.uid,
+        "creationTimestamp": m.creation_timestamp, "deletionGracePeriodSeconds": m.deletion_grace_period_seconds,
+        "deletionTimestamp": m.deletion_timestamp, "generation": m.generation,
+        "resourceVersion": m.resource_version, "finalizers": m.finalizers,
+    });
+    // Absent fields stay absent (`has()` is false), as in the API server's JSON.
+    let metadata: serde_json::Map<String, serde_json::Value> = metadata
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    let mut obj = serde_json::Map::new();
+    obj.insert("metadata".into(), serde_json::Value::Object(metadata));
+    for (key, value) in [
+        ("spec", serde_json::to_value(&ns.spec)),
+        ("status", serde_json::to_value(&ns.status)),
+    ] {
+        if let Some(v) = value.ok().filter(|v| !v.is_null()) {
+            obj.insert(key.into(), v);
+        }
+    }
+    serde_json::Value::Object(obj)
+}
+
+fn namespace_cache(store: &Store<Namespace>) -> NamespaceCache {
+    NamespaceCache(
         store
             .state()
             .iter()
-            .map(|ns| {
-                let labels = ns
-                    .labels()
-                    .iter()
-                    .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
-                    .collect();
-                (ns.name_any(), labels)
-            })
+            .map(|ns| (ns.name_any(), namespace_object(ns)))
             .collect(),
     )
 }
@@ -162,7 +187,7 @@ impl Reconciler {
         tokio::spawn(async move {
             loop {
                 ns_notify.notified().await;
-                state.publish_namespaces(namespace_labels(&ns_store));
+                state.publish_namespaces(namespace_cache(&ns_store));
             }
         });
 
@@ -186,7 +211,7 @@ impl Reconciler {
                 warn!(kind, error = %e, "initial list did not complete");
             }
         }
-        self.state.publish_namespaces(namespace_labels(&namespaces));
+        self.state.publish_namespaces(namespace_cache(&namespaces));
 
         let mut cache = CompileCache::new();
         let mut generation = 0u64;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use celgate_engine::{Namespaces, PolicySet};
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::metrics::Metrics;
 
@@ -18,12 +18,12 @@ pub struct Snapshot {
     pub generation: u64,
 }
 
-/// Labels of every namespace, by name.
+/// Every namespace, by name, as CEL's `namespaceObject` sees it.
 #[derive(Debug, Default)]
-pub struct NamespaceLabels(pub HashMap<String, Map<String, Value>>);
+pub struct NamespaceCache(pub HashMap<String, Value>);
 
-impl Namespaces for NamespaceLabels {
-    fn labels(&self, name: &str) -> Option<&Map<String, Value>> {
+impl Namespaces for NamespaceCache {
+    fn get(&self, name: &str) -> Option<&Value> {
         self.0.get(name)
     }
 }
@@ -32,7 +32,7 @@ impl Namespaces for NamespaceLabels {
 #[derive(Debug, Default)]
 pub struct State {
     snapshot: ArcSwapOption<Snapshot>,
-    namespaces: ArcSwap<NamespaceLabels>,
+    namespaces: ArcSwap<NamespaceCache>,
     /// The webhook's metrics.
     pub metrics: Metrics,
 }
@@ -54,12 +54,12 @@ impl State {
     }
 
     /// Replaces the namespace labels.
-    pub fn publish_namespaces(&self, labels: NamespaceLabels) {
+    pub fn publish_namespaces(&self, labels: NamespaceCache) {
         self.namespaces.store(Arc::new(labels));
     }
 
     /// The current namespace labels.
-    pub fn namespaces(&self) -> Arc<NamespaceLabels> {
+    pub fn namespaces(&self) -> Arc<NamespaceCache> {
         self.namespaces.load_full()
     }
 }

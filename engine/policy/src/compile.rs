@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use celgate_cel::{Env, Program, Type};
+use celgate_cel::{Env, Program, Type, Variables};
 
 use crate::model::{FailurePolicy, ValidatingPolicySpec};
 
@@ -46,7 +46,6 @@ pub struct CompiledMatchCondition {
 }
 
 /// A ValidatingAdmissionPolicy ready to evaluate.
-#[derive(Debug)]
 pub struct ValidatingPolicy {
     /// The policy as written.
     pub spec: ValidatingPolicySpec,
@@ -58,6 +57,18 @@ pub struct ValidatingPolicy {
     pub match_conditions: Vec<CompiledMatchCondition>,
     /// Compiled audit annotations, in order.
     pub audit_annotations: Vec<CompiledAuditAnnotation>,
+    /// Compiled variables, evaluated lazily per activation.
+    pub variables: Arc<Variables>,
+}
+
+impl std::fmt::Debug for ValidatingPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ValidatingPolicy")
+            .field("name", &self.name)
+            .field("generation", &self.spec.generation)
+            .field("variables", &self.variables.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl ValidatingPolicy {
@@ -69,6 +80,11 @@ impl ValidatingPolicy {
     /// Compile errors of the policy's expressions, with their field paths, for status and logs.
     pub fn compile_errors(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
+        for (i, (_, compiled)) in self.variables.iter().enumerate() {
+            if let Err(e) = compiled {
+                out.push((format!("spec.variables[{i}].expression"), e.to_string()));
+            }
+        }
         for (i, v) in self.validations.iter().enumerate() {
             if let Err(e) = &v.program {
                 out.push((format!("spec.validations[{i}].expression"), e.clone()));
@@ -136,7 +152,12 @@ fn compile_expr(env: &Env, src: &str, want: &[Type]) -> Compiled {
 
 /// Compiles every expression of a ValidatingAdmissionPolicy.
 pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
-    let env = environment(&spec);
+    let variables = environment(&spec).compile_variables(
+        spec.variables
+            .iter()
+            .map(|v| (v.name.as_str(), v.expression.as_str())),
+    );
+    let env = variables.env().clone();
     let validations = spec
         .validations
         .iter()
@@ -174,5 +195,6 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         validations,
         match_conditions,
         audit_annotations,
+        variables,
     }
 }

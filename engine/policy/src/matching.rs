@@ -8,10 +8,15 @@ use thiserror::Error;
 use crate::model::{LabelSelector, MatchPolicy, MatchResources, ResourceRule};
 use crate::request::{GroupVersionName, Request};
 
-/// Labels of namespaces, as the operator's namespace cache knows them.
+/// Namespaces, as the operator's namespace cache knows them.
 pub trait Namespaces {
+    /// The named Namespace object as CEL sees it (`namespaceObject`), or `None` when unknown.
+    fn get(&self, name: &str) -> Option<&Value>;
+
     /// The labels of the named namespace, or `None` when it is not known.
-    fn labels(&self, name: &str) -> Option<&serde_json::Map<String, Value>>;
+    fn labels(&self, name: &str) -> Option<Option<&serde_json::Map<String, Value>>> {
+        self.get(name).map(labels_of)
+    }
 }
 
 /// Why matching could not decide.
@@ -119,7 +124,7 @@ fn namespace_matches(
             req.namespace
         };
         match namespaces.labels(name) {
-            Some(labels) => Some(labels),
+            Some(labels) => labels,
             None => return Err(MatchError::NamespaceNotFound(name.to_string())),
         }
     };
@@ -182,7 +187,7 @@ mod tests {
 
     struct NoNamespaces;
     impl Namespaces for NoNamespaces {
-        fn labels(&self, _: &str) -> Option<&serde_json::Map<String, Value>> {
+        fn get(&self, _: &str) -> Option<&Value> {
             None
         }
     }

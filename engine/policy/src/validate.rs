@@ -205,6 +205,13 @@ fn evaluate_policy(
             return;
         }
     }
+    let namespace_object = match namespace_object(req, namespaces) {
+        Ok(ns) => ns,
+        Err(e) => {
+            deny_first(out, e, Some("NotFound"));
+            return;
+        }
+    };
     let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
     for binding in &bound.bindings {
         let started = Instant::now();
@@ -227,18 +234,15 @@ fn evaluate_policy(
                 continue;
             }
         }
-        let mut act = Activation::new();
-        act.bind_json("object", req.object);
-        act.bind_json("oldObject", req.old_object);
-        act.bind_json("request", req.raw);
-        act.bind("namespaceObject", Value::Null);
-        if policy.spec.param_kind.is_some() {
-            act.bind("params", Value::Null);
-        }
-        if !match_conditions_pass(policy, &act, fail, binding, out) {
+        let vars = Vars {
+            req,
+            namespace_object,
+            policy,
+        };
+        if !match_conditions_pass(policy, &vars.activation(), fail, binding, out) {
             continue;
         }
-        let decisions = evaluate_validations(policy, &act, fail);
+        let decisions = evaluate_validations(policy, &vars, fail);
         let binding_name: Arc<str> = Arc::from(binding.name.as_str());
         for d in &decisions {
             route_decision(policy, binding, &binding_name, d, started.elapsed(), out);
@@ -258,12 +262,59 @@ fn evaluate_policy(
                 });
             }
         }
-        evaluate_audit_annotations(policy, binding, &act, fail, &mut annotations, out);
+        evaluate_audit_annotations(
+            policy,
+            binding,
+            &vars.activation(),
+            fail,
+            &mut annotations,
+            out,
+        );
     }
     // Distinct values of one key across bindings and params are joined with ", ".
     for (key, values) in annotations {
         out.audit_annotations
             .push((format!("{}/{key}", policy.name), values.join(", ")));
+    }
+}
+
+static NULL: serde_json::Value = serde_json::Value::Null;
+
+/// The Namespace object of a namespaced request (null for cluster-scoped requests and for
+/// Namespace objects themselves); an unknown namespace is an error returned as is, as upstream.
+fn namespace_object<'n>(
+    req: &Request<'_>,
+    namespaces: &'n dyn Namespaces,
+) -> Result<&'n serde_json::Value, String> {
+    let is_namespace = req.kind.group.is_empty() && req.kind.name == "Namespace";
+    if req.namespace.is_empty() || is_namespace {
+        return Ok(&NULL);
+    }
+    namespaces
+        .get(req.namespace)
+        .ok_or_else(|| format!("namespaces \"{}\" not found", req.namespace))
+}
+
+/// The variables one evaluation binds; each expression batch gets a fresh activation, so
+/// composited variables are memoised per batch as upstream.
+struct Vars<'a> {
+    req: &'a Request<'a>,
+    namespace_object: &'a serde_json::Value,
+    policy: &'a ValidatingPolicy,
+}
+
+impl<'a> Vars<'a> {
+    fn activation(&self) -> Activation<'a> {
+        let mut act = Activation::new();
+        act.bind_json("object", self.req.object);
+        act.bind_json("oldObject", self.req.old_object);
+        act.bind_json("request", self.req.raw);
+        act.bind_json("namespaceObject", self.namespace_object);
+        if self.policy.spec.param_kind.is_some() {
+            act.bind("params", Value::Null);
+        }
+        act.bind_variables(&self.policy.variables);
+        act
     }
 }
 
@@ -344,17 +395,14 @@ fn error_decision(fail: bool, message: String, index: usize) -> Decision {
 const OUT_OF_BUDGET: &str =
     "validation failed due to running out of cost budget, no further validation rules will be run";
 
-fn evaluate_validations(
-    policy: &ValidatingPolicy,
-    act: &Activation<'_>,
-    fail: bool,
-) -> Vec<Decision> {
+fn evaluate_validations(policy: &ValidatingPolicy, vars: &Vars<'_>, fail: bool) -> Vec<Decision> {
+    let act = vars.activation();
     let mut budget = Budget::new(PER_CALL_LIMIT, RUNTIME_BUDGET);
     let mut results: Vec<Result<bool, String>> = Vec::with_capacity(policy.validations.len());
     for v in &policy.validations {
         let result = match &v.program {
             Err(e) => Err(e.clone()),
-            Ok(p) => match p.eval(act, &mut budget) {
+            Ok(p) => match p.eval(&act, &mut budget) {
                 Ok(Value::Bool(b)) => Ok(b),
                 Ok(other) => Err(format!(
                     "expression '{}' resulted in error: no such overload: validation result is {}",
@@ -372,11 +420,13 @@ fn evaluate_validations(
         };
         results.push(result);
     }
-    // Message expressions run for every validation that has one, with the remaining budget.
+    // Message expressions run for every validation that has one, with the remaining budget and
+    // their own variable memo.
+    let act = vars.activation();
     let mut messages: Vec<Option<String>> = Vec::with_capacity(results.len());
     for v in &policy.validations {
         let msg = match &v.message_expression {
-            Some(Ok(p)) => match p.eval(act, &mut budget) {
+            Some(Ok(p)) => match p.eval(&act, &mut budget) {
                 Ok(Value::String(s)) => {
                     let s = s.trim();
                     (!s.is_empty() && s.len() <= MAX_MESSAGE_EXPRESSION_BYTES && !s.contains('\n'))
@@ -560,5 +610,188 @@ fn eval_annotation(
             format!("expression '{expression}' resulted in error: {e}"),
             false,
         )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::compile_validating;
+    use crate::model::{
+        AuditAnnotation, MatchResources, NamedExpression, ResourceRule, ValidatingPolicySpec,
+        Validation,
+    };
+    use serde_json::json;
+    use std::collections::HashMap;
+
+    struct Cache(HashMap<String, serde_json::Value>);
+    impl Namespaces for Cache {
+        fn get(&self, name: &str) -> Option<&serde_json::Value> {
+            self.0.get(name)
+        }
+    }
+
+    fn cache() -> Cache {
+        Cache(HashMap::from([(
+            "staging-ns".to_string(),
+            json!({"metadata": {"name": "staging-ns", "labels": {"environment": "staging"}}}),
+        )]))
+    }
+
+    fn spec(validations: Vec<Validation>) -> ValidatingPolicySpec {
+        ValidatingPolicySpec {
+            name: "p".into(),
+            match_constraints: Some(MatchResources {
+                resource_rules: vec![ResourceRule {
+                    operations: vec!["*".into()],
+                    api_groups: vec!["apps".into()],
+                    api_versions: vec!["v1".into()],
+                    resources: vec!["deployments".into()],
+                    scope: "*".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            validations,
+            ..Default::default()
+        }
+    }
+
+    fn run(spec: ValidatingPolicySpec, actions: &[ValidationAction], image: &str) -> Outcome {
+        let bound = BoundPolicy {
+            policy: Arc::new(compile_validating(spec)),
+            bindings: vec![Arc::new(ValidatingBindingSpec {
+                name: "b".into(),
+                policy_name: "p".into(),
+                match_resources: None,
+                validation_actions: actions.to_vec(),
+            })],
+        };
+        let raw = json!({"uid": "u", "operation": "CREATE", "namespace": "staging-ns",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "object": {"metadata": {"name": "web"}, "spec": {"replicas": 3,
+                "template": {"spec": {"containers": [{"name": "c", "image": image}]}}}}});
+        let req = Request::from_json(&raw).expect("valid request");
+        validate(&[bound], &req, &cache())
+    }
+
+    #[test]
+    fn variables_and_namespace_object_as_in_the_docs_example() {
+        let mut s = spec(vec![Validation {
+            expression: "variables.exempt || variables.containersToCheck.all(c, c.image.startsWith(variables.environment + '.'))".into(),
+            message_expression: Some("'only ' + variables.environment + ' images are allowed in namespace ' + namespaceObject.metadata.name".into()),
+            ..Default::default()
+        }]);
+        let var = |name: &str, expression: &str| NamedExpression {
+            name: name.into(),
+            expression: expression.into(),
+        };
+        s.variables = vec![
+            var(
+                "environment",
+                "'environment' in namespaceObject.metadata.labels ? namespaceObject.metadata.labels['environment'] : 'prod'",
+            ),
+            var(
+                "exempt",
+                "'exempt' in namespaceObject.metadata.labels && namespaceObject.metadata.labels['exempt'] == 'true'",
+            ),
+            var("containers", "object.spec.template.spec.containers"),
+            var(
+                "containersToCheck",
+                "variables.containers.filter(c, c.image.contains('example.com/'))",
+            ),
+        ];
+        let denied = run(s.clone(), &[ValidationAction::Deny], "example.com/app:1");
+        assert_eq!(
+            denied.denial.map(|d| d.message),
+            Some("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: only staging images are allowed in namespace staging-ns".to_string())
+        );
+        assert!(run(s, &[ValidationAction::Deny], "staging.example.com/app:1").allowed());
+    }
+
+    #[test]
+    fn warn_and_audit_actions() {
+        let s = spec(vec![Validation {
+            expression: "object.spec.replicas > 50".into(),
+            message: Some(" too few <replicas> ".into()),
+            reason: Some("Forbidden".into()),
+            ..Default::default()
+        }]);
+        let out = run(s, &[ValidationAction::Warn, ValidationAction::Audit], "x");
+        assert!(out.allowed());
+        assert_eq!(
+            out.warnings,
+            vec![
+                "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': too few <replicas>"
+            ]
+        );
+        assert_eq!(
+            out.audit_annotations,
+            vec![(
+                VALIDATION_FAILURE_KEY.to_string(),
+                r#"[{"binding":"b","expressionIndex":0,"message":"too few \u003creplicas\u003e","policy":"p","validationActions":["Warn","Audit"]}]"#.to_string()
+            )]
+        );
+        let actions: Vec<_> = out.checks.iter().map(|c| c.enforcement_action).collect();
+        assert_eq!(actions, vec!["warn", "audit"]);
+    }
+
+    #[test]
+    fn reasons_codes_and_runtime_errors() {
+        let s = spec(vec![
+            Validation {
+                expression: "object.spec.replicas > 50".into(),
+                reason: Some("Forbidden".into()),
+                ..Default::default()
+            },
+            Validation {
+                expression: "object.spec.missing == 1".into(),
+                ..Default::default()
+            },
+        ]);
+        let out = run(s.clone(), &[ValidationAction::Deny], "x");
+        let d = out.denial.expect("denied");
+        assert_eq!((d.code, d.reason.as_str()), (403, "Forbidden"));
+        assert_eq!(
+            d.message,
+            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: failed expression: object.spec.replicas > 50"
+        );
+        let mut only_error = s;
+        only_error.validations.remove(0);
+        let d = run(only_error.clone(), &[ValidationAction::Deny], "x")
+            .denial
+            .expect("denied");
+        assert_eq!(
+            d.message,
+            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: expression 'object.spec.missing == 1' resulted in error: no such key: missing"
+        );
+        assert_eq!(d.code, 422);
+        only_error.failure_policy = FailurePolicy::Ignore;
+        let out = run(only_error, &[ValidationAction::Deny], "x");
+        assert!(out.allowed());
+        assert_eq!(out.checks[0].enforcement_action, "allow");
+        assert_eq!(out.checks[0].error_type, ErrorType::InvalidError);
+    }
+
+    #[test]
+    fn audit_annotation_values() {
+        let mut s = spec(vec![]);
+        s.audit_annotations = vec![
+            AuditAnnotation {
+                key: "replicas".into(),
+                value_expression: "'set to ' + string(object.spec.replicas)".into(),
+            },
+            AuditAnnotation {
+                key: "omitted".into(),
+                value_expression: "null".into(),
+            },
+        ];
+        let out = run(s, &[ValidationAction::Deny], "x");
+        assert!(out.allowed());
+        assert_eq!(
+            out.audit_annotations,
+            vec![("p/replicas".to_string(), "set to 3".to_string())]
+        );
     }
 }

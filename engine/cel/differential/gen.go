@@ -1,0 +1,3 @@
+package main
+
+func generate() *Corpus { return &Corpus{Variables: []string{"object"}} }

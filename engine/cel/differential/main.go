@@ -1,0 +1,42 @@
+// Command differential is the cel-go side of celgate's CEL differential test and benchmark.
+//
+//	differential gen -out corpus.json                 # write the generated corpus
+//	differential oracle -corpus c.json -out r.json    # evaluate every case with cel-go
+//	differential bench -corpus c.json -out b.json     # time the benchmark cases with cel-go
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+)
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprintln(os.Stderr, "usage: differential gen|oracle|bench [flags]")
+		os.Exit(2)
+	}
+	fs := flag.NewFlagSet(os.Args[1], flag.ExitOnError)
+	out := fs.String("out", "", "output file (required)")
+	corpusPath := fs.String("corpus", "", "corpus file (oracle, bench)")
+	_ = fs.Parse(os.Args[2:])
+	if *out == "" {
+		fmt.Fprintln(os.Stderr, "-out is required")
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "gen":
+		err = writeJSON(*out, generate())
+	case "oracle":
+		err = runOracle(*corpusPath, *out)
+	case "bench":
+		err = runBench(*corpusPath, *out)
+	default:
+		err = fmt.Errorf("unknown command %q", os.Args[1])
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "differential:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,75 @@
+//! cel-go's sets extension (`ext.Sets`): `sets.contains`, `sets.equivalent` and
+//! `sets.intersects` over lists, with CEL equality. cel-go charges them the default call cost.
+
+use super::{Registry, arg};
+use crate::error::EvalError;
+use crate::types::Type;
+use crate::value::{List, Value};
+
+pub(crate) fn register(r: &mut Registry) {
+    let l = || Type::list(Type::param("T"));
+    r.def("sets.contains")
+        .global(&[l(), l()], Type::Bool)
+        .imp(contains)
+        .done();
+    r.def("sets.equivalent")
+        .global(&[l(), l()], Type::Bool)
+        .imp(equivalent)
+        .done();
+    r.def("sets.intersects")
+        .global(&[l(), l()], Type::Bool)
+        .imp(intersects)
+        .done();
+}
+
+fn lists<'v, 'a>(args: &'v [Value<'a>]) -> Result<(&'v List<'a>, &'v List<'a>), EvalError> {
+    match (arg(args, 0)?, arg(args, 1)?) {
+        (Value::List(a), Value::List(b)) => Ok((a, b)),
+        _ => Err(EvalError::NoSuchOverload),
+    }
+}
+
+/// True if every element of `sub` is in `l`.
+fn includes_all(l: &List<'_>, sub: &List<'_>) -> bool {
+    sub.iter().all(|x| l.iter().any(|y| y.equals(&x)))
+}
+
+fn contains<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let (a, b) = lists(args)?;
+    Ok(Value::Bool(includes_all(a, b)))
+}
+
+fn equivalent<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let (a, b) = lists(args)?;
+    Ok(Value::Bool(includes_all(a, b) && includes_all(b, a)))
+}
+
+fn intersects<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let (a, b) = lists(args)?;
+    Ok(Value::Bool(
+        a.iter().any(|x| b.iter().any(|y| y.equals(&x))),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::libs::testing::eval;
+
+    #[test]
+    fn table() {
+        let cases: &[(&str, &str)] = &[
+            ("sets.contains([], [])", "true"),
+            ("sets.contains([1, 2, 3], [2, 1])", "true"),
+            ("sets.contains([1, 2], [3])", "false"),
+            ("sets.contains([1, 2.0], [1u, 2])", "true"),
+            ("sets.equivalent([1, 2, 2], [2, 1])", "true"),
+            ("sets.equivalent([1, 2], [1])", "false"),
+            ("sets.intersects([1, 2], [3, 2])", "true"),
+            ("sets.intersects([1], [])", "false"),
+            ("sets.intersects([[1]], [[1]])", "true"),
+        ];
+        for (src, want) in cases {
+            assert_eq!(eval(src), *want, "{src}");
+        }
+    }
+}
