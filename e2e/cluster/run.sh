@@ -12,6 +12,7 @@ if [ -z "${KUBECONFIG:-}" ]; then
   eval "$("$root/e2e/cluster/up.sh" "$dir" | tail -n 1)"
   started=$dir
   trap '"$root/e2e/cluster/down.sh" "$started"' EXIT
+  trap 'exit 130' INT TERM
 fi
 kubectl=$(command -v kubectl || true)
 bin=$("$root/e2e/cluster/build.sh")

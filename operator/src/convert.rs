@@ -126,6 +126,15 @@ pub fn validating_binding(
         name: b.name_any(),
         policy_name: s.policy_name.clone().unwrap_or_default(),
         match_resources: s.match_resources.as_ref().map(match_resources),
+        param_ref: s.param_ref.as_ref().map(|r| model::ParamRef {
+            name: r.name.clone(),
+            namespace: r.namespace.clone(),
+            selector: r.selector.as_ref().map(|s| selector(Some(s))),
+            parameter_not_found_action: match r.parameter_not_found_action {
+                Some(api::ParameterNotFoundAction::Allow) => model::ParameterNotFoundAction::Allow,
+                _ => model::ParameterNotFoundAction::Deny,
+            },
+        }),
         validation_actions: s
             .validation_actions
             .iter()

@@ -2,6 +2,7 @@
 
 mod certs;
 mod convert;
+mod params;
 mod reconcile;
 mod registration;
 

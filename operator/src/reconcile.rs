@@ -24,6 +24,7 @@ use tokio::sync::Notify;
 use tracing::{info, warn};
 
 use crate::convert;
+use crate::params::ParamWatches;
 use crate::registration::{self, Endpoint};
 
 /// Everything the reconciler needs.
@@ -213,6 +214,7 @@ impl Reconciler {
         }
         self.state.publish_namespaces(namespace_cache(&namespaces));
 
+        let mut param_watches = ParamWatches::new(self.client.clone(), self.state.clone());
         let mut cache = CompileCache::new();
         let mut generation = 0u64;
         let mut registered: Option<serde_json::Value> = None;
@@ -229,8 +231,10 @@ impl Reconciler {
             let mutating_cfg = registration::mutating_configuration();
             let bound = set.validating.len();
             generation += 1;
-            // Publish first: a policy newly in the snapshot is enforced as soon as the API
-            // server routes matching requests here.
+            // Param watches first, so a new policy's params are syncing (and requests wait for
+            // them) before it is published; then the snapshot, so a policy is enforced as soon
+            // as the API server routes matching requests here.
+            param_watches.sync(&set);
             self.state.publish(Snapshot {
                 policies: set,
                 generation,

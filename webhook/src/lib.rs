@@ -8,4 +8,4 @@ pub mod server;
 pub mod state;
 
 pub use server::{Server, ServerError, TlsMaterial};
-pub use state::{NamespaceCache, Snapshot, State};
+pub use state::{NamespaceCache, ParamCache, ParamKindEntry, Snapshot, State};

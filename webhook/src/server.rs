@@ -21,6 +21,10 @@ use crate::state::State;
 /// request size limit, with room to spare.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
+/// How long a request waits for param kinds that are still syncing (well inside the API
+/// server's default webhook timeout of 10 s).
+pub const PARAM_SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A PEM certificate chain and private key for the serving endpoint.
 #[derive(Clone, Debug)]
 pub struct TlsMaterial {
@@ -140,8 +144,13 @@ async fn validate(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Respo
     let Some(snapshot) = state.snapshot() else {
         return not_ready();
     };
-    let namespaces = state.namespaces();
-    let outcome = snapshot.policies.validate(&req, namespaces.as_ref());
+    state
+        .wait_for_params(&snapshot, tokio::time::Instant::now() + PARAM_SYNC_WAIT)
+        .await;
+    let (namespaces, params) = (state.namespaces(), state.params());
+    let outcome = snapshot
+        .policies
+        .validate(&req, &State::context(&namespaces, &params));
     state.metrics.record(&outcome.checks);
     json_response(&review::response(req.uid, &outcome))
 }

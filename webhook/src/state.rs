@@ -4,8 +4,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use celgate_engine::{Namespaces, PolicySet};
+use celgate_engine::model::ParamKind;
+use celgate_engine::{Context, Namespaces, ParamKindState, ParamObjects, Params, PolicySet};
 use serde_json::Value;
+use tokio::sync::Notify;
 
 use crate::metrics::Metrics;
 
@@ -28,11 +30,38 @@ impl Namespaces for NamespaceCache {
     }
 }
 
+/// How the operator's watch of one param kind stands.
+#[derive(Debug, Clone)]
+pub enum ParamKindEntry {
+    /// Listed and watched.
+    Ready(Arc<ParamObjects>),
+    /// Being resolved or listed.
+    Syncing,
+    /// Not served by the API server (retried until it is).
+    NotServed,
+}
+
+/// Every watched param kind, by (apiVersion, kind).
+#[derive(Debug, Default, Clone)]
+pub struct ParamCache(pub HashMap<(String, String), ParamKindEntry>);
+
+impl Params for ParamCache {
+    fn kind(&self, kind: &ParamKind) -> ParamKindState<'_> {
+        match self.0.get(&(kind.api_version.clone(), kind.kind.clone())) {
+            Some(ParamKindEntry::Ready(objects)) => ParamKindState::Ready(objects),
+            Some(ParamKindEntry::NotServed) => ParamKindState::NotServed,
+            Some(ParamKindEntry::Syncing) | None => ParamKindState::Syncing,
+        }
+    }
+}
+
 /// State shared by the operator (writer) and the webhook (reader).
 #[derive(Debug, Default)]
 pub struct State {
     snapshot: ArcSwapOption<Snapshot>,
     namespaces: ArcSwap<NamespaceCache>,
+    params: ArcSwap<ParamCache>,
+    params_changed: Notify,
     /// The webhook's metrics.
     pub metrics: Metrics,
 }
@@ -58,8 +87,53 @@ impl State {
         self.namespaces.store(Arc::new(labels));
     }
 
-    /// The current namespace labels.
+    /// The current namespaces.
     pub fn namespaces(&self) -> Arc<NamespaceCache> {
         self.namespaces.load_full()
+    }
+
+    /// Sets the entry of one param kind (`None` removes it) and wakes requests waiting for it.
+    pub fn publish_param_kind(&self, key: (String, String), entry: Option<ParamKindEntry>) {
+        self.params.rcu(|cache| {
+            let mut next = ParamCache::clone(cache);
+            match &entry {
+                Some(e) => next.0.insert(key.clone(), e.clone()),
+                None => next.0.remove(&key),
+            };
+            next
+        });
+        self.params_changed.notify_waiters();
+    }
+
+    /// The current param cache.
+    pub fn params(&self) -> Arc<ParamCache> {
+        self.params.load_full()
+    }
+
+    /// Waits until every param kind the snapshot's policies use has finished syncing, or until
+    /// `deadline`; a request right after a restart then sees params instead of a spurious denial.
+    pub async fn wait_for_params(&self, snapshot: &Snapshot, deadline: tokio::time::Instant) {
+        let syncing = |cache: &ParamCache| {
+            snapshot.policies.validating.iter().any(|b| {
+                b.policy
+                    .spec
+                    .param_kind
+                    .as_ref()
+                    .is_some_and(|k| matches!(cache.kind(k), ParamKindState::Syncing))
+            })
+        };
+        while syncing(&self.params()) {
+            let changed = self.params_changed.notified();
+            if syncing(&self.params()) {
+                if tokio::time::timeout_at(deadline, changed).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The evaluation context over the given caches.
+    pub fn context<'c>(namespaces: &'c NamespaceCache, params: &'c ParamCache) -> Context<'c> {
+        Context { namespaces, params }
     }
 }

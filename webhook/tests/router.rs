@@ -46,6 +46,7 @@ fn policy(limit: i64, failure_policy: FailurePolicy) -> PolicySet {
                 name: "demo-binding-test.example.com".into(),
                 policy_name: "demo-policy.example.com".into(),
                 match_resources: None,
+                param_ref: None,
                 validation_actions: vec![ValidationAction::Deny],
             })],
         }],

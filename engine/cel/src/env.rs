@@ -19,6 +19,11 @@ static KUBERNETES: LazyLock<Arc<Registry>> = LazyLock::new(|| {
         Library::Standard,
         Library::Strings,
         Library::Optional,
+        Library::KubeLists,
+        Library::Lists,
+        Library::Sets,
+        Library::Regex,
+        Library::Quantity,
     ]))
 });
 

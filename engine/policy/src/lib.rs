@@ -6,13 +6,15 @@
 pub mod compile;
 pub mod matching;
 pub mod model;
+pub mod params;
 pub mod request;
 pub mod validate;
 
 pub use compile::{ValidatingPolicy, compile_validating};
 pub use matching::Namespaces;
+pub use params::{ParamKindState, ParamObjects, Params};
 pub use request::{Request, RequestError};
-pub use validate::{BoundPolicy, Outcome, validate};
+pub use validate::{BoundPolicy, Context, Outcome, validate};
 
 /// The API group of celgate's own kinds; policies never apply to them.
 pub const GROUP: &str = "admission.celgate.io";
@@ -26,7 +28,7 @@ pub struct PolicySet {
 
 impl PolicySet {
     /// Validates a request against every bound validating policy.
-    pub fn validate(&self, req: &Request<'_>, namespaces: &dyn Namespaces) -> Outcome {
-        validate::validate(&self.validating, req, namespaces)
+    pub fn validate(&self, req: &Request<'_>, ctx: &Context<'_>) -> Outcome {
+        validate::validate(&self.validating, req, ctx)
     }
 }

@@ -162,6 +162,29 @@ pub struct ValidatingPolicySpec {
     pub variables: Vec<NamedExpression>,
 }
 
+/// What a binding does when its paramRef finds no param.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ParameterNotFoundAction {
+    /// Skip the binding.
+    Allow,
+    /// Deny under the policy's failurePolicy (the default).
+    #[default]
+    Deny,
+}
+
+/// How a binding finds its params.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParamRef {
+    /// A single param by name.
+    pub name: Option<String>,
+    /// The params' namespace; defaults to the request's for namespaced kinds.
+    pub namespace: Option<String>,
+    /// Params by label selector.
+    pub selector: Option<LabelSelector>,
+    /// What to do when none is found.
+    pub parameter_not_found_action: ParameterNotFoundAction,
+}
+
 /// A ValidatingAdmissionPolicyBinding as the engine sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ValidatingBindingSpec {
@@ -171,6 +194,8 @@ pub struct ValidatingBindingSpec {
     pub policy_name: String,
     /// Narrowing of the policy's match constraints.
     pub match_resources: Option<MatchResources>,
+    /// Where the params come from.
+    pub param_ref: Option<ParamRef>,
     /// Validation actions, in the order written.
     pub validation_actions: Vec<ValidationAction>,
 }

@@ -9,6 +9,7 @@ use celgate_cel::{Activation, Budget, EvalError, Value};
 use crate::compile::{Compiled, ValidatingPolicy};
 use crate::matching::{self, Namespaces};
 use crate::model::{FailurePolicy, ValidatingBindingSpec, ValidationAction};
+use crate::params::{self, Collected, ParamKindState, Params};
 use crate::request::Request;
 
 /// Cost limit of a single expression evaluation (cel-go `PerCallLimit` as Kubernetes sets it).
@@ -137,18 +138,23 @@ fn exempt(req: &Request<'_>) -> bool {
             ))
 }
 
+/// What evaluation reads from the cluster, through the operator's caches.
+#[derive(Clone, Copy)]
+pub struct Context<'c> {
+    /// Namespaces, for selectors and `namespaceObject`.
+    pub namespaces: &'c dyn Namespaces,
+    /// Param kinds and their objects.
+    pub params: &'c dyn Params,
+}
+
 /// Validates a request against the bound policies.
-pub fn validate(
-    policies: &[BoundPolicy],
-    req: &Request<'_>,
-    namespaces: &dyn Namespaces,
-) -> Outcome {
+pub fn validate(policies: &[BoundPolicy], req: &Request<'_>, ctx: &Context<'_>) -> Outcome {
     let mut out = Outcome::default();
     if exempt(req) {
         return out;
     }
     for bound in policies {
-        evaluate_policy(bound, req, namespaces, &mut out);
+        evaluate_policy(bound, req, ctx, &mut out);
     }
     out
 }
@@ -182,17 +188,12 @@ fn deny_first(out: &mut Outcome, message: String, reason: Option<&str>) {
     }
 }
 
-fn evaluate_policy(
-    bound: &BoundPolicy,
-    req: &Request<'_>,
-    namespaces: &dyn Namespaces,
-    out: &mut Outcome,
-) {
+fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
     let policy = &bound.policy;
     let fail = policy.failure_policy() == FailurePolicy::Fail;
     let policy_match = match &policy.spec.match_constraints {
         None => Err("policy contained no match constraints, a required field".to_string()),
-        Some(c) => matching::matches(c, req, namespaces).map_err(|e| e.to_string()),
+        Some(c) => matching::matches(c, req, ctx.namespaces).map_err(|e| e.to_string()),
     };
     match policy_match {
         Ok(false) => return,
@@ -205,7 +206,16 @@ fn evaluate_policy(
             return;
         }
     }
-    let namespace_object = match namespace_object(req, namespaces) {
+    if let Some(kind) = &policy.spec.param_kind {
+        if let ParamKindState::NotServed = ctx.params.kind(kind) {
+            if fail {
+                let msg = format!("failed to configure policy: {}", params::not_served(kind));
+                deny_first(out, policy_message(&policy.name, None, &msg), None);
+            }
+            return;
+        }
+    }
+    let namespace_object = match namespace_object(req, ctx.namespaces) {
         Ok(ns) => ns,
         Err(e) => {
             deny_first(out, e, Some("NotFound"));
@@ -217,7 +227,7 @@ fn evaluate_policy(
         let started = Instant::now();
         let binding_match = match &binding.match_resources {
             None => Ok(true),
-            Some(m) => matching::matches(m, req, namespaces).map_err(|e| e.to_string()),
+            Some(m) => matching::matches(m, req, ctx.namespaces).map_err(|e| e.to_string()),
         };
         match binding_match {
             Ok(false) => continue,
@@ -234,42 +244,67 @@ fn evaluate_policy(
                 continue;
             }
         }
-        let vars = Vars {
+        let collected = params::collect(
+            policy.spec.param_kind.as_ref(),
+            binding.param_ref.as_ref(),
             req,
-            namespace_object,
-            policy,
-        };
-        if !match_conditions_pass(policy, &vars.activation(), fail, binding, out) {
-            continue;
-        }
-        let decisions = evaluate_validations(policy, &vars, fail);
-        let binding_name: Arc<str> = Arc::from(binding.name.as_str());
-        for d in &decisions {
-            route_decision(policy, binding, &binding_name, d, started.elapsed(), out);
-        }
-        if !decisions.iter().any(|d| d.deny) {
-            let error_type = decisions
-                .iter()
-                .find(|d| d.error)
-                .map_or(ErrorType::NoError, |d| d.error_type);
-            if error_type != ErrorType::NoError {
-                out.checks.push(Check {
-                    policy: policy.name.clone(),
-                    binding: binding_name.clone(),
-                    error_type,
-                    enforcement_action: "allow",
-                    elapsed: started.elapsed(),
-                });
-            }
-        }
-        evaluate_audit_annotations(
-            policy,
-            binding,
-            &vars.activation(),
-            fail,
-            &mut annotations,
-            out,
+            ctx.params,
         );
+        let params = match collected {
+            Ok(Collected::Evaluate(list)) => list,
+            Ok(Collected::Skip) => continue,
+            Err(e) => {
+                if fail {
+                    let msg = format!("failed to configure binding: {e}");
+                    deny_first(
+                        out,
+                        policy_message(&policy.name, Some(&binding.name), &msg),
+                        None,
+                    );
+                }
+                continue;
+            }
+        };
+        let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+        // Each param is its own evaluation with its own budget; any failing param denies.
+        for param in params {
+            let vars = Vars {
+                req,
+                namespace_object,
+                policy,
+                param,
+            };
+            if !match_conditions_pass(policy, &vars.activation(), fail, binding, out) {
+                continue;
+            }
+            let decisions = evaluate_validations(policy, &vars, fail);
+            for d in &decisions {
+                route_decision(policy, binding, &binding_name, d, started.elapsed(), out);
+            }
+            if !decisions.iter().any(|d| d.deny) {
+                let error_type = decisions
+                    .iter()
+                    .find(|d| d.error)
+                    .map_or(ErrorType::NoError, |d| d.error_type);
+                if error_type != ErrorType::NoError {
+                    out.checks.push(Check {
+                        policy: policy.name.clone(),
+                        binding: binding_name.clone(),
+                        error_type,
+                        enforcement_action: "allow",
+                        elapsed: started.elapsed(),
+                    });
+                }
+            }
+            evaluate_audit_annotations(
+                policy,
+                binding,
+                &vars.activation(),
+                fail,
+                &mut annotations,
+                out,
+            );
+        }
     }
     // Distinct values of one key across bindings and params are joined with ", ".
     for (key, values) in annotations {
@@ -301,6 +336,7 @@ struct Vars<'a> {
     req: &'a Request<'a>,
     namespace_object: &'a serde_json::Value,
     policy: &'a ValidatingPolicy,
+    param: Option<&'a serde_json::Value>,
 }
 
 impl<'a> Vars<'a> {
@@ -311,7 +347,7 @@ impl<'a> Vars<'a> {
         act.bind_json("request", self.req.raw);
         act.bind_json("namespaceObject", self.namespace_object);
         if self.policy.spec.param_kind.is_some() {
-            act.bind("params", Value::Null);
+            act.bind_json("params", self.param.unwrap_or(&NULL));
         }
         act.bind_variables(&self.policy.variables);
         act
@@ -664,6 +700,7 @@ mod tests {
                 name: "b".into(),
                 policy_name: "p".into(),
                 match_resources: None,
+                param_ref: None,
                 validation_actions: actions.to_vec(),
             })],
         };
@@ -673,7 +710,12 @@ mod tests {
             "object": {"metadata": {"name": "web"}, "spec": {"replicas": 3,
                 "template": {"spec": {"containers": [{"name": "c", "image": image}]}}}}});
         let req = Request::from_json(&raw).expect("valid request");
-        validate(&[bound], &req, &cache())
+        let namespaces = cache();
+        let ctx = Context {
+            namespaces: &namespaces,
+            params: &crate::params::NoParams,
+        };
+        validate(&[bound], &req, &ctx)
     }
 
     #[test]

@@ -2,11 +2,17 @@
 //! signatures (for the checker), implementations (for the evaluator) and cost (for the cost
 //! model) sit side by side so they cannot disagree.
 
+pub(crate) mod kube_lists;
 pub(crate) mod lists;
+pub(crate) mod opaque;
 pub(crate) mod optional;
+pub(crate) mod quantity;
 pub(crate) mod regex;
+pub(crate) mod sets;
 pub(crate) mod std_lib;
 pub(crate) mod strings;
+#[cfg(test)]
+pub(crate) mod testing;
 pub(crate) mod time;
 
 use std::collections::HashMap;
@@ -225,6 +231,16 @@ pub(crate) enum Library {
     Strings,
     /// cel-go's optional types.
     Optional,
+    /// Kubernetes' lists library (`isSorted`, `sum`, `min`, `max`, `indexOf`, `lastIndexOf`).
+    KubeLists,
+    /// cel-go `ext.Lists` version 3.
+    Lists,
+    /// cel-go `ext.Sets`.
+    Sets,
+    /// Kubernetes' regex library (`find`, `findAll`).
+    Regex,
+    /// Kubernetes' quantity library.
+    Quantity,
 }
 
 /// Builds the registry for `libs`.
@@ -235,6 +251,11 @@ pub(crate) fn build(libs: &[Library]) -> Registry {
             Library::Standard => std_lib::register(&mut r),
             Library::Strings => strings::register(&mut r),
             Library::Optional => optional::register(&mut r),
+            Library::KubeLists => kube_lists::register(&mut r),
+            Library::Lists => lists::register(&mut r),
+            Library::Sets => sets::register(&mut r),
+            Library::Regex => regex::register(&mut r),
+            Library::Quantity => quantity::register(&mut r),
         }
     }
     r

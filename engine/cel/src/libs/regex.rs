@@ -1,11 +1,92 @@
 //! RE2-compatible regular expressions: the `regex` crate with RE2's ASCII-only `\d`, `\w`, `\s`
-//! and `\b`, and `\Q…\E` quoting. Literal patterns are compiled once, by the planner.
+//! and `\b`, and `\Q…\E` quoting. Literal `matches` patterns are compiled once, by the
+//! planner; Kubernetes' `find`/`findAll` (its regex library) compile each pattern once per
+//! process through a small shared cache.
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, RwLock};
 
 use regex::Regex;
 
-use super::str_arg;
+use super::{Registry, actual_size, int_arg, str_arg, traversal_cost};
 use crate::error::EvalError;
-use crate::value::Value;
+use crate::types::Type;
+use crate::value::{List, Value};
+
+/// Registers Kubernetes' regex library: `find` and `findAll`.
+pub(crate) fn register(r: &mut Registry) {
+    use Type::{Int, String};
+    r.def("find")
+        .member(&[String, String], String)
+        .imp(find)
+        .cost(cost_find)
+        .done();
+    r.def("findAll")
+        .member(&[String, String], Type::list(String))
+        .imp(find_all)
+        .cost(cost_find)
+        .done();
+    r.def("findAll")
+        .member(&[String, String, Int], Type::list(String))
+        .imp(find_all)
+        .cost(cost_find)
+        .done();
+}
+
+/// Kubernetes' cost: `ceil((1 + len(s)) * 0.1) * ceil(len(pattern) * 0.25)`.
+fn cost_find(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+    let s = traversal_cost(1 + args.first().map(actual_size).unwrap_or(0));
+    let re = args.get(1).map(actual_size).unwrap_or(0).div_ceil(4);
+    s.saturating_mul(re)
+}
+
+/// Patterns compiled so far, shared by all programs; cleared when it grows past this size.
+const CACHE_LIMIT: usize = 512;
+static CACHE: LazyLock<RwLock<HashMap<Box<str>, Arc<Regex>>>> =
+    LazyLock::new(|| RwLock::new(HashMap::new()));
+
+/// Compiles `pattern` once and shares the result.
+pub(crate) fn cached(pattern: &str) -> Result<Arc<Regex>, EvalError> {
+    if let Ok(cache) = CACHE.read()
+        && let Some(re) = cache.get(pattern)
+    {
+        return Ok(re.clone());
+    }
+    let re = Arc::new(compile(pattern)?);
+    if let Ok(mut cache) = CACHE.write() {
+        if cache.len() >= CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(Box::from(pattern), re.clone());
+    }
+    Ok(re)
+}
+
+fn illegal(e: EvalError) -> EvalError {
+    EvalError::msg(format!("Illegal regex: {e}"))
+}
+
+fn find<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let re = cached(str_arg(args, 1)?).map_err(illegal)?;
+    let s = str_arg(args, 0)?;
+    Ok(Value::string(re.find(s).map_or("", |m| m.as_str())))
+}
+
+fn find_all<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+    let re = cached(str_arg(args, 1)?).map_err(illegal)?;
+    let s = str_arg(args, 0)?;
+    let limit = if args.len() > 2 {
+        int_arg(args, 2)?
+    } else {
+        -1
+    };
+    let found = re.find_iter(s).map(|m| Value::string(m.as_str()));
+    let out: Vec<Value<'a>> = match usize::try_from(limit) {
+        Ok(n) => found.take(n).collect(),
+        Err(_) => found.collect(),
+    };
+    Ok(Value::List(List::from_vec(out)))
+}
 
 /// Compiles an RE2 pattern.
 pub(crate) fn compile(pattern: &str) -> Result<Regex, EvalError> {
@@ -135,5 +216,26 @@ mod tests {
     #[test]
     fn invalid_patterns_are_errors() {
         assert!(compile("(").is_err());
+    }
+
+    #[test]
+    fn find_table() {
+        use crate::libs::testing::{eval, eval_cost};
+        let cases: &[(&str, &str)] = &[
+            ("'abc 123'.find('[0-9]+')", "\"123\""),
+            ("'abc'.find('[0-9]+')", "\"\""),
+            ("'123 abc 456'.findAll('[0-9]+')", "[\"123\", \"456\"]"),
+            ("'123 abc 456'.findAll('[0-9]+', 1)", "[\"123\"]"),
+            ("'123 abc 456'.findAll('[0-9]+', 0)", "[]"),
+            ("'123 abc 456'.findAll('[0-9]+', -1)", "[\"123\", \"456\"]"),
+            ("'abc'.findAll('x*')", "[\"\", \"\", \"\", \"\"]"),
+            ("'ab'.find(x)", "error: no such attribute(s): x"),
+        ];
+        for (src, want) in cases {
+            assert_eq!(eval(src), *want, "{src}");
+        }
+        assert!(eval("'a'.find('(')").starts_with("error: Illegal regex: error parsing regexp"));
+        // ceil(8 * 0.1) * ceil(6 / 4) = 1 * 2.
+        assert_eq!(eval_cost("'abc 123'.find('[0-9]+')"), 2);
     }
 }

@@ -1,0 +1,234 @@
+//! Params: a ConfigMap paramKind read by name, a missing param under `Deny`, an unserved kind
+//! that heals, and param watches that follow use (a kind unbound and bound again is watched
+//! afresh). Each decision is compared with the in-tree plugin's where the in-tree plugin is a
+//! valid oracle (its paramKind stays bound for the whole run, kubernetes#130887).
+
+use std::time::Duration;
+
+use celgate_e2e::{Celgate, Cluster, inner_message, wait_for};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+const POLICY: &str = r#"
+apiVersion: API
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: "replicalimit-policy.example.com"
+spec:
+  failurePolicy: Fail
+  paramKind:
+    apiVersion: PARAM_API
+    kind: PARAM_KIND
+  matchConstraints:
+    resourceRules:
+    - apiGroups:   ["apps"]
+      apiVersions: ["v1"]
+      operations:  ["CREATE", "UPDATE"]
+      resources:   ["deployments"]
+  validations:
+    - expression: "object.spec.replicas <= int(params.data.maxreplicas)"
+      reason: Invalid
+---
+apiVersion: API
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: "replicalimit-binding-test.example.com"
+spec:
+  policyName: "replicalimit-policy.example.com"
+  validationActions: [Deny]
+  paramRef:
+    name: "replica-limit-test.example.com"
+    namespace: "params"
+    parameterNotFoundAction: Deny
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        engine: ENGINE
+"#;
+
+fn policy(api: &str, engine: &str, param_api: &str, param_kind: &str) -> String {
+    POLICY
+        .replace("PARAM_API", param_api)
+        .replace("PARAM_KIND", param_kind)
+        .replace("API", api)
+        .replace("ENGINE", engine)
+}
+
+async fn namespace(client: &kube::Client, name: &str, engine: &str) {
+    let ns: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"engine": engine}}}))
+            .unwrap_or_else(|e| panic!("namespace fixture: {e}"));
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
+}
+
+async fn try_create(client: &kube::Client, ns: &str, replicas: i32) -> Result<(), String> {
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}}
+    }))
+    .unwrap_or_else(|e| panic!("deployment fixture: {e}"));
+    let params = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&params, &d)
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) => Err(inner_message(&s.message).to_string()),
+        Err(e) => panic!("create failed for a reason other than admission: {e}"),
+    }
+}
+
+/// Waits until a create of `replicas` in `ns` gives `want` (`None` = admitted).
+async fn expect(client: &kube::Client, ns: &str, replicas: i32, want: Option<&str>) {
+    let want = want.map(str::to_string);
+    let what = format!("{replicas} replicas in {ns} → {want:?}");
+    wait_for(&what, Duration::from_secs(30), || {
+        let want = want.clone();
+        async move { (try_create(client, ns, replicas).await.err() == want).then_some(()) }
+    })
+    .await;
+}
+
+fn configmap(cluster: &Cluster, max: u32) {
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: replica-limit-test.example.com\n  namespace: params\ndata:\n  maxreplicas: \"{max}\"\n"
+    ));
+}
+
+const PREFIX: &str = "ValidatingAdmissionPolicy 'replicalimit-policy.example.com' with binding 'replicalimit-binding-test.example.com' denied request: ";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn params_decide_like_in_tree_and_follow_the_cluster() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let _celgate = Celgate::start(&cluster).await;
+    let client = cluster.client().await;
+    for (ns, engine) in [
+        ("params", "none"),
+        ("ours", "celgate"),
+        ("theirs", "intree"),
+    ] {
+        namespace(&client, ns, engine).await;
+    }
+    cluster.apply(&policy(
+        "admission.celgate.io/v1",
+        "celgate",
+        "v1",
+        "ConfigMap",
+    ));
+    cluster.apply(&policy(
+        "admissionregistration.k8s.io/v1",
+        "intree",
+        "v1",
+        "ConfigMap",
+    ));
+
+    // No param yet: both deny with the Deny action's configuration error.
+    let missing = format!(
+        "{PREFIX}failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"
+    );
+    for ns in ["ours", "theirs"] {
+        expect(&client, ns, 1, Some(&missing)).await;
+    }
+
+    // The param appears: its value decides, in both engines, with the same message.
+    configmap(&cluster, 3);
+    let too_many =
+        format!("{PREFIX}failed expression: object.spec.replicas <= int(params.data.maxreplicas)");
+    for ns in ["ours", "theirs"] {
+        expect(&client, ns, 4, Some(&too_many)).await;
+        expect(&client, ns, 3, None).await;
+    }
+    // The param changes: the new value is used.
+    configmap(&cluster, 5);
+    for ns in ["ours", "theirs"] {
+        expect(&client, ns, 4, None).await;
+        expect(&client, ns, 6, Some(&too_many)).await;
+    }
+
+    // Churn (celgate only): unbind the ConfigMap kind, change the param, bind again: the
+    // watch starts afresh and sees the new value (in-tree 1.36 would keep a frozen cache).
+    let out = cluster.kubectl(
+        &[
+            "delete",
+            "cvapb",
+            "replicalimit-binding-test.example.com",
+            "--wait",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    expect(&client, "ours", 100, None).await;
+    configmap(&cluster, 8);
+    cluster.apply(&policy(
+        "admission.celgate.io/v1",
+        "celgate",
+        "v1",
+        "ConfigMap",
+    ));
+    expect(&client, "ours", 8, None).await;
+    expect(&client, "ours", 9, Some(&too_many)).await;
+
+    // An unserved paramKind is a policy configuration error in both engines ...
+    let unserved = "ValidatingAdmissionPolicy 'replicalimit-policy.example.com' denied request: failed to configure policy: failed to find resource referenced by paramKind: 'example.invalid/v1, Kind=Nope'";
+    cluster.apply(&policy(
+        "admission.celgate.io/v1",
+        "celgate",
+        "example.invalid/v1",
+        "Nope",
+    ));
+    expect(&client, "ours", 1, Some(unserved)).await;
+
+    // ... and heals in celgate when the kind appears.
+    cluster.apply(
+        r#"
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: nopes.example.invalid
+spec:
+  group: example.invalid
+  names: {kind: Nope, plural: nopes, singular: nope}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        x-kubernetes-preserve-unknown-fields: true
+"#,
+    );
+    let out = cluster.kubectl(
+        &[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/nopes.example.invalid",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster.apply("apiVersion: example.invalid/v1\nkind: Nope\nmetadata:\n  name: replica-limit-test.example.com\n  namespace: params\ndata:\n  maxreplicas: \"2\"\n");
+    expect(&client, "ours", 2, None).await;
+    expect(&client, "ours", 3, Some(&too_many)).await;
+}

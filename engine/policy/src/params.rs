@@ -1,0 +1,272 @@
+//! Collecting a binding's params (kube-apiserver's `CollectParams`): by name or selector, in the
+//! paramRef's namespace or the request's, with parameterNotFoundAction and upstream's errors.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::matching::selector_matches;
+use crate::model::{ParamKind, ParamRef, ParameterNotFoundAction};
+use crate::request::Request;
+
+/// The objects of one param kind, as the operator's watch of that kind knows them.
+#[derive(Debug, Default, Clone)]
+pub struct ParamObjects {
+    /// True for namespaced kinds.
+    pub namespaced: bool,
+    /// Objects by (namespace, name); namespace is empty for cluster-scoped kinds.
+    pub objects: BTreeMap<(String, String), Value>,
+}
+
+/// How a param kind stands in the cluster.
+#[derive(Debug, Clone, Copy)]
+pub enum ParamKindState<'a> {
+    /// Served and watched, with its current objects.
+    Ready(&'a ParamObjects),
+    /// Served, but its watch has not listed everything yet.
+    Syncing,
+    /// The API server does not serve this kind.
+    NotServed,
+}
+
+/// The param kinds the engine can read, implemented by the operator's param cache.
+pub trait Params {
+    /// The state of a param kind.
+    fn kind(&self, kind: &ParamKind) -> ParamKindState<'_>;
+}
+
+/// A param source with no kinds at all (for policies and tests without params).
+pub struct NoParams;
+
+impl Params for NoParams {
+    fn kind(&self, _: &ParamKind) -> ParamKindState<'_> {
+        ParamKindState::NotServed
+    }
+}
+
+/// `group/version, Kind=Kind` as Go's GroupVersionKind prints it (core group: `/v1, Kind=…`).
+pub fn gvk_string(kind: &ParamKind) -> String {
+    let (group, version) = kind
+        .api_version
+        .split_once('/')
+        .unwrap_or(("", kind.api_version.as_str()));
+    format!("{group}/{version}, Kind={}", kind.kind)
+}
+
+/// The policy-level error for a param kind the API server does not serve.
+pub fn not_served(kind: &ParamKind) -> String {
+    format!(
+        "failed to find resource referenced by paramKind: '{}'",
+        gvk_string(kind)
+    )
+}
+
+/// What collecting params gave.
+#[derive(Debug)]
+pub enum Collected<'p> {
+    /// Evaluate once per entry; `None` binds `params` to null.
+    Evaluate(Vec<Option<&'p Value>>),
+    /// No params and the action is Allow: the binding is skipped.
+    Skip,
+}
+
+/// Collects the params of a binding for a request. `Err` is a binding configuration error
+/// (`failed to configure binding: <err>` under the failurePolicy).
+pub fn collect<'p>(
+    kind: Option<&ParamKind>,
+    param_ref: Option<&ParamRef>,
+    req: &Request<'_>,
+    params: &'p dyn Params,
+) -> Result<Collected<'p>, String> {
+    let (Some(kind), Some(param_ref)) = (kind, param_ref) else {
+        return Ok(Collected::Evaluate(vec![None]));
+    };
+    let store = match params.kind(kind) {
+        ParamKindState::Ready(store) => store,
+        ParamKindState::Syncing => {
+            return Err(format!(
+                "paramKind kind `{}` not yet synced to use for admission",
+                go_param_kind(kind)
+            ));
+        }
+        ParamKindState::NotServed => {
+            return Err(format!(
+                "paramKind kind `{}` not known",
+                go_param_kind(kind)
+            ));
+        }
+    };
+    let namespace = if store.namespaced {
+        match param_ref.namespace.as_deref().filter(|n| !n.is_empty()) {
+            Some(ns) => ns,
+            None if !req.namespace.is_empty() => req.namespace,
+            None => {
+                return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
+            }
+        }
+    } else {
+        if param_ref
+            .namespace
+            .as_deref()
+            .is_some_and(|n| !n.is_empty())
+        {
+            return Err(
+                "paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into(),
+            );
+        }
+        ""
+    };
+    let found: Vec<Option<&Value>> = match (&param_ref.name, &param_ref.selector) {
+        (Some(_), Some(_)) => {
+            return Err("paramRef.name and paramRef.selector are mutually exclusive".into());
+        }
+        (Some(name), None) => store
+            .objects
+            .get(&(namespace.to_string(), name.clone()))
+            .map(Some)
+            .into_iter()
+            .collect(),
+        (None, Some(selector)) => {
+            let mut out = Vec::new();
+            for ((ns, _), obj) in &store.objects {
+                if ns != namespace {
+                    continue;
+                }
+                let labels = obj
+                    .get("metadata")
+                    .and_then(|m| m.get("labels"))
+                    .and_then(Value::as_object);
+                if selector_matches(selector, labels).map_err(|e| e.to_string())? {
+                    out.push(Some(obj));
+                }
+            }
+            out
+        }
+        (None, None) => return Err("one of name or selector must be provided".into()),
+    };
+    if !found.is_empty() {
+        return Ok(Collected::Evaluate(found));
+    }
+    match param_ref.parameter_not_found_action {
+        ParameterNotFoundAction::Deny => {
+            Err("no params found for policy binding with `Deny` parameterNotFoundAction".into())
+        }
+        ParameterNotFoundAction::Allow => Ok(Collected::Skip),
+    }
+}
+
+/// The protobuf text form Go prints for a ParamKind in errors.
+fn go_param_kind(kind: &ParamKind) -> String {
+    format!(
+        "&ParamKind{{APIVersion:{},Kind:{},}}",
+        kind.api_version, kind.kind
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    struct One(ParamObjects);
+    impl Params for One {
+        fn kind(&self, _: &ParamKind) -> ParamKindState<'_> {
+            ParamKindState::Ready(&self.0)
+        }
+    }
+
+    fn store(namespaced: bool) -> One {
+        let ns = if namespaced { "team" } else { "" };
+        let obj = |name: &str, env: &str| json!({"metadata": {"name": name, "labels": {"env": env}}, "max": 3});
+        One(ParamObjects {
+            namespaced,
+            objects: BTreeMap::from([
+                ((ns.to_string(), "a".to_string()), obj("a", "prod")),
+                ((ns.to_string(), "b".to_string()), obj("b", "test")),
+                (("other".to_string(), "c".to_string()), obj("c", "prod")),
+            ]),
+        })
+    }
+
+    fn request(namespace: &str) -> Value {
+        json!({"uid": "u", "operation": "CREATE", "namespace": namespace,
+            "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"}})
+    }
+
+    fn run(namespaced: bool, r: ParamRef, ns: &str) -> Result<usize, String> {
+        let kind = ParamKind {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        let raw = request(ns);
+        let req = Request::from_json(&raw).expect("valid");
+        let params = store(namespaced);
+        match collect(Some(&kind), Some(&r), &req, &params)? {
+            Collected::Evaluate(list) => Ok(list.len()),
+            Collected::Skip => Ok(0),
+        }
+    }
+
+    #[test]
+    fn by_name_selector_and_namespace_defaulting() {
+        let by_name = ParamRef {
+            name: Some("a".into()),
+            ..Default::default()
+        };
+        assert_eq!(run(true, by_name.clone(), "team"), Ok(1));
+        assert_eq!(
+            run(true, by_name.clone(), ""),
+            Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into())
+        );
+        assert_eq!(
+            run(true, by_name.clone(), "elsewhere"),
+            Err("no params found for policy binding with `Deny` parameterNotFoundAction".into())
+        );
+        let allow = ParamRef {
+            parameter_not_found_action: ParameterNotFoundAction::Allow,
+            ..by_name.clone()
+        };
+        assert_eq!(run(true, allow, "elsewhere"), Ok(0));
+        let all = ParamRef {
+            selector: Some(Default::default()),
+            ..Default::default()
+        };
+        assert_eq!(run(true, all.clone(), "team"), Ok(2));
+        let both = ParamRef {
+            selector: Some(Default::default()),
+            ..by_name
+        };
+        assert_eq!(
+            run(true, both, "team"),
+            Err("paramRef.name and paramRef.selector are mutually exclusive".into())
+        );
+        let cluster_ns = ParamRef {
+            namespace: Some("team".into()),
+            ..all
+        };
+        assert_eq!(
+            run(false, cluster_ns, "team"),
+            Err("paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into())
+        );
+        assert_eq!(
+            run(true, ParamRef::default(), "team"),
+            Err("one of name or selector must be provided".into())
+        );
+    }
+
+    #[test]
+    fn unset_param_kind_or_ref_evaluates_once_with_null() {
+        let raw = request("team");
+        let req = Request::from_json(&raw).expect("valid");
+        let got = collect(None, None, &req, &NoParams).expect("no error");
+        assert!(matches!(got, Collected::Evaluate(v) if v == vec![None]));
+        assert_eq!(
+            gvk_string(&ParamKind {
+                api_version: "example.invalid/v1".into(),
+                kind: "Nope".into()
+            }),
+            "example.invalid/v1, Kind=Nope"
+        );
+    }
+}
