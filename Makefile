@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e lint fmt crds crds-check cluster-build cluster-up cluster-down run conformance bench-cel deps
+.PHONY: help build test unit e2e lint fmt crds crds-check cluster-build cluster-up cluster-down run conformance bench-cel deps differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -56,5 +56,30 @@ run: deps ## Run celgate against KUBECONFIG, or against a local control plane it
 conformance: ## The cel-spec conformance suite: prints a summary and writes target/conformance.json
 	$(CARGO) test -p celgate-cel --release --test conformance -- --nocapture
 
-bench-cel: ## CEL evaluation benchmark
-	$(CARGO) bench -p celgate-cel --bench eval
+# The cel-go oracle (engine/cel/differential), built from the Go module proxy.
+DIFF_DIR ?= $(CURDIR)/target/differential
+DIFF_BIN := $(DIFF_DIR)/celgate-differential
+FUZZ_SECONDS ?= 60
+
+$(DIFF_BIN): $(wildcard engine/cel/differential/*.go engine/cel/differential/go.*)
+	@mkdir -p $(DIFF_DIR)
+	cd engine/cel/differential && GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o $(DIFF_BIN) .
+
+bench-cel: $(DIFF_BIN) ## celgate vs cel-go on the policy corpus: ns/op, ratios, geometric mean; writes target/differential/bench.json
+	$(DIFF_BIN) gen -out $(DIFF_DIR)/corpus.json
+	$(DIFF_BIN) bench -corpus $(DIFF_DIR)/corpus.json -out $(DIFF_DIR)/bench-cel-go.json
+	CEL_BENCH_CORPUS=$(DIFF_DIR)/corpus.json CEL_BENCH_CEL_GO=$(DIFF_DIR)/bench-cel-go.json \
+		CEL_BENCH_REPORT=$(DIFF_DIR)/bench.json $(CARGO) bench -p celgate-cel --bench versus
+
+differential: $(DIFF_BIN) ## Differential test against cel-go: prints a summary, writes target/differential/report.json
+	$(DIFF_BIN) gen -out $(DIFF_DIR)/corpus.json
+	$(DIFF_BIN) oracle -corpus $(DIFF_DIR)/corpus.json -out $(DIFF_DIR)/cel-go.json
+	CEL_DIFFERENTIAL_CORPUS=$(DIFF_DIR)/corpus.json CEL_DIFFERENTIAL_ORACLE=$(DIFF_DIR)/cel-go.json \
+		CEL_DIFFERENTIAL_REPORT=$(DIFF_DIR)/report.json \
+		$(CARGO) test -p celgate-cel --release --test differential -- --nocapture
+
+fuzz: ## Fuzz parse + check + eval for FUZZ_SECONDS (default 60) with cargo-fuzz (installed if missing)
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	@mkdir -p engine/cel/fuzz/corpus/eval
+	cd engine/cel/fuzz && $(CARGO) +nightly fuzz run eval corpus/eval seeds -- \
+		-max_total_time=$(FUZZ_SECONDS) -max_len=512 -timeout=10 -dict=eval.dict

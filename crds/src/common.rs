@@ -48,32 +48,13 @@ pub struct ParamKind {
     pub kind: Option<String>,
 }
 
-/// How a binding finds the param objects of its policy.
+/// How a binding finds the param objects of its policy. The in-tree API (1.36) has no default
+/// for `parameterNotFoundAction`: it is required (`spec.paramRef.parameterNotFoundAction:
+/// Required value`), so the schema requires it too.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-map-type" = "atomic"))]
 pub struct ParamRef {
-    /// Name of the single param object; exclusive with `selector`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub name: Option<String>,
-    /// Namespace of the params; defaults to the request's namespace for namespaced param kinds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    /// Label selector over param objects; every match is evaluated. Exclusive with `name`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<LabelSelector>,
-    /// What to do when no param is found: `Deny` (default) or `Allow`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("default" = "Deny"))]
-    pub parameter_not_found_action: Option<ParameterNotFoundAction>,
-}
-
-/// How a MutatingAdmissionPolicyBinding finds its params. Unlike the validating binding's, the
-/// in-tree API (1.36) does not default `parameterNotFoundAction` here: it is required.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-map-type" = "atomic"))]
-pub struct MutatingParamRef {
     /// Name of the single param object; exclusive with `selector`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,

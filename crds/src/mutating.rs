@@ -5,8 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    FailurePolicy, MatchCondition, MatchResources, MutatingParamRef, ObjectStatus, ParamKind,
-    Variable,
+    FailurePolicy, MatchCondition, MatchResources, ObjectStatus, ParamKind, ParamRef, Variable,
 };
 
 /// A set of CEL mutations applied to the requests its bindings select.
@@ -121,7 +120,7 @@ pub struct MutatingAdmissionPolicyBindingSpec {
     pub policy_name: Option<String>,
     /// Where the policy's params come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub param_ref: Option<MutatingParamRef>,
+    pub param_ref: Option<ParamRef>,
     /// Narrows the policy's match constraints; unset matches everything the policy matches.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub match_resources: Option<MatchResources>,

@@ -35,8 +35,8 @@ fn schemas_carry_upstream_defaults_and_list_types() {
     let bspec = &vapb["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"];
     assert_eq!(bspec["validationActions"]["x-kubernetes-list-type"], "set");
     assert_eq!(
-        bspec["paramRef"]["properties"]["parameterNotFoundAction"]["default"],
-        "Deny"
+        bspec["paramRef"]["required"],
+        serde_json::json!(["parameterNotFoundAction"])
     );
     for (_, crd) in &crds {
         assert_eq!(crd.spec.scope, "Cluster");

@@ -192,8 +192,44 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
 async fn bad_input_gets_defined_outcomes() {
     let cluster = Cluster::start();
     cluster.install_crds();
-    let celgate = Celgate::start(&cluster).await;
     let client = cluster.client().await;
+    // Policies whose CEL does not parse, written while celgate (and so its validating webhook,
+    // which would reject them) is not running: they are stored, and their failurePolicy decides.
+    namespace(&client, "broken-fail", "broken-fail").await;
+    namespace(&client, "broken-ignore", "broken-ignore").await;
+    for (failure, engine) in [("Fail", "broken-fail"), ("Ignore", "broken-ignore")] {
+        cluster.apply(&format!(
+            r#"
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: broken-{engine}
+spec:
+  failurePolicy: {failure}
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments"]
+  validations:
+    - expression: "object.spec.replicas <"
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: broken-{engine}
+spec:
+  policyName: broken-{engine}
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        engine: {engine}
+"#
+        ));
+    }
+    let celgate = Celgate::start(&cluster).await;
 
     // Malformed AdmissionReviews posted straight to the webhook: HTTP 400 saying what is wrong.
     let url = format!("https://127.0.0.1:{}/validate", celgate.port);
@@ -234,41 +270,6 @@ async fn bad_input_gets_defined_outcomes() {
         );
     }
 
-    // A policy whose CEL does not parse is stored, and its failurePolicy decides.
-    namespace(&client, "broken-fail", "broken-fail").await;
-    namespace(&client, "broken-ignore", "broken-ignore").await;
-    for (failure, engine) in [("Fail", "broken-fail"), ("Ignore", "broken-ignore")] {
-        cluster.apply(&format!(
-            r#"
-apiVersion: admission.celgate.io/v1
-kind: ValidatingAdmissionPolicy
-metadata:
-  name: broken-{engine}
-spec:
-  failurePolicy: {failure}
-  matchConstraints:
-    resourceRules:
-    - apiGroups: ["apps"]
-      apiVersions: ["v1"]
-      operations: ["CREATE"]
-      resources: ["deployments"]
-  validations:
-    - expression: "object.spec.replicas <"
----
-apiVersion: admission.celgate.io/v1
-kind: ValidatingAdmissionPolicyBinding
-metadata:
-  name: broken-{engine}
-spec:
-  policyName: broken-{engine}
-  validationActions: [Deny]
-  matchResources:
-    namespaceSelector:
-      matchLabels:
-        engine: {engine}
-"#
-        ));
-    }
     let (message, _) = wait_denied(&client, "broken-fail", 1).await;
     let inner = inner_message(&message);
     assert!(

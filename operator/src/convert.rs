@@ -131,8 +131,8 @@ pub fn validating_binding(
             namespace: r.namespace.clone(),
             selector: r.selector.as_ref().map(|s| selector(Some(s))),
             parameter_not_found_action: match r.parameter_not_found_action {
-                Some(api::ParameterNotFoundAction::Allow) => model::ParameterNotFoundAction::Allow,
-                _ => model::ParameterNotFoundAction::Deny,
+                api::ParameterNotFoundAction::Allow => model::ParameterNotFoundAction::Allow,
+                api::ParameterNotFoundAction::Deny => model::ParameterNotFoundAction::Deny,
             },
         }),
         validation_actions: s

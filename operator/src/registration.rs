@@ -22,6 +22,9 @@ pub const CONFIGURATION_NAME: &str = "celgate";
 pub const VALIDATE_FAIL: &str = "validate.celgate.io";
 /// The fail-open validating webhook (policies with failurePolicy Ignore).
 pub const VALIDATE_IGNORE: &str = "validate-ignore.celgate.io";
+/// The webhook validating celgate's own policies and bindings. It fails open: when celgate is
+/// down, its own objects can still be written (the CRD schema still holds what it can express).
+pub const VALIDATE_POLICIES: &str = "validate-policies.celgate.io";
 
 /// Where the API server reaches the webhook.
 #[derive(Clone, Debug)]
@@ -151,6 +154,26 @@ pub fn validating_configuration(
             match_conditions: None,
         })
     })
+    .chain(std::iter::once(ValidatingWebhook {
+        name: VALIDATE_POLICIES.to_string(),
+        admission_review_versions: vec!["v1".to_string()],
+        client_config: endpoint.client_config("/validate-policies", ca_pem),
+        failure_policy: Some("Ignore".to_string()),
+        match_policy: Some("Equivalent".to_string()),
+        rules: Some(vec![RuleWithOperations {
+            operations: Some(vec!["CREATE".into(), "UPDATE".into()]),
+            api_groups: Some(vec![celgate_engine::GROUP.to_string()]),
+            api_versions: Some(vec!["v1".into()]),
+            resources: Some(vec![
+                "validatingadmissionpolicies".into(),
+                "validatingadmissionpolicybindings".into(),
+            ]),
+            scope: Some("Cluster".into()),
+        }]),
+        side_effects: "None".to_string(),
+        timeout_seconds: Some(10),
+        ..Default::default()
+    }))
     .collect();
     ValidatingWebhookConfiguration {
         metadata: ObjectMeta {

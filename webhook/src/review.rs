@@ -1,6 +1,7 @@
 //! The AdmissionReview v1 codec: decode a review into a borrowed engine request, encode the
 //! engine's outcome as the review response kube-apiserver expects.
 
+use celgate_engine::request::Operation;
 use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
 use celgate_engine::{Request, RequestError};
 use serde_json::{Map, Value, json};
@@ -90,6 +91,47 @@ pub fn response(uid: &str, outcome: &Outcome) -> Value {
         resp.insert("auditAnnotations".into(), Value::Object(annotations));
     }
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp})
+}
+
+/// The response to a write of one of celgate's own kinds: allowed, or 422 Invalid with every
+/// field error, as kube-apiserver answers for the in-tree kinds.
+pub fn policy_validation_response(req: &Request<'_>) -> Value {
+    use celgate_engine::apivalidation::{invalid_message, validate_binding, validate_policy};
+    let errors = match (req.operation, req.kind.name) {
+        (Operation::Create | Operation::Update, "ValidatingAdmissionPolicy") => {
+            validate_policy(req.object)
+        }
+        (Operation::Create | Operation::Update, "ValidatingAdmissionPolicyBinding") => {
+            validate_binding(req.object)
+        }
+        _ => Vec::new(),
+    };
+    if errors.is_empty() {
+        return allow(req.uid);
+    }
+    let name = req
+        .object
+        .get("metadata")
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or(req.name);
+    let causes: Vec<Value> = errors
+        .iter()
+        .map(|e| {
+            let message = e.to_string();
+            let message = message
+                .strip_prefix(&format!("{}: ", e.field))
+                .unwrap_or(&message)
+                .to_string();
+            json!({"reason": e.kind.cause_reason(), "message": message, "field": e.field})
+        })
+        .collect();
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
+        "uid": req.uid, "allowed": false,
+        "status": {"metadata": {}, "status": "Failure", "reason": "Invalid", "code": 422,
+            "message": invalid_message(req.kind.name, req.kind.group, name, &errors),
+            "details": {"name": name, "group": req.kind.group,
+                "kind": req.kind.name, "causes": causes}}}})
 }
 
 /// The response allowing a request with nothing to say.

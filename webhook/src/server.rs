@@ -109,6 +109,7 @@ pub fn router(state: Arc<State>) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
+        .route("/validate-policies", post(validate_policies))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
@@ -168,6 +169,20 @@ async fn mutate(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Respons
         return not_ready();
     }
     json_response(&review::allow(req.uid))
+}
+
+/// Rejects celgate's own policies and bindings exactly where kube-apiserver rejects the in-tree
+/// kinds on create and update.
+async fn validate_policies(body: Bytes) -> Response {
+    let review = match review::decode(&body) {
+        Ok(r) => r,
+        Err(e) => return bad_request(e),
+    };
+    let req = match review::request(&review) {
+        Ok(r) => r,
+        Err(e) => return bad_request(e),
+    };
+    json_response(&review::policy_validation_response(&req))
 }
 
 async fn readyz(AxumState(state): AxumState<Arc<State>>) -> Response {

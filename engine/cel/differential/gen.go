@@ -167,8 +167,9 @@ func (g *generator) policies() {
 func (g *generator) operators() {
 	bin := []string{"+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">="}
 	for _, op := range bin {
-		g.cross("op/"+opName(op), "%s "+op+" %s", opPool, opPool)
-		g.cross("op-dyn/"+opName(op), "dyn(%s) "+op+" dyn(%s)", numPool, numPool)
+		verb := strings.ReplaceAll(op, "%", "%%")
+		g.cross("op/"+opName(op), "%s "+verb+" %s", opPool, opPool)
+		g.cross("op-dyn/"+opName(op), "dyn(%s) "+verb+" dyn(%s)", numPool, numPool)
 	}
 	g.cross("op/in", "%s in %s", opPool, []string{"[1, 2]", "[1.0, 'a']", "['ab', 'é']", "{'a': 1}", "{1: 2}", "[]", "{}", "[null]", "dyn([1u, 2.5])"})
 	g.cross("op/in-dyn", "dyn(%s) in [dyn(1), dyn(2u), dyn(3.5)]", numPool)

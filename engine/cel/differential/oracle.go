@@ -178,9 +178,19 @@ func evalCase(env *cel.Env, cs Case, vars map[string]any) (r Result) {
 	return r
 }
 
+// maxDepth is how deep encode descends into lists, maps and optionals; deeper values are
+// encoded as {"depth": maxDepth} on both sides.
+const maxDepth = 40
+
 // encode renders a CEL value as JSON tagged with its kind; the Rust side renders celgate's
 // values the same way.
-func encode(v ref.Val) any {
+func encode(v ref.Val) any { return encodeAt(v, 0) }
+
+func encodeAt(v ref.Val, depth int) any {
+	if depth >= maxDepth {
+		return map[string]any{"depth": maxDepth}
+	}
+	encode := func(v ref.Val) any { return encodeAt(v, depth+1) }
 	switch x := v.(type) {
 	case types.Null:
 		return map[string]any{"null": nil}

@@ -627,7 +627,13 @@ impl<'e> Checker<'_, 'e> {
         let Some(result) = result else {
             let shown: Vec<String> = arg_types
                 .iter()
-                .map(|t| self.subs.substitute(t, true).to_string())
+                // cel-go's checker prints the null type as `null` in its messages.
+                .map(|t| {
+                    self.subs
+                        .substitute(t, true)
+                        .to_string()
+                        .replace("null_type", "null")
+                })
                 .collect();
             let sig = if member {
                 format!(

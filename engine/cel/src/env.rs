@@ -24,6 +24,12 @@ static KUBERNETES: LazyLock<Arc<Registry>> = LazyLock::new(|| {
         Library::Sets,
         Library::Regex,
         Library::Quantity,
+        Library::Ip,
+        Library::Urls,
+        Library::Semver,
+        Library::Format,
+        Library::Authz,
+        Library::StringFormat,
     ]))
 });
 
@@ -77,6 +83,12 @@ impl EnvBuilder {
             def.global(&params, result)
         };
         def.done();
+        self
+    }
+
+    /// Adds the functions only mutation expressions get (`jsonpatch.escapeKey`).
+    pub fn mutation_library(mut self) -> Self {
+        libs::jsonpatch::register(Arc::make_mut(&mut self.registry));
         self
     }
 
@@ -181,7 +193,11 @@ impl Env {
                 container: &inner.container,
                 homogeneous_literals: inner.homogeneous_literals,
             };
-            let (checked, issues) = check::check(&parsed.expr, &decls, &parsed.positions);
+            let (checked, mut issues) = check::check(&parsed.expr, &decls, &parsed.positions);
+            // Kubernetes' extended validations come with its homogeneous-literal checking.
+            if issues.is_empty() && inner.homogeneous_literals {
+                issues = libs::validators::validate(&parsed.expr, &parsed.positions);
+            }
             if !issues.is_empty() {
                 return Err(CompileError::new(src, issues));
             }

@@ -34,6 +34,8 @@ pub use activation::Activation;
 pub use cost::{Budget, MATCH_CONDITIONS_BUDGET, PER_CALL_LIMIT, RUNTIME_BUDGET};
 pub use env::{Env, EnvBuilder, Program};
 pub use error::{CompileError, EvalError, Issue};
+pub use libs::authz;
+pub use libs::authz::{Authorizer, AuthzDecision, AuthzRequest};
 pub use types::{ObjectType, Type};
 pub use value::Value;
 pub use variables::Variables;

@@ -93,11 +93,13 @@ fn differential_against_cel_go() {
 
     // A thread with the main thread's usual stack, so deep expressions behave as they would
     // on a server thread rather than on the test harness' smaller one.
-    let (report, same_ids) = std::thread::Builder::new()
-        .stack_size(8 << 20)
-        .spawn(move || run(&corpus, &go))
-        .and_then(|h| h.join().map_err(|_| std::io::Error::other("panicked")))
-        .unwrap_or_else(|e| panic!("differential run: {e}"));
+    let (report, same_ids) = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .stack_size(8 << 20)
+            .spawn_scoped(s, || run(&corpus, &go))
+            .and_then(|h| h.join().map_err(|_| std::io::Error::other("panicked")))
+            .unwrap_or_else(|e| panic!("differential run: {e}"))
+    });
 
     let report_path = env_path("CEL_DIFFERENTIAL_REPORT").unwrap_or_else(|| {
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("differential-report.json")
@@ -148,6 +150,7 @@ fn run(corpus: &Corpus, go: &HashMap<&str, &Json>) -> (Json, BTreeSet<String>) {
             "group": case.group,
             "expr": case.expr,
             "bind": case.bind,
+            "bench": case.bench,
             "kinds": kinds,
             "celgate": ours.to_json(),
             "cel_go": theirs.to_json(),
@@ -266,8 +269,19 @@ fn error_class(msg: &str) -> &str {
     msg.split(':').next().unwrap_or(msg).trim()
 }
 
+/// How deep [`encode`] descends (the oracle's `maxDepth`).
+const MAX_DEPTH: usize = 40;
+
 /// A celgate value in the oracle's tagged JSON form.
 fn encode(v: &Value<'_>) -> Json {
+    encode_at(v, 0)
+}
+
+fn encode_at(v: &Value<'_>, depth: usize) -> Json {
+    if depth >= MAX_DEPTH {
+        return json!({"depth": MAX_DEPTH});
+    }
+    let encode = |v: &Value<'_>| encode_at(v, depth + 1);
     match v {
         Value::Null => json!({"null": null}),
         Value::Bool(b) => json!({"bool": b}),

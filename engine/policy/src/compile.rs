@@ -114,28 +114,49 @@ impl ValidatingPolicy {
 }
 
 /// The declarations every policy expression sees; `params` only when the policy has a paramKind.
-fn environment(spec: &ValidatingPolicySpec) -> Env {
+pub fn environment(spec: &ValidatingPolicySpec) -> Env {
+    base_environment(spec.param_kind.is_some())
+}
+
+/// The policy environment, with `params` declared when the policy has a paramKind.
+pub fn base_environment(has_params: bool) -> Env {
     let mut b = Env::kubernetes()
         .variable("object", Type::Dyn)
         .variable("oldObject", Type::Dyn)
         .variable("request", Type::Dyn)
         .variable("namespaceObject", Type::Dyn);
-    if spec.param_kind.is_some() {
+    if has_params {
         b = b.variable("params", Type::Dyn);
     }
     b.build()
 }
 
-/// Compiles `src` and checks its result type is one of `want` (or dyn).
-fn compile_expr(env: &Env, src: &str, want: &[Type]) -> Compiled {
+/// Why an expression cannot be used, worded as kube-apiserver's API validation words it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ExprError {
+    /// Parse or type-check issues (cel-go's issue text).
+    #[error("compilation failed: {0}")]
+    Compile(String),
+    /// The checked result type is not exactly one the field allows (`dyn` is not accepted).
+    #[error("must evaluate to {want} but got {got}")]
+    ResultType {
+        /// The allowed type(s), e.g. `bool` or `one of [string null_type]`.
+        want: String,
+        /// The checked type.
+        got: String,
+    },
+}
+
+/// Compiles `src` and checks its result type is exactly one of `want` (any type when empty).
+pub fn compile_checked(env: &Env, src: &str, want: &[Type]) -> Result<Program, ExprError> {
     let program = env
         .compile(src)
-        .map_err(|e| format!("compilation error: compilation failed: {e}"))?;
+        .map_err(|e| ExprError::Compile(e.to_string()))?;
     let got = program.output_type();
-    if *got == Type::Dyn || want.contains(got) {
+    if want.is_empty() || want.contains(got) {
         return Ok(program);
     }
-    let expected = match want {
+    let want = match want {
         [one] => one.to_string(),
         many => format!(
             "one of [{}]",
@@ -145,9 +166,27 @@ fn compile_expr(env: &Env, src: &str, want: &[Type]) -> Compiled {
                 .join(" ")
         ),
     };
-    Err(format!(
-        "compilation error: must evaluate to {expected} but got {got}"
-    ))
+    Err(ExprError::ResultType {
+        want,
+        got: got.to_string(),
+    })
+}
+
+/// Compiles a stored expression; a failure becomes the message requests see.
+fn compile_expr(env: &Env, src: &str, want: &[Type]) -> Compiled {
+    compile_checked(env, src, want).map_err(|e| format!("compilation error: {e}"))
+}
+
+/// The result types each expression field allows.
+pub mod result_types {
+    use celgate_cel::Type;
+
+    /// validations[].expression and matchConditions[].expression.
+    pub const CONDITION: &[Type] = &[Type::Bool];
+    /// validations[].messageExpression.
+    pub const MESSAGE: &[Type] = &[Type::String];
+    /// auditAnnotations[].valueExpression.
+    pub const AUDIT_VALUE: &[Type] = &[Type::String, Type::Null];
 }
 
 /// Compiles every expression of a ValidatingAdmissionPolicy.
@@ -163,13 +202,13 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         .iter()
         .map(|v| CompiledValidation {
             expression: v.expression.clone(),
-            program: compile_expr(&env, &v.expression, &[Type::Bool]),
+            program: compile_expr(&env, &v.expression, result_types::CONDITION),
             message: v.message.clone(),
             reason: v.reason.clone(),
             message_expression: v
                 .message_expression
                 .as_deref()
-                .map(|m| compile_expr(&env, m, &[Type::String])),
+                .map(|m| compile_expr(&env, m, result_types::MESSAGE)),
         })
         .collect();
     let match_conditions = spec
@@ -177,7 +216,7 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         .iter()
         .map(|c| CompiledMatchCondition {
             name: c.name.clone(),
-            program: compile_expr(&env, &c.expression, &[Type::Bool]),
+            program: compile_expr(&env, &c.expression, result_types::CONDITION),
         })
         .collect();
     let audit_annotations = spec
@@ -186,7 +225,7 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         .map(|a| CompiledAuditAnnotation {
             key: a.key.clone(),
             expression: a.value_expression.clone(),
-            program: compile_expr(&env, &a.value_expression, &[Type::String, Type::Null]),
+            program: compile_expr(&env, &a.value_expression, result_types::AUDIT_VALUE),
         })
         .collect();
     ValidatingPolicy {

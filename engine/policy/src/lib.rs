@@ -3,6 +3,7 @@
 //! The operator feeds it plain data ([`model`]); the webhook feeds it decoded requests
 //! ([`request`]) and a [`PolicySet`] snapshot.
 
+pub mod apivalidation;
 pub mod compile;
 pub mod matching;
 pub mod model;

@@ -2,18 +2,26 @@
 //! signatures (for the checker), implementations (for the evaluator) and cost (for the cost
 //! model) sit side by side so they cannot disagree.
 
+pub mod authz;
+pub(crate) mod format;
+pub(crate) mod ip;
+pub(crate) mod jsonpatch;
 pub(crate) mod kube_lists;
 pub(crate) mod lists;
 pub(crate) mod opaque;
 pub(crate) mod optional;
 pub(crate) mod quantity;
 pub(crate) mod regex;
+pub(crate) mod semver;
 pub(crate) mod sets;
 pub(crate) mod std_lib;
+pub(crate) mod string_format;
 pub(crate) mod strings;
 #[cfg(test)]
 pub(crate) mod testing;
 pub(crate) mod time;
+pub(crate) mod urls;
+pub(crate) mod validators;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -241,6 +249,18 @@ pub(crate) enum Library {
     Regex,
     /// Kubernetes' quantity library.
     Quantity,
+    /// Kubernetes' IP and CIDR libraries.
+    Ip,
+    /// Kubernetes' URL library.
+    Urls,
+    /// Kubernetes' semver library.
+    Semver,
+    /// Kubernetes' named formats library.
+    Format,
+    /// Kubernetes' authorization library, with field and label selectors.
+    Authz,
+    /// `<string>.format(list)` of cel-go's strings extension, version 2.
+    StringFormat,
 }
 
 /// Builds the registry for `libs`.
@@ -256,6 +276,12 @@ pub(crate) fn build(libs: &[Library]) -> Registry {
             Library::Sets => sets::register(&mut r),
             Library::Regex => regex::register(&mut r),
             Library::Quantity => quantity::register(&mut r),
+            Library::Ip => ip::register(&mut r),
+            Library::Urls => urls::register(&mut r),
+            Library::Semver => semver::register(&mut r),
+            Library::Format => format::register(&mut r),
+            Library::Authz => authz::register(&mut r),
+            Library::StringFormat => string_format::register(&mut r),
         }
     }
     r

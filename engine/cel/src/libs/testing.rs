@@ -59,8 +59,3 @@ pub(crate) fn eval(src: &str) -> String {
 pub(crate) fn eval_cost(src: &str) -> u64 {
     run(src, &Activation::new()).1
 }
-
-/// Evaluates `src` against an activation.
-pub(crate) fn eval_with(src: &str, act: &Activation<'_>) -> String {
-    run(src, act).0
-}
