@@ -17,6 +17,7 @@ fn cases() -> Vec<(&'static str, &'static str, String)> {
         ("syntax-error", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"object.spec.replicas <\"")),
         ("not-bool", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"1 + 1\"")),
         ("undeclared", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"params.x == 1\"")),
+        ("request-uid", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"request.uid != ''\"")),
         ("message-dyn", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"true\"\n    messageExpression: \"object.metadata.name + object.spec.replicas\"")),
         ("message-newline", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"true\"\n    message: \"a\\nb\"")),
         ("bad-reason", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"true\"\n    reason: Unauthorized")),

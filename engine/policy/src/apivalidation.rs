@@ -845,6 +845,19 @@ mod tests {
     }
 
     #[test]
+    fn request_and_namespace_object_are_typed() {
+        let mut spec = base();
+        spec["validations"] = json!([
+            {"expression": "request.operation == 'CREATE' && request.userInfo.groups.exists(g, g == 'x')"},
+            {"expression": "request.uid == ''"},
+            {"expression": "namespaceObject.metadata.labels['env'] == 'prod'"},
+        ]);
+        let errs = texts(&validate_policy(&policy(spec)));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].starts_with("spec.validations[1].expression: Invalid value: \"request.uid == ''\": compilation failed: ERROR: <input>:1:8: undefined field 'uid'"), "{errs:?}");
+    }
+
+    #[test]
     fn field_rules() {
         let mut spec = base();
         spec["validations"] =

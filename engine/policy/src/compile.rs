@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use celgate_cel::{Env, Program, Type, Variables};
 
+use crate::declarations;
 use crate::model::{FailurePolicy, ValidatingPolicySpec};
 
 /// A compiled expression, or the message a request sees when it did not compile.
@@ -123,8 +124,8 @@ pub fn base_environment(has_params: bool) -> Env {
     let mut b = Env::kubernetes()
         .variable("object", Type::Dyn)
         .variable("oldObject", Type::Dyn)
-        .variable("request", Type::Dyn)
-        .variable("namespaceObject", Type::Dyn);
+        .variable("request", declarations::admission_request())
+        .variable("namespaceObject", declarations::namespace());
     if has_params {
         b = b.variable("params", Type::Dyn);
     }

@@ -5,6 +5,7 @@
 
 pub mod apivalidation;
 pub mod compile;
+pub mod declarations;
 pub mod matching;
 pub mod model;
 pub mod params;

@@ -59,17 +59,18 @@ pub fn matches(
 }
 
 fn rules_match(rules: &[ResourceRule], policy: MatchPolicy, req: &Request<'_>) -> bool {
-    let exact = rules
+    // What the client asked for: with Exact, only that matches. The API server may have sent
+    // celgate an equivalent version (its webhooks match Equivalent); with Equivalent, the
+    // received version matches too, and it is the object celgate evaluates.
+    let asked = rules
         .iter()
-        .any(|r| rule_matches(r, req, req.resource, req.sub_resource));
-    if exact || policy == MatchPolicy::Exact || req.request_resource == req.resource {
-        return exact;
+        .any(|r| rule_matches(r, req, req.request_resource, req.request_sub_resource));
+    if asked || policy == MatchPolicy::Exact || req.request_resource == req.resource {
+        return asked;
     }
-    // Equivalent: the API server converted the object for celgate's webhook; the resource the
-    // client asked for is an equivalent of the one received.
     rules
         .iter()
-        .any(|r| rule_matches(r, req, req.request_resource, req.request_sub_resource))
+        .any(|r| rule_matches(r, req, req.resource, req.sub_resource))
 }
 
 fn rule_matches(

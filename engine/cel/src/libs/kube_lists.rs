@@ -73,7 +73,9 @@ pub(crate) fn traversal(v: &Value<'_>) -> u64 {
     }
 }
 
-fn cost_traversal(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+/// Kubernetes' cost for `isSorted`, `sum`, `min`, `max`, `indexOf` and `lastIndexOf` (string
+/// receivers included): one traversal of the receiver.
+pub(crate) fn cost_traversal(args: &[Value<'_>], _: &Value<'_>) -> u64 {
     args.first().map(traversal).unwrap_or(0)
 }
 
@@ -215,5 +217,7 @@ mod tests {
         assert_eq!(eval_cost("[3, 1, 2].max()"), 3);
         // 'aaaaaaaaaaaa' is 12 bytes: 1, 'b': 0.
         assert_eq!(eval_cost("['aaaaaaaaaaaa', 'b'].isSorted()"), 1);
+        // String receivers too: 25 bytes, floor(2.5).
+        assert_eq!(eval_cost("'aaaaaaaaaaaaaaaaaaaaaaaab'.indexOf('b')"), 2);
     }
 }

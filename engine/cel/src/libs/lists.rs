@@ -37,7 +37,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("lists.range")
         .global(&[Int], Type::list(Int))
         .imp(range)
-        .cost(cost_output)
+        .cost(cost_range)
         .done();
     r.def("reverse")
         .member(&[lt()], lt())
@@ -67,6 +67,15 @@ fn allocating(factor: f64, size: u64) -> u64 {
 
 fn cost_output(_: &[Value<'_>], result: &Value<'_>) -> u64 {
     allocating(1.0, actual_size(result))
+}
+
+/// The output size of `lists.range(n)` is `n`: known before the list is built, so an
+/// over-budget range is refused before allocating it.
+fn cost_range(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+    match args.first() {
+        Some(Value::Int(n)) => allocating(1.0, (*n).max(0) as u64),
+        _ => allocating(1.0, 0),
+    }
 }
 
 fn cost_flatten(args: &[Value<'_>], _: &Value<'_>) -> u64 {
@@ -287,5 +296,11 @@ mod tests {
         assert_eq!(eval_cost("[1, 2, 3].reverse()"), 14);
         // distinct of 3: 2 * 9 + 11.
         assert_eq!(eval_cost("[1, 2, 3].distinct()"), 29);
+        assert_eq!(eval_cost("lists.range(5)"), 16);
+        // Refused by the per-call limit before ten million elements are built.
+        assert_eq!(
+            crate::libs::testing::eval("lists.range(10000000).size()"),
+            "error: operation cancelled: actual cost limit exceeded"
+        );
     }
 }

@@ -118,7 +118,18 @@ fn cmp_scaled(a: &BigInt, ea: i64, b: &BigInt, eb: i64) -> Ordering {
     if sa != sb || sa == Sign::NoSign {
         return sa.cmp(&sb);
     }
-    // Same non-zero sign: compare orders of magnitude first, then digits.
+    // Same non-zero sign: compare orders of magnitude first (estimated from the bit lengths,
+    // exactly only when close), then digits.
+    let estimate = |m: &BigInt, e: i64| (m.bits() as f64 * std::f64::consts::LOG10_2) as i64 + e;
+    let (ea_est, eb_est) = (estimate(a, ea), estimate(b, eb));
+    if ea_est.abs_diff(eb_est) > 2 {
+        let mag = ea_est.cmp(&eb_est);
+        return if sa == Sign::Minus {
+            mag.reverse()
+        } else {
+            mag
+        };
+    }
     let (ma, mb) = (digits(a) + ea, digits(b) + eb);
     let mag = if ma != mb {
         ma.cmp(&mb)

@@ -42,6 +42,8 @@ fn cost_find(args: &[Value<'_>], _: &Value<'_>) -> u64 {
 
 /// Patterns compiled so far, shared by all programs; cleared when it grows past this size.
 const CACHE_LIMIT: usize = 512;
+/// Longer patterns are compiled for each call rather than kept.
+const CACHEABLE_LEN: usize = 4096;
 static CACHE: LazyLock<RwLock<HashMap<Box<str>, Arc<Regex>>>> =
     LazyLock::new(|| RwLock::new(HashMap::new()));
 
@@ -53,6 +55,9 @@ pub(crate) fn cached(pattern: &str) -> Result<Arc<Regex>, EvalError> {
         return Ok(re.clone());
     }
     let re = Arc::new(compile(pattern)?);
+    if pattern.len() > CACHEABLE_LEN {
+        return Ok(re);
+    }
     if let Ok(mut cache) = CACHE.write() {
         if cache.len() >= CACHE_LIMIT {
             cache.clear();

@@ -1,7 +1,7 @@
 //! cel-go's strings extension (`ext.Strings`, version 2 as Kubernetes enables it): indices are
 //! in code points.
 
-use super::{Registry, actual_size, arg, int_arg, str_arg, traversal_cost};
+use super::{Registry, actual_size, arg, int_arg, kube_lists, str_arg, traversal_cost};
 use crate::error::EvalError;
 use crate::types::Type;
 use crate::value::{List, Value};
@@ -16,18 +16,22 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("indexOf")
         .member(&[String, String], Int)
         .imp(index_of)
+        .cost(kube_lists::cost_traversal)
         .done();
     r.def("indexOf")
         .member(&[String, String, Int], Int)
         .imp(index_of)
+        .cost(kube_lists::cost_traversal)
         .done();
     r.def("lastIndexOf")
         .member(&[String, String], Int)
         .imp(last_index_of)
+        .cost(kube_lists::cost_traversal)
         .done();
     r.def("lastIndexOf")
         .member(&[String, String, Int], Int)
         .imp(last_index_of)
+        .cost(kube_lists::cost_traversal)
         .done();
     r.def("lowerAscii")
         .member(&[String], String)
