@@ -1,5 +1,6 @@
 //! `celgate`: the operator with its co-located admission webhook, and offline commands.
 
+mod authorizer;
 mod certs;
 mod convert;
 mod params;
@@ -162,6 +163,9 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
     };
     let certificates = certs::ensure(&client, &args.namespace, &args.cert_secret, &hosts).await?;
     let state = celgate_webhook::State::new();
+    state.set_authorizers(std::sync::Arc::new(authorizer::SarAuthorizers::new(
+        client.clone(),
+    )));
     let addr = SocketAddr::new(args.bind_address, args.webhook_port);
     let server = celgate_webhook::Server::new(
         addr,

@@ -14,6 +14,8 @@ use axum_server::tls_rustls::RustlsConfig;
 use serde_json::Value;
 use thiserror::Error;
 
+use celgate_engine::Context;
+
 use crate::review;
 use crate::state::State;
 
@@ -21,9 +23,9 @@ use crate::state::State;
 /// request size limit, with room to spare.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
-/// How long a request waits for param kinds that are still syncing (well inside the API
-/// server's default webhook timeout of 10 s).
-pub const PARAM_SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a request waits for param kinds that are still syncing or for a namespace the
+/// cache has not seen yet (well inside the API server's default webhook timeout of 10 s).
+pub const CACHE_SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A PEM certificate chain and private key for the serving endpoint.
 #[derive(Clone, Debug)]
@@ -145,13 +147,21 @@ async fn validate(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Respo
     let Some(snapshot) = state.snapshot() else {
         return not_ready();
     };
-    state
-        .wait_for_params(&snapshot, tokio::time::Instant::now() + PARAM_SYNC_WAIT)
-        .await;
+    let deadline = tokio::time::Instant::now() + CACHE_SYNC_WAIT;
+    if !snapshot.policies.validating.is_empty() {
+        state.wait_for_params(&snapshot, deadline).await;
+        if !req.namespace.is_empty() {
+            state.wait_for_namespace(req.namespace, deadline).await;
+        }
+    }
     let (namespaces, params) = (state.namespaces(), state.params());
-    let outcome = snapshot
-        .policies
-        .validate(&req, &State::context(&namespaces, &params));
+    let authorizer = state.authorizer_for(req.raw.get("userInfo").unwrap_or(&Value::Null));
+    let ctx = Context {
+        namespaces: namespaces.as_ref(),
+        params: params.as_ref(),
+        authorizer: authorizer.as_ref(),
+    };
+    let outcome = snapshot.policies.validate(&req, &ctx);
     state.metrics.record(&outcome.checks);
     json_response(&review::response(req.uid, &outcome))
 }

@@ -4,8 +4,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
+use celgate_cel::Authorizer;
 use celgate_engine::model::ParamKind;
-use celgate_engine::{Context, Namespaces, ParamKindState, ParamObjects, Params, PolicySet};
+use celgate_engine::{Namespaces, ParamKindState, ParamObjects, Params, PolicySet};
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -28,6 +29,13 @@ impl Namespaces for NamespaceCache {
     fn get(&self, name: &str) -> Option<&Value> {
         self.0.get(name)
     }
+}
+
+/// Makes authorizers that answer `authorizer` checks for a request's user (the operator's
+/// SubjectAccessReview client). Each authorizer serves one request and may cache within it.
+pub trait AuthorizerSource: Send + Sync + std::fmt::Debug {
+    /// An authorizer for the user described by the request's `userInfo` JSON.
+    fn for_user(&self, user_info: &Value) -> Arc<dyn Authorizer>;
 }
 
 /// How the operator's watch of one param kind stands.
@@ -62,6 +70,8 @@ pub struct State {
     namespaces: ArcSwap<NamespaceCache>,
     params: ArcSwap<ParamCache>,
     params_changed: Notify,
+    namespaces_changed: Notify,
+    authorizers: ArcSwapOption<Arc<dyn AuthorizerSource>>,
     /// The webhook's metrics.
     pub metrics: Metrics,
 }
@@ -82,9 +92,24 @@ impl State {
         self.snapshot.load_full()
     }
 
-    /// Replaces the namespace labels.
-    pub fn publish_namespaces(&self, labels: NamespaceCache) {
-        self.namespaces.store(Arc::new(labels));
+    /// Replaces the namespaces and wakes requests waiting for one.
+    pub fn publish_namespaces(&self, namespaces: NamespaceCache) {
+        self.namespaces.store(Arc::new(namespaces));
+        self.namespaces_changed.notify_waiters();
+    }
+
+    /// Waits until the namespace `name` is in the cache, or until `deadline`: a namespace
+    /// created just before a request in it may not have reached celgate's watch yet, where
+    /// kube-apiserver would fall back to a live read.
+    pub async fn wait_for_namespace(&self, name: &str, deadline: tokio::time::Instant) {
+        while self.namespaces().get(name).is_none() {
+            let changed = self.namespaces_changed.notified();
+            if self.namespaces().get(name).is_some()
+                || tokio::time::timeout_at(deadline, changed).await.is_err()
+            {
+                return;
+            }
+        }
     }
 
     /// The current namespaces.
@@ -132,8 +157,13 @@ impl State {
         }
     }
 
-    /// The evaluation context over the given caches.
-    pub fn context<'c>(namespaces: &'c NamespaceCache, params: &'c ParamCache) -> Context<'c> {
-        Context { namespaces, params }
+    /// Sets how requests' users are authorized (`authorizer` in expressions).
+    pub fn set_authorizers(&self, source: Arc<dyn AuthorizerSource>) {
+        self.authorizers.store(Some(Arc::new(source)));
+    }
+
+    /// An authorizer for one request's user, if an authorizer source is set.
+    pub fn authorizer_for(&self, user: &Value) -> Option<Arc<dyn Authorizer>> {
+        self.authorizers.load().as_ref().map(|s| s.for_user(user))
     }
 }

@@ -13,7 +13,7 @@ use celgate_engine::model::{
 };
 use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
 use celgate_webhook::server::router;
-use celgate_webhook::{Snapshot, State};
+use celgate_webhook::{NamespaceCache, Snapshot, State};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -64,6 +64,19 @@ fn review(resource: &str, replicas: i64) -> Value {
             "spec": {"replicas": replicas}}}})
 }
 
+/// A state whose namespace cache knows the fixtures' namespace.
+fn new_state() -> Arc<State> {
+    let state = State::new();
+    state.publish_namespaces(NamespaceCache(
+        [(
+            "default".to_string(),
+            json!({"metadata": {"name": "default"}}),
+        )]
+        .into(),
+    ));
+    state
+}
+
 async fn post(state: &Arc<State>, path: &str, body: String) -> (StatusCode, String) {
     let resp = router(state.clone())
         .oneshot(
@@ -87,7 +100,7 @@ async fn validate(state: &Arc<State>, review: &Value) -> Value {
 
 #[tokio::test]
 async fn not_ready_until_the_first_snapshot() {
-    let state = State::new();
+    let state = new_state();
     let (status, _) = post(&state, "/validate", review("deployments", 1).to_string()).await;
     assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
     let ready = router(state.clone())
@@ -105,7 +118,7 @@ async fn not_ready_until_the_first_snapshot() {
 
 #[tokio::test]
 async fn denies_with_upstream_message_and_reloads_without_restart() {
-    let state = State::new();
+    let state = new_state();
     state.publish(Snapshot {
         policies: policy(5, FailurePolicy::Fail),
         generation: 1,
@@ -163,7 +176,7 @@ async fn denies_with_upstream_message_and_reloads_without_restart() {
 
 #[tokio::test]
 async fn unmatched_kinds_are_allowed() {
-    let state = State::new();
+    let state = new_state();
     state.publish(Snapshot {
         policies: policy(5, FailurePolicy::Fail),
         generation: 1,
@@ -175,7 +188,7 @@ async fn unmatched_kinds_are_allowed() {
 
 #[tokio::test]
 async fn malformed_reviews_get_400_saying_what_is_wrong() {
-    let state = State::new();
+    let state = new_state();
     state.publish(Snapshot::default());
     for (body, says) in [
         ("{".to_string(), "not valid JSON"),
@@ -193,7 +206,7 @@ async fn malformed_reviews_get_400_saying_what_is_wrong() {
 
 #[tokio::test]
 async fn deeply_nested_objects_get_a_defined_outcome() {
-    let state = State::new();
+    let state = new_state();
     state.publish(Snapshot {
         policies: policy(5, FailurePolicy::Fail),
         generation: 1,
@@ -223,7 +236,7 @@ async fn compile_errors_follow_the_failure_policy() {
         Arc::new(compile_validating(spec))
     };
     set.validating[0].policy = broken(FailurePolicy::Fail);
-    let state = State::new();
+    let state = new_state();
     state.publish(Snapshot {
         policies: set.clone(),
         generation: 1,

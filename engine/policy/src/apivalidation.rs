@@ -529,7 +529,7 @@ fn validate_match_conditions(spec: &Value, has_params: bool, errs: &mut Errors) 
             "must have at most 64 items",
         );
     }
-    let env = base_environment(has_params);
+    let env = base_environment(has_params, true);
     let mut names = HashSet::new();
     for (i, c) in conditions.iter().enumerate() {
         let p = format!("spec.matchConditions[{i}]");
@@ -605,12 +605,17 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
             errs.required(&format!("{p}.expression"), "expression is not specified");
         }
     }
-    let compiled = base_environment(has_params).compile_variables(
+    let declared_variables = || {
         variables
             .iter()
             .copied()
-            .filter(|(_, e)| !e.trim().is_empty()),
-    );
+            .filter(|(_, e)| !e.trim().is_empty())
+    };
+    let compiled = base_environment(has_params, true).compile_variables(declared_variables());
+    let message_env = base_environment(has_params, false)
+        .compile_variables(declared_variables())
+        .env()
+        .clone();
     let mut declared = variables
         .iter()
         .enumerate()
@@ -647,7 +652,7 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
                     quote(me),
                     "must be non-empty if specified",
                 );
-            } else if let Err(e) = compile_checked(env, me, result_types::MESSAGE) {
+            } else if let Err(e) = compile_checked(&message_env, me, result_types::MESSAGE) {
                 expr_error(&mut errs, &format!("{p}.messageExpression"), me, e);
             }
         }

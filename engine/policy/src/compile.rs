@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use celgate_cel::{Env, Program, Type, Variables};
+use celgate_cel::{Env, Program, Type, Variables, authz};
 
 use crate::declarations;
 use crate::model::{FailurePolicy, ValidatingPolicySpec};
@@ -60,6 +60,8 @@ pub struct ValidatingPolicy {
     pub audit_annotations: Vec<CompiledAuditAnnotation>,
     /// Compiled variables, evaluated lazily per activation.
     pub variables: Arc<Variables>,
+    /// The variables as message expressions see them (without `authorizer`).
+    pub message_variables: Arc<Variables>,
 }
 
 impl std::fmt::Debug for ValidatingPolicy {
@@ -114,13 +116,9 @@ impl ValidatingPolicy {
     }
 }
 
-/// The declarations every policy expression sees; `params` only when the policy has a paramKind.
-pub fn environment(spec: &ValidatingPolicySpec) -> Env {
-    base_environment(spec.param_kind.is_some())
-}
-
-/// The policy environment, with `params` declared when the policy has a paramKind.
-pub fn base_environment(has_params: bool) -> Env {
+/// The policy environment, with `params` declared when the policy has a paramKind and
+/// `authorizer` (with `authorizer.requestResource`) everywhere but in message expressions.
+pub fn base_environment(has_params: bool, has_authorizer: bool) -> Env {
     let mut b = Env::kubernetes()
         .variable("object", Type::Dyn)
         .variable("oldObject", Type::Dyn)
@@ -128,6 +126,14 @@ pub fn base_environment(has_params: bool) -> Env {
         .variable("namespaceObject", declarations::namespace());
     if has_params {
         b = b.variable("params", Type::Dyn);
+    }
+    if has_authorizer {
+        b = b
+            .variable(authz::AUTHORIZER_VARIABLE, authz::authorizer_type())
+            .variable(
+                authz::REQUEST_RESOURCE_VARIABLE,
+                authz::resource_check_type(),
+            );
     }
     b.build()
 }
@@ -192,12 +198,16 @@ pub mod result_types {
 
 /// Compiles every expression of a ValidatingAdmissionPolicy.
 pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
-    let variables = environment(&spec).compile_variables(
+    let has_params = spec.param_kind.is_some();
+    let named = || {
         spec.variables
             .iter()
-            .map(|v| (v.name.as_str(), v.expression.as_str())),
-    );
+            .map(|v| (v.name.as_str(), v.expression.as_str()))
+    };
+    let variables = base_environment(has_params, true).compile_variables(named());
+    let message_variables = base_environment(has_params, false).compile_variables(named());
     let env = variables.env().clone();
+    let message_env = message_variables.env().clone();
     let validations = spec
         .validations
         .iter()
@@ -209,7 +219,7 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
             message_expression: v
                 .message_expression
                 .as_deref()
-                .map(|m| compile_expr(&env, m, result_types::MESSAGE)),
+                .map(|m| compile_expr(&message_env, m, result_types::MESSAGE)),
         })
         .collect();
     let match_conditions = spec
@@ -236,5 +246,6 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         match_conditions,
         audit_annotations,
         variables,
+        message_variables,
     }
 }

@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use celgate_cel::{Activation, Budget, EvalError, Value};
+use celgate_cel::authz::ResourceAttributes;
+use celgate_cel::{Activation, Authorizer, Budget, EvalError, Value};
 
 use crate::compile::{Compiled, ValidatingPolicy};
 use crate::matching::{self, Namespaces};
@@ -145,6 +146,8 @@ pub struct Context<'c> {
     pub namespaces: &'c dyn Namespaces,
     /// Param kinds and their objects.
     pub params: &'c dyn Params,
+    /// Authorization checks for the request's user (`authorizer`); unbound when `None`.
+    pub authorizer: Option<&'c Arc<dyn Authorizer>>,
 }
 
 /// Validates a request against the bound policies.
@@ -273,8 +276,9 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                 namespace_object,
                 policy,
                 param,
+                authorizer: ctx.authorizer,
             };
-            if !match_conditions_pass(policy, &vars.activation(), fail, binding, out) {
+            if !match_conditions_pass(policy, &vars.activation(Batch::Checks), fail, binding, out) {
                 continue;
             }
             let decisions = evaluate_validations(policy, &vars, fail);
@@ -299,7 +303,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
             evaluate_audit_annotations(
                 policy,
                 binding,
-                &vars.activation(),
+                &vars.activation(Batch::AuditAnnotations),
                 fail,
                 &mut annotations,
                 out,
@@ -337,10 +341,22 @@ struct Vars<'a> {
     namespace_object: &'a serde_json::Value,
     policy: &'a ValidatingPolicy,
     param: Option<&'a serde_json::Value>,
+    authorizer: Option<&'a Arc<dyn Authorizer>>,
+}
+
+/// Which expressions an activation serves: they differ in `authorizer` and variables.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Batch {
+    /// Validations, match conditions: `authorizer` bound.
+    Checks,
+    /// Message expressions: no `authorizer` declared.
+    Messages,
+    /// Audit annotations: `authorizer` declared but not bound, as upstream.
+    AuditAnnotations,
 }
 
 impl<'a> Vars<'a> {
-    fn activation(&self) -> Activation<'a> {
+    fn activation(&self, batch: Batch) -> Activation<'a> {
         let mut act = Activation::new();
         act.bind_json("object", self.req.object);
         act.bind_json("oldObject", self.req.old_object);
@@ -349,7 +365,25 @@ impl<'a> Vars<'a> {
         if self.policy.spec.param_kind.is_some() {
             act.bind_json("params", self.param.unwrap_or(&NULL));
         }
-        act.bind_variables(&self.policy.variables);
+        if batch == Batch::Messages {
+            act.bind_variables(&self.policy.message_variables);
+        } else {
+            act.bind_variables(&self.policy.variables);
+        }
+        if let (Batch::Checks, Some(authz)) = (batch, self.authorizer) {
+            let r = self.req;
+            act.bind_authorizer(
+                authz.clone(),
+                Some(ResourceAttributes {
+                    group: r.resource.group.to_string(),
+                    resource: r.resource.name.to_string(),
+                    subresource: r.sub_resource.to_string(),
+                    namespace: r.namespace.to_string(),
+                    name: r.name.to_string(),
+                    ..Default::default()
+                }),
+            );
+        }
         act
     }
 }
@@ -432,7 +466,7 @@ const OUT_OF_BUDGET: &str =
     "validation failed due to running out of cost budget, no further validation rules will be run";
 
 fn evaluate_validations(policy: &ValidatingPolicy, vars: &Vars<'_>, fail: bool) -> Vec<Decision> {
-    let act = vars.activation();
+    let act = vars.activation(Batch::Checks);
     let mut budget = Budget::new(PER_CALL_LIMIT, RUNTIME_BUDGET);
     let mut results: Vec<Result<bool, String>> = Vec::with_capacity(policy.validations.len());
     for v in &policy.validations {
@@ -458,7 +492,7 @@ fn evaluate_validations(policy: &ValidatingPolicy, vars: &Vars<'_>, fail: bool) 
     }
     // Message expressions run for every validation that has one, with the remaining budget and
     // their own variable memo.
-    let act = vars.activation();
+    let act = vars.activation(Batch::Messages);
     let mut messages: Vec<Option<String>> = Vec::with_capacity(results.len());
     for v in &policy.validations {
         let msg = match &v.message_expression {
@@ -714,6 +748,7 @@ mod tests {
         let ctx = Context {
             namespaces: &namespaces,
             params: &crate::params::NoParams,
+            authorizer: None,
         };
         validate(&[bound], &req, &ctx)
     }

@@ -1,0 +1,221 @@
+//! The `authorizer` of policy expressions, answered with SubjectAccessReviews for the request's
+//! user and cached for the request, as kube-apiserver's caching authorizer does.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use celgate_cel::authz::{AuthzTarget, Decision};
+use celgate_cel::{Authorizer, AuthzDecision, AuthzRequest};
+use celgate_webhook::AuthorizerSource;
+use k8s_openapi::api::authorization::v1::{
+    FieldSelectorAttributes, LabelSelectorAttributes, NonResourceAttributes, ResourceAttributes,
+    SubjectAccessReview, SubjectAccessReviewSpec,
+};
+use kube::api::PostParams;
+use kube::{Api, Client};
+use serde_json::Value;
+use tokio::runtime::{Handle, RuntimeFlavor};
+
+/// Longest a single SubjectAccessReview may take.
+const REVIEW_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Makes one [`SarAuthorizer`] per admission request.
+#[derive(Clone)]
+pub struct SarAuthorizers {
+    client: Client,
+}
+
+impl std::fmt::Debug for SarAuthorizers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SarAuthorizers")
+    }
+}
+
+impl SarAuthorizers {
+    /// Authorizers that ask the API server behind `client`.
+    pub fn new(client: Client) -> Self {
+        Self { client }
+    }
+}
+
+/// The requesting user, from the AdmissionRequest's `userInfo`.
+#[derive(Clone, Debug, Default)]
+struct User {
+    name: String,
+    uid: String,
+    groups: Vec<String>,
+    extra: BTreeMap<String, Vec<String>>,
+}
+
+impl User {
+    fn from_json(v: &Value) -> Self {
+        let strings = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        };
+        User {
+            name: v
+                .get("username")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            uid: v
+                .get("uid")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            groups: strings(v.get("groups")),
+            extra: v
+                .get("extra")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.clone(), strings(Some(v))))
+                .collect(),
+        }
+    }
+}
+
+impl AuthorizerSource for SarAuthorizers {
+    fn for_user(&self, user_info: &Value) -> Arc<dyn Authorizer> {
+        Arc::new(SarAuthorizer {
+            client: self.client.clone(),
+            user: User::from_json(user_info),
+            cache: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+/// Answers the checks of one request.
+struct SarAuthorizer {
+    client: Client,
+    user: User,
+    cache: Mutex<Vec<(AuthzRequest, AuthzDecision)>>,
+}
+
+fn error_decision(error: String) -> AuthzDecision {
+    AuthzDecision {
+        decision: Decision::NoOpinion,
+        reason: String::new(),
+        error: Some(error),
+    }
+}
+
+impl SarAuthorizer {
+    fn review(&self, req: &AuthzRequest) -> SubjectAccessReview {
+        let (user, groups, uid, extra) = match req.subject.username() {
+            Some(sa) => (sa, req.subject.groups(), None, None),
+            None => (
+                self.user.name.clone(),
+                self.user.groups.clone(),
+                Some(self.user.uid.clone()).filter(|u| !u.is_empty()),
+                Some(self.user.extra.clone()).filter(|e| !e.is_empty()),
+            ),
+        };
+        let (resource_attributes, non_resource_attributes) = match &req.target {
+            AuthzTarget::Path(path) => (
+                None,
+                Some(NonResourceAttributes {
+                    path: Some(path.clone()),
+                    verb: Some(req.verb.clone()),
+                }),
+            ),
+            AuthzTarget::Resource(r) => {
+                let some = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
+                (
+                    Some(ResourceAttributes {
+                        group: Some(r.group.clone()),
+                        version: Some("*".into()),
+                        resource: some(&r.resource),
+                        subresource: some(&r.subresource),
+                        namespace: some(&r.namespace),
+                        name: some(&r.name),
+                        verb: Some(req.verb.clone()),
+                        field_selector: some(&r.field_selector).map(|raw| {
+                            FieldSelectorAttributes {
+                                raw_selector: Some(raw),
+                                requirements: None,
+                            }
+                        }),
+                        label_selector: some(&r.label_selector).map(|raw| {
+                            LabelSelectorAttributes {
+                                raw_selector: Some(raw),
+                                requirements: None,
+                            }
+                        }),
+                    }),
+                    None,
+                )
+            }
+        };
+        SubjectAccessReview {
+            spec: SubjectAccessReviewSpec {
+                user: Some(user),
+                groups: Some(groups),
+                uid,
+                extra,
+                resource_attributes,
+                non_resource_attributes,
+            },
+            ..Default::default()
+        }
+    }
+
+    fn ask(&self, req: &AuthzRequest) -> AuthzDecision {
+        // Expressions are evaluated synchronously on the webhook's worker threads; a review
+        // blocks its thread (not the runtime) until the API server answers.
+        let handle = match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => h,
+            _ => {
+                return error_decision(
+                    "authorizer is unavailable outside celgate's webhook runtime".into(),
+                );
+            }
+        };
+        let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
+        let review = self.review(req);
+        let result = tokio::task::block_in_place(|| {
+            handle.block_on(tokio::time::timeout(
+                REVIEW_TIMEOUT,
+                api.create(&PostParams::default(), &review),
+            ))
+        });
+        match result {
+            Err(_) => error_decision("SubjectAccessReview timed out".into()),
+            Ok(Err(e)) => error_decision(e.to_string()),
+            Ok(Ok(done)) => {
+                let status = done.status.unwrap_or_default();
+                AuthzDecision {
+                    decision: if status.allowed {
+                        Decision::Allow
+                    } else if status.denied == Some(true) {
+                        Decision::Deny
+                    } else {
+                        Decision::NoOpinion
+                    },
+                    reason: status.reason.unwrap_or_default(),
+                    error: status.evaluation_error.filter(|e| !e.is_empty()),
+                }
+            }
+        }
+    }
+}
+
+impl Authorizer for SarAuthorizer {
+    fn check(&self, req: &AuthzRequest) -> AuthzDecision {
+        if let Ok(cache) = self.cache.lock() {
+            if let Some((_, d)) = cache.iter().find(|(r, _)| r == req) {
+                return d.clone();
+            }
+        }
+        let decision = self.ask(req);
+        if let Ok(mut cache) = self.cache.lock() {
+            cache.push((req.clone(), decision.clone()));
+        }
+        decision
+    }
+}
