@@ -207,10 +207,13 @@ impl SarAuthorizer {
 
 impl Authorizer for SarAuthorizer {
     fn check(&self, req: &AuthzRequest) -> AuthzDecision {
-        if let Ok(cache) = self.cache.lock() {
-            if let Some((_, d)) = cache.iter().find(|(r, _)| r == req) {
-                return d.clone();
-            }
+        let cached = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.iter().find(|(r, _)| r == req).map(|(_, d)| d.clone()));
+        if let Some(d) = cached {
+            return d;
         }
         let decision = self.ask(req);
         if let Ok(mut cache) = self.cache.lock() {

@@ -149,10 +149,9 @@ impl State {
         };
         while syncing(&self.params()) {
             let changed = self.params_changed.notified();
-            if syncing(&self.params()) {
-                if tokio::time::timeout_at(deadline, changed).await.is_err() {
-                    return;
-                }
+            if syncing(&self.params()) && tokio::time::timeout_at(deadline, changed).await.is_err()
+            {
+                return;
             }
         }
     }

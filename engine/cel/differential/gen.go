@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"strings"
 )
 
@@ -30,7 +31,19 @@ func (g *generator) addBind(group, expr, bind string) {
 		return
 	}
 	g.seen[id] = true
-	g.cases = append(g.cases, Case{ID: id, Group: group, Expr: expr, Bind: bind})
+	g.cases = append(g.cases, Case{ID: id, Group: group, Expr: expr, Bind: bind, Unordered: iteratesMap(expr)})
+}
+
+var (
+	// iteration matches the macros and functions that iterate a collection in its order.
+	iteration = regexp.MustCompile(`\.(all|exists|exists_one|existsOne|map|filter|transformList|transformMap|transformMapEntry|join|sort|sortBy)\(`)
+	// multiMap matches a map literal with at least two entries, or a JSON map of the bindings.
+	multiMap = regexp.MustCompile(`\{[^{}\[\]]*:[^{}\[\]]*,[^{}\[\]]*\}|object\.metadata\.(labels|annotations)\b|object\.(keys|map|metadata|spec)\.(all|exists|map|filter|transform)|object\.(keys|map)\b`)
+)
+
+// iteratesMap reports whether expr may iterate a map with several entries (heuristically).
+func iteratesMap(expr string) bool {
+	return iteration.MatchString(expr) && multiMap.MatchString(expr)
 }
 
 // cross adds tmpl formatted with every combination of the pools' values.

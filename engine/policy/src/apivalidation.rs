@@ -428,14 +428,9 @@ fn validate_rule(rule: &Value, path: &str, errs: &mut Errors) {
         &format!("{path}.resources"),
         errs,
     );
-    if let Some(scope) = str_of(rule, "scope") {
-        if !["*", "Cluster", "Namespaced"].contains(&scope) {
-            errs.not_supported(
-                &format!("{path}.scope"),
-                scope,
-                &["*", "Cluster", "Namespaced"],
-            );
-        }
+    const SCOPES: [&str; 3] = ["*", "Cluster", "Namespaced"];
+    if let Some(scope) = str_of(rule, "scope").filter(|s| !SCOPES.contains(s)) {
+        errs.not_supported(&format!("{path}.scope"), scope, &SCOPES);
     }
 }
 

@@ -209,14 +209,17 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
             return;
         }
     }
-    if let Some(kind) = &policy.spec.param_kind {
-        if let ParamKindState::NotServed = ctx.params.kind(kind) {
-            if fail {
-                let msg = format!("failed to configure policy: {}", params::not_served(kind));
-                deny_first(out, policy_message(&policy.name, None, &msg), None);
-            }
-            return;
+    let unserved = policy
+        .spec
+        .param_kind
+        .as_ref()
+        .filter(|kind| matches!(ctx.params.kind(kind), ParamKindState::NotServed));
+    if let Some(kind) = unserved {
+        if fail {
+            let msg = format!("failed to configure policy: {}", params::not_served(kind));
+            deny_first(out, policy_message(&policy.name, None, &msg), None);
         }
+        return;
     }
     let namespace_object = match namespace_object(req, ctx.namespaces) {
         Ok(ns) => ns,
