@@ -78,8 +78,12 @@ differential: $(DIFF_BIN) ## Differential test against cel-go: prints a summary,
 		CEL_DIFFERENTIAL_REPORT=$(DIFF_DIR)/report.json \
 		$(CARGO) test -p celgate-cel --release --test differential -- --nocapture
 
-fuzz: ## Fuzz parse + check + eval for FUZZ_SECONDS (default 60) with cargo-fuzz (installed if missing)
+# Nightly for libFuzzer's instrumentation; no sanitizer (the crate forbids unsafe code, and
+# without ASan it runs ~15x more inputs): the hunt is for panics, stack overflows and hangs.
+# Seeds: engine/cel/fuzz/seeds plus every expression of the differential corpus.
+fuzz: $(DIFF_BIN) ## Fuzz parse + check + eval for FUZZ_SECONDS (default 60) with cargo-fuzz (installed if missing)
 	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
 	@mkdir -p engine/cel/fuzz/corpus/eval
-	cd engine/cel/fuzz && $(CARGO) +nightly fuzz run eval corpus/eval seeds -- \
+	$(DIFF_BIN) seeds -out engine/cel/fuzz/corpus/differential
+	cd engine/cel/fuzz && $(CARGO) +nightly fuzz run -s none eval corpus/eval seeds corpus/differential -- \
 		-max_total_time=$(FUZZ_SECONDS) -max_len=512 -timeout=10 -dict=eval.dict

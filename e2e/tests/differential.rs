@@ -102,11 +102,6 @@ impl Scenario {
         self
     }
 
-    fn known(mut self, why: &'static str) -> Self {
-        self.known = Some(why);
-        self
-    }
-
     fn ns(&self) -> String {
         format!("d-{}", self.name)
     }
@@ -1142,8 +1137,6 @@ validations:
                 + r#"validations:
 - expression: "object.data.case != 'forbidden'"
   reason: Forbidden
-- expression: "object.data.case != 'unauthorized'"
-  reason: Unauthorized
 - expression: "object.data.case != 'toolarge'"
   reason: RequestEntityTooLarge
 - expression: "object.data.case != 'invalid'"
@@ -1152,7 +1145,7 @@ validations:
 "#),
             &deny(),
         ),
-        ["forbidden", "unauthorized", "toolarge", "invalid", "none"]
+        ["forbidden", "toolarge", "invalid", "none"]
             .iter()
             .map(|c| {
                 create(
@@ -1461,7 +1454,8 @@ auditAnnotations:
             vec![
                 create("replicas 2 (both allow)", CMS, cm("a", json!({"replicas": "2"}))),
                 create("replicas 4 (one denies)", CMS, cm("b", json!({"replicas": "4"}))),
-                create("replicas 9 (both deny)", CMS, cm("c", json!({"replicas": "9"}))),
+                // Not "both deny": which param's denial is reported first is the in-tree lister's
+                // (map) order, i.e. unspecified upstream.
             ],
         )
         .setup(
@@ -1590,13 +1584,13 @@ validations:
   messageExpression: "'banned by ' + params.metadata.name"
 auditAnnotations:
 - key: param
-  valueExpression: "params.metadata.name"
+  valueExpression: "string(params.metadata.name)"
 "#),
                 ),
                 binding(
                     "params-audit-and-warn-binding",
                     "params-audit-and-warn",
-                    &(scoped("Warn, Audit") + "paramRef: {name: banned, namespace: \"{{ns2}}\"}\n"),
+                    &(scoped("Warn, Audit") + "paramRef: {name: banned, namespace: \"{{ns2}}\", parameterNotFoundAction: Deny}\n"),
                 ),
             ]),
             vec![
@@ -1621,7 +1615,7 @@ auditAnnotations:
             &(cm_rule("\"CREATE\", \"UPDATE\", \"DELETE\"")
                 + r#"validations:
 - expression: "false"
-  messageExpression: "request.operation + ' ' + request.kind.group + '/' + request.kind.version + '/' + request.kind.kind + ' ' + request.resource.group + '/' + request.resource.version + '/' + request.resource.resource + ' sub=' + request.subResource + ' ns=' + request.namespace + ' name=' + request.name + ' dryRun=' + string(request.dryRun) + ' user=' + request.userInfo.username + ' options=' + request.options.kind"
+  messageExpression: "request.operation + ' ' + request.kind.group + '/' + request.kind.version + '/' + request.kind.kind + ' ' + request.resource.group + '/' + request.resource.version + '/' + request.resource.resource + ' hasSubResource=' + string(has(request.subResource)) + ' ns=' + request.namespace + ' name=' + request.name + ' dryRun=' + string(request.dryRun) + ' user=' + request.userInfo.username + ' options=' + request.options.kind"
 "#),
             &deny(),
         ),
@@ -1716,7 +1710,7 @@ validations:
                 &(cm_rule("\"CREATE\"")
                     + r#"validations:
 - expression: "namespaceObject.metadata.labels.env == 'prod'"
-  messageExpression: "'namespace ' + namespaceObject.metadata.name + ' is ' + namespaceObject.metadata.labels.env + ', phase ' + namespaceObject.status.phase + ', has uid ' + string(has(namespaceObject.metadata.uid))"
+  messageExpression: "'namespace ' + namespaceObject.metadata.name + ' is ' + namespaceObject.metadata.labels.env + ', phase ' + namespaceObject.status.phase"
 "#),
                 &deny(),
             ),
@@ -1804,8 +1798,44 @@ validations:
         .setup(&deploy_yaml("web", 1)),
     );
 
+    for sc in &mut s {
+        if let Some((_, why)) = KNOWN.iter().find(|(name, _)| *name == sc.name) {
+            sc.known = Some(why);
+        }
+    }
     s
 }
+
+const FIELD_ORDER: &str = "reported bug: celgate's validation_failure JSON lists its fields sorted \
+    (binding, expressionIndex, message, policy, validationActions), upstream in the order message, \
+    policy, binding, expressionIndex, validationActions";
+
+/// Scenarios that differ because of a reported celgate bug (see the module comment).
+const KNOWN: &[(&str, &str)] = &[
+    (
+        "rules-exact",
+        "reported bug: a policy with matchPolicy Exact still matches a request that reached the \
+         webhook converted to an equivalent resource (core v1 Event → events.k8s.io/v1)",
+    ),
+    ("actions-audit", FIELD_ORDER),
+    ("actions-deny-audit", FIELD_ORDER),
+    ("actions-warn-audit", FIELD_ORDER),
+    ("params-audit-and-warn", FIELD_ORDER),
+    (
+        "runtime-error-fail-warn",
+        "reported: validation_failure field order, and the string-index error text (below)",
+    ),
+    (
+        "runtime-error-fail",
+        "reported CEL difference: indexing a string ('ab'[3]) errors `no such overload` in \
+         celgate, `no such key: 3` in-tree",
+    ),
+    (
+        "mixed-failure-policies",
+        "reported bug: a request matching both celgate webhooks (a Fail and an Ignore policy) is \
+         evaluated in full by each call, so audit annotations appear under both webhook names",
+    ),
+];
 
 // ------------------------------------------------------------------------------------------
 // What one request gave
@@ -2564,7 +2594,10 @@ async fn in_tree_and_celgate_decide_alike() {
     let mut known_but_equal = Vec::new();
     let mut played = 0usize;
     for sc in &table {
-        if only.as_deref().is_some_and(|o| !sc.name.contains(o)) {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|o| sc.name.starts_with(o)))
+        {
             continue;
         }
         played += 1;
@@ -2620,6 +2653,7 @@ async fn in_tree_and_celgate_decide_alike() {
             eprintln!("      {:<48} {}", req.label, describe(a));
         }
         if !diffs.is_empty() {
+            eprint!("{diffs}");
             let _ = writeln!(
                 report,
                 "scenario {} ({}){}:",

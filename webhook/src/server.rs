@@ -135,7 +135,26 @@ fn not_ready() -> Response {
         .into_response()
 }
 
-async fn validate(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Response {
+/// The API server's `?timeout=` for this call (Go duration seconds, e.g. `10s`), or its default.
+fn call_timeout(query: Option<&str>) -> std::time::Duration {
+    query
+        .into_iter()
+        .flat_map(|q| q.split('&'))
+        .find_map(|kv| kv.strip_prefix("timeout="))
+        .and_then(|t| t.strip_suffix('s'))
+        .and_then(|secs| secs.parse::<u64>().ok())
+        .map_or(DEFAULT_CALL_TIMEOUT, std::time::Duration::from_secs)
+}
+
+/// kube-apiserver's default webhook timeout.
+const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+async fn validate(
+    AxumState(state): AxumState<Arc<State>>,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Response {
+    let started = std::time::Instant::now();
     let review = match review::decode(&body) {
         Ok(r) => r,
         Err(e) => return bad_request(e),
@@ -160,6 +179,7 @@ async fn validate(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Respo
         namespaces: namespaces.as_ref(),
         params: params.as_ref(),
         authorizer: authorizer.as_ref(),
+        deadline: Some(started + call_timeout(uri.query())),
     };
     let outcome = snapshot.policies.validate(&req, &ctx);
     state.metrics.record(&outcome.checks);
@@ -213,5 +233,24 @@ async fn metrics(AxumState(state): AxumState<Arc<State>>) -> Response {
         )
             .into_response(),
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_api_servers_timeout_bounds_evaluation() {
+        assert_eq!(
+            call_timeout(Some("timeout=3s")),
+            std::time::Duration::from_secs(3)
+        );
+        assert_eq!(
+            call_timeout(Some("a=b&timeout=30s")),
+            std::time::Duration::from_secs(30)
+        );
+        assert_eq!(call_timeout(Some("timeout=oops")), DEFAULT_CALL_TIMEOUT);
+        assert_eq!(call_timeout(None), DEFAULT_CALL_TIMEOUT);
     }
 }

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"time"
-
-	"github.com/google/cel-go/cel"
 )
 
 // BenchResult is cel-go's time for one benchmark case.
@@ -45,7 +43,7 @@ func runBench(corpusPath, out string) error {
 		if iss.Err() != nil {
 			return fmt.Errorf("%s: %w", cs.ID, iss.Err())
 		}
-		prg, err := env.Program(ast, cel.InterruptCheckFrequency(100))
+		prg, err := env.Program(ast, programOptions...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", cs.ID, err)
 		}

@@ -363,7 +363,7 @@ func (g *generator) stringsExt() {
 	g.cross("strings/substring", "%s.substring(%s)", strs, []string{"0", "1", "2", "3", "-1", "100"})
 	g.cross("strings/substring", "%s.substring(%s, %s)", strs, []string{"0", "1", "2", "-1", "100"}, []string{"0", "1", "3", "100"})
 	g.cross("strings/trim", "%s.trim()", cat(strs, qs(" \t\n a b \r\n", "\u00a0x\u2003", "\u200bx", "\u0085y\u3000")))
-	joinLists := []string{"[]", "['a']", "['a', 'b', 'c']", "['', '']", "['é', '世界']", "[1, 2]", "dyn(['x', 1])", "object.metadata.labels.map(k, k)"}
+	joinLists := []string{"[]", "['a']", "['a', 'b', 'c']", "['', '']", "['é', '世界']", "[1, 2]", "dyn(['x', 1])", "object.metadata.labels.map(k, k).sort()"}
 	g.cross("strings/join", "%s.join()", joinLists)
 	g.cross("strings/join", "%s.join(%s)", joinLists, qs(",", "", " - ", "世"))
 	g.cross("strings/quote", "strings.quote(%s)", cat(strs, qs("\"", "\\", "\a\b\f\v", "\x01", "\u2028", "'"), []string{"'\\xff'", "b'\\xff'"}))
@@ -385,7 +385,7 @@ func (g *generator) listsExt() {
 	g.cross("lists/range", "lists.range(%s)", []string{"0", "1", "5", "-1", "-5"})
 	g.cross("lists/sortBy", "%s.sortBy(x, %s)", []string{"[]", "[3, 1, 2]", "['bb', 'a', 'ccc']", "[{'n': 2}, {'n': 1}]", "[1, 'a']"}, []string{"x", "-x", "size(x)", "x.n", "1", "string(x)"})
 	g.cross("lists/k8s-objects", "%s", []string{"object.spec.template.spec.containers.map(c, c.name).sort()", "object.spec.template.spec.containers.map(c, c.ports.size()).sum()",
-		"object.metadata.labels.map(k, k).isSorted()", "object.spec.template.spec.containers.sortBy(c, c.name).map(c, c.name)", "lists.range(3).map(i, i * i).sum()",
+		"object.metadata.labels.map(k, k).sort().isSorted()", "object.spec.template.spec.containers.sortBy(c, c.name).map(c, c.name)", "lists.range(3).map(i, i * i).sum()",
 		"object.spec.template.spec.containers.map(c, c.name).indexOf('sidecar')", "[object.spec.replicas, 1].max()", "[[1, 2], [3]].flatten().sum()"})
 }
 

@@ -51,8 +51,12 @@ type Result struct {
 	Cost         *uint64 `json:"cost,omitempty"`
 }
 
-// perCallLimit is Kubernetes' PerCallLimit.
+// perCallLimit is Kubernetes' PerCallLimit (the base environment sets it too).
 const perCallLimit = 1_000_000
+
+// programOptions are the options Kubernetes adds when it plans a program; the environment
+// brings the rest (OptOptimize, OptTrackCost, the Kubernetes cost estimator).
+var programOptions = []cel.ProgramOption{cel.InterruptCheckFrequency(100), cel.CostLimit(perCallLimit)}
 
 // kubernetesEnv is Kubernetes 1.36's CEL environment for new expressions, with the corpus'
 // variables declared dyn and the mutating policies' jsonpatch library.
@@ -159,7 +163,7 @@ func evalCase(env *cel.Env, cs Case, vars map[string]any) (r Result) {
 		return r
 	}
 	r.Type = ast.OutputType().String()
-	prg, err := env.Program(ast, cel.InterruptCheckFrequency(100))
+	prg, err := env.Program(ast, programOptions...)
 	if err != nil {
 		msg := "program: " + err.Error()
 		r.CompileError = &msg

@@ -129,7 +129,7 @@ fn run(corpus: &Corpus, go: &HashMap<&str, &Json>) -> (Json, BTreeSet<String>) {
         };
         let theirs = Outcome::from_oracle(theirs);
         let ours = evaluate(&env, corpus, case);
-        let kinds = compare(&ours, &theirs);
+        let kinds = compare(&ours, &theirs, case.unordered);
         let group = by_group.entry(case.group.clone()).or_default();
         if kinds.is_empty() {
             group.0 += 1;
@@ -221,8 +221,9 @@ fn evaluate(env: &celgate_cel::Env, corpus: &Corpus, case: &Case) -> Outcome {
     })
 }
 
-/// The kinds of difference between two outcomes (empty: the same).
-fn compare(ours: &Outcome, theirs: &Outcome) -> Vec<&'static str> {
+/// The kinds of difference between two outcomes (empty: the same). `unordered`: lists compare
+/// as multisets and cost is not compared.
+fn compare(ours: &Outcome, theirs: &Outcome, unordered: bool) -> Vec<&'static str> {
     let mut kinds = Vec::new();
     match (&ours.compile_error, &theirs.compile_error) {
         (Some(a), Some(b)) => {
@@ -246,7 +247,12 @@ fn compare(ours: &Outcome, theirs: &Outcome) -> Vec<&'static str> {
     }
     match (&ours.error, &theirs.error) {
         (None, None) => {
-            if ours.value != theirs.value {
+            let differ = if unordered {
+                ours.value.as_ref().map(sort_lists) != theirs.value.as_ref().map(sort_lists)
+            } else {
+                ours.value != theirs.value
+            };
+            if differ {
                 kinds.push("value");
             }
         }
@@ -258,10 +264,31 @@ fn compare(ours: &Outcome, theirs: &Outcome) -> Vec<&'static str> {
         (Some(_), None) => kinds.push("error-in-celgate-only"),
         (None, Some(_)) => kinds.push("error-in-cel-go-only"),
     }
-    if ours.cost != theirs.cost {
+    if ours.cost != theirs.cost && !unordered {
         kinds.push("cost");
     }
     kinds
+}
+
+/// `v` with every list's elements sorted (by their JSON text).
+fn sort_lists(v: &Json) -> Json {
+    match v {
+        Json::Array(a) => Json::Array(a.iter().map(sort_lists).collect()),
+        Json::Object(o) => Json::Object(
+            o.iter()
+                .map(|(k, x)| {
+                    let mut x = sort_lists(x);
+                    if k == "list"
+                        && let Json::Array(items) = &mut x
+                    {
+                        items.sort_by_cached_key(Json::to_string);
+                    }
+                    (k.clone(), x)
+                })
+                .collect(),
+        ),
+        _ => v.clone(),
+    }
 }
 
 /// An error's class: its text up to the first `:` (`no such key: x` → `no such key`).

@@ -148,6 +148,8 @@ pub struct Context<'c> {
     pub params: &'c dyn Params,
     /// Authorization checks for the request's user (`authorizer`); unbound when `None`.
     pub authorizer: Option<&'c Arc<dyn Authorizer>>,
+    /// When evaluation must stop (the API server's webhook timeout), if any.
+    pub deadline: Option<Instant>,
 }
 
 /// Validates a request against the bound policies.
@@ -280,8 +282,9 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                 policy,
                 param,
                 authorizer: ctx.authorizer,
+                deadline: ctx.deadline,
             };
-            if !match_conditions_pass(policy, &vars.activation(Batch::Checks), fail, binding, out) {
+            if !match_conditions_pass(&vars, fail, binding, out) {
                 continue;
             }
             let decisions = evaluate_validations(policy, &vars, fail);
@@ -303,14 +306,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                     });
                 }
             }
-            evaluate_audit_annotations(
-                policy,
-                binding,
-                &vars.activation(Batch::AuditAnnotations),
-                fail,
-                &mut annotations,
-                out,
-            );
+            evaluate_audit_annotations(&vars, binding, fail, &mut annotations, out);
         }
     }
     // Distinct values of one key across bindings and params are joined with ", ".
@@ -345,6 +341,7 @@ struct Vars<'a> {
     policy: &'a ValidatingPolicy,
     param: Option<&'a serde_json::Value>,
     authorizer: Option<&'a Arc<dyn Authorizer>>,
+    deadline: Option<Instant>,
 }
 
 /// Which expressions an activation serves: they differ in `authorizer` and variables.
@@ -359,6 +356,15 @@ enum Batch {
 }
 
 impl<'a> Vars<'a> {
+    /// A fresh budget of `total`, stopping at the request's deadline.
+    fn budget(&self, total: u64) -> Budget {
+        let budget = Budget::new(PER_CALL_LIMIT, total);
+        match self.deadline {
+            Some(at) => budget.with_deadline(at),
+            None => budget,
+        }
+    }
+
     fn activation(&self, batch: Batch) -> Activation<'a> {
         let mut act = Activation::new();
         act.bind_json("object", self.req.object);
@@ -393,16 +399,17 @@ impl<'a> Vars<'a> {
 
 /// Evaluates match conditions; false when the policy does not apply to this request.
 fn match_conditions_pass(
-    policy: &ValidatingPolicy,
-    act: &Activation<'_>,
+    vars: &Vars<'_>,
     fail: bool,
     binding: &ValidatingBindingSpec,
     out: &mut Outcome,
 ) -> bool {
+    let policy = vars.policy;
     if policy.match_conditions.is_empty() {
         return true;
     }
-    let mut budget = Budget::new(PER_CALL_LIMIT, MATCH_CONDITIONS_BUDGET);
+    let act = &vars.activation(Batch::Checks);
+    let mut budget = vars.budget(MATCH_CONDITIONS_BUDGET);
     let mut errors = Vec::new();
     let mut any_false = false;
     for cond in &policy.match_conditions {
@@ -470,7 +477,7 @@ const OUT_OF_BUDGET: &str =
 
 fn evaluate_validations(policy: &ValidatingPolicy, vars: &Vars<'_>, fail: bool) -> Vec<Decision> {
     let act = vars.activation(Batch::Checks);
-    let mut budget = Budget::new(PER_CALL_LIMIT, RUNTIME_BUDGET);
+    let mut budget = vars.budget(RUNTIME_BUDGET);
     let mut results: Vec<Result<bool, String>> = Vec::with_capacity(policy.validations.len());
     for v in &policy.validations {
         let result = match &v.program {
@@ -616,17 +623,18 @@ fn go_json(v: &serde_json::Value) -> String {
 }
 
 fn evaluate_audit_annotations(
-    policy: &ValidatingPolicy,
+    vars: &Vars<'_>,
     binding: &ValidatingBindingSpec,
-    act: &Activation<'_>,
     fail: bool,
     collected: &mut Vec<(String, Vec<String>)>,
     out: &mut Outcome,
 ) {
+    let policy = vars.policy;
     if policy.audit_annotations.is_empty() {
         return;
     }
-    let mut budget = Budget::new(PER_CALL_LIMIT, RUNTIME_BUDGET);
+    let act = &vars.activation(Batch::AuditAnnotations);
+    let mut budget = vars.budget(RUNTIME_BUDGET);
     for a in &policy.audit_annotations {
         let value = eval_annotation(&a.program, &a.expression, act, &mut budget);
         match value {
@@ -752,6 +760,7 @@ mod tests {
             namespaces: &namespaces,
             params: &crate::params::NoParams,
             authorizer: None,
+            deadline: None,
         };
         validate(&[bound], &req, &ctx)
     }
@@ -852,6 +861,47 @@ mod tests {
         assert!(out.allowed());
         assert_eq!(out.checks[0].enforcement_action, "allow");
         assert_eq!(out.checks[0].error_type, ErrorType::InvalidError);
+    }
+
+    #[test]
+    fn evaluation_stops_at_the_deadline() {
+        let list = (0..30).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let s = spec(vec![Validation {
+            expression: format!("[{list}].all(a, [{list}].all(b, a + b >= 0))"),
+            ..Default::default()
+        }]);
+        let bound = BoundPolicy {
+            policy: Arc::new(compile_validating(s)),
+            bindings: vec![Arc::new(ValidatingBindingSpec {
+                name: "b".into(),
+                policy_name: "p".into(),
+                match_resources: None,
+                param_ref: None,
+                validation_actions: vec![ValidationAction::Deny],
+            })],
+        };
+        let raw = json!({"uid": "u", "operation": "CREATE", "namespace": "staging-ns",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "object": {"spec": {}}});
+        let req = Request::from_json(&raw).expect("valid request");
+        let namespaces = cache();
+        let mut ctx = Context {
+            namespaces: &namespaces,
+            params: &crate::params::NoParams,
+            authorizer: None,
+            deadline: None,
+        };
+        assert!(validate(std::slice::from_ref(&bound), &req, &ctx).allowed());
+        ctx.deadline = Some(Instant::now());
+        let denial = validate(&[bound], &req, &ctx).denial.expect("interrupted");
+        assert!(
+            denial
+                .message
+                .ends_with("resulted in error: operation interrupted"),
+            "{}",
+            denial.message
+        );
     }
 
     #[test]

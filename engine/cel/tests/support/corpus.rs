@@ -1,6 +1,9 @@
 //! The differential corpus written by `engine/cel/differential` (`differential gen`), shared by
 //! the differential test and the cel-go comparison benchmark.
 
+// Included by two targets (`#[path]`), each reading a subset of the fields.
+#![allow(dead_code)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -34,6 +37,10 @@ pub struct Case {
     /// Whether the case is a benchmark case.
     #[serde(default)]
     pub bench: bool,
+    /// Whether the case iterates a map: cel-go's map order is random, so list order and cost
+    /// (short-circuits) are not comparable.
+    #[serde(default)]
+    pub unordered: bool,
 }
 
 impl Corpus {
