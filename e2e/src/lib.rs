@@ -204,9 +204,12 @@ pub struct Celgate {
 impl Celgate {
     /// Starts `celgate run` against the cluster, registered by URL, and waits until it is ready.
     pub async fn start(cluster: &Cluster) -> Self {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(|d| workspace().join(d))
+            .unwrap_or_else(|| workspace().join("target"));
         let bin = std::env::var_os("CELGATE_BIN")
             .map(PathBuf::from)
-            .unwrap_or_else(|| workspace().join("target/debug/celgate"));
+            .unwrap_or_else(|| target.join("debug/celgate"));
         assert!(
             bin.exists(),
             "{} is missing; run `cargo build -p celgate` (make e2e does)",
