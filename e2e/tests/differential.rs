@@ -1812,11 +1812,6 @@ const FIELD_ORDER: &str = "reported bug: celgate's validation_failure JSON lists
 
 /// Scenarios that differ because of a reported celgate bug (see the module comment).
 const KNOWN: &[(&str, &str)] = &[
-    (
-        "rules-exact",
-        "reported bug: a policy with matchPolicy Exact still matches a request that reached the \
-         webhook converted to an equivalent resource (core v1 Event → events.k8s.io/v1)",
-    ),
     ("actions-audit", FIELD_ORDER),
     ("actions-deny-audit", FIELD_ORDER),
     ("actions-warn-audit", FIELD_ORDER),
