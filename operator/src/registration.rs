@@ -134,16 +134,21 @@ pub fn validating_configuration(
     own_namespace: &str,
 ) -> ValidatingWebhookConfiguration {
     let webhooks = [
-        (VALIDATE_FAIL, FailurePolicy::Fail, "Fail"),
-        (VALIDATE_IGNORE, FailurePolicy::Ignore, "Ignore"),
+        (VALIDATE_FAIL, FailurePolicy::Fail, "Fail", "/validate/fail"),
+        (
+            VALIDATE_IGNORE,
+            FailurePolicy::Ignore,
+            "Ignore",
+            "/validate/ignore",
+        ),
     ]
     .into_iter()
-    .filter_map(|(name, failure, failure_str)| {
+    .filter_map(|(name, failure, failure_str, path)| {
         let rules = rules(set, failure);
         (!rules.is_empty()).then(|| ValidatingWebhook {
             name: name.to_string(),
             admission_review_versions: vec!["v1".to_string()],
-            client_config: endpoint.client_config("/validate", ca_pem),
+            client_config: endpoint.client_config(path, ca_pem),
             failure_policy: Some(failure_str.to_string()),
             match_policy: Some("Equivalent".to_string()),
             namespace_selector: Some(exclude_namespace(own_namespace)),

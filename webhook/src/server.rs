@@ -15,6 +15,7 @@ use serde_json::Value;
 use thiserror::Error;
 
 use celgate_engine::Context;
+use celgate_engine::model::FailurePolicy;
 
 use crate::review;
 use crate::state::State;
@@ -109,7 +110,9 @@ impl Server {
 /// The routes, over shared state (public for in-process tests).
 pub fn router(state: Arc<State>) -> Router {
     Router::new()
-        .route("/validate", post(validate))
+        .route("/validate", post(validate_all))
+        .route("/validate/fail", post(validate_fail))
+        .route("/validate/ignore", post(validate_ignore))
         .route("/mutate", post(mutate))
         .route("/validate-policies", post(validate_policies))
         .route("/healthz", get(|| async { "ok" }))
@@ -149,10 +152,34 @@ fn call_timeout(query: Option<&str>) -> std::time::Duration {
 /// kube-apiserver's default webhook timeout.
 const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Every bound policy (for direct use and tests).
+async fn validate_all(state: AxumState<Arc<State>>, uri: axum::http::Uri, body: Bytes) -> Response {
+    validate(state, uri, body, None).await
+}
+
+/// The policies with failurePolicy Fail: the fail-closed webhook.
+async fn validate_fail(
+    state: AxumState<Arc<State>>,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Response {
+    validate(state, uri, body, Some(FailurePolicy::Fail)).await
+}
+
+/// The policies with failurePolicy Ignore: the fail-open webhook.
+async fn validate_ignore(
+    state: AxumState<Arc<State>>,
+    uri: axum::http::Uri,
+    body: Bytes,
+) -> Response {
+    validate(state, uri, body, Some(FailurePolicy::Ignore)).await
+}
+
 async fn validate(
     AxumState(state): AxumState<Arc<State>>,
     uri: axum::http::Uri,
     body: Bytes,
+    only: Option<FailurePolicy>,
 ) -> Response {
     let started = std::time::Instant::now();
     let review = match review::decode(&body) {
@@ -181,7 +208,7 @@ async fn validate(
         authorizer: authorizer.as_ref(),
         deadline: Some(started + call_timeout(uri.query())),
     };
-    let outcome = snapshot.policies.validate(&req, &ctx);
+    let outcome = snapshot.policies.validate(&req, &ctx, only);
     state.metrics.record(&outcome.checks);
     json_response(&review::response(req.uid, &outcome))
 }

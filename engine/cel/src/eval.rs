@@ -613,7 +613,8 @@ fn lookup<'a>(container: &Value<'a>, key: &Value<'_>) -> Result<Option<Value<'a>
             Ok(usize::try_from(i).ok().and_then(|i| l.get(i)))
         }
         Value::Map(m) => m.get(key),
-        _ => Err(EvalError::NoSuchOverload),
+        // cel-go qualifies any other value by reporting the key as missing.
+        _ => Err(EvalError::NoSuchKey(display_key(key))),
     }
 }
 

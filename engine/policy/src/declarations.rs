@@ -72,7 +72,9 @@ pub fn namespace() -> Type {
             ("namespace", Type::String),
             ("labels", strings()),
             ("annotations", strings()),
-            ("uid", Type::String),
+            // Upstream declares `UID` while the value's key is `uid` (so `.uid` does not
+            // compile and `.UID` finds nothing at run time); celgate declares the same.
+            ("UID", Type::String),
             ("creationTimestamp", Type::String),
             ("deletionGracePeriodSeconds", Type::Int),
             ("deletionTimestamp", Type::String),

@@ -29,8 +29,15 @@ pub struct PolicySet {
 }
 
 impl PolicySet {
-    /// Validates a request against every bound validating policy.
-    pub fn validate(&self, req: &Request<'_>, ctx: &Context<'_>) -> Outcome {
-        validate::validate(&self.validating, req, ctx)
+    /// Validates a request against the bound validating policies; with `only`, against those
+    /// of that failure policy (each of celgate's two webhooks serves one, so a request both
+    /// match is evaluated once per policy, not twice).
+    pub fn validate(
+        &self,
+        req: &Request<'_>,
+        ctx: &Context<'_>,
+        only: Option<model::FailurePolicy>,
+    ) -> Outcome {
+        validate::validate_only(&self.validating, req, ctx, only)
     }
 }

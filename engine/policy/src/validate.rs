@@ -154,12 +154,24 @@ pub struct Context<'c> {
 
 /// Validates a request against the bound policies.
 pub fn validate(policies: &[BoundPolicy], req: &Request<'_>, ctx: &Context<'_>) -> Outcome {
+    validate_only(policies, req, ctx, None)
+}
+
+/// Validates a request against the bound policies of one failure policy (all when `None`).
+pub fn validate_only(
+    policies: &[BoundPolicy],
+    req: &Request<'_>,
+    ctx: &Context<'_>,
+    only: Option<FailurePolicy>,
+) -> Outcome {
     let mut out = Outcome::default();
     if exempt(req) {
         return out;
     }
     for bound in policies {
-        evaluate_policy(bound, req, ctx, &mut out);
+        if only.is_none_or(|f| bound.policy.failure_policy() == f) {
+            evaluate_policy(bound, req, ctx, &mut out);
+        }
     }
     out
 }
@@ -577,18 +589,17 @@ fn route_decision(
                 policy.name, binding.name, d.message
             )),
             ValidationAction::Audit => {
-                let actions: Vec<&str> = binding
-                    .validation_actions
-                    .iter()
-                    .map(|a| a.as_str())
-                    .collect();
-                let record = serde_json::json!([{
-                    "message": d.message,
-                    "policy": policy.name.as_ref(),
-                    "binding": binding.name,
-                    "expressionIndex": d.index,
-                    "validationActions": actions,
-                }]);
+                let record = [ValidationFailure {
+                    message: &d.message,
+                    policy: &policy.name,
+                    binding: &binding.name,
+                    expression_index: d.index,
+                    validation_actions: binding
+                        .validation_actions
+                        .iter()
+                        .map(|a| a.as_str())
+                        .collect(),
+                }];
                 // 1.36 records only the first failure under this key.
                 if !out
                     .audit_annotations
@@ -614,9 +625,21 @@ fn route_decision(
     }
 }
 
+/// One entry of the `validation_failure` audit annotation, fields in upstream's order.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ValidationFailure<'a> {
+    message: &'a str,
+    policy: &'a str,
+    binding: &'a str,
+    expression_index: usize,
+    validation_actions: Vec<&'static str>,
+}
+
 /// JSON as Go's encoding/json writes it: `<`, `>` and `&` escaped.
-fn go_json(v: &serde_json::Value) -> String {
-    v.to_string()
+fn go_json(v: &impl serde::Serialize) -> String {
+    serde_json::to_string(v)
+        .unwrap_or_default()
         .replace('<', "\\u003c")
         .replace('>', "\\u003e")
         .replace('&', "\\u0026")
@@ -819,7 +842,7 @@ mod tests {
             out.audit_annotations,
             vec![(
                 VALIDATION_FAILURE_KEY.to_string(),
-                r#"[{"binding":"b","expressionIndex":0,"message":"too few \u003creplicas\u003e","policy":"p","validationActions":["Warn","Audit"]}]"#.to_string()
+                r#"[{"message":"too few \u003creplicas\u003e","policy":"p","binding":"b","expressionIndex":0,"validationActions":["Warn","Audit"]}]"#.to_string()
             )]
         );
         let actions: Vec<_> = out.checks.iter().map(|c| c.enforcement_action).collect();
