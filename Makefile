@@ -15,8 +15,9 @@ deps: ## Install the system packages the tests need (curl, openssl, python3) whe
 build: ## Build every crate
 	$(CARGO) build --workspace
 
-test: deps ## Everything CI runs: unit tests, CRD drift, CEL conformance and the e2e suite
+test: deps ## Unit tests, CRD drift, CEL conformance and differential ratchets, and the e2e suite
 	$(CARGO) test --workspace --exclude celgate-e2e
+	$(MAKE) differential
 	$(MAKE) e2e
 
 unit: ## Unit and in-process tests only

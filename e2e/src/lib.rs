@@ -277,3 +277,51 @@ pub fn inner_message(message: &str) -> &str {
         .split_once(" is forbidden: ")
         .map_or(message, |(_, inner)| inner)
 }
+
+/// Creates a namespace labelled `engine=<engine>` (bindings select engines by that label).
+pub async fn create_namespace(client: &Client, name: &str, engine: &str) {
+    use k8s_openapi::api::core::v1::Namespace;
+    let ns: Namespace = serde_json::from_value(
+        serde_json::json!({"metadata": {"name": name, "labels": {"engine": engine}}}),
+    )
+    .unwrap_or_else(|e| panic!("namespace fixture: {e}"));
+    kube::Api::<Namespace>::all(client.clone())
+        .create(&kube::api::PostParams::default(), &ns)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
+}
+
+/// A minimal valid apps/v1 Deployment.
+pub fn deployment(name: &str, replicas: i32) -> k8s_openapi::api::apps::v1::Deployment {
+    serde_json::from_value(serde_json::json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {"replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}}
+    }))
+    .unwrap_or_else(|e| panic!("invalid deployment fixture: {e}"))
+}
+
+/// Creates a Deployment of `replicas` in `ns` as a server-side dry run: `Err((message, code))`
+/// when admission rejects it (any other failure panics).
+pub async fn dry_run_deployment(
+    client: &Client,
+    ns: &str,
+    replicas: i32,
+) -> Result<(), (String, u16)> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let params = kube::api::PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match kube::Api::<Deployment>::namespaced(client.clone(), ns)
+        .create(&params, &deployment(&format!("web-{replicas}"), replicas))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) => Err((s.message, s.code)),
+        Err(e) => panic!("create failed for a reason other than admission: {e}"),
+    }
+}

@@ -4,11 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use celgate_e2e::{Celgate, Cluster, curl, inner_message, wait_for};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
+use celgate_e2e::{
+    Celgate, Cluster, create_namespace, curl, dry_run_deployment, inner_message, wait_for,
+};
 use kube::api::{Api, PostParams};
-use serde_json::json;
 
 const POLICY: &str = r#"
 apiVersion: API
@@ -54,42 +53,8 @@ fn binding(api: &str, engine: &str) -> String {
     BINDING.replace("API", api).replace("ENGINE", engine)
 }
 
-fn deployment(name: &str, replicas: i32) -> Deployment {
-    serde_json::from_value(json!({
-        "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": name},
-        "spec": {"replicas": replicas,
-            "selector": {"matchLabels": {"app": name}},
-            "template": {"metadata": {"labels": {"app": name}},
-                "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}}
-    }))
-    .unwrap_or_else(|e| panic!("invalid deployment fixture: {e}"))
-}
-
-async fn namespace(client: &kube::Client, name: &str, engine: &str) {
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"engine": engine}}}))
-            .unwrap_or_else(|e| panic!("invalid namespace fixture: {e}"));
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
-}
-
-/// Creates a deployment (server-side dry run); `Err(message)` when admission rejects it.
 async fn try_create(client: &kube::Client, ns: &str, replicas: i32) -> Result<(), (String, u16)> {
-    let params = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    match Api::<Deployment>::namespaced(client.clone(), ns)
-        .create(&params, &deployment(&format!("web-{replicas}"), replicas))
-        .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) => Err((s.message, s.code)),
-        Err(e) => panic!("create failed for a reason other than admission: {e}"),
-    }
+    dry_run_deployment(client, ns, replicas).await
 }
 
 async fn wait_denied(client: &kube::Client, ns: &str, replicas: i32) -> (String, u16) {
@@ -118,8 +83,8 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
     cluster.install_crds();
     let celgate = Celgate::start(&cluster).await;
     let client = cluster.client().await;
-    namespace(&client, "celgate-demo", "celgate").await;
-    namespace(&client, "intree-demo", "intree").await;
+    create_namespace(&client, "celgate-demo", "celgate").await;
+    create_namespace(&client, "intree-demo", "intree").await;
 
     // Apply → enforced.
     let applied = Instant::now();
@@ -195,8 +160,8 @@ async fn bad_input_gets_defined_outcomes() {
     let client = cluster.client().await;
     // Policies whose CEL does not parse, written while celgate (and so its validating webhook,
     // which would reject them) is not running: they are stored, and their failurePolicy decides.
-    namespace(&client, "broken-fail", "broken-fail").await;
-    namespace(&client, "broken-ignore", "broken-ignore").await;
+    create_namespace(&client, "broken-fail", "broken-fail").await;
+    create_namespace(&client, "broken-ignore", "broken-ignore").await;
     for (failure, engine) in [("Fail", "broken-fail"), ("Ignore", "broken-ignore")] {
         cluster.apply(&format!(
             r#"
@@ -347,8 +312,8 @@ async fn apply_to_enforced_latency_is_reported() {
     cluster.install_crds();
     let _celgate = Celgate::start(&cluster).await;
     let client = cluster.client().await;
-    namespace(&client, "celgate-demo", "celgate").await;
-    namespace(&client, "intree-demo", "intree").await;
+    create_namespace(&client, "celgate-demo", "celgate").await;
+    create_namespace(&client, "intree-demo", "intree").await;
     cluster.apply(&policy(CELGATE, 5));
     cluster.apply(&policy(IN_TREE, 5));
     for (api, resource, engine, ns, samples) in [

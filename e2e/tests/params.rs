@@ -5,11 +5,9 @@
 
 use std::time::Duration;
 
-use celgate_e2e::{Celgate, Cluster, inner_message, wait_for};
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, PostParams};
-use serde_json::json;
+use celgate_e2e::{
+    Celgate, Cluster, create_namespace, dry_run_deployment, inner_message, wait_for,
+};
 
 const POLICY: &str = r#"
 apiVersion: API
@@ -56,36 +54,10 @@ fn policy(api: &str, engine: &str, param_api: &str, param_kind: &str) -> String 
         .replace("ENGINE", engine)
 }
 
-async fn namespace(client: &kube::Client, name: &str, engine: &str) {
-    let ns: Namespace =
-        serde_json::from_value(json!({"metadata": {"name": name, "labels": {"engine": engine}}}))
-            .unwrap_or_else(|e| panic!("namespace fixture: {e}"));
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create namespace {name}: {e}"));
-}
-
 async fn try_create(client: &kube::Client, ns: &str, replicas: i32) -> Result<(), String> {
-    let d: Deployment = serde_json::from_value(json!({
-        "metadata": {"name": "web"},
-        "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
-            "template": {"metadata": {"labels": {"app": "web"}},
-                "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}}
-    }))
-    .unwrap_or_else(|e| panic!("deployment fixture: {e}"));
-    let params = PostParams {
-        dry_run: true,
-        ..Default::default()
-    };
-    match Api::<Deployment>::namespaced(client.clone(), ns)
-        .create(&params, &d)
+    dry_run_deployment(client, ns, replicas)
         .await
-    {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(s)) => Err(inner_message(&s.message).to_string()),
-        Err(e) => panic!("create failed for a reason other than admission: {e}"),
-    }
+        .map_err(|(message, _)| inner_message(&message).to_string())
 }
 
 /// Waits until a create of `replicas` in `ns` gives `want` (`None` = admitted).
@@ -118,7 +90,7 @@ async fn params_decide_like_in_tree_and_follow_the_cluster() {
         ("ours", "celgate"),
         ("theirs", "intree"),
     ] {
-        namespace(&client, ns, engine).await;
+        create_namespace(&client, ns, engine).await;
     }
     cluster.apply(&policy(
         "admission.celgate.io/v1",

@@ -245,34 +245,11 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
     let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
     for binding in &bound.bindings {
         let started = Instant::now();
-        let binding_match = match &binding.match_resources {
-            None => Ok(true),
-            Some(m) => matching::matches(m, req, ctx.namespaces).map_err(|e| e.to_string()),
-        };
-        match binding_match {
-            Ok(false) => continue,
-            Ok(true) => {}
-            Err(e) => {
-                if fail {
-                    let msg = format!("failed to configure binding: {e}");
-                    deny_first(
-                        out,
-                        policy_message(&policy.name, Some(&binding.name), &msg),
-                        None,
-                    );
-                }
-                continue;
-            }
-        }
-        let collected = params::collect(
-            policy.spec.param_kind.as_ref(),
-            binding.param_ref.as_ref(),
-            req,
-            ctx.params,
-        );
-        let params = match collected {
-            Ok(Collected::Evaluate(list)) => list,
-            Ok(Collected::Skip) => continue,
+        // A binding whose match or params cannot be worked out is a configuration error.
+        let params = binding_params(policy, binding, req, ctx);
+        let params = match params {
+            Ok(Some(list)) => list,
+            Ok(None) => continue,
             Err(e) => {
                 if fail {
                     let msg = format!("failed to configure binding: {e}");
@@ -326,6 +303,33 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         out.audit_annotations
             .push((format!("{}/{key}", policy.name), values.join(", ")));
     }
+}
+
+/// The params to evaluate a binding with; `None` when the binding does not apply (its match
+/// resources miss, or no param and `Allow`).
+fn binding_params<'p>(
+    policy: &ValidatingPolicy,
+    binding: &ValidatingBindingSpec,
+    req: &Request<'_>,
+    ctx: &Context<'p>,
+) -> Result<Option<Vec<Option<&'p serde_json::Value>>>, String> {
+    let selected = match &binding.match_resources {
+        None => true,
+        Some(m) => matching::matches(m, req, ctx.namespaces).map_err(|e| e.to_string())?,
+    };
+    if !selected {
+        return Ok(None);
+    }
+    let collected = params::collect(
+        policy.spec.param_kind.as_ref(),
+        binding.param_ref.as_ref(),
+        req,
+        ctx.params,
+    )?;
+    Ok(match collected {
+        Collected::Evaluate(list) => Some(list),
+        Collected::Skip => None,
+    })
 }
 
 static NULL: serde_json::Value = serde_json::Value::Null;
