@@ -434,12 +434,23 @@ impl<'e> Checker<'_, 'e> {
             return cur;
         };
         if self.assignable(&prev, &cur) {
+            // Kubernetes' homogeneous-literal validation wants the exact same type for every
+            // element: `[object.spec.replicas, 1]` mixes `dyn` and `int` and does not compile.
+            if self.decls.homogeneous_literals {
+                let (p, c) = (self.sub(&prev), self.sub(&cur));
+                if p != c && !matches!(p, Type::Error) && !matches!(c, Type::Error) {
+                    let (p, c) = (checker_name(&p), checker_name(&c));
+                    self.error(id, format!("expected type '{p}' but found '{c}'"));
+                    return Type::Error;
+                }
+            }
             return most_general(&prev, &cur);
         }
         if !self.decls.homogeneous_literals {
             return Type::Dyn;
         }
         let (p, c) = (self.sub(&prev), self.sub(&cur));
+        let (p, c) = (checker_name(&p), checker_name(&c));
         self.error(id, format!("expected type '{p}' but found '{c}'"));
         Type::Error
     }
@@ -627,13 +638,7 @@ impl<'e> Checker<'_, 'e> {
         let Some(result) = result else {
             let shown: Vec<String> = arg_types
                 .iter()
-                // cel-go's checker prints the null type as `null` in its messages.
-                .map(|t| {
-                    self.subs
-                        .substitute(t, true)
-                        .to_string()
-                        .replace("null_type", "null")
-                })
+                .map(|t| checker_name(&self.subs.substitute(t, true)))
                 .collect();
             let sig = if member {
                 format!(
@@ -801,4 +806,13 @@ impl<'e> Checker<'_, 'e> {
             self.error(p.id, format!("expected type 'bool' but found '{t}'"));
         }
     }
+}
+
+/// A type as cel-go's checker prints it in messages (`null`, `timestamp`, `duration`), which
+/// differs from the type names of result-type errors (`null_type`, `google.protobuf.Timestamp`).
+fn checker_name(t: &Type) -> String {
+    t.to_string()
+        .replace("null_type", "null")
+        .replace("google.protobuf.Timestamp", "timestamp")
+        .replace("google.protobuf.Duration", "duration")
 }
