@@ -201,7 +201,12 @@ async fn validate(
         }
     }
     let (namespaces, params) = (state.namespaces(), state.params());
-    let authorizer = state.authorizer_for(req.raw.get("userInfo").unwrap_or(&Value::Null));
+    // Built only when a policy may ask: it copies the request's user.
+    let authorizer = snapshot
+        .policies
+        .uses_authorizer()
+        .then(|| state.authorizer_for(req.raw.get("userInfo").unwrap_or(&Value::Null)))
+        .flatten();
     let ctx = Context {
         namespaces: namespaces.as_ref(),
         params: params.as_ref(),

@@ -62,6 +62,8 @@ pub struct ValidatingPolicy {
     pub variables: Arc<Variables>,
     /// The variables as message expressions see them (without `authorizer`).
     pub message_variables: Arc<Variables>,
+    /// Whether any expression may read `authorizer` (so requests need one built).
+    pub uses_authorizer: bool,
 }
 
 impl std::fmt::Debug for ValidatingPolicy {
@@ -239,7 +241,16 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
             program: compile_expr(&env, &a.value_expression, result_types::AUDIT_VALUE),
         })
         .collect();
+    // A textual test: a false positive only costs building an authorizer per request.
+    let uses_authorizer = spec
+        .validations
+        .iter()
+        .map(|v| v.expression.as_str())
+        .chain(spec.match_conditions.iter().map(|c| c.expression.as_str()))
+        .chain(spec.variables.iter().map(|v| v.expression.as_str()))
+        .any(|src| src.contains(authz::AUTHORIZER_VARIABLE));
     ValidatingPolicy {
+        uses_authorizer,
         name: Arc::from(spec.name.as_str()),
         spec,
         validations,

@@ -29,6 +29,11 @@ pub struct PolicySet {
 }
 
 impl PolicySet {
+    /// Whether any bound policy may read `authorizer` in its expressions.
+    pub fn uses_authorizer(&self) -> bool {
+        self.validating.iter().any(|b| b.policy.uses_authorizer)
+    }
+
     /// Validates a request against the bound validating policies; with `only`, against those
     /// of that failure policy (each of celgate's two webhooks serves one, so a request both
     /// match is evaluated once per policy, not twice).
