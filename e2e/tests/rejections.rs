@@ -80,3 +80,68 @@ async fn invalid_policies_and_bindings_are_rejected_like_in_tree() {
         differences.join("\n")
     );
 }
+
+/// Writing a policy or binding that refers to params needs read access to them (kube-apiserver's
+/// authorization check on paramKind and paramRef), with the same rejection in both engines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn param_references_need_read_access_like_in_tree() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let _celgate = Celgate::start(&cluster).await;
+    cluster.apply(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: policy-writer
+rules:
+- apiGroups: ["admissionregistration.k8s.io", "admission.celgate.io"]
+  resources: ["validatingadmissionpolicies", "validatingadmissionpolicybindings"]
+  verbs: ["create", "get"]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: policy-writer
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: policy-writer}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
+"#,
+    );
+    let policy = |api: &str, name: &str| {
+        format!(
+            "apiVersion: {api}\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n  paramKind:\n    apiVersion: v1\n    kind: ConfigMap\n  matchConstraints:{RULES}\n  validations:\n  - expression: \"true\"\n"
+        )
+    };
+    let binding = |api: &str| {
+        format!(
+            "apiVersion: {api}\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: by-bob\nspec:\n  policyName: by-admin\n  validationActions: [Deny]\n  paramRef:\n    name: limits\n    namespace: default\n    parameterNotFoundAction: Deny\n"
+        )
+    };
+    let as_bob = |yaml: &str| {
+        let out = cluster.kubectl(&["create", "--as=bob", "-f", "-"], yaml);
+        let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
+        assert!(!out.status.success(), "bob could write:\n{yaml}");
+        stderr
+            .split_once(" is invalid: ")
+            .map(|(_, e)| e.to_string())
+            .unwrap_or(stderr)
+    };
+    let mut seen = Vec::new();
+    for api in ["admissionregistration.k8s.io/v1", "admission.celgate.io/v1"] {
+        cluster.apply(&policy(api, "by-admin"));
+        seen.push((as_bob(&policy(api, "by-bob")), as_bob(&binding(api))));
+    }
+    assert_eq!(
+        seen[0].0,
+        "spec.paramKind: Forbidden: user &{bob  [system:authenticated] map[]} must have \"get\" permission on all objects of the referenced paramKind (kind=ConfigMap, apiVersion=v1)"
+    );
+    assert_eq!(
+        seen[0].1,
+        "spec.paramRef: Forbidden: user &{bob  [system:authenticated] map[]} does not have \"get\" permission on the object referenced by paramRef"
+    );
+    assert_eq!(
+        seen[1], seen[0],
+        "celgate's rejections differ from the in-tree ones"
+    );
+}

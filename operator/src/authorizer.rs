@@ -7,13 +7,14 @@ use std::time::Duration;
 
 use celgate_cel::authz::{AuthzTarget, Decision};
 use celgate_cel::{Authorizer, AuthzDecision, AuthzRequest};
+use celgate_engine::model::ParamKind;
 use celgate_webhook::AuthorizerSource;
 use k8s_openapi::api::authorization::v1::{
     FieldSelectorAttributes, LabelSelectorAttributes, NonResourceAttributes, ResourceAttributes,
     SubjectAccessReview, SubjectAccessReviewSpec,
 };
-use kube::api::PostParams;
-use kube::{Api, Client};
+use kube::api::{GroupVersionKind, PostParams};
+use kube::{Api, Client, discovery};
 use serde_json::Value;
 use tokio::runtime::{Handle, RuntimeFlavor};
 
@@ -88,6 +89,29 @@ impl AuthorizerSource for SarAuthorizers {
             cache: Mutex::new(Vec::new()),
         })
     }
+
+    fn resource_for(&self, kind: &ParamKind) -> Option<String> {
+        let (group, version) = kind
+            .api_version
+            .split_once('/')
+            .unwrap_or(("", kind.api_version.as_str()));
+        let gvk = GroupVersionKind::gvk(group, version, &kind.kind);
+        block_on(discovery::pinned_kind(&self.client, &gvk))
+            .ok()?
+            .ok()
+            .map(|(resource, _)| resource.plural)
+    }
+}
+
+/// Runs `fut` to completion from synchronous code on the webhook's multi-threaded runtime,
+/// blocking this worker thread (not the runtime), bounded by [`REVIEW_TIMEOUT`].
+fn block_on<F: std::future::Future>(fut: F) -> Result<F::Output, String> {
+    let handle = match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => h,
+        _ => return Err("authorizer is unavailable outside celgate's webhook runtime".into()),
+    };
+    tokio::task::block_in_place(|| handle.block_on(tokio::time::timeout(REVIEW_TIMEOUT, fut)))
+        .map_err(|_| "the API server did not answer in time".to_string())
 }
 
 /// Answers the checks of one request.

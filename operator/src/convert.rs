@@ -69,6 +69,14 @@ fn named<'a>(list: impl Iterator<Item = (&'a String, &'a String)>) -> Vec<model:
     .collect()
 }
 
+/// Converts a paramKind.
+pub fn param_kind(k: &api::ParamKind) -> model::ParamKind {
+    model::ParamKind {
+        api_version: k.api_version.clone().unwrap_or_default(),
+        kind: k.kind.clone().unwrap_or_default(),
+    }
+}
+
 /// Converts a ValidatingAdmissionPolicy.
 pub fn validating_policy(p: &api::ValidatingAdmissionPolicy) -> model::ValidatingPolicySpec {
     let s = &p.spec;
@@ -76,10 +84,7 @@ pub fn validating_policy(p: &api::ValidatingAdmissionPolicy) -> model::Validatin
         name: p.name_any(),
         uid: p.uid().unwrap_or_default(),
         generation: p.metadata.generation.unwrap_or_default(),
-        param_kind: s.param_kind.as_ref().map(|k| model::ParamKind {
-            api_version: k.api_version.clone().unwrap_or_default(),
-            kind: k.kind.clone().unwrap_or_default(),
-        }),
+        param_kind: s.param_kind.as_ref().map(param_kind),
         match_constraints: s.match_constraints.as_ref().map(match_resources),
         validations: s
             .validations

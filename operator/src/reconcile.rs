@@ -235,6 +235,16 @@ impl Reconciler {
             // them) before it is published; then the snapshot, so a policy is enforced as soon
             // as the API server routes matching requests here.
             param_watches.sync(&set);
+            self.state.publish_policy_param_kinds(
+                policies
+                    .state()
+                    .iter()
+                    .filter_map(|p| {
+                        let kind = convert::param_kind(p.spec.param_kind.as_ref()?);
+                        Some((p.name_any(), kind))
+                    })
+                    .collect(),
+            );
             self.state.publish(Snapshot {
                 policies: set,
                 generation,

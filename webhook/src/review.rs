@@ -1,6 +1,7 @@
 //! The AdmissionReview v1 codec: decode a review into a borrowed engine request, encode the
 //! engine's outcome as the review response kube-apiserver expects.
 
+use celgate_engine::apivalidation::FieldError;
 use celgate_engine::request::Operation;
 use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
 use celgate_engine::{Request, RequestError};
@@ -93,11 +94,10 @@ pub fn response(uid: &str, outcome: &Outcome) -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp})
 }
 
-/// The response to a write of one of celgate's own kinds: allowed, or 422 Invalid with every
-/// field error, as kube-apiserver answers for the in-tree kinds.
-pub fn policy_validation_response(req: &Request<'_>) -> Value {
-    use celgate_engine::apivalidation::{invalid_message, validate_binding, validate_policy};
-    let errors = match (req.operation, req.kind.name) {
+/// The field errors kube-apiserver would report for a write of one of celgate's own kinds.
+pub fn policy_errors(req: &Request<'_>) -> Vec<FieldError> {
+    use celgate_engine::apivalidation::{validate_binding, validate_policy};
+    match (req.operation, req.kind.name) {
         (Operation::Create | Operation::Update, "ValidatingAdmissionPolicy") => {
             validate_policy(req.object)
         }
@@ -105,7 +105,13 @@ pub fn policy_validation_response(req: &Request<'_>) -> Value {
             validate_binding(req.object)
         }
         _ => Vec::new(),
-    };
+    }
+}
+
+/// The response to a write of one of celgate's own kinds: allowed, or 422 Invalid with every
+/// field error, as kube-apiserver answers for the in-tree kinds.
+pub fn policy_validation_response(req: &Request<'_>, errors: &[FieldError]) -> Value {
+    use celgate_engine::apivalidation::invalid_message;
     if errors.is_empty() {
         return allow(req.uid);
     }
@@ -129,7 +135,7 @@ pub fn policy_validation_response(req: &Request<'_>) -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
         "uid": req.uid, "allowed": false,
         "status": {"metadata": {}, "status": "Failure", "reason": "Invalid", "code": 422,
-            "message": invalid_message(req.kind.name, req.kind.group, name, &errors),
+            "message": invalid_message(req.kind.name, req.kind.group, name, errors),
             "details": {"name": name, "group": req.kind.group,
                 "kind": req.kind.name, "causes": causes}}}})
 }

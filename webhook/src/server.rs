@@ -235,7 +235,7 @@ async fn mutate(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Respons
 
 /// Rejects celgate's own policies and bindings exactly where kube-apiserver rejects the in-tree
 /// kinds on create and update.
-async fn validate_policies(body: Bytes) -> Response {
+async fn validate_policies(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Response {
     let review = match review::decode(&body) {
         Ok(r) => r,
         Err(e) => return bad_request(e),
@@ -244,7 +244,12 @@ async fn validate_policies(body: Bytes) -> Response {
         Ok(r) => r,
         Err(e) => return bad_request(e),
     };
-    json_response(&review::policy_validation_response(&req))
+    let mut errors = review::policy_errors(&req);
+    // Like kube-apiserver, the param access check runs only on an otherwise valid object.
+    if errors.is_empty() {
+        errors = state.param_access_errors(&req);
+    }
+    json_response(&review::policy_validation_response(&req, &errors))
 }
 
 async fn readyz(AxumState(state): AxumState<Arc<State>>) -> Response {

@@ -5,8 +5,10 @@ use std::sync::Arc;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
 use celgate_cel::Authorizer;
+use celgate_engine::apivalidation::FieldError;
 use celgate_engine::model::ParamKind;
-use celgate_engine::{Namespaces, ParamKindState, ParamObjects, Params, PolicySet};
+use celgate_engine::paramaccess::{self, Writer};
+use celgate_engine::{Namespaces, ParamKindState, ParamObjects, Params, PolicySet, Request};
 use serde_json::Value;
 use tokio::sync::Notify;
 
@@ -36,6 +38,9 @@ impl Namespaces for NamespaceCache {
 pub trait AuthorizerSource: Send + Sync + std::fmt::Debug {
     /// An authorizer for the user described by the request's `userInfo` JSON.
     fn for_user(&self, user_info: &Value) -> Arc<dyn Authorizer>;
+
+    /// The resource (plural) of a param kind, if the API server serves it.
+    fn resource_for(&self, kind: &ParamKind) -> Option<String>;
 }
 
 /// How the operator's watch of one param kind stands.
@@ -72,6 +77,7 @@ pub struct State {
     params_changed: Notify,
     namespaces_changed: Notify,
     authorizers: ArcSwapOption<Arc<dyn AuthorizerSource>>,
+    policy_param_kinds: ArcSwap<HashMap<String, ParamKind>>,
     /// The webhook's metrics.
     pub metrics: Metrics,
 }
@@ -159,6 +165,47 @@ impl State {
     /// Sets how requests' users are authorized (`authorizer` in expressions).
     pub fn set_authorizers(&self, source: Arc<dyn AuthorizerSource>) {
         self.authorizers.store(Some(Arc::new(source)));
+    }
+
+    /// Records the paramKind of every policy (bound or not), for checks on binding writes.
+    pub fn publish_policy_param_kinds(&self, kinds: HashMap<String, ParamKind>) {
+        self.policy_param_kinds.store(Arc::new(kinds));
+    }
+
+    /// The param access errors of a write of a policy or binding (empty when allowed, or
+    /// when no authorizer source is set).
+    pub fn param_access_errors(&self, req: &Request<'_>) -> Vec<FieldError> {
+        let Some(source) = self.authorizers.load_full() else {
+            return Vec::new();
+        };
+        let user_info = req.raw.get("userInfo").unwrap_or(&Value::Null);
+        let writer = Writer::from_user_info(user_info);
+        let authz = source.for_user(user_info);
+        let resolve = |k: &ParamKind| source.resource_for(k);
+        let old = Some(req.old_object).filter(|o| !o.is_null());
+        match req.kind.name {
+            "ValidatingAdmissionPolicy" => {
+                paramaccess::check_policy(req.object, old, &writer, &resolve, authz.as_ref())
+            }
+            "ValidatingAdmissionPolicyBinding" => {
+                let kinds = self.policy_param_kinds.load();
+                let policy = req
+                    .object
+                    .get("spec")
+                    .and_then(|s| s.get("policyName"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                paramaccess::check_binding(
+                    req.object,
+                    old,
+                    &writer,
+                    kinds.get(policy),
+                    &resolve,
+                    authz.as_ref(),
+                )
+            }
+            _ => Vec::new(),
+        }
     }
 
     /// An authorizer for one request's user, if an authorizer source is set.

@@ -8,6 +8,7 @@ pub mod compile;
 pub mod declarations;
 pub mod matching;
 pub mod model;
+pub mod paramaccess;
 pub mod params;
 pub mod request;
 pub mod validate;
