@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State as AxumState};
+use axum::extract::{DefaultBodyLimit, Path, State as AxumState};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -111,8 +111,7 @@ impl Server {
 pub fn router(state: Arc<State>) -> Router {
     Router::new()
         .route("/validate", post(validate_all))
-        .route("/validate/fail", post(validate_fail))
-        .route("/validate/ignore", post(validate_ignore))
+        .route("/validate/{failure}", post(validate_by_failure_policy))
         .route("/mutate", post(mutate))
         .route("/validate-policies", post(validate_policies))
         .route("/healthz", get(|| async { "ok" }))
@@ -157,22 +156,26 @@ async fn validate_all(state: AxumState<Arc<State>>, uri: axum::http::Uri, body: 
     validate(state, uri, body, None).await
 }
 
-/// The policies with failurePolicy Fail: the fail-closed webhook.
-async fn validate_fail(
+/// The policies of one failure policy: `/validate/fail` (the fail-closed webhook) and
+/// `/validate/ignore` (the fail-open one).
+async fn validate_by_failure_policy(
     state: AxumState<Arc<State>>,
+    Path(failure): Path<String>,
     uri: axum::http::Uri,
     body: Bytes,
 ) -> Response {
-    validate(state, uri, body, Some(FailurePolicy::Fail)).await
-}
-
-/// The policies with failurePolicy Ignore: the fail-open webhook.
-async fn validate_ignore(
-    state: AxumState<Arc<State>>,
-    uri: axum::http::Uri,
-    body: Bytes,
-) -> Response {
-    validate(state, uri, body, Some(FailurePolicy::Ignore)).await
+    let only = match failure.as_str() {
+        "fail" => FailurePolicy::Fail,
+        "ignore" => FailurePolicy::Ignore,
+        _ => {
+            return (
+                StatusCode::NOT_FOUND,
+                "use /validate/fail or /validate/ignore\n",
+            )
+                .into_response();
+        }
+    };
+    validate(state, uri, body, Some(only)).await
 }
 
 async fn validate(

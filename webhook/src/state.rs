@@ -54,13 +54,18 @@ pub enum ParamKindEntry {
     NotServed,
 }
 
-/// Every watched param kind, by (apiVersion, kind).
+/// Every watched param kind, by apiVersion, then kind (so the request path looks one up by
+/// `&str` without building a key).
 #[derive(Debug, Default, Clone)]
-pub struct ParamCache(pub HashMap<(String, String), ParamKindEntry>);
+pub struct ParamCache(pub HashMap<String, HashMap<String, ParamKindEntry>>);
 
 impl Params for ParamCache {
     fn kind(&self, kind: &ParamKind) -> ParamKindState<'_> {
-        match self.0.get(&(kind.api_version.clone(), kind.kind.clone())) {
+        match self
+            .0
+            .get(kind.api_version.as_str())
+            .and_then(|kinds| kinds.get(kind.kind.as_str()))
+        {
             Some(ParamKindEntry::Ready(objects)) => ParamKindState::Ready(objects),
             Some(ParamKindEntry::NotServed) => ParamKindState::NotServed,
             Some(ParamKindEntry::Syncing) | None => ParamKindState::Syncing,
@@ -127,10 +132,23 @@ impl State {
     pub fn publish_param_kind(&self, key: (String, String), entry: Option<ParamKindEntry>) {
         self.params.rcu(|cache| {
             let mut next = ParamCache::clone(cache);
+            let (api_version, kind) = &key;
             match &entry {
-                Some(e) => next.0.insert(key.clone(), e.clone()),
-                None => next.0.remove(&key),
-            };
+                Some(e) => {
+                    next.0
+                        .entry(api_version.clone())
+                        .or_default()
+                        .insert(kind.clone(), e.clone());
+                }
+                None => {
+                    if let Some(kinds) = next.0.get_mut(api_version) {
+                        kinds.remove(kind);
+                        if kinds.is_empty() {
+                            next.0.remove(api_version);
+                        }
+                    }
+                }
+            }
             next
         });
         self.params_changed.notify_waiters();

@@ -261,3 +261,21 @@ async fn compile_errors_follow_the_failure_policy() {
         true
     );
 }
+
+#[tokio::test]
+async fn each_webhook_path_evaluates_only_its_failure_policy() {
+    let state = new_state();
+    state.publish(Snapshot {
+        policies: policy(5, FailurePolicy::Fail),
+        generation: 1,
+    });
+    let body = review("deployments", 6).to_string();
+    let (status, fail) = post(&state, "/validate/fail", body.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(fail.contains("\"allowed\":false"), "{fail}");
+    let (status, ignore) = post(&state, "/validate/ignore", body.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(ignore.contains("\"allowed\":true"), "{ignore}");
+    let (status, _) = post(&state, "/validate/other", body).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
