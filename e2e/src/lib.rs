@@ -204,6 +204,14 @@ pub struct Celgate {
 impl Celgate {
     /// Starts `celgate run` against the cluster, registered by URL, and waits until it is ready.
     pub async fn start(cluster: &Cluster) -> Self {
+        let celgate = Self::spawn(cluster, free_port());
+        celgate.wait_ready().await;
+        celgate
+    }
+
+    /// Starts `celgate run` serving on `port` (registered as `https://127.0.0.1:<port>`) without
+    /// waiting for it; the log is appended to, so a restart keeps the earlier lines.
+    pub fn spawn(cluster: &Cluster, port: u16) -> Self {
         let target = std::env::var_os("CARGO_TARGET_DIR")
             .map(|d| workspace().join(d))
             .unwrap_or_else(|| workspace().join("target"));
@@ -215,9 +223,12 @@ impl Celgate {
             "{} is missing; run `cargo build -p celgate` (make e2e does)",
             bin.display()
         );
-        let port = free_port();
         let log = cluster.dir().join("celgate.log");
-        let file = std::fs::File::create(&log).unwrap_or_else(|e| panic!("cannot create log: {e}"));
+        let file = std::fs::File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .unwrap_or_else(|e| panic!("cannot open log: {e}"));
         let err = file
             .try_clone()
             .unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
@@ -236,14 +247,17 @@ impl Celgate {
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-        let celgate = Celgate { child, port, log };
-        let url = format!("https://127.0.0.1:{port}/readyz");
+        Celgate { child, port, log }
+    }
+
+    /// Waits until `/readyz` answers 200 (the first snapshot is published).
+    pub async fn wait_ready(&self) {
+        let url = format!("https://127.0.0.1:{}/readyz", self.port);
         wait_for("celgate /readyz", Duration::from_secs(60), || {
             let url = url.clone();
             async move { curl(&["-skf", &url]).status.success().then_some(()) }
         })
         .await;
-        celgate
     }
 
     /// The process log so far.

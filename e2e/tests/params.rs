@@ -1,7 +1,9 @@
 //! Params: a ConfigMap paramKind read by name, a missing param under `Deny`, an unserved kind
 //! that heals, and param watches that follow use (a kind unbound and bound again is watched
 //! afresh). Each decision is compared with the in-tree plugin's where the in-tree plugin is a
-//! valid oracle (its paramKind stays bound for the whole run, kubernetes#130887).
+//! valid oracle (its paramKind stays bound for the whole run, kubernetes#130887). After a
+//! restart, a request whose params are still syncing waits for them instead of being denied
+//! (kubernetes#141367).
 
 use std::time::Duration;
 
@@ -203,4 +205,78 @@ spec:
     cluster.apply("apiVersion: example.invalid/v1\nkind: Nope\nmetadata:\n  name: replica-limit-test.example.com\n  namespace: params\ndata:\n  maxreplicas: \"2\"\n");
     expect(&client, "ours", 2, None).await;
     expect(&client, "ours", 3, Some(&too_many)).await;
+}
+
+/// Filler ConfigMaps in `params`, so the param kind's first list after a restart takes a while.
+fn filler_configmaps(cluster: &Cluster, count: usize) {
+    let items: Vec<String> = (0..count)
+        .map(|i| {
+            format!(
+                "- apiVersion: v1\n  kind: ConfigMap\n  metadata:\n    name: filler-{i}\n    namespace: params\n  data:\n    blob: \"{}\"\n",
+                "x".repeat(2048)
+            )
+        })
+        .collect();
+    cluster.apply(&format!(
+        "apiVersion: v1\nkind: List\nitems:\n{}",
+        items.concat()
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_restart_requests_wait_for_params_still_syncing_instead_of_denying() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let celgate = Celgate::start(&cluster).await;
+    let client = cluster.client().await;
+    create_namespace(&client, "params", "none").await;
+    create_namespace(&client, "ours", "celgate").await;
+    configmap(&cluster, 3);
+    filler_configmaps(&cluster, 400);
+    cluster.apply(&policy(
+        "admission.celgate.io/v1",
+        "celgate",
+        "v1",
+        "ConfigMap",
+    ));
+    let too_many =
+        format!("{PREFIX}failed expression: object.spec.replicas <= int(params.data.maxreplicas)");
+    expect(&client, "ours", 4, Some(&too_many)).await;
+
+    // Restart on the same port (the registration stays valid) and ask at once, again and
+    // again: until the new process answers, the API server reports the failed call; the first
+    // answer celgate gives must already use the param, not "not yet synced".
+    let port = celgate.port;
+    drop(celgate);
+    let celgate = Celgate::spawn(&cluster, port);
+    // Asked in a tight loop (bounded by count and time), so the first request celgate answers
+    // lands as close to its start as the API server allows.
+    let mut unreachable = 0;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let first = loop {
+        assert!(
+            unreachable < 20_000 && std::time::Instant::now() < deadline,
+            "the restarted celgate never answered\n{}",
+            celgate.logs()
+        );
+        match dry_run_deployment(&client, "ours", 4).await {
+            Err((message, _)) if message.contains("failed calling webhook") => {
+                unreachable += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            Err((message, _)) => break Some(inner_message(&message).to_string()),
+            Ok(_) => break None,
+        }
+    };
+    assert!(
+        unreachable > 0,
+        "no request reached the API server while celgate was down; the test proved nothing"
+    );
+    assert_eq!(
+        first.as_deref(),
+        Some(too_many.as_str()),
+        "the first decision after the restart\n{}",
+        celgate.logs()
+    );
+    expect(&client, "ours", 3, None).await;
 }

@@ -24,8 +24,9 @@ use crate::state::State;
 /// request size limit, with room to spare.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
-/// How long a request waits for param kinds that are still syncing or for a namespace the
-/// cache has not seen yet (well inside the API server's default webhook timeout of 10 s).
+/// The longest a request waits for param kinds that are still syncing or for a namespace the
+/// cache has not seen yet (well inside the API server's default webhook timeout of 10 s; a
+/// shorter `?timeout=` shortens the wait, see [`sync_wait`]).
 pub const CACHE_SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// A PEM certificate chain and private key for the serving endpoint.
@@ -148,6 +149,15 @@ fn call_timeout(query: Option<&str>) -> std::time::Duration {
         .map_or(DEFAULT_CALL_TIMEOUT, std::time::Duration::from_secs)
 }
 
+/// How long a request may wait for caches: [`CACHE_SYNC_WAIT`], cut short so that at least
+/// [`DECISION_HEADROOM`] of the API server's call timeout is left to decide and answer.
+fn sync_wait(call_timeout: std::time::Duration) -> std::time::Duration {
+    CACHE_SYNC_WAIT.min(call_timeout.saturating_sub(DECISION_HEADROOM))
+}
+
+/// The part of the call timeout a cache wait never takes.
+const DECISION_HEADROOM: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// kube-apiserver's default webhook timeout.
 const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -196,7 +206,8 @@ async fn validate(
     let Some(snapshot) = state.snapshot() else {
         return not_ready();
     };
-    let deadline = tokio::time::Instant::now() + CACHE_SYNC_WAIT;
+    let call_timeout = call_timeout(uri.query());
+    let deadline = tokio::time::Instant::from_std(started) + sync_wait(call_timeout);
     if !snapshot.policies.validating.is_empty() {
         state.wait_for_params(&snapshot, deadline).await;
         if !req.namespace.is_empty() {
@@ -214,7 +225,7 @@ async fn validate(
         namespaces: namespaces.as_ref(),
         params: params.as_ref(),
         authorizer: authorizer.as_ref(),
-        deadline: Some(started + call_timeout(uri.query())),
+        deadline: Some(started + call_timeout),
     };
     let outcome = snapshot.policies.validate(&req, &ctx, only);
     state.metrics.record(&outcome.checks);

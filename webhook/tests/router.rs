@@ -8,12 +8,12 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use celgate_engine::model::{
-    FailurePolicy, MatchResources, ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec,
-    Validation, ValidationAction,
+    FailurePolicy, MatchResources, ParamKind, ParamRef, ParameterNotFoundAction, ResourceRule,
+    ValidatingBindingSpec, ValidatingPolicySpec, Validation, ValidationAction,
 };
-use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
+use celgate_engine::{BoundPolicy, ParamObjects, PolicySet, compile_validating};
 use celgate_webhook::server::router;
-use celgate_webhook::{NamespaceCache, Snapshot, State};
+use celgate_webhook::{NamespaceCache, ParamKindEntry, Snapshot, State};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -278,4 +278,108 @@ async fn each_webhook_path_evaluates_only_its_failure_policy() {
     assert!(ignore.contains("\"allowed\":true"), "{ignore}");
     let (status, _) = post(&state, "/validate/other", body).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+/// The demo policy reading its limit from a ConfigMap param `default/limits`.
+fn param_policy() -> PolicySet {
+    let mut set = policy(0, FailurePolicy::Fail);
+    let mut spec = set.validating[0].policy.spec.clone();
+    spec.param_kind = Some(ParamKind {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+    });
+    spec.validations[0].expression = "object.spec.replicas <= int(params.data.max)".into();
+    set.validating[0].policy = Arc::new(compile_validating(spec));
+    let mut binding = ValidatingBindingSpec::clone(&set.validating[0].bindings[0]);
+    binding.param_ref = Some(ParamRef {
+        name: Some("limits".into()),
+        namespace: Some("default".into()),
+        selector: None,
+        parameter_not_found_action: ParameterNotFoundAction::Deny,
+    });
+    set.validating[0].bindings[0] = Arc::new(binding);
+    set
+}
+
+fn configmaps_ready(max: &str) -> Option<ParamKindEntry> {
+    let limits = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "limits", "namespace": "default"}, "data": {"max": max}});
+    Some(ParamKindEntry::Ready(Arc::new(ParamObjects {
+        namespaced: true,
+        objects: [(("default".to_string(), "limits".to_string()), limits)].into(),
+    })))
+}
+
+const CONFIGMAPS: (&str, &str) = ("v1", "ConfigMap");
+
+#[tokio::test]
+async fn a_request_waits_for_params_still_syncing_and_decides_with_them() {
+    let state = new_state();
+    let key = (CONFIGMAPS.0.to_string(), CONFIGMAPS.1.to_string());
+    state.publish_param_kind(key.clone(), Some(ParamKindEntry::Syncing));
+    state.publish(Snapshot {
+        policies: param_policy(),
+        generation: 1,
+    });
+    let sync_after = std::time::Duration::from_millis(300);
+    let syncer = {
+        let state = state.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(sync_after).await;
+            state.publish_param_kind(key, configmaps_ready("2"));
+        })
+    };
+    let started = std::time::Instant::now();
+    let resp = validate(&state, &review("deployments", 3)).await;
+    let waited = started.elapsed();
+    syncer.await.expect("the syncer ran");
+    assert!(
+        waited >= sync_after,
+        "answered after {waited:?}, before the params synced"
+    );
+    assert_eq!(resp["response"]["allowed"], false, "{resp}");
+    assert_eq!(
+        resp["response"]["status"]["message"],
+        "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding \
+         'demo-binding-test.example.com' denied request: failed expression: \
+         object.spec.replicas <= int(params.data.max)",
+        "{resp}"
+    );
+    assert_eq!(
+        validate(&state, &review("deployments", 2)).await["response"]["allowed"],
+        true
+    );
+}
+
+#[tokio::test]
+async fn params_that_never_sync_give_the_configuration_error_inside_the_call_timeout() {
+    let state = new_state();
+    let key = (CONFIGMAPS.0.to_string(), CONFIGMAPS.1.to_string());
+    state.publish_param_kind(key, Some(ParamKindEntry::Syncing));
+    state.publish(Snapshot {
+        policies: param_policy(),
+        generation: 1,
+    });
+    let started = std::time::Instant::now();
+    let (status, body) = post(
+        &state,
+        "/validate?timeout=1s",
+        review("deployments", 1).to_string(),
+    )
+    .await;
+    let waited = started.elapsed();
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(
+        waited < std::time::Duration::from_secs(1),
+        "answered after {waited:?}, later than the API server waits"
+    );
+    let resp: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(resp["response"]["allowed"], false, "{resp}");
+    assert_eq!(
+        resp["response"]["status"]["message"],
+        "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding \
+         'demo-binding-test.example.com' denied request: failed to configure binding: paramKind \
+         kind `&ParamKind{APIVersion:v1,Kind:ConfigMap,}` not yet synced to use for admission",
+        "{resp}"
+    );
 }
