@@ -55,7 +55,9 @@ run: deps ## Run celgate against KUBECONFIG, or against a local control plane it
 	LOCAL_CLUSTER=$(LOCAL_CLUSTER) WEBHOOK_PORT=$(WEBHOOK_PORT) e2e/cluster/run.sh
 
 conformance: ## The cel-spec conformance suite: prints a summary and writes target/conformance.json
-	$(CARGO) test -p celgate-cel --release --test conformance -- --nocapture
+	@mkdir -p target
+	CEL_CONFORMANCE_REPORT=$(CURDIR)/target/conformance.json \
+		$(CARGO) test -p celgate-cel --release --test conformance -- --nocapture
 
 # The cel-go oracle (engine/cel/differential), built from the Go module proxy.
 DIFF_DIR ?= $(CURDIR)/target/differential
