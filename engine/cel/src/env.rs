@@ -1,7 +1,7 @@
 //! Environments (declarations) and programs (compiled expressions).
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, OnceLock};
 
 use crate::activation::Activation;
 use crate::check::{self, Decls};
@@ -13,25 +13,53 @@ use crate::parse;
 use crate::plan::{self, Node, PlanEnv};
 use crate::types::Type;
 use crate::value::Value;
+use crate::version::{Compatibility, Expressions};
 
-static KUBERNETES: LazyLock<Arc<Registry>> = LazyLock::new(|| {
-    Arc::new(libs::build(&[
-        Library::Standard,
-        Library::Strings,
-        Library::Optional,
-        Library::KubeLists,
-        Library::Lists,
-        Library::Sets,
-        Library::Regex,
-        Library::Quantity,
-        Library::Ip,
-        Library::Urls,
-        Library::Semver,
-        Library::Format,
-        Library::Authz,
-        Library::StringFormat,
-    ]))
-});
+/// Every library Kubernetes 1.36 enables, in registration order.
+const KUBERNETES_LIBRARIES: [Library; 14] = [
+    Library::Standard,
+    Library::Strings,
+    Library::Optional,
+    Library::KubeLists,
+    Library::Lists,
+    Library::Sets,
+    Library::Regex,
+    Library::Quantity,
+    Library::Ip,
+    Library::Urls,
+    Library::Semver,
+    Library::Format,
+    Library::Authz,
+    Library::StringFormat,
+];
+
+/// The StoredExpressions registry: every library.
+static KUBERNETES: LazyLock<Arc<Registry>> =
+    LazyLock::new(|| Arc::new(libs::build(&KUBERNETES_LIBRARIES)));
+
+/// The NewExpressions registries, one per compatibility version from [`Compatibility::MIN`].
+static NEW_EXPRESSIONS: [OnceLock<Arc<Registry>>; VERSIONS] = [const { OnceLock::new() }; VERSIONS];
+
+/// How many compatibility versions there are.
+const VERSIONS: usize = (Compatibility::MAX.minor() - Compatibility::MIN.minor() + 1) as usize;
+
+/// The registry of `expressions`' environment.
+fn kubernetes_registry(expressions: Expressions) -> Arc<Registry> {
+    let Expressions::New(compat) = expressions else {
+        return KUBERNETES.clone();
+    };
+    let fits = |l: &Library| l.introduced() <= compat.minor();
+    if KUBERNETES_LIBRARIES.iter().all(fits) {
+        return KUBERNETES.clone();
+    }
+    let slot = (compat.minor() - Compatibility::MIN.minor()) as usize;
+    NEW_EXPRESSIONS[slot.min(VERSIONS - 1)]
+        .get_or_init(|| {
+            let libs: Vec<Library> = KUBERNETES_LIBRARIES.into_iter().filter(fits).collect();
+            Arc::new(libs::build(&libs))
+        })
+        .clone()
+}
 
 /// Declarations expressions are compiled against. Cheap to clone.
 #[derive(Clone)]
@@ -129,11 +157,18 @@ impl EnvBuilder {
 }
 
 impl Env {
-    /// The Kubernetes base environment (stdlib + the libraries Kubernetes enables) for new
-    /// expressions. Mixed-type list and map literals are compile errors, as in Kubernetes.
+    /// The Kubernetes base environment for stored expressions and evaluation (stdlib + every
+    /// library Kubernetes enables). Mixed-type list and map literals are compile errors, as in
+    /// Kubernetes.
     pub fn kubernetes() -> EnvBuilder {
+        Self::kubernetes_for(Expressions::Stored)
+    }
+
+    /// The Kubernetes base environment of `expressions`: NewExpressions leaves out the
+    /// libraries introduced after its compatibility version.
+    pub fn kubernetes_for(expressions: Expressions) -> EnvBuilder {
         EnvBuilder {
-            registry: KUBERNETES.clone(),
+            registry: kubernetes_registry(expressions),
             variables: HashMap::new(),
             composited: HashMap::new(),
             container: String::new(),
@@ -282,6 +317,26 @@ impl Program {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn new_expressions_leave_out_libraries_newer_than_the_compatibility_version() {
+        let compile = |expressions, src: &str| {
+            Env::kubernetes_for(expressions)
+                .build()
+                .compile(src)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        let at = |minor| Expressions::New(Compatibility::new(minor).expect("in range"));
+        // ext.Lists v3 arrived in 1.34; semver in 1.33.
+        let lists = "[2, 1].sort() == [1, 2]";
+        assert_eq!(compile(at(34), lists), Ok(()));
+        assert_eq!(compile(Expressions::Stored, lists), Ok(()));
+        let err = compile(at(33), lists).expect_err("no lists library at 1.33");
+        assert!(err.contains("undeclared reference to 'sort'"), "{err}");
+        assert_eq!(compile(at(33), "isSemver('1.2.3')"), Ok(()));
+        assert_eq!(compile(at(35), lists), Ok(()));
+    }
 
     fn deployment() -> serde_json::Value {
         serde_json::json!({

@@ -29,6 +29,7 @@ mod plan;
 pub mod types;
 pub mod value;
 mod variables;
+mod version;
 
 pub use activation::Activation;
 pub use cost::{Budget, MATCH_CONDITIONS_BUDGET, PER_CALL_LIMIT, RUNTIME_BUDGET};
@@ -39,3 +40,4 @@ pub use libs::authz::{Authorizer, AuthzDecision, AuthzRequest};
 pub use types::{ObjectType, Type};
 pub use value::Value;
 pub use variables::Variables;
+pub use version::{Compatibility, Expressions, VersionError};

@@ -263,6 +263,23 @@ pub(crate) enum Library {
     StringFormat,
 }
 
+impl Library {
+    /// The Kubernetes minor version whose NewExpressions environment first has the library
+    /// (`IntroducedVersion` in kube-apiserver's base environment; 0 for the always-on ones).
+    pub(crate) fn introduced(self) -> u32 {
+        match self {
+            Library::Standard | Library::KubeLists | Library::Regex | Library::Urls => 0,
+            Library::Authz => 27,
+            Library::Optional | Library::Quantity => 28,
+            Library::Strings | Library::StringFormat | Library::Sets => 29,
+            Library::Ip => 30,
+            Library::Format => 31,
+            Library::Semver => 33,
+            Library::Lists => 34,
+        }
+    }
+}
+
 /// Builds the registry for `libs`.
 pub(crate) fn build(libs: &[Library]) -> Registry {
     let mut r = Registry::default();
