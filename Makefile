@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e lint fmt crds crds-check cluster-build cluster-up cluster-down run conformance bench-cel deps differential fuzz
+.PHONY: help build test unit e2e lint fmt crds crds-check cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook deps differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -73,6 +73,9 @@ bench-cel: $(DIFF_BIN) ## celgate vs cel-go on the policy corpus: ns/op, ratios,
 	$(DIFF_BIN) bench -corpus $(DIFF_DIR)/corpus.json -out $(DIFF_DIR)/bench-cel-go.json
 	CEL_BENCH_CORPUS=$(DIFF_DIR)/corpus.json CEL_BENCH_CEL_GO=$(DIFF_DIR)/bench-cel-go.json \
 		CEL_BENCH_REPORT=$(DIFF_DIR)/bench.json $(CARGO) bench -p celgate-cel --bench versus
+
+bench-webhook: ## Load-test the HTTPS webhook in-process: reviews/s and p50/p99 at 2,000/s; writes target/bench/webhook.json
+	$(CARGO) bench -p celgate-webhook --bench load
 
 differential: $(DIFF_BIN) ## Differential test against cel-go: prints a summary, writes target/differential/report.json
 	$(DIFF_BIN) gen -out $(DIFF_DIR)/corpus.json

@@ -1,0 +1,403 @@
+//! Load generator for the admission webhook: the real HTTPS server (rustls, axum) on loopback,
+//! five bound policies of the kind users write, and AdmissionReviews of a Deployment as
+//! kube-apiserver sends them (managedFields included).
+//!
+//! Two measurements, printed on one line each and written to `target/bench/webhook.json`:
+//! - throughput: `CONNECTIONS` keep-alive connections send reviews back to back for
+//!   `SECONDS`; reviews answered per second.
+//! - latency at a fixed rate: reviews sent on a schedule at `RATE` per second (open loop: the
+//!   latency of a late send counts from when it was due), p50/p99/max.
+//!
+//! The client runs in the same process on the same cores as the server, so both numbers are
+//! pessimistic for a server that has the machine to itself. Run with `make bench-webhook`.
+//! Environment: `WEBHOOK_BENCH_SECONDS` (default 10), `WEBHOOK_BENCH_CONNECTIONS` (default 32),
+//! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REPORT` (report path).
+
+#![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use celgate_engine::model::{
+    FailurePolicy, MatchResources, NamedExpression, ResourceRule, ValidatingBindingSpec,
+    ValidatingPolicySpec, Validation, ValidationAction,
+};
+use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
+use celgate_webhook::server::{Server, TlsMaterial};
+use celgate_webhook::{NamespaceCache, Snapshot, State};
+use http_body_util::{BodyExt, Full};
+use hyper::client::conn::http1;
+use hyper_util::rt::TokioIo;
+use rustls::pki_types::ServerName;
+use serde_json::json;
+use tokio::net::TcpStream;
+use tokio_rustls::TlsConnector;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Five policies over deployments: a replica limit, required labels, an image registry, a
+/// variable-based resource check and a message expression.
+fn policies() -> PolicySet {
+    let rules = MatchResources {
+        resource_rules: vec![ResourceRule {
+            operations: vec!["CREATE".into(), "UPDATE".into()],
+            api_groups: vec!["apps".into()],
+            api_versions: vec!["v1".into()],
+            resources: vec!["deployments".into()],
+            scope: "*".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    };
+    let validation = |expression: &str, message_expression: Option<&str>| Validation {
+        expression: expression.into(),
+        message_expression: message_expression.map(str::to_string),
+        ..Default::default()
+    };
+    let specs = [
+        (
+            "replica-limit",
+            vec![],
+            vec![validation("object.spec.replicas <= 50", None)],
+        ),
+        (
+            "required-labels",
+            vec![],
+            vec![validation(
+                "['app', 'team'].all(l, l in object.metadata.labels)",
+                None,
+            )],
+        ),
+        (
+            "trusted-registry",
+            vec![],
+            vec![validation(
+                "object.spec.template.spec.containers.all(c, c.image.startsWith('registry.example.com/'))",
+                None,
+            )],
+        ),
+        (
+            "resources-set",
+            vec![NamedExpression {
+                name: "containers".into(),
+                expression: "object.spec.template.spec.containers".into(),
+            }],
+            vec![validation(
+                "variables.containers.all(c, has(c.resources) && has(c.resources.limits) && 'memory' in c.resources.limits)",
+                None,
+            )],
+        ),
+        (
+            "no-latest",
+            vec![],
+            vec![validation(
+                "!object.spec.template.spec.containers.exists(c, c.image.endsWith(':latest'))",
+                Some("'image of ' + object.metadata.name + ' uses :latest'"),
+            )],
+        ),
+    ];
+    PolicySet {
+        validating: specs
+            .into_iter()
+            .map(|(name, variables, validations)| {
+                let spec = ValidatingPolicySpec {
+                    name: name.into(),
+                    match_constraints: Some(rules.clone()),
+                    validations,
+                    variables,
+                    failure_policy: FailurePolicy::Fail,
+                    ..Default::default()
+                };
+                let policy = compile_validating(spec);
+                assert!(
+                    policy.compile_errors().is_empty(),
+                    "{name}: {:?}",
+                    policy.compile_errors()
+                );
+                BoundPolicy {
+                    policy: Arc::new(policy),
+                    bindings: vec![Arc::new(ValidatingBindingSpec {
+                        name: format!("{name}-binding"),
+                        policy_name: name.into(),
+                        match_resources: None,
+                        param_ref: None,
+                        validation_actions: vec![ValidationAction::Deny],
+                    })],
+                }
+            })
+            .collect(),
+    }
+}
+
+/// A Deployment create as kube-apiserver sends it (admitted by every policy above).
+fn review() -> Bytes {
+    let container = |name: &str| {
+        json!({"name": name, "image": format!("registry.example.com/{name}:1.4.2"),
+            "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+            "resources": {"limits": {"cpu": "500m", "memory": "256Mi"},
+                          "requests": {"cpu": "100m", "memory": "128Mi"}},
+            "terminationMessagePath": "/dev/termination-log",
+            "terminationMessagePolicy": "File", "imagePullPolicy": "IfNotPresent"})
+    };
+    let object = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "shop",
+            "labels": {"app": "web", "team": "storefront"},
+            "annotations": {"owner": "storefront@example.com"},
+            "managedFields": [{"manager": "kubectl-client-side-apply", "operation": "Update",
+                "apiVersion": "apps/v1", "time": "2026-11-22T07:00:00Z", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:metadata": {"f:labels": {".": {}, "f:app": {}, "f:team": {}}},
+                    "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {}}}}}}]},
+        "spec": {"replicas": 3,
+            "selector": {"matchLabels": {"app": "web"}},
+            "strategy": {"type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": "25%", "maxSurge": "25%"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [container("web"), container("envoy")],
+                    "restartPolicy": "Always", "terminationGracePeriodSeconds": 30,
+                    "dnsPolicy": "ClusterFirst", "schedulerName": "default-scheduler"}}},
+        "status": {}
+    });
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "6a2c4e0e-5a1f-4c5e-9a53-0c3c4f1b2d7e",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "requestKind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "requestResource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "name": "web", "namespace": "shop", "operation": "CREATE",
+            "userInfo": {"username": "alice", "uid": "1001",
+                "groups": ["developers", "system:authenticated"]},
+            "object": object, "oldObject": null, "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions",
+                "fieldManager": "kubectl-client-side-apply"}}});
+    Bytes::from(review.to_string())
+}
+
+fn tls_material() -> (TlsMaterial, rustls::RootCertStore) {
+    let key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.der().clone()).unwrap();
+    (
+        TlsMaterial {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        },
+        roots,
+    )
+}
+
+type Sender = http1::SendRequest<Full<Bytes>>;
+
+async fn connect(addr: SocketAddr, tls: &TlsConnector) -> Sender {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let stream = tls
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+    tokio::spawn(conn);
+    sender
+}
+
+/// Sends one review and checks the answer admits it.
+async fn send(sender: &mut Sender, body: &Bytes) {
+    sender.ready().await.unwrap();
+    let req = hyper::Request::post("/validate?timeout=10s")
+        .header("host", "localhost")
+        .header("content-type", "application/json")
+        .body(Full::new(body.clone()))
+        .unwrap();
+    let resp = sender.send_request(req).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    assert!(
+        bytes.windows(14).any(|w| w == b"\"allowed\":true"),
+        "{}",
+        String::from_utf8_lossy(&bytes)
+    );
+}
+
+async fn throughput(
+    addr: SocketAddr,
+    tls: &TlsConnector,
+    body: &Bytes,
+    conns: u64,
+    secs: u64,
+) -> f64 {
+    let done = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut tasks = Vec::new();
+    for _ in 0..conns {
+        let mut sender = connect(addr, tls).await;
+        let (done, stop, body) = (done.clone(), stop.clone(), body.clone());
+        tasks.push(tokio::spawn(async move {
+            while !stop.load(Ordering::Relaxed) {
+                send(&mut sender, &body).await;
+                done.fetch_add(1, Ordering::Relaxed);
+            }
+        }));
+    }
+    // Warm up, then count over the measured window only.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let start_count = done.load(Ordering::Relaxed);
+    let start = Instant::now();
+    tokio::time::sleep(Duration::from_secs(secs)).await;
+    let count = done.load(Ordering::Relaxed) - start_count;
+    let elapsed = start.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    count as f64 / elapsed
+}
+
+/// Open-loop latency at `rate` reviews/s: each of `conns` connections sends on its own
+/// schedule; a send that starts late is timed from when it was due.
+async fn latency_at(
+    addr: SocketAddr,
+    tls: &TlsConnector,
+    body: &Bytes,
+    rate: u64,
+    secs: u64,
+) -> Vec<Duration> {
+    let conns = 16u64;
+    let per_conn = Duration::from_secs_f64(conns as f64 / rate as f64);
+    let sends = secs * rate / conns;
+    let mut tasks = Vec::new();
+    let start = Instant::now() + Duration::from_millis(200);
+    for c in 0..conns {
+        let mut sender = connect(addr, tls).await;
+        let body = body.clone();
+        // Stagger the connections evenly over one period.
+        let offset = per_conn.mul_f64(c as f64 / conns as f64);
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::with_capacity(sends as usize);
+            for i in 0..sends {
+                let due = start + offset + per_conn * i as u32;
+                tokio::time::sleep_until(due.into()).await;
+                send(&mut sender, &body).await;
+                latencies.push(due.elapsed());
+            }
+            latencies
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all.sort();
+    all
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted.get(i).copied().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; a filter naming another bench means "not me".
+    if std::env::args()
+        .skip(1)
+        .any(|a| !a.starts_with('-') && a != "load")
+    {
+        return;
+    }
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let secs = env_or("WEBHOOK_BENCH_SECONDS", 10);
+    let conns = env_or("WEBHOOK_BENCH_CONNECTIONS", 32);
+    let rate = env_or("WEBHOOK_BENCH_RATE", 2000);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let state = State::new();
+        state.publish_namespaces(NamespaceCache(
+            [("shop".to_string(), json!({"metadata": {"name": "shop"}}))].into(),
+        ));
+        state.publish(Snapshot {
+            policies: policies(),
+            generation: 1,
+        });
+        let (material, roots) = tls_material();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let server = Server::new(addr, state, material).await.unwrap();
+        let serving = server.clone();
+        tokio::spawn(async move { serving.serve().await });
+        let client = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let tls = TlsConnector::from(Arc::new(client));
+        let body = review();
+        // Wait for the listener.
+        for _ in 0..100 {
+            if TcpStream::connect(addr).await.is_ok() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+
+        let per_second = throughput(addr, &tls, &body, conns, secs).await;
+        println!(
+            "webhook throughput: {per_second:.0} reviews/s ({conns} connections, {secs} s, {} byte reviews, 5 policies)",
+            body.len()
+        );
+        let latencies = latency_at(addr, &tls, &body, rate, secs).await;
+        let (p50, p99, max) = (
+            percentile(&latencies, 0.50),
+            percentile(&latencies, 0.99),
+            latencies.last().copied().unwrap_or_default(),
+        );
+        println!(
+            "webhook latency at {rate}/s: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({} reviews)",
+            ms(p50),
+            ms(p99),
+            ms(max),
+            latencies.len()
+        );
+        let report = json!({
+            "throughput_reviews_per_second": per_second.round(),
+            "connections": conns,
+            "seconds": secs,
+            "review_bytes": body.len(),
+            "policies": 5,
+            "latency": {"rate_per_second": rate, "reviews": latencies.len(),
+                "p50_ms": ms(p50), "p99_ms": ms(p99), "max_ms": ms(max)},
+        });
+        let path = std::env::var("WEBHOOK_BENCH_REPORT").map_or_else(
+            |_| {
+                let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .parent()
+                    .unwrap();
+                workspace.join("target/bench/webhook.json")
+            },
+            std::path::PathBuf::from,
+        );
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap()).unwrap();
+        println!("report: {}", path.display());
+        server.shutdown();
+    });
+}
