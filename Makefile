@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e lint fmt crds crds-check cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook deps differential fuzz
+.PHONY: help build test unit e2e lint fmt crds crds-check cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory deps differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -76,6 +76,11 @@ bench-cel: $(DIFF_BIN) ## celgate vs cel-go on the policy corpus: ns/op, ratios,
 
 bench-webhook: ## Load-test the HTTPS webhook in-process: reviews/s and p50/p99 at 2,000/s; writes target/bench/webhook.json
 	$(CARGO) bench -p celgate-webhook --bench load
+
+bench-memory: deps ## celgate's resident memory when idle, against a local control plane with the docs' policies
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) build --release -p celgate
+	e2e/bench/idle-rss.sh
 
 differential: $(DIFF_BIN) ## Differential test against cel-go: prints a summary, writes target/differential/report.json
 	$(DIFF_BIN) gen -out $(DIFF_DIR)/corpus.json

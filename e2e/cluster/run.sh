@@ -30,4 +30,4 @@ In another shell:
   $kubectl -n default create deployment web --image=nginx --replicas=6   # denied by the demo policy
 
 MSG
-"$root/target/debug/celgate" run --webhook-port "$port" --webhook-url "https://127.0.0.1:$port"
+"${CARGO_TARGET_DIR:-$root/target}/debug/celgate" run --webhook-port "$port" --webhook-url "https://127.0.0.1:$port"
