@@ -142,20 +142,21 @@ pub(crate) fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, EvalError> {
     Ok(t)
 }
 
+/// The timestamp `secs` seconds after the Unix epoch, within CEL's years 1 to 9999.
+pub(crate) fn timestamp_from_unix(secs: i64) -> Result<DateTime<Utc>, EvalError> {
+    if !(MIN_UNIX..=MAX_UNIX).contains(&secs) {
+        return Err(EvalError::TimestampOverflow);
+    }
+    Utc.timestamp_opt(secs, 0)
+        .single()
+        .ok_or(EvalError::TimestampOverflow)
+}
+
 fn to_timestamp<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     match arg(args, 0)? {
         Value::Timestamp(t) => Ok(Value::Timestamp(*t)),
         Value::String(s) => Ok(Value::Timestamp(parse_timestamp(s)?)),
-        Value::Int(i) => {
-            if !(MIN_UNIX..=MAX_UNIX).contains(i) {
-                return Err(EvalError::TimestampOverflow);
-            }
-            let t = Utc
-                .timestamp_opt(*i, 0)
-                .single()
-                .ok_or(EvalError::TimestampOverflow)?;
-            Ok(Value::Timestamp(t))
-        }
+        Value::Int(i) => Ok(Value::Timestamp(timestamp_from_unix(*i)?)),
         _ => Err(EvalError::NoSuchOverload),
     }
 }
