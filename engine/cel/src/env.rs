@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock};
 use crate::activation::Activation;
 use crate::check::{self, Decls};
 use crate::cost::Budget;
-use crate::error::{CompileError, EvalError, Issue};
+use crate::error::{CompileError, EvalError};
 use crate::eval::Ctx;
 use crate::libs::{self as libs, Library, Registry};
 use crate::parse;
@@ -218,16 +218,8 @@ impl Env {
             composited: &inner.composited,
             container: &inner.container,
         };
-        let (root, slots) = plan::plan(&parsed.expr, checked.as_ref(), &env).map_err(|m| {
-            CompileError::new(
-                src,
-                vec![Issue {
-                    line: -1,
-                    column: -1,
-                    message: m,
-                }],
-            )
-        })?;
+        let (root, slots) = plan::plan(&parsed.expr, checked.as_ref(), &env)
+            .map_err(|m| CompileError::program(src, m))?;
         Ok(Program {
             source: src.to_string(),
             root,
