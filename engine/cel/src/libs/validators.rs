@@ -103,6 +103,8 @@ fn homogeneous(
 fn valid(function: &str, arg: &Literal) -> Option<bool> {
     Some(match (function, arg) {
         ("duration", Literal::String(s)) => time::parse_duration(s).is_ok(),
+        // cel-go declares `duration(int)`, but no int converts.
+        ("duration", Literal::Int(_)) => false,
         ("timestamp", Literal::String(s)) => time::parse_timestamp(s).is_ok(),
         ("timestamp", Literal::Int(i)) => time::timestamp_from_unix(*i).is_ok(),
         ("matches", Literal::String(s)) => regex::compile(s).is_ok(),
