@@ -131,7 +131,7 @@ impl<'s> Parser<'s> {
                         i += 1;
                     }
                     Some((min, max, after)) => {
-                        if min < 0 || min > 1000 || max > 1000 || (max >= 0 && min > max) {
+                        if !(0..=1000).contains(&min) || max > 1000 || (max >= 0 && min > max) {
                             return Err(SyntaxError::new(INVALID_REPEAT_SIZE, &s[i..after]));
                         }
                         let start = i;
@@ -313,15 +313,17 @@ impl<'s> Parser<'s> {
         let mut first = true;
         while j >= b.len() || b[j] != b']' || first {
             first = false;
-            if b.len() > j + 2 && b[j] == b'[' && b[j + 1] == b':' {
-                if let Some(k) = s[j + 2..].find(":]") {
-                    let name = &s[j..j + 2 + k + 2];
-                    if !POSIX_CLASSES.contains(&name) {
-                        return Err(SyntaxError::new(INVALID_CHAR_RANGE, name));
-                    }
-                    j += name.len();
-                    continue;
+            if b.len() > j + 2
+                && b[j] == b'['
+                && b[j + 1] == b':'
+                && let Some(k) = s[j + 2..].find(":]")
+            {
+                let name = &s[j..j + 2 + k + 2];
+                if !POSIX_CLASSES.contains(&name) {
+                    return Err(SyntaxError::new(INVALID_CHAR_RANGE, name));
                 }
+                j += name.len();
+                continue;
             }
             if let Some(end) = unicode_class(s, j)? {
                 j = end;
