@@ -49,6 +49,8 @@ type Result struct {
 	Value        any     `json:"value,omitempty"`
 	Error        *string `json:"error,omitempty"`
 	Cost         *uint64 `json:"cost,omitempty"`
+	// Panic is set when cel-go crashed on the case (a cel-go bug): nothing to compare with.
+	Panic *string `json:"panic,omitempty"`
 }
 
 // perCallLimit is Kubernetes' PerCallLimit (the base environment sets it too).
@@ -153,7 +155,7 @@ func evalCase(env *cel.Env, cs Case, vars map[string]any) (r Result) {
 	defer func() {
 		if p := recover(); p != nil {
 			msg := fmt.Sprintf("panic: %v", p)
-			r.Error = &msg
+			r = Result{ID: cs.ID, Panic: &msg}
 		}
 	}()
 	ast, iss := env.Compile(cs.Expr)

@@ -38,7 +38,6 @@ pub(crate) struct Decls<'e> {
     pub variables: &'e HashMap<String, Type>,
     pub registry: &'e Registry,
     pub container: &'e str,
-    pub homogeneous_literals: bool,
 }
 
 /// Names that denote types when used as identifiers.
@@ -361,7 +360,7 @@ impl<'e> Checker<'_, 'e> {
                     if optional.get(i).copied().unwrap_or(false) {
                         t = self.unwrap_optional(el.id, t);
                     }
-                    elem = Some(self.join(el.id, elem, t));
+                    elem = Some(self.join(elem, t));
                 }
                 let elem = match elem {
                     Some(t) => t,
@@ -375,13 +374,13 @@ impl<'e> Checker<'_, 'e> {
                 for entry in entries {
                     self.check(&entry.key);
                     let k = self.get(entry.key.id);
-                    kt = Some(self.join(entry.key.id, kt, k));
+                    kt = Some(self.join(kt, k));
                     self.check(&entry.value);
                     let mut v = self.get(entry.value.id);
                     if entry.optional {
                         v = self.unwrap_optional(entry.value.id, v);
                     }
-                    vt = Some(self.join(entry.value.id, vt, v));
+                    vt = Some(self.join(vt, v));
                 }
                 match (kt, vt) {
                     (Some(k), Some(v)) => Type::map(k, v),
@@ -429,30 +428,16 @@ impl<'e> Checker<'_, 'e> {
         }
     }
 
-    fn join(&mut self, id: u64, prev: Option<Type>, cur: Type) -> Type {
+    /// The element type of a literal so far joined with the next element's: the more general
+    /// one when assignable, else `dyn` (mixed literals are the validators' concern).
+    fn join(&mut self, prev: Option<Type>, cur: Type) -> Type {
         let Some(prev) = prev else {
             return cur;
         };
         if self.assignable(&prev, &cur) {
-            // Kubernetes' homogeneous-literal validation wants the exact same type for every
-            // element: `[object.spec.replicas, 1]` mixes `dyn` and `int` and does not compile.
-            if self.decls.homogeneous_literals {
-                let (p, c) = (self.sub(&prev), self.sub(&cur));
-                if p != c && !matches!(p, Type::Error) && !matches!(c, Type::Error) {
-                    let (p, c) = (checker_name(&p), checker_name(&c));
-                    self.error(id, format!("expected type '{p}' but found '{c}'"));
-                    return Type::Error;
-                }
-            }
             return most_general(&prev, &cur);
         }
-        if !self.decls.homogeneous_literals {
-            return Type::Dyn;
-        }
-        let (p, c) = (self.sub(&prev), self.sub(&cur));
-        let (p, c) = (checker_name(&p), checker_name(&c));
-        self.error(id, format!("expected type '{p}' but found '{c}'"));
-        Type::Error
+        Type::Dyn
     }
 
     fn check_ident(&mut self, id: u64, name: &str) -> Type {
@@ -810,7 +795,7 @@ impl<'e> Checker<'_, 'e> {
 
 /// A type as cel-go's checker prints it in messages (`null`, `timestamp`, `duration`), which
 /// differs from the type names of result-type errors (`null_type`, `google.protobuf.Timestamp`).
-fn checker_name(t: &Type) -> String {
+pub(crate) fn checker_name(t: &Type) -> String {
     t.to_string()
         .replace("null_type", "null")
         .replace("google.protobuf.Timestamp", "timestamp")

@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock, OnceLock};
 use crate::activation::Activation;
 use crate::check::{self, Decls};
 use crate::cost::Budget;
-use crate::error::{CompileError, EvalError, Issue};
+use crate::error::{CompileError, EvalError};
 use crate::eval::Ctx;
 use crate::libs::{self as libs, Library, Registry};
 use crate::parse;
@@ -72,7 +72,9 @@ struct EnvInner {
     variables: HashMap<String, Type>,
     composited: HashMap<String, usize>,
     container: String,
-    homogeneous_literals: bool,
+    /// Whether Kubernetes' AST validators (mixed-type literals, literal arguments, format
+    /// strings) run after type checking.
+    ast_validators: bool,
     ident_escape: bool,
 }
 
@@ -83,7 +85,7 @@ pub struct EnvBuilder {
     variables: HashMap<String, Type>,
     composited: HashMap<String, usize>,
     container: String,
-    homogeneous_literals: bool,
+    ast_validators: bool,
     ident_escape: bool,
 }
 
@@ -149,7 +151,7 @@ impl EnvBuilder {
                 variables: self.variables,
                 composited: self.composited,
                 container: self.container,
-                homogeneous_literals: self.homogeneous_literals,
+                ast_validators: self.ast_validators,
                 ident_escape: self.ident_escape,
             }),
         }
@@ -158,8 +160,8 @@ impl EnvBuilder {
 
 impl Env {
     /// The Kubernetes base environment for stored expressions and evaluation (stdlib + every
-    /// library Kubernetes enables). Mixed-type list and map literals are compile errors, as in
-    /// Kubernetes.
+    /// library Kubernetes enables). Kubernetes' AST validators run: mixed-type list and map
+    /// literals, invalid literal arguments and invalid format strings are compile errors.
     pub fn kubernetes() -> EnvBuilder {
         Self::kubernetes_for(Expressions::Stored)
     }
@@ -172,16 +174,16 @@ impl Env {
             variables: HashMap::new(),
             composited: HashMap::new(),
             container: String::new(),
-            homogeneous_literals: true,
+            ast_validators: true,
             ident_escape: false,
         }
     }
 
-    /// The same libraries with cel-go's default checker options (mixed-type literals are
-    /// `dyn`) and backtick-quoted field names, as the cel-spec conformance suite expects.
+    /// The same libraries without Kubernetes' AST validators (mixed-type literals are `dyn`)
+    /// and with backtick-quoted field names, as the cel-spec conformance suite expects.
     pub fn standard() -> EnvBuilder {
         EnvBuilder {
-            homogeneous_literals: false,
+            ast_validators: false,
             ident_escape: true,
             ..Self::kubernetes()
         }
@@ -194,7 +196,7 @@ impl Env {
             variables: self.inner.variables.clone(),
             composited: self.inner.composited.clone(),
             container: self.inner.container.clone(),
-            homogeneous_literals: self.inner.homogeneous_literals,
+            ast_validators: self.inner.ast_validators,
             ident_escape: self.inner.ident_escape,
         }
     }
@@ -226,12 +228,11 @@ impl Env {
                 variables: &inner.variables,
                 registry: &inner.registry,
                 container: &inner.container,
-                homogeneous_literals: inner.homogeneous_literals,
             };
             let (checked, mut issues) = check::check(&parsed.expr, &decls, &parsed.positions);
-            // Kubernetes' extended validations come with its homogeneous-literal checking.
-            if issues.is_empty() && inner.homogeneous_literals {
-                issues = libs::validators::validate(&parsed.expr, &parsed.positions);
+            // Kubernetes' AST validators run on expressions that type-checked.
+            if issues.is_empty() && inner.ast_validators {
+                issues = libs::validators::validate(&parsed.expr, &checked, &parsed.positions);
             }
             if !issues.is_empty() {
                 return Err(CompileError::new(src, issues));
@@ -251,16 +252,8 @@ impl Env {
             composited: &inner.composited,
             container: &inner.container,
         };
-        let (root, slots) = plan::plan(&parsed.expr, checked.as_ref(), &env).map_err(|m| {
-            CompileError::new(
-                src,
-                vec![Issue {
-                    line: -1,
-                    column: -1,
-                    message: m,
-                }],
-            )
-        })?;
+        let (root, slots) = plan::plan(&parsed.expr, checked.as_ref(), &env)
+            .map_err(|m| CompileError::program(src, m))?;
         Ok(Program {
             source: src.to_string(),
             root,

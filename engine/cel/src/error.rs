@@ -14,11 +14,13 @@ pub struct Issue {
     pub message: String,
 }
 
-/// A failed compilation: the parser's or checker's issues.
+/// A failed compilation: the parser's or checker's issues, or a checked expression that cannot
+/// be planned (cel-go's `Program()` errors, such as an invalid constant regular expression).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompileError {
     source: String,
     issues: Vec<Issue>,
+    program: bool,
 }
 
 impl CompileError {
@@ -28,7 +30,27 @@ impl CompileError {
         Self {
             source: source.to_string(),
             issues,
+            program: false,
         }
+    }
+
+    /// A checked expression that cannot be planned; displays as `message` alone, as cel-go's
+    /// `Program()` error does (Kubernetes reports it as `program instantiation failed: …`).
+    pub(crate) fn program(source: &str, message: String) -> Self {
+        Self {
+            source: source.to_string(),
+            issues: vec![Issue {
+                line: -1,
+                column: -1,
+                message,
+            }],
+            program: true,
+        }
+    }
+
+    /// Whether planning failed (cel-go's `Program()` error) rather than parsing or checking.
+    pub fn is_program_error(&self) -> bool {
+        self.program
     }
 
     /// The issues, sorted by position.
@@ -39,6 +61,10 @@ impl CompileError {
 
 impl fmt::Display for CompileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.program {
+            let messages: Vec<&str> = self.issues.iter().map(|i| i.message.as_str()).collect();
+            return f.write_str(&messages.join("\n"));
+        }
         for (n, issue) in self.issues.iter().enumerate() {
             if n > 0 {
                 f.write_str("\n")?;

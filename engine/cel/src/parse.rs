@@ -246,6 +246,24 @@ impl Converter<'_> {
         }
     }
 
+    /// cel-go positions a negative number literal at its `-` sign; the `cel` crate at its
+    /// digits. Moves the recorded offset back to the sign (which may be followed by spaces).
+    fn include_sign(&mut self, id: u64, l: &Literal) {
+        let negative = match l {
+            Literal::Int(i) => *i < 0,
+            Literal::Double(d) => d.is_sign_negative(),
+            _ => false,
+        };
+        let Some(off) = self.offsets.get_mut(&id).filter(|_| negative) else {
+            return;
+        };
+        let before = self.source.get(..*off as usize).unwrap_or_default();
+        let trimmed = before.trim_end_matches([' ', '\t', '\n', '\r', '\u{c}']);
+        if let Some(sign) = trimmed.strip_suffix('-') {
+            *off = sign.len() as u32;
+        }
+    }
+
     fn error(&mut self, id: u64, msg: &str) {
         let (line, column) = match self.info.offset_for(id) {
             Some((start, _)) => byte_offset_location(self.source, start as usize),
@@ -275,6 +293,9 @@ impl Converter<'_> {
         } else {
             self.record(e.id);
             let kind = self.convert_kind(e);
+            if let ExprKind::Literal(l) = &kind {
+                self.include_sign(e.id, l);
+            }
             Expr { id: e.id, kind }
         };
         self.depth -= 1;

@@ -309,11 +309,16 @@ impl Planner<'_, '_> {
                 };
                 return Ok(Node::Cond(Box::new([c, t, f])));
             }
+            // As cel-go's regex optimisations: a constant pattern is compiled when planning,
+            // and an invalid one fails the program.
+            ("find" | "findAll", 2 | 3) if member => {
+                if let Some(Node::Const(Value::String(p))) = nodes.get(1) {
+                    re::cached(p).map_err(|e| e.to_string())?;
+                }
+            }
             ("matches", 2) => {
-                // A literal pattern is compiled once; an invalid one fails at evaluation.
-                if let Some(Node::Const(Value::String(p))) = nodes.get(1)
-                    && let Ok(regex) = re::compile(p)
-                {
+                if let Some(Node::Const(Value::String(p))) = nodes.get(1) {
+                    let regex = re::compile(p).map_err(|e| e.to_string())?;
                     let len = p.chars().count() as u64;
                     let mut it = nodes.into_iter();
                     if let Some(t) = it.next() {

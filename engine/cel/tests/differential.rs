@@ -3,6 +3,8 @@
 //! verdict and message, output type, value or error class, and actual cost. Prints
 //! `differential: N same, N different`, writes a JSON report listing every difference, and
 //! fails if a case listed as same in `differential-baseline.json` differs now (a ratchet).
+//! Cases on which cel-go itself crashed are excluded (listed in the report's `excluded`, with
+//! cel-go's panic, and counted on a summary line of their own).
 //!
 //! Environment (without `CEL_DIFFERENTIAL_CORPUS` the test does nothing):
 //! - `CEL_DIFFERENTIAL_CORPUS`: the corpus (`differential gen`).
@@ -120,6 +122,7 @@ fn run(corpus: &Corpus, go: &HashMap<&str, &Json>) -> (Json, BTreeSet<String>) {
     let mut by_kind: BTreeMap<&str, u64> = BTreeMap::new();
     let mut by_group: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut error_text = Vec::new();
+    let mut excluded = Vec::new();
     // Silence the default hook while catching engine panics; they are reported as results.
     let hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(|_| {}));
@@ -127,6 +130,15 @@ fn run(corpus: &Corpus, go: &HashMap<&str, &Json>) -> (Json, BTreeSet<String>) {
         let Some(theirs) = go.get(case.id.as_str()) else {
             panic!("cel-go has no result for {}", case.id);
         };
+        if let Some(panic) = theirs.get("panic").and_then(Json::as_str) {
+            excluded.push(json!({
+                "id": case.id,
+                "group": case.group,
+                "expr": case.expr,
+                "reason": format!("cel-go crashed: {panic}"),
+            }));
+            continue;
+        }
         let theirs = Outcome::from_oracle(theirs);
         let ours = evaluate(&env, corpus, case);
         let kinds = compare(&ours, &theirs, case.unordered);
@@ -166,6 +178,10 @@ fn run(corpus: &Corpus, go: &HashMap<&str, &Json>) -> (Json, BTreeSet<String>) {
     for (k, n) in &by_kind {
         println!("  {k}: {n}");
     }
+    println!(
+        "excluded: {} cases cel-go crashed on (see the report's `excluded`)",
+        excluded.len()
+    );
     let groups: BTreeMap<String, Json> = by_group
         .into_iter()
         .map(|(g, (s, d))| (g, json!({"same": s, "different": d})))
@@ -177,6 +193,7 @@ fn run(corpus: &Corpus, go: &HashMap<&str, &Json>) -> (Json, BTreeSet<String>) {
         "by_group": groups,
         "differences": differences,
         "error_text": error_text,
+        "excluded": excluded,
     });
     (report, same_ids)
 }
@@ -187,8 +204,14 @@ fn evaluate(env: &celgate_cel::Env, corpus: &Corpus, case: &Case) -> Outcome {
         let program = match env.compile(&case.expr) {
             Ok(p) => p,
             Err(e) => {
+                // The oracle reports cel-go's `Program()` errors as `program: <error>`.
+                let text = if e.is_program_error() {
+                    format!("program: {e}")
+                } else {
+                    e.to_string()
+                };
                 return Outcome {
-                    compile_error: Some(e.to_string()),
+                    compile_error: Some(text),
                     ..Outcome::default()
                 };
             }

@@ -11,6 +11,7 @@ pub(crate) mod lists;
 pub(crate) mod opaque;
 pub(crate) mod optional;
 pub(crate) mod quantity;
+pub(crate) mod re2_syntax;
 pub(crate) mod regex;
 pub(crate) mod semver;
 pub(crate) mod sets;

@@ -78,8 +78,10 @@ fn is_zero(v: &Value<'_>) -> bool {
         Value::List(l) => l.is_empty(),
         Value::Map(m) => m.is_empty(),
         Value::Duration(d) => d.is_zero(),
-        Value::Timestamp(t) => t.timestamp() == 0 && t.timestamp_subsec_nanos() == 0,
-        Value::Optional(o) => o.is_none(),
+        // Go's zero time, 0001-01-01T00:00:00Z, not the Unix epoch.
+        Value::Timestamp(t) => t.timestamp() == -62_135_596_800 && t.timestamp_subsec_nanos() == 0,
+        // Optionals have no zero value in cel-go: `optional.none()` is wrapped.
+        Value::Optional(_) => false,
         Value::Type(_) | Value::Opaque(_) => false,
     }
 }

@@ -8,7 +8,7 @@ use std::sync::{Arc, LazyLock, RwLock};
 
 use regex::Regex;
 
-use super::{Registry, actual_size, int_arg, str_arg, traversal_cost};
+use super::{Registry, actual_size, int_arg, re2_syntax, str_arg, traversal_cost};
 use crate::error::EvalError;
 use crate::types::Type;
 use crate::value::{List, Value};
@@ -93,20 +93,29 @@ fn find_all<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     Ok(Value::List(List::from_vec(out)))
 }
 
-/// Compiles an RE2 pattern.
+/// Compiles an RE2 pattern; rejections are worded as Go's `regexp.Compile` words them.
 pub(crate) fn compile(pattern: &str) -> Result<Regex, EvalError> {
+    re2_syntax::check(pattern).map_err(|e| EvalError::msg(e.to_string()))?;
     let translated = translate(pattern);
     regex::RegexBuilder::new(&translated)
         .size_limit(1 << 22)
+        .nest_limit(1000)
         .build()
         .map_err(|e| {
-            EvalError::msg(format!(
-                "error parsing regexp: {}",
-                first_line(&e.to_string())
-            ))
+            let msg = match &e {
+                regex::Error::CompiledTooBig(_) => {
+                    re2_syntax::whole(re2_syntax::TOO_LARGE, pattern).to_string()
+                }
+                regex::Error::Syntax(s) if s.contains("nest limit") => {
+                    re2_syntax::whole(re2_syntax::NESTING_DEPTH, pattern).to_string()
+                }
+                _ => format!("error parsing regexp: {}", first_line(&e.to_string())),
+            };
+            EvalError::msg(msg)
         })
 }
 
+/// The last non-empty line of a `regex` crate error (its summary).
 fn first_line(s: &str) -> String {
     s.lines()
         .map(str::trim)
@@ -239,7 +248,19 @@ mod tests {
         for (src, want) in cases {
             assert_eq!(eval(src), *want, "{src}");
         }
-        assert!(eval("'a'.find('(')").starts_with("error: Illegal regex: error parsing regexp"));
+        // A constant invalid pattern fails the program; another fails the call.
+        assert_eq!(
+            eval("'a'.find('(')"),
+            "compile: error parsing regexp: missing closing ): `(`"
+        );
+        assert_eq!(
+            eval("'a'.find(['('][0])"),
+            "error: Illegal regex: error parsing regexp: missing closing ): `(`"
+        );
+        assert_eq!(
+            eval("'a'.matches(['a**'][0])"),
+            "error: error parsing regexp: invalid nested repetition operator: `**`"
+        );
         // ceil(8 * 0.1) * ceil(6 / 4) = 1 * 2.
         assert_eq!(eval_cost("'abc 123'.find('[0-9]+')"), 2);
     }

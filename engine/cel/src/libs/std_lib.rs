@@ -205,7 +205,7 @@ pub(crate) fn register(r: &mut Registry) {
         .global(&[a()], Type::type_of(a()))
         .imp(type_of)
         .done();
-    for t in [Int, Uint, Double, String, Timestamp] {
+    for t in [Int, Uint, Double, String, Timestamp, Duration] {
         r.def("int").global(&[t], Int).imp(to_int).done();
     }
     for t in [Uint, Int, Double, String] {
@@ -449,6 +449,7 @@ fn to_int<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             .parse::<i64>()
             .map_err(|_| conversion_error("string", "int"))?,
         Value::Timestamp(t) => t.timestamp(),
+        Value::Duration(d) => d.num_nanoseconds().ok_or(EvalError::IntOverflow)?,
         _ => return Err(EvalError::NoSuchOverload),
     }))
 }

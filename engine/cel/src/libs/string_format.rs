@@ -3,12 +3,14 @@
 //! cel-go's `golang.org/x/text` printer does (digit grouping, `∞`, `× 10ⁿ` exponents), and
 //! cel-go's error texts.
 
+use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::ip::go_quote;
 use super::std_lib::format_double;
 use super::time::{format_duration, format_timestamp};
 use super::{Registry, actual_size, arg, str_arg, traversal_cost};
+use crate::ast::{Expr, ExprKind};
 use crate::error::EvalError;
 use crate::types::Type;
 use crate::value::{List, Value};
@@ -28,11 +30,10 @@ fn clause_error(what: &str, v: &Value<'_>) -> String {
     format!("{what}, was given {}", v.type_name())
 }
 
+const STRING_CLAUSE_REQUIREMENT: &str = "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps";
+
 fn string_clause_error(v: &Value<'_>) -> String {
-    clause_error(
-        "string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps",
-        v,
-    )
+    clause_error(STRING_CLAUSE_REQUIREMENT, v)
 }
 
 /// `%s` of one value.
@@ -156,18 +157,32 @@ fn localized_special(d: f64) -> Option<String> {
     }
 }
 
-/// `%.Nf` through the `en_US` printer.
+/// Digits after which a double's exact decimal expansion is all zeros (the smallest subnormal
+/// has 1074 fractional digits).
+const EXACT_FRACTION_DIGITS: usize = 1100;
+
+/// The most characters a precision or width may ask for: cel-go would build any string, but an
+/// expression must not make the process allocate without bound.
+const MAX_CLAUSE_WIDTH: usize = 1 << 24;
+
+/// `|d|` with `precision` fractional digits, exactly (Rust's formatter caps precisions).
+fn fixed_abs(d: f64, precision: usize) -> String {
+    if precision <= EXACT_FRACTION_DIGITS {
+        return format!("{:.precision$}", d.abs());
+    }
+    let mut s = format!("{:.EXACT_FRACTION_DIGITS$}", d.abs());
+    s.extend(std::iter::repeat_n('0', precision - EXACT_FRACTION_DIGITS));
+    s
+}
+
+/// `%.Nf` through the `en_US` printer (negative zero loses its sign).
 fn localized_fixed(d: f64, precision: usize) -> String {
     if let Some(s) = localized_special(d) {
         return s;
     }
-    let s = format!("{:.precision$}", d.abs());
+    let s = fixed_abs(d, precision);
     let (int, frac) = s.split_once('.').unwrap_or((&s, ""));
-    let sign = if d.is_sign_negative() && s.bytes().any(|c| c.is_ascii_digit() && c != b'0') {
-        "-"
-    } else {
-        ""
-    };
+    let sign = if d < 0.0 { "-" } else { "" };
     if frac.is_empty() {
         format!("{sign}{}", group(int))
     } else {
@@ -175,23 +190,34 @@ fn localized_fixed(d: f64, precision: usize) -> String {
     }
 }
 
-/// `%.Ne` through the `en_US` printer: `1.052033 × 10⁰³` (narrow no-break spaces).
-fn localized_scientific(d: f64, precision: usize) -> String {
-    if let Some(s) = localized_special(d) {
-        return s;
+/// cel-go's `%e` clause: it prints with `%<N>e` through the `en_US` printer, so the clause's
+/// precision is a minimum width (in characters, space-padded on the left) and the precision is
+/// always 6: `1.052033×10⁰³`. A width of 0 is Go's zero-padding flag, which pads nothing.
+fn localized_scientific(d: f64, width: usize) -> String {
+    let s = match localized_special(d) {
+        Some(s) => s,
+        None => {
+            let s = format!("{:.6e}", d.abs());
+            let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
+            let exp: i32 = exp.parse().unwrap_or(0);
+            const SUPER: [char; 10] = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
+            let sign = if d < 0.0 { "-" } else { "" };
+            let mut out = format!("{sign}{mantissa}×10");
+            if exp < 0 {
+                out.push('⁻');
+            }
+            for c in format!("{:02}", exp.unsigned_abs()).bytes() {
+                out.push(SUPER[usize::from(c - b'0')]);
+            }
+            out
+        }
+    };
+    let len = s.chars().count();
+    if len >= width {
+        s
+    } else {
+        " ".repeat(width - len) + &s
     }
-    let s = format!("{d:.precision$e}");
-    let (mantissa, exp) = s.split_once('e').unwrap_or((&s, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    const SUPER: [char; 10] = ['⁰', '¹', '²', '³', '⁴', '⁵', '⁶', '⁷', '⁸', '⁹'];
-    let mut out = format!("{mantissa}\u{202f}×\u{202f}10");
-    if exp < 0 {
-        out.push('⁻');
-    }
-    for c in format!("{:02}", exp.unsigned_abs()).bytes() {
-        out.push(SUPER[usize::from(c - b'0')]);
-    }
-    out
 }
 
 /// Go's `%b`, `%o`, `%x` and `%X` of a signed or unsigned integer.
@@ -225,6 +251,7 @@ fn hex_bytes(b: &[u8], upper: bool) -> String {
 /// Formats `v` with clause `verb` (and precision, for `%f`/`%e`).
 fn apply(verb: u8, precision: Option<usize>, v: &Value<'_>) -> Result<String, String> {
     let p = precision.unwrap_or(DEFAULT_PRECISION);
+    let too_wide = || format!("precision {p} is more than the supported {MAX_CLAUSE_WIDTH}");
     match verb {
         b's' => format_string(v),
         b'd' => match v {
@@ -235,10 +262,20 @@ fn apply(verb: u8, precision: Option<usize>, v: &Value<'_>) -> Result<String, St
                 other,
             )),
         },
-        b'f' => clause_double(v, "fixed-point clause can only be used on doubles")
-            .map(|d| localized_fixed(d, p)),
-        b'e' => clause_double(v, "scientific clause can only be used on doubles")
-            .map(|d| localized_scientific(d, p)),
+        b'f' => {
+            let d = clause_double(v, "fixed-point clause can only be used on doubles")?;
+            if p > MAX_CLAUSE_WIDTH {
+                return Err(too_wide());
+            }
+            Ok(localized_fixed(d, p))
+        }
+        b'e' => {
+            let d = clause_double(v, "scientific clause can only be used on doubles")?;
+            if p > MAX_CLAUSE_WIDTH {
+                return Err(too_wide());
+            }
+            Ok(localized_scientific(d, p))
+        }
         b'b' => match v {
             Value::Bool(b) => Ok(if *b { "1" } else { "0" }.into()),
             other => radix(other, 2, false).ok_or_else(|| {
@@ -271,6 +308,39 @@ fn unrecognized(verb: u8) -> String {
     )
 }
 
+/// Parses the clause after a `%` at byte `start` (optional `.digits` precision, then the verb):
+/// the verb, the precision and the index after the clause. Errors are cel-go's texts.
+fn parse_clause(fmt: &str, start: usize) -> Result<(u8, Option<usize>, usize), String> {
+    let b = fmt.as_bytes();
+    let mut j = start;
+    let mut precision = None;
+    if b.get(j) == Some(&b'.') {
+        j += 1;
+        let digits_start = j;
+        while j < b.len() && b[j].is_ascii_digit() {
+            j += 1;
+        }
+        if j >= b.len() {
+            return Err("could not parse formatting clause: error while parsing precision: could not find end of precision specifier".into());
+        }
+        let digits = &fmt[digits_start..j];
+        precision = Some(digits.parse::<usize>().map_err(|_| {
+            format!(
+                "could not parse formatting clause: error while parsing precision: error while converting precision to integer: strconv.Atoi: parsing {}: {}",
+                go_quote(digits),
+                if digits.is_empty() { "invalid syntax" } else { "value out of range" }
+            )
+        })?);
+    }
+    let Some(&verb) = b.get(j) else {
+        return Err("unexpected end of string".into());
+    };
+    if !b"sdfebxXo".contains(&verb) {
+        return Err(unrecognized(verb));
+    }
+    Ok((verb, precision, j + 1))
+}
+
 /// cel-go's `parseFormatString` over `args`.
 fn interpolate(fmt: &str, args: &List<'_>) -> Result<String, String> {
     let b = fmt.as_bytes();
@@ -294,37 +364,131 @@ fn interpolate(fmt: &str, args: &List<'_>) -> Result<String, String> {
         if i + 1 >= b.len() {
             return Err("unexpected end of string".into());
         }
-        // Clause: optional `.digits` precision, then the verb.
-        let mut j = i + 1;
-        let mut precision = None;
-        if b[j] == b'.' {
-            j += 1;
-            let start = j;
-            while j < b.len() && b[j].is_ascii_digit() {
-                j += 1;
-            }
-            if j >= b.len() {
-                return Err("could not parse formatting clause: error while parsing precision: could not find end of precision specifier".into());
-            }
-            let digits = &fmt[start..j];
-            precision = Some(digits.parse::<usize>().map_err(|_| {
-                format!(
-                    "could not parse formatting clause: error while parsing precision: error while converting precision to integer: strconv.Atoi: parsing {}: {}",
-                    go_quote(digits),
-                    if digits.is_empty() { "invalid syntax" } else { "value out of range" }
-                )
-            })?);
-        }
-        let verb = b[j];
-        if !b"sdfebxXo".contains(&verb) {
-            return Err(unrecognized(verb));
-        }
+        let (verb, precision, next) = parse_clause(fmt, i + 1)?;
         let s = apply(verb, precision, &v).map_err(|e| format!("error during formatting: {e}"))?;
         out.extend_from_slice(s.as_bytes());
-        i = j + 1;
+        i = next;
         arg_index += 1;
     }
     Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// The runtime type kinds clause `verb` accepts at check time (`dyn` always passes).
+fn clause_accepts(verb: u8, t: &Type) -> bool {
+    match verb {
+        b'd' | b'o' => matches!(t, Type::Int | Type::Uint),
+        b'f' | b'e' => matches!(t, Type::Double | Type::String),
+        b'b' => matches!(t, Type::Int | Type::Uint | Type::Bool),
+        b'x' | b'X' => matches!(t, Type::Int | Type::Uint | Type::String | Type::Bytes),
+        _ => matches!(
+            t,
+            Type::List(_)
+                | Type::Map(..)
+                | Type::Int
+                | Type::Uint
+                | Type::Double
+                | Type::Bool
+                | Type::String
+                | Type::Timestamp
+                | Type::Bytes
+                | Type::Duration
+                | Type::Type(_)
+                | Type::Null
+        ),
+    }
+}
+
+/// The clause-specific part of a type error (`… can only be used on …`).
+fn clause_requirement(verb: u8) -> &'static str {
+    match verb {
+        b'd' => "decimal clause can only be used on integers",
+        b'o' => "octal clause can only be used on integers",
+        b'f' => "fixed-point clause can only be used on doubles",
+        b'e' => "scientific clause can only be used on doubles",
+        b'b' => "only integers and bools can be formatted as binary",
+        b'x' | b'X' => "only integers, byte buffers, and strings can be formatted as hex",
+        _ => STRING_CLAUSE_REQUIREMENT,
+    }
+}
+
+/// The first node under a `%s` argument whose checked type `%s` cannot format: the argument
+/// itself, or an element or entry of a list or map literal.
+fn unformattable<'e>(e: &'e Expr, types: &HashMap<u64, Type>) -> Option<(&'e Expr, Type)> {
+    let t = types.get(&e.id).cloned().unwrap_or(Type::Dyn);
+    if !t.is_dyn() && !clause_accepts(b's', &t) {
+        return Some((e, t));
+    }
+    match &e.kind {
+        ExprKind::List { elements, .. } => elements.iter().find_map(|x| unformattable(x, types)),
+        ExprKind::Map { entries } => entries.iter().find_map(|en| {
+            unformattable(&en.key, types).or_else(|| unformattable(&en.value, types))
+        }),
+        _ => None,
+    }
+}
+
+/// cel-go's check-time validation of `'<literal>'.format([<list literal>])` (call node
+/// `call_id`): the format string must parse, every clause must accept its argument's checked
+/// type, and every argument must be used. The error's node and message, if any.
+pub(crate) fn validate_call(
+    call_id: u64,
+    fmt: &str,
+    args: &[Expr],
+    types: &HashMap<u64, Type>,
+) -> Option<(u64, String)> {
+    let b = fmt.as_bytes();
+    let mut i = 0;
+    let mut requested = 0usize;
+    while i < b.len() {
+        if b[i] != b'%' {
+            i += 1;
+            continue;
+        }
+        if b.get(i + 1) == Some(&b'%') {
+            i += 2;
+            continue;
+        }
+        // The check-time argument list never runs out, so the end of the string is noticed
+        // before a missing argument.
+        let index = requested;
+        requested += 1;
+        if i + 1 >= b.len() {
+            return Some((call_id, "unexpected end of string".into()));
+        }
+        let Some(arg) = args.get(index) else {
+            return Some((call_id, format!("index {index} out of range")));
+        };
+        let (verb, _, next) = match parse_clause(fmt, i + 1) {
+            Ok(c) => c,
+            Err(e) => return Some((call_id, e)),
+        };
+        let bad = if verb == b's' {
+            unformattable(arg, types)
+        } else {
+            let t = types.get(&arg.id).cloned().unwrap_or(Type::Dyn);
+            (!t.is_dyn() && !clause_accepts(verb, &t)).then_some((arg, t))
+        };
+        if let Some((at, t)) = bad {
+            return Some((
+                at.id,
+                format!(
+                    "error during formatting: {}, was given {}",
+                    clause_requirement(verb),
+                    t.runtime_name()
+                ),
+            ));
+        }
+        i = next;
+    }
+    (args.len() > requested).then(|| {
+        (
+            call_id,
+            format!(
+                "too many arguments supplied to string.format (expected {requested}, got {})",
+                args.len()
+            ),
+        )
+    })
 }
 
 fn format<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
@@ -343,6 +507,7 @@ mod tests {
 
     #[test]
     fn table() {
+        // Error cases pass `dyn` lists: literal lists are validated at compile time.
         let cases: &[(&str, &str)] = &[
             ("'no substitution'.format([])", "\"no substitution\""),
             (
@@ -361,17 +526,25 @@ mod tests {
             ("'%f'.format(['NaN'])", "\"NaN\""),
             ("'%f'.format(['Infinity'])", "\"∞\""),
             ("'%f'.format(['-Infinity'])", "\"-∞\""),
+            // `%e`'s precision is cel-go's minimum width; the precision is always 6.
+            ("'%.6e'.format([1052.032911275])", "\"1.052033×10⁰³\""),
+            ("'%e'.format([2.71828])", "\"2.718280×10⁰⁰\""),
+            ("'%.1e'.format([0.00012])", "\"1.200000×10⁻⁰⁴\""),
+            ("'%.14e'.format([1.5])", "\" 1.500000×10⁰⁰\""),
+            ("'%e'.format([-0.0])", "\"0.000000×10⁰⁰\""),
+            ("'%e'.format([-1e-100])", "\"-1.000000×10⁻¹⁰⁰\""),
+            ("'%e'.format(['Infinity'])", "\"     ∞\""),
+            ("'%.3e'.format(['NaN'])", "\"NaN\""),
+            ("'%.0e'.format(['-Infinity'])", "\"-∞\""),
+            ("'%.2f'.format([-0.001])", "\"-0.00\""),
+            ("'%.3f'.format([-0.0])", "\"0.000\""),
             (
-                "'%.6e'.format([1052.032911275])",
-                "\"1.052033\\u{202f}×\\u{202f}10⁰³\"",
+                "'%.30f'.format([0.1])",
+                "\"0.100000000000000005551115123126\"",
             ),
             (
-                "'%e'.format([2.71828])",
-                "\"2.718280\\u{202f}×\\u{202f}10⁰⁰\"",
-            ),
-            (
-                "'%.1e'.format([0.00012])",
-                "\"1.2\\u{202f}×\\u{202f}10⁻⁰⁴\"",
+                "'%.99999999f'.format(dyn([0.1]))",
+                "error: error during formatting: precision 99999999 is more than the supported 16777216",
             ),
             (
                 "'this is 5 in binary: %b'.format([5])",
@@ -417,26 +590,82 @@ mod tests {
                 "\"{\\\"key1\\\":b\\\"xyz\\\", \\\"key2\\\":duration(\\\"7200s\\\"), \\\"key3\\\":2.718280, \\\"key4\\\":true, \\\"key5\\\":null}\"",
             ),
             (
-                "'%a'.format([1])",
+                "'%a'.format(dyn([1]))",
                 "error: could not parse formatting clause: unrecognized formatting clause \"a\"",
             ),
-            ("'%d %d %d'.format([0, 1])", "error: index 2 out of range"),
             (
-                "'string is %b'.format(['abc'])",
+                "'%d %d %d'.format(dyn([0, 1]))",
+                "error: index 2 out of range",
+            ),
+            (
+                "'string is %b'.format(dyn(['abc']))",
                 "error: error during formatting: only integers and bools can be formatted as binary, was given string",
             ),
             (
-                "'%d'.format([duration('30m2s')])",
+                "'%d'.format(dyn([duration('30m2s')]))",
                 "error: error during formatting: decimal clause can only be used on integers, was given google.protobuf.Duration",
             ),
             (
-                "'null: %f'.format([null])",
+                "'null: %f'.format(dyn([null]))",
                 "error: error during formatting: fixed-point clause can only be used on doubles, was given null_type",
             ),
-            ("'filler %'.format([1])", "error: unexpected end of string"),
             (
-                "'double is %.34'.format([5.0])",
+                "'filler %'.format(dyn([1]))",
+                "error: unexpected end of string",
+            ),
+            (
+                "'double is %.34'.format(dyn([5.0]))",
                 "error: could not parse formatting clause: error while parsing precision: could not find end of precision specifier",
+            ),
+        ];
+        for (src, want) in cases {
+            assert_eq!(eval(src), *want, "{src}");
+        }
+    }
+
+    #[test]
+    fn precisions_past_rusts_formatter_limit_are_exact() {
+        let out = eval("'%.70000f'.format([0.5])");
+        assert_eq!(out.len(), "\"0.\"".len() + 70000);
+        assert!(out.starts_with("\"0.5000"), "{}", &out[..10]);
+    }
+
+    #[test]
+    fn literal_formats_are_validated_at_compile_time() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "'%d'.format([[1, 'a']])",
+                "compile: ERROR: <input>:1:14: error during formatting: decimal clause can only be used on integers, was given list\n | '%d'.format([[1, 'a']])\n | .............^",
+            ),
+            (
+                "'%s'.format([{1: optional.of(1)}])",
+                "compile: ERROR: <input>:1:29: error during formatting: string clause can only be used on strings, bools, bytes, ints, doubles, maps, lists, types, durations, and timestamps, was given optional_type\n | '%s'.format([{1: optional.of(1)}])\n | ............................^",
+            ),
+            (
+                "'%f'.format([-7])",
+                "compile: ERROR: <input>:1:14: error during formatting: fixed-point clause can only be used on doubles, was given int\n | '%f'.format([-7])\n | .............^",
+            ),
+            (
+                "'%%'.format([1])",
+                "compile: ERROR: <input>:1:12: too many arguments supplied to string.format (expected 0, got 1)\n | '%%'.format([1])\n | ...........^",
+            ),
+            (
+                "'%s %s'.format([1])",
+                "compile: ERROR: <input>:1:15: index 1 out of range\n | '%s %s'.format([1])\n | ..............^",
+            ),
+            (
+                "'%'.format([])",
+                "compile: ERROR: <input>:1:11: unexpected end of string\n | '%'.format([])\n | ..........^",
+            ),
+            (
+                "'%5d'.format([1])",
+                "compile: ERROR: <input>:1:13: could not parse formatting clause: unrecognized formatting clause \"5\"\n | '%5d'.format([1])\n | ............^",
+            ),
+            // Mixed lists are fine inside format calls; `dyn` arguments are checked at runtime.
+            ("'%s'.format([[1, 'a']])", "\"[1, \\\"a\\\"]\""),
+            (
+                "'%d'.format([dyn('a')])",
+                "error: error during formatting: decimal clause can only be used on integers, was given string",
             ),
         ];
         for (src, want) in cases {

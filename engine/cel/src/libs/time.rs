@@ -1,7 +1,7 @@
 //! Timestamps and durations: conversions, arithmetic with cel-go's range checks, and the
 //! `get*` accessors with optional time zones (IANA names or `±hh:mm` offsets).
 
-use chrono::{DateTime, Datelike, FixedOffset, Offset, TimeDelta, TimeZone, Timelike, Utc};
+use chrono::{DateTime, Datelike, NaiveDateTime, TimeDelta, TimeZone, Timelike, Utc};
 
 use super::{Registry, arg, str_arg};
 use crate::error::EvalError;
@@ -33,6 +33,11 @@ pub(crate) fn register(r: &mut Registry) {
         .done();
     r.def("duration")
         .global(&[String], Duration)
+        .imp(to_duration)
+        .done();
+    // Declared by cel-go, but no int converts to a duration.
+    r.def("duration")
+        .global(&[Int], Duration)
         .imp(to_duration)
         .done();
 
@@ -104,7 +109,7 @@ pub(crate) fn timestamp_diff<'a>(
     b: DateTime<Utc>,
 ) -> Result<Value<'a>, EvalError> {
     let d = a.signed_duration_since(b);
-    d.num_nanoseconds().ok_or(EvalError::DurationOverflow)?;
+    d.num_nanoseconds().ok_or(EvalError::IntOverflow)?;
     Ok(Value::Duration(d))
 }
 
@@ -134,28 +139,65 @@ pub(crate) fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, EvalError> {
     if b.get(10) != Some(&b'T') {
         return Err(bad());
     }
-    let t = DateTime::parse_from_rfc3339(s).map_err(|_| bad())?;
-    let t = t.with_timezone(&Utc);
+    // Go takes no leap seconds, and zone offsets up to `24:60` (chrono stops below 24 hours).
+    if s.get(17..19) == Some("60") {
+        return Err(bad());
+    }
+    let (local, offset) = split_offset(s).ok_or_else(bad)?;
+    let t = DateTime::parse_from_rfc3339(&format!("{local}Z")).map_err(|_| bad())?;
+    let t = t
+        .with_timezone(&Utc)
+        .checked_sub_signed(offset)
+        .ok_or(EvalError::TimestampOverflow)?;
     if !(MIN_UNIX..=MAX_UNIX).contains(&t.timestamp()) {
         return Err(EvalError::TimestampOverflow);
     }
     Ok(t)
 }
 
+/// The timestamp `secs` seconds after the Unix epoch, within CEL's years 1 to 9999.
+pub(crate) fn timestamp_from_unix(secs: i64) -> Result<DateTime<Utc>, EvalError> {
+    if !(MIN_UNIX..=MAX_UNIX).contains(&secs) {
+        return Err(EvalError::TimestampOverflow);
+    }
+    Utc.timestamp_opt(secs, 0)
+        .single()
+        .ok_or(EvalError::TimestampOverflow)
+}
+
+/// An RFC 3339 text's local part and its zone offset (`Z`, or `±hh:mm` with hours up to 24
+/// and minutes up to 60, as Go accepts).
+fn split_offset(s: &str) -> Option<(&str, TimeDelta)> {
+    if let Some(local) = s.strip_suffix(['Z', 'z']) {
+        return Some((local, TimeDelta::zero()));
+    }
+    let (local, zone) = s.split_at_checked(s.len().checked_sub(6)?)?;
+    let z = zone.as_bytes();
+    let sign = match z[0] {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    if z[3] != b':'
+        || !zone[1..3]
+            .bytes()
+            .chain(zone[4..].bytes())
+            .all(|c| c.is_ascii_digit())
+    {
+        return None;
+    }
+    let (hours, minutes): (i64, i64) = (zone[1..3].parse().ok()?, zone[4..].parse().ok()?);
+    if hours > 24 || minutes > 60 {
+        return None;
+    }
+    Some((local, TimeDelta::minutes(sign * (hours * 60 + minutes))))
+}
+
 fn to_timestamp<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     match arg(args, 0)? {
         Value::Timestamp(t) => Ok(Value::Timestamp(*t)),
         Value::String(s) => Ok(Value::Timestamp(parse_timestamp(s)?)),
-        Value::Int(i) => {
-            if !(MIN_UNIX..=MAX_UNIX).contains(i) {
-                return Err(EvalError::TimestampOverflow);
-            }
-            let t = Utc
-                .timestamp_opt(*i, 0)
-                .single()
-                .ok_or(EvalError::TimestampOverflow)?;
-            Ok(Value::Timestamp(t))
-        }
+        Value::Int(i) => Ok(Value::Timestamp(timestamp_from_unix(*i)?)),
         _ => Err(EvalError::NoSuchOverload),
     }
 }
@@ -164,6 +206,9 @@ fn to_duration<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     match arg(args, 0)? {
         Value::Duration(d) => Ok(Value::Duration(*d)),
         Value::String(s) => Ok(Value::Duration(parse_duration(s)?)),
+        Value::Int(_) => Err(EvalError::msg(
+            "type conversion error from 'int' to 'google.protobuf.Duration'",
+        )),
         _ => Err(EvalError::NoSuchOverload),
     }
 }
@@ -274,43 +319,50 @@ pub(crate) fn format_duration(d: &TimeDelta) -> String {
     s
 }
 
-fn in_zone(args: &[Value<'_>]) -> Result<DateTime<FixedOffset>, EvalError> {
+/// Go's `strconv.Atoi` of a time zone offset part, with its error text.
+fn atoi(s: &str) -> Result<i64, EvalError> {
+    s.parse::<i64>().map_err(|e| {
+        let why = match e.kind() {
+            std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+                "value out of range"
+            }
+            _ => "invalid syntax",
+        };
+        EvalError::msg(format!("strconv.Atoi: parsing {s:?}: {why}"))
+    })
+}
+
+/// The wall-clock time of timestamp `args[0]` in time zone `args[1]` (UTC without one), as
+/// cel-go reads the zone: an IANA name (empty, `UTC` and `Local` are UTC, as on a server
+/// running in UTC), or `[+-]hours:minutes` with any numbers (`-00:30` is half an hour west).
+fn in_zone(args: &[Value<'_>]) -> Result<NaiveDateTime, EvalError> {
     let Value::Timestamp(t) = arg(args, 0)? else {
         return Err(EvalError::NoSuchOverload);
     };
-    let utc = FixedOffset::east_opt(0).ok_or(EvalError::NoSuchOverload)?;
     if args.len() < 2 {
-        return Ok(t.with_timezone(&utc));
+        return Ok(t.naive_utc());
     }
     let tz = str_arg(args, 1)?;
-    match tz.find(':') {
-        None => {
-            let zone: chrono_tz::Tz = tz
-                .parse()
-                .map_err(|_| EvalError::msg(format!("unknown time zone {tz}")))?;
-            let local = t.with_timezone(&zone);
-            let off = FixedOffset::east_opt(local.offset().fix().local_minus_utc())
-                .ok_or(EvalError::NoSuchOverload)?;
-            Ok(t.with_timezone(&off))
+    let Some(i) = tz.find(':') else {
+        if matches!(tz, "" | "UTC" | "Local") {
+            return Ok(t.naive_utc());
         }
-        Some(i) => {
-            let bad = || EvalError::msg(format!("invalid time zone offset {tz}"));
-            let hr: i32 = tz[..i].parse().map_err(|_| bad())?;
-            let min: i32 = tz[i + 1..].parse().map_err(|_| bad())?;
-            if !(0..=59).contains(&min) {
-                return Err(EvalError::msg(format!(
-                    "timezone offset minutes out of range [0, 59]: {tz}"
-                )));
-            }
-            let offset = if tz.starts_with('-') {
-                hr * 60 - min
-            } else {
-                hr * 60 + min
-            };
-            let off = FixedOffset::east_opt(offset * 60).ok_or_else(bad)?;
-            Ok(t.with_timezone(&off))
-        }
-    }
+        let zone: chrono_tz::Tz = tz
+            .parse()
+            .map_err(|_| EvalError::msg(format!("unknown time zone {tz}")))?;
+        return Ok(t.with_timezone(&zone).naive_local());
+    };
+    let hours = atoi(&tz[..i])?;
+    let minutes = atoi(&tz[i + 1..])?;
+    let offset = if tz.starts_with('-') {
+        hours.checked_mul(60).and_then(|h| h.checked_sub(minutes))
+    } else {
+        hours.checked_mul(60).and_then(|h| h.checked_add(minutes))
+    };
+    offset
+        .and_then(TimeDelta::try_minutes)
+        .and_then(|d| t.naive_utc().checked_add_signed(d))
+        .ok_or(EvalError::TimestampOverflow)
 }
 
 fn duration_of(args: &[Value<'_>]) -> Option<TimeDelta> {

@@ -50,11 +50,14 @@ impl Corpus {
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
     }
 
-    /// Kubernetes' environment with the corpus' variables declared `dyn`.
+    /// The oracle's environment: Kubernetes' environment with the mutation library
+    /// (`jsonpatch`, as mutating policies have it) and the corpus' variables declared `dyn`.
     pub fn env(&self) -> Env {
         self.variables
             .iter()
-            .fold(Env::kubernetes(), |b, v| b.variable(v, Type::Dyn))
+            .fold(Env::kubernetes().mutation_library(), |b, v| {
+                b.variable(v, Type::Dyn)
+            })
             .build()
     }
 
