@@ -11,6 +11,7 @@ use crate::eval::Ctx;
 use crate::libs::{self as libs, Library, Registry};
 use crate::parse;
 use crate::plan::{self, Node, PlanEnv};
+use crate::structs::TypeProvider;
 use crate::types::Type;
 use crate::value::Value;
 
@@ -46,6 +47,7 @@ struct EnvInner {
     container: String,
     homogeneous_literals: bool,
     ident_escape: bool,
+    types: Option<Arc<dyn TypeProvider>>,
 }
 
 /// Builds an [`Env`].
@@ -57,6 +59,7 @@ pub struct EnvBuilder {
     container: String,
     homogeneous_literals: bool,
     ident_escape: bool,
+    types: Option<Arc<dyn TypeProvider>>,
 }
 
 impl EnvBuilder {
@@ -86,9 +89,17 @@ impl EnvBuilder {
         self
     }
 
-    /// Adds the functions only mutation expressions get (`jsonpatch.escapeKey`).
+    /// Adds what only mutation expressions get: the message types `Object`, `Object.<path>`
+    /// and `JSONPatch`, and the function `jsonpatch.escapeKey`.
     pub fn mutation_library(mut self) -> Self {
         libs::jsonpatch::register(Arc::make_mut(&mut self.registry));
+        self.types(Arc::new(libs::mutation::MutationTypes))
+    }
+
+    /// Resolves message literals (`Name{field: value}`) with `provider`; without one, every
+    /// message literal is an undeclared reference.
+    pub fn types(mut self, provider: Arc<dyn TypeProvider>) -> Self {
+        self.types = Some(provider);
         self
     }
 
@@ -123,6 +134,7 @@ impl EnvBuilder {
                 container: self.container,
                 homogeneous_literals: self.homogeneous_literals,
                 ident_escape: self.ident_escape,
+                types: self.types,
             }),
         }
     }
@@ -139,6 +151,7 @@ impl Env {
             container: String::new(),
             homogeneous_literals: true,
             ident_escape: false,
+            types: None,
         }
     }
 
@@ -161,6 +174,7 @@ impl Env {
             container: self.inner.container.clone(),
             homogeneous_literals: self.inner.homogeneous_literals,
             ident_escape: self.inner.ident_escape,
+            types: self.inner.types.clone(),
         }
     }
 
@@ -192,6 +206,7 @@ impl Env {
                 registry: &inner.registry,
                 container: &inner.container,
                 homogeneous_literals: inner.homogeneous_literals,
+                types: inner.types.as_deref(),
             };
             let (checked, mut issues) = check::check(&parsed.expr, &decls, &parsed.positions);
             // Kubernetes' extended validations come with its homogeneous-literal checking.
@@ -215,6 +230,7 @@ impl Env {
             variables: &inner.variables,
             composited: &inner.composited,
             container: &inner.container,
+            types: inner.types.as_deref(),
         };
         let (root, slots) = plan::plan(&parsed.expr, checked.as_ref(), &env).map_err(|m| {
             CompileError::new(

@@ -335,6 +335,7 @@ fn encode_at(v: &Value<'_>, depth: usize) -> Json {
         Value::Type(t) => json!({"type": t.to_string()}),
         Value::Optional(o) => json!({"optional": o.as_deref().map(encode)}),
         Value::Opaque(o) => json!({"opaque": o.type_name()}),
+        Value::Struct(s) => json!({"opaque": s.type_name()}),
     }
 }
 

@@ -80,6 +80,7 @@ fn is_zero(v: &Value<'_>) -> bool {
         Value::Duration(d) => d.is_zero(),
         Value::Timestamp(t) => t.timestamp() == 0 && t.timestamp_subsec_nanos() == 0,
         Value::Optional(o) => o.is_none(),
+        Value::Struct(s) => s.struct_type().is_zero(s),
         Value::Type(_) | Value::Opaque(_) => false,
     }
 }

@@ -424,7 +424,11 @@ fn identity<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 }
 
 fn type_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
-    Ok(Value::Type(TypeName::new(arg(args, 0)?.type_name())))
+    let v = arg(args, 0)?;
+    Ok(Value::Type(match v.static_type_name() {
+        Some(name) => TypeName::new(name),
+        None => TypeName(v.type_name().to_string().into()),
+    }))
 }
 
 fn conversion_error(from: &str, to: &str) -> EvalError {
