@@ -54,6 +54,15 @@ pub enum ParamKindEntry {
     NotServed,
 }
 
+/// The paramKind of every policy (bound or not) by policy name, for checks on binding writes.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyParamKinds {
+    /// ValidatingAdmissionPolicies with a paramKind.
+    pub validating: HashMap<String, ParamKind>,
+    /// MutatingAdmissionPolicies with a paramKind.
+    pub mutating: HashMap<String, ParamKind>,
+}
+
 /// Every watched param kind, by apiVersion, then kind (so the request path looks one up by
 /// `&str` without building a key).
 #[derive(Debug, Default, Clone)]
@@ -82,7 +91,7 @@ pub struct State {
     params_changed: Notify,
     namespaces_changed: Notify,
     authorizers: ArcSwapOption<Arc<dyn AuthorizerSource>>,
-    policy_param_kinds: ArcSwap<HashMap<String, ParamKind>>,
+    policy_param_kinds: ArcSwap<PolicyParamKinds>,
     /// The webhook's metrics.
     pub metrics: Metrics,
 }
@@ -186,7 +195,7 @@ impl State {
     }
 
     /// Records the paramKind of every policy (bound or not), for checks on binding writes.
-    pub fn publish_policy_param_kinds(&self, kinds: HashMap<String, ParamKind>) {
+    pub fn publish_policy_param_kinds(&self, kinds: PolicyParamKinds) {
         self.policy_param_kinds.store(Arc::new(kinds));
     }
 
@@ -201,27 +210,30 @@ impl State {
         let authz = source.for_user(user_info);
         let resolve = |k: &ParamKind| source.resource_for(k);
         let old = Some(req.old_object).filter(|o| !o.is_null());
+        let binding = |policies: &HashMap<String, ParamKind>| {
+            let policy = req
+                .object
+                .get("spec")
+                .and_then(|s| s.get("policyName"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            paramaccess::check_binding(
+                req.object,
+                old,
+                &writer,
+                policies.get(policy),
+                &resolve,
+                authz.as_ref(),
+            )
+        };
         match req.kind.name {
-            "ValidatingAdmissionPolicy" => {
+            "ValidatingAdmissionPolicy" | "MutatingAdmissionPolicy" => {
                 paramaccess::check_policy(req.object, old, &writer, &resolve, authz.as_ref())
             }
             "ValidatingAdmissionPolicyBinding" => {
-                let kinds = self.policy_param_kinds.load();
-                let policy = req
-                    .object
-                    .get("spec")
-                    .and_then(|s| s.get("policyName"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                paramaccess::check_binding(
-                    req.object,
-                    old,
-                    &writer,
-                    kinds.get(policy),
-                    &resolve,
-                    authz.as_ref(),
-                )
+                binding(&self.policy_param_kinds.load().validating)
             }
+            "MutatingAdmissionPolicyBinding" => binding(&self.policy_param_kinds.load().mutating),
             _ => Vec::new(),
         }
     }

@@ -186,9 +186,25 @@ fn compile_expr(env: &Env, src: &str, want: &[Type]) -> Compiled {
     compile_checked(env, src, want).map_err(|e| format!("compilation error: {e}"))
 }
 
+/// The environment of mutation expressions: `env` (with the policy's variables) plus the
+/// message types `Object`, `Object.<path>` and `JSONPatch` and `jsonpatch.escapeKey`.
+pub fn mutation_environment(env: &Env) -> Env {
+    env.extend().mutation_library().build()
+}
+
 /// The result types each expression field allows.
 pub mod result_types {
     use celgate_cel::Type;
+
+    /// mutations[].applyConfiguration.expression: exactly the root `Object` type.
+    pub fn apply_configuration() -> [Type; 1] {
+        [Type::object("Object", [])]
+    }
+
+    /// mutations[].jsonPatch.expression: exactly `list(JSONPatch)`.
+    pub fn json_patch() -> [Type; 1] {
+        [Type::list(Type::object("JSONPatch", []))]
+    }
 
     /// validations[].expression and matchConditions[].expression.
     pub const CONDITION: &[Type] = &[Type::Bool];
