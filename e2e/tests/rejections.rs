@@ -13,7 +13,7 @@ const RULES: &str = r#"
 /// (name, kind, spec) of objects the API server must reject.
 fn cases() -> Vec<(&'static str, &'static str, String)> {
     let policy = |extra: &str| format!("  matchConstraints:{RULES}\n{extra}");
-    vec![
+    let validating = vec![
         ("syntax-error", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"object.spec.replicas <\"")),
         ("not-bool", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"1 + 1\"")),
         ("undeclared", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"params.x == 1\"")),
@@ -33,6 +33,85 @@ fn cases() -> Vec<(&'static str, &'static str, String)> {
         // Required by the CRD schema, which holds even while celgate is down.
         ("no-not-found-action", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny]\n  paramRef:\n    name: x".into()),
         ("no-name-no-selector", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Audit]\n  paramRef:\n    parameterNotFoundAction: Allow".into()),
+    ];
+    let map = "MutatingAdmissionPolicy";
+    let mapb = "MutatingAdmissionPolicyBinding";
+    let apply = |expr: &str| {
+        mutating(&format!(
+            "  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: {expr:?}"
+        ))
+    };
+    let patch = |expr: &str| {
+        mutating(&format!(
+            "  - patchType: JSONPatch\n    jsonPatch:\n      expression: {expr:?}"
+        ))
+    };
+    let mut cases = validating;
+    cases.extend([
+        ("syntax-error", map, apply("Object{spec: Object.spec{replicas: }}")),
+        ("apply-not-object", map, apply("Object.spec{replicas: 1}")),
+        ("apply-dyn", map, apply("object")),
+        ("patch-not-list", map, patch("JSONPatch{op: 'add', path: '/spec/replicas', value: 1}")),
+        ("patch-list-of-objects", map, patch("[Object{}]")),
+        ("patch-op-type", map, patch("[JSONPatch{op: 1, path: '/spec/replicas'}]")),
+        ("patch-unknown-field", map, patch("[JSONPatch{op: 'add', pth: '/spec/replicas'}]")),
+        ("unknown-type", map, apply("Deployment{spec: 1}")),
+        ("object-in-variable", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never\n  variables:\n  - name: o\n    expression: \"Object{{}}\"\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        ("condition-not-bool", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never\n  matchConditions:\n  - name: a\n    expression: \"Object{{}}\"\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        // Required by the CRD schema, which holds even while celgate is down.
+        ("no-patch-type", map, mutating("  - applyConfiguration:\n      expression: \"Object{}\"")),
+        ("bad-patch-type", map, mutating("  - patchType: Merge\n    applyConfiguration:\n      expression: \"Object{}\"")),
+        ("no-expression", map, mutating("  - patchType: ApplyConfiguration\n    applyConfiguration: {}")),
+        ("patch-and-apply", map, mutating("  - patchType: JSONPatch\n    applyConfiguration:\n      expression: \"Object{}\"")),
+        ("no-mutations", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never")),
+        ("no-reinvocation", map, format!("  matchConstraints:{RULES}\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        ("bad-reinvocation", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Always\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        ("delete-operation", map, format!("  matchConstraints:{}\n  reinvocationPolicy: Never\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"", RULES.replace("[\"CREATE\"]", "[\"CREATE\", \"DELETE\"]"))),
+        ("no-policy-name", mapb, "  paramRef:\n    name: x\n    parameterNotFoundAction: Deny".into()),
+        ("name-and-selector", mapb, "  policyName: p\n  paramRef:\n    name: x\n    selector: {}\n    parameterNotFoundAction: Deny".into()),
+        ("no-name-no-selector", mapb, "  policyName: p\n  paramRef:\n    parameterNotFoundAction: Allow".into()),
+        ("bad-policy-name", mapb, "  policyName: Not_A_Name".into()),
+        ("delete-operation", mapb, format!("  policyName: p\n  matchResources:{}", RULES.replace("[\"CREATE\"]", "[\"DELETE\"]"))),
+    ]);
+    cases
+}
+
+/// A MutatingAdmissionPolicy spec with `mutations` (YAML list items).
+fn mutating(mutations: &str) -> String {
+    format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never\n  mutations:\n{mutations}")
+}
+
+/// (name, kind, spec) of objects the API server must accept.
+fn valid() -> Vec<(&'static str, &'static str, String)> {
+    let map = "MutatingAdmissionPolicy";
+    vec![
+        (
+            "apply",
+            map,
+            mutating(
+                "  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{spec: Object.spec{replicas: object.spec.replicas + 1, anything: Object.spec.anything{}}}\"",
+            ),
+        ),
+        (
+            "patch",
+            map,
+            mutating(
+                "  - patchType: JSONPatch\n    jsonPatch:\n      expression: \"[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b'), value: 'x'}]\"",
+            ),
+        ),
+        (
+            "with-variables",
+            map,
+            format!(
+                "  matchConstraints:{RULES}\n  reinvocationPolicy: IfNeeded\n  variables:\n  - name: next\n    expression: \"object.spec.replicas + 1\"\n  mutations:\n  - patchType: JSONPatch\n    jsonPatch:\n      expression: \"variables.next > 3 ? [JSONPatch{{op: 'replace', path: '/spec/replicas', value: variables.next}}] : []\""
+            ),
+        ),
+        (
+            "binding",
+            "MutatingAdmissionPolicyBinding",
+            "  policyName: apply\n  paramRef:\n    name: x\n    parameterNotFoundAction: Allow"
+                .into(),
+        ),
     ]
 }
 
@@ -72,11 +151,26 @@ async fn invalid_policies_and_bindings_are_rejected_like_in_tree() {
             ));
         }
     }
+    for (name, kind, spec) in valid() {
+        for api in ["admissionregistration.k8s.io/v1", "admission.celgate.io/v1"] {
+            let yaml = format!(
+                "apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: {name}\nspec:\n{spec}\n"
+            );
+            let out = cluster.kubectl(&["create", "-f", "-"], &yaml);
+            if !out.status.success() {
+                differences.push(format!(
+                    "{api} {kind} {name} was rejected: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
     assert!(
         differences.is_empty(),
-        "{} of {} rejections differ:\n{}",
+        "{} of {} rejections and {} acceptances differ:\n{}",
         differences.len(),
         cases().len(),
+        valid().len(),
         differences.join("\n")
     );
 }
