@@ -190,7 +190,8 @@ metadata:
   name: policy-writer
 rules:
 - apiGroups: ["admissionregistration.k8s.io", "admission.celgate.io"]
-  resources: ["validatingadmissionpolicies", "validatingadmissionpolicybindings"]
+  resources: ["validatingadmissionpolicies", "validatingadmissionpolicybindings",
+    "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"]
   verbs: ["create", "get"]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -202,16 +203,37 @@ subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
 "#,
     );
-    let policy = |api: &str, name: &str| {
+    // (policy kind, binding kind, the policy's body, the binding's extra fields)
+    let kinds = [
+        (
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "  validations:\n  - expression: \"true\"\n",
+            "  validationActions: [Deny]\n",
+        ),
+        (
+            "MutatingAdmissionPolicy",
+            "MutatingAdmissionPolicyBinding",
+            "  reinvocationPolicy: Never\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{}\"\n",
+            "",
+        ),
+    ];
+    let policy = |api: &str, kind: &str, body: &str, name: &str| {
         format!(
-            "apiVersion: {api}\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n  paramKind:\n    apiVersion: v1\n    kind: ConfigMap\n  matchConstraints:{RULES}\n  validations:\n  - expression: \"true\"\n"
+            "apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: {name}\nspec:\n  paramKind:\n    apiVersion: v1\n    kind: ConfigMap\n  matchConstraints:{RULES}\n{body}"
         )
     };
-    let binding = |api: &str| {
+    let binding = |api: &str, kind: &str, extra: &str, policy: &str, param_ref: &str| {
         format!(
-            "apiVersion: {api}\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: by-bob\nspec:\n  policyName: by-admin\n  validationActions: [Deny]\n  paramRef:\n    name: limits\n    namespace: default\n    parameterNotFoundAction: Deny\n"
+            "apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: by-bob\nspec:\n  policyName: {policy}\n{extra}  paramRef:\n{param_ref}    parameterNotFoundAction: Deny\n"
         )
     };
+    // (policy name, paramRef fields): a named param, a missing policy, a selector (`list`).
+    let refs = [
+        ("by-admin", "    name: limits\n    namespace: default\n"),
+        ("no-such-policy", "    name: limits\n"),
+        ("by-admin", "    selector: {}\n"),
+    ];
     let as_bob = |yaml: &str| {
         let out = cluster.kubectl(&["create", "--as=bob", "-f", "-"], yaml);
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
@@ -221,21 +243,36 @@ subjects:
             .map(|(_, e)| e.to_string())
             .unwrap_or(stderr)
     };
-    let mut seen = Vec::new();
-    for api in ["admissionregistration.k8s.io/v1", "admission.celgate.io/v1"] {
-        cluster.apply(&policy(api, "by-admin"));
-        seen.push((as_bob(&policy(api, "by-bob")), as_bob(&binding(api))));
+    for (policy_kind, binding_kind, body, extra) in kinds {
+        let mut seen = Vec::new();
+        for api in ["admissionregistration.k8s.io/v1", "admission.celgate.io/v1"] {
+            cluster.apply(&policy(api, policy_kind, body, "by-admin"));
+            let mut texts = vec![as_bob(&policy(api, policy_kind, body, "by-bob"))];
+            for (policy_name, param_ref) in refs {
+                texts.push(as_bob(&binding(
+                    api,
+                    binding_kind,
+                    extra,
+                    policy_name,
+                    param_ref,
+                )));
+            }
+            seen.push(texts);
+        }
+        assert_eq!(
+            seen[0][0],
+            "spec.paramKind: Forbidden: user &{bob  [system:authenticated] map[]} must have \"get\" permission on all objects of the referenced paramKind (kind=ConfigMap, apiVersion=v1)",
+            "{policy_kind}"
+        );
+        if binding_kind == "ValidatingAdmissionPolicyBinding" {
+            assert_eq!(
+                seen[0][1],
+                "spec.paramRef: Forbidden: user &{bob  [system:authenticated] map[]} does not have \"get\" permission on the object referenced by paramRef"
+            );
+        }
+        assert_eq!(
+            seen[1], seen[0],
+            "celgate's rejections of {policy_kind} and {binding_kind} differ from the in-tree ones"
+        );
     }
-    assert_eq!(
-        seen[0].0,
-        "spec.paramKind: Forbidden: user &{bob  [system:authenticated] map[]} must have \"get\" permission on all objects of the referenced paramKind (kind=ConfigMap, apiVersion=v1)"
-    );
-    assert_eq!(
-        seen[0].1,
-        "spec.paramRef: Forbidden: user &{bob  [system:authenticated] map[]} does not have \"get\" permission on the object referenced by paramRef"
-    );
-    assert_eq!(
-        seen[1], seen[0],
-        "celgate's rejections differ from the in-tree ones"
-    );
 }

@@ -239,17 +239,17 @@ impl Reconciler {
                 validating: policies
                     .state()
                     .iter()
-                    .filter_map(|p| {
-                        let kind = convert::param_kind(p.spec.param_kind.as_ref()?);
-                        Some((p.name_any(), kind))
+                    .map(|p| {
+                        let kind = p.spec.param_kind.as_ref().map(convert::param_kind);
+                        (p.name_any(), kind)
                     })
                     .collect(),
                 mutating: mutating
                     .state()
                     .iter()
-                    .filter_map(|p| {
-                        let kind = convert::param_kind(p.spec.param_kind.as_ref()?);
-                        Some((p.name_any(), kind))
+                    .map(|p| {
+                        let kind = p.spec.param_kind.as_ref().map(convert::param_kind);
+                        (p.name_any(), kind)
                     })
                     .collect(),
             });

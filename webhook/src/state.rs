@@ -7,7 +7,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use celgate_cel::Authorizer;
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::model::ParamKind;
-use celgate_engine::paramaccess::{self, Writer};
+use celgate_engine::paramaccess::{self, BindingKind, BoundPolicyParams, Writer};
 use celgate_engine::{Namespaces, ParamKindState, ParamObjects, Params, PolicySet, Request};
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -54,13 +54,14 @@ pub enum ParamKindEntry {
     NotServed,
 }
 
-/// The paramKind of every policy (bound or not) by policy name, for checks on binding writes.
+/// Every policy (bound or not) by name, with its paramKind if it has one, for the param access
+/// check on binding writes.
 #[derive(Clone, Debug, Default)]
 pub struct PolicyParamKinds {
-    /// ValidatingAdmissionPolicies with a paramKind.
-    pub validating: HashMap<String, ParamKind>,
-    /// MutatingAdmissionPolicies with a paramKind.
-    pub mutating: HashMap<String, ParamKind>,
+    /// The ValidatingAdmissionPolicies.
+    pub validating: HashMap<String, Option<ParamKind>>,
+    /// The MutatingAdmissionPolicies.
+    pub mutating: HashMap<String, Option<ParamKind>>,
 }
 
 /// Every watched param kind, by apiVersion, then kind (so the request path looks one up by
@@ -210,30 +211,36 @@ impl State {
         let authz = source.for_user(user_info);
         let resolve = |k: &ParamKind| source.resource_for(k);
         let old = Some(req.old_object).filter(|o| !o.is_null());
-        let binding = |policies: &HashMap<String, ParamKind>| {
+        let binding = |kind: BindingKind, policies: &HashMap<String, Option<ParamKind>>| {
             let policy = req
                 .object
                 .get("spec")
                 .and_then(|s| s.get("policyName"))
                 .and_then(Value::as_str)
                 .unwrap_or_default();
+            let params = match policies.get(policy) {
+                Some(pk) => BoundPolicyParams::Found(pk.as_ref()),
+                None => BoundPolicyParams::Missing,
+            };
             paramaccess::check_binding(
                 req.object,
                 old,
                 &writer,
-                policies.get(policy),
+                kind,
+                params,
                 &resolve,
                 authz.as_ref(),
             )
         };
+        let kinds = self.policy_param_kinds.load();
         match req.kind.name {
             "ValidatingAdmissionPolicy" | "MutatingAdmissionPolicy" => {
                 paramaccess::check_policy(req.object, old, &writer, &resolve, authz.as_ref())
             }
             "ValidatingAdmissionPolicyBinding" => {
-                binding(&self.policy_param_kinds.load().validating)
+                binding(BindingKind::Validating, &kinds.validating)
             }
-            "MutatingAdmissionPolicyBinding" => binding(&self.policy_param_kinds.load().mutating),
+            "MutatingAdmissionPolicyBinding" => binding(BindingKind::Mutating, &kinds.mutating),
             _ => Vec::new(),
         }
     }
