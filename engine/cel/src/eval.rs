@@ -362,7 +362,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
     }
 
     /// A message literal: optional fields given `optional.none()` are left out; the type
-    /// accepts or rejects each value.
+    /// accepts or rejects each value once all are evaluated.
     fn message(&mut self, s: &StructNode) -> Result<Value<'a>, EvalError> {
         let mut fields = Vec::with_capacity(s.fields.len());
         for (name, node, optional) in s.fields.iter() {
@@ -381,10 +381,13 @@ impl<'r, 'a> Ctx<'r, 'a> {
             } else {
                 v
             };
-            s.ty.check_field(name, &v)?;
             fields.push((name.clone(), v));
         }
+        // Charged once the fields are evaluated, even if the type then rejects one.
         self.charge(STRUCT_CREATE_COST)?;
+        for (name, v) in &fields {
+            s.ty.check_field(name, v)?;
+        }
         Ok(Value::Struct(Arc::new(StructValue::new(
             s.ty.clone(),
             fields,

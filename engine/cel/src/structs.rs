@@ -20,6 +20,9 @@ pub trait StructType: Send + Sync + fmt::Debug {
     /// The type's name, as `type(x)` and the checker report it.
     fn name(&self) -> &str;
 
+    /// The name of the type value `type(x)` gives for a value of this type.
+    fn type_value_name(&self) -> &str;
+
     /// The checker's view of the type: its fields and their types.
     fn checker_type(&self) -> Arc<ObjectType>;
 

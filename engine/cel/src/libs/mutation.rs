@@ -39,6 +39,11 @@ impl StructType for DynamicObjectType {
         &self.0
     }
 
+    /// Kubernetes converts the value to `type(<this type>)`, whose name is `type`.
+    fn type_value_name(&self) -> &str {
+        "type"
+    }
+
     fn checker_type(&self) -> Arc<ObjectType> {
         Arc::new(ObjectType::open(&*self.0, [], Type::Dyn))
     }
@@ -91,6 +96,11 @@ const VALUE: &str = "value";
 impl StructType for JsonPatchType {
     fn name(&self) -> &str {
         JSON_PATCH_TYPE
+    }
+
+    /// Kubernetes converts the value to `type(<this type>)`, whose name is `type`.
+    fn type_value_name(&self) -> &str {
+        "type"
     }
 
     fn checker_type(&self) -> Arc<ObjectType> {

@@ -424,10 +424,9 @@ fn identity<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 }
 
 fn type_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
-    let v = arg(args, 0)?;
-    Ok(Value::Type(match v.static_type_name() {
-        Some(name) => TypeName::new(name),
-        None => TypeName(v.type_name().to_string().into()),
+    Ok(Value::Type(match arg(args, 0)? {
+        Value::Struct(s) => TypeName(s.struct_type().type_value_name().to_string().into()),
+        v => TypeName::new(v.static_type_name().unwrap_or_default()),
     }))
 }
 
