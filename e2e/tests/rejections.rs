@@ -27,6 +27,7 @@ fn cases() -> Vec<(&'static str, &'static str, String)> {
         ("audit-null-ternary", "ValidatingAdmissionPolicy", policy("  auditAnnotations:\n  - key: k\n    valueExpression: \"true ? 'x' : null\"")),
         ("audit-dyn", "ValidatingAdmissionPolicy", policy("  auditAnnotations:\n  - key: k\n    valueExpression: \"true ? 'x' : dyn(null)\"")),
         ("duplicate-condition", "ValidatingAdmissionPolicy", policy("  matchConditions:\n  - name: a\n    expression: \"true\"\n  - name: b\n    expression: \"1\"\n  validations:\n  - expression: \"true\"")),
+        ("object-literal", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"Object{} == Object{}\"")),
         ("deny-and-warn", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny, Warn]".into()),
         ("no-actions", "ValidatingAdmissionPolicyBinding", "  policyName: p".into()),
         ("name-and-selector", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny]\n  paramRef:\n    name: x\n    selector: {}\n    parameterNotFoundAction: Deny".into()),
@@ -58,6 +59,8 @@ fn cases() -> Vec<(&'static str, &'static str, String)> {
         ("unknown-type", map, apply("Deployment{spec: 1}")),
         ("object-in-variable", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never\n  variables:\n  - name: o\n    expression: \"Object{{}}\"\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
         ("condition-not-bool", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never\n  matchConditions:\n  - name: a\n    expression: \"Object{{}}\"\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        ("escape-key-in-condition", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never\n  matchConditions:\n  - name: a\n    expression: \"jsonpatch.escapeKey('a') == 'a'\"\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        ("struct-field-type", map, apply("Object{spec: Object.spec{replicas: 1}} == JSONPatch{op: 'add'} ? Object{} : Object{}")),
         // Required by the CRD schema, which holds even while celgate is down.
         ("no-patch-type", map, mutating("  - applyConfiguration:\n      expression: \"Object{}\"")),
         ("bad-patch-type", map, mutating("  - patchType: Merge\n    applyConfiguration:\n      expression: \"Object{}\"")),
@@ -145,6 +148,7 @@ async fn invalid_policies_and_bindings_are_rejected_like_in_tree() {
             &spec,
         );
         let ours = rejection(&cluster, "admission.celgate.io/v1", kind, name, &spec);
+        println!("{kind} {name}: {theirs}");
         if ours != theirs {
             differences.push(format!(
                 "{kind} {name}:\n  in-tree: {theirs}\n  celgate: {ours}"
