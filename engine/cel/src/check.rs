@@ -44,7 +44,9 @@ pub(crate) struct Decls<'e> {
 }
 
 /// Resolves the type name of a message literal as cel-go does: per container candidate, a
-/// declared variable or type name first, then the type provider's message types.
+/// declared variable or type name first, then the type provider's message types. `None` when
+/// nothing resolves; `Err((name, message))` when the name resolves to something that is not a
+/// message type (the resolved name, and the checker's error).
 pub(crate) fn resolve_message(
     name: &str,
     container: &str,
