@@ -66,10 +66,10 @@ pub struct MutatingAdmissionPolicySpec {
 /// Whether a mutating policy is invoked again when later admission plugins change the object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ReinvocationPolicy {
-    /// Invoked once per request.
-    Never,
     /// Invoked again if the object changed after its first invocation.
     IfNeeded,
+    /// Invoked once per request.
+    Never,
 }
 
 /// One mutation: a patch type and the expression producing the patch.

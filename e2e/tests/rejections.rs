@@ -13,7 +13,7 @@ const RULES: &str = r#"
 /// (name, kind, spec) of objects the API server must reject.
 fn cases() -> Vec<(&'static str, &'static str, String)> {
     let policy = |extra: &str| format!("  matchConstraints:{RULES}\n{extra}");
-    vec![
+    let validating = vec![
         ("syntax-error", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"object.spec.replicas <\"")),
         ("not-bool", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"1 + 1\"")),
         ("undeclared", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"params.x == 1\"")),
@@ -27,12 +27,94 @@ fn cases() -> Vec<(&'static str, &'static str, String)> {
         ("audit-null-ternary", "ValidatingAdmissionPolicy", policy("  auditAnnotations:\n  - key: k\n    valueExpression: \"true ? 'x' : null\"")),
         ("audit-dyn", "ValidatingAdmissionPolicy", policy("  auditAnnotations:\n  - key: k\n    valueExpression: \"true ? 'x' : dyn(null)\"")),
         ("duplicate-condition", "ValidatingAdmissionPolicy", policy("  matchConditions:\n  - name: a\n    expression: \"true\"\n  - name: b\n    expression: \"1\"\n  validations:\n  - expression: \"true\"")),
+        ("object-literal", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"Object{} == Object{}\"")),
         ("deny-and-warn", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny, Warn]".into()),
         ("no-actions", "ValidatingAdmissionPolicyBinding", "  policyName: p".into()),
         ("name-and-selector", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny]\n  paramRef:\n    name: x\n    selector: {}\n    parameterNotFoundAction: Deny".into()),
         // Required by the CRD schema, which holds even while celgate is down.
         ("no-not-found-action", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny]\n  paramRef:\n    name: x".into()),
         ("no-name-no-selector", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Audit]\n  paramRef:\n    parameterNotFoundAction: Allow".into()),
+    ];
+    let map = "MutatingAdmissionPolicy";
+    let mapb = "MutatingAdmissionPolicyBinding";
+    let apply = |expr: &str| {
+        mutating(&format!(
+            "  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: {expr:?}"
+        ))
+    };
+    let patch = |expr: &str| {
+        mutating(&format!(
+            "  - patchType: JSONPatch\n    jsonPatch:\n      expression: {expr:?}"
+        ))
+    };
+    let mut cases = validating;
+    cases.extend([
+        ("syntax-error", map, apply("Object{spec: Object.spec{replicas: }}")),
+        ("apply-not-object", map, apply("Object.spec{replicas: 1}")),
+        ("apply-dyn", map, apply("object")),
+        ("patch-not-list", map, patch("JSONPatch{op: 'add', path: '/spec/replicas', value: 1}")),
+        ("patch-list-of-objects", map, patch("[Object{}]")),
+        ("patch-op-type", map, patch("[JSONPatch{op: 1, path: '/spec/replicas'}]")),
+        ("patch-unknown-field", map, patch("[JSONPatch{op: 'add', pth: '/spec/replicas'}]")),
+        ("unknown-type", map, apply("Deployment{spec: 1}")),
+        ("object-in-variable", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never\n  variables:\n  - name: o\n    expression: \"Object{{}}\"\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        ("condition-not-bool", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never\n  matchConditions:\n  - name: a\n    expression: \"Object{{}}\"\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        ("escape-key-in-condition", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never\n  matchConditions:\n  - name: a\n    expression: \"jsonpatch.escapeKey('a') == 'a'\"\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        ("struct-field-type", map, apply("Object{spec: Object.spec{replicas: 1}} == JSONPatch{op: 'add'} ? Object{} : Object{}")),
+        // Required by the CRD schema, which holds even while celgate is down.
+        ("no-patch-type", map, mutating("  - applyConfiguration:\n      expression: \"Object{}\"")),
+        ("bad-patch-type", map, mutating("  - patchType: Merge\n    applyConfiguration:\n      expression: \"Object{}\"")),
+        ("no-expression", map, mutating("  - patchType: ApplyConfiguration\n    applyConfiguration: {}")),
+        ("patch-and-apply", map, mutating("  - patchType: JSONPatch\n    applyConfiguration:\n      expression: \"Object{}\"")),
+        ("no-mutations", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never")),
+        ("no-reinvocation", map, format!("  matchConstraints:{RULES}\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        ("bad-reinvocation", map, format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Always\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"")),
+        ("delete-operation", map, format!("  matchConstraints:{}\n  reinvocationPolicy: Never\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{{}}\"", RULES.replace("[\"CREATE\"]", "[\"CREATE\", \"DELETE\"]"))),
+        ("no-policy-name", mapb, "  paramRef:\n    name: x\n    parameterNotFoundAction: Deny".into()),
+        ("name-and-selector", mapb, "  policyName: p\n  paramRef:\n    name: x\n    selector: {}\n    parameterNotFoundAction: Deny".into()),
+        ("no-name-no-selector", mapb, "  policyName: p\n  paramRef:\n    parameterNotFoundAction: Allow".into()),
+        ("bad-policy-name", mapb, "  policyName: Not_A_Name".into()),
+        ("delete-operation", mapb, format!("  policyName: p\n  matchResources:{}", RULES.replace("[\"CREATE\"]", "[\"DELETE\"]"))),
+    ]);
+    cases
+}
+
+/// A MutatingAdmissionPolicy spec with `mutations` (YAML list items).
+fn mutating(mutations: &str) -> String {
+    format!("  matchConstraints:{RULES}\n  reinvocationPolicy: Never\n  mutations:\n{mutations}")
+}
+
+/// (name, kind, spec) of objects the API server must accept.
+fn valid() -> Vec<(&'static str, &'static str, String)> {
+    let map = "MutatingAdmissionPolicy";
+    vec![
+        (
+            "apply",
+            map,
+            mutating(
+                "  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{spec: Object.spec{replicas: object.spec.replicas + 1, anything: Object.spec.anything{}}}\"",
+            ),
+        ),
+        (
+            "patch",
+            map,
+            mutating(
+                "  - patchType: JSONPatch\n    jsonPatch:\n      expression: \"[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b'), value: 'x'}]\"",
+            ),
+        ),
+        (
+            "with-variables",
+            map,
+            format!(
+                "  matchConstraints:{RULES}\n  reinvocationPolicy: IfNeeded\n  variables:\n  - name: next\n    expression: \"object.spec.replicas + 1\"\n  mutations:\n  - patchType: JSONPatch\n    jsonPatch:\n      expression: \"variables.next > 3 ? [JSONPatch{{op: 'replace', path: '/spec/replicas', value: variables.next}}] : []\""
+            ),
+        ),
+        (
+            "binding",
+            "MutatingAdmissionPolicyBinding",
+            "  policyName: apply\n  paramRef:\n    name: x\n    parameterNotFoundAction: Allow"
+                .into(),
+        ),
     ]
 }
 
@@ -66,17 +148,33 @@ async fn invalid_policies_and_bindings_are_rejected_like_in_tree() {
             &spec,
         );
         let ours = rejection(&cluster, "admission.celgate.io/v1", kind, name, &spec);
+        println!("{kind} {name}: {theirs}");
         if ours != theirs {
             differences.push(format!(
                 "{kind} {name}:\n  in-tree: {theirs}\n  celgate: {ours}"
             ));
         }
     }
+    for (name, kind, spec) in valid() {
+        for api in ["admissionregistration.k8s.io/v1", "admission.celgate.io/v1"] {
+            let yaml = format!(
+                "apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: {name}\nspec:\n{spec}\n"
+            );
+            let out = cluster.kubectl(&["create", "-f", "-"], &yaml);
+            if !out.status.success() {
+                differences.push(format!(
+                    "{api} {kind} {name} was rejected: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+        }
+    }
     assert!(
         differences.is_empty(),
-        "{} of {} rejections differ:\n{}",
+        "{} of {} rejections and {} acceptances differ:\n{}",
         differences.len(),
         cases().len(),
+        valid().len(),
         differences.join("\n")
     );
 }
@@ -96,7 +194,8 @@ metadata:
   name: policy-writer
 rules:
 - apiGroups: ["admissionregistration.k8s.io", "admission.celgate.io"]
-  resources: ["validatingadmissionpolicies", "validatingadmissionpolicybindings"]
+  resources: ["validatingadmissionpolicies", "validatingadmissionpolicybindings",
+    "mutatingadmissionpolicies", "mutatingadmissionpolicybindings"]
   verbs: ["create", "get"]
 ---
 apiVersion: rbac.authorization.k8s.io/v1
@@ -108,16 +207,37 @@ subjects:
 - {apiGroup: rbac.authorization.k8s.io, kind: User, name: bob}
 "#,
     );
-    let policy = |api: &str, name: &str| {
+    // (policy kind, binding kind, the policy's body, the binding's extra fields)
+    let kinds = [
+        (
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding",
+            "  validations:\n  - expression: \"true\"\n",
+            "  validationActions: [Deny]\n",
+        ),
+        (
+            "MutatingAdmissionPolicy",
+            "MutatingAdmissionPolicyBinding",
+            "  reinvocationPolicy: Never\n  mutations:\n  - patchType: ApplyConfiguration\n    applyConfiguration:\n      expression: \"Object{}\"\n",
+            "",
+        ),
+    ];
+    let policy = |api: &str, kind: &str, body: &str, name: &str| {
         format!(
-            "apiVersion: {api}\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n  paramKind:\n    apiVersion: v1\n    kind: ConfigMap\n  matchConstraints:{RULES}\n  validations:\n  - expression: \"true\"\n"
+            "apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: {name}\nspec:\n  paramKind:\n    apiVersion: v1\n    kind: ConfigMap\n  matchConstraints:{RULES}\n{body}"
         )
     };
-    let binding = |api: &str| {
+    let binding = |api: &str, kind: &str, extra: &str, policy: &str, param_ref: &str| {
         format!(
-            "apiVersion: {api}\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: by-bob\nspec:\n  policyName: by-admin\n  validationActions: [Deny]\n  paramRef:\n    name: limits\n    namespace: default\n    parameterNotFoundAction: Deny\n"
+            "apiVersion: {api}\nkind: {kind}\nmetadata:\n  name: by-bob\nspec:\n  policyName: {policy}\n{extra}  paramRef:\n{param_ref}    parameterNotFoundAction: Deny\n"
         )
     };
+    // (policy name, paramRef fields): a named param, a missing policy, a selector (`list`).
+    let refs = [
+        ("by-admin", "    name: limits\n    namespace: default\n"),
+        ("no-such-policy", "    name: limits\n"),
+        ("by-admin", "    selector: {}\n"),
+    ];
     let as_bob = |yaml: &str| {
         let out = cluster.kubectl(&["create", "--as=bob", "-f", "-"], yaml);
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
@@ -127,21 +247,36 @@ subjects:
             .map(|(_, e)| e.to_string())
             .unwrap_or(stderr)
     };
-    let mut seen = Vec::new();
-    for api in ["admissionregistration.k8s.io/v1", "admission.celgate.io/v1"] {
-        cluster.apply(&policy(api, "by-admin"));
-        seen.push((as_bob(&policy(api, "by-bob")), as_bob(&binding(api))));
+    for (policy_kind, binding_kind, body, extra) in kinds {
+        let mut seen = Vec::new();
+        for api in ["admissionregistration.k8s.io/v1", "admission.celgate.io/v1"] {
+            cluster.apply(&policy(api, policy_kind, body, "by-admin"));
+            let mut texts = vec![as_bob(&policy(api, policy_kind, body, "by-bob"))];
+            for (policy_name, param_ref) in refs {
+                texts.push(as_bob(&binding(
+                    api,
+                    binding_kind,
+                    extra,
+                    policy_name,
+                    param_ref,
+                )));
+            }
+            seen.push(texts);
+        }
+        assert_eq!(
+            seen[0][0],
+            "spec.paramKind: Forbidden: user &{bob  [system:authenticated] map[]} must have \"get\" permission on all objects of the referenced paramKind (kind=ConfigMap, apiVersion=v1)",
+            "{policy_kind}"
+        );
+        if binding_kind == "ValidatingAdmissionPolicyBinding" {
+            assert_eq!(
+                seen[0][1],
+                "spec.paramRef: Forbidden: user &{bob  [system:authenticated] map[]} does not have \"get\" permission on the object referenced by paramRef"
+            );
+        }
+        assert_eq!(
+            seen[1], seen[0],
+            "celgate's rejections of {policy_kind} and {binding_kind} differ from the in-tree ones"
+        );
     }
-    assert_eq!(
-        seen[0].0,
-        "spec.paramKind: Forbidden: user &{bob  [system:authenticated] map[]} must have \"get\" permission on all objects of the referenced paramKind (kind=ConfigMap, apiVersion=v1)"
-    );
-    assert_eq!(
-        seen[0].1,
-        "spec.paramRef: Forbidden: user &{bob  [system:authenticated] map[]} does not have \"get\" permission on the object referenced by paramRef"
-    );
-    assert_eq!(
-        seen[1], seen[0],
-        "celgate's rejections differ from the in-tree ones"
-    );
 }

@@ -13,7 +13,7 @@ use celgate_crds::{
     ValidatingAdmissionPolicyBinding,
 };
 use celgate_engine::{BoundPolicy, PolicySet, ValidatingPolicy, compile_validating};
-use celgate_webhook::{NamespaceCache, Snapshot, State};
+use celgate_webhook::{NamespaceCache, PolicyParamKinds, Snapshot, State};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, Store};
@@ -235,16 +235,24 @@ impl Reconciler {
             // them) before it is published; then the snapshot, so a policy is enforced as soon
             // as the API server routes matching requests here.
             param_watches.sync(&set);
-            self.state.publish_policy_param_kinds(
-                policies
+            self.state.publish_policy_param_kinds(PolicyParamKinds {
+                validating: policies
                     .state()
                     .iter()
-                    .filter_map(|p| {
-                        let kind = convert::param_kind(p.spec.param_kind.as_ref()?);
-                        Some((p.name_any(), kind))
+                    .map(|p| {
+                        let kind = p.spec.param_kind.as_ref().map(convert::param_kind);
+                        (p.name_any(), kind)
                     })
                     .collect(),
-            );
+                mutating: mutating
+                    .state()
+                    .iter()
+                    .map(|p| {
+                        let kind = p.spec.param_kind.as_ref().map(convert::param_kind);
+                        (p.name_any(), kind)
+                    })
+                    .collect(),
+            });
             self.state.publish(Snapshot {
                 policies: set,
                 generation,

@@ -172,6 +172,8 @@ pub fn validating_configuration(
             resources: Some(vec![
                 "validatingadmissionpolicies".into(),
                 "validatingadmissionpolicybindings".into(),
+                "mutatingadmissionpolicies".into(),
+                "mutatingadmissionpolicybindings".into(),
             ]),
             scope: Some("Cluster".into()),
         }]),
@@ -250,4 +252,36 @@ fn with_type<T: serde::Serialize>(obj: T, kind: &str) -> Result<serde_json::Valu
     v["apiVersion"] = "admissionregistration.k8s.io/v1".into();
     v["kind"] = kind.into();
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_policy_webhook_covers_all_four_kinds() {
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
+        let cfg = validating_configuration(&PolicySet::default(), &endpoint, "ca", "celgate");
+        let hook = cfg
+            .webhooks
+            .unwrap_or_default()
+            .into_iter()
+            .find(|w| w.name == VALIDATE_POLICIES)
+            .expect("the policy webhook is registered");
+        let resources: Vec<String> = hook
+            .rules
+            .unwrap_or_default()
+            .into_iter()
+            .flat_map(|r| r.resources.unwrap_or_default())
+            .collect();
+        assert_eq!(
+            resources,
+            [
+                "validatingadmissionpolicies",
+                "validatingadmissionpolicybindings",
+                "mutatingadmissionpolicies",
+                "mutatingadmissionpolicybindings"
+            ]
+        );
+    }
 }

@@ -8,4 +8,6 @@ pub mod server;
 pub mod state;
 
 pub use server::{Server, ServerError, TlsMaterial};
-pub use state::{AuthorizerSource, NamespaceCache, ParamCache, ParamKindEntry, Snapshot, State};
+pub use state::{
+    AuthorizerSource, NamespaceCache, ParamCache, ParamKindEntry, PolicyParamKinds, Snapshot, State,
+};

@@ -96,14 +96,17 @@ pub fn response(uid: &str, outcome: &Outcome) -> Value {
 
 /// The field errors kube-apiserver would report for a write of one of celgate's own kinds.
 pub fn policy_errors(req: &Request<'_>) -> Vec<FieldError> {
-    use celgate_engine::apivalidation::{validate_binding, validate_policy};
-    match (req.operation, req.kind.name) {
-        (Operation::Create | Operation::Update, "ValidatingAdmissionPolicy") => {
-            validate_policy(req.object)
-        }
-        (Operation::Create | Operation::Update, "ValidatingAdmissionPolicyBinding") => {
-            validate_binding(req.object)
-        }
+    use celgate_engine::apivalidation::{
+        validate_binding, validate_mutating_binding, validate_mutating_policy, validate_policy,
+    };
+    if !matches!(req.operation, Operation::Create | Operation::Update) {
+        return Vec::new();
+    }
+    match req.kind.name {
+        "ValidatingAdmissionPolicy" => validate_policy(req.object),
+        "ValidatingAdmissionPolicyBinding" => validate_binding(req.object),
+        "MutatingAdmissionPolicy" => validate_mutating_policy(req.object),
+        "MutatingAdmissionPolicyBinding" => validate_mutating_binding(req.object),
         _ => Vec::new(),
     }
 }

@@ -7,7 +7,7 @@ use arc_swap::{ArcSwap, ArcSwapOption};
 use celgate_cel::Authorizer;
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::model::ParamKind;
-use celgate_engine::paramaccess::{self, Writer};
+use celgate_engine::paramaccess::{self, BindingKind, BoundPolicyParams, Writer};
 use celgate_engine::{Namespaces, ParamKindState, ParamObjects, Params, PolicySet, Request};
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -54,6 +54,16 @@ pub enum ParamKindEntry {
     NotServed,
 }
 
+/// Every policy (bound or not) by name, with its paramKind if it has one, for the param access
+/// check on binding writes.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyParamKinds {
+    /// The ValidatingAdmissionPolicies.
+    pub validating: HashMap<String, Option<ParamKind>>,
+    /// The MutatingAdmissionPolicies.
+    pub mutating: HashMap<String, Option<ParamKind>>,
+}
+
 /// Every watched param kind, by apiVersion, then kind (so the request path looks one up by
 /// `&str` without building a key).
 #[derive(Debug, Default, Clone)]
@@ -82,7 +92,7 @@ pub struct State {
     params_changed: Notify,
     namespaces_changed: Notify,
     authorizers: ArcSwapOption<Arc<dyn AuthorizerSource>>,
-    policy_param_kinds: ArcSwap<HashMap<String, ParamKind>>,
+    policy_param_kinds: ArcSwap<PolicyParamKinds>,
     /// The webhook's metrics.
     pub metrics: Metrics,
 }
@@ -186,7 +196,7 @@ impl State {
     }
 
     /// Records the paramKind of every policy (bound or not), for checks on binding writes.
-    pub fn publish_policy_param_kinds(&self, kinds: HashMap<String, ParamKind>) {
+    pub fn publish_policy_param_kinds(&self, kinds: PolicyParamKinds) {
         self.policy_param_kinds.store(Arc::new(kinds));
     }
 
@@ -201,27 +211,36 @@ impl State {
         let authz = source.for_user(user_info);
         let resolve = |k: &ParamKind| source.resource_for(k);
         let old = Some(req.old_object).filter(|o| !o.is_null());
+        let binding = |kind: BindingKind, policies: &HashMap<String, Option<ParamKind>>| {
+            let policy = req
+                .object
+                .get("spec")
+                .and_then(|s| s.get("policyName"))
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let params = match policies.get(policy) {
+                Some(pk) => BoundPolicyParams::Found(pk.as_ref()),
+                None => BoundPolicyParams::Missing,
+            };
+            paramaccess::check_binding(
+                req.object,
+                old,
+                &writer,
+                kind,
+                params,
+                &resolve,
+                authz.as_ref(),
+            )
+        };
+        let kinds = self.policy_param_kinds.load();
         match req.kind.name {
-            "ValidatingAdmissionPolicy" => {
+            "ValidatingAdmissionPolicy" | "MutatingAdmissionPolicy" => {
                 paramaccess::check_policy(req.object, old, &writer, &resolve, authz.as_ref())
             }
             "ValidatingAdmissionPolicyBinding" => {
-                let kinds = self.policy_param_kinds.load();
-                let policy = req
-                    .object
-                    .get("spec")
-                    .and_then(|s| s.get("policyName"))
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                paramaccess::check_binding(
-                    req.object,
-                    old,
-                    &writer,
-                    kinds.get(policy),
-                    &resolve,
-                    authz.as_ref(),
-                )
+                binding(BindingKind::Validating, &kinds.validating)
             }
+            "MutatingAdmissionPolicyBinding" => binding(BindingKind::Mutating, &kinds.mutating),
             _ => Vec::new(),
         }
     }

@@ -383,3 +383,84 @@ async fn params_that_never_sync_give_the_configuration_error_inside_the_call_tim
         "{resp}"
     );
 }
+
+/// A review of a write of one of celgate's own kinds.
+fn own_kind_review(kind: &str, resource: &str, object: Value) -> String {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "0c6c5c4e-7d0a-4a36-a1c5-8f2f0a9e6b11", "operation": "CREATE",
+        "kind": {"group": "admission.celgate.io", "version": "v1", "kind": kind},
+        "resource": {"group": "admission.celgate.io", "version": "v1", "resource": resource},
+        "name": object["metadata"]["name"],
+        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "object": object}})
+    .to_string()
+}
+
+fn mutating_policy(expression: &str) -> Value {
+    json!({"apiVersion": "admission.celgate.io/v1", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": "add-label"},
+        "spec": {"failurePolicy": "Fail", "reinvocationPolicy": "Never",
+            "matchConstraints": {"matchPolicy": "Equivalent", "namespaceSelector": {},
+                "objectSelector": {}, "resourceRules": [{"apiGroups": [""],
+                    "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}]},
+            "mutations": [{"patchType": "ApplyConfiguration",
+                "applyConfiguration": {"expression": expression}}]}})
+}
+
+#[tokio::test]
+async fn mutating_policies_are_validated_like_in_tree() {
+    let state = new_state();
+    let ok = mutating_policy("Object{metadata: Object.metadata{labels: {'a': 'b'}}}");
+    let (status, body) = post(
+        &state,
+        "/validate-policies",
+        own_kind_review("MutatingAdmissionPolicy", "mutatingadmissionpolicies", ok),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("\"allowed\":true"), "{body}");
+
+    let bad = mutating_policy("Object.metadata{}");
+    let (_, body) = post(
+        &state,
+        "/validate-policies",
+        own_kind_review("MutatingAdmissionPolicy", "mutatingadmissionpolicies", bad),
+    )
+    .await;
+    let resp: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(resp["response"]["allowed"], false);
+    assert_eq!(resp["response"]["status"]["code"], 422);
+    assert_eq!(
+        resp["response"]["status"]["message"],
+        "MutatingAdmissionPolicy.admission.celgate.io \"add-label\" is invalid: spec.mutations[0].applyConfiguration.expression: Invalid value: \"Object.metadata{}\": must evaluate to Object but got Object.metadata"
+    );
+}
+
+#[tokio::test]
+async fn mutating_bindings_are_validated_like_in_tree() {
+    let state = new_state();
+    let binding = json!({"apiVersion": "admission.celgate.io/v1",
+        "kind": "MutatingAdmissionPolicyBinding", "metadata": {"name": "b"},
+        "spec": {"paramRef": {"parameterNotFoundAction": "Deny"}}});
+    let (status, body) = post(
+        &state,
+        "/validate-policies",
+        own_kind_review(
+            "MutatingAdmissionPolicyBinding",
+            "mutatingadmissionpolicybindings",
+            binding,
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let resp: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        resp["response"]["status"]["message"],
+        "MutatingAdmissionPolicyBinding.admission.celgate.io \"b\" is invalid: [spec.policyName: Required value, spec.paramRef: Required value: one of name or selector must be specified]"
+    );
+    let causes = resp["response"]["status"]["details"]["causes"]
+        .as_array()
+        .unwrap();
+    assert_eq!(causes[0]["field"], "spec.policyName");
+    assert_eq!(causes[0]["reason"], "FieldValueRequired");
+}

@@ -125,6 +125,7 @@ func generate() *Corpus {
 	g.misc()
 	g.edges()
 	g.errors()
+	g.mutation()
 	return &Corpus{
 		Variables: []string{"object", "oldObject", "params", "request", "namespaceObject"},
 		Bindings:  bindings(),
@@ -635,4 +636,112 @@ func bindings() map[string]map[string]json.RawMessage {
 		"object": raw(map[string]any{"items": items, "strings": strsL, "text": strings.Repeat("x", 100000), "map": m}),
 	}
 	return map[string]map[string]json.RawMessage{defaultBind: k8s, "edge": edge, "none": {}, "huge": huge}
+}
+
+// mutation covers message literals in the environment of mutation expressions: the dynamic
+// Object types, JSONPatch, and what the checker and the runtime reject.
+func (g *generator) mutation() {
+	exprs := []string{
+		"Object{}",
+		"Object{spec: Object.spec{replicas: 3}}",
+		"Object{spec: Object.spec{replicas: 3}}.spec.replicas",
+		"Object{spec: Object.spec{replicas: object.spec.replicas + 1}}.spec.replicas",
+		"Object{spec: object.spec}.spec.replicas",
+		"Object{spec: 1}.spec + 1",
+		"Object{}.spec",
+		"Object{}.spec == null",
+		"Object{}.a.b",
+		"has(Object{spec: 1}.spec)",
+		"has(Object{spec: 1}.foo)",
+		"Object{a: 1}.?a.hasValue()",
+		"Object{a: 1}.?a.orValue(5)",
+		"Object{foo: 1}",
+		"Object.spec.template{}",
+		"Object.spec.x.y{}",
+		".Object{}",
+		"Object{spec: 1, spec: 2}.spec",
+		"Object{?spec: optional.none()}",
+		"has(Object{?spec: optional.none()}.spec)",
+		"Object{?spec: optional.of(1)}.spec",
+		"Object{?spec: 1}",
+		"Object{} == Object{}",
+		"Object{a: 1} == Object{a: 1}",
+		"Object{a: 1} == Object{a: 2}",
+		"Object{a: 1} == Object{a: 1.0}",
+		"Object{a: 1} != Object{a: 1}",
+		"Object{} == Object.spec{}",
+		"true ? Object{} : Object.spec{}",
+		"[Object{}, Object.spec{}]",
+		"[1, 2].map(x, Object{a: x})",
+		"[1, 2].map(x, Object{a: x})[1].a",
+		"type(Object{})",
+		"type(Object.spec{}) == type(Object.spec{a: 1})",
+		"type(Object{}) == type(Object.spec{})",
+		"size(Object{a: 1})",
+		"Object{a: 1}['a']",
+		"'a' in Object{a: 1}",
+		"dyn(Object{a: 1}).a",
+		"optional.ofNonZeroValue(Object{}).hasValue()",
+		"optional.ofNonZeroValue(Object{a: 1}).hasValue()",
+		"JSONPatch{}",
+		"JSONPatch{op: 'add', path: '/x', value: 1}",
+		"[JSONPatch{op: 'add', path: '/x', value: 1}, JSONPatch{op: 'remove', path: '/y'}]",
+		"JSONPatch{op: 'add', path: '/x', value: 1}.op",
+		"JSONPatch{op: 'add', path: '/x', value: 1}.value",
+		"JSONPatch{op: 'add'}.from",
+		"JSONPatch{op: 'add'}.value",
+		"JSONPatch{value: null}.value",
+		"has(JSONPatch{op: 'add'}.path)",
+		"has(JSONPatch{op: 'add'}.op)",
+		"has(JSONPatch{value: null}.value)",
+		"has(JSONPatch{op: ''}.op)",
+		"JSONPatch{op: 'x'}.?op.hasValue()",
+		"JSONPatch{}.?op.hasValue()",
+		"JSONPatch{value: 1}.?value.orValue(2)",
+		"JSONPatch{op: 1}",
+		"JSONPatch{op: null}",
+		"JSONPatch{op: 'x', path: 1, value: 2}",
+		"JSONPatch{foo: 1}",
+		"JSONPatch{foo: dyn(1)}",
+		"JSONPatch{?foo: optional.none()}",
+		"JSONPatch{op: 'add'}.foo",
+		"JSONPatch{op: 'a'}.foo == 1",
+		"JSONPatch{op: dyn('add')}.op",
+		"JSONPatch{op: object.spec.replicas}",
+		"JSONPatch{path: object.metadata.name}.path",
+		"JSONPatch{value: object.spec}.value.replicas",
+		"JSONPatch{?op: optional.of('x')}.op",
+		"JSONPatch{?op: 'x'}",
+		"JSONPatch{} == JSONPatch{}",
+		"JSONPatch{op: 'a'} == JSONPatch{op: 'a'}",
+		"JSONPatch{op: 'a', value: 1} == JSONPatch{op: 'a', value: 1.0}",
+		"JSONPatch{op: 'a', value: 1} == JSONPatch{op: 'a'}",
+		"JSONPatch{} == JSONPatch{path: ''}",
+		"Object{a: 1} == JSONPatch{}",
+		"type(JSONPatch{})",
+		"JSONPatch.foo{}",
+		"Foo{}",
+		"Foo{a: x}",
+		"x.Object{}",
+		"int{}",
+		"list{}",
+		"map{}",
+		"type{}",
+		"dyn{}",
+		"object{}",
+		"request{}",
+		"int{a: 1}",
+		"jsonpatch.escapeKey('a/b~c')",
+		"[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('app/name'), value: 'web'}]",
+		"object.spec.replicas > 1 ? [JSONPatch{op: 'replace', path: '/spec/replicas', value: 1}] : []",
+		"Object{metadata: Object.metadata{labels: {'a': 'b'}}}.metadata.labels.a",
+	}
+	for _, e := range exprs {
+		id := "mutation/" + e
+		if g.seen[id] {
+			continue
+		}
+		g.seen[id] = true
+		g.cases = append(g.cases, Case{ID: id, Group: "mutation", Expr: e, Bind: defaultBind, Mutation: true})
+	}
 }

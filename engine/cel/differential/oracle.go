@@ -15,8 +15,10 @@ import (
 	"github.com/google/cel-go/common/types/ref"
 	"github.com/google/cel-go/common/types/traits"
 	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apiserver/pkg/cel/common"
 	"k8s.io/apiserver/pkg/cel/environment"
 	"k8s.io/apiserver/pkg/cel/library"
+	"k8s.io/apiserver/pkg/cel/mutation"
 )
 
 // Corpus is the differential corpus shared with the Rust side.
@@ -38,6 +40,9 @@ type Case struct {
 	// Unordered cases iterate a map: cel-go's order is random, so list order and cost
 	// (short-circuits) vary from run to run.
 	Unordered bool `json:"unordered,omitempty"`
+	// Mutation cases compile in the environment of mutation expressions (the message types
+	// Object, Object.<path> and JSONPatch).
+	Mutation bool `json:"mutation,omitempty"`
 }
 
 // Result is what cel-go did with one case.
@@ -76,6 +81,16 @@ func kubernetesEnv(variables []string) (*cel.Env, error) {
 		return nil, err
 	}
 	return set.Env(environment.NewExpressions)
+}
+
+// mutationEnv is kubernetesEnv with what Kubernetes adds for mutation expressions: the
+// dynamic type resolver for Object, Object.<path> and JSONPatch.
+func mutationEnv(variables []string) (*cel.Env, error) {
+	env, err := kubernetesEnv(variables)
+	if err != nil {
+		return nil, err
+	}
+	return env.Extend(common.ResolverEnvOption(&mutation.DynamicTypeResolver{}))
 }
 
 func readCorpus(path string) (*Corpus, error) {
@@ -139,13 +154,21 @@ func runOracle(corpusPath, out string) error {
 	if err != nil {
 		return err
 	}
+	menv, err := mutationEnv(c.Variables)
+	if err != nil {
+		return err
+	}
 	acts, err := activations(c)
 	if err != nil {
 		return err
 	}
 	results := make([]Result, 0, len(c.Cases))
 	for _, cs := range c.Cases {
-		results = append(results, evalCase(env, cs, acts[cs.Bind]))
+		e := env
+		if cs.Mutation {
+			e = menv
+		}
+		results = append(results, evalCase(e, cs, acts[cs.Bind]))
 	}
 	return writeJSON(out, map[string]any{"results": results})
 }

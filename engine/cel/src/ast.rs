@@ -61,9 +61,14 @@ pub(crate) struct MapEntry {
     pub optional: bool,
 }
 
+/// One `field: value` (`?field: value` when `optional`) of a message literal; `id` is the
+/// entry's own node id (the position of its colon).
 #[derive(Clone, Debug)]
 pub(crate) struct StructField {
+    pub id: u64,
+    pub name: String,
     pub value: Expr,
+    pub optional: bool,
 }
 
 /// A macro over a list, map or optional. `var2` is set for the two-variable forms, where over a

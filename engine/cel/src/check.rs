@@ -4,10 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
+use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind, StructField};
 use crate::error::Issue;
 use crate::libs::{Function, Registry};
 use crate::parse::Positions;
+use crate::structs::{StructType, TypeProvider};
 use crate::types::Type;
 
 /// What an identifier, a qualified name or a call resolved to.
@@ -38,6 +39,36 @@ pub(crate) struct Decls<'e> {
     pub variables: &'e HashMap<String, Type>,
     pub registry: &'e Registry,
     pub container: &'e str,
+    pub types: Option<&'e dyn TypeProvider>,
+}
+
+/// Resolves the type name of a message literal as cel-go does: per container candidate, a
+/// declared variable or type name first, then the type provider's message types. `None` when
+/// nothing resolves; `Err((name, message))` when the name resolves to something that is not a
+/// message type (the resolved name, and the checker's error).
+pub(crate) fn resolve_message(
+    name: &str,
+    container: &str,
+    variables: &HashMap<String, Type>,
+    types: Option<&dyn TypeProvider>,
+) -> Option<Result<Arc<dyn StructType>, (String, String)>> {
+    for cand in candidate_names(container, name) {
+        if let Some(t) = variables.get(&cand) {
+            let msg = match t {
+                Type::Type(inner) => format!("'{}' is not a message type", inner.runtime_name()),
+                other => format!("'{}' is not a type", other.runtime_name()),
+            };
+            return Some(Err((cand, msg)));
+        }
+        if let Some(t) = type_ident(&cand) {
+            let msg = format!("'{}' is not a message type", t.runtime_name());
+            return Some(Err((cand, msg)));
+        }
+        if let Some(st) = types.and_then(|p| p.resolve(&cand)) {
+            return Some(Ok(st));
+        }
+    }
+    None
 }
 
 /// Names that denote types when used as identifiers.
@@ -391,23 +422,76 @@ impl<'e> Checker<'_, 'e> {
                     }
                 }
             }
-            ExprKind::Struct { type_name, fields } => {
-                for f in fields {
-                    self.check(&f.value);
-                }
-                self.error(
-                    e.id,
-                    format!(
-                        "undeclared reference to '{type_name}' (in container '{}')",
-                        self.decls.container
-                    ),
-                );
-                Type::Error
-            }
+            ExprKind::Struct { type_name, fields } => self.check_struct(e.id, type_name, fields),
             ExprKind::Comprehension(c) => self.check_comprehension(e.id, c),
         };
         let t = self.sub(&t);
         self.set(e.id, t);
+    }
+
+    /// `Name{field: value, …}`: every field must exist and accept its value. An undeclared
+    /// name stops there (the field values are not checked, as in cel-go).
+    fn check_struct(&mut self, id: u64, type_name: &str, fields: &[StructField]) -> Type {
+        let d = self.decls;
+        let object = match resolve_message(type_name, d.container, d.variables, d.types) {
+            None => {
+                self.error(
+                    id,
+                    format!(
+                        "undeclared reference to '{type_name}' (in container '{}')",
+                        d.container
+                    ),
+                );
+                return Type::Error;
+            }
+            Some(Ok(st)) => Ok(st.checker_type()),
+            Some(Err((resolved, msg))) => {
+                self.error(id, msg);
+                Err(resolved)
+            }
+        };
+        for f in fields {
+            self.check(&f.value);
+            let field_t = match &object {
+                Ok(o) => match o.field(&f.name) {
+                    Some(t) => t.clone(),
+                    None => {
+                        self.error(f.id, format!("undefined field '{}'", f.name));
+                        Type::Error
+                    }
+                },
+                Err(resolved) => {
+                    let msg = format!("unexpected failed resolution of '{resolved}'");
+                    self.error(f.id, msg);
+                    Type::Error
+                }
+            };
+            let mut value_t = self.sub(&self.get(f.value.id));
+            if f.optional {
+                value_t = self.unwrap_optional(f.value.id, value_t);
+            }
+            let accepted = if field_t.is_untyped() {
+                value_t.is_dyn() || matches!(value_t, Type::Param(_))
+            } else {
+                self.assignable(&field_t, &value_t)
+            };
+            if !accepted {
+                let value_t = self.sub(&value_t);
+                self.error(
+                    f.id,
+                    format!(
+                        "expected type of field '{}' is '{}' but provided type is '{}'",
+                        f.name,
+                        checker_name(&field_t),
+                        checker_name(&value_t)
+                    ),
+                );
+            }
+        }
+        match object {
+            Ok(o) => Type::Object(o),
+            Err(_) => Type::Error,
+        }
     }
 
     fn unwrap_optional(&mut self, id: u64, t: Type) -> Type {

@@ -20,6 +20,8 @@ pub(crate) const SELECT_COST: u64 = 1;
 pub(crate) const LIST_CREATE_COST: u64 = 10;
 /// The cost of building a map.
 pub(crate) const MAP_CREATE_COST: u64 = 30;
+/// cel-go's cost of building a message (`Object{…}`, `JSONPatch{…}`).
+pub(crate) const STRUCT_CREATE_COST: u64 = 40;
 /// How many loop iterations pass between deadline checks (Kubernetes' `CheckFrequency`).
 pub(crate) const CHECK_FREQUENCY: u64 = 100;
 

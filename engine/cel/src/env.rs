@@ -11,6 +11,7 @@ use crate::eval::Ctx;
 use crate::libs::{self as libs, Library, Registry};
 use crate::parse;
 use crate::plan::{self, Node, PlanEnv};
+use crate::structs::TypeProvider;
 use crate::types::Type;
 use crate::value::Value;
 use crate::version::{Compatibility, Expressions};
@@ -76,6 +77,7 @@ struct EnvInner {
     /// strings) run after type checking.
     ast_validators: bool,
     ident_escape: bool,
+    types: Option<Arc<dyn TypeProvider>>,
 }
 
 /// Builds an [`Env`].
@@ -87,6 +89,7 @@ pub struct EnvBuilder {
     container: String,
     ast_validators: bool,
     ident_escape: bool,
+    types: Option<Arc<dyn TypeProvider>>,
 }
 
 impl EnvBuilder {
@@ -116,9 +119,17 @@ impl EnvBuilder {
         self
     }
 
-    /// Adds the functions only mutation expressions get (`jsonpatch.escapeKey`).
+    /// Adds what only mutation expressions get: the message types `Object`, `Object.<path>`
+    /// and `JSONPatch`, and the function `jsonpatch.escapeKey`.
     pub fn mutation_library(mut self) -> Self {
         libs::jsonpatch::register(Arc::make_mut(&mut self.registry));
+        self.types(Arc::new(libs::mutation::MutationTypes))
+    }
+
+    /// Resolves message literals (`Name{field: value}`) with `provider`; without one, every
+    /// message literal is an undeclared reference.
+    pub fn types(mut self, provider: Arc<dyn TypeProvider>) -> Self {
+        self.types = Some(provider);
         self
     }
 
@@ -153,6 +164,7 @@ impl EnvBuilder {
                 container: self.container,
                 ast_validators: self.ast_validators,
                 ident_escape: self.ident_escape,
+                types: self.types,
             }),
         }
     }
@@ -176,6 +188,7 @@ impl Env {
             container: String::new(),
             ast_validators: true,
             ident_escape: false,
+            types: None,
         }
     }
 
@@ -198,6 +211,7 @@ impl Env {
             container: self.inner.container.clone(),
             ast_validators: self.inner.ast_validators,
             ident_escape: self.inner.ident_escape,
+            types: self.inner.types.clone(),
         }
     }
 
@@ -228,6 +242,7 @@ impl Env {
                 variables: &inner.variables,
                 registry: &inner.registry,
                 container: &inner.container,
+                types: inner.types.as_deref(),
             };
             let (checked, mut issues) = check::check(&parsed.expr, &decls, &parsed.positions);
             // Kubernetes' AST validators run on expressions that type-checked.
@@ -251,6 +266,7 @@ impl Env {
             variables: &inner.variables,
             composited: &inner.composited,
             container: &inner.container,
+            types: inner.types.as_deref(),
         };
         let (root, slots) = plan::plan(&parsed.expr, checked.as_ref(), &env)
             .map_err(|m| CompileError::program(src, m))?;

@@ -5,10 +5,13 @@
 use std::sync::Arc;
 
 use crate::activation::Activation;
-use crate::cost::{Budget, CHECK_FREQUENCY, LIST_CREATE_COST, MAP_CREATE_COST, SELECT_COST};
+use crate::cost::{
+    Budget, CHECK_FREQUENCY, LIST_CREATE_COST, MAP_CREATE_COST, SELECT_COST, STRUCT_CREATE_COST,
+};
 use crate::error::EvalError;
 use crate::libs::{actual_size, traversal_cost};
-use crate::plan::{Call, Loop, LoopKind, Node};
+use crate::plan::{Call, Loop, LoopKind, Node, StructNode};
+use crate::structs::StructValue;
 use crate::value::{Key, List, Map, OwnedMap, Value};
 
 /// Evaluation state for one call of a program.
@@ -85,6 +88,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
             Node::Matches(m) => self.matches(m),
             Node::List(items, optional) => self.list(items, optional),
             Node::Map(entries) => self.map(entries),
+            Node::Struct(s) => self.message(s),
             Node::Comprehension(l) => self.comprehension(l),
             Node::Fail(e) => Err(e.clone()),
         }
@@ -110,9 +114,11 @@ impl<'r, 'a> Ctx<'r, 'a> {
             Value::Map(m) => m
                 .get_str(field)
                 .ok_or_else(|| EvalError::NoSuchKey(field.to_string())),
+            Value::Struct(s) => s.select(field),
             Value::Optional(o) => Ok(Value::Optional(match o {
                 Some(inner) => match &*inner {
                     Value::Map(m) => m.get_str(field).map(Arc::new),
+                    Value::Struct(s) => Some(Arc::new(s.select(field)?)),
                     _ => return Err(EvalError::NoSuchKey(field.to_string())),
                 },
                 None => None,
@@ -124,8 +130,10 @@ impl<'r, 'a> Ctx<'r, 'a> {
     fn has(&mut self, op: &Node, field: &str) -> Result<Value<'a>, EvalError> {
         match self.eval(op)? {
             Value::Map(m) => Ok(Value::Bool(m.contains_str(field))),
+            Value::Struct(s) => Ok(Value::Bool(s.is_set(field)?)),
             Value::Optional(Some(inner)) => match &*inner {
                 Value::Map(m) => Ok(Value::Bool(m.contains_str(field))),
+                Value::Struct(s) => Ok(Value::Bool(s.is_set(field)?)),
                 _ => Err(EvalError::NoSuchOverload),
             },
             Value::Optional(None) => Ok(Value::Bool(false)),
@@ -141,8 +149,10 @@ impl<'r, 'a> Ctx<'r, 'a> {
             Value::Optional(None) => return Ok(Value::Optional(None)),
             Value::Optional(Some(inner)) => match &**inner {
                 Value::Map(m) => return Ok(Value::Optional(m.get_str(field).map(Arc::new))),
+                Value::Struct(s) => return Ok(Value::Optional(s.opt_select(field)?.map(Arc::new))),
                 _ => return Err(EvalError::NoSuchOverload),
             },
+            Value::Struct(s) => return Ok(Value::Optional(s.opt_select(field)?.map(Arc::new))),
             _ => return Err(EvalError::NoSuchOverload),
         };
         Ok(Value::Optional(m.get_str(field).map(Arc::new)))
@@ -349,6 +359,39 @@ impl<'r, 'a> Ctx<'r, 'a> {
         }
         self.charge(MAP_CREATE_COST)?;
         Ok(Value::Map(Map::Owned(Arc::new(out))))
+    }
+
+    /// A message literal: optional fields given `optional.none()` are left out; the type
+    /// accepts or rejects each value once all are evaluated.
+    fn message(&mut self, s: &StructNode) -> Result<Value<'a>, EvalError> {
+        let mut fields = Vec::with_capacity(s.fields.len());
+        for (name, node, optional) in s.fields.iter() {
+            let v = self.eval(node)?;
+            let v = if *optional {
+                match v {
+                    Value::Optional(Some(inner)) => (*inner).clone(),
+                    Value::Optional(None) => continue,
+                    other => {
+                        return Err(EvalError::msg(format!(
+                            "cannot initialize optional entry '{name}' from non-optional value {}",
+                            other.type_name()
+                        )));
+                    }
+                }
+            } else {
+                v
+            };
+            fields.push((name.clone(), v));
+        }
+        // Charged once the fields are evaluated, even if the type then rejects one.
+        self.charge(STRUCT_CREATE_COST)?;
+        for (name, v) in &fields {
+            s.ty.check_field(name, v)?;
+        }
+        Ok(Value::Struct(Arc::new(StructValue::new(
+            s.ty.clone(),
+            fields,
+        ))))
     }
 
     fn comprehension(&mut self, l: &Loop) -> Result<Value<'a>, EvalError> {

@@ -344,9 +344,15 @@ impl Converter<'_> {
                     .entries
                     .iter()
                     .filter_map(|entry| match &entry.expr {
-                        EntryExpr::StructField(f) => Some(StructField {
-                            value: self.convert(&f.value),
-                        }),
+                        EntryExpr::StructField(f) => {
+                            self.record(entry.id);
+                            Some(StructField {
+                                id: entry.id,
+                                name: f.field.clone(),
+                                value: self.convert(&f.value),
+                                optional: f.optional,
+                            })
+                        }
                         EntryExpr::MapEntry(_) => None,
                     })
                     .collect(),

@@ -8,9 +8,10 @@ use std::sync::Arc;
 use regex::Regex;
 
 use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
-use crate::check::{Checked, Ref, candidate_names, type_ident};
+use crate::check::{Checked, Ref, candidate_names, resolve_message, type_ident};
 use crate::error::EvalError;
 use crate::libs::{CostFn, ImplFn, Kind, Registry, regex as re};
+use crate::structs::{StructType, TypeProvider};
 use crate::types::Type;
 use crate::value::{List, Str, TypeName, Value};
 
@@ -42,6 +43,8 @@ pub(crate) enum Node {
     Matches(Box<(Node, Regex, u64)>),
     List(Box<[Node]>, Box<[bool]>),
     Map(Box<[(Node, Node, bool)]>),
+    /// A message literal: its type and the (name, value, optional) fields.
+    Struct(Box<StructNode>),
     Comprehension(Box<Loop>),
     /// An error known at plan time (only without type checking, e.g. an unknown function).
     Fail(EvalError),
@@ -61,6 +64,13 @@ pub(crate) struct Candidate {
     pub kinds: Box<[Kind]>,
     pub imp: ImplFn,
     pub cost: CostFn,
+}
+
+/// A message literal `Name{field: value, ?field: optional}`.
+#[derive(Debug)]
+pub(crate) struct StructNode {
+    pub ty: Arc<dyn StructType>,
+    pub fields: Box<[(Arc<str>, Node, bool)]>,
 }
 
 /// A macro loop. `slot` (and `slot2`) are the comprehension variables' slots.
@@ -101,6 +111,7 @@ pub(crate) struct PlanEnv<'e> {
     pub variables: &'e HashMap<String, Type>,
     pub composited: &'e HashMap<String, usize>,
     pub container: &'e str,
+    pub types: Option<&'e dyn TypeProvider>,
 }
 
 /// Plans `expr`. Returns the tree and the number of comprehension slots it uses.
@@ -210,8 +221,22 @@ impl Planner<'_, '_> {
                 }
                 Node::Map(out.into_boxed_slice())
             }
-            ExprKind::Struct { type_name, .. } => {
-                Node::Fail(EvalError::msg(format!("unknown type '{type_name}'")))
+            ExprKind::Struct { type_name, fields } => {
+                let env = self.env;
+                match resolve_message(type_name, env.container, env.variables, env.types) {
+                    Some(Ok(ty)) => {
+                        let mut out = Vec::with_capacity(fields.len());
+                        for f in fields {
+                            let name: Arc<str> = Arc::from(f.name.as_str());
+                            out.push((name, self.plan(&f.value)?, f.optional));
+                        }
+                        Node::Struct(Box::new(StructNode {
+                            ty,
+                            fields: out.into_boxed_slice(),
+                        }))
+                    }
+                    _ => Node::Fail(EvalError::msg(format!("unknown type '{type_name}'"))),
+                }
             }
             ExprKind::Comprehension(c) => self.plan_loop(c)?,
         })

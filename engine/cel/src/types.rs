@@ -51,6 +51,8 @@ pub enum Type {
 pub struct ObjectType {
     name: String,
     fields: BTreeMap<String, Type>,
+    /// The type of every field not in `fields`, for types that accept any field name.
+    other_fields: Option<Type>,
 }
 
 impl ObjectType {
@@ -59,6 +61,20 @@ impl ObjectType {
         Self {
             name: name.into(),
             fields: fields.into_iter().collect(),
+            other_fields: None,
+        }
+    }
+
+    /// An object type that also accepts fields it does not declare, each of type `other`
+    /// (Kubernetes' dynamic `Object` types: every field `dyn`).
+    pub fn open(
+        name: impl Into<String>,
+        fields: impl IntoIterator<Item = (String, Type)>,
+        other: Type,
+    ) -> Self {
+        Self {
+            other_fields: Some(other),
+            ..Self::new(name, fields)
         }
     }
 
@@ -69,7 +85,7 @@ impl ObjectType {
 
     /// The type of field `name`, if declared.
     pub fn field(&self, name: &str) -> Option<&Type> {
-        self.fields.get(name)
+        self.fields.get(name).or(self.other_fields.as_ref())
     }
 
     /// All fields in name order.
@@ -129,6 +145,17 @@ impl Type {
     /// An abstract type with parameters, e.g. `tuple(int, string)`.
     pub fn abstract_type(name: &str, params: Vec<Type>) -> Type {
         Type::Opaque(Arc::from(name), params)
+    }
+
+    /// The type of a field a type provider declares without a type (cel-go's nil field type,
+    /// as for unknown `JSONPatch` fields): printed empty, and only `dyn` is assignable to it.
+    pub fn untyped() -> Type {
+        Type::Opaque(Arc::from(""), Vec::new())
+    }
+
+    /// True for [`Type::untyped`].
+    pub fn is_untyped(&self) -> bool {
+        matches!(self, Type::Opaque(n, p) if n.is_empty() && p.is_empty())
     }
 
     /// A type parameter named `name`.

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::error::EvalError;
+use crate::structs::StructValue;
 
 /// A CEL runtime value. `'a` is the lifetime of JSON borrowed from the activation.
 #[derive(Clone, Debug)]
@@ -44,6 +45,8 @@ pub enum Value<'a> {
     Optional(Option<Arc<Value<'a>>>),
     /// A value of a library's opaque type (URL, IP, CIDR, quantity, semver, …).
     Opaque(Arc<dyn Opaque>),
+    /// A value built by a message literal (`Object{…}`, `JSONPatch{…}`).
+    Struct(Arc<StructValue<'a>>),
 }
 
 /// A value of an opaque library type.
@@ -504,8 +507,16 @@ impl<'a> Value<'a> {
     }
 
     /// The CEL name of this value's runtime type, as `type(x)` reports it.
-    pub fn type_name(&self) -> &'static str {
+    pub fn type_name(&self) -> &str {
         match self {
+            Value::Struct(s) => s.type_name(),
+            other => other.static_type_name().unwrap_or_default(),
+        }
+    }
+
+    /// The runtime type name of every value but a struct's (whose type names itself).
+    pub(crate) fn static_type_name(&self) -> Option<&'static str> {
+        Some(match self {
             Value::Null => "null_type",
             Value::Bool(_) => "bool",
             Value::Int(_) => "int",
@@ -520,7 +531,8 @@ impl<'a> Value<'a> {
             Value::Type(_) => "type",
             Value::Optional(_) => "optional_type",
             Value::Opaque(o) => o.type_name(),
-        }
+            Value::Struct(_) => return None,
+        })
     }
 
     /// The value as a bool, if it is one.
@@ -567,6 +579,7 @@ impl<'a> Value<'a> {
                 _ => false,
             },
             (Value::Opaque(a), Value::Opaque(b)) => a.equals(b.as_ref()),
+            (Value::Struct(a), Value::Struct(b)) => a.equals(b),
             _ => match numeric_cmp(self, other) {
                 Some(o) => o == Some(Ordering::Equal),
                 None => false,
@@ -616,6 +629,13 @@ impl<'a> Value<'a> {
                         }
                     };
                     out.insert(key, v.to_json()?);
+                }
+                serde_json::Value::Object(out)
+            }
+            Value::Struct(s) => {
+                let mut out = serde_json::Map::with_capacity(s.fields().len());
+                for (k, v) in s.fields() {
+                    out.insert(k.to_string(), v.to_json()?);
                 }
                 serde_json::Value::Object(out)
             }

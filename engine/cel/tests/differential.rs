@@ -117,6 +117,7 @@ fn differential_against_cel_go() {
 /// Runs every case; returns the report and the ids of the cases that were the same.
 fn run(corpus: &Corpus, go: &HashMap<&str, &Json>) -> (Json, BTreeSet<String>) {
     let env = corpus.env();
+    let mutation_env = corpus.mutation_env();
     let mut same_ids = BTreeSet::new();
     let mut differences = Vec::new();
     let mut by_kind: BTreeMap<&str, u64> = BTreeMap::new();
@@ -140,7 +141,8 @@ fn run(corpus: &Corpus, go: &HashMap<&str, &Json>) -> (Json, BTreeSet<String>) {
             continue;
         }
         let theirs = Outcome::from_oracle(theirs);
-        let ours = evaluate(&env, corpus, case);
+        let env = if case.mutation { &mutation_env } else { &env };
+        let ours = evaluate(env, corpus, case);
         let kinds = compare(&ours, &theirs, case.unordered);
         let group = by_group.entry(case.group.clone()).or_default();
         if kinds.is_empty() {
@@ -221,7 +223,8 @@ fn evaluate(env: &celgate_cel::Env, corpus: &Corpus, case: &Case) -> Outcome {
             .with_deadline(Instant::now() + Duration::from_secs(10));
         let (result, cost) = program.eval_with_cost(&act, &mut budget);
         let mut out = Outcome {
-            ty: Some(program.output_type().to_string()),
+            // cel-go's nil type (an untyped field) prints empty, which the oracle omits.
+            ty: Some(program.output_type().to_string()).filter(|t| !t.is_empty()),
             cost: Some(cost),
             ..Outcome::default()
         };
@@ -358,6 +361,7 @@ fn encode_at(v: &Value<'_>, depth: usize) -> Json {
         Value::Type(t) => json!({"type": t.to_string()}),
         Value::Optional(o) => json!({"optional": o.as_deref().map(encode)}),
         Value::Opaque(o) => json!({"opaque": o.type_name()}),
+        Value::Struct(s) => json!({"opaque": s.type_name()}),
     }
 }
 

@@ -7,7 +7,11 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::compile::{ExprError, base_environment, compile_checked, result_types};
+use celgate_cel::Env;
+
+use crate::compile::{
+    ExprError, base_environment, compile_checked, mutation_environment, result_types,
+};
 
 /// The kind of a field error, as `k8s.io/apimachinery/pkg/util/validation/field` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -548,35 +552,33 @@ fn validate_match_conditions(spec: &Value, has_params: bool, errs: &mut Errors) 
     }
 }
 
-/// Validates a ValidatingAdmissionPolicy as kube-apiserver would on create or update.
-pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
-    let mut errs = Errors(Vec::new());
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
-    let name = obj
-        .get("metadata")
-        .and_then(|m| str_of(m, "name"))
-        .unwrap_or_default();
+/// failurePolicy, paramKind and matchConstraints, checked alike for both policy kinds.
+/// Returns whether the policy has params.
+fn validate_policy_head(spec: &Value, errs: &mut Errors) -> bool {
     match str_of(spec, "failurePolicy") {
         None => errs.required("spec.failurePolicy", ""),
         Some("Fail" | "Ignore") => {}
         Some(other) => errs.not_supported("spec.failurePolicy", other, &["Fail", "Ignore"]),
     }
-    let has_params = spec.get("paramKind").is_some_and(|p| !p.is_null());
-    if let Some(pk) = spec.get("paramKind").filter(|p| !p.is_null()) {
-        validate_param_kind(pk, "spec.paramKind", &mut errs);
+    let param_kind = spec.get("paramKind").filter(|p| !p.is_null());
+    if let Some(pk) = param_kind {
+        validate_param_kind(pk, "spec.paramKind", errs);
     }
     match spec.get("matchConstraints").filter(|m| !m.is_null()) {
         None => errs.required("spec.matchConstraints", ""),
         Some(mc) => {
-            validate_match_resources(mc, "spec.matchConstraints", &mut errs);
+            validate_match_resources(mc, "spec.matchConstraints", errs);
             if list_of(mc, "resourceRules").is_empty() {
                 errs.required("spec.matchConstraints.resourceRules", "");
             }
         }
     }
-    validate_match_conditions(spec, has_params, &mut errs);
-    // Variables compile in order; later expressions see the earlier ones.
-    let variables: Vec<(&str, &str)> = list_of(spec, "variables")
+    param_kind.is_some()
+}
+
+/// A policy's variables as (name, expression), in order.
+fn variables_of(spec: &Value) -> Vec<(&str, &str)> {
+    list_of(spec, "variables")
         .iter()
         .map(|v| {
             (
@@ -584,7 +586,12 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
                 str_of(v, "expression").unwrap_or_default(),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Checks the variables' names and compiles their expressions in order (later expressions see
+/// the earlier ones). Returns the environment the policy's other expressions compile in.
+fn validate_variables(variables: &[(&str, &str)], has_params: bool, errs: &mut Errors) -> Env {
     for (i, (vname, expr)) in variables.iter().enumerate() {
         let p = format!("spec.variables[{i}]");
         if vname.trim().is_empty() {
@@ -600,23 +607,14 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
             errs.required(&format!("{p}.expression"), "expression is not specified");
         }
     }
-    let declared_variables = || {
-        variables
-            .iter()
-            .copied()
-            .filter(|(_, e)| !e.trim().is_empty())
-    };
-    let compiled = base_environment(has_params, true).compile_variables(declared_variables());
-    let message_env = base_environment(has_params, false)
-        .compile_variables(declared_variables())
-        .env()
-        .clone();
-    let mut declared = variables
+    let declared = variables
         .iter()
         .enumerate()
         .filter(|(_, (_, e))| !e.trim().is_empty());
-    for (_, result) in compiled.iter() {
-        if let (Some((i, (_, expr))), Err(e)) = (declared.next(), result) {
+    let compiled =
+        base_environment(has_params, true).compile_variables(declared.clone().map(|(_, v)| *v));
+    for ((i, (_, expr)), (_, result)) in declared.zip(compiled.iter()) {
+        if let Err(e) = result {
             errs.invalid(
                 &format!("spec.variables[{i}].expression"),
                 quote(expr),
@@ -624,7 +622,30 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
             );
         }
     }
-    let env = compiled.env();
+    compiled.env().clone()
+}
+
+/// Validates a ValidatingAdmissionPolicy as kube-apiserver would on create or update.
+pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    let name = obj
+        .get("metadata")
+        .and_then(|m| str_of(m, "name"))
+        .unwrap_or_default();
+    let has_params = validate_policy_head(spec, &mut errs);
+    validate_match_conditions(spec, has_params, &mut errs);
+    let variables = variables_of(spec);
+    let env = &validate_variables(&variables, has_params, &mut errs);
+    let message_env = base_environment(has_params, false)
+        .compile_variables(
+            variables
+                .iter()
+                .copied()
+                .filter(|(_, e)| !e.trim().is_empty()),
+        )
+        .env()
+        .clone();
     let validations = list_of(spec, "validations");
     let annotations = list_of(spec, "auditAnnotations");
     if validations.is_empty() && annotations.is_empty() {
@@ -717,10 +738,8 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
     errs.0
 }
 
-/// Validates a ValidatingAdmissionPolicyBinding as kube-apiserver would on create or update.
-pub fn validate_binding(obj: &Value) -> Vec<FieldError> {
-    let mut errs = Errors(Vec::new());
-    let spec = obj.get("spec").unwrap_or(&Value::Null);
+/// policyName, paramRef and matchResources, checked alike for both binding kinds.
+fn validate_binding_head(spec: &Value, errs: &mut Errors) {
     match str_of(spec, "policyName").filter(|s| !s.is_empty()) {
         None => errs.required("spec.policyName", ""),
         Some(p) => {
@@ -730,44 +749,55 @@ pub fn validate_binding(obj: &Value) -> Vec<FieldError> {
         }
     }
     if let Some(pr) = spec.get("paramRef").filter(|p| !p.is_null()) {
-        let name = str_of(pr, "name").unwrap_or_default();
-        let selector = pr.get("selector").filter(|s| !s.is_null());
-        if !name.is_empty() {
-            for m in path_segment_errors(name) {
-                errs.invalid("spec.paramRef.name", quote(name), &m);
-            }
-            if selector.is_some() {
-                errs.forbidden(
-                    "spec.paramRef.name",
-                    "name and selector are mutually exclusive",
-                );
-            }
-        }
-        if let Some(sel) = selector {
-            validate_label_selector(sel, "spec.paramRef.selector", &mut errs);
-            if !name.is_empty() {
-                errs.forbidden(
-                    "spec.paramRef.selector",
-                    "name and selector are mutually exclusive",
-                );
-            }
-        }
-        if name.is_empty() && selector.is_none() {
-            errs.required("spec.paramRef", "one of name or selector must be specified");
-        }
-        match str_of(pr, "parameterNotFoundAction").filter(|s| !s.is_empty()) {
-            None => errs.required("spec.paramRef.parameterNotFoundAction", ""),
-            Some("Deny" | "Allow") => {}
-            Some(other) => errs.not_supported(
-                "spec.paramRef.parameterNotFoundAction",
-                other,
-                &["Deny", "Allow"],
-            ),
-        }
+        validate_param_ref(pr, errs);
     }
     if let Some(m) = spec.get("matchResources").filter(|m| !m.is_null()) {
-        validate_match_resources(m, "spec.matchResources", &mut errs);
+        validate_match_resources(m, "spec.matchResources", errs);
     }
+}
+
+fn validate_param_ref(pr: &Value, errs: &mut Errors) {
+    let name = str_of(pr, "name").unwrap_or_default();
+    let selector = pr.get("selector").filter(|s| !s.is_null());
+    if !name.is_empty() {
+        for m in path_segment_errors(name) {
+            errs.invalid("spec.paramRef.name", quote(name), &m);
+        }
+        if selector.is_some() {
+            errs.forbidden(
+                "spec.paramRef.name",
+                "name and selector are mutually exclusive",
+            );
+        }
+    }
+    if let Some(sel) = selector {
+        validate_label_selector(sel, "spec.paramRef.selector", errs);
+        if !name.is_empty() {
+            errs.forbidden(
+                "spec.paramRef.selector",
+                "name and selector are mutually exclusive",
+            );
+        }
+    }
+    if name.is_empty() && selector.is_none() {
+        errs.required("spec.paramRef", "one of name or selector must be specified");
+    }
+    match str_of(pr, "parameterNotFoundAction").filter(|s| !s.is_empty()) {
+        None => errs.required("spec.paramRef.parameterNotFoundAction", ""),
+        Some("Deny" | "Allow") => {}
+        Some(other) => errs.not_supported(
+            "spec.paramRef.parameterNotFoundAction",
+            other,
+            &["Deny", "Allow"],
+        ),
+    }
+}
+
+/// Validates a ValidatingAdmissionPolicyBinding as kube-apiserver would on create or update.
+pub fn validate_binding(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    validate_binding_head(spec, &mut errs);
     let actions = strings_of(spec, "validationActions");
     let mut seen = HashSet::new();
     for (i, a) in actions.iter().enumerate() {
@@ -794,6 +824,107 @@ pub fn validate_binding(obj: &Value) -> Vec<FieldError> {
             "spec.validationActions",
             "at least one validation action is required",
         );
+    }
+    errs.0
+}
+
+/// The operations a mutating policy or binding may match: mutations apply to writes only.
+const MUTATING_OPERATIONS: [&str; 4] = ["*", "CONNECT", "CREATE", "UPDATE"];
+
+/// Each resource rule's operations must be ones a mutation can apply to; the error's path has
+/// no rule index, as upstream reports it.
+fn validate_mutating_operations(m: &Value, path: &str, errs: &mut Errors) {
+    for rule in list_of(m, "resourceRules") {
+        for op in strings_of(rule, "operations") {
+            if !MUTATING_OPERATIONS.contains(&op) {
+                errs.not_supported(
+                    &format!("{path}.resourceRules.operations"),
+                    op,
+                    &MUTATING_OPERATIONS,
+                );
+            }
+        }
+    }
+}
+
+/// Validates a MutatingAdmissionPolicy as kube-apiserver would on create or update.
+pub fn validate_mutating_policy(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    let has_params = validate_policy_head(spec, &mut errs);
+    if let Some(mc) = spec.get("matchConstraints").filter(|m| !m.is_null()) {
+        validate_mutating_operations(mc, "spec.matchConstraints", &mut errs);
+    }
+    validate_match_conditions(spec, has_params, &mut errs);
+    let env = validate_variables(&variables_of(spec), has_params, &mut errs);
+    let mutations = list_of(spec, "mutations");
+    if mutations.is_empty() {
+        errs.required("spec.mutations", "mutations must contain at least one item");
+    }
+    let env = mutation_environment(&env);
+    for (i, m) in mutations.iter().enumerate() {
+        validate_mutation(m, &format!("spec.mutations[{i}]"), &env, &mut errs);
+    }
+    match str_of(spec, "reinvocationPolicy").filter(|s| !s.is_empty()) {
+        None => errs.required("spec.reinvocationPolicy", ""),
+        Some("Never" | "IfNeeded") => {}
+        Some(other) => {
+            errs.not_supported("spec.reinvocationPolicy", other, &["IfNeeded", "Never"]);
+        }
+    }
+    errs.0
+}
+
+/// One mutation: its patch type decides which expression field must be set, and what the
+/// expression must evaluate to.
+fn validate_mutation(m: &Value, path: &str, env: &Env, errs: &mut Errors) {
+    const APPLY: &str = "applyConfiguration";
+    const PATCH: &str = "jsonPatch";
+    let given = |key: &str| m.get(key).filter(|v| !v.is_null());
+    let patch_type = str_of(m, "patchType").unwrap_or_default();
+    let (field, other, want) = match patch_type {
+        "" => return errs.required(&format!("{path}.patchType"), ""),
+        "ApplyConfiguration" => (APPLY, PATCH, result_types::apply_configuration()),
+        "JSONPatch" => (PATCH, APPLY, result_types::json_patch()),
+        other => {
+            return errs.not_supported(
+                &format!("{path}.patchType"),
+                other,
+                &["ApplyConfiguration", "JSONPatch"],
+            );
+        }
+    };
+    match given(field) {
+        None => errs.required(
+            &format!("{path}.{field}"),
+            &format!("must be specified when patchType is {patch_type}"),
+        ),
+        Some(expr) => {
+            let p = format!("{path}.{field}.expression");
+            let src = str_of(expr, "expression").unwrap_or_default().trim();
+            if src.is_empty() {
+                errs.required(&p, "");
+            } else if let Err(e) = compile_checked(env, src, &want) {
+                expr_error(errs, &p, src, e);
+            }
+        }
+    }
+    if given(other).is_some() {
+        errs.invalid(
+            &format!("{path}.{other}"),
+            quote(&format!("{{{other}}}")),
+            &format!("must not be specified when patchType is {patch_type}"),
+        );
+    }
+}
+
+/// Validates a MutatingAdmissionPolicyBinding as kube-apiserver would on create or update.
+pub fn validate_mutating_binding(obj: &Value) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    let spec = obj.get("spec").unwrap_or(&Value::Null);
+    validate_binding_head(spec, &mut errs);
+    if let Some(m) = spec.get("matchResources").filter(|m| !m.is_null()) {
+        validate_mutating_operations(m, "spec.matchResources", &mut errs);
     }
     errs.0
 }
@@ -874,6 +1005,95 @@ mod tests {
                 "spec.validations[0].reason: Unsupported value: \"Unauthorized\": supported values: \"Forbidden\", \"Invalid\", \"RequestEntityTooLarge\"",
             ]
         );
+    }
+
+    fn mutating(mutations: Value) -> Value {
+        let mut spec = base();
+        spec.as_object_mut().map(|o| o.remove("validations"));
+        spec["reinvocationPolicy"] = json!("Never");
+        spec["mutations"] = mutations;
+        policy(spec)
+    }
+
+    #[test]
+    fn mutations_compile_to_their_patch_type() {
+        let valid = mutating(json!([
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression":
+                "Object{spec: Object.spec{replicas: object.spec.replicas + 1}}"}},
+            {"patchType": "JSONPatch", "jsonPatch": {"expression":
+                "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b'), value: 'x'}]"}},
+        ]));
+        assert!(validate_mutating_policy(&valid).is_empty());
+        let invalid = mutating(json!([
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object.spec{}"}},
+            {"patchType": "JSONPatch", "jsonPatch": {"expression": "JSONPatch{op: 'add'}"}},
+            {"patchType": "JSONPatch", "jsonPatch": {"expression": " [JSONPatch{op: 1}] "}},
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "object"}},
+        ]));
+        assert_eq!(
+            texts(&validate_mutating_policy(&invalid)),
+            vec![
+                "spec.mutations[0].applyConfiguration.expression: Invalid value: \"Object.spec{}\": must evaluate to Object but got Object.spec",
+                "spec.mutations[1].jsonPatch.expression: Invalid value: \"JSONPatch{op: 'add'}\": must evaluate to list(JSONPatch) but got JSONPatch",
+                "spec.mutations[2].jsonPatch.expression: Invalid value: \"[JSONPatch{op: 1}]\": compilation failed: ERROR: <input>:1:14: expected type of field 'op' is 'string' but provided type is 'int'\n | [JSONPatch{op: 1}]\n | .............^",
+                "spec.mutations[3].applyConfiguration.expression: Invalid value: \"object\": must evaluate to Object but got dyn",
+            ]
+        );
+    }
+
+    #[test]
+    fn mutating_field_rules() {
+        let mut p = mutating(json!([
+            {"patchType": "JSONPatch", "applyConfiguration": {"expression": "Object{}"}},
+            {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": " "}},
+            {"patchType": "Merge"},
+            {"patchType": ""},
+        ]));
+        p["spec"]["reinvocationPolicy"] = json!("Always");
+        p["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = json!(["DELETE"]);
+        p["spec"]["variables"] = json!([{"name": "o", "expression": "Object{}"}]);
+        assert_eq!(
+            texts(&validate_mutating_policy(&p)),
+            vec![
+                "spec.matchConstraints.resourceRules.operations: Unsupported value: \"DELETE\": supported values: \"*\", \"CONNECT\", \"CREATE\", \"UPDATE\"",
+                "spec.variables[0].expression: Invalid value: \"Object{}\": compilation failed: ERROR: <input>:1:7: undeclared reference to 'Object' (in container '')\n | Object{}\n | ......^",
+                "spec.mutations[0].jsonPatch: Required value: must be specified when patchType is JSONPatch",
+                "spec.mutations[0].applyConfiguration: Invalid value: \"{applyConfiguration}\": must not be specified when patchType is JSONPatch",
+                "spec.mutations[1].applyConfiguration.expression: Required value",
+                "spec.mutations[2].patchType: Unsupported value: \"Merge\": supported values: \"ApplyConfiguration\", \"JSONPatch\"",
+                "spec.mutations[3].patchType: Required value",
+                "spec.reinvocationPolicy: Unsupported value: \"Always\": supported values: \"IfNeeded\", \"Never\"",
+            ]
+        );
+        let mut none = mutating(json!([]));
+        none["spec"]
+            .as_object_mut()
+            .map(|o| o.remove("reinvocationPolicy"));
+        assert_eq!(
+            texts(&validate_mutating_policy(&none)),
+            vec![
+                "spec.mutations: Required value: mutations must contain at least one item",
+                "spec.reinvocationPolicy: Required value",
+            ]
+        );
+    }
+
+    #[test]
+    fn mutating_bindings() {
+        let b = json!({"spec": {"paramRef": {"name": "x", "selector": {}, "parameterNotFoundAction": "Deny"},
+            "matchResources": {"matchPolicy": "Exact", "namespaceSelector": {}, "objectSelector": {},
+                "resourceRules": [{"operations": ["DELETE"], "apiGroups": [""], "apiVersions": ["v1"],
+                    "resources": ["pods"]}]}}});
+        assert_eq!(
+            texts(&validate_mutating_binding(&b)),
+            vec![
+                "spec.policyName: Required value",
+                "spec.paramRef.name: Forbidden: name and selector are mutually exclusive",
+                "spec.paramRef.selector: Forbidden: name and selector are mutually exclusive",
+                "spec.matchResources.resourceRules.operations: Unsupported value: \"DELETE\": supported values: \"*\", \"CONNECT\", \"CREATE\", \"UPDATE\"",
+            ]
+        );
+        assert!(validate_mutating_binding(&json!({"spec": {"policyName": "p"}})).is_empty());
     }
 
     #[test]

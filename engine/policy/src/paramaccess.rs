@@ -91,10 +91,10 @@ fn param_kind_of(obj: &Value) -> Option<ParamKind> {
     })
 }
 
-fn allowed(authz: &dyn Authorizer, attrs: ResourceAttributes) -> bool {
+fn allowed(authz: &dyn Authorizer, verb: &str, attrs: ResourceAttributes) -> bool {
     let decision = authz.check(&AuthzRequest {
         subject: Subject::RequestUser,
-        verb: "get".into(),
+        verb: verb.into(),
         target: AuthzTarget::Resource(attrs),
     });
     decision.decision == Decision::Allow
@@ -139,7 +139,7 @@ pub fn check_policy(
         name: "*".into(),
         ..Default::default()
     };
-    if allowed(authz, attrs) {
+    if allowed(authz, "get", attrs) {
         return Vec::new();
     }
     forbidden(
@@ -153,14 +153,35 @@ pub fn check_policy(
     )
 }
 
+/// Which binding kind is written: kube-apiserver words their final denial differently (the
+/// mutating one swaps the user and the verb).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindingKind {
+    /// A ValidatingAdmissionPolicyBinding.
+    Validating,
+    /// A MutatingAdmissionPolicyBinding.
+    Mutating,
+}
+
+/// What the check knows of the policy a binding names.
+#[derive(Clone, Copy, Debug)]
+pub enum BoundPolicyParams<'a> {
+    /// No such policy.
+    Missing,
+    /// The policy exists, with this paramKind (or none).
+    Found(Option<&'a ParamKind>),
+}
+
 /// The check for a binding: on create with a paramRef, or when an update changes the paramRef
-/// or the policy name, the writer needs `get` on the object the paramRef names (of the
-/// referenced policy's paramKind, or any resource when the policy is unknown or has none).
+/// or the policy name, the writer needs `get` (`list` without a name) on what the paramRef
+/// names: of the policy's paramKind, or of any resource when the policy is missing, has no
+/// paramKind or its paramKind does not resolve.
 pub fn check_binding(
     obj: &Value,
     old: Option<&Value>,
     writer: &Writer,
-    policy_kind: Option<&ParamKind>,
+    kind: BindingKind,
+    policy: BoundPolicyParams<'_>,
     resolve: ResolveResource<'_>,
     authz: &dyn Authorizer,
 ) -> Vec<FieldError> {
@@ -183,27 +204,60 @@ pub fn check_binding(
             .unwrap_or_default()
             .to_string()
     };
-    let (group, resource) = match policy_kind {
-        Some(kind) => (group_of(kind), resolve(kind).unwrap_or_else(|| "*".into())),
-        None => ("*".into(), "*".into()),
+    let name = s("name");
+    let verb = if name.is_empty() { "list" } else { "get" };
+    let user = writer.go_display();
+    // Why the check asks about all resources, if it does: the start of the denial.
+    let (group, resource, unresolved) = match policy {
+        BoundPolicyParams::Missing => {
+            let policy_name = new_spec
+                .get("policyName")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let why = format!("unable to get policy {policy_name}");
+            ("*".to_string(), "*".to_string(), Some(why))
+        }
+        BoundPolicyParams::Found(None) => ("*".into(), "*".into(), None),
+        BoundPolicyParams::Found(Some(pk)) if pk.api_version.matches('/').count() > 1 => {
+            let why = format!(
+                "unable to parse paramKind &{{{} {}}}",
+                pk.api_version, pk.kind
+            );
+            ("*".into(), "*".into(), Some(why))
+        }
+        BoundPolicyParams::Found(Some(pk)) => match resolve(pk) {
+            Some(resource) => (group_of(pk), resource, None),
+            None => {
+                let why = format!(
+                    "unable to resolve paramKind &{{{} {}}}",
+                    pk.api_version, pk.kind
+                );
+                (group_of(pk), "*".into(), Some(why))
+            }
+        },
     };
     let attrs = ResourceAttributes {
         group,
         resource,
         namespace: s("namespace"),
-        name: s("name"),
+        name,
         ..Default::default()
     };
-    if allowed(authz, attrs) {
+    if allowed(authz, verb, attrs) {
         return Vec::new();
     }
-    forbidden(
-        "spec.paramRef",
-        format!(
-            "user {} does not have \"get\" permission on the object referenced by paramRef",
-            writer.go_display()
+    let detail = match (unresolved, kind) {
+        (Some(why), _) => format!(
+            "{why} to determine minimum required permissions and user {user} does not have \"{verb}\" permission for all groups, versions and resources"
         ),
-    )
+        (None, BindingKind::Validating) => format!(
+            "user {user} does not have \"{verb}\" permission on the object referenced by paramRef"
+        ),
+        (None, BindingKind::Mutating) => format!(
+            "user {verb} does not have \"{user}\" permission on the object referenced by paramRef"
+        ),
+    };
+    forbidden("spec.paramRef", detail)
 }
 
 #[cfg(test)]
@@ -285,7 +339,8 @@ mod tests {
             &binding,
             None,
             &bob(),
-            Some(&kind),
+            BindingKind::Validating,
+            BoundPolicyParams::Found(Some(&kind)),
             &configmaps,
             &fake(false),
         );
@@ -296,7 +351,18 @@ mod tests {
             ]
         );
         let authz = fake(true);
-        assert!(check_binding(&binding, None, &bob(), Some(&kind), &configmaps, &authz).is_empty());
+        assert!(
+            check_binding(
+                &binding,
+                None,
+                &bob(),
+                BindingKind::Validating,
+                BoundPolicyParams::Found(Some(&kind)),
+                &configmaps,
+                &authz
+            )
+            .is_empty()
+        );
         let asked = authz.asked.lock().map(|a| a.clone()).unwrap_or_default();
         assert!(
             matches!(&asked[0].target, AuthzTarget::Resource(r) if r.name == "limits" && r.namespace == "team")
@@ -307,11 +373,88 @@ mod tests {
                 &no_ref,
                 None,
                 &bob(),
-                Some(&kind),
+                BindingKind::Validating,
+                BoundPolicyParams::Found(Some(&kind)),
                 &configmaps,
                 &fake(false)
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn binding_denials_follow_upstream_wording_per_kind_and_case() {
+        let kind = ParamKind {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        let by_name = json!({"spec": {"policyName": "p", "paramRef": {"name": "limits"}}});
+        let by_selector = json!({"spec": {"policyName": "p", "paramRef": {"selector": {}}}});
+        let deny = |obj: &Value, kind_: BindingKind, policy: BoundPolicyParams<'_>| {
+            let authz = fake(false);
+            let out = check_binding(obj, None, &bob(), kind_, policy, &configmaps, &authz);
+            let verb = authz
+                .asked
+                .lock()
+                .map(|a| a[0].verb.clone())
+                .unwrap_or_default();
+            (
+                out.first().map(|e| e.detail.clone()).unwrap_or_default(),
+                verb,
+            )
+        };
+        let user = "&{bob  [system:authenticated] map[]}";
+        assert_eq!(
+            deny(
+                &by_name,
+                BindingKind::Mutating,
+                BoundPolicyParams::Found(Some(&kind))
+            ),
+            (
+                format!(
+                    "user get does not have \"{user}\" permission on the object referenced by paramRef"
+                ),
+                "get".to_string()
+            )
+        );
+        assert_eq!(
+            deny(
+                &by_selector,
+                BindingKind::Validating,
+                BoundPolicyParams::Found(Some(&kind))
+            ),
+            (
+                format!(
+                    "user {user} does not have \"list\" permission on the object referenced by paramRef"
+                ),
+                "list".to_string()
+            )
+        );
+        assert_eq!(
+            deny(
+                &by_name,
+                BindingKind::Validating,
+                BoundPolicyParams::Missing
+            )
+            .0,
+            format!(
+                "unable to get policy p to determine minimum required permissions and user {user} does not have \"get\" permission for all groups, versions and resources"
+            )
+        );
+        let nope = ParamKind {
+            api_version: "example.com/v1".into(),
+            kind: "Nope".into(),
+        };
+        assert_eq!(
+            deny(
+                &by_name,
+                BindingKind::Mutating,
+                BoundPolicyParams::Found(Some(&nope))
+            )
+            .0,
+            format!(
+                "unable to resolve paramKind &{{example.com/v1 Nope}} to determine minimum required permissions and user {user} does not have \"get\" permission for all groups, versions and resources"
+            )
         );
     }
 }

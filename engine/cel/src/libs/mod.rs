@@ -8,6 +8,7 @@ pub(crate) mod ip;
 pub(crate) mod jsonpatch;
 pub(crate) mod kube_lists;
 pub(crate) mod lists;
+pub(crate) mod mutation;
 pub(crate) mod opaque;
 pub(crate) mod optional;
 pub(crate) mod quantity;

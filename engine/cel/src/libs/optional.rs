@@ -82,6 +82,7 @@ fn is_zero(v: &Value<'_>) -> bool {
         Value::Timestamp(t) => t.timestamp() == -62_135_596_800 && t.timestamp_subsec_nanos() == 0,
         // Optionals have no zero value in cel-go: `optional.none()` is wrapped.
         Value::Optional(_) => false,
+        Value::Struct(s) => s.struct_type().is_zero(s),
         Value::Type(_) | Value::Opaque(_) => false,
     }
 }

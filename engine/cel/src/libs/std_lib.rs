@@ -424,7 +424,10 @@ fn identity<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 }
 
 fn type_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
-    Ok(Value::Type(TypeName::new(arg(args, 0)?.type_name())))
+    Ok(Value::Type(match arg(args, 0)? {
+        Value::Struct(s) => TypeName(s.struct_type().type_value_name().to_string().into()),
+        v => TypeName::new(v.static_type_name().unwrap_or_default()),
+    }))
 }
 
 fn conversion_error(from: &str, to: &str) -> EvalError {

@@ -32,6 +32,7 @@ pub(crate) fn render(v: &Value<'_>) -> String {
         Value::Duration(d) => format!("duration({d:?})"),
         Value::Type(t) => t.to_string(),
         Value::Opaque(o) => format!("{o:?}"),
+        Value::Struct(s) => format!("{s:?}"),
     }
 }
 

@@ -41,6 +41,9 @@ pub struct Case {
     /// (short-circuits) are not comparable.
     #[serde(default)]
     pub unordered: bool,
+    /// Whether the case compiles in the environment of mutation expressions.
+    #[serde(default)]
+    pub mutation: bool,
 }
 
 impl Corpus {
@@ -59,6 +62,12 @@ impl Corpus {
                 b.variable(v, Type::Dyn)
             })
             .build()
+    }
+
+    /// [`Corpus::env`] with what mutation expressions add (the message types `Object`,
+    /// `Object.<path>` and `JSONPatch`, and `jsonpatch.escapeKey`).
+    pub fn mutation_env(&self) -> Env {
+        self.env().extend().mutation_library().build()
     }
 
     /// An activation binding `case`'s binding set.
