@@ -6,7 +6,7 @@ use std::sync::Arc;
 use celgate_cel::{Env, Program, Type, Variables, authz};
 
 use crate::declarations;
-use crate::model::{FailurePolicy, MutatingPolicySpec, PatchType, ValidatingPolicySpec};
+use crate::model::{FailurePolicy, ValidatingPolicySpec};
 
 /// A compiled expression, or the message a request sees when it did not compile.
 pub type Compiled = Result<Program, String>;
@@ -274,127 +274,5 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         audit_annotations,
         variables,
         message_variables,
-    }
-}
-
-/// One mutation, compiled.
-#[derive(Debug)]
-pub struct CompiledMutation {
-    /// The patch type.
-    pub patch_type: PatchType,
-    /// The expression's source.
-    pub expression: String,
-    /// The compiled expression: an `Object` or a `list(JSONPatch)` by patch type.
-    pub program: Compiled,
-}
-
-/// A MutatingAdmissionPolicy ready to evaluate.
-pub struct MutatingPolicy {
-    /// The policy as written.
-    pub spec: MutatingPolicySpec,
-    /// Shared copy of the name, for decisions and metrics labels.
-    pub name: Arc<str>,
-    /// Compiled mutations, in order.
-    pub mutations: Vec<CompiledMutation>,
-    /// Compiled match conditions, in order.
-    pub match_conditions: Vec<CompiledMatchCondition>,
-    /// Compiled variables, evaluated lazily per activation.
-    pub variables: Arc<Variables>,
-}
-
-impl std::fmt::Debug for MutatingPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MutatingPolicy")
-            .field("name", &self.name)
-            .field("generation", &self.spec.generation)
-            .field("mutations", &self.mutations.len())
-            .finish_non_exhaustive()
-    }
-}
-
-/// Compiles every expression of a MutatingAdmissionPolicy as kube-apiserver does: variables
-/// and match conditions without the patch types, mutations with them (and the variables).
-pub fn compile_mutating(spec: MutatingPolicySpec) -> MutatingPolicy {
-    let has_params = spec.param_kind.is_some();
-    let variables = base_environment(has_params, true).compile_variables(
-        spec.variables
-            .iter()
-            .map(|v| (v.name.as_str(), v.expression.as_str())),
-    );
-    let env = variables.env().clone();
-    let patch_env = mutation_environment(&env);
-    let mutations = spec
-        .mutations
-        .iter()
-        .map(|m| {
-            let want = match m.patch_type {
-                PatchType::ApplyConfiguration => result_types::apply_configuration(),
-                PatchType::JsonPatch => result_types::json_patch(),
-            };
-            CompiledMutation {
-                patch_type: m.patch_type,
-                expression: m.expression.clone(),
-                program: compile_expr(&patch_env, &m.expression, &want),
-            }
-        })
-        .collect();
-    let match_conditions = spec
-        .match_conditions
-        .iter()
-        .map(|c| CompiledMatchCondition {
-            name: c.name.clone(),
-            program: compile_expr(&env, &c.expression, result_types::CONDITION),
-        })
-        .collect();
-    MutatingPolicy {
-        name: Arc::from(spec.name.as_str()),
-        spec,
-        mutations,
-        match_conditions,
-        variables,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::model::{Mutation, NamedExpression};
-
-    #[test]
-    fn mutations_compile_with_the_patch_types_and_variables() {
-        let mutation = |patch_type, expression: &str| Mutation {
-            patch_type,
-            expression: expression.into(),
-        };
-        let spec = MutatingPolicySpec {
-            name: "m".into(),
-            variables: vec![NamedExpression {
-                name: "n".into(),
-                expression: "object.spec.replicas + 1".into(),
-            }],
-            mutations: vec![
-                mutation(
-                    PatchType::ApplyConfiguration,
-                    "Object{spec: Object.spec{replicas: variables.n}}",
-                ),
-                mutation(
-                    PatchType::JsonPatch,
-                    "[JSONPatch{op: 'replace', path: '/spec/replicas', value: variables.n}]",
-                ),
-                mutation(PatchType::JsonPatch, "Object{}"),
-            ],
-            ..Default::default()
-        };
-        let compiled = compile_mutating(spec);
-        assert!(compiled.mutations[0].program.is_ok());
-        assert!(compiled.mutations[1].program.is_ok());
-        assert_eq!(
-            compiled.mutations[2]
-                .program
-                .as_ref()
-                .err()
-                .map(String::as_str),
-            Some("compilation error: must evaluate to list(JSONPatch) but got Object")
-        );
     }
 }

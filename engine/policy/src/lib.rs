@@ -13,7 +13,7 @@ pub mod params;
 pub mod request;
 pub mod validate;
 
-pub use compile::{MutatingPolicy, ValidatingPolicy, compile_mutating, compile_validating};
+pub use compile::{ValidatingPolicy, compile_validating};
 pub use matching::Namespaces;
 pub use params::{ParamKindState, ParamObjects, Params};
 pub use request::{Request, RequestError};

@@ -162,59 +162,6 @@ pub struct ValidatingPolicySpec {
     pub variables: Vec<NamedExpression>,
 }
 
-/// How a mutation's expression patches the object.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PatchType {
-    /// The expression builds an `Object{…}` merged like a server-side apply.
-    ApplyConfiguration,
-    /// The expression builds a `list(JSONPatch)` of RFC 6902 operations.
-    JsonPatch,
-}
-
-/// One mutation of a MutatingAdmissionPolicy.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Mutation {
-    /// The patch type.
-    pub patch_type: PatchType,
-    /// The CEL expression producing the patch.
-    pub expression: String,
-}
-
-/// Whether a mutating policy runs again when later admission plugins change the object.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum ReinvocationPolicy {
-    /// Once per request (the default).
-    #[default]
-    Never,
-    /// Again if the object changed after its first invocation.
-    IfNeeded,
-}
-
-/// A MutatingAdmissionPolicy as the engine sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct MutatingPolicySpec {
-    /// Object name.
-    pub name: String,
-    /// Object uid; with `generation`, the compile cache key.
-    pub uid: String,
-    /// Object generation.
-    pub generation: i64,
-    /// Kind of params, if any.
-    pub param_kind: Option<ParamKind>,
-    /// Match constraints; `None` is a configuration error at request time.
-    pub match_constraints: Option<MatchResources>,
-    /// Mutations, applied in order.
-    pub mutations: Vec<Mutation>,
-    /// Failure policy.
-    pub failure_policy: FailurePolicy,
-    /// Match conditions.
-    pub match_conditions: Vec<NamedExpression>,
-    /// Variables, in order.
-    pub variables: Vec<NamedExpression>,
-    /// Reinvocation policy.
-    pub reinvocation_policy: ReinvocationPolicy,
-}
-
 /// What a binding does when its paramRef finds no param.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ParameterNotFoundAction {
