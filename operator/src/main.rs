@@ -67,6 +67,11 @@ struct RunArgs {
     /// Log as JSON lines.
     #[arg(long, env = "CELGATE_LOG_JSON")]
     log_json: bool,
+    /// Kubernetes compatibility version of new CEL expressions (1.33 to 1.36): a policy
+    /// written or changed may only use CEL libraries introduced by then, as kube-apiserver's
+    /// `--emulated-version` minus one decides. Stored expressions keep every library.
+    #[arg(long, env = "CELGATE_CEL_COMPATIBILITY_VERSION", default_value_t = celgate_cel::Compatibility::DEFAULT)]
+    cel_compatibility_version: celgate_cel::Compatibility,
 }
 
 #[derive(Debug, Error)]
@@ -162,7 +167,7 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         }
     };
     let certificates = certs::ensure(&client, &args.namespace, &args.cert_secret, &hosts).await?;
-    let state = celgate_webhook::State::new();
+    let state = celgate_webhook::State::with_compatibility(args.cel_compatibility_version);
     state.set_authorizers(std::sync::Arc::new(authorizer::SarAuthorizers::new(
         client.clone(),
     )));

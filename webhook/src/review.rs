@@ -1,6 +1,7 @@
 //! The AdmissionReview v1 codec: decode a review into a borrowed engine request, encode the
 //! engine's outcome as the review response kube-apiserver expects.
 
+use celgate_cel::Compatibility;
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::request::Operation;
 use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
@@ -94,18 +95,22 @@ pub fn response(uid: &str, outcome: &Outcome) -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp})
 }
 
-/// The field errors kube-apiserver would report for a write of one of celgate's own kinds.
-pub fn policy_errors(req: &Request<'_>) -> Vec<FieldError> {
+/// The field errors kube-apiserver would report for a write of one of celgate's own kinds; new
+/// or changed expressions may use the CEL libraries of `compatibility`.
+pub fn policy_errors(req: &Request<'_>, compatibility: Compatibility) -> Vec<FieldError> {
     use celgate_engine::apivalidation::{
-        validate_binding, validate_mutating_binding, validate_mutating_policy, validate_policy,
+        Environments, validate_binding, validate_mutating_binding, validate_mutating_policy,
+        validate_policy,
     };
     if !matches!(req.operation, Operation::Create | Operation::Update) {
         return Vec::new();
     }
+    let old = (req.operation == Operation::Update).then_some(req.old_object);
+    let envs = Environments::new(compatibility, old);
     match req.kind.name {
-        "ValidatingAdmissionPolicy" => validate_policy(req.object),
+        "ValidatingAdmissionPolicy" => validate_policy(req.object, &envs),
         "ValidatingAdmissionPolicyBinding" => validate_binding(req.object),
-        "MutatingAdmissionPolicy" => validate_mutating_policy(req.object),
+        "MutatingAdmissionPolicy" => validate_mutating_policy(req.object, &envs),
         "MutatingAdmissionPolicyBinding" => validate_mutating_binding(req.object),
         _ => Vec::new(),
     }

@@ -258,7 +258,7 @@ async fn validate_policies(AxumState(state): AxumState<Arc<State>>, body: Bytes)
         Ok(r) => r,
         Err(e) => return bad_request(e),
     };
-    let mut errors = review::policy_errors(&req);
+    let mut errors = review::policy_errors(&req, state.compatibility);
     // Like kube-apiserver, the param access check runs only on an otherwise valid object.
     if errors.is_empty() {
         errors = state.param_access_errors(&req);

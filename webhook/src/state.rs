@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arc_swap::{ArcSwap, ArcSwapOption};
-use celgate_cel::Authorizer;
+use celgate_cel::{Authorizer, Compatibility};
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::model::ParamKind;
 use celgate_engine::paramaccess::{self, BindingKind, BoundPolicyParams, Writer};
@@ -93,6 +93,8 @@ pub struct State {
     namespaces_changed: Notify,
     authorizers: ArcSwapOption<Arc<dyn AuthorizerSource>>,
     policy_param_kinds: ArcSwap<PolicyParamKinds>,
+    /// Which CEL libraries new expressions in policy writes may use.
+    pub compatibility: Compatibility,
     /// The webhook's metrics.
     pub metrics: Metrics,
 }
@@ -101,6 +103,14 @@ impl State {
     /// A state with no snapshot yet (the webhook is not ready).
     pub fn new() -> Arc<Self> {
         Arc::new(Self::default())
+    }
+
+    /// A state with no snapshot yet, validating policy writes at `compatibility`.
+    pub fn with_compatibility(compatibility: Compatibility) -> Arc<Self> {
+        Arc::new(Self {
+            compatibility,
+            ..Self::default()
+        })
     }
 
     /// Publishes a new snapshot; requests that arrive afterwards are decided by it.

@@ -119,6 +119,13 @@ impl EnvBuilder {
         self
     }
 
+    /// Uses the Kubernetes libraries of `expressions` (this replaces the builder's functions,
+    /// so call it before [`EnvBuilder::mutation_library`] or [`EnvBuilder::declare_function`]).
+    pub fn expressions(mut self, expressions: Expressions) -> Self {
+        self.registry = kubernetes_registry(expressions);
+        self
+    }
+
     /// Adds what only mutation expressions get: the message types `Object`, `Object.<path>`
     /// and `JSONPatch`, and the function `jsonpatch.escapeKey`.
     pub fn mutation_library(mut self) -> Self {

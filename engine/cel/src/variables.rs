@@ -10,6 +10,7 @@ use crate::env::{Env, Program};
 use crate::error::{CompileError, EvalError};
 use crate::types::Type;
 use crate::value::Value;
+use crate::version::Expressions;
 
 /// A compiled list of composited variables.
 pub struct Variables {
@@ -31,10 +32,34 @@ impl Env {
         &self,
         vars: impl IntoIterator<Item = (&'s str, &'s str)>,
     ) -> Arc<Variables> {
+        self.compile_variables_with(vars, None)
+    }
+
+    /// [`Env::compile_variables`] for Kubernetes environments where each variable's expression
+    /// compiles with the libraries of the environment `expressions_of(expression)` picks (new
+    /// expressions get fewer than stored ones; see [`Expressions`]). The returned environment
+    /// keeps this environment's libraries.
+    pub fn compile_variables_in<'s>(
+        &self,
+        vars: impl IntoIterator<Item = (&'s str, &'s str)>,
+        expressions_of: impl Fn(&str) -> Expressions,
+    ) -> Arc<Variables> {
+        self.compile_variables_with(vars, Some(&expressions_of))
+    }
+
+    fn compile_variables_with<'s>(
+        &self,
+        vars: impl IntoIterator<Item = (&'s str, &'s str)>,
+        expressions_of: Option<&dyn Fn(&str) -> Expressions>,
+    ) -> Arc<Variables> {
         let mut fields: Vec<(String, Type)> = Vec::new();
         let mut defs = Vec::new();
         for (name, src) in vars {
-            let env = self.extend().composited(fields.clone()).build();
+            let mut builder = self.extend();
+            if let Some(pick) = expressions_of {
+                builder = builder.expressions(pick(src));
+            }
+            let env = builder.composited(fields.clone()).build();
             let program = env.compile(src);
             let ty = match &program {
                 Ok(p) => variable_type(p.output_type()),

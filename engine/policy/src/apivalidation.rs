@@ -7,7 +7,7 @@ use std::fmt;
 
 use serde_json::Value;
 
-use celgate_cel::Env;
+use celgate_cel::{Compatibility, Env, Expressions};
 
 use crate::compile::{
     ExprError, base_environment, compile_checked, mutation_environment, result_types,
@@ -514,11 +514,89 @@ fn validate_param_kind(pk: &Value, path: &str, errs: &mut Errors) {
     }
 }
 
+/// Which environment each expression of a write compiles in (kube-apiserver's
+/// `preexistingExpressions`): an expression the old object already has compiles with the
+/// StoredExpressions environment, a new or changed one with NewExpressions at the compatibility
+/// version, so stored policies keep working across a rollback.
+#[derive(Debug, Default)]
+pub struct Environments<'a> {
+    compatibility: Compatibility,
+    match_conditions: HashSet<&'a str>,
+    validations: HashSet<&'a str>,
+    messages: HashSet<&'a str>,
+    audit_values: HashSet<&'a str>,
+    apply_configurations: HashSet<&'a str>,
+}
+
+impl<'a> Environments<'a> {
+    /// For a write of `old` (`None` or JSON null on create) at `compatibility`.
+    pub fn new(compatibility: Compatibility, old: Option<&'a Value>) -> Self {
+        let mut envs = Environments {
+            compatibility,
+            ..Default::default()
+        };
+        let Some(spec) = old.and_then(|o| o.get("spec")) else {
+            return envs;
+        };
+        let collect = |items: &'a [Value], field: &str, into: &mut HashSet<&'a str>| {
+            into.extend(items.iter().filter_map(|i| str_of(i, field)));
+        };
+        collect(
+            list_of(spec, "matchConditions"),
+            "expression",
+            &mut envs.match_conditions,
+        );
+        collect(
+            list_of(spec, "validations"),
+            "expression",
+            &mut envs.validations,
+        );
+        collect(
+            list_of(spec, "validations"),
+            "messageExpression",
+            &mut envs.messages,
+        );
+        collect(
+            list_of(spec, "auditAnnotations"),
+            "valueExpression",
+            &mut envs.audit_values,
+        );
+        // Upstream also collects the old jsonPatch expressions, but never looks them up.
+        let apply = list_of(spec, "mutations")
+            .iter()
+            .filter_map(|m| m.get("applyConfiguration"));
+        envs.apply_configurations
+            .extend(apply.filter_map(|a| str_of(a, "expression")));
+        envs
+    }
+
+    fn pick(&self, preexisting: &HashSet<&str>, expression: &str) -> Expressions {
+        if preexisting.contains(expression) {
+            Expressions::Stored
+        } else {
+            Expressions::New(self.compatibility)
+        }
+    }
+}
+
+/// `env` (built on the StoredExpressions libraries) with the libraries of `expressions`.
+fn with_libraries(env: &Env, expressions: Expressions) -> Env {
+    match expressions {
+        Expressions::Stored => env.clone(),
+        Expressions::New(_) => env.extend().expressions(expressions).build(),
+    }
+}
+
 fn expr_error(errs: &mut Errors, field: &str, expression: &str, e: ExprError) {
     errs.invalid(field, quote(expression), &e.to_string());
 }
 
-fn validate_match_conditions(spec: &Value, has_params: bool, errs: &mut Errors) {
+fn validate_match_conditions(
+    spec: &Value,
+    has_params: bool,
+    envs: &Environments<'_>,
+    errs: &mut Errors,
+) {
     let conditions = list_of(spec, "matchConditions");
     if conditions.len() > 64 {
         errs.push(
@@ -535,7 +613,11 @@ fn validate_match_conditions(spec: &Value, has_params: bool, errs: &mut Errors) 
         let expr = str_of(c, "expression").unwrap_or_default();
         if expr.trim().is_empty() {
             errs.required(&format!("{p}.expression"), "");
-        } else if let Err(e) = compile_checked(&env, expr.trim(), result_types::CONDITION) {
+        } else if let Err(e) = compile_checked(
+            &with_libraries(&env, envs.pick(&envs.match_conditions, expr)),
+            expr.trim(),
+            result_types::CONDITION,
+        ) {
             expr_error(errs, &format!("{p}.expression"), expr.trim(), e);
         }
         let name = str_of(c, "name").unwrap_or_default();
@@ -591,7 +673,12 @@ fn variables_of(spec: &Value) -> Vec<(&str, &str)> {
 
 /// Checks the variables' names and compiles their expressions in order (later expressions see
 /// the earlier ones). Returns the environment the policy's other expressions compile in.
-fn validate_variables(variables: &[(&str, &str)], has_params: bool, errs: &mut Errors) -> Env {
+fn validate_variables(
+    variables: &[(&str, &str)],
+    has_params: bool,
+    envs: &Environments<'_>,
+    errs: &mut Errors,
+) -> Env {
     for (i, (vname, expr)) in variables.iter().enumerate() {
         let p = format!("spec.variables[{i}]");
         if vname.trim().is_empty() {
@@ -611,8 +698,12 @@ fn validate_variables(variables: &[(&str, &str)], has_params: bool, errs: &mut E
         .iter()
         .enumerate()
         .filter(|(_, (_, e))| !e.trim().is_empty());
-    let compiled =
-        base_environment(has_params, true).compile_variables(declared.clone().map(|(_, v)| *v));
+    // As upstream, a variable counts as preexisting when a validation of the old object has
+    // the same expression.
+    let compiled = base_environment(has_params, true)
+        .compile_variables_in(declared.clone().map(|(_, v)| *v), |expr| {
+            envs.pick(&envs.validations, expr)
+        });
     for ((i, (_, expr)), (_, result)) in declared.zip(compiled.iter()) {
         if let Err(e) = result {
             errs.invalid(
@@ -626,7 +717,7 @@ fn validate_variables(variables: &[(&str, &str)], has_params: bool, errs: &mut E
 }
 
 /// Validates a ValidatingAdmissionPolicy as kube-apiserver would on create or update.
-pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
+pub fn validate_policy(obj: &Value, envs: &Environments<'_>) -> Vec<FieldError> {
     let mut errs = Errors(Vec::new());
     let spec = obj.get("spec").unwrap_or(&Value::Null);
     let name = obj
@@ -634,9 +725,9 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
         .and_then(|m| str_of(m, "name"))
         .unwrap_or_default();
     let has_params = validate_policy_head(spec, &mut errs);
-    validate_match_conditions(spec, has_params, &mut errs);
+    validate_match_conditions(spec, has_params, envs, &mut errs);
     let variables = variables_of(spec);
-    let env = &validate_variables(&variables, has_params, &mut errs);
+    let env = &validate_variables(&variables, has_params, envs, &mut errs);
     let message_env = base_environment(has_params, false)
         .compile_variables(
             variables
@@ -658,7 +749,11 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
         let expr = str_of(v, "expression").unwrap_or_default();
         if expr.trim().is_empty() {
             errs.required(&format!("{p}.expression"), "expression is not specified");
-        } else if let Err(e) = compile_checked(env, expr, result_types::CONDITION) {
+        } else if let Err(e) = compile_checked(
+            &with_libraries(env, envs.pick(&envs.validations, expr)),
+            expr,
+            result_types::CONDITION,
+        ) {
             expr_error(&mut errs, &format!("{p}.expression"), expr, e);
         }
         if let Some(me) = str_of(v, "messageExpression").filter(|m| !m.is_empty()) {
@@ -668,7 +763,11 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
                     quote(me),
                     "must be non-empty if specified",
                 );
-            } else if let Err(e) = compile_checked(&message_env, me, result_types::MESSAGE) {
+            } else if let Err(e) = compile_checked(
+                &with_libraries(&message_env, envs.pick(&envs.messages, me)),
+                me,
+                result_types::MESSAGE,
+            ) {
                 expr_error(&mut errs, &format!("{p}.messageExpression"), me, e);
             }
         }
@@ -728,7 +827,11 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
                 &format!("{p}.valueExpression"),
                 "must not exceed 5120 bytes in length",
             );
-        } else if let Err(e) = compile_checked(env, ve.trim(), result_types::AUDIT_VALUE) {
+        } else if let Err(e) = compile_checked(
+            &with_libraries(env, envs.pick(&envs.audit_values, ve)),
+            ve.trim(),
+            result_types::AUDIT_VALUE,
+        ) {
             expr_error(&mut errs, &format!("{p}.valueExpression"), ve, e);
         }
         if !keys.insert(key) {
@@ -848,22 +951,21 @@ fn validate_mutating_operations(m: &Value, path: &str, errs: &mut Errors) {
 }
 
 /// Validates a MutatingAdmissionPolicy as kube-apiserver would on create or update.
-pub fn validate_mutating_policy(obj: &Value) -> Vec<FieldError> {
+pub fn validate_mutating_policy(obj: &Value, envs: &Environments<'_>) -> Vec<FieldError> {
     let mut errs = Errors(Vec::new());
     let spec = obj.get("spec").unwrap_or(&Value::Null);
     let has_params = validate_policy_head(spec, &mut errs);
     if let Some(mc) = spec.get("matchConstraints").filter(|m| !m.is_null()) {
         validate_mutating_operations(mc, "spec.matchConstraints", &mut errs);
     }
-    validate_match_conditions(spec, has_params, &mut errs);
-    let env = validate_variables(&variables_of(spec), has_params, &mut errs);
+    validate_match_conditions(spec, has_params, envs, &mut errs);
+    let env = validate_variables(&variables_of(spec), has_params, envs, &mut errs);
     let mutations = list_of(spec, "mutations");
     if mutations.is_empty() {
         errs.required("spec.mutations", "mutations must contain at least one item");
     }
-    let env = mutation_environment(&env);
     for (i, m) in mutations.iter().enumerate() {
-        validate_mutation(m, &format!("spec.mutations[{i}]"), &env, &mut errs);
+        validate_mutation(m, &format!("spec.mutations[{i}]"), &env, envs, &mut errs);
     }
     match str_of(spec, "reinvocationPolicy").filter(|s| !s.is_empty()) {
         None => errs.required("spec.reinvocationPolicy", ""),
@@ -877,7 +979,7 @@ pub fn validate_mutating_policy(obj: &Value) -> Vec<FieldError> {
 
 /// One mutation: its patch type decides which expression field must be set, and what the
 /// expression must evaluate to.
-fn validate_mutation(m: &Value, path: &str, env: &Env, errs: &mut Errors) {
+fn validate_mutation(m: &Value, path: &str, env: &Env, envs: &Environments<'_>, errs: &mut Errors) {
     const APPLY: &str = "applyConfiguration";
     const PATCH: &str = "jsonPatch";
     let given = |key: &str| m.get(key).filter(|v| !v.is_null());
@@ -901,10 +1003,20 @@ fn validate_mutation(m: &Value, path: &str, env: &Env, errs: &mut Errors) {
         ),
         Some(expr) => {
             let p = format!("{path}.{field}.expression");
-            let src = str_of(expr, "expression").unwrap_or_default().trim();
+            let raw = str_of(expr, "expression").unwrap_or_default();
+            let src = raw.trim();
             if src.is_empty() {
                 errs.required(&p, "");
-            } else if let Err(e) = compile_checked(env, src, &want) {
+            } else if let Err(e) = {
+                // Upstream looks both patch types up among the old applyConfiguration
+                // expressions; so does celgate.
+                let libraries = envs.pick(&envs.apply_configurations, raw);
+                compile_checked(
+                    &mutation_environment(&with_libraries(env, libraries)),
+                    src,
+                    &want,
+                )
+            } {
                 expr_error(errs, &p, src, e);
             }
         }
@@ -951,8 +1063,48 @@ mod tests {
     }
 
     #[test]
+    fn new_expressions_get_the_libraries_of_the_compatibility_version_and_stored_ones_all() {
+        // ext.Lists (`sort`) arrived in 1.34.
+        let at_1_33 = Compatibility::new(33).expect("in range");
+        let mut spec = base();
+        spec["validations"] = json!([{"expression": "object.spec.template.spec.containers.map(c, c.name).sort().size() < 5",
+            "messageExpression": "'names: ' + object.spec.template.spec.containers.map(c, c.name).sort().join(', ')"}]);
+        spec["matchConditions"] = json!([{"name": "sorted",
+            "expression": "[2, 1].sort() == [1, 2]"}]);
+        let new = policy(spec);
+        let created = texts(&validate_policy(&new, &Environments::new(at_1_33, None)));
+        assert_eq!(created.len(), 3, "{created:#?}");
+        for (err, field) in created.iter().zip([
+            "spec.matchConditions[0].expression",
+            "spec.validations[0].expression",
+            "spec.validations[0].messageExpression",
+        ]) {
+            assert!(err.starts_with(field), "{err}");
+            assert!(err.contains("undeclared reference to 'sort'"), "{err}");
+        }
+        // The same expressions already stored: an update that keeps them is valid.
+        let updated = validate_policy(&new, &Environments::new(at_1_33, Some(&new)));
+        assert!(updated.is_empty(), "{:?}", texts(&updated));
+        // At the default compatibility version (1.35), new expressions may use the library.
+        assert!(validate_policy(&new, &Environments::default()).is_empty());
+        // A changed expression is new again.
+        let mut changed = new.clone();
+        changed["spec"]["validations"][0]["expression"] =
+            json!("object.spec.template.spec.containers.map(c, c.name).sort().size() < 6");
+        let errs = texts(&validate_policy(
+            &changed,
+            &Environments::new(at_1_33, Some(&new)),
+        ));
+        assert_eq!(errs.len(), 1, "{errs:#?}");
+        assert!(
+            errs[0].starts_with("spec.validations[0].expression"),
+            "{errs:#?}"
+        );
+    }
+
+    #[test]
     fn a_valid_policy_has_no_errors() {
-        assert!(validate_policy(&policy(base())).is_empty());
+        assert!(validate_policy(&policy(base()), &Environments::default()).is_empty());
     }
 
     #[test]
@@ -963,7 +1115,7 @@ mod tests {
             {"expression": "1 + 1"},
             {"expression": "true", "messageExpression": "object.metadata.name"},
         ]);
-        let errs = texts(&validate_policy(&policy(spec)));
+        let errs = texts(&validate_policy(&policy(spec), &Environments::default()));
         assert!(errs[0].starts_with("spec.validations[0].expression: Invalid value: \"object.spec.replicas <\": compilation failed: ERROR: <input>:1:"), "{errs:?}");
         assert_eq!(
             errs[1],
@@ -983,7 +1135,7 @@ mod tests {
             {"expression": "request.uid == ''"},
             {"expression": "namespaceObject.metadata.labels['env'] == 'prod'"},
         ]);
-        let errs = texts(&validate_policy(&policy(spec)));
+        let errs = texts(&validate_policy(&policy(spec), &Environments::default()));
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert!(errs[0].starts_with("spec.validations[1].expression: Invalid value: \"request.uid == ''\": compilation failed: ERROR: <input>:1:8: undefined field 'uid'"), "{errs:?}");
     }
@@ -995,7 +1147,7 @@ mod tests {
             json!([{"expression": "true", "message": "a\nb", "reason": "Unauthorized"}]);
         spec["matchConstraints"]["resourceRules"][0]["operations"] = json!(["*", "CREATE"]);
         spec["variables"] = json!([{"name": "in", "expression": "1"}]);
-        let errs = texts(&validate_policy(&policy(spec)));
+        let errs = texts(&validate_policy(&policy(spec), &Environments::default()));
         assert_eq!(
             errs,
             vec![
@@ -1023,7 +1175,7 @@ mod tests {
             {"patchType": "JSONPatch", "jsonPatch": {"expression":
                 "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b'), value: 'x'}]"}},
         ]));
-        assert!(validate_mutating_policy(&valid).is_empty());
+        assert!(validate_mutating_policy(&valid, &Environments::default()).is_empty());
         let invalid = mutating(json!([
             {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object.spec{}"}},
             {"patchType": "JSONPatch", "jsonPatch": {"expression": "JSONPatch{op: 'add'}"}},
@@ -1031,7 +1183,10 @@ mod tests {
             {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "object"}},
         ]));
         assert_eq!(
-            texts(&validate_mutating_policy(&invalid)),
+            texts(&validate_mutating_policy(
+                &invalid,
+                &Environments::default()
+            )),
             vec![
                 "spec.mutations[0].applyConfiguration.expression: Invalid value: \"Object.spec{}\": must evaluate to Object but got Object.spec",
                 "spec.mutations[1].jsonPatch.expression: Invalid value: \"JSONPatch{op: 'add'}\": must evaluate to list(JSONPatch) but got JSONPatch",
@@ -1053,7 +1208,7 @@ mod tests {
         p["spec"]["matchConstraints"]["resourceRules"][0]["operations"] = json!(["DELETE"]);
         p["spec"]["variables"] = json!([{"name": "o", "expression": "Object{}"}]);
         assert_eq!(
-            texts(&validate_mutating_policy(&p)),
+            texts(&validate_mutating_policy(&p, &Environments::default())),
             vec![
                 "spec.matchConstraints.resourceRules.operations: Unsupported value: \"DELETE\": supported values: \"*\", \"CONNECT\", \"CREATE\", \"UPDATE\"",
                 "spec.variables[0].expression: Invalid value: \"Object{}\": compilation failed: ERROR: <input>:1:7: undeclared reference to 'Object' (in container '')\n | Object{}\n | ......^",
@@ -1070,7 +1225,7 @@ mod tests {
             .as_object_mut()
             .map(|o| o.remove("reinvocationPolicy"));
         assert_eq!(
-            texts(&validate_mutating_policy(&none)),
+            texts(&validate_mutating_policy(&none, &Environments::default())),
             vec![
                 "spec.mutations: Required value: mutations must contain at least one item",
                 "spec.reinvocationPolicy: Required value",
