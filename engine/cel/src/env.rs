@@ -216,16 +216,18 @@ impl Env {
             composited: &inner.composited,
             container: &inner.container,
         };
-        let (root, slots) = plan::plan(&parsed.expr, checked.as_ref(), &env).map_err(|m| {
-            CompileError::new(
-                src,
-                vec![Issue {
-                    line: -1,
-                    column: -1,
-                    message: m,
-                }],
-            )
-        })?;
+        let (root, slots) =
+            plan::plan(&parsed.expr, checked.as_ref(), &env).map_err(|e| match e {
+                plan::PlanError::Program(m) => CompileError::program(src, m),
+                e @ plan::PlanError::Malformed(_) => CompileError::new(
+                    src,
+                    vec![Issue {
+                        line: -1,
+                        column: -1,
+                        message: e.to_string(),
+                    }],
+                ),
+            })?;
         Ok(Program {
             source: src.to_string(),
             root,

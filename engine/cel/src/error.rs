@@ -14,11 +14,13 @@ pub struct Issue {
     pub message: String,
 }
 
-/// A failed compilation: the parser's or checker's issues.
+/// A failed compilation: the parser's or checker's issues, or (see
+/// [`is_program`](Self::is_program)) a failure to plan the checked expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompileError {
     source: String,
     issues: Vec<Issue>,
+    program: Option<String>,
 }
 
 impl CompileError {
@@ -28,7 +30,25 @@ impl CompileError {
         Self {
             source: source.to_string(),
             issues,
+            program: None,
         }
+    }
+
+    /// The expression checked but cannot be planned: a constant sub-expression cel-go folds
+    /// when building the program failed (e.g. `uint('1.5')`). Kubernetes reports these as
+    /// `program instantiation failed: <message>`.
+    pub(crate) fn program(source: &str, message: String) -> Self {
+        Self {
+            source: source.to_string(),
+            issues: Vec::new(),
+            program: Some(message),
+        }
+    }
+
+    /// True when checking passed but building the program failed; the error then displays
+    /// as cel-go's `Program()` error text alone.
+    pub fn is_program(&self) -> bool {
+        self.program.is_some()
     }
 
     /// The issues, sorted by position.
@@ -39,6 +59,9 @@ impl CompileError {
 
 impl fmt::Display for CompileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(m) = &self.program {
+            return f.write_str(m);
+        }
         for (n, issue) in self.issues.iter().enumerate() {
             if n > 0 {
                 f.write_str("\n")?;

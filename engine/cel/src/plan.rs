@@ -7,9 +7,12 @@ use std::sync::Arc;
 
 use regex::Regex;
 
+use crate::activation::Activation;
 use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
 use crate::check::{Checked, Ref, candidate_names, type_ident};
+use crate::cost::Budget;
 use crate::error::EvalError;
+use crate::eval::Ctx;
 use crate::libs::{CostFn, ImplFn, Kind, Registry, regex as re};
 use crate::types::Type;
 use crate::value::{List, Str, TypeName, Value};
@@ -36,7 +39,11 @@ pub(crate) enum Node {
     /// when `opt` is empty.
     OptOr(Box<[Node; 2]>, bool),
     Eq(Box<[Node; 2]>, bool),
-    In(Box<[Node; 2]>),
+    /// `x in c`; `true` when the checker resolved the list overload alone (cel-go then charges
+    /// the list's size; a dynamically dispatched `in` costs 1).
+    In(Box<[Node; 2]>, bool),
+    /// `x in [constants]`: cel-go's set-membership optimisation, free of call cost.
+    SetIn(Box<(Node, Box<[Value<'static>]>)>),
     Call(Box<Call>),
     /// A `matches` call with a literal pattern: target, compiled pattern, pattern length.
     Matches(Box<(Node, Regex, u64)>),
@@ -53,6 +60,9 @@ pub(crate) struct Call {
     pub function: Arc<str>,
     pub candidates: Box<[Candidate]>,
     pub args: Box<[Node]>,
+    /// The checker left more than one overload (or none was checked): cel-go then has no
+    /// overload id and charges by function name only (see [`Call::cost`]).
+    pub dynamic: bool,
 }
 
 /// One overload a call may dispatch to.
@@ -92,7 +102,92 @@ pub(crate) enum LoopKind {
     },
     OptMap(Node),
     OptFlatMap(Node),
-    SortBy(Node),
+    /// The key, and whether the checker resolved `@sortByAssociatedKeys`' overload (a typed
+    /// key), which cel-go then charges O(n²).
+    SortBy(Node, bool),
+}
+
+/// Why an expression cannot be planned.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlanError {
+    /// The syntax tree has a shape the parser never produces.
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+    /// A constant expression folded at plan time failed (cel-go's `Program()` error).
+    #[error("{0}")]
+    Program(String),
+}
+
+/// cel-go's standard type conversions: with a constant argument they are folded when planning.
+const CONVERSIONS: &[&str] = &[
+    "bool",
+    "bytes",
+    "double",
+    "duration",
+    "dyn",
+    "int",
+    "string",
+    "timestamp",
+    "type",
+    "uint",
+];
+
+/// Functions cel-go charges by overload id (its default cost switch and the extension
+/// libraries' trackers): a dynamically dispatched call has no overload id and costs 1.
+const COSTED_BY_OVERLOAD: &[&str] = &[
+    "startsWith",
+    "endsWith",
+    "bytes",
+    "string",
+    "strings.quote",
+    "format",
+    "_<_",
+    "_<=_",
+    "_>_",
+    "_>=_",
+    "_+_",
+    "matches",
+    "contains",
+    "slice",
+    "flatten",
+    "lists.range",
+    "reverse",
+    "distinct",
+    "sort",
+    "sets.contains",
+    "sets.intersects",
+    "sets.equivalent",
+];
+
+impl Call {
+    /// The one overload the checker resolved, if so.
+    pub fn single(&self) -> Option<&Candidate> {
+        match &*self.candidates {
+            [c] if !self.dynamic => Some(c),
+            _ => None,
+        }
+    }
+
+    /// cel-go's cost of this call dispatched to `cand` (`None`: no overload applied).
+    pub fn cost(&self, cand: Option<&Candidate>, args: &[Value<'_>], out: &Value<'_>) -> u64 {
+        match cand {
+            Some(c) if !self.dynamic || !COSTED_BY_OVERLOAD.contains(&&*self.function) => {
+                (c.cost)(args, out)
+            }
+            _ => 1,
+        }
+    }
+}
+
+/// Evaluates a node made of constants once: its value, or the failure it evaluates to.
+fn fold(node: &Node) -> Node {
+    let act = Activation::new();
+    let mut budget = Budget::default();
+    let mut ctx = Ctx::new(&act, &mut budget, 0);
+    match ctx.eval(node) {
+        Ok(v) => Node::Const(v),
+        Err(e) => Node::Fail(e),
+    }
 }
 
 /// What the planner needs from the environment.
@@ -108,7 +203,7 @@ pub(crate) fn plan(
     expr: &Expr,
     checked: Option<&Checked>,
     env: &PlanEnv<'_>,
-) -> Result<(Node, usize), String> {
+) -> Result<(Node, usize), PlanError> {
     let mut p = Planner {
         env,
         checked,
@@ -157,7 +252,7 @@ impl Planner<'_, '_> {
             .find(|c| self.env.variables.contains_key(c))
     }
 
-    fn plan(&mut self, e: &Expr) -> Result<Node, String> {
+    fn plan(&mut self, e: &Expr) -> Result<Node, PlanError> {
         Ok(match &e.kind {
             ExprKind::Literal(l) => Node::Const(literal(l)),
             ExprKind::Ident(name) => self.plan_ident(e.id, name),
@@ -208,7 +303,16 @@ impl Planner<'_, '_> {
                 for en in entries {
                     out.push((self.plan(&en.key)?, self.plan(&en.value)?, en.optional));
                 }
-                Node::Map(out.into_boxed_slice())
+                let node = Node::Map(out.into_boxed_slice());
+                if let Node::Map(entries) = &node
+                    && entries
+                        .iter()
+                        .all(|(k, v, _)| matches!((k, v), (Node::Const(_), Node::Const(_))))
+                {
+                    // cel-go builds a map literal of constants once, when planning.
+                    return Ok(fold(&node));
+                }
+                node
             }
             ExprKind::Struct { type_name, .. } => {
                 Node::Fail(EvalError::msg(format!("unknown type '{type_name}'")))
@@ -236,7 +340,7 @@ impl Planner<'_, '_> {
     }
 
     /// `a.b.c` naming a declared variable, or `variables.<name>`.
-    fn plan_qualified(&mut self, e: &Expr) -> Result<Option<Node>, String> {
+    fn plan_qualified(&mut self, e: &Expr) -> Result<Option<Node>, PlanError> {
         let ExprKind::Select { operand, field, .. } = &e.kind else {
             return Ok(None);
         };
@@ -274,7 +378,7 @@ impl Planner<'_, '_> {
         target: Option<&Expr>,
         name: &str,
         args: &[Expr],
-    ) -> Result<Node, String> {
+    ) -> Result<Node, PlanError> {
         // Resolve the function: the checker's answer, else the same rules at plan time.
         let (fname, overloads, qualified) = match self.reference(id) {
             Some(Ref::Function {
@@ -297,7 +401,7 @@ impl Planner<'_, '_> {
             ("_||_", 2) => return Ok(Node::Or(Box::new(two(nodes)?))),
             ("_==_", 2) => return Ok(Node::Eq(Box::new(two(nodes)?), false)),
             ("_!=_", 2) => return Ok(Node::Eq(Box::new(two(nodes)?), true)),
-            ("@in", 2) => return Ok(Node::In(Box::new(two(nodes)?))),
+            ("@in", 2) => return self.plan_in(&fname, overloads.as_deref(), nodes),
             ("_[_]", 2) => return Ok(Node::Index(Box::new(two(nodes)?))),
             ("_[?_]", 2) => return Ok(Node::OptIndex(Box::new(two(nodes)?))),
             ("or", 2) if member => return Ok(Node::OptOr(Box::new(two(nodes)?), false)),
@@ -305,7 +409,7 @@ impl Planner<'_, '_> {
             ("_?_:_", 3) => {
                 let mut it = nodes.into_iter();
                 let (Some(c), Some(t), Some(f)) = (it.next(), it.next(), it.next()) else {
-                    return Err("malformed conditional".into());
+                    return Err(PlanError::Malformed("conditional"));
                 };
                 return Ok(Node::Cond(Box::new([c, t, f])));
             }
@@ -319,7 +423,7 @@ impl Planner<'_, '_> {
                     if let Some(t) = it.next() {
                         return Ok(Node::Matches(Box::new((t, regex, len))));
                     }
-                    return Err("malformed call".into());
+                    return Err(PlanError::Malformed("call"));
                 }
             }
             _ => {}
@@ -347,11 +451,61 @@ impl Planner<'_, '_> {
         if candidates.is_empty() {
             return Ok(Node::Fail(EvalError::UnboundFunction(fname)));
         }
-        Ok(Node::Call(Box::new(Call {
+        let call = Node::Call(Box::new(Call {
             function: Arc::from(fname.as_str()),
             candidates: candidates.into_boxed_slice(),
+            dynamic: overloads.as_ref().is_none_or(|o| o.len() != 1),
             args: nodes.into_boxed_slice(),
-        })))
+        }));
+        // cel-go's OptOptimize: a type conversion of a constant is computed once, when
+        // planning; if it fails, so does the program.
+        if CONVERSIONS.contains(&fname.as_str())
+            && let Node::Call(c) = &call
+            && let [Node::Const(_)] = &*c.args
+        {
+            return match fold(&call) {
+                Node::Fail(e) => Err(PlanError::Program(e.to_string())),
+                folded => Ok(folded),
+            };
+        }
+        Ok(call)
+    }
+
+    /// `x in c`. Against a constant list of primitive values (with the list overload resolved)
+    /// cel-go plans a set-membership test, free of call cost; against an empty one, `false`.
+    fn plan_in(
+        &self,
+        fname: &str,
+        overloads: Option<&[usize]>,
+        nodes: Vec<Node>,
+    ) -> Result<Node, PlanError> {
+        let in_list = match (self.env.registry.get(fname), overloads) {
+            (Some(f), Some([i])) => f
+                .overloads
+                .get(*i)
+                .is_some_and(|o| matches!(o.params.get(1), Some(Type::List(_)))),
+            _ => false,
+        };
+        let [needle, hay] = two(nodes)?;
+        if in_list && let Node::Const(Value::List(l)) = &hay {
+            if l.is_empty() {
+                return Ok(Node::Const(Value::Bool(false)));
+            }
+            let items: Vec<Value<'static>> = l.iter().collect();
+            if items.iter().all(|v| {
+                matches!(
+                    v,
+                    Value::Bool(_)
+                        | Value::Int(_)
+                        | Value::Uint(_)
+                        | Value::Double(_)
+                        | Value::String(_)
+                )
+            }) {
+                return Ok(Node::SetIn(Box::new((needle, items.into_boxed_slice()))));
+            }
+        }
+        Ok(Node::In(Box::new([needle, hay]), in_list))
     }
 
     fn resolve_function(
@@ -380,7 +534,7 @@ impl Planner<'_, '_> {
         (name.to_string(), None, false)
     }
 
-    fn plan_loop(&mut self, c: &Comprehension) -> Result<Node, String> {
+    fn plan_loop(&mut self, c: &Comprehension) -> Result<Node, PlanError> {
         let range = self.plan(&c.range)?;
         let depth = self.scopes.len();
         let slot = self.slots;
@@ -417,7 +571,13 @@ impl Planner<'_, '_> {
             },
             MacroKind::OptMap(t) => LoopKind::OptMap(self.plan(t)?),
             MacroKind::OptFlatMap(t) => LoopKind::OptFlatMap(self.plan(t)?),
-            MacroKind::SortBy(k) => LoopKind::SortBy(self.plan(k)?),
+            MacroKind::SortBy(k) => {
+                let typed = self
+                    .checked
+                    .and_then(|c| c.types.get(&k.id))
+                    .is_some_and(|t| !matches!(t, Type::Dyn | Type::Error | Type::Param(_)));
+                LoopKind::SortBy(self.plan(k)?, typed)
+            }
         };
         self.scopes.truncate(depth);
         Ok(Node::Comprehension(Box::new(Loop {
@@ -437,11 +597,11 @@ fn type_value(name: &str) -> Node {
     Node::Const(Value::Type(TypeName(n.into())))
 }
 
-fn two(nodes: Vec<Node>) -> Result<[Node; 2], String> {
+fn two(nodes: Vec<Node>) -> Result<[Node; 2], PlanError> {
     let mut it = nodes.into_iter();
     match (it.next(), it.next()) {
         (Some(a), Some(b)) => Ok([a, b]),
-        _ => Err("malformed call".into()),
+        _ => Err(PlanError::Malformed("call")),
     }
 }
 

@@ -187,8 +187,14 @@ fn evaluate(env: &celgate_cel::Env, corpus: &Corpus, case: &Case) -> Outcome {
         let program = match env.compile(&case.expr) {
             Ok(p) => p,
             Err(e) => {
+                // The oracle prefixes cel-go's `Program()` errors with `program: `.
+                let text = if e.is_program() {
+                    format!("program: {e}")
+                } else {
+                    e.to_string()
+                };
                 return Outcome {
-                    compile_error: Some(e.to_string()),
+                    compile_error: Some(text),
                     ..Outcome::default()
                 };
             }

@@ -24,6 +24,8 @@ pub enum ErrorType {
     Duplicate,
     /// `Too many`
     TooMany,
+    /// `Internal error` (e.g. a CEL program that cannot be built)
+    Internal,
 }
 
 impl ErrorType {
@@ -36,6 +38,7 @@ impl ErrorType {
             ErrorType::NotSupported => "Unsupported value",
             ErrorType::Duplicate => "Duplicate value",
             ErrorType::TooMany => "Too many",
+            ErrorType::Internal => "Internal error",
         }
     }
 
@@ -48,6 +51,7 @@ impl ErrorType {
             ErrorType::NotSupported => "FieldValueNotSupported",
             ErrorType::Duplicate => "FieldValueDuplicate",
             ErrorType::TooMany => "FieldValueTooMany",
+            ErrorType::Internal => "InternalError",
         }
     }
 }
@@ -511,7 +515,12 @@ fn validate_param_kind(pk: &Value, path: &str, errs: &mut Errors) {
 }
 
 fn expr_error(errs: &mut Errors, field: &str, expression: &str, e: ExprError) {
-    errs.invalid(field, quote(expression), &e.to_string());
+    match e {
+        // kube-apiserver reports a program it cannot build as an internal error, without
+        // the value.
+        ExprError::Program(_) => errs.push(field, ErrorType::Internal, None, &e.to_string()),
+        e => errs.invalid(field, quote(expression), &e.to_string()),
+    }
 }
 
 fn validate_match_conditions(spec: &Value, has_params: bool, errs: &mut Errors) {
@@ -617,11 +626,13 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
         .filter(|(_, (_, e))| !e.trim().is_empty());
     for (_, result) in compiled.iter() {
         if let (Some((i, (_, expr))), Err(e)) = (declared.next(), result) {
-            errs.invalid(
-                &format!("spec.variables[{i}].expression"),
-                quote(expr),
-                &format!("compilation failed: {e}"),
-            );
+            let field = format!("spec.variables[{i}].expression");
+            if e.is_program() {
+                let detail = format!("program instantiation failed: {e}");
+                errs.push(&field, ErrorType::Internal, None, &detail);
+            } else {
+                errs.invalid(&field, quote(expr), &format!("compilation failed: {e}"));
+            }
         }
     }
     let env = compiled.env();

@@ -87,7 +87,7 @@ fn cost_flatten(args: &[Value<'_>], _: &Value<'_>) -> u64 {
 }
 
 /// O(n²) over the receiver, a little more for strings and bytes.
-fn cost_self_compare(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+pub(crate) fn cost_self_compare(args: &[Value<'_>], _: &Value<'_>) -> u64 {
     let Some(Value::List(l)) = args.first() else {
         return allocating(2.0, 0);
     };
