@@ -315,9 +315,14 @@ impl<'r, 'a> Ctx<'r, 'a> {
     fn call(&mut self, call: &Call) -> Result<Value<'a>, EvalError> {
         let mut args: Vec<Value<'a>> = Vec::with_capacity(call.args.len());
         let mut failed: Option<EvalError> = None;
-        for a in call.args.iter() {
+        // cel-go evaluates every argument of a unary or binary call and charges the call even
+        // when one failed; a call with more arguments stops at the first failure, and is
+        // charged only if that was the last argument (the cost tracker needs them all).
+        let variadic = call.args.len() > 2;
+        for (i, a) in call.args.iter().enumerate() {
             match self.eval_soft(a)? {
                 Ok(v) => args.push(v),
+                Err(e) if variadic && i + 1 < call.args.len() => return Err(e),
                 Err(e) => {
                     failed.get_or_insert(e);
                     // Stands for the error in the cost formula (cel-go sizes an error as 1).
@@ -345,9 +350,18 @@ impl<'r, 'a> Ctx<'r, 'a> {
         };
         // Charge before calling, so a call that would exceed the limit (say, a huge string
         // concatenation) never runs; a cost that depends on the result is topped up after.
-        let before = call.cost(Some(cand), &args, &Value::Null);
+        // The result is not known yet: charge as for an empty one (size 0).
+        let before = call.cost(Some(cand), &args, &Value::String(Str::Borrowed("")));
         self.charge(before)?;
-        let out = (cand.imp)(&args)?;
+        let out = match (cand.imp)(&args) {
+            Ok(out) => out,
+            Err(e) => {
+                // cel-go sizes an error result as 1.
+                let after = call.cost(Some(cand), &args, &Value::Null);
+                self.charge(after.saturating_sub(before))?;
+                return Err(e);
+            }
+        };
         self.charge(call.cost(Some(cand), &args, &out).saturating_sub(before))?;
         Ok(out)
     }
@@ -507,7 +521,9 @@ impl<'r, 'a> Ctx<'r, 'a> {
         let cond_cost = if any { 3 } else { 2 };
         let mut accu: Result<bool, EvalError> = Ok(!any);
         for item in items {
-            self.charge(cond_cost)?;
+            for _ in 0..cond_cost {
+                self.charge(1)?;
+            }
             if matches!(accu, Ok(b) if b == any) {
                 break;
             }
@@ -539,7 +555,8 @@ impl<'r, 'a> Ctx<'r, 'a> {
             self.bind(l, item)?;
             match self.eval(pred) {
                 Ok(Value::Bool(true)) => {
-                    self.charge(2)?;
+                    self.charge(1)?;
+                    self.charge(1)?;
                     accu = accu.map(|n| n.saturating_add(1));
                 }
                 Ok(Value::Bool(false)) => {}
@@ -548,7 +565,8 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 Err(e) => accu = Err(e),
             }
         }
-        self.charge(2)?;
+        self.charge(1)?;
+        self.charge(1)?;
         accu.map(|n| Value::Bool(n == 1))
     }
 
@@ -610,7 +628,8 @@ impl<'r, 'a> Ctx<'r, 'a> {
     }
 
     /// `transformMap` (step `cel.@mapInsert(@result, k, t)`: 3 + t) and `transformMapEntry`
-    /// (`cel.@mapInsert(@result, t)`: 2 + t).
+    /// (`cel.@mapInsert(@result, t)`: 2 + t). A filter that fails, or a failed step, makes the
+    /// accumulator an error.
     fn transform_map(
         &mut self,
         l: &Loop,
@@ -630,7 +649,14 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 }
                 Some(Ok(())) => {}
             }
-            self.charge(if entry { 1 } else { 2 })?;
+            self.charge(SELECT_COST)?;
+            if !entry {
+                // The three-argument insert stops at a failed accumulator, uncharged.
+                if accu.is_err() {
+                    continue;
+                }
+                self.charge(SELECT_COST)?;
+            }
             let v = self.eval_soft(transform)?;
             self.charge(1)?;
             let Ok(out) = &mut accu else {
@@ -688,7 +714,8 @@ impl<'r, 'a> Ctx<'r, 'a> {
         key: &Node,
         tracked: bool,
     ) -> Result<Value<'a>, EvalError> {
-        self.charge(2)?;
+        self.charge(1)?;
+        self.charge(1)?;
         let Value::List(list) = range else {
             return Err(EvalError::NoSuchOverload);
         };

@@ -102,8 +102,9 @@ pub(crate) enum LoopKind {
     },
     OptMap(Node),
     OptFlatMap(Node),
-    /// The key, and whether the checker resolved `@sortByAssociatedKeys`' overload (a typed
-    /// key), which cel-go then charges O(n²).
+    /// The key, and whether the checker resolved `@sortByAssociatedKeys`' overload (the key
+    /// is not `dyn`; a type parameter binds to the first overload), which cel-go then charges
+    /// O(n²).
     SortBy(Node, bool),
 }
 
@@ -402,8 +403,8 @@ impl Planner<'_, '_> {
             ("_==_", 2) => return Ok(Node::Eq(Box::new(two(nodes)?), false)),
             ("_!=_", 2) => return Ok(Node::Eq(Box::new(two(nodes)?), true)),
             ("@in", 2) => return self.plan_in(&fname, overloads.as_deref(), nodes),
-            ("_[_]", 2) => return Ok(Node::Index(Box::new(two(nodes)?))),
-            ("_[?_]", 2) => return Ok(Node::OptIndex(Box::new(two(nodes)?))),
+            ("_[_]", 2) => return Ok(Node::Index(Box::new(qualifier(nodes)?))),
+            ("_[?_]", 2) => return Ok(Node::OptIndex(Box::new(qualifier(nodes)?))),
             ("or", 2) if member => return Ok(Node::OptOr(Box::new(two(nodes)?), false)),
             ("orValue", 2) if member => return Ok(Node::OptOr(Box::new(two(nodes)?), true)),
             ("_?_:_", 3) => {
@@ -413,7 +414,7 @@ impl Planner<'_, '_> {
                 };
                 return Ok(Node::Cond(Box::new([c, t, f])));
             }
-            ("matches", 2) => {
+            ("matches", 2) if member => {
                 // A literal pattern is compiled once; an invalid one fails at evaluation.
                 if let Some(Node::Const(Value::String(p))) = nodes.get(1)
                     && let Ok(regex) = re::compile(p)
@@ -575,7 +576,7 @@ impl Planner<'_, '_> {
                 let typed = self
                     .checked
                     .and_then(|c| c.types.get(&k.id))
-                    .is_some_and(|t| !matches!(t, Type::Dyn | Type::Error | Type::Param(_)));
+                    .is_some_and(|t| !matches!(t, Type::Dyn | Type::Error));
                 LoopKind::SortBy(self.plan(k)?, typed)
             }
         };
@@ -603,6 +604,21 @@ fn two(nodes: Vec<Node>) -> Result<[Node; 2], PlanError> {
         (Some(a), Some(b)) => Ok([a, b]),
         _ => Err(PlanError::Malformed("call")),
     }
+}
+
+/// The operands of an index: cel-go turns a constant key into a qualifier when planning, and
+/// fails the program for a constant that cannot be one.
+fn qualifier(nodes: Vec<Node>) -> Result<[Node; 2], PlanError> {
+    let invalid = match nodes.get(1) {
+        Some(Node::Const(Value::Null)) => Some("types.Null"),
+        Some(Node::Const(Value::Timestamp(_))) => Some("types.Timestamp"),
+        Some(Node::Const(Value::Duration(_))) => Some("types.Duration"),
+        _ => None,
+    };
+    if let Some(t) = invalid {
+        return Err(PlanError::Program(format!("invalid qualifier type: {t}")));
+    }
+    two(nodes)
 }
 
 /// A list literal of constants becomes one constant.
