@@ -181,30 +181,31 @@ impl<'r, 'a> Ctx<'r, 'a> {
         Ok(Value::Optional(found.map(Arc::new)))
     }
 
-    fn has(&mut self, op: &Node, field: &str) -> Result<Value<'a>, EvalError> {
+    fn has(&mut self, op: &Node, field: &Arc<str>) -> Result<Value<'a>, EvalError> {
         // The presence test is a qualifier (1); observing it is free in Kubernetes
-        // (`PresenceTestHasCost(false)`).
-        match self.resolve(op)? {
-            Value::Optional(None) => Ok(Value::Bool(false)),
-            Value::Optional(Some(inner)) => match &*inner {
-                Value::Map(m) => {
-                    let present = m.contains_str(field);
-                    if present {
-                        self.charge(SELECT_COST)?;
-                    }
-                    Ok(Value::Bool(present))
+        // (`PresenceTestHasCost(false)`). On an optional it is charged only when present.
+        let (v, optional) = match self.resolve(op)? {
+            Value::Optional(None) => return Ok(Value::Bool(false)),
+            Value::Optional(Some(inner)) => ((*inner).clone(), true),
+            v => (v, false),
+        };
+        let present = match &v {
+            Value::Map(m) => m.contains_str(field),
+            // A field name is not a list index.
+            Value::List(_) => {
+                let key = Value::String(Str::Shared(field.clone()));
+                if !optional {
+                    self.charge(SELECT_COST)?;
                 }
-                _ => Err(EvalError::NoSuchOverload),
-            },
-            Value::Map(m) => {
-                self.charge(SELECT_COST)?;
-                Ok(Value::Bool(m.contains_str(field)))
+                return lookup(&v, &key).map(|_| Value::Bool(false));
             }
-            _ => {
-                self.charge(SELECT_COST)?;
-                Err(EvalError::NoSuchOverload)
-            }
+            // Other values have no fields: cel-go answers false.
+            _ => false,
+        };
+        if present || !optional {
+            self.charge(SELECT_COST)?;
         }
+        Ok(Value::Bool(present))
     }
 
     fn index(&mut self, args: &[Node; 2], optional: bool) -> Result<Value<'a>, EvalError> {
