@@ -61,8 +61,10 @@ pub(crate) struct Call {
     pub candidates: Box<[Candidate]>,
     pub args: Box<[Node]>,
     /// The checker left more than one overload (or none was checked): cel-go then has no
-    /// overload id and charges by function name only (see [`Call::cost`]).
+    /// overload id and charges by function name only.
     pub dynamic: bool,
+    /// Dynamic, and a function cel-go charges by overload id: every call costs 1.
+    pub unit_cost: bool,
 }
 
 /// One overload a call may dispatch to.
@@ -172,9 +174,7 @@ impl Call {
     /// cel-go's cost of this call dispatched to `cand` (`None`: no overload applied).
     pub fn cost(&self, cand: Option<&Candidate>, args: &[Value<'_>], out: &Value<'_>) -> u64 {
         match cand {
-            Some(c) if !self.dynamic || !COSTED_BY_OVERLOAD.contains(&&*self.function) => {
-                (c.cost)(args, out)
-            }
+            Some(c) if !self.unit_cost => (c.cost)(args, out),
             _ => 1,
         }
     }
@@ -304,12 +304,11 @@ impl Planner<'_, '_> {
                 for en in entries {
                     out.push((self.plan(&en.key)?, self.plan(&en.value)?, en.optional));
                 }
+                let constant = out
+                    .iter()
+                    .all(|(k, v, _)| matches!((k, v), (Node::Const(_), Node::Const(_))));
                 let node = Node::Map(out.into_boxed_slice());
-                if let Node::Map(entries) = &node
-                    && entries
-                        .iter()
-                        .all(|(k, v, _)| matches!((k, v), (Node::Const(_), Node::Const(_))))
-                {
+                if constant {
                     // cel-go builds a map literal of constants once, when planning.
                     return Ok(fold(&node));
                 }
@@ -452,10 +451,12 @@ impl Planner<'_, '_> {
         if candidates.is_empty() {
             return Ok(Node::Fail(EvalError::UnboundFunction(fname)));
         }
+        let dynamic = overloads.as_ref().is_none_or(|o| o.len() != 1);
         let call = Node::Call(Box::new(Call {
             function: Arc::from(fname.as_str()),
             candidates: candidates.into_boxed_slice(),
-            dynamic: overloads.as_ref().is_none_or(|o| o.len() != 1),
+            dynamic,
+            unit_cost: dynamic && COSTED_BY_OVERLOAD.contains(&fname.as_str()),
             args: nodes.into_boxed_slice(),
         }));
         // cel-go's OptOptimize: a type conversion of a constant is computed once, when
