@@ -159,6 +159,11 @@ impl<'r, 'a> Ctx<'r, 'a> {
             Value::Map(m) => m
                 .get_str(field)
                 .ok_or_else(|| EvalError::NoSuchKey(field.to_string())),
+            // A field name is not a list index.
+            Value::List(_) => {
+                lookup(&v, &Value::String(Str::Shared(field.clone())))?;
+                Err(EvalError::NoSuchKey(field.to_string()))
+            }
             _ => Err(EvalError::NoSuchKey(field.to_string())),
         }
     }
