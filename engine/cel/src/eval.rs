@@ -860,3 +860,53 @@ fn display_key(v: &Value<'_>) -> String {
         other => other.type_name().to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::libs::testing::{eval, eval_cost};
+    use crate::{Env, Type};
+
+    /// Costs cel-go v0.26.0 reports with Kubernetes' program options.
+    #[test]
+    fn costs_follow_cel_go_planned_programs() {
+        let cases: &[(&str, u64)] = &[
+            // Constant conversions and literals are folded when planning.
+            ("dyn(1) + dyn(2)", 1),
+            ("int('5') + dyn(1)", 1),
+            ("duration('1h') + duration('1m') > duration('60m')", 2),
+            ("2 in [1, 2, 3]", 0),
+            // Qualifiers cost 1 each, observing a relative attribute 1 more.
+            ("[1, 2][0]", 2),
+            ("has([{'a': 1}][0].a)", 2),
+            // Calls are charged even when an argument failed; list literals too.
+            ("(1 / 0) + 1 == 2", 3),
+            ("[1, 2, 1 / 0].filter(x, false)", 11),
+            // Macros cost what their expansions cost.
+            ("[1, 2, 3].all(x, x == 1)", 13),
+            ("[1, 2].exists(x, true)", 8),
+            ("[1].exists_one(x, true)", 4),
+            ("[1].map(x, x)", 14),
+            ("[].map(x, x)", 1),
+            ("[1].filter(x, false)", 1),
+            ("[1, 2].transformMap(i, v, v / 0)", 7),
+            ("[3, 1, 2].sortBy(x, -x)", 74),
+            // `or`/`orValue` are free special forms.
+            ("optional.of(1).orValue(2)", 1),
+            ("optional.none().optMap(o, o + 1)", 3),
+        ];
+        for (src, want) in cases {
+            assert_eq!(eval_cost(src), *want, "{src}: {}", eval(src));
+        }
+    }
+
+    #[test]
+    fn a_failing_constant_conversion_fails_the_program() {
+        let env = Env::kubernetes().variable("x", Type::Dyn).build();
+        let e = env.compile("uint('1.5')").err();
+        assert!(e.as_ref().is_some_and(|e| e.is_program()), "{e:?}");
+        assert_eq!(
+            e.map(|e| e.to_string()).unwrap_or_default(),
+            "type conversion error from 'string' to 'uint'"
+        );
+    }
+}

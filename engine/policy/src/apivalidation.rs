@@ -856,6 +856,19 @@ mod tests {
     }
 
     #[test]
+    fn a_program_that_cannot_be_built_is_an_internal_error() {
+        let mut spec = base();
+        spec["validations"] = json!([{"expression": "uint('1.5') > 0u"}]);
+        let errs = texts(&validate_policy(&policy(spec)));
+        assert_eq!(
+            errs,
+            [
+                "spec.validations[0].expression: Internal error: program instantiation failed: type conversion error from 'string' to 'uint'"
+            ]
+        );
+    }
+
+    #[test]
     fn request_and_namespace_object_are_typed() {
         let mut spec = base();
         spec["validations"] = json!([
