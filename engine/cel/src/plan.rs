@@ -414,7 +414,7 @@ impl Planner<'_, '_> {
                 return Ok(Node::Cond(Box::new([c, t, f])));
             }
             ("matches", 2) if member => {
-                // A literal pattern is compiled once; an invalid one fails at evaluation.
+                // A literal pattern is compiled once.
                 if let Some(Node::Const(Value::String(p))) = nodes.get(1)
                     && let Ok(regex) = re::compile(p)
                 {
@@ -427,6 +427,14 @@ impl Planner<'_, '_> {
                 }
             }
             _ => {}
+        }
+        // cel-go's (and Kubernetes') regex optimisations compile a constant pattern when
+        // planning: an invalid one fails the program.
+        if matches!(fname.as_str(), "matches" | "find" | "findAll")
+            && let Some(Node::Const(Value::String(p))) = nodes.get(1)
+            && let Err(e) = re::compile(p)
+        {
+            return Err(PlanError::Program(e.to_string()));
         }
         let Some(function) = self.env.registry.get(&fname) else {
             return Ok(Node::Fail(EvalError::UnboundFunction(fname)));
