@@ -1,6 +1,10 @@
 //! The evaluator: walks a planned tree over an activation, charging cel-go's runtime cost as it
-//! goes. Each node kind has its own small function so that stack frames stay small even in
-//! unoptimised builds (deep expressions recurse once per nesting level).
+//! goes, step by step as cel-go's cost observer sees its planned program: variables with their
+//! field and index qualifiers are attributes (1 per qualifier, 1 to observe the whole), calls
+//! are charged even when an argument failed (errors are values in cel-go), and macros cost what
+//! their comprehension expansions cost. Each node kind has its own small function so that stack
+//! frames stay small even in unoptimised builds (deep expressions recurse once per nesting
+//! level).
 
 use std::sync::Arc;
 

@@ -1,6 +1,10 @@
 //! The planner: turns a (checked) syntax tree into an evaluation tree once per expression.
 //! Variables are resolved to activation names or comprehension slots, calls to the overloads
 //! the checker allowed, literal regular expressions are compiled, and macros become loops.
+//! As Kubernetes plans with cel-go's `OptOptimize`, constant list and map literals and type
+//! conversions of constants are computed here, and `x in [constants]` becomes a set-membership
+//! test; these then cost nothing at evaluation. A constant that fails to compute (a conversion
+//! or a regex pattern) fails the program, as `Program()` fails in cel-go.
 
 use std::collections::HashMap;
 use std::sync::Arc;
