@@ -488,7 +488,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                     m.keys().into_iter().map(|k| (k, Value::Null)).collect()
                 }
             }
-            _ => return Err(EvalError::NoSuchOverload),
+            other => return Err(not_iterable(other, l.slot2.is_some())),
         };
         match &l.kind {
             LoopKind::All(p) => self.quantifier(l, &items, p, false),
@@ -792,6 +792,29 @@ fn insert_transformed<'a>(
         insert(out, &k, val)?;
     }
     Ok(())
+}
+
+/// cel-go's error for a comprehension over a value that is neither a list nor a map.
+fn not_iterable(v: &Value<'_>, two_vars: bool) -> EvalError {
+    let go_type = match v {
+        Value::Null => "types.Null",
+        Value::Bool(_) => "types.Bool",
+        Value::Int(_) => "types.Int",
+        Value::Uint(_) => "types.Uint",
+        Value::Double(_) => "types.Double",
+        Value::String(_) => "types.String",
+        Value::Bytes(_) => "types.Bytes",
+        Value::Timestamp(_) => "types.Timestamp",
+        Value::Duration(_) => "types.Duration",
+        Value::Type(_) => "*types.Type",
+        Value::Optional(_) => "*types.Optional",
+        _ => return EvalError::NoSuchOverload,
+    };
+    EvalError::msg(if two_vars {
+        format!("unsupported comprehension range type: {go_type}")
+    } else {
+        format!("got '{go_type}', expected iterable type")
+    })
 }
 
 /// What observing an attribute costs: 1, except for a conditional's.
