@@ -6,7 +6,7 @@ use std::sync::{Arc, LazyLock, OnceLock};
 use crate::activation::Activation;
 use crate::check::{self, Decls};
 use crate::cost::Budget;
-use crate::error::{CompileError, EvalError};
+use crate::error::{CompileError, EvalError, Issue};
 use crate::eval::Ctx;
 use crate::libs::{self as libs, Library, Registry};
 use crate::parse;
@@ -275,8 +275,18 @@ impl Env {
             container: &inner.container,
             types: inner.types.as_deref(),
         };
-        let (root, slots) = plan::plan(&parsed.expr, checked.as_ref(), &env)
-            .map_err(|m| CompileError::program(src, m))?;
+        let (root, slots) =
+            plan::plan(&parsed.expr, checked.as_ref(), &env).map_err(|e| match e {
+                plan::PlanError::Program(m) => CompileError::program(src, m),
+                e @ plan::PlanError::Malformed(_) => CompileError::new(
+                    src,
+                    vec![Issue {
+                        line: -1,
+                        column: -1,
+                        message: e.to_string(),
+                    }],
+                ),
+            })?;
         Ok(Program {
             source: src.to_string(),
             root,

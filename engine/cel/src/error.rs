@@ -14,13 +14,13 @@ pub struct Issue {
     pub message: String,
 }
 
-/// A failed compilation: the parser's or checker's issues, or a checked expression that cannot
-/// be planned (cel-go's `Program()` errors, such as an invalid constant regular expression).
+/// A failed compilation: the parser's or checker's issues, or (see
+/// [`is_program`](Self::is_program)) a failure to plan the checked expression.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CompileError {
     source: String,
     issues: Vec<Issue>,
-    program: bool,
+    program: Option<String>,
 }
 
 impl CompileError {
@@ -30,27 +30,25 @@ impl CompileError {
         Self {
             source: source.to_string(),
             issues,
-            program: false,
+            program: None,
         }
     }
 
-    /// A checked expression that cannot be planned; displays as `message` alone, as cel-go's
-    /// `Program()` error does (Kubernetes reports it as `program instantiation failed: …`).
+    /// The expression checked but cannot be planned: a constant sub-expression cel-go folds
+    /// when building the program failed (e.g. `uint('1.5')`). Kubernetes reports these as
+    /// `program instantiation failed: <message>`.
     pub(crate) fn program(source: &str, message: String) -> Self {
         Self {
             source: source.to_string(),
-            issues: vec![Issue {
-                line: -1,
-                column: -1,
-                message,
-            }],
-            program: true,
+            issues: Vec::new(),
+            program: Some(message),
         }
     }
 
-    /// Whether planning failed (cel-go's `Program()` error) rather than parsing or checking.
-    pub fn is_program_error(&self) -> bool {
-        self.program
+    /// True when checking passed but building the program failed; the error then displays
+    /// as cel-go's `Program()` error text alone.
+    pub fn is_program(&self) -> bool {
+        self.program.is_some()
     }
 
     /// The issues, sorted by position.
@@ -61,9 +59,8 @@ impl CompileError {
 
 impl fmt::Display for CompileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.program {
-            let messages: Vec<&str> = self.issues.iter().map(|i| i.message.as_str()).collect();
-            return f.write_str(&messages.join("\n"));
+        if let Some(m) = &self.program {
+            return f.write_str(m);
         }
         for (n, issue) in self.issues.iter().enumerate() {
             if n > 0 {

@@ -1,6 +1,10 @@
 //! The evaluator: walks a planned tree over an activation, charging cel-go's runtime cost as it
-//! goes. Each node kind has its own small function so that stack frames stay small even in
-//! unoptimised builds (deep expressions recurse once per nesting level).
+//! goes, step by step as cel-go's cost observer sees its planned program: variables with their
+//! field and index qualifiers are attributes (1 per qualifier, 1 to observe the whole), calls
+//! are charged even when an argument failed (errors are values in cel-go), and macros cost what
+//! their comprehension expansions cost. Each node kind has its own small function so that stack
+//! frames stay small even in unoptimised builds (deep expressions recurse once per nesting
+//! level).
 
 use std::sync::Arc;
 
@@ -12,7 +16,7 @@ use crate::error::EvalError;
 use crate::libs::{actual_size, traversal_cost};
 use crate::plan::{Call, Loop, LoopKind, Node, StructNode};
 use crate::structs::StructValue;
-use crate::value::{Key, List, Map, OwnedMap, Value};
+use crate::value::{Key, List, Map, OwnedMap, Str, Value};
 
 /// Evaluation state for one call of a program.
 pub(crate) struct Ctx<'r, 'a> {
@@ -21,6 +25,9 @@ pub(crate) struct Ctx<'r, 'a> {
     locals: Vec<Value<'a>>,
     cost: u64,
     iterations: u64,
+    /// Comprehension variables whose first read still owes a cost (`optMap`'s lazily bound
+    /// value), by slot.
+    pending: Vec<(usize, u64)>,
 }
 
 impl<'r, 'a> Ctx<'r, 'a> {
@@ -31,6 +38,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
             locals: vec![Value::Null; slots],
             cost: 0,
             iterations: 0,
+            pending: Vec::new(),
         }
     }
 
@@ -67,23 +75,27 @@ impl<'r, 'a> Ctx<'r, 'a> {
     pub fn eval(&mut self, n: &Node) -> Result<Value<'a>, EvalError> {
         match n {
             Node::Const(v) => Ok(v.clone()),
-            Node::Global(name) => self.global(name),
-            Node::Local(slot) => {
-                self.charge(SELECT_COST)?;
-                Ok(self.locals.get(*slot).cloned().unwrap_or(Value::Null))
+            Node::Global(_)
+            | Node::Local(_)
+            | Node::Composited(_)
+            | Node::Select(..)
+            | Node::OptSelect(..)
+            | Node::Index(_)
+            | Node::OptIndex(_)
+            | Node::Cond(_) => {
+                // An attribute: its qualifiers cost 1 each, and observing the whole costs 1
+                // more unless it is a conditional.
+                let r = self.resolve(n);
+                self.charge(observe_cost(n))?;
+                r
             }
-            Node::Composited(i) => self.composited(*i),
-            Node::Select(op, field) => self.select(op, field),
             Node::Has(op, field) => self.has(op, field),
-            Node::OptSelect(op, field) => self.opt_select(op, field),
-            Node::Index(args) => self.index(args, false),
-            Node::OptIndex(args) => self.index(args, true),
             Node::And(args) => self.and(args),
             Node::Or(args) => self.or(args),
-            Node::Cond(args) => self.cond(args),
             Node::OptOr(args, or_value) => self.opt_or(args, *or_value),
             Node::Eq(args, negate) => self.equals(args, *negate),
-            Node::In(args) => self.in_op(args),
+            Node::In(args, list_cost) => self.in_op(args, *list_cost),
+            Node::SetIn(s) => self.set_in(s),
             Node::Call(call) => self.call(call),
             Node::Matches(m) => self.matches(m),
             Node::List(items, optional) => self.list(items, optional),
@@ -94,84 +106,148 @@ impl<'r, 'a> Ctx<'r, 'a> {
         }
     }
 
-    fn global(&mut self, name: &str) -> Result<Value<'a>, EvalError> {
-        self.charge(SELECT_COST)?;
-        self.act
-            .get(name)
-            .cloned()
-            .ok_or_else(|| EvalError::NoSuchAttribute(name.to_string()))
+    /// Evaluates `n`, keeping a non-fatal error as a value (cel-go evaluates, and charges, the
+    /// other arguments of a call even when one of them failed).
+    fn eval_soft(&mut self, n: &Node) -> Result<Result<Value<'a>, EvalError>, EvalError> {
+        match self.eval(n) {
+            Err(e) if e.is_fatal() => Err(e),
+            r => Ok(r),
+        }
     }
 
-    fn composited(&mut self, i: usize) -> Result<Value<'a>, EvalError> {
-        self.charge(2 * SELECT_COST)?;
-        self.act.composited(i, self.budget)
+    /// Resolves an attribute (a variable and its qualifiers) without the cost of observing it;
+    /// any other node is evaluated.
+    fn resolve(&mut self, n: &Node) -> Result<Value<'a>, EvalError> {
+        match n {
+            Node::Global(name) => self
+                .act
+                .get(name)
+                .cloned()
+                .ok_or_else(|| EvalError::NoSuchAttribute(name.to_string())),
+            Node::Local(slot) => {
+                if let Some(i) = self.pending.iter().position(|(s, _)| s == slot) {
+                    let (_, c) = self.pending.swap_remove(i);
+                    self.charge(c)?;
+                }
+                Ok(self.locals.get(*slot).cloned().unwrap_or(Value::Null))
+            }
+            Node::Composited(i) => {
+                self.charge(SELECT_COST)?;
+                self.act.composited(*i, self.budget)
+            }
+            Node::Select(op, field) => {
+                let v = self.resolve(op)?;
+                self.select(v, field)
+            }
+            Node::OptSelect(op, field) => {
+                let v = self.resolve(op)?;
+                self.qualify_if_present(v, &Value::String(Str::Shared(field.clone())))
+            }
+            Node::Index(args) => self.index(args, false),
+            Node::OptIndex(args) => self.index(args, true),
+            Node::Cond(args) => {
+                let [c, t, f] = &**args;
+                match self.eval(c)? {
+                    Value::Bool(true) => self.resolve(t),
+                    Value::Bool(false) => self.resolve(f),
+                    _ => Err(EvalError::NoSuchOverload),
+                }
+            }
+            other => self.eval(other),
+        }
     }
 
-    fn select(&mut self, op: &Node, field: &str) -> Result<Value<'a>, EvalError> {
-        let v = self.eval(op)?;
+    /// `v.field` (a qualifier costing 1, even when it fails).
+    fn select(&mut self, v: Value<'a>, field: &Arc<str>) -> Result<Value<'a>, EvalError> {
+        if let Value::Optional(_) = v {
+            return self.qualify_if_present(v, &Value::String(Str::Shared(field.clone())));
+        }
         self.charge(SELECT_COST)?;
         match v {
             Value::Map(m) => m
                 .get_str(field)
                 .ok_or_else(|| EvalError::NoSuchKey(field.to_string())),
             Value::Struct(s) => s.select(field),
-            Value::Optional(o) => Ok(Value::Optional(match o {
-                Some(inner) => match &*inner {
-                    Value::Map(m) => m.get_str(field).map(Arc::new),
-                    Value::Struct(s) => Some(Arc::new(s.select(field)?)),
-                    _ => return Err(EvalError::NoSuchKey(field.to_string())),
-                },
-                None => None,
-            })),
+            // A field name is not a list index.
+            Value::List(_) => {
+                lookup(&v, &Value::String(Str::Shared(field.clone())))?;
+                Err(EvalError::NoSuchKey(field.to_string()))
+            }
             _ => Err(EvalError::NoSuchKey(field.to_string())),
         }
     }
 
-    fn has(&mut self, op: &Node, field: &str) -> Result<Value<'a>, EvalError> {
-        match self.eval(op)? {
-            Value::Map(m) => Ok(Value::Bool(m.contains_str(field))),
-            Value::Struct(s) => Ok(Value::Bool(s.is_set(field)?)),
-            Value::Optional(Some(inner)) => match &*inner {
-                Value::Map(m) => Ok(Value::Bool(m.contains_str(field))),
-                Value::Struct(s) => Ok(Value::Bool(s.is_set(field)?)),
-                _ => Err(EvalError::NoSuchOverload),
-            },
-            Value::Optional(None) => Ok(Value::Bool(false)),
-            _ => Err(EvalError::NoSuchOverload),
+    /// An optional qualification: charged only when the key is present.
+    fn qualify_if_present(
+        &mut self,
+        v: Value<'a>,
+        key: &Value<'_>,
+    ) -> Result<Value<'a>, EvalError> {
+        let container = match v {
+            Value::Optional(None) => return Ok(Value::Optional(None)),
+            Value::Optional(Some(inner)) => (*inner).clone(),
+            other => other,
+        };
+        let found = match (&container, key) {
+            (Value::Struct(s), Value::String(field)) => s.opt_select(field)?,
+            _ => lookup(&container, key)?,
+        };
+        if found.is_some() {
+            self.charge(SELECT_COST)?;
         }
+        Ok(Value::Optional(found.map(Arc::new)))
     }
 
-    fn opt_select(&mut self, op: &Node, field: &str) -> Result<Value<'a>, EvalError> {
-        let v = self.eval(op)?;
-        self.charge(SELECT_COST)?;
-        let m = match &v {
-            Value::Map(m) => m,
-            Value::Optional(None) => return Ok(Value::Optional(None)),
-            Value::Optional(Some(inner)) => match &**inner {
-                Value::Map(m) => return Ok(Value::Optional(m.get_str(field).map(Arc::new))),
-                Value::Struct(s) => return Ok(Value::Optional(s.opt_select(field)?.map(Arc::new))),
-                _ => return Err(EvalError::NoSuchOverload),
-            },
-            Value::Struct(s) => return Ok(Value::Optional(s.opt_select(field)?.map(Arc::new))),
-            _ => return Err(EvalError::NoSuchOverload),
+    fn has(&mut self, op: &Node, field: &Arc<str>) -> Result<Value<'a>, EvalError> {
+        // The presence test is a qualifier (1); observing it is free in Kubernetes
+        // (`PresenceTestHasCost(false)`). On an optional it is charged only when present.
+        let (v, optional) = match self.resolve(op)? {
+            Value::Optional(None) => return Ok(Value::Bool(false)),
+            Value::Optional(Some(inner)) => ((*inner).clone(), true),
+            v => (v, false),
         };
-        Ok(Value::Optional(m.get_str(field).map(Arc::new)))
+        let present = match &v {
+            Value::Map(m) => m.contains_str(field),
+            Value::Struct(s) => s.is_set(field)?,
+            // A field name is not a list index.
+            Value::List(_) => {
+                let key = Value::String(Str::Shared(field.clone()));
+                if !optional {
+                    self.charge(SELECT_COST)?;
+                }
+                return lookup(&v, &key).map(|_| Value::Bool(false));
+            }
+            // Other values have no fields: cel-go answers false.
+            _ => false,
+        };
+        if present || !optional {
+            self.charge(SELECT_COST)?;
+        }
+        Ok(Value::Bool(present))
     }
 
     fn index(&mut self, args: &[Node; 2], optional: bool) -> Result<Value<'a>, EvalError> {
         let [a, b] = args;
-        let container = self.eval(a)?;
-        let key = self.eval(b)?;
-        self.charge(SELECT_COST)?;
-        let (container, optional) = match container {
-            Value::Optional(None) => return Ok(Value::Optional(None)),
-            Value::Optional(Some(inner)) => ((*inner).clone(), true),
-            other => (other, optional),
-        };
-        let found = lookup(&container, &key)?;
-        if optional {
-            return Ok(Value::Optional(found.map(Arc::new)));
+        let container = self.resolve(a)?;
+        if let Value::Optional(None) = container {
+            return Ok(container);
         }
+        let optional = optional || matches!(container, Value::Optional(_));
+        // A constant key is a qualifier; a computed one is resolved (an attribute) or
+        // evaluated, then qualifies: 1 either way, not charged for an absent optional key.
+        let key = match b {
+            Node::Const(v) => Ok(v.clone()),
+            _ => match self.resolve(b) {
+                Err(e) if e.is_fatal() => return Err(e),
+                r => r,
+            },
+        };
+        if optional {
+            return self.qualify_if_present(container, &key?);
+        }
+        self.charge(SELECT_COST)?;
+        let key = key?;
+        let found = lookup(&container, &key)?;
         found.ok_or_else(|| match container {
             Value::List(_) => EvalError::IndexOutOfBounds(display_key(&key)),
             _ => EvalError::NoSuchKey(display_key(&key)),
@@ -214,71 +290,74 @@ impl<'r, 'a> Ctx<'r, 'a> {
         }
     }
 
-    fn cond(&mut self, args: &[Node; 3]) -> Result<Value<'a>, EvalError> {
-        let [c, t, f] = args;
-        match self.eval(c)? {
-            Value::Bool(true) => self.eval(t),
-            Value::Bool(false) => self.eval(f),
-            _ => Err(EvalError::NoSuchOverload),
-        }
-    }
-
+    /// `opt.or(other)` and `opt.orValue(v)`: cel-go plans them as free special forms that
+    /// evaluate the alternative only when `opt` is empty, and pass a non-optional `opt` through.
     fn opt_or(&mut self, args: &[Node; 2], or_value: bool) -> Result<Value<'a>, EvalError> {
         let [opt, alt] = args;
-        let v = self.eval(opt)?;
-        self.charge(1)?;
-        match v {
+        match self.eval(opt)? {
             Value::Optional(Some(inner)) if or_value => Ok((*inner).clone()),
-            Value::Optional(Some(_)) => Ok(v),
-            Value::Optional(None) => {
-                let alt = self.eval(alt)?;
-                match alt {
-                    Value::Optional(_) => Ok(alt),
-                    _ if or_value => Ok(alt),
-                    _ => Err(EvalError::NoSuchOverload),
-                }
-            }
-            _ => Err(EvalError::NoSuchOverload),
+            Value::Optional(None) => self.eval(alt),
+            v => Ok(v),
         }
     }
 
     fn equals(&mut self, args: &[Node; 2], negate: bool) -> Result<Value<'a>, EvalError> {
         let [a, b] = args;
-        let l = self.eval(a)?;
-        let r = self.eval(b)?;
-        self.charge(traversal_cost(actual_size(&l).min(actual_size(&r))))?;
-        Ok(Value::Bool(l.equals(&r) != negate))
+        let l = self.eval_soft(a)?;
+        let r = self.eval_soft(b)?;
+        self.charge(traversal_cost(soft_size(&l).min(soft_size(&r))))?;
+        Ok(Value::Bool(l?.equals(&r?) != negate))
     }
 
-    fn in_op(&mut self, args: &[Node; 2]) -> Result<Value<'a>, EvalError> {
+    fn in_op(&mut self, args: &[Node; 2], list_cost: bool) -> Result<Value<'a>, EvalError> {
         let [a, b] = args;
-        let needle = self.eval(a)?;
-        let hay = self.eval(b)?;
+        let needle = self.eval_soft(a)?;
+        let hay = self.eval_soft(b)?;
+        self.charge(if list_cost { soft_size(&hay) } else { 1 })?;
+        let (needle, hay) = (needle?, hay?);
         match &hay {
-            Value::List(l) => {
-                self.charge(l.len() as u64)?;
-                Ok(Value::Bool(l.iter().any(|v| v.equals(&needle))))
-            }
-            Value::Map(m) => {
-                self.charge(1)?;
-                match m.get(&needle) {
-                    Ok(found) => Ok(Value::Bool(found.is_some())),
-                    Err(_) => Ok(Value::Bool(false)),
-                }
-            }
+            Value::List(l) => Ok(Value::Bool(l.iter().any(|v| v.equals(&needle)))),
+            Value::Map(m) => match m.get(&needle) {
+                Ok(found) => Ok(Value::Bool(found.is_some())),
+                Err(_) => Ok(Value::Bool(false)),
+            },
             _ => Err(EvalError::NoSuchOverload),
         }
     }
 
+    fn set_in(&mut self, s: &(Node, Box<[Value<'static>]>)) -> Result<Value<'a>, EvalError> {
+        let (needle, set) = s;
+        let v = self.eval(needle)?;
+        Ok(Value::Bool(set.iter().any(|x| x.equals(&v))))
+    }
+
     fn call(&mut self, call: &Call) -> Result<Value<'a>, EvalError> {
         let mut args: Vec<Value<'a>> = Vec::with_capacity(call.args.len());
-        for a in call.args.iter() {
-            args.push(self.eval(a)?);
+        let mut failed: Option<EvalError> = None;
+        // cel-go evaluates every argument of a unary or binary call and charges the call even
+        // when one failed; a call with more arguments stops at the first failure, and is
+        // charged only if that was the last argument (the cost tracker needs them all).
+        let variadic = call.args.len() > 2;
+        for (i, a) in call.args.iter().enumerate() {
+            match self.eval_soft(a)? {
+                Ok(v) => args.push(v),
+                Err(e) if variadic && i + 1 < call.args.len() => return Err(e),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                    // Stands for the error in the cost formula (cel-go sizes an error as 1).
+                    args.push(Value::Null);
+                }
+            }
+        }
+        if let Some(e) = failed {
+            self.charge(call.cost(call.single(), &args, &Value::Null))?;
+            return Err(e);
         }
         let cand = call.candidates.iter().find(|c| {
             c.kinds.len() == args.len() && c.kinds.iter().zip(&args).all(|(k, v)| k.matches(v))
         });
         let Some(cand) = cand else {
+            self.charge(call.cost(call.single(), &args, &Value::Null))?;
             return Err(EvalError::NoMatchingOverload {
                 function: call.function.to_string(),
                 args: args
@@ -290,23 +369,42 @@ impl<'r, 'a> Ctx<'r, 'a> {
         };
         // Charge before calling, so a call that would exceed the limit (say, a huge string
         // concatenation) never runs; a cost that depends on the result is topped up after.
-        let before = (cand.cost)(&args, &Value::Null);
+        // The result is not known yet: charge as for an empty one (size 0).
+        let before = call.cost(Some(cand), &args, &Value::String(Str::Borrowed("")));
         self.charge(before)?;
-        let out = (cand.imp)(&args)?;
-        self.charge((cand.cost)(&args, &out).saturating_sub(before))?;
+        let out = match (cand.imp)(&args) {
+            Ok(out) => out,
+            Err(e) => {
+                // cel-go sizes an error result as 1.
+                let after = call.cost(Some(cand), &args, &Value::Null);
+                self.charge(after.saturating_sub(before))?;
+                return Err(e);
+            }
+        };
+        self.charge(call.cost(Some(cand), &args, &out).saturating_sub(before))?;
         Ok(out)
     }
 
     fn matches(&mut self, m: &(Node, regex::Regex, u64)) -> Result<Value<'a>, EvalError> {
         let (target, re, len) = m;
-        let t = self.eval(target)?;
-        let out = crate::libs::regex::matches_compiled(re, &t)?;
-        let cost = traversal_cost(1 + actual_size(&t)).saturating_mul(len.div_ceil(4));
+        let t = self.eval_soft(target)?;
+        let cost = traversal_cost(1 + soft_size(&t)).saturating_mul(len.div_ceil(4));
         self.charge(cost)?;
-        Ok(out)
+        crate::libs::regex::matches_compiled(re, &t?)
     }
 
+    /// A list literal: elements are evaluated until one fails; building it costs 10 either way.
     fn list(&mut self, items: &[Node], optional: &[bool]) -> Result<Value<'a>, EvalError> {
+        let r = self.list_items(items, optional);
+        self.charge(LIST_CREATE_COST)?;
+        Ok(Value::List(List::from_vec(r?)))
+    }
+
+    fn list_items(
+        &mut self,
+        items: &[Node],
+        optional: &[bool],
+    ) -> Result<Vec<Value<'a>>, EvalError> {
         let mut out = Vec::with_capacity(items.len());
         for (i, n) in items.iter().enumerate() {
             let v = self.eval(n)?;
@@ -325,11 +423,17 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 out.push(v);
             }
         }
-        self.charge(LIST_CREATE_COST)?;
-        Ok(Value::List(List::from_vec(out)))
+        Ok(out)
     }
 
+    /// A map literal: entries are evaluated until one fails; building it costs 30 either way.
     fn map(&mut self, entries: &[(Node, Node, bool)]) -> Result<Value<'a>, EvalError> {
+        let r = self.map_entries(entries);
+        self.charge(MAP_CREATE_COST)?;
+        Ok(Value::Map(Map::Owned(Arc::new(r?))))
+    }
+
+    fn map_entries(&mut self, entries: &[(Node, Node, bool)]) -> Result<OwnedMap<'a>, EvalError> {
         let mut out = OwnedMap::with_capacity(entries.len());
         for (k, v, optional) in entries {
             let key = self.eval(k)?;
@@ -357,8 +461,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 )));
             }
         }
-        self.charge(MAP_CREATE_COST)?;
-        Ok(Value::Map(Map::Owned(Arc::new(out))))
+        Ok(out)
     }
 
     /// A message literal: optional fields given `optional.none()` are left out; the type
@@ -394,13 +497,20 @@ impl<'r, 'a> Ctx<'r, 'a> {
         ))))
     }
 
+    /// A macro, charged as cel-go charges the comprehension it expands to (the accumulator's
+    /// initial value is a constant, free; every read of the accumulator costs 1).
     fn comprehension(&mut self, l: &Loop) -> Result<Value<'a>, EvalError> {
-        let range = self.eval(&l.range)?;
+        let start = self.cost;
+        let range = self.eval(&l.range);
         match &l.kind {
-            LoopKind::OptMap(t) | LoopKind::OptFlatMap(t) => return self.opt_map(l, range, t),
-            LoopKind::SortBy(k) => return self.sort_by(l, range, k),
+            LoopKind::OptMap(t) | LoopKind::OptFlatMap(t) => {
+                let range_cost = self.cost - start;
+                return self.opt_map(l, range, range_cost, t);
+            }
+            LoopKind::SortBy(k, tracked) => return self.sort_by(l, range?, k, *tracked),
             _ => {}
         }
+        let range = range?;
         let items: Vec<(Value<'a>, Value<'a>)> = match &range {
             Value::List(list) => list
                 .iter()
@@ -420,7 +530,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                     m.keys().into_iter().map(|k| (k, Value::Null)).collect()
                 }
             }
-            _ => return Err(EvalError::NoSuchOverload),
+            other => return Err(not_iterable(other, l.slot2.is_some())),
         };
         match &l.kind {
             LoopKind::All(p) => self.quantifier(l, &items, p, false),
@@ -435,7 +545,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
             LoopKind::TransformMapEntry { filter, transform } => {
                 self.transform_map(l, &items, filter.as_ref(), transform, true)
             }
-            LoopKind::OptMap(_) | LoopKind::OptFlatMap(_) | LoopKind::SortBy(_) => {
+            LoopKind::OptMap(_) | LoopKind::OptFlatMap(_) | LoopKind::SortBy(..) => {
                 Err(EvalError::NoSuchOverload)
             }
         }
@@ -450,7 +560,9 @@ impl<'r, 'a> Ctx<'r, 'a> {
         Ok(())
     }
 
-    /// `all` (`exists` when `any`): false (true) short-circuits; otherwise the first error wins.
+    /// `all` (`exists` when `any`): each iteration checks `@not_strictly_false(@result)`
+    /// (`… (!@result)`: 2, resp. 3) and stops once the accumulator is false (true); the step
+    /// `@result && p` (`||`) reads the accumulator (1) and evaluates `p`.
     fn quantifier(
         &mut self,
         l: &Loop,
@@ -458,67 +570,77 @@ impl<'r, 'a> Ctx<'r, 'a> {
         pred: &Node,
         any: bool,
     ) -> Result<Value<'a>, EvalError> {
-        // cel-go's loop condition `@not_strictly_false(@result)` (or `!@result`) and the
-        // accumulator reads cost 3 (4) per iteration.
-        let per_iter = if any { 4 } else { 3 };
-        let mut err: Option<EvalError> = None;
+        let cond_cost = if any { 3 } else { 2 };
+        let mut accu: Result<bool, EvalError> = Ok(!any);
         for item in items {
-            self.bind(l, item)?;
-            self.charge(per_iter)?;
-            match self.eval(pred) {
-                Ok(Value::Bool(b)) if b == any => {
-                    self.charge(SELECT_COST)?;
-                    return Ok(Value::Bool(any));
-                }
-                Ok(Value::Bool(_)) => {}
-                Ok(_) => {
-                    err.get_or_insert(EvalError::NoSuchOverload);
-                }
-                Err(e) if e.is_fatal() => return Err(e),
-                Err(e) => {
-                    err.get_or_insert(e);
-                }
+            for _ in 0..cond_cost {
+                self.charge(1)?;
             }
+            if matches!(accu, Ok(b) if b == any) {
+                break;
+            }
+            self.bind(l, item)?;
+            self.charge(SELECT_COST)?;
+            accu = match (accu, self.eval(pred)) {
+                (_, Err(e)) if e.is_fatal() => return Err(e),
+                (_, Ok(Value::Bool(b))) if b == any => Ok(any),
+                (Err(e), _) => Err(e),
+                (Ok(_), Ok(Value::Bool(b))) => Ok(b),
+                (Ok(_), Ok(_)) => Err(EvalError::NoSuchOverload),
+                (Ok(_), Err(e)) => Err(e),
+            };
         }
         self.charge(SELECT_COST)?;
-        match err {
-            Some(e) => Err(e),
-            None => Ok(Value::Bool(!any)),
-        }
+        accu.map(Value::Bool)
     }
 
+    /// `exists_one`: the step `p ? @result + 1 : @result` costs 2 when `p` holds; the result
+    /// `@result == 1` costs 2.
     fn exists_one(
         &mut self,
         l: &Loop,
         items: &[(Value<'a>, Value<'a>)],
         pred: &Node,
     ) -> Result<Value<'a>, EvalError> {
-        let mut count = 0i64;
+        let mut accu: Result<i64, EvalError> = Ok(0);
         for item in items {
             self.bind(l, item)?;
-            match self.eval(pred)? {
-                Value::Bool(true) => {
-                    self.charge(2)?;
-                    count += 1;
+            match self.eval(pred) {
+                Ok(Value::Bool(true)) => {
+                    self.charge(1)?;
+                    self.charge(1)?;
+                    accu = accu.map(|n| n.saturating_add(1));
                 }
-                Value::Bool(false) => self.charge(SELECT_COST)?,
-                _ => return Err(EvalError::NoSuchOverload),
+                Ok(Value::Bool(false)) => {}
+                Ok(_) => accu = Err(EvalError::NoSuchOverload),
+                Err(e) if e.is_fatal() => return Err(e),
+                Err(e) => accu = Err(e),
             }
         }
-        self.charge(2)?;
-        Ok(Value::Bool(count == 1))
+        self.charge(1)?;
+        self.charge(1)?;
+        accu.map(|n| Value::Bool(n == 1))
     }
 
-    fn filter_passes(&mut self, filter: Option<&Node>) -> Result<bool, EvalError> {
-        match filter {
-            None => Ok(true),
-            Some(f) => match self.eval(f)? {
-                Value::Bool(b) => Ok(b),
-                _ => Err(EvalError::NoSuchOverload),
-            },
-        }
+    /// The filter of a macro: `Ok(None)` to skip the element, `Ok(Some(Err))` when the filter
+    /// failed (the accumulator becomes that error).
+    fn filter_passes(
+        &mut self,
+        filter: Option<&Node>,
+    ) -> Result<Option<Result<(), EvalError>>, EvalError> {
+        let Some(f) = filter else {
+            return Ok(Some(Ok(())));
+        };
+        Ok(match self.eval_soft(f)? {
+            Ok(Value::Bool(true)) => Some(Ok(())),
+            Ok(Value::Bool(false)) => None,
+            Ok(_) => Some(Err(EvalError::NoSuchOverload)),
+            Err(e) => Some(Err(e)),
+        })
     }
 
+    /// `map`, `filter` and `transformList`: the step `@result + [t]` costs the accumulator
+    /// read, the list literal (free when `t` is a constant), `t` and the concatenation.
     fn map_list(
         &mut self,
         l: &Loop,
@@ -526,23 +648,40 @@ impl<'r, 'a> Ctx<'r, 'a> {
         filter: Option<&Node>,
         transform: &Node,
     ) -> Result<Value<'a>, EvalError> {
-        self.charge(LIST_CREATE_COST)?;
-        let mut out = Vec::with_capacity(items.len());
+        let mut accu: Result<Vec<Value<'a>>, EvalError> = Ok(Vec::with_capacity(items.len()));
         for item in items {
             self.bind(l, item)?;
-            if !self.filter_passes(filter)? {
-                self.charge(SELECT_COST)?;
-                continue;
+            match self.filter_passes(filter)? {
+                None => continue,
+                Some(Err(e)) => {
+                    accu = Err(e);
+                    continue;
+                }
+                Some(Ok(())) => {}
             }
-            let v = self.eval(transform)?;
-            // `@result + [t]`: accumulator read, list literal, concatenation.
-            self.charge(SELECT_COST + LIST_CREATE_COST + 1)?;
-            out.push(v);
+            self.charge(SELECT_COST)?;
+            let t = match transform {
+                Node::Const(v) => Ok(v.clone()),
+                _ => {
+                    let t = self.eval_soft(transform)?;
+                    self.charge(LIST_CREATE_COST)?;
+                    t
+                }
+            };
+            self.charge(1)?;
+            match (&mut accu, t) {
+                (Ok(out), Ok(t)) => out.push(t),
+                (Ok(_), Err(e)) => accu = Err(e),
+                (Err(_), _) => {}
+            }
         }
         self.charge(SELECT_COST)?;
-        Ok(Value::List(List::from_vec(out)))
+        accu.map(|v| Value::List(List::from_vec(v)))
     }
 
+    /// `transformMap` (step `cel.@mapInsert(@result, k, t)`: 3 + t) and `transformMapEntry`
+    /// (`cel.@mapInsert(@result, t)`: 2 + t). A filter that fails, or a failed step, makes the
+    /// accumulator an error.
     fn transform_map(
         &mut self,
         l: &Loop,
@@ -551,49 +690,49 @@ impl<'r, 'a> Ctx<'r, 'a> {
         transform: &Node,
         entry: bool,
     ) -> Result<Value<'a>, EvalError> {
-        self.charge(MAP_CREATE_COST)?;
-        let mut out = OwnedMap::with_capacity(items.len());
+        let mut accu: Result<OwnedMap<'a>, EvalError> = Ok(OwnedMap::with_capacity(items.len()));
         for item in items {
             self.bind(l, item)?;
-            if !self.filter_passes(filter)? {
-                self.charge(SELECT_COST)?;
-                continue;
+            match self.filter_passes(filter)? {
+                None => continue,
+                Some(Err(e)) => {
+                    accu = Err(e);
+                    continue;
+                }
+                Some(Ok(())) => {}
             }
-            let v = self.eval(transform)?;
-            if entry {
-                self.charge(2)?;
-                let Value::Map(m) = v else {
-                    return Err(EvalError::NoSuchOverload);
-                };
-                for (k, val) in m.entries() {
-                    let key = Key::from_value(&k)
-                        .ok_or_else(|| EvalError::UnsupportedKeyType(k.type_name().to_string()))?;
-                    let shown = key.to_string();
-                    if !out.insert_new(key, val) {
-                        return Err(EvalError::msg(format!(
-                            "insert failed: key {shown} already exists"
-                        )));
-                    }
+            self.charge(SELECT_COST)?;
+            if !entry {
+                // The three-argument insert stops at a failed accumulator, uncharged.
+                if accu.is_err() {
+                    continue;
                 }
-            } else {
-                self.charge(3)?;
-                let key = Key::from_value(&item.0)
-                    .ok_or_else(|| EvalError::UnsupportedKeyType(item.0.type_name().to_string()))?;
-                let shown = key.to_string();
-                if !out.insert_new(key, v) {
-                    return Err(EvalError::msg(format!(
-                        "insert failed: key {shown} already exists"
-                    )));
-                }
+                self.charge(SELECT_COST)?;
+            }
+            let v = self.eval_soft(transform)?;
+            self.charge(1)?;
+            let Ok(out) = &mut accu else {
+                continue;
+            };
+            if let Err(e) = insert_transformed(out, item, v, entry) {
+                accu = Err(e);
             }
         }
         self.charge(SELECT_COST)?;
-        Ok(Value::Map(Map::Owned(Arc::new(out))))
+        accu.map(|m| Value::Map(Map::Owned(Arc::new(m))))
     }
 
-    fn opt_map(&mut self, l: &Loop, range: Value<'a>, t: &Node) -> Result<Value<'a>, EvalError> {
+    /// `opt.optMap(v, t)` expands to `opt.hasValue() ? optional.of(t) : optional.none()` with
+    /// `v` bound lazily to `opt.value()`: the first read of `v` evaluates `opt` again.
+    fn opt_map(
+        &mut self,
+        l: &Loop,
+        range: Result<Value<'a>, EvalError>,
+        range_cost: u64,
+        t: &Node,
+    ) -> Result<Value<'a>, EvalError> {
         self.charge(1)?;
-        let inner = match range {
+        let inner = match range? {
             Value::Optional(None) => {
                 self.charge(1)?;
                 return Ok(Value::Optional(None));
@@ -601,19 +740,34 @@ impl<'r, 'a> Ctx<'r, 'a> {
             Value::Optional(Some(v)) => (*v).clone(),
             _ => return Err(EvalError::NoSuchOverload),
         };
-        self.charge(2)?;
         self.set(l.slot, inner);
-        let out = self.eval(t)?;
+        self.pending.push((l.slot, range_cost.saturating_add(1)));
+        let out = self.eval(t);
+        self.pending.retain(|(s, _)| *s != l.slot);
         match &l.kind {
-            LoopKind::OptFlatMap(_) => match out {
-                Value::Optional(_) => Ok(out),
+            LoopKind::OptFlatMap(_) => match out? {
+                v @ Value::Optional(_) => Ok(v),
                 _ => Err(EvalError::NoSuchOverload),
             },
-            _ => Ok(Value::Optional(Some(Arc::new(out)))),
+            _ => {
+                self.charge(1)?;
+                Ok(Value::Optional(Some(Arc::new(out?))))
+            }
         }
     }
 
-    fn sort_by(&mut self, l: &Loop, range: Value<'a>, key: &Node) -> Result<Value<'a>, EvalError> {
+    /// `list.sortBy(v, k)`: the list is bound once (read: 1), keys are computed as by `map`
+    /// (range read 1, per element 12 + k, result 1), then `@sortByAssociatedKeys` is charged
+    /// O(n²) when the checker resolved its overload (`tracked`), else 1.
+    fn sort_by(
+        &mut self,
+        l: &Loop,
+        range: Value<'a>,
+        key: &Node,
+        tracked: bool,
+    ) -> Result<Value<'a>, EvalError> {
+        self.charge(1)?;
+        self.charge(1)?;
         let Value::List(list) = range else {
             return Err(EvalError::NoSuchOverload);
         };
@@ -621,16 +775,120 @@ impl<'r, 'a> Ctx<'r, 'a> {
         for v in list.iter() {
             self.tick()?;
             self.set(l.slot, v.clone());
-            let k = self.eval(key)?;
-            self.charge(SELECT_COST + LIST_CREATE_COST + 1)?;
+            self.charge(SELECT_COST)?;
+            let k = match key {
+                Node::Const(c) => c.clone(),
+                _ => {
+                    let k = self.eval(key)?;
+                    self.charge(LIST_CREATE_COST)?;
+                    k
+                }
+            };
+            self.charge(1)?;
             keyed.push((k, v));
         }
+        self.charge(SELECT_COST)?;
+        let cost = if tracked {
+            let keys = Value::List(List::from_vec(
+                keyed.iter().map(|(k, _)| k.clone()).collect(),
+            ));
+            crate::libs::lists::cost_self_compare(std::slice::from_ref(&keys), &Value::Null)
+        } else {
+            1
+        };
+        self.charge(cost)?;
         crate::libs::lists::sort_keyed(&mut keyed)?;
-        self.charge(list.len() as u64)?;
         Ok(Value::List(List::from_vec(
             keyed.into_iter().map(|(_, v)| v).collect(),
         )))
     }
+}
+
+/// Inserts one transformed element into a `transformMap(Entry)` result.
+fn insert_transformed<'a>(
+    out: &mut OwnedMap<'a>,
+    item: &(Value<'a>, Value<'a>),
+    v: Result<Value<'a>, EvalError>,
+    entry: bool,
+) -> Result<(), EvalError> {
+    let v = v?;
+    let insert = |out: &mut OwnedMap<'a>, k: &Value<'a>, val: Value<'a>| {
+        let key = Key::from_value(k)
+            .ok_or_else(|| EvalError::UnsupportedKeyType(k.type_name().to_string()))?;
+        let shown = key.to_string();
+        if out.insert_new(key, val) {
+            Ok(())
+        } else {
+            Err(EvalError::msg(format!(
+                "insert failed: key {shown} already exists"
+            )))
+        }
+    };
+    if !entry {
+        return insert(out, &item.0, v);
+    }
+    let Value::Map(m) = v else {
+        return Err(EvalError::NoSuchOverload);
+    };
+    for (k, val) in m.entries() {
+        insert(out, &k, val)?;
+    }
+    Ok(())
+}
+
+/// cel-go's error for a comprehension over a value that is neither a list nor a map.
+fn not_iterable(v: &Value<'_>, two_vars: bool) -> EvalError {
+    let go_type = match v {
+        Value::Null => "types.Null",
+        Value::Bool(_) => "types.Bool",
+        Value::Int(_) => "types.Int",
+        Value::Uint(_) => "types.Uint",
+        Value::Double(_) => "types.Double",
+        Value::String(_) => "types.String",
+        Value::Bytes(_) => "types.Bytes",
+        Value::Timestamp(_) => "types.Timestamp",
+        Value::Duration(_) => "types.Duration",
+        Value::Type(_) => "*types.Type",
+        Value::Optional(_) => "*types.Optional",
+        _ => return EvalError::NoSuchOverload,
+    };
+    EvalError::msg(if two_vars {
+        format!("unsupported comprehension range type: {go_type}")
+    } else {
+        format!("got '{go_type}', expected iterable type")
+    })
+}
+
+/// What observing an attribute costs: 1, except for a conditional's.
+fn observe_cost(n: &Node) -> u64 {
+    match n {
+        Node::Cond(_) => 0,
+        Node::Select(op, _) | Node::OptSelect(op, _) if is_attribute(op) => observe_cost(op),
+        Node::Index(args) | Node::OptIndex(args) if is_attribute(&args[0]) => {
+            observe_cost(&args[0])
+        }
+        _ => SELECT_COST,
+    }
+}
+
+/// Whether cel-go plans `n` as an attribute (a variable or conditional with qualifiers).
+fn is_attribute(n: &Node) -> bool {
+    matches!(
+        n,
+        Node::Global(_)
+            | Node::Local(_)
+            | Node::Composited(_)
+            | Node::Select(..)
+            | Node::OptSelect(..)
+            | Node::Index(_)
+            | Node::OptIndex(_)
+            | Node::Cond(_)
+    )
+}
+
+/// The size of an argument for cost purposes; an error counts 1.
+fn soft_size(v: &Result<Value<'_>, EvalError>) -> u64 {
+    v.as_ref().map(actual_size).unwrap_or(1)
 }
 
 /// `container[key]` for lists and maps; `Ok(None)` if absent.
@@ -669,5 +927,55 @@ fn display_key(v: &Value<'_>) -> String {
         Value::Double(d) => crate::libs::std_lib::format_double(*d),
         Value::Bool(b) => b.to_string(),
         other => other.type_name().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::libs::testing::{eval, eval_cost};
+    use crate::{Env, Type};
+
+    /// Costs cel-go v0.26.0 reports with Kubernetes' program options.
+    #[test]
+    fn costs_follow_cel_go_planned_programs() {
+        let cases: &[(&str, u64)] = &[
+            // Constant conversions and literals are folded when planning.
+            ("dyn(1) + dyn(2)", 1),
+            ("int('5') + dyn(1)", 1),
+            ("duration('1h') + duration('1m') > duration('60m')", 2),
+            ("2 in [1, 2, 3]", 0),
+            // Qualifiers cost 1 each, observing a relative attribute 1 more.
+            ("[1, 2][0]", 2),
+            ("has([{'a': 1}][0].a)", 2),
+            // Calls are charged even when an argument failed; list literals too.
+            ("(1 / 0) + 1 == 2", 3),
+            ("[1, 2, 1 / 0].filter(x, false)", 11),
+            // Macros cost what their expansions cost.
+            ("[1, 2, 3].all(x, x == 1)", 13),
+            ("[1, 2].exists(x, true)", 8),
+            ("[1].exists_one(x, true)", 4),
+            ("[1].map(x, x)", 14),
+            ("[].map(x, x)", 1),
+            ("[1].filter(x, false)", 1),
+            ("[1, 2].transformMap(i, v, v / 0)", 7),
+            ("[3, 1, 2].sortBy(x, -x)", 74),
+            // `or`/`orValue` are free special forms.
+            ("optional.of(1).orValue(2)", 1),
+            ("optional.none().optMap(o, o + 1)", 3),
+        ];
+        for (src, want) in cases {
+            assert_eq!(eval_cost(src), *want, "{src}: {}", eval(src));
+        }
+    }
+
+    #[test]
+    fn a_failing_constant_conversion_fails_the_program() {
+        let env = Env::kubernetes().variable("x", Type::Dyn).build();
+        let e = env.compile("uint('1.5')").err();
+        assert!(e.as_ref().is_some_and(|e| e.is_program()), "{e:?}");
+        assert_eq!(
+            e.map(|e| e.to_string()).unwrap_or_default(),
+            "type conversion error from 'string' to 'uint'"
+        );
     }
 }

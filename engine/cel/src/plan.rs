@@ -1,15 +1,22 @@
 //! The planner: turns a (checked) syntax tree into an evaluation tree once per expression.
 //! Variables are resolved to activation names or comprehension slots, calls to the overloads
 //! the checker allowed, literal regular expressions are compiled, and macros become loops.
+//! As Kubernetes plans with cel-go's `OptOptimize`, constant list and map literals and type
+//! conversions of constants are computed here, and `x in [constants]` becomes a set-membership
+//! test; these then cost nothing at evaluation. A constant that fails to compute (a conversion
+//! or a regex pattern) fails the program, as `Program()` fails in cel-go.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use regex::Regex;
 
+use crate::activation::Activation;
 use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
 use crate::check::{Checked, Ref, candidate_names, resolve_message, type_ident};
+use crate::cost::Budget;
 use crate::error::EvalError;
+use crate::eval::Ctx;
 use crate::libs::{CostFn, ImplFn, Kind, Registry, regex as re};
 use crate::structs::{StructType, TypeProvider};
 use crate::types::Type;
@@ -37,7 +44,11 @@ pub(crate) enum Node {
     /// when `opt` is empty.
     OptOr(Box<[Node; 2]>, bool),
     Eq(Box<[Node; 2]>, bool),
-    In(Box<[Node; 2]>),
+    /// `x in c`; `true` when the checker resolved the list overload alone (cel-go then charges
+    /// the list's size; a dynamically dispatched `in` costs 1).
+    In(Box<[Node; 2]>, bool),
+    /// `x in [constants]`: cel-go's set-membership optimisation, free of call cost.
+    SetIn(Box<(Node, Box<[Value<'static>]>)>),
     Call(Box<Call>),
     /// A `matches` call with a literal pattern: target, compiled pattern, pattern length.
     Matches(Box<(Node, Regex, u64)>),
@@ -56,6 +67,11 @@ pub(crate) struct Call {
     pub function: Arc<str>,
     pub candidates: Box<[Candidate]>,
     pub args: Box<[Node]>,
+    /// The checker left more than one overload (or none was checked): cel-go then has no
+    /// overload id and charges by function name only.
+    pub dynamic: bool,
+    /// Dynamic, and a function cel-go charges by overload id: every call costs 1.
+    pub unit_cost: bool,
 }
 
 /// One overload a call may dispatch to.
@@ -102,7 +118,91 @@ pub(crate) enum LoopKind {
     },
     OptMap(Node),
     OptFlatMap(Node),
-    SortBy(Node),
+    /// The key, and whether the checker resolved `@sortByAssociatedKeys`' overload (the key
+    /// is not `dyn`; a type parameter binds to the first overload), which cel-go then charges
+    /// O(n²).
+    SortBy(Node, bool),
+}
+
+/// Why an expression cannot be planned.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PlanError {
+    /// The syntax tree has a shape the parser never produces.
+    #[error("malformed {0}")]
+    Malformed(&'static str),
+    /// A constant expression folded at plan time failed (cel-go's `Program()` error).
+    #[error("{0}")]
+    Program(String),
+}
+
+/// cel-go's standard type conversions: with a constant argument they are folded when planning.
+const CONVERSIONS: &[&str] = &[
+    "bool",
+    "bytes",
+    "double",
+    "duration",
+    "dyn",
+    "int",
+    "string",
+    "timestamp",
+    "type",
+    "uint",
+];
+
+/// Functions cel-go charges by overload id (its default cost switch and the extension
+/// libraries' trackers): a dynamically dispatched call has no overload id and costs 1.
+const COSTED_BY_OVERLOAD: &[&str] = &[
+    "startsWith",
+    "endsWith",
+    "bytes",
+    "string",
+    "strings.quote",
+    "format",
+    "_<_",
+    "_<=_",
+    "_>_",
+    "_>=_",
+    "_+_",
+    "matches",
+    "contains",
+    "slice",
+    "flatten",
+    "lists.range",
+    "reverse",
+    "distinct",
+    "sort",
+    "sets.contains",
+    "sets.intersects",
+    "sets.equivalent",
+];
+
+impl Call {
+    /// The one overload the checker resolved, if so.
+    pub fn single(&self) -> Option<&Candidate> {
+        match &*self.candidates {
+            [c] if !self.dynamic => Some(c),
+            _ => None,
+        }
+    }
+
+    /// cel-go's cost of this call dispatched to `cand` (`None`: no overload applied).
+    pub fn cost(&self, cand: Option<&Candidate>, args: &[Value<'_>], out: &Value<'_>) -> u64 {
+        match cand {
+            Some(c) if !self.unit_cost => (c.cost)(args, out),
+            _ => 1,
+        }
+    }
+}
+
+/// Evaluates a node made of constants once: its value, or the failure it evaluates to.
+fn fold(node: &Node) -> Node {
+    let act = Activation::new();
+    let mut budget = Budget::default();
+    let mut ctx = Ctx::new(&act, &mut budget, 0);
+    match ctx.eval(node) {
+        Ok(v) => Node::Const(v),
+        Err(e) => Node::Fail(e),
+    }
 }
 
 /// What the planner needs from the environment.
@@ -119,7 +219,7 @@ pub(crate) fn plan(
     expr: &Expr,
     checked: Option<&Checked>,
     env: &PlanEnv<'_>,
-) -> Result<(Node, usize), String> {
+) -> Result<(Node, usize), PlanError> {
     let mut p = Planner {
         env,
         checked,
@@ -168,7 +268,7 @@ impl Planner<'_, '_> {
             .find(|c| self.env.variables.contains_key(c))
     }
 
-    fn plan(&mut self, e: &Expr) -> Result<Node, String> {
+    fn plan(&mut self, e: &Expr) -> Result<Node, PlanError> {
         Ok(match &e.kind {
             ExprKind::Literal(l) => Node::Const(literal(l)),
             ExprKind::Ident(name) => self.plan_ident(e.id, name),
@@ -219,7 +319,15 @@ impl Planner<'_, '_> {
                 for en in entries {
                     out.push((self.plan(&en.key)?, self.plan(&en.value)?, en.optional));
                 }
-                Node::Map(out.into_boxed_slice())
+                let constant = out
+                    .iter()
+                    .all(|(k, v, _)| matches!((k, v), (Node::Const(_), Node::Const(_))));
+                let node = Node::Map(out.into_boxed_slice());
+                if constant {
+                    // cel-go builds a map literal of constants once, when planning.
+                    return Ok(fold(&node));
+                }
+                node
             }
             ExprKind::Struct { type_name, fields } => {
                 let env = self.env;
@@ -261,7 +369,7 @@ impl Planner<'_, '_> {
     }
 
     /// `a.b.c` naming a declared variable, or `variables.<name>`.
-    fn plan_qualified(&mut self, e: &Expr) -> Result<Option<Node>, String> {
+    fn plan_qualified(&mut self, e: &Expr) -> Result<Option<Node>, PlanError> {
         let ExprKind::Select { operand, field, .. } = &e.kind else {
             return Ok(None);
         };
@@ -299,7 +407,7 @@ impl Planner<'_, '_> {
         target: Option<&Expr>,
         name: &str,
         args: &[Expr],
-    ) -> Result<Node, String> {
+    ) -> Result<Node, PlanError> {
         // Resolve the function: the checker's answer, else the same rules at plan time.
         let (fname, overloads, qualified) = match self.reference(id) {
             Some(Ref::Function {
@@ -322,37 +430,40 @@ impl Planner<'_, '_> {
             ("_||_", 2) => return Ok(Node::Or(Box::new(two(nodes)?))),
             ("_==_", 2) => return Ok(Node::Eq(Box::new(two(nodes)?), false)),
             ("_!=_", 2) => return Ok(Node::Eq(Box::new(two(nodes)?), true)),
-            ("@in", 2) => return Ok(Node::In(Box::new(two(nodes)?))),
-            ("_[_]", 2) => return Ok(Node::Index(Box::new(two(nodes)?))),
-            ("_[?_]", 2) => return Ok(Node::OptIndex(Box::new(two(nodes)?))),
+            ("@in", 2) => return self.plan_in(&fname, overloads.as_deref(), nodes),
+            ("_[_]", 2) => return Ok(Node::Index(Box::new(qualifier(nodes)?))),
+            ("_[?_]", 2) => return Ok(Node::OptIndex(Box::new(qualifier(nodes)?))),
             ("or", 2) if member => return Ok(Node::OptOr(Box::new(two(nodes)?), false)),
             ("orValue", 2) if member => return Ok(Node::OptOr(Box::new(two(nodes)?), true)),
             ("_?_:_", 3) => {
                 let mut it = nodes.into_iter();
                 let (Some(c), Some(t), Some(f)) = (it.next(), it.next(), it.next()) else {
-                    return Err("malformed conditional".into());
+                    return Err(PlanError::Malformed("conditional"));
                 };
                 return Ok(Node::Cond(Box::new([c, t, f])));
             }
-            // As cel-go's regex optimisations: a constant pattern is compiled when planning,
-            // and an invalid one fails the program.
-            ("find" | "findAll", 2 | 3) if member => {
-                if let Some(Node::Const(Value::String(p))) = nodes.get(1) {
-                    re::cached(p).map_err(|e| e.to_string())?;
-                }
-            }
-            ("matches", 2) => {
-                if let Some(Node::Const(Value::String(p))) = nodes.get(1) {
-                    let regex = re::compile(p).map_err(|e| e.to_string())?;
+            ("matches", 2) if member => {
+                // A literal pattern is compiled once.
+                if let Some(Node::Const(Value::String(p))) = nodes.get(1)
+                    && let Ok(regex) = re::compile(p)
+                {
                     let len = p.chars().count() as u64;
                     let mut it = nodes.into_iter();
                     if let Some(t) = it.next() {
                         return Ok(Node::Matches(Box::new((t, regex, len))));
                     }
-                    return Err("malformed call".into());
+                    return Err(PlanError::Malformed("call"));
                 }
             }
             _ => {}
+        }
+        // cel-go's (and Kubernetes') regex optimisations compile a constant pattern when
+        // planning: an invalid one fails the program.
+        if matches!(fname.as_str(), "matches" | "find" | "findAll")
+            && let Some(Node::Const(Value::String(p))) = nodes.get(1)
+            && let Err(e) = re::compile(p)
+        {
+            return Err(PlanError::Program(e.to_string()));
         }
         let Some(function) = self.env.registry.get(&fname) else {
             return Ok(Node::Fail(EvalError::UnboundFunction(fname)));
@@ -377,11 +488,63 @@ impl Planner<'_, '_> {
         if candidates.is_empty() {
             return Ok(Node::Fail(EvalError::UnboundFunction(fname)));
         }
-        Ok(Node::Call(Box::new(Call {
+        let dynamic = overloads.as_ref().is_none_or(|o| o.len() != 1);
+        let call = Node::Call(Box::new(Call {
             function: Arc::from(fname.as_str()),
             candidates: candidates.into_boxed_slice(),
+            dynamic,
+            unit_cost: dynamic && COSTED_BY_OVERLOAD.contains(&fname.as_str()),
             args: nodes.into_boxed_slice(),
-        })))
+        }));
+        // cel-go's OptOptimize: a type conversion of a constant is computed once, when
+        // planning; if it fails, so does the program.
+        if CONVERSIONS.contains(&fname.as_str())
+            && let Node::Call(c) = &call
+            && let [Node::Const(_)] = &*c.args
+        {
+            return match fold(&call) {
+                Node::Fail(e) => Err(PlanError::Program(e.to_string())),
+                folded => Ok(folded),
+            };
+        }
+        Ok(call)
+    }
+
+    /// `x in c`. Against a constant list of primitive values (with the list overload resolved)
+    /// cel-go plans a set-membership test, free of call cost; against an empty one, `false`.
+    fn plan_in(
+        &self,
+        fname: &str,
+        overloads: Option<&[usize]>,
+        nodes: Vec<Node>,
+    ) -> Result<Node, PlanError> {
+        let in_list = match (self.env.registry.get(fname), overloads) {
+            (Some(f), Some([i])) => f
+                .overloads
+                .get(*i)
+                .is_some_and(|o| matches!(o.params.get(1), Some(Type::List(_)))),
+            _ => false,
+        };
+        let [needle, hay] = two(nodes)?;
+        if in_list && let Node::Const(Value::List(l)) = &hay {
+            if l.is_empty() {
+                return Ok(Node::Const(Value::Bool(false)));
+            }
+            let items: Vec<Value<'static>> = l.iter().collect();
+            if items.iter().all(|v| {
+                matches!(
+                    v,
+                    Value::Bool(_)
+                        | Value::Int(_)
+                        | Value::Uint(_)
+                        | Value::Double(_)
+                        | Value::String(_)
+                )
+            }) {
+                return Ok(Node::SetIn(Box::new((needle, items.into_boxed_slice()))));
+            }
+        }
+        Ok(Node::In(Box::new([needle, hay]), in_list))
     }
 
     fn resolve_function(
@@ -410,7 +573,7 @@ impl Planner<'_, '_> {
         (name.to_string(), None, false)
     }
 
-    fn plan_loop(&mut self, c: &Comprehension) -> Result<Node, String> {
+    fn plan_loop(&mut self, c: &Comprehension) -> Result<Node, PlanError> {
         let range = self.plan(&c.range)?;
         let depth = self.scopes.len();
         let slot = self.slots;
@@ -447,7 +610,13 @@ impl Planner<'_, '_> {
             },
             MacroKind::OptMap(t) => LoopKind::OptMap(self.plan(t)?),
             MacroKind::OptFlatMap(t) => LoopKind::OptFlatMap(self.plan(t)?),
-            MacroKind::SortBy(k) => LoopKind::SortBy(self.plan(k)?),
+            MacroKind::SortBy(k) => {
+                let typed = self
+                    .checked
+                    .and_then(|c| c.types.get(&k.id))
+                    .is_some_and(|t| !matches!(t, Type::Dyn | Type::Error));
+                LoopKind::SortBy(self.plan(k)?, typed)
+            }
         };
         self.scopes.truncate(depth);
         Ok(Node::Comprehension(Box::new(Loop {
@@ -467,12 +636,27 @@ fn type_value(name: &str) -> Node {
     Node::Const(Value::Type(TypeName(n.into())))
 }
 
-fn two(nodes: Vec<Node>) -> Result<[Node; 2], String> {
+fn two(nodes: Vec<Node>) -> Result<[Node; 2], PlanError> {
     let mut it = nodes.into_iter();
     match (it.next(), it.next()) {
         (Some(a), Some(b)) => Ok([a, b]),
-        _ => Err("malformed call".into()),
+        _ => Err(PlanError::Malformed("call")),
     }
+}
+
+/// The operands of an index: cel-go turns a constant key into a qualifier when planning, and
+/// fails the program for a constant that cannot be one.
+fn qualifier(nodes: Vec<Node>) -> Result<[Node; 2], PlanError> {
+    let invalid = match nodes.get(1) {
+        Some(Node::Const(Value::Null)) => Some("types.Null"),
+        Some(Node::Const(Value::Timestamp(_))) => Some("types.Timestamp"),
+        Some(Node::Const(Value::Duration(_))) => Some("types.Duration"),
+        _ => None,
+    };
+    if let Some(t) = invalid {
+        return Err(PlanError::Program(format!("invalid qualifier type: {t}")));
+    }
+    two(nodes)
 }
 
 /// A list literal of constants becomes one constant.

@@ -403,6 +403,12 @@ fn run_test(id: &str, test: &Json) -> Result<(), String> {
     } else {
         env.compile_unchecked(expr)
     };
+    // Kubernetes plans with cel-go's OptOptimize, which evaluates constant conversions when
+    // building the program: an evaluation error the suite expects then fails the program.
+    let expects_error = test.get("eval_error").is_some() || test.get("any_eval_errors").is_some();
+    if expects_error && matches!(&program, Err(e) if e.is_program()) {
+        return Ok(());
+    }
     let program = program.map_err(|e| format!("compile error: {e}"))?;
 
     let typed = test.get("typed_result");

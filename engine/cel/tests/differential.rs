@@ -206,8 +206,8 @@ fn evaluate(env: &celgate_cel::Env, corpus: &Corpus, case: &Case) -> Outcome {
         let program = match env.compile(&case.expr) {
             Ok(p) => p,
             Err(e) => {
-                // The oracle reports cel-go's `Program()` errors as `program: <error>`.
-                let text = if e.is_program_error() {
+                // The oracle prefixes cel-go's `Program()` errors with `program: `.
+                let text = if e.is_program() {
                     format!("program: {e}")
                 } else {
                     e.to_string()

@@ -28,6 +28,8 @@ pub enum ErrorType {
     Duplicate,
     /// `Too many`
     TooMany,
+    /// `Internal error` (e.g. a CEL program that cannot be built)
+    Internal,
 }
 
 impl ErrorType {
@@ -40,6 +42,7 @@ impl ErrorType {
             ErrorType::NotSupported => "Unsupported value",
             ErrorType::Duplicate => "Duplicate value",
             ErrorType::TooMany => "Too many",
+            ErrorType::Internal => "Internal error",
         }
     }
 
@@ -52,6 +55,7 @@ impl ErrorType {
             ErrorType::NotSupported => "FieldValueNotSupported",
             ErrorType::Duplicate => "FieldValueDuplicate",
             ErrorType::TooMany => "FieldValueTooMany",
+            ErrorType::Internal => "InternalError",
         }
     }
 }
@@ -588,7 +592,12 @@ fn with_libraries(env: &Env, expressions: Expressions) -> Env {
 }
 
 fn expr_error(errs: &mut Errors, field: &str, expression: &str, e: ExprError) {
-    errs.invalid(field, quote(expression), &e.to_string());
+    match e {
+        // kube-apiserver reports a program it cannot build as an internal error, without
+        // the value.
+        ExprError::Program(_) => errs.push(field, ErrorType::Internal, None, &e.to_string()),
+        e => errs.invalid(field, quote(expression), &e.to_string()),
+    }
 }
 
 fn validate_match_conditions(
@@ -706,11 +715,13 @@ fn validate_variables(
         });
     for ((i, (_, expr)), (_, result)) in declared.zip(compiled.iter()) {
         if let Err(e) = result {
-            errs.invalid(
-                &format!("spec.variables[{i}].expression"),
-                quote(expr),
-                &format!("compilation failed: {e}"),
-            );
+            let field = format!("spec.variables[{i}].expression");
+            if e.is_program() {
+                let detail = format!("program instantiation failed: {e}");
+                errs.push(&field, ErrorType::Internal, None, &detail);
+            } else {
+                errs.invalid(&field, quote(expr), &format!("compilation failed: {e}"));
+            }
         }
     }
     compiled.env().clone()
@@ -1124,6 +1135,19 @@ mod tests {
         assert_eq!(
             errs[2],
             "spec.validations[2].messageExpression: Invalid value: \"object.metadata.name\": must evaluate to string but got dyn"
+        );
+    }
+
+    #[test]
+    fn a_program_that_cannot_be_built_is_an_internal_error() {
+        let mut spec = base();
+        spec["validations"] = json!([{"expression": "uint('1.5') > 0u"}]);
+        let errs = texts(&validate_policy(&policy(spec), &Environments::default()));
+        assert_eq!(
+            errs,
+            [
+                "spec.validations[0].expression: Internal error: program instantiation failed: type conversion error from 'string' to 'uint'"
+            ]
         );
     }
 

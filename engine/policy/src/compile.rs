@@ -146,6 +146,10 @@ pub enum ExprError {
     /// Parse or type-check issues (cel-go's issue text).
     #[error("compilation failed: {0}")]
     Compile(String),
+    /// The expression checks but its program cannot be built (a constant conversion that
+    /// cel-go folds when planning failed, e.g. `uint('1.5')`).
+    #[error("program instantiation failed: {0}")]
+    Program(String),
     /// The checked result type is not exactly one the field allows (`dyn` is not accepted).
     #[error("must evaluate to {want} but got {got}")]
     ResultType {
@@ -158,9 +162,13 @@ pub enum ExprError {
 
 /// Compiles `src` and checks its result type is exactly one of `want` (any type when empty).
 pub fn compile_checked(env: &Env, src: &str, want: &[Type]) -> Result<Program, ExprError> {
-    let program = env
-        .compile(src)
-        .map_err(|e| ExprError::Compile(e.to_string()))?;
+    let program = env.compile(src).map_err(|e| {
+        if e.is_program() {
+            ExprError::Program(e.to_string())
+        } else {
+            ExprError::Compile(e.to_string())
+        }
+    })?;
     let got = program.output_type();
     if want.is_empty() || want.contains(got) {
         return Ok(program);

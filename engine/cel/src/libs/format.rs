@@ -10,7 +10,7 @@ use chrono::NaiveDate;
 
 use super::opaque::{opaque, opaque_arg, same_type};
 use super::urls::parse_request_uri;
-use super::{Registry, str_arg};
+use super::{Registry, actual_size, str_arg, traversal_cost};
 use crate::error::EvalError;
 use crate::types::Type;
 use crate::value::{List, Opaque, Value};
@@ -20,44 +20,49 @@ pub(crate) const FORMAT: &str = "kubernetes.NamedFormat";
 
 /// Declares the formats: the table `format.named` reads, and one `format.<name>()` function
 /// each.
+/// Each format has Kubernetes' `MaxRegexSize`, the regex length its validation is charged as.
 macro_rules! formats {
-    ($(($name:literal, $ctor:ident, $check:expr)),* $(,)?) => {
+    ($(($name:literal, $ctor:ident, $regex:expr, $check:expr)),* $(,)?) => {
         /// The formats, by name.
-        const FORMATS: &[(&str, Validator, super::ImplFn)] = &[$(($name, $check, $ctor)),*];
+        const FORMATS: &[(&str, Validator, super::ImplFn, u64)] =
+            &[$(($name, $check, $ctor, $regex)),*];
         $(
             fn $ctor<'a>(_: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
-                Ok(opaque(Format { name: $name, check: $check }))
+                Ok(opaque(Format { name: $name, check: $check, max_regex: $regex }))
             }
         )*
     };
 }
 
 formats![
-    ("dns1123Label", dns1123_label_fn, |s| dns1123_label(
+    ("dns1123Label", dns1123_label_fn, 30, |s| dns1123_label(
         s, false
     )),
-    ("dns1123Subdomain", dns1123_subdomain_fn, |s| {
+    ("dns1123Subdomain", dns1123_subdomain_fn, 60, |s| {
         dns1123_subdomain(s, false)
     }),
-    ("dns1035Label", dns1035_label_fn, |s| dns1035_label(
+    ("dns1035Label", dns1035_label_fn, 30, |s| dns1035_label(
         s, false
     )),
-    ("qualifiedName", qualified_name_fn, qualified_name),
-    ("dns1123LabelPrefix", dns1123_label_prefix_fn, |s| {
+    ("qualifiedName", qualified_name_fn, 60, qualified_name),
+    ("dns1123LabelPrefix", dns1123_label_prefix_fn, 30, |s| {
         dns1123_label(s, true)
     }),
-    ("dns1123SubdomainPrefix", dns1123_subdomain_prefix_fn, |s| {
-        dns1123_subdomain(s, true)
-    }),
-    ("dns1035LabelPrefix", dns1035_label_prefix_fn, |s| {
+    (
+        "dns1123SubdomainPrefix",
+        dns1123_subdomain_prefix_fn,
+        60,
+        |s| { dns1123_subdomain(s, true) }
+    ),
+    ("dns1035LabelPrefix", dns1035_label_prefix_fn, 30, |s| {
         dns1035_label(s, true)
     }),
-    ("labelValue", label_value_fn, label_value),
-    ("uri", uri_fn, uri),
-    ("uuid", uuid_fn, uuid),
-    ("byte", byte_fn, byte),
-    ("date", date_fn, date),
-    ("datetime", datetime_fn, datetime),
+    ("labelValue", label_value_fn, 40, label_value),
+    ("uri", uri_fn, 1103, uri),
+    ("uuid", uuid_fn, 70, uuid),
+    ("byte", byte_fn, 84, byte),
+    ("date", date_fn, 71, date),
+    ("datetime", datetime_fn, 71, datetime),
 ];
 
 type Validator = fn(&str) -> Vec<String>;
@@ -68,7 +73,7 @@ pub(crate) fn register(r: &mut Registry) {
         .global(&[Type::String], Type::optional(f()))
         .imp(named)
         .done();
-    for (name, _, ctor) in FORMATS {
+    for (name, _, ctor, _) in FORMATS {
         r.def(&format!("format.{name}"))
             .global(&[], f())
             .imp(*ctor)
@@ -80,7 +85,18 @@ pub(crate) fn register(r: &mut Registry) {
             Type::optional(Type::list(Type::String)),
         )
         .imp(validate)
+        .cost(cost_validate)
         .done();
+}
+
+/// Kubernetes charges a validation as a regex match of the format's `MaxRegexSize`:
+/// `ceil((1 + len) * 0.1) * ceil(regex * 0.25)`.
+fn cost_validate(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+    let Ok(f) = opaque_arg::<Format>(args, 0) else {
+        return 1;
+    };
+    let s = args.get(1).map(actual_size).unwrap_or(1);
+    traversal_cost(1 + s).saturating_mul(f.max_regex.div_ceil(4))
 }
 
 /// A named format.
@@ -88,6 +104,7 @@ pub(crate) fn register(r: &mut Registry) {
 pub(crate) struct Format {
     name: &'static str,
     check: Validator,
+    max_regex: u64,
 }
 
 impl std::fmt::Debug for Format {
@@ -111,10 +128,11 @@ impl Opaque for Format {
 fn lookup(name: &str) -> Option<Format> {
     FORMATS
         .iter()
-        .find(|(n, _, _)| *n == name)
-        .map(|(name, check, _)| Format {
+        .find(|(n, ..)| *n == name)
+        .map(|(name, check, _, max_regex)| Format {
             name,
             check: *check,
+            max_regex: *max_regex,
         })
 }
 

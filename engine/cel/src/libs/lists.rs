@@ -62,7 +62,15 @@ pub(crate) fn register(r: &mut Registry) {
 /// `floor(size * factor) + 1 + 10`: a call that allocates a list (cel-go's
 /// `trackAllocatingListCall`).
 fn allocating(factor: f64, size: u64) -> u64 {
-    ((size as f64 * factor) as u64).saturating_add(1 + LIST_CREATE)
+    let scaled = size as f64 * factor;
+    // Go's float-to-uint64 conversion on amd64: below 2^63 through int64, so a negative factor
+    // (`flatten(-1)`, rejected afterwards) wraps.
+    let scaled = if scaled < 9_223_372_036_854_775_808_f64 {
+        (scaled as i64) as u64
+    } else {
+        scaled as u64
+    };
+    scaled.wrapping_add(1 + LIST_CREATE)
 }
 
 fn cost_output(_: &[Value<'_>], result: &Value<'_>) -> u64 {
@@ -87,7 +95,7 @@ fn cost_flatten(args: &[Value<'_>], _: &Value<'_>) -> u64 {
 }
 
 /// O(n²) over the receiver, a little more for strings and bytes.
-fn cost_self_compare(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+pub(crate) fn cost_self_compare(args: &[Value<'_>], _: &Value<'_>) -> u64 {
     let Some(Value::List(l)) = args.first() else {
         return allocating(2.0, 0);
     };

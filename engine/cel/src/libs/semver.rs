@@ -8,7 +8,7 @@ use std::cmp::Ordering;
 
 use super::ip::go_quote;
 use super::opaque::{opaque, opaque_arg, same_type};
-use super::{Registry, str_arg};
+use super::{Registry, actual_size, str_arg, traversal_cost};
 use crate::error::EvalError;
 use crate::types::Type;
 use crate::value::{Opaque, Value};
@@ -19,18 +19,25 @@ pub(crate) const SEMVER: &str = "kubernetes.Semver";
 pub(crate) fn register(r: &mut Registry) {
     use Type::{Bool, Int, String};
     let v = || Type::opaque(SEMVER);
-    r.def("semver").global(&[String], v()).imp(to_semver).done();
+    r.def("semver")
+        .global(&[String], v())
+        .imp(to_semver)
+        .cost(cost_parse)
+        .done();
     r.def("semver")
         .global(&[String, Bool], v())
         .imp(to_semver)
+        .cost(cost_parse)
         .done();
     r.def("isSemver")
         .global(&[String], Bool)
         .imp(is_semver)
+        .cost(cost_parse)
         .done();
     r.def("isSemver")
         .global(&[String, Bool], Bool)
         .imp(is_semver)
+        .cost(cost_parse)
         .done();
     r.def("isGreaterThan")
         .member(&[v(), v()], Bool)
@@ -47,6 +54,11 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("major").member(&[v()], Int).imp(major).done();
     r.def("minor").member(&[v()], Int).imp(minor).done();
     r.def("patch").member(&[v()], Int).imp(patch).done();
+}
+
+/// Kubernetes charges parsing a version one string traversal.
+fn cost_parse(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+    traversal_cost(args.first().map(actual_size).unwrap_or(1))
 }
 
 /// A pre-release identifier.

@@ -1,7 +1,8 @@
 //! cel-go's sets extension (`ext.Sets`): `sets.contains`, `sets.equivalent` and
-//! `sets.intersects` over lists, with CEL equality. cel-go charges them the default call cost.
+//! `sets.intersects` over lists, with CEL equality. cel-go charges `1 + ⌊m·n·f⌋` for lists of
+//! sizes m and n (f = 2 for `equivalent`, else 1).
 
-use super::{Registry, arg};
+use super::{Registry, actual_size, arg};
 use crate::error::EvalError;
 use crate::types::Type;
 use crate::value::{List, Value};
@@ -11,15 +12,35 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("sets.contains")
         .global(&[l(), l()], Type::Bool)
         .imp(contains)
+        .cost(cost_once)
         .done();
     r.def("sets.equivalent")
         .global(&[l(), l()], Type::Bool)
         .imp(equivalent)
+        .cost(cost_twice)
         .done();
     r.def("sets.intersects")
         .global(&[l(), l()], Type::Bool)
         .imp(intersects)
+        .cost(cost_once)
         .done();
+}
+
+fn cost_once(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+    pairs_cost(args, 1)
+}
+
+fn cost_twice(args: &[Value<'_>], _: &Value<'_>) -> u64 {
+    pairs_cost(args, 2)
+}
+
+/// `1 + m·n·factor`, computed before the O(m·n) comparison runs.
+fn pairs_cost(args: &[Value<'_>], factor: u64) -> u64 {
+    let size = |i: usize| args.get(i).map(actual_size).unwrap_or(1);
+    size(0)
+        .saturating_mul(size(1))
+        .saturating_mul(factor)
+        .saturating_add(1)
 }
 
 fn lists<'v, 'a>(args: &'v [Value<'a>]) -> Result<(&'v List<'a>, &'v List<'a>), EvalError> {

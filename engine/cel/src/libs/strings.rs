@@ -91,6 +91,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("strings.quote")
         .global(&[String], String)
         .imp(quote)
+        .cost(cost_traverse)
         .done();
 }
 
