@@ -157,6 +157,22 @@ fn namespace_cache(store: &Store<Namespace>) -> NamespaceCache {
     )
 }
 
+/// Every stored policy's paramKind, by policy name (for checks on binding writes).
+fn param_kinds<K>(
+    store: &Store<K>,
+    param_kind: impl Fn(&K) -> Option<&celgate_crds::common::ParamKind>,
+) -> HashMap<String, Option<celgate_engine::model::ParamKind>>
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Default + Eq + Hash + Clone,
+{
+    store
+        .state()
+        .iter()
+        .map(|p| (p.name_any(), param_kind(p).map(convert::param_kind)))
+        .collect()
+}
+
 impl Reconciler {
     /// Runs until the process stops: watch, compile, publish, register.
     pub async fn run(self) {
@@ -236,22 +252,8 @@ impl Reconciler {
             // as the API server routes matching requests here.
             param_watches.sync(&set);
             self.state.publish_policy_param_kinds(PolicyParamKinds {
-                validating: policies
-                    .state()
-                    .iter()
-                    .map(|p| {
-                        let kind = p.spec.param_kind.as_ref().map(convert::param_kind);
-                        (p.name_any(), kind)
-                    })
-                    .collect(),
-                mutating: mutating
-                    .state()
-                    .iter()
-                    .map(|p| {
-                        let kind = p.spec.param_kind.as_ref().map(convert::param_kind);
-                        (p.name_any(), kind)
-                    })
-                    .collect(),
+                validating: param_kinds(&policies, |p| p.spec.param_kind.as_ref()),
+                mutating: param_kinds(&mutating, |p| p.spec.param_kind.as_ref()),
             });
             self.state.publish(Snapshot {
                 policies: set,
