@@ -152,9 +152,15 @@ pub enum EvalError {
     /// List index out of range.
     #[error("index out of bounds: {0}")]
     IndexOutOfBounds(String),
-    /// A map key of a type that cannot be a key.
+    /// A map with a key that JSON cannot represent (any key but a string).
     #[error("unsupported key type: {0}")]
     UnsupportedKeyType(String),
+    /// An index of a type that cannot qualify a value (only strings, numbers and bools can).
+    #[error("invalid qualifier type: {0}")]
+    InvalidQualifier(&'static str),
+    /// A bytes map key: cel-go's runtime cannot hash one and reports its panic this way.
+    #[error("internal error: runtime error: hash of unhashable type types.Bytes")]
+    UnhashableKey,
     /// Ordering comparison involving NaN.
     #[error("NaN values cannot be ordered")]
     NaNOrdering,

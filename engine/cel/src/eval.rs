@@ -251,10 +251,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
             }
             Value::Map(m) => {
                 self.charge(1)?;
-                match m.get(&needle) {
-                    Ok(found) => Ok(Value::Bool(found.is_some())),
-                    Err(_) => Ok(Value::Bool(false)),
-                }
+                Ok(Value::Bool(m.get(&needle)?.is_some()))
             }
             _ => Err(EvalError::NoSuchOverload),
         }
@@ -324,15 +321,17 @@ impl<'r, 'a> Ctx<'r, 'a> {
         for (k, v, optional) in entries {
             let key = self.eval(k)?;
             let val = self.eval(v)?;
-            let key = Key::from_value(&key)
-                .ok_or_else(|| EvalError::UnsupportedKeyType(key.type_name().to_string()))?;
             let val = if *optional {
                 match val {
                     Value::Optional(Some(inner)) => (*inner).clone(),
-                    Value::Optional(None) => continue,
+                    Value::Optional(None) => {
+                        out.remove(&Key::from_value(&key)?);
+                        continue;
+                    }
                     other => {
                         return Err(EvalError::msg(format!(
-                            "cannot initialize optional entry '{key}' from non-optional value {}",
+                            "cannot initialize optional entry '{}' from non-optional value {}",
+                            display_key(&key),
                             other.type_name()
                         )));
                     }
@@ -340,12 +339,8 @@ impl<'r, 'a> Ctx<'r, 'a> {
             } else {
                 val
             };
-            let shown = key.to_string();
-            if !out.insert_new(key, val) {
-                return Err(EvalError::msg(format!(
-                    "insert failed: key {shown} already exists"
-                )));
-            }
+            // Like cel-go's map literal, a repeated key keeps the last value.
+            out.insert(Key::from_value(&key)?, val);
         }
         self.charge(MAP_CREATE_COST)?;
         Ok(Value::Map(Map::Owned(Arc::new(out))))
@@ -523,8 +518,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                     return Err(EvalError::NoSuchOverload);
                 };
                 for (k, val) in m.entries() {
-                    let key = Key::from_value(&k)
-                        .ok_or_else(|| EvalError::UnsupportedKeyType(k.type_name().to_string()))?;
+                    let key = Key::from_value(&k)?;
                     let shown = key.to_string();
                     if !out.insert_new(key, val) {
                         return Err(EvalError::msg(format!(
@@ -534,8 +528,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 }
             } else {
                 self.charge(3)?;
-                let key = Key::from_value(&item.0)
-                    .ok_or_else(|| EvalError::UnsupportedKeyType(item.0.type_name().to_string()))?;
+                let key = Key::from_value(&item.0)?;
                 let shown = key.to_string();
                 if !out.insert_new(key, v) {
                     return Err(EvalError::msg(format!(
@@ -592,6 +585,13 @@ impl<'r, 'a> Ctx<'r, 'a> {
 
 /// `container[key]` for lists and maps; `Ok(None)` if absent.
 fn lookup<'a>(container: &Value<'a>, key: &Value<'_>) -> Result<Option<Value<'a>>, EvalError> {
+    // cel-go turns a computed index into a qualifier first, which only these types can be.
+    if !matches!(
+        key,
+        Value::String(_) | Value::Int(_) | Value::Uint(_) | Value::Bool(_) | Value::Double(_)
+    ) {
+        return Err(EvalError::InvalidQualifier(key.type_name()));
+    }
     match container {
         Value::List(l) => {
             let i = match key {

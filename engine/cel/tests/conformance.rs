@@ -583,7 +583,7 @@ fn proto_value(v: &Json) -> Result<Value<'static>, String> {
                 .unwrap_or_default()
             {
                 let k = proto_value(&e["key"])?;
-                let key = Key::from_value(&k).ok_or_else(|| format!("bad key {k:?}"))?;
+                let key = Key::from_value(&k).map_err(|e| e.to_string())?;
                 m.insert(key, proto_value(&e["value"])?);
             }
             Value::Map(Map::Owned(Arc::new(m)))
