@@ -500,7 +500,13 @@ impl<'e> Checker<'_, 'e> {
             t if t.is_dyn() => Type::Dyn,
             t => {
                 let t = t.clone();
-                self.error(e.id, format!("type '{t}' does not support field selection"));
+                self.error(
+                    e.id,
+                    format!(
+                        "type '{}' does not support field selection",
+                        checker_name(&t)
+                    ),
+                );
                 Type::Dyn
             }
         };
@@ -773,6 +779,7 @@ impl<'e> Checker<'_, 'e> {
             }
             MacroKind::SortBy(k) => {
                 self.check(k);
+                self.sort_key(id, &range, k.id);
                 match &range {
                     Type::List(_) => range.clone(),
                     _ => Type::list(Type::Dyn),
@@ -781,6 +788,38 @@ impl<'e> Checker<'_, 'e> {
         };
         self.scopes.truncate(depth);
         result
+    }
+
+    /// `sortBy`'s keys must be comparable: cel-go expands the macro to
+    /// `@sortByAssociatedKeys(list(T), list(U))`, declared for these `U` in this order, so a
+    /// key of a free type variable becomes `int`.
+    fn sort_key(&mut self, id: u64, range: &Type, key: u64) {
+        let key_t = self.get(key);
+        for u in [
+            Type::Int,
+            Type::Uint,
+            Type::Double,
+            Type::Bool,
+            Type::Duration,
+            Type::Timestamp,
+            Type::String,
+            Type::Bytes,
+        ] {
+            let mut trial = self.subs.clone();
+            if trial.assignable(&u, &key_t) {
+                self.subs = trial;
+                return;
+            }
+        }
+        let (range, key_t) = (self.sub(range), self.sub(&key_t));
+        self.error(
+            id,
+            format!(
+                "found no matching overload for '@sortByAssociatedKeys' applied to '{}.(list({}))'",
+                checker_name(&range),
+                checker_name(&key_t)
+            ),
+        );
     }
 
     fn expect_bool(&mut self, p: &Expr) {

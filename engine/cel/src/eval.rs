@@ -123,13 +123,9 @@ impl<'r, 'a> Ctx<'r, 'a> {
 
     fn has(&mut self, op: &Node, field: &str) -> Result<Value<'a>, EvalError> {
         match self.eval(op)? {
-            Value::Map(m) => Ok(Value::Bool(m.contains_str(field))),
-            Value::Optional(Some(inner)) => match &*inner {
-                Value::Map(m) => Ok(Value::Bool(m.contains_str(field))),
-                _ => Err(EvalError::NoSuchOverload),
-            },
+            Value::Optional(Some(inner)) => has_field(&inner, field),
             Value::Optional(None) => Ok(Value::Bool(false)),
-            _ => Err(EvalError::NoSuchOverload),
+            v => has_field(&v, field),
         }
     }
 
@@ -583,6 +579,18 @@ impl<'r, 'a> Ctx<'r, 'a> {
     }
 }
 
+/// `has(v.field)`: a map tells whether it has the key; a list cannot be indexed by a string;
+/// any other value has no fields (cel-go's presence test is false, not an error).
+fn has_field<'a>(v: &Value<'a>, field: &str) -> Result<Value<'a>, EvalError> {
+    match v {
+        Value::Map(m) => Ok(Value::Bool(m.contains_str(field))),
+        Value::List(_) => Err(EvalError::msg(
+            "unsupported index type 'string' in list".to_string(),
+        )),
+        _ => Ok(Value::Bool(false)),
+    }
+}
+
 /// `container[key]` for lists and maps; `Ok(None)` if absent.
 fn lookup<'a>(container: &Value<'a>, key: &Value<'_>) -> Result<Option<Value<'a>>, EvalError> {
     // cel-go turns a computed index into a qualifier first, which only these types can be.
@@ -596,13 +604,14 @@ fn lookup<'a>(container: &Value<'a>, key: &Value<'_>) -> Result<Option<Value<'a>
         Value::List(l) => {
             let i = match key {
                 Value::Int(i) => *i,
-                Value::Uint(u) => i64::try_from(*u).unwrap_or(i64::MAX),
-                Value::Double(d) if d.fract() == 0.0 && d.is_finite() => *d as i64,
-                Value::Double(d) => {
-                    return Err(EvalError::msg(format!(
-                        "unsupported index value {d} in list"
-                    )));
-                }
+                Value::Uint(u) => i64::try_from(*u)
+                    .map_err(|_| EvalError::msg(format!("unsupported index value {u} in list")))?,
+                Value::Double(d) => crate::value::double_to_int_lossless(*d).ok_or_else(|| {
+                    EvalError::msg(format!(
+                        "unsupported index value {} in list",
+                        crate::libs::std_lib::format_double(*d)
+                    ))
+                })?,
                 other => {
                     return Err(EvalError::msg(format!(
                         "unsupported index type '{}' in list",

@@ -470,7 +470,7 @@ impl<'a> OwnedMap<'a> {
 }
 
 /// `d` as an int when the conversion is exact (cel-go excludes -2^63 itself).
-fn double_to_int_lossless(d: f64) -> Option<i64> {
+pub(crate) fn double_to_int_lossless(d: f64) -> Option<i64> {
     if !d.is_finite() || d <= -9_223_372_036_854_775_808.0 || d >= 9_223_372_036_854_775_808.0 {
         return None;
     }

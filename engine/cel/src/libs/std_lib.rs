@@ -46,31 +46,22 @@ pub(crate) fn register(r: &mut Registry) {
         .global(&[map_ab(), a()], Type::param("B"))
         .done();
 
-    // Arithmetic.
-    r.def("-_").global(&[Int], Int).imp(negate).done();
+    // Arithmetic, each operator's overloads in cel-go's declaration order: the checker binds a
+    // free type variable to the first overload that accepts it (`[].map(x, x + x)` is a
+    // `list(bytes)`).
     r.def("-_").global(&[Double], Double).imp(negate).done();
-    for t in [Int, Uint, Double] {
-        r.def("_+_")
-            .global(&[t.clone(), t.clone()], t)
-            .imp(add)
-            .done();
-    }
-    r.def("_+_")
-        .global(&[String, String], String)
-        .imp(add)
-        .cost(cost_concat)
-        .done();
+    r.def("-_").global(&[Int], Int).imp(negate).done();
     r.def("_+_")
         .global(&[Bytes, Bytes], Bytes)
         .imp(add)
         .cost(cost_concat)
         .done();
     r.def("_+_")
-        .global(&[list_a(), list_a()], list_a())
+        .global(&[Double, Double], Double)
         .imp(add)
         .done();
     r.def("_+_")
-        .global(&[Timestamp, Duration], Timestamp)
+        .global(&[Duration, Duration], Duration)
         .imp(add)
         .done();
     r.def("_+_")
@@ -78,34 +69,37 @@ pub(crate) fn register(r: &mut Registry) {
         .imp(add)
         .done();
     r.def("_+_")
-        .global(&[Duration, Duration], Duration)
+        .global(&[Timestamp, Duration], Timestamp)
         .imp(add)
         .done();
-    for t in [Int, Uint, Double] {
-        r.def("_-_")
-            .global(&[t.clone(), t.clone()], t)
-            .imp(sub)
-            .done();
+    r.def("_+_").global(&[Int, Int], Int).imp(add).done();
+    r.def("_+_")
+        .global(&[list_a(), list_a()], list_a())
+        .imp(add)
+        .done();
+    r.def("_+_")
+        .global(&[String, String], String)
+        .imp(add)
+        .cost(cost_concat)
+        .done();
+    r.def("_+_").global(&[Uint, Uint], Uint).imp(add).done();
+    for (l, rt, res) in [
+        (Double, Double, Double),
+        (Duration, Duration, Duration),
+        (Int, Int, Int),
+        (Timestamp, Duration, Timestamp),
+        (Timestamp, Timestamp, Duration),
+        (Uint, Uint, Uint),
+    ] {
+        r.def("_-_").global(&[l, rt], res).imp(sub).done();
     }
-    r.def("_-_")
-        .global(&[Timestamp, Timestamp], Duration)
-        .imp(sub)
-        .done();
-    r.def("_-_")
-        .global(&[Timestamp, Duration], Timestamp)
-        .imp(sub)
-        .done();
-    r.def("_-_")
-        .global(&[Duration, Duration], Duration)
-        .imp(sub)
-        .done();
-    for t in [Int, Uint, Double] {
+    for t in [Double, Int, Uint] {
         r.def("_*_")
             .global(&[t.clone(), t.clone()], t)
             .imp(mul)
             .done();
     }
-    for t in [Int, Uint, Double] {
+    for t in [Double, Int, Uint] {
         r.def("_/_")
             .global(&[t.clone(), t.clone()], t)
             .imp(div)
@@ -163,8 +157,8 @@ pub(crate) fn register(r: &mut Registry) {
             .done();
     }
 
-    // size.
-    for t in [String, Bytes, list_a(), map_ab()] {
+    // size, in cel-go's declaration order.
+    for t in [Bytes, list_a(), map_ab(), String] {
         r.def("size")
             .global(std::slice::from_ref(&t), Int)
             .imp(size)
