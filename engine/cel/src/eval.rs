@@ -117,6 +117,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 },
                 None => None,
             })),
+            Value::List(_) => Err(string_index_in_list()),
             _ => Err(EvalError::NoSuchKey(field.to_string())),
         }
     }
@@ -135,11 +136,14 @@ impl<'r, 'a> Ctx<'r, 'a> {
         let m = match &v {
             Value::Map(m) => m,
             Value::Optional(None) => return Ok(Value::Optional(None)),
+            // A presence test on a value without fields finds nothing (cel-go).
             Value::Optional(Some(inner)) => match &**inner {
                 Value::Map(m) => return Ok(Value::Optional(m.get_str(field).map(Arc::new))),
-                _ => return Err(EvalError::NoSuchOverload),
+                Value::List(_) => return Err(string_index_in_list()),
+                _ => return Ok(Value::Optional(None)),
             },
-            _ => return Err(EvalError::NoSuchOverload),
+            Value::List(_) => return Err(string_index_in_list()),
+            _ => return Ok(Value::Optional(None)),
         };
         Ok(Value::Optional(m.get_str(field).map(Arc::new)))
     }
@@ -584,11 +588,14 @@ impl<'r, 'a> Ctx<'r, 'a> {
 fn has_field<'a>(v: &Value<'a>, field: &str) -> Result<Value<'a>, EvalError> {
     match v {
         Value::Map(m) => Ok(Value::Bool(m.contains_str(field))),
-        Value::List(_) => Err(EvalError::msg(
-            "unsupported index type 'string' in list".to_string(),
-        )),
+        Value::List(_) => Err(string_index_in_list()),
         _ => Ok(Value::Bool(false)),
     }
+}
+
+/// A field selected from a list: cel-go indexes the list with the field name.
+fn string_index_in_list() -> EvalError {
+    EvalError::msg("unsupported index type 'string' in list".to_string())
 }
 
 /// `container[key]` for lists and maps; `Ok(None)` if absent.

@@ -153,12 +153,8 @@ fn flatten<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 }
 
 fn range<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
-    let n = int_arg(args, 0)?;
-    if n < 0 {
-        return Err(EvalError::msg(format!(
-            "lists.range: size must be non-negative, got {n}"
-        )));
-    }
+    // As cel-go: a negative size is an empty list.
+    let n = int_arg(args, 0)?.max(0);
     if n > MAX_RANGE {
         return Err(EvalError::msg(format!(
             "lists.range: size {n} exceeds maximum allowed ({MAX_RANGE})"
@@ -263,10 +259,7 @@ mod tests {
             ("[dyn(1)].flatten(-1)", "error: level must be non-negative"),
             ("lists.range(3)", "[0, 1, 2]"),
             ("lists.range(0)", "[]"),
-            (
-                "lists.range(-1)",
-                "error: lists.range: size must be non-negative, got -1",
-            ),
+            ("lists.range(-1)", "[]"),
             ("[1, 2, 3].reverse()", "[3, 2, 1]"),
             ("[1, 2, 1, 3, 2].distinct()", "[1, 2, 3]"),
             ("[dyn(1), dyn(1.0), dyn(1u)].distinct()", "[1]"),
