@@ -253,7 +253,7 @@ impl Env {
             container: &inner.container,
         };
         let (root, slots) = plan::plan(&parsed.expr, checked.as_ref(), &env)
-            .map_err(|m| CompileError::program(src, m))?;
+            .map_err(|m| CompileError::program(src, m).with_output_type(output.clone()))?;
         Ok(Program {
             source: src.to_string(),
             root,

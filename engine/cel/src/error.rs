@@ -21,6 +21,8 @@ pub struct CompileError {
     source: String,
     issues: Vec<Issue>,
     program: bool,
+    /// The checked result type, for an expression that checked but could not be planned.
+    output: Option<crate::types::Type>,
 }
 
 impl CompileError {
@@ -31,6 +33,7 @@ impl CompileError {
             source: source.to_string(),
             issues,
             program: false,
+            output: None,
         }
     }
 
@@ -45,12 +48,37 @@ impl CompileError {
                 message,
             }],
             program: true,
+            output: None,
         }
+    }
+
+    /// Records the checked result type of an expression that failed planning.
+    pub(crate) fn with_output_type(mut self, t: crate::types::Type) -> Self {
+        self.output = Some(t);
+        self
+    }
+
+    /// The checked result type when the expression type-checked but planning failed
+    /// ([`CompileError::is_program_error`]): callers that check the result type first, as
+    /// Kubernetes does before `Program()`, need it.
+    pub fn checked_output_type(&self) -> Option<&crate::types::Type> {
+        self.output.as_ref()
     }
 
     /// Whether planning failed (cel-go's `Program()` error) rather than parsing or checking.
     pub fn is_program_error(&self) -> bool {
         self.program
+    }
+
+    /// The failure as Kubernetes' CEL compiler details it: `compilation failed: <issues>`, or
+    /// `program instantiation failed: <error>` for a checked expression that cannot be planned
+    /// (an error of type Internal there).
+    pub fn kubernetes_detail(&self) -> String {
+        if self.program {
+            format!("program instantiation failed: {self}")
+        } else {
+            format!("compilation failed: {self}")
+        }
     }
 
     /// The issues, sorted by position.

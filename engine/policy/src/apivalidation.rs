@@ -24,6 +24,8 @@ pub enum ErrorType {
     Duplicate,
     /// `Too many`
     TooMany,
+    /// `Internal error` (printed without the value)
+    Internal,
 }
 
 impl ErrorType {
@@ -36,6 +38,7 @@ impl ErrorType {
             ErrorType::NotSupported => "Unsupported value",
             ErrorType::Duplicate => "Duplicate value",
             ErrorType::TooMany => "Too many",
+            ErrorType::Internal => "Internal error",
         }
     }
 
@@ -48,6 +51,7 @@ impl ErrorType {
             ErrorType::NotSupported => "FieldValueNotSupported",
             ErrorType::Duplicate => "FieldValueDuplicate",
             ErrorType::TooMany => "FieldValueTooMany",
+            ErrorType::Internal => "InternalError",
         }
     }
 }
@@ -516,8 +520,14 @@ fn validate_param_kind(pk: &Value, path: &str, errs: &mut Errors) {
     }
 }
 
+/// Kubernetes turns a compile result's error into `Invalid value` with the expression, or,
+/// for a program that failed to instantiate, `Internal error` without it.
 fn expr_error(errs: &mut Errors, field: &str, expression: &str, e: ExprError) {
-    errs.invalid(field, quote(expression), &e.to_string());
+    if e.is_internal() {
+        errs.push(field, ErrorType::Internal, None, &e.to_string());
+    } else {
+        errs.invalid(field, quote(expression), &e.to_string());
+    }
 }
 
 fn validate_match_conditions(spec: &Value, has_params: bool, errs: &mut Errors) {
@@ -623,11 +633,12 @@ pub fn validate_policy(obj: &Value) -> Vec<FieldError> {
         .filter(|(_, (_, e))| !e.trim().is_empty());
     for (_, result) in compiled.iter() {
         if let (Some((i, (_, expr))), Err(e)) = (declared.next(), result) {
-            errs.invalid(
-                &format!("spec.variables[{i}].expression"),
-                quote(expr),
-                &format!("compilation failed: {e}"),
-            );
+            let field = format!("spec.variables[{i}].expression");
+            if e.is_program_error() {
+                errs.push(&field, ErrorType::Internal, None, &e.kubernetes_detail());
+            } else {
+                errs.invalid(&field, quote(expr), &e.kubernetes_detail());
+            }
         }
     }
     let env = compiled.env();
@@ -847,6 +858,26 @@ mod tests {
         assert_eq!(
             errs[2],
             "spec.validations[2].messageExpression: Invalid value: \"object.metadata.name\": must evaluate to string but got dyn"
+        );
+    }
+
+    #[test]
+    fn program_instantiation_failures_are_internal_errors() {
+        let mut spec = base();
+        spec["variables"] = json!([{"name": "re", "expression": "'a'.find('(')"}]);
+        spec["validations"] = json!([
+            {"expression": "object.metadata.name.find('[') == ''"},
+            {"expression": "object.metadata.name.find('[')"},
+        ]);
+        let errs = texts(&validate_policy(&policy(spec)));
+        assert_eq!(
+            errs,
+            vec![
+                "spec.variables[0].expression: Internal error: program instantiation failed: error parsing regexp: missing closing ): `(`",
+                "spec.validations[0].expression: Internal error: program instantiation failed: error parsing regexp: missing closing ]: `[`",
+                // The result type is checked before the program is built.
+                "spec.validations[1].expression: Invalid value: \"object.metadata.name.find('[')\": must evaluate to bool but got string",
+            ]
         );
     }
 

@@ -154,16 +154,32 @@ pub enum ExprError {
         /// The checked type.
         got: String,
     },
+    /// The expression checked but cannot be planned (cel-go's `Program()` failed, e.g. on an
+    /// invalid constant regular expression); Kubernetes reports it as an internal error.
+    #[error("program instantiation failed: {0}")]
+    Program(String),
+}
+
+impl ExprError {
+    /// Whether API validation reports this as an internal error (not an invalid value).
+    pub fn is_internal(&self) -> bool {
+        matches!(self, ExprError::Program(_))
+    }
 }
 
 /// Compiles `src` and checks its result type is exactly one of `want` (any type when empty).
+/// As Kubernetes: parse and check, then the result type, then the program.
 pub fn compile_checked(env: &Env, src: &str, want: &[Type]) -> Result<Program, ExprError> {
-    let program = env
-        .compile(src)
-        .map_err(|e| ExprError::Compile(e.to_string()))?;
-    let got = program.output_type();
+    let compiled = env.compile(src);
+    let got = match &compiled {
+        Ok(p) => p.output_type(),
+        Err(e) => match e.checked_output_type() {
+            Some(t) if e.is_program_error() => t,
+            _ => return Err(ExprError::Compile(e.to_string())),
+        },
+    };
     if want.is_empty() || want.contains(got) {
-        return Ok(program);
+        return compiled.map_err(|e| ExprError::Program(e.to_string()));
     }
     let want = match want {
         [one] => one.to_string(),
