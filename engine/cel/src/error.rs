@@ -104,7 +104,8 @@ impl fmt::Display for CompileError {
                 issue.column + 1,
                 issue.message
             )?;
-            if issue.line < 1 {
+            // cel-go shows no snippet of an empty source.
+            if issue.line < 1 || self.source.is_empty() {
                 continue;
             }
             let Some(line) = usize::try_from(issue.line - 1)
