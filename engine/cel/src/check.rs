@@ -710,23 +710,35 @@ impl<'e> Checker<'_, 'e> {
             self.scopes.push((v2n.clone(), v2.clone()));
         }
         let result = match &c.kind {
-            MacroKind::All(p) | MacroKind::Exists(p) | MacroKind::ExistsOne(p) => {
+            MacroKind::All(p) | MacroKind::Exists(p) => {
                 self.expect_bool(p);
                 Type::Bool
             }
+            MacroKind::ExistsOne(p) => {
+                self.check(p);
+                self.expect_condition(id, p, &Type::Int);
+                Type::Bool
+            }
             MacroKind::MapList { filter, transform } => {
+                // cel-go checks `_?_:_(filter, acc + [transform], acc)` in this order.
                 if let Some(f) = filter {
-                    self.expect_bool(f);
+                    self.check(f);
                 }
                 self.check(transform);
-                Type::list(self.get(transform.id))
+                let result = Type::list(self.get(transform.id));
+                if let Some(f) = filter {
+                    self.expect_condition(id, f, &result);
+                }
+                result
             }
             MacroKind::Filter(p) => {
-                self.expect_bool(p);
-                match &range {
+                self.check(p);
+                let result = match &range {
                     Type::List(_) | Type::Map(..) => Type::list(v1.clone()),
                     _ => Type::list(Type::Dyn),
-                }
+                };
+                self.expect_condition(id, p, &result);
+                result
             }
             MacroKind::TransformMap { filter, transform } => {
                 if let Some(f) = filter {
@@ -820,6 +832,20 @@ impl<'e> Checker<'_, 'e> {
                 checker_name(&key_t)
             ),
         );
+    }
+
+    /// The (checked) condition of a macro cel-go expands to `_?_:_(p, …, accumulator)`: a
+    /// condition that is not a bool finds no overload of the conditional, reported at the macro.
+    fn expect_condition(&mut self, id: u64, p: &Expr, accumulator: &Type) {
+        let t = self.get(p.id);
+        if !self.assignable(&Type::Bool, &t) {
+            let shown = |c: &mut Self, t: &Type| checker_name(&c.subs.substitute(t, true));
+            let (t, acc) = (shown(self, &t), shown(self, accumulator));
+            self.error(
+                id,
+                format!("found no matching overload for '_?_:_' applied to '({t}, {acc}, {acc})'"),
+            );
+        }
     }
 
     fn expect_bool(&mut self, p: &Expr) {

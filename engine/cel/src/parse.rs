@@ -417,6 +417,28 @@ impl Converter<'_> {
         });
     }
 
+    /// Reports `msg` at the first `word` from the position of `id` on (where a macro's
+    /// expansion no longer holds the argument's own position).
+    fn error_at_word(&mut self, id: u64, word: &str, msg: &str) {
+        let (line, column) = match self.info.offset_for(id) {
+            Some((start, _)) => {
+                let start = start as usize;
+                let at = self
+                    .source
+                    .get(start..)
+                    .and_then(|rest| rest.find(word))
+                    .map_or(start, |i| start + i);
+                byte_offset_location(self.source, at)
+            }
+            None => (-1, -1),
+        };
+        self.issues.push(Issue {
+            line,
+            column,
+            message: msg.to_string(),
+        });
+    }
+
     fn convert(&mut self, e: &IdedExpr) -> Expr {
         self.depth += 1;
         let out = if usize::from(MAX_RECURSION_DEPTH) < self.depth {
@@ -609,6 +631,15 @@ impl Converter<'_> {
     /// Recognises the comprehensions the parser builds for `all`, `exists`, `exists_one`,
     /// `map` and `filter`.
     fn convert_comprehension(&mut self, id: u64, c: &cast::ComprehensionExpr) -> ExprKind {
+        if c.iter_var == "__result__" {
+            // cel-go's macros refuse the traditional accumulator name, at the variable.
+            self.error_at_word(
+                id,
+                "__result__",
+                "iteration variable overwrites accumulator variable",
+            );
+            return ExprKind::Literal(Literal::Null);
+        }
         let kind = match self.macro_kind(c) {
             Some(k) => k,
             None => {

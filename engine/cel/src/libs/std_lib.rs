@@ -477,17 +477,100 @@ fn to_double<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     }))
 }
 
-/// Parses a float as Go's `strconv.ParseFloat` does (including `Inf`, `NaN`).
+/// Parses a float as Go's `strconv.ParseFloat` does: `Inf`/`Infinity`/`NaN` in any case,
+/// decimal and hexadecimal (`0x1p-2`) forms, `_` between digits; out of range is an error.
 fn parse_go_float(s: &str) -> Option<f64> {
     let lower = s.to_ascii_lowercase();
     let body = lower.trim_start_matches(['+', '-']);
     if matches!(body, "inf" | "infinity" | "nan") {
         return lower.parse::<f64>().ok();
     }
-    if s.is_empty() || s.contains('_') {
+    if s.is_empty() {
         return None;
     }
-    s.parse::<f64>().ok()
+    let cleaned;
+    let s = if s.contains('_') {
+        if !underscores_ok(s) {
+            return None;
+        }
+        cleaned = s.replace('_', "");
+        cleaned.as_str()
+    } else {
+        s
+    };
+    let (negative, unsigned) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let value = match unsigned
+        .strip_prefix("0x")
+        .or_else(|| unsigned.strip_prefix("0X"))
+    {
+        Some(hex) => parse_hex_float(hex)?,
+        None if unsigned.starts_with(['+', '-']) => return None,
+        None => unsigned.parse::<f64>().ok()?,
+    };
+    // Go reports a value past the largest double as out of range.
+    value
+        .is_finite()
+        .then_some(if negative { -value } else { value })
+}
+
+/// Go's `underscoreOK`: underscores only between digits (or after a base prefix).
+fn underscores_ok(s: &str) -> bool {
+    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let b = s.as_bytes();
+    let hex = b.len() >= 2 && b[0] == b'0' && matches!(b[1], b'x' | b'X');
+    let prefixed = b.len() >= 2 && b[0] == b'0' && matches!(b[1] | 0x20, b'b' | b'o' | b'x');
+    // The last class seen: '^' start, '0' digit or prefix, '_' underscore, '!' other.
+    let (mut saw, start) = if prefixed { (b'0', 2) } else { (b'^', 0) };
+    for &c in &b[start..] {
+        if c.is_ascii_digit() || (hex && c.is_ascii_hexdigit()) {
+            saw = b'0';
+        } else if c == b'_' {
+            if saw != b'0' {
+                return false;
+            }
+            saw = b'_';
+        } else if saw == b'_' {
+            return false;
+        } else {
+            saw = b'!';
+        }
+    }
+    saw != b'_'
+}
+
+/// A hexadecimal float after its `0x`: hex digits with an optional point, then a required
+/// binary exponent `p±n`.
+fn parse_hex_float(s: &str) -> Option<f64> {
+    let (mantissa, exp) = s.split_once(['p', 'P'])?;
+    let exp: i32 = if exp.is_empty() || exp.starts_with("+-") || exp.starts_with("-+") {
+        return None;
+    } else {
+        exp.parse().ok()?
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int_part.is_empty() && frac_part.is_empty() {
+        return None;
+    }
+    let mut m: u128 = 0;
+    let mut shift: i32 = 0;
+    for (i, c) in int_part.chars().chain(frac_part.chars()).enumerate() {
+        let d = c.to_digit(16)?;
+        let fractional = i >= int_part.len();
+        if m >> 120 == 0 {
+            m = (m << 4) | u128::from(d);
+            if fractional {
+                shift -= 4;
+            }
+        } else if !fractional {
+            // Digits past u128's precision only scale the value.
+            shift += 4;
+        }
+    }
+    Some(m as f64 * 2f64.powi(exp.saturating_add(shift)))
 }
 
 fn to_string<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
@@ -599,7 +682,32 @@ fn to_bool<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 
 #[cfg(test)]
 mod tests {
-    use super::format_double;
+    use super::{format_double, parse_go_float};
+
+    #[test]
+    fn doubles_parse_like_go() {
+        let cases: [(&str, Option<f64>); 16] = [
+            ("1_000", Some(1000.0)),
+            ("1_000.5_5", Some(1000.55)),
+            ("_1", None),
+            ("1__0", None),
+            ("1_", None),
+            ("0x1p-2", Some(0.25)),
+            ("-0x1.8p1", Some(-3.0)),
+            ("0x_1p4", Some(16.0)),
+            ("0x1", None),
+            ("0xp1", None),
+            ("1e400", None),
+            ("1e-400", Some(0.0)),
+            ("+.5", Some(0.5)),
+            ("-Infinity", Some(f64::NEG_INFINITY)),
+            ("--1", None),
+            ("", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_go_float(s), want, "{s}");
+        }
+    }
 
     #[test]
     fn doubles_format_like_go() {
