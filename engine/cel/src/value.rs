@@ -9,7 +9,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, FixedOffset, TimeDelta};
 
 use crate::error::EvalError;
 
@@ -34,8 +34,9 @@ pub enum Value<'a> {
     List(List<'a>),
     /// `map`.
     Map(Map<'a>),
-    /// `google.protobuf.Timestamp`.
-    Timestamp(DateTime<Utc>),
+    /// `google.protobuf.Timestamp`, with the zone offset it was written with (as Go's
+    /// `time.Time` keeps it: `string()` shows it; equality and ordering compare instants).
+    Timestamp(DateTime<FixedOffset>),
     /// `google.protobuf.Duration`.
     Duration(TimeDelta),
     /// A type value such as `int` or `type(x)`.

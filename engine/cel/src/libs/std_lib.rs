@@ -458,6 +458,10 @@ fn to_uint<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             }
             *d as u64
         }
+        // Go's `ParseUint` takes no sign, not even `+`.
+        Value::String(s) if s.starts_with('+') => {
+            return Err(conversion_error("string", "uint"));
+        }
         Value::String(s) => s
             .parse::<u64>()
             .map_err(|_| conversion_error("string", "uint"))?,
