@@ -52,10 +52,12 @@ pub(crate) fn type_ident(name: &str) -> Option<Type> {
         "null_type" => Type::Null,
         "list" => Type::list(Type::Dyn),
         "map" => Type::map(Type::Dyn, Type::Dyn),
-        "type" => Type::type_of(Type::Dyn),
+        // cel-go's `type` and `optional_type` identifiers denote the kinds without a
+        // parameter (`type(type)` is a `type(type(type))`).
+        "type" => Type::opaque("type"),
         "google.protobuf.Timestamp" => Type::Timestamp,
         "google.protobuf.Duration" => Type::Duration,
-        "optional_type" => Type::optional(Type::Dyn),
+        "optional_type" => Type::opaque("optional_type"),
         _ => return None,
     })
 }

@@ -372,7 +372,12 @@ impl<'r, 'a> Ctx<'r, 'a> {
                     m.keys().into_iter().map(|k| (k, Value::Null)).collect()
                 }
             }
-            _ => return Err(EvalError::NoSuchOverload),
+            other => {
+                return Err(EvalError::msg(format!(
+                    "got '{}', expected iterable type",
+                    go_type_name(other)
+                )));
+            }
         };
         match &l.kind {
             LoopKind::All(p) => self.quantifier(l, &items, p, false),
@@ -590,6 +595,34 @@ fn has_field<'a>(v: &Value<'a>, field: &str) -> Result<Value<'a>, EvalError> {
         Value::Map(m) => Ok(Value::Bool(m.contains_str(field))),
         Value::List(_) => Err(string_index_in_list()),
         _ => Ok(Value::Bool(false)),
+    }
+}
+
+/// The Go type (`%T`) of the cel-go value standing for `v`, as cel-go's messages name it.
+fn go_type_name(v: &Value<'_>) -> &'static str {
+    match v {
+        Value::Null => "types.Null",
+        Value::Bool(_) => "types.Bool",
+        Value::Int(_) => "types.Int",
+        Value::Uint(_) => "types.Uint",
+        Value::Double(_) => "types.Double",
+        Value::String(_) => "types.String",
+        Value::Bytes(_) => "types.Bytes",
+        Value::List(_) => "*types.baseList",
+        Value::Map(_) => "*types.baseMap",
+        Value::Timestamp(_) => "types.Timestamp",
+        Value::Duration(_) => "types.Duration",
+        Value::Type(_) => "*types.Type",
+        Value::Optional(_) => "*types.Optional",
+        // Kubernetes' library types live in its `cel` package.
+        Value::Opaque(o) => match o.type_name() {
+            crate::libs::ip::IP => "cel.IP",
+            crate::libs::ip::CIDR => "cel.CIDR",
+            crate::libs::quantity::QUANTITY => "cel.Quantity",
+            crate::libs::semver::SEMVER => "cel.Semver",
+            crate::libs::urls::URL => "cel.URL",
+            other => other,
+        },
     }
 }
 
