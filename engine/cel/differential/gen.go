@@ -378,6 +378,7 @@ func (g *generator) listsExt() {
 	for _, f := range []string{"isSorted", "sum", "min", "max", "distinct", "reverse", "sort", "flatten"} {
 		g.cross("lists/"+f, "%s."+f+"()", lists)
 	}
+	g.cross("lists/go-sort", "%s", []string{"lists.range(40).sortBy(x, x % 3)", "lists.range(100).sortBy(x, x % 7)", "lists.range(64).map(x, (x * 37) % 64).sortBy(x, x / 8)", "[3.0, double('NaN'), 1.0, 2.0].sort()", "lists.range(60).map(x, x % 5 == 0 ? double('NaN') : double(x % 11)).sort()", "lists.range(30).map(x, 30 - x).sortBy(x, x % 2)"})
 	g.cross("lists/indexOf", "%s.indexOf(%s)", lists[:8], []string{"1", "2", "'a'", "1.5", "1u", "true", "9"})
 	g.cross("lists/lastIndexOf", "%s.lastIndexOf(%s)", lists[:8], []string{"1", "2", "'a'", "1.5"})
 	g.cross("lists/slice", "%s.slice(%s, %s)", lists[:4], []string{"0", "1", "-1", "3", "4"}, []string{"0", "1", "3", "4"})

@@ -430,10 +430,10 @@ impl<'a> OwnedMap<'a> {
         }
         match k {
             Key::Double(d) => {
-                if let Some(i) = double_to_int_lossless(*d) {
-                    if let Some(p) = self.position(&Key::Int(i)) {
-                        return Some(p);
-                    }
+                if let Some(p) =
+                    double_to_int_lossless(*d).and_then(|i| self.position(&Key::Int(i)))
+                {
+                    return Some(p);
                 }
                 double_to_uint_lossless(*d).and_then(|u| self.position(&Key::Uint(u)))
             }
@@ -481,7 +481,7 @@ pub(crate) fn double_to_int_lossless(d: f64) -> Option<i64> {
 
 /// `d` as a uint when the conversion is exact.
 fn double_to_uint_lossless(d: f64) -> Option<u64> {
-    if !d.is_finite() || d < 0.0 || d >= 18_446_744_073_709_551_616.0 {
+    if !(0.0..18_446_744_073_709_551_616.0).contains(&d) {
         return None;
     }
     let u = d as u64;
@@ -848,7 +848,7 @@ mod tests {
         m.insert(Key::Double(f64::NAN), Value::Int(-2));
         m.insert(Key::Double(f64::NAN), Value::Int(-3));
         assert_eq!(m.len(), 23);
-        assert!(matches!(m.get(&Key::Int(7)), None));
+        assert!(m.get(&Key::Int(7)).is_none());
         assert!(matches!(m.get(&Key::Double(7.0)), Some(Value::Int(7))));
         assert!(matches!(m.get(&Key::Null), Some(Value::Int(-1))));
         assert!(m.get(&Key::Double(f64::NAN)).is_none());
