@@ -202,8 +202,9 @@ pub enum Key<'a> {
     String(Str<'a>),
     /// The `null` key.
     Null,
-    /// A key of any other type: timestamp, duration, type, list, map, optional or opaque.
-    Other(Value<'a>),
+    /// A key of any other type: timestamp, duration, type, list, map, optional or opaque
+    /// (boxed: rare, and keeps the common keys small).
+    Other(Box<Value<'a>>),
 }
 
 impl<'a> Key<'a> {
@@ -218,7 +219,7 @@ impl<'a> Key<'a> {
             Value::String(s) => Key::String(s.clone()),
             Value::Null => Key::Null,
             Value::Bytes(_) => return Err(EvalError::UnhashableKey),
-            other => Key::Other(other.clone()),
+            other => Key::Other(Box::new(other.clone())),
         })
     }
 
@@ -231,7 +232,7 @@ impl<'a> Key<'a> {
             Key::Double(d) => Value::Double(*d),
             Key::String(s) => Value::String(s.clone()),
             Key::Null => Value::Null,
-            Key::Other(v) => v.clone(),
+            Key::Other(v) => (**v).clone(),
         }
     }
 
