@@ -379,6 +379,7 @@ func (g *generator) listsExt() {
 	for _, f := range []string{"isSorted", "sum", "min", "max", "distinct", "reverse", "sort", "flatten"} {
 		g.cross("lists/"+f, "%s."+f+"()", lists)
 	}
+	g.cross("lists/go-sort", "%s", []string{"lists.range(40).sortBy(x, x % 3)", "lists.range(100).sortBy(x, x % 7)", "lists.range(64).map(x, (x * 37) % 64).sortBy(x, x / 8)", "[3.0, double('NaN'), 1.0, 2.0].sort()", "lists.range(60).map(x, x % 5 == 0 ? double('NaN') : double(x % 11)).sort()", "lists.range(30).map(x, 30 - x).sortBy(x, x % 2)"})
 	g.cross("lists/indexOf", "%s.indexOf(%s)", lists[:8], []string{"1", "2", "'a'", "1.5", "1u", "true", "9"})
 	g.cross("lists/lastIndexOf", "%s.lastIndexOf(%s)", lists[:8], []string{"1", "2", "'a'", "1.5"})
 	g.cross("lists/slice", "%s.slice(%s, %s)", lists[:4], []string{"0", "1", "-1", "3", "4"}, []string{"0", "1", "3", "4"})
@@ -488,6 +489,7 @@ func (g *generator) misc() {
 	g.cross("literal/string", "%s", []string{`'\a\b\f\n\r\t\v\\\'\"'`, `"\x41\101\u00e9\U0001F642"`, `r'\n\d'`, `R"raw\"`, `'''multi
 line'''`, `"""a"b"""`, `'\400'`, `'\uD800'`, `'\U00110000'`, `b'\u00e9'`, `b'\377'`, `'\z'`, `"é"`, `'a' 'b'`})
 	g.cross("literal/aggregate", "%s", []string{"[1, 'a']", "[1, 1u]", "{'a': 1, 'b': 'x'}", "{'a': 1, 1: 2}", "[[1], ['a']]", "[dyn(1), 'a']", "{'a': 1, 'a': 2}", "[1, null]", "[null, 1]", "{'k': null, 'j': 1}", "{1: 1, 1u: 2}", "{1.5: 1}", "{[1]: 1}", "{null: 1}", "[1, 2, 3][1]", "{'a': [1, {'b': 2}]}.a[1].b"})
+	g.cross("literal/map-keys", "%s", []string{"{dyn(1): 'a', 1u: 'b'}.size()", "{dyn(1): 'a', 1u: 'b'}[1u]", "{1.0: 'a'}[1]", "{1.0: 'a'}[1.0]", "{1: 'a'}[1.0]", "{2u: 'a'}[2.0]", "{-0.0: 'a', 0.0: 'b'}", "{double('NaN'): 1, double('NaN'): 2}.size()", "[null].map(k, {null: 1}[k])", "[[1]].map(k, {[1]: 1}[k])", "dyn(null) in {null: 1}", "{b'a': 1}", "[dyn(b'a')].map(k, {'a': 1}[k])", "dyn(b'a') in {}", "[duration('1s')].map(k, {duration('1s'): 1}[k])", "[timestamp(0)].map(k, {timestamp(0): 1}[k])", "[dyn(int)].map(k, {dyn(int): 1}[k])", "[dyn(null)].map(k, [1][k])", "{b'a': 1}.size()", "[dyn(b'a')].map(k, k in {1: 2})", "{'a': 1, ?'a': optional.none()}", "dyn({1: 'a'}) == dyn({1.0: 'a'})", "dyn({1u: 'a'}) == dyn({1: 'a'})", "{1.5: 'x'}.exists(k, k == 1.5)"})
 	g.cross("literal/validators", "%s", []string{"duration('1x')", "timestamp('bad')", "'a'.matches('[')", "'a'.find('(')", "duration('1s') + duration('bad')", "dyn('a').matches('[')", "['a'].map(x, x.matches('('))"})
 	g.cross("ident", "%s", []string{"object", "oldObject", "params", "request", "namespaceObject", "missingVar", "int", "type", "google.protobuf.Timestamp", ".object", "object.metadata.name.size", "in", "as", "null.a", "true.a", "Object", "__result__"})
 	g.cross("reserved", "%s", []string{"package", "{'a': 1}.package", "object.namespace", "object.if", "object.function", "object.return"})

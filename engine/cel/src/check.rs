@@ -83,10 +83,12 @@ pub(crate) fn type_ident(name: &str) -> Option<Type> {
         "null_type" => Type::Null,
         "list" => Type::list(Type::Dyn),
         "map" => Type::map(Type::Dyn, Type::Dyn),
-        "type" => Type::type_of(Type::Dyn),
+        // cel-go's `type` and `optional_type` identifiers denote the kinds without a
+        // parameter (`type(type)` is a `type(type(type))`).
+        "type" => Type::opaque("type"),
         "google.protobuf.Timestamp" => Type::Timestamp,
         "google.protobuf.Duration" => Type::Duration,
-        "optional_type" => Type::optional(Type::Dyn),
+        "optional_type" => Type::opaque("optional_type"),
         _ => return None,
     })
 }
@@ -584,7 +586,13 @@ impl<'e> Checker<'_, 'e> {
             t if t.is_dyn() => Type::Dyn,
             t => {
                 let t = t.clone();
-                self.error(e.id, format!("type '{t}' does not support field selection"));
+                self.error(
+                    e.id,
+                    format!(
+                        "type '{}' does not support field selection",
+                        checker_name(&t)
+                    ),
+                );
                 Type::Dyn
             }
         };
@@ -788,23 +796,35 @@ impl<'e> Checker<'_, 'e> {
             self.scopes.push((v2n.clone(), v2.clone()));
         }
         let result = match &c.kind {
-            MacroKind::All(p) | MacroKind::Exists(p) | MacroKind::ExistsOne(p) => {
+            MacroKind::All(p) | MacroKind::Exists(p) => {
                 self.expect_bool(p);
                 Type::Bool
             }
+            MacroKind::ExistsOne(p) => {
+                self.check(p);
+                self.expect_condition(id, p, &Type::Int);
+                Type::Bool
+            }
             MacroKind::MapList { filter, transform } => {
+                // cel-go checks `_?_:_(filter, acc + [transform], acc)` in this order.
                 if let Some(f) = filter {
-                    self.expect_bool(f);
+                    self.check(f);
                 }
                 self.check(transform);
-                Type::list(self.get(transform.id))
+                let result = Type::list(self.get(transform.id));
+                if let Some(f) = filter {
+                    self.expect_condition(id, f, &result);
+                }
+                result
             }
             MacroKind::Filter(p) => {
-                self.expect_bool(p);
-                match &range {
+                self.check(p);
+                let result = match &range {
                     Type::List(_) | Type::Map(..) => Type::list(v1.clone()),
                     _ => Type::list(Type::Dyn),
-                }
+                };
+                self.expect_condition(id, p, &result);
+                result
             }
             MacroKind::TransformMap { filter, transform } => {
                 if let Some(f) = filter {
@@ -857,6 +877,7 @@ impl<'e> Checker<'_, 'e> {
             }
             MacroKind::SortBy(k) => {
                 self.check(k);
+                self.sort_key(id, &range, k.id);
                 match &range {
                     Type::List(_) => range.clone(),
                     _ => Type::list(Type::Dyn),
@@ -865,6 +886,52 @@ impl<'e> Checker<'_, 'e> {
         };
         self.scopes.truncate(depth);
         result
+    }
+
+    /// `sortBy`'s keys must be comparable: cel-go expands the macro to
+    /// `@sortByAssociatedKeys(list(T), list(U))`, declared for these `U` in this order, so a
+    /// key of a free type variable becomes `int`.
+    fn sort_key(&mut self, id: u64, range: &Type, key: u64) {
+        let key_t = self.get(key);
+        for u in [
+            Type::Int,
+            Type::Uint,
+            Type::Double,
+            Type::Bool,
+            Type::Duration,
+            Type::Timestamp,
+            Type::String,
+            Type::Bytes,
+        ] {
+            let mut trial = self.subs.clone();
+            if trial.assignable(&u, &key_t) {
+                self.subs = trial;
+                return;
+            }
+        }
+        let (range, key_t) = (self.sub(range), self.sub(&key_t));
+        self.error(
+            id,
+            format!(
+                "found no matching overload for '@sortByAssociatedKeys' applied to '{}.(list({}))'",
+                checker_name(&range),
+                checker_name(&key_t)
+            ),
+        );
+    }
+
+    /// The (checked) condition of a macro cel-go expands to `_?_:_(p, …, accumulator)`: a
+    /// condition that is not a bool finds no overload of the conditional, reported at the macro.
+    fn expect_condition(&mut self, id: u64, p: &Expr, accumulator: &Type) {
+        let t = self.get(p.id);
+        if !self.assignable(&Type::Bool, &t) {
+            let shown = |c: &mut Self, t: &Type| checker_name(&c.subs.substitute(t, true));
+            let (t, acc) = (shown(self, &t), shown(self, accumulator));
+            self.error(
+                id,
+                format!("found no matching overload for '_?_:_' applied to '({t}, {acc}, {acc})'"),
+            );
+        }
     }
 
     fn expect_bool(&mut self, p: &Expr) {

@@ -277,7 +277,9 @@ impl Env {
         };
         let (root, slots) =
             plan::plan(&parsed.expr, checked.as_ref(), &env).map_err(|e| match e {
-                plan::PlanError::Program(m) => CompileError::program(src, m),
+                plan::PlanError::Program(m) => {
+                    CompileError::program(src, m).with_output_type(output.clone())
+                }
                 e @ plan::PlanError::Malformed(_) => CompileError::new(
                     src,
                     vec![Issue {

@@ -21,6 +21,8 @@ pub struct CompileError {
     source: String,
     issues: Vec<Issue>,
     program: Option<String>,
+    /// The checked result type, for an expression that checked but could not be planned.
+    output: Option<crate::types::Type>,
 }
 
 impl CompileError {
@@ -31,6 +33,7 @@ impl CompileError {
             source: source.to_string(),
             issues,
             program: None,
+            output: None,
         }
     }
 
@@ -42,13 +45,38 @@ impl CompileError {
             source: source.to_string(),
             issues: Vec::new(),
             program: Some(message),
+            output: None,
         }
+    }
+
+    /// Records the checked result type of an expression that failed planning.
+    pub(crate) fn with_output_type(mut self, t: crate::types::Type) -> Self {
+        self.output = Some(t);
+        self
+    }
+
+    /// The checked result type when the expression type-checked but planning failed
+    /// ([`CompileError::is_program`]): callers that check the result type first, as
+    /// Kubernetes does before `Program()`, need it.
+    pub fn checked_output_type(&self) -> Option<&crate::types::Type> {
+        self.output.as_ref()
     }
 
     /// True when checking passed but building the program failed; the error then displays
     /// as cel-go's `Program()` error text alone.
     pub fn is_program(&self) -> bool {
         self.program.is_some()
+    }
+
+    /// The failure as Kubernetes' CEL compiler details it: `compilation failed: <issues>`, or
+    /// `program instantiation failed: <error>` for a checked expression that cannot be planned
+    /// (an error of type Internal there).
+    pub fn kubernetes_detail(&self) -> String {
+        if self.program.is_some() {
+            format!("program instantiation failed: {self}")
+        } else {
+            format!("compilation failed: {self}")
+        }
     }
 
     /// The issues, sorted by position.
@@ -73,7 +101,8 @@ impl fmt::Display for CompileError {
                 issue.column + 1,
                 issue.message
             )?;
-            if issue.line < 1 {
+            // cel-go shows no snippet of an empty source.
+            if issue.line < 1 || self.source.is_empty() {
                 continue;
             }
             let Some(line) = usize::try_from(issue.line - 1)
@@ -149,9 +178,15 @@ pub enum EvalError {
     /// List index out of range.
     #[error("index out of bounds: {0}")]
     IndexOutOfBounds(String),
-    /// A map key of a type that cannot be a key.
+    /// A map with a key that JSON cannot represent (any key but a string).
     #[error("unsupported key type: {0}")]
     UnsupportedKeyType(String),
+    /// An index of a type that cannot qualify a value (only strings, numbers and bools can).
+    #[error("invalid qualifier type: {0}")]
+    InvalidQualifier(String),
+    /// A bytes map key: cel-go's runtime cannot hash one and reports its panic this way.
+    #[error("internal error: runtime error: hash of unhashable type types.Bytes")]
+    UnhashableKey,
     /// Ordering comparison involving NaN.
     #[error("NaN values cannot be ordered")]
     NaNOrdering,

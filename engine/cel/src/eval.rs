@@ -317,10 +317,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
         let (needle, hay) = (needle?, hay?);
         match &hay {
             Value::List(l) => Ok(Value::Bool(l.iter().any(|v| v.equals(&needle)))),
-            Value::Map(m) => match m.get(&needle) {
-                Ok(found) => Ok(Value::Bool(found.is_some())),
-                Err(_) => Ok(Value::Bool(false)),
-            },
+            Value::Map(m) => Ok(Value::Bool(m.get(&needle)?.is_some())),
             _ => Err(EvalError::NoSuchOverload),
         }
     }
@@ -438,15 +435,17 @@ impl<'r, 'a> Ctx<'r, 'a> {
         for (k, v, optional) in entries {
             let key = self.eval(k)?;
             let val = self.eval(v)?;
-            let key = Key::from_value(&key)
-                .ok_or_else(|| EvalError::UnsupportedKeyType(key.type_name().to_string()))?;
             let val = if *optional {
                 match val {
                     Value::Optional(Some(inner)) => (*inner).clone(),
-                    Value::Optional(None) => continue,
+                    Value::Optional(None) => {
+                        out.remove(&Key::from_value(&key)?);
+                        continue;
+                    }
                     other => {
                         return Err(EvalError::msg(format!(
-                            "cannot initialize optional entry '{key}' from non-optional value {}",
+                            "cannot initialize optional entry '{}' from non-optional value {}",
+                            display_key(&key),
                             other.type_name()
                         )));
                     }
@@ -454,12 +453,8 @@ impl<'r, 'a> Ctx<'r, 'a> {
             } else {
                 val
             };
-            let shown = key.to_string();
-            if !out.insert_new(key, val) {
-                return Err(EvalError::msg(format!(
-                    "insert failed: key {shown} already exists"
-                )));
-            }
+            // Like cel-go's map literal, a repeated key keeps the last value.
+            out.insert(Key::from_value(&key)?, val);
         }
         Ok(out)
     }
@@ -813,8 +808,7 @@ fn insert_transformed<'a>(
 ) -> Result<(), EvalError> {
     let v = v?;
     let insert = |out: &mut OwnedMap<'a>, k: &Value<'a>, val: Value<'a>| {
-        let key = Key::from_value(k)
-            .ok_or_else(|| EvalError::UnsupportedKeyType(k.type_name().to_string()))?;
+        let key = Key::from_value(k)?;
         let shown = key.to_string();
         if out.insert_new(key, val) {
             Ok(())
@@ -838,7 +832,20 @@ fn insert_transformed<'a>(
 
 /// cel-go's error for a comprehension over a value that is neither a list nor a map.
 fn not_iterable(v: &Value<'_>, two_vars: bool) -> EvalError {
-    let go_type = match v {
+    let Some(go_type) = go_type_name(v) else {
+        return EvalError::NoSuchOverload;
+    };
+    EvalError::msg(if two_vars {
+        format!("unsupported comprehension range type: {go_type}")
+    } else {
+        format!("got '{go_type}', expected iterable type")
+    })
+}
+
+/// The Go type (`%T`) of the cel-go value standing for `v`, as cel-go's messages name it
+/// (`None` for message values, which have no cel-go counterpart here).
+fn go_type_name(v: &Value<'_>) -> Option<&'static str> {
+    Some(match v {
         Value::Null => "types.Null",
         Value::Bool(_) => "types.Bool",
         Value::Int(_) => "types.Int",
@@ -846,16 +853,22 @@ fn not_iterable(v: &Value<'_>, two_vars: bool) -> EvalError {
         Value::Double(_) => "types.Double",
         Value::String(_) => "types.String",
         Value::Bytes(_) => "types.Bytes",
+        Value::List(_) => "*types.baseList",
+        Value::Map(_) => "*types.baseMap",
         Value::Timestamp(_) => "types.Timestamp",
         Value::Duration(_) => "types.Duration",
         Value::Type(_) => "*types.Type",
         Value::Optional(_) => "*types.Optional",
-        _ => return EvalError::NoSuchOverload,
-    };
-    EvalError::msg(if two_vars {
-        format!("unsupported comprehension range type: {go_type}")
-    } else {
-        format!("got '{go_type}', expected iterable type")
+        // Kubernetes' library types live in its `cel` package.
+        Value::Opaque(o) => match o.type_name() {
+            crate::libs::ip::IP => "cel.IP",
+            crate::libs::ip::CIDR => "cel.CIDR",
+            crate::libs::quantity::QUANTITY => "cel.Quantity",
+            crate::libs::semver::SEMVER => "cel.Semver",
+            crate::libs::urls::URL => "cel.URL",
+            other => other,
+        },
+        Value::Struct(_) => return None,
     })
 }
 
@@ -893,17 +906,25 @@ fn soft_size(v: &Result<Value<'_>, EvalError>) -> u64 {
 
 /// `container[key]` for lists and maps; `Ok(None)` if absent.
 fn lookup<'a>(container: &Value<'a>, key: &Value<'_>) -> Result<Option<Value<'a>>, EvalError> {
+    // cel-go turns a computed index into a qualifier first, which only these types can be.
+    if !matches!(
+        key,
+        Value::String(_) | Value::Int(_) | Value::Uint(_) | Value::Bool(_) | Value::Double(_)
+    ) {
+        return Err(EvalError::InvalidQualifier(key.type_name().to_string()));
+    }
     match container {
         Value::List(l) => {
             let i = match key {
                 Value::Int(i) => *i,
-                Value::Uint(u) => i64::try_from(*u).unwrap_or(i64::MAX),
-                Value::Double(d) if d.fract() == 0.0 && d.is_finite() => *d as i64,
-                Value::Double(d) => {
-                    return Err(EvalError::msg(format!(
-                        "unsupported index value {d} in list"
-                    )));
-                }
+                Value::Uint(u) => i64::try_from(*u)
+                    .map_err(|_| EvalError::msg(format!("unsupported index value {u} in list")))?,
+                Value::Double(d) => crate::value::double_to_int_lossless(*d).ok_or_else(|| {
+                    EvalError::msg(format!(
+                        "unsupported index value {} in list",
+                        crate::libs::std_lib::format_double(*d)
+                    ))
+                })?,
                 other => {
                     return Err(EvalError::msg(format!(
                         "unsupported index type '{}' in list",

@@ -179,10 +179,32 @@ fn convert_parse_errors(src: &str, errors: Vec<ParseError>) -> CompileError {
             }],
         );
     }
-    let has_positioned = errors.iter().any(|e| e.source.is_none());
+    let is_literal = |e: &ParseError| NUMBER_LITERAL_ERRORS.contains(&e.msg.as_str());
+    let has_positioned = errors.iter().any(|e| e.source.is_none() || is_literal(e));
+    // The `cel` crate's visitor reports an incomplete context after a syntax error the
+    // parser recovered from; cel-go reports the syntax error alone.
+    let only_incomplete = errors.iter().all(|e| e.msg.starts_with("Incomplete "));
     let mut issues = Vec::new();
     for e in errors {
+        if e.msg.starts_with("Incomplete ") && !only_incomplete {
+            continue;
+        }
+        let (line, col1) = e.pos;
         if let Some(inner) = &e.source {
+            if is_literal(&e) {
+                // An out-of-range number: cel-go positions it at the literal, its sign
+                // included (only a negative literal can be too small).
+                let mut column = (col1 - 1) as i64;
+                if inner.to_string().contains("too small") {
+                    column = sign_column(src, line, column);
+                }
+                issues.push(Issue {
+                    line: line as i64,
+                    column,
+                    message: e.msg,
+                });
+                continue;
+            }
             // An aborted parse: the recursion limit, or the recovery limit (already reported).
             let text = inner.to_string();
             if !has_positioned {
@@ -194,21 +216,140 @@ fn convert_parse_errors(src: &str, errors: Vec<ParseError>) -> CompileError {
             }
             continue;
         }
-        let (line, col1) = e.pos;
         // Token positions are in characters already; macro expansion errors are positioned
         // from byte offsets.
-        let column = if MACRO_ERRORS.contains(&e.msg.as_str()) {
+        let mut column = if MACRO_ERRORS.contains(&e.msg.as_str()) {
             code_point_column(src, line, col1)
         } else {
             (col1 - 1) as i64
         };
+        let message = if e.msg == "unsupported ident kind" {
+            // cel-go positions it at the missing identifier, after the `.` or `.?`.
+            column = after_select_operator(src, line, column);
+            e.msg
+        } else if src.is_empty() {
+            // The end of an empty input has no column in cel-go.
+            column = -1;
+            e.msg
+        } else if let Some(m) = literal_message(&e.msg) {
+            m.to_string()
+        } else {
+            expected_as_cel_go(e.msg)
+        };
         issues.push(Issue {
             line: line as i64,
             column,
-            message: e.msg,
+            message,
         });
     }
-    CompileError::new(src, issues)
+    // cel-go's parser reports syntax errors before its visitor's; issues at the same position
+    // keep that order.
+    let (mut syntax, others): (Vec<Issue>, Vec<Issue>) = issues
+        .into_iter()
+        .partition(|i| i.message.starts_with("Syntax error:"));
+    syntax.extend(others);
+    CompileError::new(src, syntax)
+}
+
+/// The `cel` crate's messages for out-of-range numbers (the same as cel-go's).
+const NUMBER_LITERAL_ERRORS: [&str; 2] = ["invalid int literal", "invalid uint literal"];
+
+/// The characters of line `line` (1-based).
+fn line_chars(src: &str, line: isize) -> Vec<char> {
+    usize::try_from(line - 1)
+        .ok()
+        .and_then(|l| src.split('\n').nth(l))
+        .map(|t| t.chars().collect())
+        .unwrap_or_default()
+}
+
+/// The column of the `-` before the number at `column` (skipping blanks), or `column`.
+fn sign_column(src: &str, line: isize, column: i64) -> i64 {
+    let chars = line_chars(src, line);
+    let mut i = column;
+    while i > 0 {
+        i -= 1;
+        match usize::try_from(i).ok().and_then(|i| chars.get(i)) {
+            Some(c) if c.is_whitespace() => continue,
+            Some('-') => return i,
+            _ => break,
+        }
+    }
+    column
+}
+
+/// The column after the `.` or `.?` at `column` and the blanks that follow it.
+fn after_select_operator(src: &str, line: isize, column: i64) -> i64 {
+    let chars = line_chars(src, line);
+    let mut i = usize::try_from(column).unwrap_or_default();
+    if chars.get(i) == Some(&'.') {
+        i += 1;
+        if chars.get(i) == Some(&'?') {
+            i += 1;
+        }
+    }
+    while chars.get(i).is_some_and(|c| c.is_whitespace()) {
+        i += 1;
+    }
+    i as i64
+}
+
+/// cel-go's message for a string or bytes literal the `cel` crate could not unescape (its
+/// message carries the `Debug` form of the crate's error).
+fn literal_message(msg: &str) -> Option<&'static str> {
+    let detail = msg
+        .strip_prefix("invalid string literal: ")
+        .or_else(|| msg.strip_prefix("invalid bytes literal: "))?;
+    Some(
+        if detail.starts_with("InvalidUnicode { source: Unicode { value: 0 }") {
+            // Too few hex digits.
+            "unable to unescape string"
+        } else if detail.starts_with("InvalidUnicode { source: Unicode")
+            || detail.starts_with("Invalid(\"invalid unicode code point\")")
+        {
+            "invalid unicode code point"
+        } else if detail.starts_with("InvalidEscape { escape: \"\\\\\", ") {
+            "unable to unescape string, found '\\' as last character"
+        } else if ["0", "1", "2", "3"]
+            .iter()
+            .any(|d| detail.starts_with(&format!("InvalidEscape {{ escape: \"\\\\{d}")))
+        {
+            "unable to unescape octal sequence in string"
+        } else {
+            "unable to unescape string"
+        },
+    )
+}
+
+/// The tokens that can continue an expression: the `cel` crate's ANTLR runtime lists them in
+/// a syntax error's expected set where cel-go's (Go) runtime, which has left those loops,
+/// lists only what must follow (`expecting ':'`, `expecting <EOF>`).
+const CONTINUATIONS: [&str; 17] = [
+    "'=='", "'!='", "'in'", "'<'", "'<='", "'>='", "'>'", "'&&'", "'||'", "'['", "'.'", "'-'",
+    "'?'", "'+'", "'*'", "'/'", "'%'",
+];
+
+/// Rewrites `… expecting {<EOF>, '==', …}` as cel-go words it.
+fn expected_as_cel_go(msg: String) -> String {
+    let Some((head, set)) = msg.split_once(" expecting {") else {
+        return msg;
+    };
+    let Some(set) = set.strip_suffix('}') else {
+        return msg;
+    };
+    let tokens: Vec<&str> = set.split(", ").collect();
+    if !tokens.contains(&"'=='") || !tokens.contains(&"'%'") {
+        return msg;
+    }
+    let rest: Vec<&str> = tokens
+        .into_iter()
+        .filter(|t| !CONTINUATIONS.contains(t))
+        .collect();
+    match rest.as_slice() {
+        [] => msg,
+        [one] => format!("{head} expecting {one}"),
+        many => format!("{head} expecting {{{}}}", many.join(", ")),
+    }
 }
 
 /// Errors the `cel` crate's macro expanders report (positioned by byte offset).
@@ -267,6 +408,28 @@ impl Converter<'_> {
     fn error(&mut self, id: u64, msg: &str) {
         let (line, column) = match self.info.offset_for(id) {
             Some((start, _)) => byte_offset_location(self.source, start as usize),
+            None => (-1, -1),
+        };
+        self.issues.push(Issue {
+            line,
+            column,
+            message: msg.to_string(),
+        });
+    }
+
+    /// Reports `msg` at the first `word` from the position of `id` on (where a macro's
+    /// expansion no longer holds the argument's own position).
+    fn error_at_word(&mut self, id: u64, word: &str, msg: &str) {
+        let (line, column) = match self.info.offset_for(id) {
+            Some((start, _)) => {
+                let start = start as usize;
+                let at = self
+                    .source
+                    .get(start..)
+                    .and_then(|rest| rest.find(word))
+                    .map_or(start, |i| start + i);
+                byte_offset_location(self.source, at)
+            }
             None => (-1, -1),
         };
         self.issues.push(Issue {
@@ -474,6 +637,15 @@ impl Converter<'_> {
     /// Recognises the comprehensions the parser builds for `all`, `exists`, `exists_one`,
     /// `map` and `filter`.
     fn convert_comprehension(&mut self, id: u64, c: &cast::ComprehensionExpr) -> ExprKind {
+        if c.iter_var == "__result__" {
+            // cel-go's macros refuse the traditional accumulator name, at the variable.
+            self.error_at_word(
+                id,
+                "__result__",
+                "iteration variable overwrites accumulator variable",
+            );
+            return ExprKind::Literal(Literal::Null);
+        }
         let kind = match self.macro_kind(c) {
             Some(k) => k,
             None => {
@@ -588,6 +760,49 @@ mod tests {
         assert!(
             text.ends_with("\n | object.spec.replicas <\n | ......................^"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn parse_errors_are_worded_as_cel_go() {
+        let first = |src: &str| {
+            parse_test(src)
+                .err()
+                .and_then(|e| e.issues().first().cloned())
+                .map(|i| (i.column, i.message))
+        };
+        let cases: [(&str, i64, &str); 9] = [
+            ("9223372036854775808", 0, "invalid int literal"),
+            ("-9223372036854775809", 0, "invalid int literal"),
+            ("1 + - 9223372036854775809", 4, "invalid int literal"),
+            ("18446744073709551616u", 0, "invalid uint literal"),
+            ("'\\uD800'", 0, "invalid unicode code point"),
+            ("b'\\u00e9'", 0, "unable to unescape string"),
+            (
+                "a b c",
+                2,
+                "Syntax error: mismatched input 'b' expecting <EOF>",
+            ),
+            (
+                "a ? b",
+                5,
+                "Syntax error: mismatched input '<EOF>' expecting ':'",
+            ),
+            (
+                "",
+                -1,
+                "Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER}",
+            ),
+        ];
+        for (src, column, message) in cases {
+            assert_eq!(first(src), Some((column, message.to_string())), "{src}");
+        }
+        let text = parse_test("x.?").err().map(|e| e.to_string());
+        assert_eq!(
+            text.as_deref(),
+            Some(
+                "ERROR: <input>:1:4: Syntax error: mismatched input '<EOF>' expecting {IDENTIFIER, ESC_IDENTIFIER}\n | x.?\n | ...^\nERROR: <input>:1:4: unsupported ident kind\n | x.?\n | ...^"
+            )
         );
     }
 

@@ -9,7 +9,7 @@ use std::fmt;
 use std::ops::Deref;
 use std::sync::Arc;
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, FixedOffset, TimeDelta};
 
 use crate::error::EvalError;
 use crate::structs::StructValue;
@@ -35,8 +35,9 @@ pub enum Value<'a> {
     List(List<'a>),
     /// `map`.
     Map(Map<'a>),
-    /// `google.protobuf.Timestamp`.
-    Timestamp(DateTime<Utc>),
+    /// `google.protobuf.Timestamp`, with the zone offset it was written with (as Go's
+    /// `time.Time` keeps it: `string()` shows it; equality and ordering compare instants).
+    Timestamp(DateTime<FixedOffset>),
     /// `google.protobuf.Duration`.
     Duration(TimeDelta),
     /// A type value such as `int` or `type(x)`.
@@ -186,7 +187,10 @@ impl<'a> Iterator for ListIter<'_, 'a> {
 
 impl ExactSizeIterator for ListIter<'_, '_> {}
 
-/// A map key: CEL maps are keyed by bool, int, uint or string. `1` and `1u` are the same key.
+/// A map key. As in cel-go, any value but bytes can key a map: two keys are the same when they
+/// have the same type and equal values (`1` and `1u` are different keys; lists, maps and
+/// optionals are the same key only when they are the same value, not equal copies). Lookups
+/// are heterogeneous for numbers: see [`OwnedMap::find`].
 #[derive(Clone, Debug)]
 pub enum Key<'a> {
     /// A bool key.
@@ -195,20 +199,31 @@ pub enum Key<'a> {
     Int(i64),
     /// A uint key.
     Uint(u64),
+    /// A double key.
+    Double(f64),
     /// A string key.
     String(Str<'a>),
+    /// The `null` key.
+    Null,
+    /// A key of any other type: timestamp, duration, type, list, map, optional or opaque
+    /// (boxed: rare, and keeps the common keys small).
+    Other(Box<Value<'a>>),
 }
 
 impl<'a> Key<'a> {
-    /// The key for `v`, if `v` can be a map key. Integral doubles become numeric keys.
-    pub fn from_value(v: &Value<'a>) -> Option<Key<'a>> {
-        match v {
-            Value::Bool(b) => Some(Key::Bool(*b)),
-            Value::Int(i) => Some(Key::Int(*i)),
-            Value::Uint(u) => Some(Key::Uint(*u)),
-            Value::String(s) => Some(Key::String(s.clone())),
-            _ => None,
-        }
+    /// The key for `v`. `Err` for bytes, which cel-go's runtime cannot hash (its evaluator
+    /// reports the panic as an internal error).
+    pub fn from_value(v: &Value<'a>) -> Result<Key<'a>, EvalError> {
+        Ok(match v {
+            Value::Bool(b) => Key::Bool(*b),
+            Value::Int(i) => Key::Int(*i),
+            Value::Uint(u) => Key::Uint(*u),
+            Value::Double(d) => Key::Double(*d),
+            Value::String(s) => Key::String(s.clone()),
+            Value::Null => Key::Null,
+            Value::Bytes(_) => return Err(EvalError::UnhashableKey),
+            other => Key::Other(Box::new(other.clone())),
+        })
     }
 
     /// The key as a value.
@@ -217,30 +232,61 @@ impl<'a> Key<'a> {
             Key::Bool(b) => Value::Bool(*b),
             Key::Int(i) => Value::Int(*i),
             Key::Uint(u) => Value::Uint(*u),
+            Key::Double(d) => Value::Double(*d),
             Key::String(s) => Value::String(s.clone()),
+            Key::Null => Value::Null,
+            Key::Other(v) => (**v).clone(),
         }
     }
 
-    fn numeric(&self) -> Option<i128> {
-        match self {
-            Key::Int(i) => Some(i128::from(*i)),
-            Key::Uint(u) => Some(i128::from(*u)),
-            _ => None,
-        }
+    /// The hashable form of a scalar key; `None` for `Other` keys and NaN (which equals no
+    /// key, not even itself).
+    fn scalar(&self) -> Option<Scalar> {
+        Some(match self {
+            Key::Bool(b) => Scalar::Bool(*b),
+            Key::Int(i) => Scalar::Int(*i),
+            Key::Uint(u) => Scalar::Uint(*u),
+            Key::Double(d) if d.is_nan() => return None,
+            // 0.0 and -0.0 are the same key.
+            Key::Double(d) => Scalar::Double(if *d == 0.0 { 0 } else { d.to_bits() }),
+            Key::Null => Scalar::Null,
+            Key::String(_) | Key::Other(_) => return None,
+        })
     }
 }
 
 impl Key<'_> {
-    /// CEL key equality (`1` and `1u` are the same key), across lifetimes.
+    /// True if `self` and `other` are the same key: same type, equal value.
     pub fn same(&self, other: &Key<'_>) -> bool {
         match (self, other) {
             (Key::Bool(a), Key::Bool(b)) => a == b,
+            (Key::Int(a), Key::Int(b)) => a == b,
+            (Key::Uint(a), Key::Uint(b)) => a == b,
+            (Key::Double(a), Key::Double(b)) => a == b,
             (Key::String(a), Key::String(b)) => **a == **b,
-            _ => match (self.numeric(), other.numeric()) {
-                (Some(a), Some(b)) => a == b,
-                _ => false,
-            },
+            (Key::Null, Key::Null) => true,
+            (Key::Other(a), Key::Other(b)) => same_other_key(a, b),
+            _ => false,
         }
+    }
+}
+
+/// Key identity for values other than scalars: timestamps, durations and types by value,
+/// lists, maps and present optionals by identity (cel-go keys them by pointer), opaque values
+/// by CEL equality.
+fn same_other_key(a: &Value<'_>, b: &Value<'_>) -> bool {
+    match (a, b) {
+        (Value::Timestamp(x), Value::Timestamp(y)) => x == y,
+        (Value::Duration(x), Value::Duration(y)) => x == y,
+        (Value::Type(x), Value::Type(y)) => x == y,
+        (Value::List(List::Json(x)), Value::List(List::Json(y))) => std::ptr::eq(*x, *y),
+        (Value::List(List::Owned(x)), Value::List(List::Owned(y))) => Arc::ptr_eq(x, y),
+        (Value::Map(Map::Json(x)), Value::Map(Map::Json(y))) => std::ptr::eq(*x, *y),
+        (Value::Map(Map::Owned(x)), Value::Map(Map::Owned(y))) => Arc::ptr_eq(x, y),
+        (Value::Optional(None), Value::Optional(None)) => true,
+        (Value::Optional(Some(x)), Value::Optional(Some(y))) => Arc::ptr_eq(x, y),
+        (Value::Opaque(x), Value::Opaque(y)) => x.equals(y.as_ref()),
+        _ => false,
     }
 }
 
@@ -250,9 +296,23 @@ impl fmt::Display for Key<'_> {
             Key::Bool(b) => write!(f, "{b}"),
             Key::Int(i) => write!(f, "{i}"),
             Key::Uint(u) => write!(f, "{u}"),
+            Key::Double(d) => f.write_str(&crate::libs::std_lib::format_double(*d)),
             Key::String(s) => f.write_str(s),
+            Key::Null => f.write_str("null"),
+            Key::Other(v) => f.write_str(v.type_name()),
         }
     }
+}
+
+/// A scalar key in hashable form.
+#[derive(Debug, PartialEq, Eq, Hash)]
+enum Scalar {
+    Bool(bool),
+    Int(i64),
+    Uint(u64),
+    /// The bits of a non-NaN double, with -0.0 as 0.0.
+    Double(u64),
+    Null,
 }
 
 /// Owned map entries in insertion order, with a hash index once the map is large.
@@ -262,11 +322,11 @@ pub struct OwnedMap<'a> {
     index: Option<Index>,
 }
 
-/// Hash index of a large map: string keys, and the other (bool, numeric) keys.
+/// Hash index of a large map: string keys and scalar keys (other keys are found by a scan).
 #[derive(Debug, Default)]
 struct Index {
     strings: HashMap<Box<str>, usize>,
-    others: HashMap<(bool, i128), usize>,
+    scalars: HashMap<Scalar, usize>,
 }
 
 impl Index {
@@ -275,22 +335,30 @@ impl Index {
             Key::String(s) => {
                 self.strings.insert(Box::from(&**s), i);
             }
-            Key::Bool(b) => {
-                self.others.insert((true, i128::from(*b)), i);
-            }
             other => {
-                self.others
-                    .insert((false, other.numeric().unwrap_or_default()), i);
+                if let Some(s) = other.scalar() {
+                    self.scalars.insert(s, i);
+                }
             }
         }
     }
 
-    fn find(&self, k: &Key<'_>) -> Option<usize> {
+    /// `None` if the index cannot tell (keys that are not indexed).
+    fn find(&self, k: &Key<'_>) -> Option<Option<usize>> {
         match k {
-            Key::String(s) => self.strings.get(&**s).copied(),
-            Key::Bool(b) => self.others.get(&(true, i128::from(*b))).copied(),
-            other => self.others.get(&(false, other.numeric()?)).copied(),
+            Key::String(s) => Some(self.strings.get(&**s).copied()),
+            Key::Double(d) if d.is_nan() => Some(None),
+            Key::Other(_) => None,
+            other => Some(other.scalar().and_then(|s| self.scalars.get(&s).copied())),
         }
+    }
+
+    fn of(entries: &[(Key<'_>, Value<'_>)]) -> Index {
+        let mut index = Index::default();
+        for (i, (k, _)) in entries.iter().enumerate() {
+            index.add(k, i);
+        }
+        index
     }
 }
 
@@ -305,24 +373,36 @@ impl<'a> OwnedMap<'a> {
         }
     }
 
-    /// Inserts `k`; returns false (and leaves the map unchanged) if the key already exists.
+    /// Inserts `k` unless [`OwnedMap::find`] finds it (cel-go's mutable maps, built by
+    /// `transformMap` and friends); returns false, leaving the map unchanged, if it does.
     pub fn insert_new(&mut self, k: Key<'a>, v: Value<'a>) -> bool {
-        if self.position(&k).is_some() {
+        if self.find(&k).is_some() {
             return false;
         }
         self.push(k, v);
         true
     }
 
-    /// Inserts or replaces `k`.
+    /// Inserts `k`, replacing the entry of the same key (as a map literal does: like a Go map
+    /// assignment, the key is replaced too, so `{-0.0: 'a', 0.0: 'b'}` keeps `0.0`).
     pub fn insert(&mut self, k: Key<'a>, v: Value<'a>) {
         match self.position(&k) {
             Some(i) => {
                 if let Some(e) = self.entries.get_mut(i) {
-                    e.1 = v;
+                    *e = (k, v);
                 }
             }
             None => self.push(k, v),
+        }
+    }
+
+    /// Removes the entry of the same key, if any (a map literal's absent optional entry).
+    pub fn remove(&mut self, k: &Key<'_>) {
+        if let Some(i) = self.position(k) {
+            self.entries.remove(i);
+            if self.index.is_some() {
+                self.index = Some(Index::of(&self.entries));
+            }
         }
     }
 
@@ -333,24 +413,47 @@ impl<'a> OwnedMap<'a> {
         }
         self.entries.push((k, v));
         if self.index.is_none() && self.entries.len() > INDEX_THRESHOLD {
-            let mut index = Index::default();
-            for (i, (k, _)) in self.entries.iter().enumerate() {
-                index.add(k, i);
-            }
-            self.index = Some(index);
+            self.index = Some(Index::of(&self.entries));
         }
     }
 
+    /// The position of the same key (see [`Key::same`]).
     fn position(&self, k: &Key<'_>) -> Option<usize> {
-        match &self.index {
-            Some(index) => index.find(k),
+        match self.index.as_ref().and_then(|index| index.find(k)) {
+            Some(found) => found,
             None => self.entries.iter().position(|(e, _)| e.same(k)),
         }
     }
 
-    /// The value for `k`.
+    /// The position of `k` as cel-go looks keys up: the same key, else for an integral double
+    /// the equal int, then the equal uint key; for an int the equal uint key; for a uint the
+    /// equal int key.
+    fn find(&self, k: &Key<'_>) -> Option<usize> {
+        if let Some(i) = self.position(k) {
+            return Some(i);
+        }
+        match k {
+            Key::Double(d) => {
+                if let Some(p) =
+                    double_to_int_lossless(*d).and_then(|i| self.position(&Key::Int(i)))
+                {
+                    return Some(p);
+                }
+                double_to_uint_lossless(*d).and_then(|u| self.position(&Key::Uint(u)))
+            }
+            Key::Int(i) => u64::try_from(*i)
+                .ok()
+                .and_then(|u| self.position(&Key::Uint(u))),
+            Key::Uint(u) => i64::try_from(*u)
+                .ok()
+                .and_then(|i| self.position(&Key::Int(i))),
+            _ => None,
+        }
+    }
+
+    /// The value for `k`, looked up as cel-go does (see [`OwnedMap::find`]).
     pub fn get(&self, k: &Key<'_>) -> Option<&Value<'a>> {
-        self.position(k)
+        self.find(k)
             .and_then(|i| self.entries.get(i))
             .map(|(_, v)| v)
     }
@@ -369,6 +472,24 @@ impl<'a> OwnedMap<'a> {
     pub fn entries(&self) -> &[(Key<'a>, Value<'a>)] {
         &self.entries
     }
+}
+
+/// `d` as an int when the conversion is exact (cel-go excludes -2^63 itself).
+pub(crate) fn double_to_int_lossless(d: f64) -> Option<i64> {
+    if !d.is_finite() || d <= -9_223_372_036_854_775_808.0 || d >= 9_223_372_036_854_775_808.0 {
+        return None;
+    }
+    let i = d as i64;
+    (i as f64 == d).then_some(i)
+}
+
+/// `d` as a uint when the conversion is exact.
+fn double_to_uint_lossless(d: f64) -> Option<u64> {
+    if !(0.0..18_446_744_073_709_551_616.0).contains(&d) {
+        return None;
+    }
+    let u = d as u64;
+    (u as f64 == d).then_some(u)
 }
 
 /// A map: a view on a JSON object, or owned entries.
@@ -410,26 +531,18 @@ impl<'a> Map<'a> {
         }
     }
 
-    /// The value at `key` (any CEL value; numeric keys match across int, uint and integral
-    /// double). `Err` if `key` cannot be a map key at all.
+    /// The value at `key`, looked up as cel-go does (see [`OwnedMap::find`]); a JSON object
+    /// has string keys only. `Err` for a bytes key into a non-empty owned map, which cel-go's
+    /// runtime cannot hash.
     pub fn get(&self, key: &Value<'_>) -> Result<Option<Value<'a>>, EvalError> {
-        let k = match key {
-            Value::String(s) => return Ok(self.get_str(s)),
-            Value::Bool(b) => Key::Bool(*b),
-            Value::Int(i) => Key::Int(*i),
-            Value::Uint(u) => Key::Uint(*u),
-            Value::Double(d) => match double_key(*d) {
-                Some(k) => k,
-                None => return Ok(None),
-            },
-            other => {
-                return Err(EvalError::UnsupportedKeyType(other.type_name().to_string()));
-            }
-        };
-        Ok(match self {
-            Map::Json(_) => None,
-            Map::Owned(m) => m.get(&k).cloned(),
-        })
+        if let Value::String(s) = key {
+            return Ok(self.get_str(s));
+        }
+        match self {
+            Map::Json(_) => Ok(None),
+            Map::Owned(m) if m.is_empty() => Ok(None),
+            Map::Owned(m) => Ok(m.get(&Key::from_value(key)?).cloned()),
+        }
     }
 
     /// The keys in iteration order.
@@ -467,19 +580,6 @@ impl<'a> Map<'a> {
             None::<()>
         });
         out
-    }
-}
-
-fn double_key<'a>(d: f64) -> Option<Key<'a>> {
-    if d.fract() != 0.0 || !d.is_finite() {
-        return None;
-    }
-    if (-9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0).contains(&d) {
-        Some(Key::Int(d as i64))
-    } else if (0.0..18_446_744_073_709_551_616.0).contains(&d) {
-        Some(Key::Uint(d as u64))
-    } else {
-        None
     }
 }
 
@@ -728,7 +828,7 @@ mod tests {
     }
 
     #[test]
-    fn numeric_keys_unify() {
+    fn numeric_lookups_are_heterogeneous() {
         let mut m = OwnedMap::default();
         assert!(m.insert_new(Key::Int(1), Value::Bool(true)));
         assert!(!m.insert_new(Key::Uint(1), Value::Bool(false)));
@@ -738,6 +838,52 @@ mod tests {
             Ok(Some(Value::Bool(true)))
         ));
         assert!(matches!(map.get(&Value::Double(1.5)), Ok(None)));
+    }
+
+    #[test]
+    fn literal_keys_are_typed() {
+        let mut m = OwnedMap::default();
+        m.insert(Key::Int(1), Value::Bool(true));
+        m.insert(Key::Uint(1), Value::Bool(false));
+        m.insert(Key::Double(1.0), Value::Null);
+        m.insert(Key::Double(-0.0), Value::Int(1));
+        m.insert(Key::Double(0.0), Value::Int(2));
+        assert_eq!(m.len(), 4);
+        // A double key is found by a double lookup only; an int lookup tries int, then uint.
+        assert!(matches!(m.get(&Key::Double(0.0)), Some(Value::Int(2))));
+        let mut d = OwnedMap::default();
+        d.insert(Key::Double(2.0), Value::Null);
+        assert!(d.get(&Key::Int(2)).is_none());
+        assert!(d.get(&Key::Double(2.0)).is_some());
+        d.remove(&Key::Double(2.0));
+        assert!(d.is_empty());
+    }
+
+    #[test]
+    fn large_maps_index_every_scalar_key() {
+        let mut m = OwnedMap::default();
+        for i in 0..20 {
+            m.insert(Key::Double(f64::from(i)), Value::Int(i64::from(i)));
+        }
+        m.insert(Key::Null, Value::Int(-1));
+        m.insert(Key::Double(f64::NAN), Value::Int(-2));
+        m.insert(Key::Double(f64::NAN), Value::Int(-3));
+        assert_eq!(m.len(), 23);
+        assert!(m.get(&Key::Int(7)).is_none());
+        assert!(matches!(m.get(&Key::Double(7.0)), Some(Value::Int(7))));
+        assert!(matches!(m.get(&Key::Null), Some(Value::Int(-1))));
+        assert!(m.get(&Key::Double(f64::NAN)).is_none());
+        m.remove(&Key::Double(3.0));
+        assert!(m.get(&Key::Double(3.0)).is_none());
+        assert!(matches!(m.get(&Key::Double(4.0)), Some(Value::Int(4))));
+    }
+
+    #[test]
+    fn bytes_cannot_key_a_map() {
+        assert!(matches!(
+            Key::from_value(&Value::Bytes(Arc::from(&b"a"[..]))),
+            Err(EvalError::UnhashableKey)
+        ));
     }
 
     #[test]

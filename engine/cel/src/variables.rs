@@ -130,7 +130,7 @@ impl Variables {
         match &def.program {
             Err(e) => Err(EvalError::VariableCompile {
                 name: def.name.clone(),
-                error: e.to_string(),
+                error: e.kubernetes_detail(),
             }),
             Ok(p) => p.eval(act, budget).map_err(|e| EvalError::VariableEval {
                 name: def.name.clone(),
@@ -178,11 +178,9 @@ mod tests {
         let err = bad
             .ok()
             .map(|p| p.eval(&act, &mut budget).err().map(|e| e.to_string()));
-        assert!(
-            err.flatten()
-                .unwrap_or_default()
-                .starts_with("composited variable \"bad\" fails to compile: ERROR")
-        );
+        assert!(err.flatten().unwrap_or_default().starts_with(
+            "composited variable \"bad\" fails to compile: compilation failed: ERROR"
+        ));
     }
 
     #[test]

@@ -28,7 +28,7 @@ pub enum ErrorType {
     Duplicate,
     /// `Too many`
     TooMany,
-    /// `Internal error` (e.g. a CEL program that cannot be built)
+    /// `Internal error` (printed without the value)
     Internal,
 }
 
@@ -179,9 +179,15 @@ fn is_dns1123_label(s: &str) -> bool {
 
 /// `IsDNS1123Subdomain` messages.
 pub fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
+    subdomain_errors(s, "characters")
+}
+
+/// `IsDNS1123Subdomain` with lengths in `unit`: `util/validation` counts characters, the
+/// `content` package (label keys) bytes.
+fn subdomain_errors(s: &str, unit: &str) -> Vec<String> {
     let mut out = Vec::new();
     if s.len() > 253 {
-        out.push("must be no more than 253 characters".to_string());
+        out.push(format!("must be no more than 253 {unit}"));
     }
     if !s.split('.').all(is_dns1123_label) {
         out.push(format!("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '{DNS1123_SUBDOMAIN_FMT}')"));
@@ -213,7 +219,7 @@ fn is_qualified_name_part(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
-/// `IsQualifiedName` messages.
+/// `IsQualifiedName` messages: apimachinery's `content.IsLabelKey`, whose lengths are in bytes.
 pub fn qualified_name_errors(value: &str) -> Vec<String> {
     let mut out = Vec::new();
     let parts: Vec<&str> = value.split('/').collect();
@@ -224,7 +230,7 @@ pub fn qualified_name_errors(value: &str) -> Vec<String> {
                 out.push("prefix part must be non-empty".to_string());
             } else {
                 out.extend(
-                    dns1123_subdomain_errors(prefix)
+                    subdomain_errors(prefix, "bytes")
                         .into_iter()
                         .map(|m| format!("prefix part {m}")),
                 );
@@ -232,16 +238,16 @@ pub fn qualified_name_errors(value: &str) -> Vec<String> {
             name
         }
         _ => {
-            out.push(format!("a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME_FMT}') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
+            out.push(format!("a valid label key must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME_FMT}') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
             return out;
         }
     };
     if name.is_empty() {
         out.push("name part must be non-empty".to_string());
     } else if name.len() > 63 {
-        out.push("name part must be no more than 63 characters".to_string());
+        out.push("name part must be no more than 63 bytes".to_string());
     }
-    if !name.is_empty() && !is_qualified_name_part(name) {
+    if !is_qualified_name_part(name) {
         out.push(format!("name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '{QUALIFIED_NAME_FMT}')"));
     }
     out
@@ -1147,6 +1153,26 @@ mod tests {
             errs,
             [
                 "spec.validations[0].expression: Internal error: program instantiation failed: type conversion error from 'string' to 'uint'"
+            ]
+        );
+    }
+
+    #[test]
+    fn program_instantiation_failures_are_internal_errors() {
+        let mut spec = base();
+        spec["variables"] = json!([{"name": "re", "expression": "'a'.find('(')"}]);
+        spec["validations"] = json!([
+            {"expression": "object.metadata.name.find('[') == ''"},
+            {"expression": "object.metadata.name.find('[')"},
+        ]);
+        let errs = texts(&validate_policy(&policy(spec), &Environments::default()));
+        assert_eq!(
+            errs,
+            vec![
+                "spec.variables[0].expression: Internal error: program instantiation failed: error parsing regexp: missing closing ): `(`",
+                "spec.validations[0].expression: Internal error: program instantiation failed: error parsing regexp: missing closing ]: `[`",
+                // The result type is checked before the program is built.
+                "spec.validations[1].expression: Invalid value: \"object.metadata.name.find('[')\": must evaluate to bool but got string",
             ]
         );
     }

@@ -146,8 +146,9 @@ pub enum ExprError {
     /// Parse or type-check issues (cel-go's issue text).
     #[error("compilation failed: {0}")]
     Compile(String),
-    /// The expression checks but its program cannot be built (a constant conversion that
-    /// cel-go folds when planning failed, e.g. `uint('1.5')`).
+    /// The expression checks but its program cannot be built (cel-go's `Program()` failed: a
+    /// constant conversion it folds, e.g. `uint('1.5')`, or an invalid constant regular
+    /// expression); Kubernetes reports it as an internal error.
     #[error("program instantiation failed: {0}")]
     Program(String),
     /// The checked result type is not exactly one the field allows (`dyn` is not accepted).
@@ -161,17 +162,18 @@ pub enum ExprError {
 }
 
 /// Compiles `src` and checks its result type is exactly one of `want` (any type when empty).
+/// As Kubernetes: parse and check, then the result type, then the program.
 pub fn compile_checked(env: &Env, src: &str, want: &[Type]) -> Result<Program, ExprError> {
-    let program = env.compile(src).map_err(|e| {
-        if e.is_program() {
-            ExprError::Program(e.to_string())
-        } else {
-            ExprError::Compile(e.to_string())
-        }
-    })?;
-    let got = program.output_type();
+    let compiled = env.compile(src);
+    let got = match &compiled {
+        Ok(p) => p.output_type(),
+        Err(e) => match e.checked_output_type() {
+            Some(t) if e.is_program() => t,
+            _ => return Err(ExprError::Compile(e.to_string())),
+        },
+    };
     if want.is_empty() || want.contains(got) {
-        return Ok(program);
+        return compiled.map_err(|e| ExprError::Program(e.to_string()));
     }
     let want = match want {
         [one] => one.to_string(),

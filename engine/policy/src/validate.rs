@@ -891,6 +891,23 @@ mod tests {
     }
 
     #[test]
+    fn program_instantiation_failures_follow_the_failure_policy() {
+        let mut s = spec(vec![Validation {
+            expression: "object.metadata.name.find('[') == ''".into(),
+            ..Default::default()
+        }]);
+        let d = run(s.clone(), &[ValidationAction::Deny], "x")
+            .denial
+            .expect("denied");
+        assert_eq!(
+            d.message,
+            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: compilation error: program instantiation failed: error parsing regexp: missing closing ]: `[`"
+        );
+        s.failure_policy = FailurePolicy::Ignore;
+        assert!(run(s, &[ValidationAction::Deny], "x").allowed());
+    }
+
+    #[test]
     fn evaluation_stops_at_the_deadline() {
         let list = (0..30).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
         let s = spec(vec![Validation {

@@ -173,6 +173,12 @@ fn max_len_error(n: usize) -> String {
     format!("must be no more than {n} characters")
 }
 
+/// The `content` package's `MaxLenError`, which label keys and values use since
+/// apimachinery moved them there (bytes, not characters).
+fn content_max_len_error(n: usize) -> String {
+    format!("must be no more than {n} bytes")
+}
+
 const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
 const DNS1123_SUBDOMAIN_FMT: &str =
@@ -245,9 +251,14 @@ pub(crate) fn dns1123_label_errors(s: &str) -> Vec<String> {
 }
 
 pub(crate) fn dns1123_subdomain_errors(s: &str) -> Vec<String> {
+    subdomain_errors(s, max_len_error)
+}
+
+/// `IsDNS1123Subdomain` with the length message of `util/validation` or of `content`.
+fn subdomain_errors(s: &str, max_len: fn(usize) -> String) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 253 {
-        errs.push(max_len_error(253));
+        errs.push(max_len(253));
     }
     if !is_subdomain(s) {
         errs.push(regex_error(
@@ -289,6 +300,7 @@ fn dns1035_label(s: &str, prefix: bool) -> Vec<String> {
     errs
 }
 
+/// apimachinery's `content.IsLabelKey` (what `IsQualifiedName` now is).
 fn qualified_name(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = s.split('/').collect();
@@ -299,7 +311,7 @@ fn qualified_name(s: &str) -> Vec<String> {
                 errs.push("prefix part must be non-empty".into());
             } else {
                 errs.extend(
-                    dns1123_subdomain_errors(prefix)
+                    subdomain_errors(prefix, content_max_len_error)
                         .into_iter()
                         .map(|m| format!("prefix part {m}")),
                 );
@@ -308,7 +320,7 @@ fn qualified_name(s: &str) -> Vec<String> {
         }
         _ => {
             return vec![format!(
-                "a qualified name {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
                 regex_error(
                     QUALIFIED_NAME_MSG,
                     QUALIFIED_NAME_FMT,
@@ -320,7 +332,7 @@ fn qualified_name(s: &str) -> Vec<String> {
     if name.is_empty() {
         errs.push("name part must be non-empty".into());
     } else if name.len() > 63 {
-        errs.push(format!("name part {}", max_len_error(63)));
+        errs.push(format!("name part {}", content_max_len_error(63)));
     }
     if !is_qualified_part(name) {
         errs.push(format!(
@@ -335,10 +347,11 @@ fn qualified_name(s: &str) -> Vec<String> {
     errs
 }
 
+/// apimachinery's `content.IsLabelValue`.
 fn label_value(s: &str) -> Vec<String> {
     let mut errs = Vec::new();
     if s.len() > 63 {
-        errs.push(max_len_error(63));
+        errs.push(content_max_len_error(63));
     }
     if !s.is_empty() && !is_qualified_part(s) {
         errs.push(regex_error(
@@ -383,15 +396,15 @@ fn uuid(s: &str) -> Vec<String> {
 }
 
 /// Go's `base64.StdEncoding.DecodeString` succeeds (padding required; CR and LF ignored).
+/// govalidator's `IsBase64` (what kube-openapi's `byte` format checks): standard alphabet
+/// groups of four, the last one possibly padded, and at least one group.
 fn byte(s: &str) -> Vec<String> {
-    let data: Vec<u8> = s.bytes().filter(|c| *c != b'\r' && *c != b'\n').collect();
-    let alphabet = |c: u8| c.is_ascii_alphanumeric() || c == b'+' || c == b'/';
+    let data = s.as_bytes();
+    let alphabet = |c: &u8| c.is_ascii_alphanumeric() || *c == b'+' || *c == b'/';
     let pad = data.iter().rev().take_while(|c| **c == b'=').count();
     let body = &data[..data.len() - pad];
-    let ok = data.len().is_multiple_of(4)
-        && pad <= 2
-        && body.iter().all(|c| alphabet(*c))
-        && (pad == 0 || body.len() % 4 >= 2);
+    let ok =
+        !data.is_empty() && data.len().is_multiple_of(4) && pad <= 2 && body.iter().all(alphabet);
     if ok {
         Vec::new()
     } else {

@@ -653,14 +653,16 @@ fn contains_cidr<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         Value::String(s) => cidr_err(s)?,
         _ => *opaque_arg::<Cidr>(args, 1)?,
     };
-    // As upstream: the masked receiver must equal the other's (unmasked) address with the
-    // receiver's length, and the other prefix must be at least as long.
-    let same = c.masked()
-        == Cidr {
-            addr: other.addr,
-            bits: c.bits,
-        };
-    Ok(Value::Bool(same && c.bits <= other.bits))
+    // As upstream (`Overlaps` and a prefix at least as long): both addresses masked to the
+    // receiver's length are the same.
+    let overlaps = c.addr.is_ipv4() == other.addr.is_ipv4()
+        && c.masked()
+            == Cidr {
+                addr: other.addr,
+                bits: c.bits,
+            }
+            .masked();
+    Ok(Value::Bool(overlaps && c.bits <= other.bits))
 }
 
 fn cidr_ip<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
@@ -799,8 +801,11 @@ mod tests {
                 "cidr('192.168.0.0/24').containsCIDR('192.168.0.0/25')",
                 "true",
             ),
-            // Upstream compares the other CIDR's unmasked address.
-            ("cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')", "false"),
+            // `netip.Prefix.Overlaps`: both addresses masked to the shorter length.
+            ("cidr('10.0.0.0/8').containsCIDR('10.1.0.0/16')", "true"),
+            ("cidr('10.0.0.0/8').containsCIDR('11.0.0.0/16')", "false"),
+            ("cidr('::/64').containsCIDR('10.0.0.0/8')", "false"),
+            ("cidr('10.0.0.0/8').containsCIDR('::/64')", "false"),
             (
                 "cidr('2001:db8::/32').containsCIDR('2001:db8::/33')",
                 "true",

@@ -86,9 +86,26 @@ fn list<'v, 'a>(args: &'v [Value<'a>]) -> Result<&'v List<'a>, EvalError> {
     }
 }
 
+/// The element as Kubernetes needs it for `isSorted`, `min` and `max`: a value of a type
+/// with an ordering (cel-go's `traits.Comparer`), else no overload applies.
+fn comparer(v: Value<'_>) -> Result<Value<'_>, EvalError> {
+    match v {
+        Value::Bool(_)
+        | Value::Int(_)
+        | Value::Uint(_)
+        | Value::Double(_)
+        | Value::String(_)
+        | Value::Bytes(_)
+        | Value::Timestamp(_)
+        | Value::Duration(_) => Ok(v),
+        _ => Err(EvalError::NoSuchOverload),
+    }
+}
+
 fn is_sorted<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let mut prev: Option<Value<'a>> = None;
     for v in list(args)?.iter() {
+        let v = comparer(v)?;
         // As in Kubernetes, only a definite "greater" breaks the order; incomparable pairs do not.
         if let Some(p) = &prev
             && p.compare(&v) == Ok(Ordering::Greater)
@@ -103,6 +120,7 @@ fn is_sorted<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 fn extreme<'a>(args: &[Value<'a>], name: &str, prefer: Ordering) -> Result<Value<'a>, EvalError> {
     let mut best: Option<Value<'a>> = None;
     for v in list(args)?.iter() {
+        let v = comparer(v)?;
         match &best {
             None => best = Some(v),
             Some(b) if b.compare(&v) == Ok(prefer) => best = Some(v),

@@ -4,6 +4,7 @@
 
 pub mod authz;
 pub(crate) mod format;
+pub(crate) mod go_sort;
 pub(crate) mod ip;
 pub(crate) mod jsonpatch;
 pub(crate) mod kube_lists;

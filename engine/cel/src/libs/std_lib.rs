@@ -46,31 +46,22 @@ pub(crate) fn register(r: &mut Registry) {
         .global(&[map_ab(), a()], Type::param("B"))
         .done();
 
-    // Arithmetic.
-    r.def("-_").global(&[Int], Int).imp(negate).done();
+    // Arithmetic, each operator's overloads in cel-go's declaration order: the checker binds a
+    // free type variable to the first overload that accepts it (`[].map(x, x + x)` is a
+    // `list(bytes)`).
     r.def("-_").global(&[Double], Double).imp(negate).done();
-    for t in [Int, Uint, Double] {
-        r.def("_+_")
-            .global(&[t.clone(), t.clone()], t)
-            .imp(add)
-            .done();
-    }
-    r.def("_+_")
-        .global(&[String, String], String)
-        .imp(add)
-        .cost(cost_concat)
-        .done();
+    r.def("-_").global(&[Int], Int).imp(negate).done();
     r.def("_+_")
         .global(&[Bytes, Bytes], Bytes)
         .imp(add)
         .cost(cost_concat)
         .done();
     r.def("_+_")
-        .global(&[list_a(), list_a()], list_a())
+        .global(&[Double, Double], Double)
         .imp(add)
         .done();
     r.def("_+_")
-        .global(&[Timestamp, Duration], Timestamp)
+        .global(&[Duration, Duration], Duration)
         .imp(add)
         .done();
     r.def("_+_")
@@ -78,34 +69,37 @@ pub(crate) fn register(r: &mut Registry) {
         .imp(add)
         .done();
     r.def("_+_")
-        .global(&[Duration, Duration], Duration)
+        .global(&[Timestamp, Duration], Timestamp)
         .imp(add)
         .done();
-    for t in [Int, Uint, Double] {
-        r.def("_-_")
-            .global(&[t.clone(), t.clone()], t)
-            .imp(sub)
-            .done();
+    r.def("_+_").global(&[Int, Int], Int).imp(add).done();
+    r.def("_+_")
+        .global(&[list_a(), list_a()], list_a())
+        .imp(add)
+        .done();
+    r.def("_+_")
+        .global(&[String, String], String)
+        .imp(add)
+        .cost(cost_concat)
+        .done();
+    r.def("_+_").global(&[Uint, Uint], Uint).imp(add).done();
+    for (l, rt, res) in [
+        (Double, Double, Double),
+        (Duration, Duration, Duration),
+        (Int, Int, Int),
+        (Timestamp, Duration, Timestamp),
+        (Timestamp, Timestamp, Duration),
+        (Uint, Uint, Uint),
+    ] {
+        r.def("_-_").global(&[l, rt], res).imp(sub).done();
     }
-    r.def("_-_")
-        .global(&[Timestamp, Timestamp], Duration)
-        .imp(sub)
-        .done();
-    r.def("_-_")
-        .global(&[Timestamp, Duration], Timestamp)
-        .imp(sub)
-        .done();
-    r.def("_-_")
-        .global(&[Duration, Duration], Duration)
-        .imp(sub)
-        .done();
-    for t in [Int, Uint, Double] {
+    for t in [Double, Int, Uint] {
         r.def("_*_")
             .global(&[t.clone(), t.clone()], t)
             .imp(mul)
             .done();
     }
-    for t in [Int, Uint, Double] {
+    for t in [Double, Int, Uint] {
         r.def("_/_")
             .global(&[t.clone(), t.clone()], t)
             .imp(div)
@@ -163,8 +157,8 @@ pub(crate) fn register(r: &mut Registry) {
             .done();
     }
 
-    // size.
-    for t in [String, Bytes, list_a(), map_ab()] {
+    // size, in cel-go's declaration order.
+    for t in [Bytes, list_a(), map_ab(), String] {
         r.def("size")
             .global(std::slice::from_ref(&t), Int)
             .imp(size)
@@ -467,6 +461,10 @@ fn to_uint<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             }
             *d as u64
         }
+        // Go's `ParseUint` takes no sign, not even `+`.
+        Value::String(s) if s.starts_with('+') => {
+            return Err(conversion_error("string", "uint"));
+        }
         Value::String(s) => s
             .parse::<u64>()
             .map_err(|_| conversion_error("string", "uint"))?,
@@ -486,17 +484,100 @@ fn to_double<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     }))
 }
 
-/// Parses a float as Go's `strconv.ParseFloat` does (including `Inf`, `NaN`).
+/// Parses a float as Go's `strconv.ParseFloat` does: `Inf`/`Infinity`/`NaN` in any case,
+/// decimal and hexadecimal (`0x1p-2`) forms, `_` between digits; out of range is an error.
 fn parse_go_float(s: &str) -> Option<f64> {
     let lower = s.to_ascii_lowercase();
     let body = lower.trim_start_matches(['+', '-']);
     if matches!(body, "inf" | "infinity" | "nan") {
         return lower.parse::<f64>().ok();
     }
-    if s.is_empty() || s.contains('_') {
+    if s.is_empty() {
         return None;
     }
-    s.parse::<f64>().ok()
+    let cleaned;
+    let s = if s.contains('_') {
+        if !underscores_ok(s) {
+            return None;
+        }
+        cleaned = s.replace('_', "");
+        cleaned.as_str()
+    } else {
+        s
+    };
+    let (negative, unsigned) = match s.as_bytes().first() {
+        Some(b'-') => (true, &s[1..]),
+        Some(b'+') => (false, &s[1..]),
+        _ => (false, s),
+    };
+    let value = match unsigned
+        .strip_prefix("0x")
+        .or_else(|| unsigned.strip_prefix("0X"))
+    {
+        Some(hex) => parse_hex_float(hex)?,
+        None if unsigned.starts_with(['+', '-']) => return None,
+        None => unsigned.parse::<f64>().ok()?,
+    };
+    // Go reports a value past the largest double as out of range.
+    value
+        .is_finite()
+        .then_some(if negative { -value } else { value })
+}
+
+/// Go's `underscoreOK`: underscores only between digits (or after a base prefix).
+fn underscores_ok(s: &str) -> bool {
+    let s = s.strip_prefix(['+', '-']).unwrap_or(s);
+    let b = s.as_bytes();
+    let hex = b.len() >= 2 && b[0] == b'0' && matches!(b[1], b'x' | b'X');
+    let prefixed = b.len() >= 2 && b[0] == b'0' && matches!(b[1] | 0x20, b'b' | b'o' | b'x');
+    // The last class seen: '^' start, '0' digit or prefix, '_' underscore, '!' other.
+    let (mut saw, start) = if prefixed { (b'0', 2) } else { (b'^', 0) };
+    for &c in &b[start..] {
+        if c.is_ascii_digit() || (hex && c.is_ascii_hexdigit()) {
+            saw = b'0';
+        } else if c == b'_' {
+            if saw != b'0' {
+                return false;
+            }
+            saw = b'_';
+        } else if saw == b'_' {
+            return false;
+        } else {
+            saw = b'!';
+        }
+    }
+    saw != b'_'
+}
+
+/// A hexadecimal float after its `0x`: hex digits with an optional point, then a required
+/// binary exponent `p±n`.
+fn parse_hex_float(s: &str) -> Option<f64> {
+    let (mantissa, exp) = s.split_once(['p', 'P'])?;
+    let exp: i32 = if exp.is_empty() || exp.starts_with("+-") || exp.starts_with("-+") {
+        return None;
+    } else {
+        exp.parse().ok()?
+    };
+    let (int_part, frac_part) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int_part.is_empty() && frac_part.is_empty() {
+        return None;
+    }
+    let mut m: u128 = 0;
+    let mut shift: i32 = 0;
+    for (i, c) in int_part.chars().chain(frac_part.chars()).enumerate() {
+        let d = c.to_digit(16)?;
+        let fractional = i >= int_part.len();
+        if m >> 120 == 0 {
+            m = (m << 4) | u128::from(d);
+            if fractional {
+                shift -= 4;
+            }
+        } else if !fractional {
+            // Digits past u128's precision only scale the value.
+            shift += 4;
+        }
+    }
+    Some(m as f64 * 2f64.powi(exp.saturating_add(shift)))
 }
 
 fn to_string<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
@@ -608,7 +689,32 @@ fn to_bool<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 
 #[cfg(test)]
 mod tests {
-    use super::format_double;
+    use super::{format_double, parse_go_float};
+
+    #[test]
+    fn doubles_parse_like_go() {
+        let cases: [(&str, Option<f64>); 16] = [
+            ("1_000", Some(1000.0)),
+            ("1_000.5_5", Some(1000.55)),
+            ("_1", None),
+            ("1__0", None),
+            ("1_", None),
+            ("0x1p-2", Some(0.25)),
+            ("-0x1.8p1", Some(-3.0)),
+            ("0x_1p4", Some(16.0)),
+            ("0x1", None),
+            ("0xp1", None),
+            ("1e400", None),
+            ("1e-400", Some(0.0)),
+            ("+.5", Some(0.5)),
+            ("-Infinity", Some(f64::NEG_INFINITY)),
+            ("--1", None),
+            ("", None),
+        ];
+        for (s, want) in cases {
+            assert_eq!(parse_go_float(s), want, "{s}");
+        }
+    }
 
     #[test]
     fn doubles_format_like_go() {

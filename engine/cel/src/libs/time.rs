@@ -1,7 +1,9 @@
 //! Timestamps and durations: conversions, arithmetic with cel-go's range checks, and the
 //! `get*` accessors with optional time zones (IANA names or `±hh:mm` offsets).
 
-use chrono::{DateTime, Datelike, NaiveDateTime, TimeDelta, TimeZone, Timelike, Utc};
+use chrono::{
+    DateTime, Datelike, FixedOffset, NaiveDateTime, Offset, TimeDelta, TimeZone, Timelike, Utc,
+};
 
 use super::{Registry, arg, str_arg};
 use crate::error::EvalError;
@@ -76,7 +78,7 @@ pub(crate) fn register(r: &mut Registry) {
         .done();
 }
 
-fn check_ts<'a>(t: DateTime<Utc>) -> Result<Value<'a>, EvalError> {
+fn check_ts<'a>(t: DateTime<FixedOffset>) -> Result<Value<'a>, EvalError> {
     let s = t.timestamp();
     if !(MIN_UNIX..=MAX_UNIX).contains(&s) {
         return Err(EvalError::TimestampOverflow);
@@ -88,7 +90,10 @@ fn nanos(d: TimeDelta) -> Result<i64, EvalError> {
     d.num_nanoseconds().ok_or(EvalError::IntOverflow)
 }
 
-pub(crate) fn timestamp_add<'a>(t: DateTime<Utc>, d: TimeDelta) -> Result<Value<'a>, EvalError> {
+pub(crate) fn timestamp_add<'a>(
+    t: DateTime<FixedOffset>,
+    d: TimeDelta,
+) -> Result<Value<'a>, EvalError> {
     nanos(d)?;
     check_ts(
         t.checked_add_signed(d)
@@ -96,7 +101,10 @@ pub(crate) fn timestamp_add<'a>(t: DateTime<Utc>, d: TimeDelta) -> Result<Value<
     )
 }
 
-pub(crate) fn timestamp_sub<'a>(t: DateTime<Utc>, d: TimeDelta) -> Result<Value<'a>, EvalError> {
+pub(crate) fn timestamp_sub<'a>(
+    t: DateTime<FixedOffset>,
+    d: TimeDelta,
+) -> Result<Value<'a>, EvalError> {
     nanos(d)?;
     check_ts(
         t.checked_sub_signed(d)
@@ -105,8 +113,8 @@ pub(crate) fn timestamp_sub<'a>(t: DateTime<Utc>, d: TimeDelta) -> Result<Value<
 }
 
 pub(crate) fn timestamp_diff<'a>(
-    a: DateTime<Utc>,
-    b: DateTime<Utc>,
+    a: DateTime<FixedOffset>,
+    b: DateTime<FixedOffset>,
 ) -> Result<Value<'a>, EvalError> {
     let d = a.signed_duration_since(b);
     d.num_nanoseconds().ok_or(EvalError::IntOverflow)?;
@@ -127,8 +135,10 @@ pub(crate) fn duration_sub<'a>(a: TimeDelta, b: TimeDelta) -> Result<Value<'a>, 
     Ok(Value::Duration(TimeDelta::nanoseconds(n)))
 }
 
-/// Parses an RFC 3339 timestamp as Go's `time.Parse(time.RFC3339, s)`.
-pub(crate) fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, EvalError> {
+/// Parses an RFC 3339 timestamp as Go's `time.Parse(time.RFC3339, s)`, keeping the zone
+/// offset (an offset of zero, or one of a day or more, which Go keeps but a fixed offset
+/// cannot hold, is UTC).
+pub(crate) fn parse_timestamp(s: &str) -> Result<DateTime<FixedOffset>, EvalError> {
     let bad = || {
         EvalError::msg(
             "type conversion error from 'string' to 'google.protobuf.Timestamp'".to_string(),
@@ -152,15 +162,20 @@ pub(crate) fn parse_timestamp(s: &str) -> Result<DateTime<Utc>, EvalError> {
     if !(MIN_UNIX..=MAX_UNIX).contains(&t.timestamp()) {
         return Err(EvalError::TimestampOverflow);
     }
-    Ok(t)
+    let zone = i32::try_from(offset.num_seconds())
+        .ok()
+        .and_then(FixedOffset::east_opt)
+        .unwrap_or(Utc.fix());
+    Ok(t.with_timezone(&zone))
 }
 
-/// The timestamp `secs` seconds after the Unix epoch, within CEL's years 1 to 9999.
-pub(crate) fn timestamp_from_unix(secs: i64) -> Result<DateTime<Utc>, EvalError> {
+/// The timestamp `secs` seconds after the Unix epoch (in UTC), within CEL's years 1 to 9999.
+pub(crate) fn timestamp_from_unix(secs: i64) -> Result<DateTime<FixedOffset>, EvalError> {
     if !(MIN_UNIX..=MAX_UNIX).contains(&secs) {
         return Err(EvalError::TimestampOverflow);
     }
-    Utc.timestamp_opt(secs, 0)
+    Utc.fix()
+        .timestamp_opt(secs, 0)
         .single()
         .ok_or(EvalError::TimestampOverflow)
 }
@@ -287,15 +302,25 @@ pub(crate) fn parse_duration(s: &str) -> Result<TimeDelta, EvalError> {
     Ok(TimeDelta::nanoseconds(n))
 }
 
-/// Formats as Go's `time.RFC3339Nano` in UTC.
-pub(crate) fn format_timestamp(t: &DateTime<Utc>) -> String {
-    let base = t.format("%Y-%m-%dT%H:%M:%S").to_string();
+/// Formats as Go's `time.RFC3339Nano`: the wall time in the timestamp's zone, then `Z` for
+/// UTC or the `±hh:mm` offset.
+pub(crate) fn format_timestamp(t: &DateTime<FixedOffset>) -> String {
+    let mut out = t.format("%Y-%m-%dT%H:%M:%S").to_string();
     let n = t.nanosecond();
-    if n == 0 {
-        return format!("{base}Z");
+    if n != 0 {
+        let frac = format!("{n:09}");
+        out.push('.');
+        out.push_str(frac.trim_end_matches('0'));
     }
-    let frac = format!("{n:09}");
-    format!("{base}.{}Z", frac.trim_end_matches('0'))
+    let offset = t.offset().local_minus_utc();
+    if offset == 0 {
+        out.push('Z');
+    } else {
+        let sign = if offset < 0 { '-' } else { '+' };
+        let m = offset.unsigned_abs() / 60;
+        out.push_str(&format!("{sign}{:02}:{:02}", m / 60, m % 60));
+    }
+    out
 }
 
 /// Formats as cel-go does: seconds with the shortest decimal form, then `s`.
@@ -441,5 +466,32 @@ mod tests {
             t.map(|t| format_timestamp(&t)).as_deref(),
             Some("2009-02-13T23:31:30.12Z")
         );
+    }
+
+    #[test]
+    fn timestamps_keep_their_offset_as_go_does() {
+        let cases = [
+            (
+                "string(timestamp('2024-01-02T03:04:05.000000001+05:30'))",
+                "\"2024-01-02T03:04:05.000000001+05:30\"",
+            ),
+            (
+                "string(timestamp('2024-01-02T03:04:05-08:00') + duration('1h'))",
+                "\"2024-01-02T04:04:05-08:00\"",
+            ),
+            (
+                "string(timestamp('2024-01-02T03:04:05+00:00'))",
+                "\"2024-01-02T03:04:05Z\"",
+            ),
+            ("timestamp('2024-01-02T03:04:05+05:30').getHours()", "21"),
+            (
+                "timestamp('2024-01-02T03:04:05+05:30') == timestamp('2024-01-01T21:34:05Z')",
+                "true",
+            ),
+            ("string(timestamp(0))", "\"1970-01-01T00:00:00Z\""),
+        ];
+        for (src, want) in cases {
+            assert_eq!(crate::libs::testing::eval(src), want, "{src}");
+        }
     }
 }
