@@ -333,6 +333,7 @@ func (g *generator) optionals() {
 		"dyn(1).?a", "[1, 2][?0]", "[1, 2][?5]", "[1, 2][?-1]", "{'a': 1}[?'a']", "{'a': 1}[?'z']", "{1: 'x'}[?1u]", "{1: 'x'}[?1.0]", "object.metadata.labels[?'app']",
 		"object.?metadata.labels.app", "object.?spec.replicas.orValue(0)", "optional.of({'a': 1}).?a", "optional.none().?a", "optional.of({'a': {'b': 2}}).?a.?b.value()",
 		"object.?spec.template.spec.containers[?0].?name", "object.spec.template.spec.containers[?9].orValue({})", "optional.of([1, 2])[?1]", "'abc'[?0]",
+		"dyn(1)[?'a']", "dyn('s').?a", "dyn([1]).?a", "dyn(1)[?1]",
 	})
 	g.cross("opt/literal", "%s", []string{
 		"[?optional.of(1), ?optional.none(), 3]", "[?optional.none()]", "[?object.?spec.?replicas]", "{?'a': optional.of(1), ?'b': optional.none()}", "{?'a': optional.none()}",
@@ -737,6 +738,7 @@ func (g *generator) mutation() {
 		"[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('app/name'), value: 'web'}]",
 		"object.spec.replicas > 1 ? [JSONPatch{op: 'replace', path: '/spec/replicas', value: 1}] : []",
 		"Object{metadata: Object.metadata{labels: {'a': 'b'}}}.metadata.labels.a",
+		"has(dyn(Object{a: 1}).a)", "dyn(Object{a: 1}).?a", "dyn(Object{a: 1})[?'a']", "dyn(Object{a: 1})['a']", "Object{a: 1}.?a",
 	}
 	for _, e := range exprs {
 		id := "mutation/" + e

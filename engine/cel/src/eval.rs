@@ -141,7 +141,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
             }
             Node::OptSelect(op, field) => {
                 let v = self.resolve(op)?;
-                self.qualify_if_present(v, &Value::String(Str::Shared(field.clone())))
+                self.qualify_if_present(v, &Value::String(Str::Shared(field.clone())), true)
             }
             Node::Index(args) => self.index(args, false),
             Node::OptIndex(args) => self.index(args, true),
@@ -160,7 +160,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
     /// `v.field` (a qualifier costing 1, even when it fails).
     fn select(&mut self, v: Value<'a>, field: &Arc<str>) -> Result<Value<'a>, EvalError> {
         if let Value::Optional(_) = v {
-            return self.qualify_if_present(v, &Value::String(Str::Shared(field.clone())));
+            return self.qualify_if_present(v, &Value::String(Str::Shared(field.clone())), false);
         }
         self.charge(SELECT_COST)?;
         match v {
@@ -177,11 +177,14 @@ impl<'r, 'a> Ctx<'r, 'a> {
         }
     }
 
-    /// An optional qualification: charged only when the key is present.
+    /// An optional qualification: charged only when the key is present. An `explicit` one
+    /// (`.?f`, `[?k]`) finds nothing in a value without keys; one that only carries an
+    /// optional along (`opt.f`) fails there as a plain selection does.
     fn qualify_if_present(
         &mut self,
         v: Value<'a>,
         key: &Value<'_>,
+        explicit: bool,
     ) -> Result<Value<'a>, EvalError> {
         let container = match v {
             Value::Optional(None) => return Ok(Value::Optional(None)),
@@ -190,6 +193,9 @@ impl<'r, 'a> Ctx<'r, 'a> {
         };
         let found = match (&container, key) {
             (Value::Struct(s), Value::String(field)) => s.opt_select(field)?,
+            (Value::Map(_) | Value::List(_), _) => lookup(&container, key)?,
+            // Anything else has no keys (cel-go).
+            _ if explicit => None,
             _ => lookup(&container, key)?,
         };
         if found.is_some() {
@@ -232,6 +238,8 @@ impl<'r, 'a> Ctx<'r, 'a> {
         if let Value::Optional(None) = container {
             return Ok(container);
         }
+        // `[?k]` asks; indexing an optional value only carries the optional along.
+        let explicit = optional;
         let optional = optional || matches!(container, Value::Optional(_));
         // A constant key is a qualifier; a computed one is resolved (an attribute) or
         // evaluated, then qualifies: 1 either way, not charged for an absent optional key.
@@ -243,7 +251,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
             },
         };
         if optional {
-            return self.qualify_if_present(container, &key?);
+            return self.qualify_if_present(container, &key?, explicit);
         }
         self.charge(SELECT_COST)?;
         let key = key?;

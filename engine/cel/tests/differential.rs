@@ -4,7 +4,8 @@
 //! `differential: N same, N different`, writes a JSON report listing every difference, and
 //! fails if a case listed as same in `differential-baseline.json` differs now (a ratchet).
 //! Cases on which cel-go itself crashed are excluded (listed in the report's `excluded`, with
-//! cel-go's panic, and counted on a summary line of their own).
+//! cel-go's panic, and counted on a summary line of their own): a panic, or a Go runtime panic
+//! cel-go recovered as an internal error when celgate gives the same error.
 //!
 //! Environment (without `CEL_DIFFERENTIAL_CORPUS` the test does nothing):
 //! - `CEL_DIFFERENTIAL_CORPUS`: the corpus (`differential gen`).
@@ -143,6 +144,21 @@ fn run(corpus: &Corpus, go: &HashMap<&str, &Json>) -> (Json, BTreeSet<String>) {
         let theirs = Outcome::from_oracle(theirs);
         let env = if case.mutation { &mutation_env } else { &env };
         let ours = evaluate(env, corpus, case);
+        // cel-go recovers a Go runtime panic inside evaluation as an internal error; the cost it
+        // counted up to the panic says nothing. When celgate gives the same error, the case is
+        // a crash of cel-go's, not a difference.
+        if let (Some(go_err), Some(our_err)) = (&theirs.error, &ours.error)
+            && go_err.starts_with("internal error: runtime error:")
+            && go_err == our_err
+        {
+            excluded.push(json!({
+                "id": case.id,
+                "group": case.group,
+                "expr": case.expr,
+                "reason": format!("cel-go crashed (recovered): {go_err}; celgate gives the same error, costs after a crash are not compared"),
+            }));
+            continue;
+        }
         let kinds = compare(&ours, &theirs, case.unordered);
         let group = by_group.entry(case.group.clone()).or_default();
         if kinds.is_empty() {
