@@ -739,6 +739,9 @@ func (g *generator) mutation() {
 		"object.spec.replicas > 1 ? [JSONPatch{op: 'replace', path: '/spec/replicas', value: 1}] : []",
 		"Object{metadata: Object.metadata{labels: {'a': 'b'}}}.metadata.labels.a",
 		"has(dyn(Object{a: 1}).a)", "dyn(Object{a: 1}).?a", "dyn(Object{a: 1})[?'a']", "dyn(Object{a: 1})['a']", "Object{a: 1}.?a",
+		"Object{spec: Object.spec{replicas: 3}}.spec", "Object{}.spec.replicas", "Object{spec: Object.spec{x: Object.spec.x{y: 1}}}.spec.x.y",
+		"has(Object{spec: Object.spec{replicas: 3}}.spec.replicas)", "dyn(Object{spec: Object.spec{replicas: 3}}.spec).replicas", "[Object{a: 1}][0].a",
+		"Object{spec: Object.spec{list: [Object.spec.list{a: 1}]}}.spec.list[0].a",
 	}
 	for _, e := range exprs {
 		id := "mutation/" + e

@@ -89,7 +89,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 self.charge(observe_cost(n))?;
                 r
             }
-            Node::Has(op, field) => self.has(op, field),
+            Node::Has(op, field, message) => self.has(op, field, *message),
             Node::And(args) => self.and(args),
             Node::Or(args) => self.or(args),
             Node::OptOr(args, or_value) => self.opt_or(args, *or_value),
@@ -135,9 +135,9 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 self.charge(SELECT_COST)?;
                 self.act.composited(*i, self.budget)
             }
-            Node::Select(op, field) => {
+            Node::Select(op, field, message) => {
                 let v = self.resolve(op)?;
-                self.select(v, field)
+                self.select(v, field, *message)
             }
             Node::OptSelect(op, field) => {
                 let v = self.resolve(op)?;
@@ -158,7 +158,12 @@ impl<'r, 'a> Ctx<'r, 'a> {
     }
 
     /// `v.field` (a qualifier costing 1, even when it fails).
-    fn select(&mut self, v: Value<'a>, field: &Arc<str>) -> Result<Value<'a>, EvalError> {
+    fn select(
+        &mut self,
+        v: Value<'a>,
+        field: &Arc<str>,
+        message: bool,
+    ) -> Result<Value<'a>, EvalError> {
         if let Value::Optional(_) = v {
             return self.qualify_if_present(v, &Value::String(Str::Shared(field.clone())), false);
         }
@@ -167,7 +172,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
             Value::Map(m) => m
                 .get_str(field)
                 .ok_or_else(|| EvalError::NoSuchKey(field.to_string())),
-            Value::Struct(s) => s.select(field),
+            Value::Struct(s) if message => s.select(field),
             // A field name is not a list index.
             Value::List(_) => {
                 lookup(&v, &Value::String(Str::Shared(field.clone())))?;
@@ -204,7 +209,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
         Ok(Value::Optional(found.map(Arc::new)))
     }
 
-    fn has(&mut self, op: &Node, field: &Arc<str>) -> Result<Value<'a>, EvalError> {
+    fn has(&mut self, op: &Node, field: &Arc<str>, message: bool) -> Result<Value<'a>, EvalError> {
         // The presence test is a qualifier (1); observing it is free in Kubernetes
         // (`PresenceTestHasCost(false)`). On an optional it is charged only when present.
         let (v, optional) = match self.resolve(op)? {
@@ -214,7 +219,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
         };
         let present = match &v {
             Value::Map(m) => m.contains_str(field),
-            Value::Struct(s) => s.is_set(field)?,
+            Value::Struct(s) if message => s.is_set(field)?,
             // A field name is not a list index.
             Value::List(_) => {
                 let key = Value::String(Str::Shared(field.clone()));
@@ -884,7 +889,7 @@ fn go_type_name(v: &Value<'_>) -> Option<&'static str> {
 fn observe_cost(n: &Node) -> u64 {
     match n {
         Node::Cond(_) => 0,
-        Node::Select(op, _) | Node::OptSelect(op, _) if is_attribute(op) => observe_cost(op),
+        Node::Select(op, ..) | Node::OptSelect(op, _) if is_attribute(op) => observe_cost(op),
         Node::Index(args) | Node::OptIndex(args) if is_attribute(&args[0]) => {
             observe_cost(&args[0])
         }

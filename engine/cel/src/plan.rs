@@ -32,8 +32,11 @@ pub(crate) enum Node {
     Local(usize),
     /// `variables.<name>`: a composited variable, by index.
     Composited(usize),
-    Select(Box<Node>, Arc<str>),
-    Has(Box<Node>, Arc<str>),
+    /// `op.field`; the flag is set when the checker typed `op` as a message, the only case
+    /// in which cel-go reads a message's field (through `dyn` a message has no keys).
+    Select(Box<Node>, Arc<str>, bool),
+    /// `has(op.field)`, flagged as [`Node::Select`].
+    Has(Box<Node>, Arc<str>, bool),
     OptSelect(Box<Node>, Arc<str>),
     Index(Box<[Node; 2]>),
     OptIndex(Box<[Node; 2]>),
@@ -284,14 +287,18 @@ impl Planner<'_, '_> {
                 {
                     return Ok(node);
                 }
+                let message = self
+                    .checked
+                    .and_then(|c| c.types.get(&operand.id))
+                    .is_some_and(|t| matches!(t, Type::Object(_)));
                 let op = Box::new(self.plan(operand)?);
                 let f: Arc<str> = Arc::from(field.as_str());
                 if *test {
-                    Node::Has(op, f)
+                    Node::Has(op, f, message)
                 } else if *optional {
                     Node::OptSelect(op, f)
                 } else {
-                    Node::Select(op, f)
+                    Node::Select(op, f, message)
                 }
             }
             ExprKind::Call {

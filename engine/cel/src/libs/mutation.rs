@@ -7,7 +7,7 @@ use std::sync::Arc;
 use crate::error::EvalError;
 use crate::structs::{StructType, StructValue, TypeProvider};
 use crate::types::{ObjectType, Type};
-use crate::value::Value;
+use crate::value::{Key, List, Map, OwnedMap, Str, Value};
 
 /// The name of the root apply-configuration type.
 pub const OBJECT_TYPE: &str = "Object";
@@ -52,8 +52,10 @@ impl StructType for DynamicObjectType {
         Ok(())
     }
 
+    /// Kubernetes reads the field from the object converted to a plain map, so a nested
+    /// object comes back as a map (and keeps no message type).
     fn select<'a>(&self, value: &StructValue<'a>, field: &str) -> Result<Value<'a>, EvalError> {
-        Ok(value.field(field).cloned().unwrap_or(Value::Null))
+        Ok(value.field(field).map(native).unwrap_or(Value::Null))
     }
 
     fn is_set(&self, value: &StructValue<'_>, field: &str) -> Result<bool, EvalError> {
@@ -180,6 +182,24 @@ impl StructType for JsonPatchType {
             (Some(x), Some(y)) => x.equals(y),
             _ => false,
         }
+    }
+}
+
+/// `v` as Kubernetes' conversion of an object to native Go values leaves it: objects become
+/// maps of their fields, in lists and maps too.
+fn native<'a>(v: &Value<'a>) -> Value<'a> {
+    match v {
+        Value::Struct(s) => {
+            let mut m = OwnedMap::with_capacity(s.fields().len());
+            for (name, field) in s.fields() {
+                m.insert_new(Key::String(Str::Shared(name.clone())), native(field));
+            }
+            Value::Map(Map::Owned(Arc::new(m)))
+        }
+        Value::List(l) if l.iter().any(|e| matches!(e, Value::Struct(_))) => {
+            Value::List(List::from_vec(l.iter().map(|e| native(&e)).collect()))
+        }
+        other => other.clone(),
     }
 }
 
