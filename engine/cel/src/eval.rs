@@ -449,18 +449,11 @@ impl<'r, 'a> Ctx<'r, 'a> {
             let key = self.eval(k)?;
             let val = self.eval(v)?;
             let val = if *optional {
-                match val {
-                    Value::Optional(Some(inner)) => (*inner).clone(),
-                    Value::Optional(None) => {
+                match optional_entry(val, || display_key(&key))? {
+                    Some(v) => v,
+                    None => {
                         out.remove(&Key::from_value(&key)?);
                         continue;
-                    }
-                    other => {
-                        return Err(EvalError::msg(format!(
-                            "cannot initialize optional entry '{}' from non-optional value {}",
-                            display_key(&key),
-                            other.type_name()
-                        )));
                     }
                 }
             } else {
@@ -479,15 +472,9 @@ impl<'r, 'a> Ctx<'r, 'a> {
         for (name, node, optional) in s.fields.iter() {
             let v = self.eval(node)?;
             let v = if *optional {
-                match v {
-                    Value::Optional(Some(inner)) => (*inner).clone(),
-                    Value::Optional(None) => continue,
-                    other => {
-                        return Err(EvalError::msg(format!(
-                            "cannot initialize optional entry '{name}' from non-optional value {}",
-                            other.type_name()
-                        )));
-                    }
+                match optional_entry(v, || name.to_string())? {
+                    Some(v) => v,
+                    None => continue,
                 }
             } else {
                 v
@@ -841,6 +828,22 @@ fn insert_transformed<'a>(
         insert(out, &k, val)?;
     }
     Ok(())
+}
+
+/// The value an optional entry (`?key: v` of a map or message literal) sets: `None` for
+/// `optional.none()`; anything but an optional is an error naming the entry.
+fn optional_entry<'a>(
+    v: Value<'a>,
+    entry: impl FnOnce() -> String,
+) -> Result<Option<Value<'a>>, EvalError> {
+    match v {
+        Value::Optional(inner) => Ok(inner.map(|v| (*v).clone())),
+        other => Err(EvalError::msg(format!(
+            "cannot initialize optional entry '{}' from non-optional value {}",
+            entry(),
+            other.type_name()
+        ))),
+    }
 }
 
 /// cel-go's error for a comprehension over a value that is neither a list nor a map.
