@@ -36,6 +36,10 @@ use serde_json::json;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
 
+/// The celgate binary's allocator (operator/src/main.rs), so this measures the product.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
