@@ -20,6 +20,11 @@ use tracing::{error, info};
 
 use registration::Endpoint;
 
+/// mimalloc rather than the system allocator: the webhook allocates and frees a JSON tree per
+/// review across worker threads, where glibc's malloc took a fifth of the request path's CPU.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// celgate: ValidatingAdmissionPolicy and MutatingAdmissionPolicy for any cluster, as CRDs.
 #[derive(Parser, Debug)]
 #[command(version, about)]

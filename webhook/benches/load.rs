@@ -5,8 +5,8 @@
 //! Two measurements, printed on one line each and written to `target/bench/webhook.json`:
 //! - throughput: `CONNECTIONS` keep-alive connections send reviews back to back for
 //!   `SECONDS`; reviews answered per second.
-//! - latency at a fixed rate: reviews sent on a schedule at `RATE` per second (open loop: the
-//!   latency of a late send counts from when it was due), p50/p99/max.
+//! - latency at a fixed rate: reviews sent on a schedule at `RATE` per second, kept by a thread
+//!   of its own (open loop: the latency of a late send counts from when it was due), p50/p99/max.
 //!
 //! The client runs in the same process on the same cores as the server, so both numbers are
 //! pessimistic for a server that has the machine to itself. Run with `make bench-webhook`.
@@ -35,6 +35,10 @@ use rustls::pki_types::ServerName;
 use serde_json::json;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+
+/// The celgate binary's allocator (operator/src/main.rs), so this measures the product.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
@@ -234,7 +238,7 @@ async fn throughput(
     body: &Bytes,
     conns: u64,
     secs: u64,
-) -> f64 {
+) -> Throughput {
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
@@ -252,18 +256,48 @@ async fn throughput(
     tokio::time::sleep(Duration::from_secs(1)).await;
     let start_count = done.load(Ordering::Relaxed);
     let start = Instant::now();
+    let start_cpu = process_cpu_seconds();
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let count = done.load(Ordering::Relaxed) - start_count;
     let elapsed = start.elapsed().as_secs_f64();
+    let cpu = process_cpu_seconds() - start_cpu;
     stop.store(true, Ordering::Relaxed);
     for t in tasks {
         t.await.unwrap();
     }
-    count as f64 / elapsed
+    Throughput {
+        per_second: count as f64 / elapsed,
+        cpu_us_per_review: cpu * 1e6 / count as f64,
+    }
 }
 
-/// Open-loop latency at `rate` reviews/s: each of `conns` connections sends on its own
-/// schedule; a send that starts late is timed from when it was due.
+struct Throughput {
+    per_second: f64,
+    /// Process CPU time (client and server, user and system) per review: steadier than the
+    /// rate on a machine shared with other work.
+    cpu_us_per_review: f64,
+}
+
+/// User plus system CPU time of this process so far, from `/proc/self/stat` (0 elsewhere).
+fn process_cpu_seconds() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // USER_HZ is 100 on Linux.
+    ticks / 100.0
+}
+
+/// Open-loop latency at `rate` reviews/s over `conns` connections, each taking every
+/// `conns`-th send of one schedule; a send that starts late is timed from when it was due.
+///
+/// The schedule is kept by a dedicated thread sleeping to each due time, which hands the due
+/// instant to the connection's task: tokio's timer has a 1 ms tick, so `sleep_until` would wake
+/// up to a millisecond late and that lateness, the client's own, would be counted as the
+/// server's latency.
 async fn latency_at(
     addr: SocketAddr,
     tls: &TlsConnector,
@@ -272,30 +306,40 @@ async fn latency_at(
     secs: u64,
 ) -> Vec<Duration> {
     let conns = 16u64;
-    let per_conn = Duration::from_secs_f64(conns as f64 / rate as f64);
-    let sends = secs * rate / conns;
+    let period = Duration::from_secs_f64(1.0 / rate as f64);
+    let total = secs * rate;
     let mut tasks = Vec::new();
-    let start = Instant::now() + Duration::from_millis(200);
-    for c in 0..conns {
+    let mut schedules = Vec::new();
+    for _ in 0..conns {
         let mut sender = connect(addr, tls).await;
         let body = body.clone();
-        // Stagger the connections evenly over one period.
-        let offset = per_conn.mul_f64(c as f64 / conns as f64);
+        let (due_tx, mut due_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+        schedules.push(due_tx);
         tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::with_capacity(sends as usize);
-            for i in 0..sends {
-                let due = start + offset + per_conn * i as u32;
-                tokio::time::sleep_until(due.into()).await;
+            let mut latencies = Vec::with_capacity((total / conns) as usize + 1);
+            while let Some(due) = due_rx.recv().await {
                 send(&mut sender, &body).await;
                 latencies.push(due.elapsed());
             }
             latencies
         }));
     }
+    let pacer = std::thread::spawn(move || {
+        let start = Instant::now() + Duration::from_millis(200);
+        for k in 0..total {
+            let due = start + period * k as u32;
+            if let Some(wait) = due.checked_duration_since(Instant::now()) {
+                std::thread::sleep(wait);
+            }
+            schedules[(k % conns) as usize].send(due).unwrap();
+        }
+        // Dropping the senders ends the connections' loops.
+    });
     let mut all = Vec::new();
     for t in tasks {
         all.extend(t.await.unwrap());
     }
+    pacer.join().unwrap();
     all.sort();
     all
 }
@@ -357,9 +401,12 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
 
-        let per_second = throughput(addr, &tls, &body, conns, secs).await;
+        let Throughput {
+            per_second,
+            cpu_us_per_review,
+        } = throughput(addr, &tls, &body, conns, secs).await;
         println!(
-            "webhook throughput: {per_second:.0} reviews/s ({conns} connections, {secs} s, {} byte reviews, 5 policies)",
+            "webhook throughput: {per_second:.0} reviews/s, {cpu_us_per_review:.1} µs CPU per review ({conns} connections, {secs} s, {} byte reviews, 5 policies)",
             body.len()
         );
         let latencies = latency_at(addr, &tls, &body, rate, secs).await;
@@ -377,6 +424,7 @@ fn main() {
         );
         let report = json!({
             "throughput_reviews_per_second": per_second.round(),
+            "cpu_us_per_review": (cpu_us_per_review * 10.0).round() / 10.0,
             "connections": conns,
             "seconds": secs,
             "review_bytes": body.len(),

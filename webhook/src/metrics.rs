@@ -1,6 +1,8 @@
 //! Prometheus metrics with upstream's names and labels under a `celgate_` prefix, so dashboards
 //! for the in-tree plugin work for celgate too.
 
+use std::sync::Arc;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -10,16 +12,17 @@ use prometheus_client::registry::Registry;
 use celgate_engine::validate::Check;
 
 /// Labels of the policy check metrics (upstream: policy, policy_binding, error_type, enforcement_action).
+/// Shared and static strings: looking a series up allocates nothing.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct CheckLabels {
     /// Policy name.
-    pub policy: String,
+    pub policy: Arc<str>,
     /// Binding name.
-    pub policy_binding: String,
+    pub policy_binding: Arc<str>,
     /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error`.
-    pub error_type: String,
+    pub error_type: &'static str,
     /// `allow`, `deny`, `warn` or `audit`.
-    pub enforcement_action: String,
+    pub enforcement_action: &'static str,
 }
 
 fn check_histogram() -> Histogram {
@@ -65,10 +68,10 @@ impl Metrics {
     pub fn record(&self, checks: &[Check]) {
         for c in checks {
             let labels = CheckLabels {
-                policy: c.policy.to_string(),
-                policy_binding: c.binding.to_string(),
-                error_type: c.error_type.as_str().to_string(),
-                enforcement_action: c.enforcement_action.to_string(),
+                policy: c.policy.clone(),
+                policy_binding: c.binding.clone(),
+                error_type: c.error_type.as_str(),
+                enforcement_action: c.enforcement_action,
             };
             self.checks.get_or_create(&labels).inc();
             self.check_duration

@@ -6,7 +6,10 @@ use celgate_engine::apivalidation::FieldError;
 use celgate_engine::request::Operation;
 use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
 use celgate_engine::{Request, RequestError};
-use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::{Value, json};
 use thiserror::Error;
 
 /// Why a body is not an AdmissionReview celgate can answer (HTTP 400).
@@ -70,30 +73,71 @@ pub fn webhook_annotation_key(upstream: &str) -> String {
     upstream.replace('/', "_")
 }
 
-/// The response review for an outcome.
-pub fn response(uid: &str, outcome: &Outcome) -> Value {
-    let mut resp = Map::new();
-    resp.insert("uid".into(), Value::String(uid.to_string()));
-    resp.insert("allowed".into(), Value::Bool(outcome.allowed()));
-    if let Some(d) = &outcome.denial {
-        resp.insert(
-            "status".into(),
-            json!({"metadata": {}, "status": "Failure", "message": d.message, "reason": d.reason, "code": d.code}),
-        );
-    }
-    if !outcome.warnings.is_empty() {
-        resp.insert("warnings".into(), json!(outcome.warnings));
-    }
-    if !outcome.audit_annotations.is_empty() {
-        let annotations: Map<String, Value> = outcome
-            .audit_annotations
-            .iter()
-            .map(|(k, v)| (webhook_annotation_key(k), Value::String(v.clone())))
-            .collect();
-        resp.insert("auditAnnotations".into(), Value::Object(annotations));
-    }
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": resp})
+/// The response review for an outcome, serialized: members in the order of a
+/// `serde_json::Value` (sorted), written straight from borrowed parts.
+pub fn response(uid: &str, outcome: &Outcome) -> Vec<u8> {
+    let annotations: BTreeMap<String, &str> = outcome
+        .audit_annotations
+        .iter()
+        .map(|(k, v)| (webhook_annotation_key(k), v.as_str()))
+        .collect();
+    let review = ResponseReview {
+        api_version: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        response: ReviewResponse {
+            allowed: outcome.allowed(),
+            audit_annotations: (!annotations.is_empty()).then_some(annotations),
+            status: outcome.denial.as_ref().map(|d| Status {
+                code: d.code,
+                message: &d.message,
+                metadata: Empty {},
+                reason: &d.reason,
+                status: "Failure",
+            }),
+            uid,
+            warnings: (!outcome.warnings.is_empty()).then_some(&outcome.warnings),
+        },
+    };
+    // Serializing strings, numbers and maps of strings into memory cannot fail.
+    serde_json::to_vec(&review).unwrap_or_default()
 }
+
+/// An AdmissionReview carrying a response.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ResponseReview<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: ReviewResponse<'a>,
+}
+
+/// An AdmissionResponse (fields sorted by their JSON names).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewResponse<'a> {
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    audit_annotations: Option<BTreeMap<String, &'a str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status<'a>>,
+    uid: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    warnings: Option<&'a Vec<String>>,
+}
+
+/// A metav1.Status of a denial (fields sorted by their JSON names).
+#[derive(Serialize)]
+struct Status<'a> {
+    code: u16,
+    message: &'a str,
+    metadata: Empty,
+    reason: &'a str,
+    status: &'static str,
+}
+
+/// `{}`.
+#[derive(Serialize)]
+struct Empty {}
 
 /// The field errors kube-apiserver would report for a write of one of celgate's own kinds; new
 /// or changed expressions may use the CEL libraries of `compatibility`.
@@ -152,4 +196,40 @@ pub fn policy_validation_response(req: &Request<'_>, errors: &[FieldError]) -> V
 pub fn allow(uid: &str) -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "response": {"uid": uid, "allowed": true}})
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use celgate_engine::validate::Denial;
+
+    #[test]
+    fn a_response_is_the_review_kube_apiserver_reads() {
+        let outcome = Outcome {
+            denial: Some(Denial {
+                message: "ValidatingAdmissionPolicy 'p' denied request: <no>".into(),
+                reason: "Forbidden".into(),
+                code: 403,
+            }),
+            warnings: vec!["w1".into(), "w2".into()],
+            audit_annotations: vec![
+                ("p/key".into(), "v".into()),
+                (VALIDATION_FAILURE_KEY.into(), "[]".into()),
+            ],
+            checks: Vec::new(),
+        };
+        let want = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"uid": "u1", "allowed": false,
+                "status": {"metadata": {}, "status": "Failure", "reason": "Forbidden", "code": 403,
+                    "message": "ValidatingAdmissionPolicy 'p' denied request: <no>"},
+                "warnings": ["w1", "w2"],
+                "auditAnnotations": {"p_key": "v", "validation_failure": "[]"}}});
+        // Byte for byte what serializing the same `Value` writes.
+        assert_eq!(
+            String::from_utf8(response("u1", &outcome)).unwrap(),
+            want.to_string()
+        );
+        let allowed = response("u2", &Outcome::default());
+        assert_eq!(String::from_utf8(allowed).unwrap(), allow("u2").to_string());
+    }
 }

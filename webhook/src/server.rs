@@ -229,7 +229,11 @@ async fn validate(
     };
     let outcome = snapshot.policies.validate(&req, &ctx, only);
     state.metrics.record(&outcome.checks);
-    json_response(&review::response(req.uid, &outcome))
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        review::response(req.uid, &outcome),
+    )
+        .into_response()
 }
 
 async fn mutate(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Response {

@@ -382,7 +382,11 @@ impl<'r, 'a> Ctx<'r, 'a> {
         // The result is not known yet: charge as for an empty one (size 0).
         let before = call.cost(Some(cand), &args, &Value::String(Str::Borrowed("")));
         self.charge(before)?;
-        let out = match (cand.imp)(&args) {
+        let result = match &call.pattern {
+            Some(planned) => planned.call(&args),
+            None => (cand.imp)(&args),
+        };
+        let out = match result {
             Ok(out) => out,
             Err(e) => {
                 // cel-go sizes an error result as 1.

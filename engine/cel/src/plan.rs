@@ -75,6 +75,8 @@ pub(crate) struct Call {
     pub dynamic: bool,
     /// Dynamic, and a function cel-go charges by overload id: every call costs 1.
     pub unit_cost: bool,
+    /// `find`/`findAll` with a literal pattern: compiled here, so evaluation never looks it up.
+    pub pattern: Option<Box<re::Planned>>,
 }
 
 /// One overload a call may dispatch to.
@@ -465,12 +467,15 @@ impl Planner<'_, '_> {
             _ => {}
         }
         // cel-go's (and Kubernetes') regex optimisations compile a constant pattern when
-        // planning: an invalid one fails the program.
+        // planning: an invalid one fails the program, a valid one is kept with the call.
+        let mut pattern = None;
         if matches!(fname.as_str(), "matches" | "find" | "findAll")
             && let Some(Node::Const(Value::String(p))) = nodes.get(1)
-            && let Err(e) = re::compile(p)
         {
-            return Err(PlanError::Program(e.to_string()));
+            let regex = re::compile(p).map_err(|e| PlanError::Program(e.to_string()))?;
+            if member {
+                pattern = re::Planned::new(&fname, regex).map(Box::new);
+            }
         }
         let Some(function) = self.env.registry.get(&fname) else {
             return Ok(Node::Fail(EvalError::UnboundFunction(fname)));
@@ -502,6 +507,7 @@ impl Planner<'_, '_> {
             dynamic,
             unit_cost: dynamic && COSTED_BY_OVERLOAD.contains(&fname.as_str()),
             args: nodes.into_boxed_slice(),
+            pattern,
         }));
         // cel-go's OptOptimize: a type conversion of a constant is computed once, when
         // planning; if it fails, so does the program.

@@ -517,12 +517,15 @@ fn evaluate_validations(policy: &ValidatingPolicy, vars: &Vars<'_>, fail: bool) 
         results.push(result);
     }
     // Message expressions run for every validation that has one, with the remaining budget and
-    // their own variable memo.
-    let act = vars.activation(Batch::Messages);
+    // their own variable memo (an activation built only when a validation has one).
+    let mut act = None;
     let mut messages: Vec<Option<String>> = Vec::with_capacity(results.len());
     for v in &policy.validations {
         let msg = match &v.message_expression {
-            Some(Ok(p)) => match p.eval(&act, &mut budget) {
+            Some(Ok(p)) => match p.eval(
+                act.get_or_insert_with(|| vars.activation(Batch::Messages)),
+                &mut budget,
+            ) {
                 Ok(Value::String(s)) => {
                     let s = s.trim();
                     (!s.is_empty() && s.len() <= MAX_MESSAGE_EXPRESSION_BYTES && !s.contains('\n'))

@@ -1,7 +1,7 @@
 //! RE2-compatible regular expressions: the `regex` crate with RE2's ASCII-only `\d`, `\w`, `\s`
-//! and `\b`, and `\Q…\E` quoting. Literal `matches` patterns are compiled once, by the
-//! planner; Kubernetes' `find`/`findAll` (its regex library) compile each pattern once per
-//! process through a small shared cache.
+//! and `\b`, and `\Q…\E` quoting. Literal patterns (`matches`, and Kubernetes' `find`/`findAll`)
+//! are compiled once, by the planner; `find`/`findAll` with a computed pattern compile it once
+//! per process through a small shared cache.
 
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, RwLock};
@@ -71,14 +71,47 @@ fn illegal(e: EvalError) -> EvalError {
     EvalError::msg(format!("Illegal regex: {e}"))
 }
 
+/// A `find` or `findAll` call whose literal pattern the planner compiled.
+#[derive(Debug)]
+pub(crate) struct Planned {
+    regex: Regex,
+    imp: fn(&Regex, &[Value<'_>]) -> Result<Value<'static>, EvalError>,
+}
+
+impl Planned {
+    /// The planned form of member function `name` with `regex`, if it has one.
+    pub(crate) fn new(name: &str, regex: Regex) -> Option<Self> {
+        let imp = match name {
+            "find" => find_in,
+            "findAll" => find_all_in,
+            _ => return None,
+        };
+        Some(Self { regex, imp })
+    }
+
+    /// Calls the function with `args` (target, the literal pattern, then the rest), which the
+    /// overload dispatch has checked as for any call.
+    pub(crate) fn call<'a>(&self, args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
+        (self.imp)(&self.regex, args)
+    }
+}
+
 fn find<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let re = cached(str_arg(args, 1)?).map_err(illegal)?;
+    find_in(&re, args)
+}
+
+fn find_in(re: &Regex, args: &[Value<'_>]) -> Result<Value<'static>, EvalError> {
     let s = str_arg(args, 0)?;
     Ok(Value::string(re.find(s).map_or("", |m| m.as_str())))
 }
 
 fn find_all<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let re = cached(str_arg(args, 1)?).map_err(illegal)?;
+    find_all_in(&re, args)
+}
+
+fn find_all_in(re: &Regex, args: &[Value<'_>]) -> Result<Value<'static>, EvalError> {
     let s = str_arg(args, 0)?;
     let limit = if args.len() > 2 {
         int_arg(args, 2)?
@@ -86,7 +119,7 @@ fn find_all<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         -1
     };
     let found = re.find_iter(s).map(|m| Value::string(m.as_str()));
-    let out: Vec<Value<'a>> = match usize::try_from(limit) {
+    let out: Vec<Value<'static>> = match usize::try_from(limit) {
         Ok(n) => found.take(n).collect(),
         Err(_) => found.collect(),
     };
