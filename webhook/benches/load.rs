@@ -11,7 +11,8 @@
 //! The client runs in the same process on the same cores as the server, so both numbers are
 //! pessimistic for a server that has the machine to itself. Run with `make bench-webhook`.
 //! Environment: `WEBHOOK_BENCH_SECONDS` (default 10), `WEBHOOK_BENCH_CONNECTIONS` (default 32),
-//! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REPORT` (report path).
+//! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REPORT` (report path),
+//! `WEBHOOK_BENCH_HTTP2=1` (HTTP/2 over ALPN, as kube-apiserver calls webhooks; default HTTP/1.1).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
 
@@ -29,8 +30,8 @@ use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
 use celgate_webhook::server::{Server, TlsMaterial};
 use celgate_webhook::{NamespaceCache, Snapshot, State};
 use http_body_util::{BodyExt, Full};
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use rustls::pki_types::ServerName;
 use serde_json::json;
 use tokio::net::TcpStream;
@@ -200,7 +201,16 @@ fn tls_material() -> (TlsMaterial, rustls::RootCertStore) {
     )
 }
 
-type Sender = http1::SendRequest<Full<Bytes>>;
+/// One client connection: HTTP/1.1, or HTTP/2 (as kube-apiserver calls webhooks over TLS) when
+/// `WEBHOOK_BENCH_HTTP2=1`.
+enum Sender {
+    H1(http1::SendRequest<Full<Bytes>>),
+    H2(http2::SendRequest<Full<Bytes>>),
+}
+
+fn http2_wanted() -> bool {
+    env_or("WEBHOOK_BENCH_HTTP2", 0) == 1
+}
 
 async fn connect(addr: SocketAddr, tls: &TlsConnector) -> Sender {
     let tcp = TcpStream::connect(addr).await.unwrap();
@@ -209,20 +219,43 @@ async fn connect(addr: SocketAddr, tls: &TlsConnector) -> Sender {
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap();
-    let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.unwrap();
-    tokio::spawn(conn);
-    sender
+    if http2_wanted() {
+        let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .unwrap();
+        tokio::spawn(conn);
+        Sender::H2(sender)
+    } else {
+        let (sender, conn) = http1::handshake(TokioIo::new(stream)).await.unwrap();
+        tokio::spawn(conn);
+        Sender::H1(sender)
+    }
 }
 
 /// Sends one review and checks the answer admits it.
 async fn send(sender: &mut Sender, body: &Bytes) {
-    sender.ready().await.unwrap();
-    let req = hyper::Request::post("/validate?timeout=10s")
-        .header("host", "localhost")
-        .header("content-type", "application/json")
-        .body(Full::new(body.clone()))
-        .unwrap();
-    let resp = sender.send_request(req).await.unwrap();
+    let post = |uri: &str| {
+        hyper::Request::post(uri)
+            .header("content-type", "application/json")
+            .body(Full::new(body.clone()))
+            .unwrap()
+    };
+    let resp = match sender {
+        Sender::H1(s) => {
+            s.ready().await.unwrap();
+            // HTTP/1.1 sends the path alone, with a host header.
+            let mut req = post("/validate?timeout=10s");
+            req.headers_mut()
+                .insert("host", hyper::header::HeaderValue::from_static("localhost"));
+            s.send_request(req).await.unwrap()
+        }
+        Sender::H2(s) => {
+            s.ready().await.unwrap();
+            s.send_request(post("https://localhost/validate?timeout=10s"))
+                .await
+                .unwrap()
+        }
+    };
     assert_eq!(resp.status(), 200);
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     assert!(
@@ -388,9 +421,12 @@ fn main() {
         let server = Server::new(addr, state, material).await.unwrap();
         let serving = server.clone();
         tokio::spawn(async move { serving.serve().await });
-        let client = rustls::ClientConfig::builder()
+        let mut client = rustls::ClientConfig::builder()
             .with_root_certificates(roots)
             .with_no_client_auth();
+        if http2_wanted() {
+            client.alpn_protocols = vec![b"h2".to_vec()];
+        }
         let tls = TlsConnector::from(Arc::new(client));
         let body = review();
         // Wait for the listener.
@@ -406,7 +442,8 @@ fn main() {
             cpu_us_per_review,
         } = throughput(addr, &tls, &body, conns, secs).await;
         println!(
-            "webhook throughput: {per_second:.0} reviews/s, {cpu_us_per_review:.1} µs CPU per review ({conns} connections, {secs} s, {} byte reviews, 5 policies)",
+            "webhook throughput: {per_second:.0} reviews/s, {cpu_us_per_review:.1} µs CPU per review ({conns} {} connections, {secs} s, {} byte reviews, 5 policies)",
+            if http2_wanted() { "HTTP/2" } else { "HTTP/1.1" },
             body.len()
         );
         let latencies = latency_at(addr, &tls, &body, rate, secs).await;
@@ -428,6 +465,7 @@ fn main() {
             "connections": conns,
             "seconds": secs,
             "review_bytes": body.len(),
+            "protocol": if http2_wanted() { "HTTP/2" } else { "HTTP/1.1" },
             "policies": 5,
             "latency": {"rate_per_second": rate, "reviews": latencies.len(),
                 "p50_ms": ms(p50), "p99_ms": ms(p99), "max_ms": ms(max)},

@@ -39,16 +39,13 @@ pub enum ReviewError {
 /// Parses a body and checks it is an AdmissionReview v1 with a request.
 pub fn decode(body: &[u8]) -> Result<Value, ReviewError> {
     let review: Value = serde_json::from_slice(body)?;
-    let field = |k: &str| {
-        review
-            .get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
+    let field = |k: &str| review.get(k).and_then(Value::as_str).unwrap_or_default();
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
-        return Err(ReviewError::NotAReview { api_version, kind });
+        return Err(ReviewError::NotAReview {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        });
     }
     match review.get("request") {
         Some(Value::Object(_)) => Ok(review),

@@ -10,7 +10,8 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum_server::Handle;
-use axum_server::tls_rustls::RustlsConfig;
+use axum_server::accept::NoDelayAcceptor;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use serde_json::Value;
 use thiserror::Error;
 
@@ -91,7 +92,11 @@ impl Server {
 
     /// Serves until [`Server::shutdown`] is called.
     pub async fn serve(&self) -> Result<(), ServerError> {
-        axum_server::bind_rustls(self.addr, self.tls.clone())
+        // TCP_NODELAY: an HTTP/2 answer (what kube-apiserver reads) is several frames written
+        // apart; with Nagle's algorithm the last one waits for the peer's delayed ACK (~40 ms).
+        let acceptor = RustlsAcceptor::new(self.tls.clone()).acceptor(NoDelayAcceptor::new());
+        axum_server::bind(self.addr)
+            .acceptor(acceptor)
             .handle(self.handle.clone())
             .serve(router(self.state.clone()).into_make_service())
             .await

@@ -1,6 +1,7 @@
 //! Activations: the variables one evaluation sees. JSON is bound by reference; composited
 //! variables are evaluated lazily, at most once per activation.
 
+use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::sync::Arc;
 
@@ -12,7 +13,8 @@ use crate::variables::Variables;
 /// The variables of one evaluation.
 #[derive(Default)]
 pub struct Activation<'a> {
-    vars: Vec<(Box<str>, Value<'a>)>,
+    /// Names are borrowed when they can be (Kubernetes' are `'static`): binding allocates nothing.
+    vars: Vec<(Cow<'a, str>, Value<'a>)>,
     composited: Option<Composited<'a>>,
 }
 
@@ -28,15 +30,16 @@ impl<'a> Activation<'a> {
     }
 
     /// Binds `name` to a JSON value, borrowed (JSON `null` is CEL `null`).
-    pub fn bind_json(&mut self, name: &str, v: &'a serde_json::Value) {
+    pub fn bind_json(&mut self, name: impl Into<Cow<'a, str>>, v: &'a serde_json::Value) {
         self.bind(name, Value::from_json(v));
     }
 
     /// Binds `name` to a value (replacing an earlier binding).
-    pub fn bind(&mut self, name: &str, v: Value<'a>) {
-        match self.vars.iter_mut().find(|(n, _)| &**n == name) {
+    pub fn bind(&mut self, name: impl Into<Cow<'a, str>>, v: Value<'a>) {
+        let name = name.into();
+        match self.vars.iter_mut().find(|(n, _)| *n == name) {
             Some(slot) => slot.1 = v,
-            None => self.vars.push((name.into(), v)),
+            None => self.vars.push((name, v)),
         }
     }
 
