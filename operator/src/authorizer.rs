@@ -1,13 +1,13 @@
 //! The `authorizer` of policy expressions, answered with SubjectAccessReviews for the request's
 //! user and cached for the request, as kube-apiserver's caching authorizer does.
 
-use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use celgate_cel::authz::{AuthzTarget, Decision};
 use celgate_cel::{Authorizer, AuthzDecision, AuthzRequest};
 use celgate_engine::model::ParamKind;
+use celgate_engine::paramaccess::Writer;
 use celgate_webhook::AuthorizerSource;
 use k8s_openapi::api::authorization::v1::{
     FieldSelectorAttributes, LabelSelectorAttributes, NonResourceAttributes, ResourceAttributes,
@@ -40,52 +40,11 @@ impl SarAuthorizers {
     }
 }
 
-/// The requesting user, from the AdmissionRequest's `userInfo`.
-#[derive(Clone, Debug, Default)]
-struct User {
-    name: String,
-    uid: String,
-    groups: Vec<String>,
-    extra: BTreeMap<String, Vec<String>>,
-}
-
-impl User {
-    fn from_json(v: &Value) -> Self {
-        let strings = |v: Option<&Value>| -> Vec<String> {
-            v.and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .filter_map(|s| s.as_str().map(str::to_string))
-                .collect()
-        };
-        User {
-            name: v
-                .get("username")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            uid: v
-                .get("uid")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            groups: strings(v.get("groups")),
-            extra: v
-                .get("extra")
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .map(|(k, v)| (k.clone(), strings(Some(v))))
-                .collect(),
-        }
-    }
-}
-
 impl AuthorizerSource for SarAuthorizers {
     fn for_user(&self, user_info: &Value) -> Arc<dyn Authorizer> {
         Arc::new(SarAuthorizer {
             client: self.client.clone(),
-            user: User::from_json(user_info),
+            user: Writer::from_user_info(user_info),
             cache: Mutex::new(Vec::new()),
         })
     }
@@ -117,7 +76,7 @@ fn block_on<F: std::future::Future>(fut: F) -> Result<F::Output, String> {
 /// Answers the checks of one request.
 struct SarAuthorizer {
     client: Client,
-    user: User,
+    user: Writer,
     cache: Mutex<Vec<(AuthzRequest, AuthzDecision)>>,
 }
 
@@ -134,7 +93,7 @@ impl SarAuthorizer {
         let (user, groups, uid, extra) = match req.subject.username() {
             Some(sa) => (sa, req.subject.groups(), None, None),
             None => (
-                self.user.name.clone(),
+                self.user.username.clone(),
                 self.user.groups.clone(),
                 Some(self.user.uid.clone()).filter(|u| !u.is_empty()),
                 Some(self.user.extra.clone()).filter(|e| !e.is_empty()),
