@@ -373,6 +373,11 @@ async fn params_that_never_sync_give_the_configuration_error_inside_the_call_tim
         waited < std::time::Duration::from_secs(1),
         "answered after {waited:?}, later than the API server waits"
     );
+    // It did wait for the sync, until the call timeout less the headroom (0.5 s).
+    assert!(
+        waited >= std::time::Duration::from_millis(450),
+        "answered after {waited:?}, without waiting for the params"
+    );
     let resp: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(resp["response"]["allowed"], false, "{resp}");
     assert_eq!(
