@@ -621,21 +621,31 @@ impl<'r, 'a> Ctx<'r, 'a> {
         accu.map(|n| Value::Bool(n == 1))
     }
 
-    /// The filter of a macro: `Ok(None)` to skip the element, `Ok(Some(Err))` when the filter
-    /// failed (the accumulator becomes that error).
-    fn filter_passes(
+    /// Binds the next element and runs the macro's filter: whether the element goes on to the
+    /// transform. A filter that fails makes the accumulator its error (and the element is
+    /// skipped).
+    fn admit<T>(
         &mut self,
+        l: &Loop,
+        item: &(Value<'a>, Value<'a>),
         filter: Option<&Node>,
-    ) -> Result<Option<Result<(), EvalError>>, EvalError> {
+        accu: &mut Result<T, EvalError>,
+    ) -> Result<bool, EvalError> {
+        self.bind(l, item)?;
         let Some(f) = filter else {
-            return Ok(Some(Ok(())));
+            return Ok(true);
         };
-        Ok(match self.eval_soft(f)? {
-            Ok(Value::Bool(true)) => Some(Ok(())),
-            Ok(Value::Bool(false)) => None,
-            Ok(_) => Some(Err(EvalError::NoSuchOverload)),
-            Err(e) => Some(Err(e)),
-        })
+        match self.eval_soft(f)? {
+            Ok(Value::Bool(pass)) => Ok(pass),
+            Ok(_) => {
+                *accu = Err(EvalError::NoSuchOverload);
+                Ok(false)
+            }
+            Err(e) => {
+                *accu = Err(e);
+                Ok(false)
+            }
+        }
     }
 
     /// `map`, `filter` and `transformList`: the step `@result + [t]` costs the accumulator
@@ -649,14 +659,8 @@ impl<'r, 'a> Ctx<'r, 'a> {
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<Vec<Value<'a>>, EvalError> = Ok(Vec::with_capacity(items.len()));
         for item in items {
-            self.bind(l, item)?;
-            match self.filter_passes(filter)? {
-                None => continue,
-                Some(Err(e)) => {
-                    accu = Err(e);
-                    continue;
-                }
-                Some(Ok(())) => {}
+            if !self.admit(l, item, filter, &mut accu)? {
+                continue;
             }
             self.charge(SELECT_COST)?;
             let t = match transform {
@@ -691,14 +695,8 @@ impl<'r, 'a> Ctx<'r, 'a> {
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<OwnedMap<'a>, EvalError> = Ok(OwnedMap::with_capacity(items.len()));
         for item in items {
-            self.bind(l, item)?;
-            match self.filter_passes(filter)? {
-                None => continue,
-                Some(Err(e)) => {
-                    accu = Err(e);
-                    continue;
-                }
-                Some(Ok(())) => {}
+            if !self.admit(l, item, filter, &mut accu)? {
+                continue;
             }
             self.charge(SELECT_COST)?;
             if !entry {
