@@ -8,7 +8,7 @@ use celgate_cel::authz::{AuthzTarget, Decision};
 use celgate_cel::{Authorizer, AuthzDecision, AuthzRequest};
 use celgate_engine::model::ParamKind;
 use celgate_engine::paramaccess::Writer;
-use celgate_webhook::AuthorizerSource;
+use celgate_snapshot::AuthorizerSource;
 use k8s_openapi::api::authorization::v1::{
     FieldSelectorAttributes, LabelSelectorAttributes, NonResourceAttributes, ResourceAttributes,
     SubjectAccessReview, SubjectAccessReviewSpec,

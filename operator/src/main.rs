@@ -172,14 +172,17 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         }
     };
     let certificates = certs::ensure(&client, &args.namespace, &args.cert_secret, &hosts).await?;
-    let state = celgate_webhook::State::with_compatibility(args.cel_compatibility_version);
-    state.set_authorizers(std::sync::Arc::new(authorizer::SarAuthorizers::new(
-        client.clone(),
-    )));
+    let store = celgate_snapshot::SnapshotStore::new();
+    let deps = celgate_snapshot::Deps {
+        authorizers: Some(std::sync::Arc::new(authorizer::SarAuthorizers::new(
+            client.clone(),
+        ))),
+        compatibility: args.cel_compatibility_version,
+    };
     let addr = SocketAddr::new(args.bind_address, args.webhook_port);
     let server = celgate_webhook::Server::new(
         addr,
-        state.clone(),
+        celgate_webhook::AppState::new(store.clone(), deps),
         celgate_webhook::TlsMaterial {
             cert_pem: certificates.cert_pem.clone(),
             key_pem: certificates.key_pem.clone(),
@@ -190,7 +193,7 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
 
     let reconciler = reconcile::Reconciler {
         client: client.clone(),
-        state,
+        store,
         endpoint,
         ca_pem: certificates.ca_pem.clone(),
         namespace: args.namespace.clone(),
@@ -260,6 +263,7 @@ fn main() -> ExitCode {
                 error!("a TLS crypto provider was already installed");
             }
             match tokio::runtime::Builder::new_multi_thread()
+                .thread_stack_size(celgate_snapshot::dispatch::THREAD_STACK_BYTES)
                 .enable_all()
                 .build()
             {

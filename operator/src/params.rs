@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use celgate_engine::{ParamObjects, PolicySet};
-use celgate_webhook::{ParamKindEntry, State};
+use celgate_snapshot::{ParamKindEntry, SnapshotStore};
 use futures::StreamExt;
 use kube::api::{DynamicObject, GroupVersionKind};
 use kube::discovery::{self, Scope};
@@ -26,13 +26,13 @@ pub type ParamKey = (String, String);
 /// The running param watches.
 pub struct ParamWatches {
     client: Client,
-    state: Arc<State>,
+    state: Arc<SnapshotStore>,
     running: HashMap<ParamKey, JoinHandle<()>>,
 }
 
 impl ParamWatches {
     /// No watches yet.
-    pub fn new(client: Client, state: Arc<State>) -> Self {
+    pub fn new(client: Client, state: Arc<SnapshotStore>) -> Self {
         Self {
             client,
             state,
@@ -53,7 +53,7 @@ impl ParamWatches {
             if !keep {
                 info!(api_version = %key.0, kind = %key.1, "no policy uses this param kind any more; stopping its watch");
                 task.abort();
-                self.state.publish_param_kind(key.clone(), None);
+                self.state.publish_param_kind(&key, None);
             }
             keep
         });
@@ -62,7 +62,7 @@ impl ParamWatches {
                 continue;
             }
             self.state
-                .publish_param_kind(key.clone(), Some(ParamKindEntry::Syncing));
+                .publish_param_kind(&key, Some(ParamKindEntry::Syncing));
             let task = tokio::spawn(watch_kind(
                 self.client.clone(),
                 self.state.clone(),
@@ -103,20 +103,20 @@ fn objects(store: &Store<DynamicObject>, namespaced: bool, key: &ParamKey) -> Pa
     }
 }
 
-async fn watch_kind(client: Client, state: Arc<State>, key: ParamKey) {
+async fn watch_kind(client: Client, state: Arc<SnapshotStore>, key: ParamKey) {
     let gvk = parse_gvk(&key);
     let (resource, caps) = loop {
         match discovery::pinned_kind(&client, &gvk).await {
             Ok(found) => break found,
             Err(e) => {
                 warn!(api_version = %key.0, kind = %key.1, error = %e, "param kind is not served; policies using it fail per their failurePolicy until it is");
-                state.publish_param_kind(key.clone(), Some(ParamKindEntry::NotServed));
+                state.publish_param_kind(&key, Some(ParamKindEntry::NotServed));
                 tokio::time::sleep(RETRY_UNSERVED).await;
             }
         }
     };
     let namespaced = caps.scope == Scope::Namespaced;
-    state.publish_param_kind(key.clone(), Some(ParamKindEntry::Syncing));
+    state.publish_param_kind(&key, Some(ParamKindEntry::Syncing));
     let api: Api<DynamicObject> = Api::all_with(client, &resource);
     let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
     let reader = writer.as_reader();
@@ -130,7 +130,7 @@ async fn watch_kind(client: Client, state: Arc<State>, key: ParamKey) {
             Ok(_) => {
                 synced = true;
                 state.publish_param_kind(
-                    key.clone(),
+                    &key,
                     Some(ParamKindEntry::Ready(Arc::new(objects(
                         &reader, namespaced, &key,
                     )))),

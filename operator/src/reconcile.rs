@@ -13,7 +13,7 @@ use celgate_crds::{
     ValidatingAdmissionPolicyBinding,
 };
 use celgate_engine::{BoundPolicy, PolicySet, ValidatingPolicy, compile_validating};
-use celgate_webhook::{NamespaceCache, PolicyParamKinds, Snapshot, State};
+use celgate_snapshot::{NamespaceView, PolicyParamKinds, SnapshotStore};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::runtime::reflector::{self, Store};
@@ -31,8 +31,8 @@ use crate::registration::{self, Endpoint};
 pub struct Reconciler {
     /// API client.
     pub client: Client,
-    /// State shared with the webhook.
-    pub state: Arc<State>,
+    /// The snapshot store the webhook reads.
+    pub store: Arc<SnapshotStore>,
     /// Where the API server reaches the webhook.
     pub endpoint: Endpoint,
     /// The CA the API server must trust.
@@ -147,13 +147,12 @@ fn namespace_object(ns: &Namespace) -> serde_json::Value {
     serde_json::Value::Object(obj)
 }
 
-fn namespace_cache(store: &Store<Namespace>) -> NamespaceCache {
-    NamespaceCache(
+fn namespace_view(store: &Store<Namespace>) -> NamespaceView {
+    NamespaceView::new(
         store
             .state()
             .iter()
-            .map(|ns| (ns.name_any(), namespace_object(ns)))
-            .collect(),
+            .map(|ns| (ns.name_any(), namespace_object(ns))),
     )
 }
 
@@ -199,12 +198,12 @@ impl Reconciler {
             ns_notify.clone(),
         );
 
-        let state = self.state.clone();
+        let state = self.store.clone();
         let ns_store = namespaces.clone();
         tokio::spawn(async move {
             loop {
                 ns_notify.notified().await;
-                state.publish_namespaces(namespace_cache(&ns_store));
+                state.publish_namespaces(namespace_view(&ns_store));
             }
         });
 
@@ -228,9 +227,9 @@ impl Reconciler {
                 warn!(kind, error = %e, "initial list did not complete");
             }
         }
-        self.state.publish_namespaces(namespace_cache(&namespaces));
+        self.store.publish_namespaces(namespace_view(&namespaces));
 
-        let mut param_watches = ParamWatches::new(self.client.clone(), self.state.clone());
+        let mut param_watches = ParamWatches::new(self.client.clone(), self.store.clone());
         let mut cache = CompileCache::new();
         let mut generation = 0u64;
         let mut registered: Option<serde_json::Value> = None;
@@ -251,14 +250,13 @@ impl Reconciler {
             // them) before it is published; then the snapshot, so a policy is enforced as soon
             // as the API server routes matching requests here.
             param_watches.sync(&set);
-            self.state.publish_policy_param_kinds(PolicyParamKinds {
-                validating: param_kinds(&policies, |p| p.spec.param_kind.as_ref()),
-                mutating: param_kinds(&mutating, |p| p.spec.param_kind.as_ref()),
-            });
-            self.state.publish(Snapshot {
-                policies: set,
-                generation,
-            });
+            self.store.publish_policies(
+                set,
+                PolicyParamKinds {
+                    validating: param_kinds(&policies, |p| p.spec.param_kind.as_ref()),
+                    mutating: param_kinds(&mutating, |p| p.spec.param_kind.as_ref()),
+                },
+            );
             let desired = serde_json::to_value(&validating).ok();
             if desired != registered {
                 match registration::apply(&self.client, &validating, &mutating_cfg).await {

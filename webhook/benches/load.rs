@@ -27,8 +27,9 @@ use celgate_engine::model::{
     ValidatingPolicySpec, Validation, ValidationAction,
 };
 use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
+use celgate_snapshot::{Deps, NamespaceView, PolicyParamKinds, SnapshotStore};
+use celgate_webhook::AppState;
 use celgate_webhook::server::{Server, TlsMaterial};
-use celgate_webhook::{NamespaceCache, Snapshot, State};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -400,18 +401,18 @@ fn main() {
     let rate = env_or("WEBHOOK_BENCH_RATE", 2000);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .thread_stack_size(celgate_snapshot::dispatch::THREAD_STACK_BYTES)
         .enable_all()
         .build()
         .unwrap();
     runtime.block_on(async {
-        let state = State::new();
-        state.publish_namespaces(NamespaceCache(
-            [("shop".to_string(), json!({"metadata": {"name": "shop"}}))].into(),
-        ));
-        state.publish(Snapshot {
-            policies: policies(),
-            generation: 1,
-        });
+        let store = SnapshotStore::new();
+        store.publish_namespaces(NamespaceView::new([(
+            "shop".to_string(),
+            json!({"metadata": {"name": "shop"}}),
+        )]));
+        store.publish_policies(policies(), PolicyParamKinds::default());
+        let state = AppState::new(store, Deps::default());
         let (material, roots) = tls_material();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())

@@ -1,13 +1,10 @@
-//! celgate's admission server: HTTPS `/validate` and `/mutate` for AdmissionReview v1 over the
-//! current policy snapshot, `/healthz`, `/readyz` and `/metrics`. The snapshot is swapped
-//! atomically by the operator and read without locks on the request path.
+//! celgate's admission server: HTTPS `/validate`, `/mutate` and `/validate-policies` for
+//! AdmissionReview v1, `/healthz`, `/readyz` and `/metrics`. A handler only decodes the review
+//! ([`review`]), calls the HTTP-free dispatch of `celgate-snapshot` over the store the operator
+//! publishes into, and encodes the answer.
 
 pub mod metrics;
 pub mod review;
 pub mod server;
-pub mod state;
 
-pub use server::{Server, ServerError, TlsMaterial};
-pub use state::{
-    AuthorizerSource, NamespaceCache, ParamCache, ParamKindEntry, PolicyParamKinds, Snapshot, State,
-};
+pub use server::{AppState, Server, ServerError, TlsMaterial};

@@ -1,16 +1,23 @@
 //! The AdmissionReview v1 codec: decode a review into a borrowed engine request, encode the
 //! engine's outcome as the review response kube-apiserver expects.
 
-use celgate_cel::Compatibility;
-use celgate_engine::apivalidation::FieldError;
-use celgate_engine::request::Operation;
-use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
-use celgate_engine::{Request, RequestError};
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request as HttpRequest};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use celgate_engine::Request;
+use celgate_engine::apivalidation::FieldError;
+use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
+use celgate_snapshot::DispatchError;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use thiserror::Error;
+
+/// The deepest nesting of arrays and objects a review may hold: kube-apiserver decodes objects
+/// up to 10,000 levels (apimachinery's JSON limit), and the review wraps the object in two more.
+pub const MAX_REVIEW_DEPTH: usize = 10_002;
 
 /// Why a body is not an AdmissionReview celgate can answer (HTTP 400).
 #[derive(Debug, Error)]
@@ -18,6 +25,9 @@ pub enum ReviewError {
     /// The body is not JSON.
     #[error("request body is not valid JSON: {0}")]
     Json(#[from] serde_json::Error),
+    /// The body nests deeper than any object kube-apiserver accepts.
+    #[error("request body is nested deeper than {MAX_REVIEW_DEPTH} levels")]
+    TooDeep,
     /// The JSON is not an admission.k8s.io/v1 AdmissionReview.
     #[error(
         "expected an AdmissionReview of apiVersion admission.k8s.io/v1, got apiVersion {api_version:?} kind {kind:?}"
@@ -31,14 +41,50 @@ pub enum ReviewError {
     /// The review has no request.
     #[error("AdmissionReview has no request")]
     NoRequest,
-    /// The request is malformed.
-    #[error("invalid AdmissionReview: {0}")]
-    Request(#[from] RequestError),
 }
 
-/// Parses a body and checks it is an AdmissionReview v1 with a request.
+/// The nesting depth of a JSON text (arrays and objects), counted without recursion; strings
+/// are skipped so brackets inside them do not count. Stops counting past `limit`.
+fn nesting_depth(body: &[u8], limit: usize) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in body {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+                if deepest > limit {
+                    return deepest;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Parses a body and checks it is an AdmissionReview v1 with a request. Objects nested deeper
+/// than serde_json's default of 128 levels are read as kube-apiserver reads them (up to
+/// [`MAX_REVIEW_DEPTH`]), on a stack that grows as the nesting needs.
 pub fn decode(body: &[u8]) -> Result<Value, ReviewError> {
-    let review: Value = serde_json::from_slice(body)?;
+    if nesting_depth(body, MAX_REVIEW_DEPTH) > MAX_REVIEW_DEPTH {
+        return Err(ReviewError::TooDeep);
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    de.disable_recursion_limit();
+    let review = Value::deserialize(serde_stacker::Deserializer::new(&mut de))?;
+    de.end()?;
     let field = |k: &str| review.get(k).and_then(Value::as_str).unwrap_or_default();
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
@@ -53,10 +99,22 @@ pub fn decode(body: &[u8]) -> Result<Value, ReviewError> {
     }
 }
 
-/// Reads the engine's view of a decoded review's request.
-pub fn request(review: &Value) -> Result<Request<'_>, ReviewError> {
-    let raw = review.get("request").ok_or(ReviewError::NoRequest)?;
-    Ok(Request::from_json(raw)?)
+/// A decoded AdmissionReview v1 with a request, as a handler argument; a body that is not one
+/// is answered with 400 and what is wrong.
+#[derive(Debug)]
+pub struct Review(pub Value);
+
+impl<S: Send + Sync> FromRequest<S> for Review {
+    type Rejection = Response;
+
+    async fn from_request(req: HttpRequest, state: &S) -> Result<Self, Self::Rejection> {
+        let body = Bytes::from_request(req, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        decode(&body)
+            .map(Review)
+            .map_err(|e| (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response())
+    }
 }
 
 /// The audit annotation key a webhook may return for an upstream key. kube-apiserver records a
@@ -136,33 +194,17 @@ struct Status<'a> {
 #[derive(Serialize)]
 struct Empty {}
 
-/// The field errors kube-apiserver would report for a write of one of celgate's own kinds; new
-/// or changed expressions may use the CEL libraries of `compatibility`.
-pub fn policy_errors(req: &Request<'_>, compatibility: Compatibility) -> Vec<FieldError> {
-    use celgate_engine::apivalidation::{
-        Environments, validate_binding, validate_mutating_binding, validate_mutating_policy,
-        validate_policy,
-    };
-    if !matches!(req.operation, Operation::Create | Operation::Update) {
-        return Vec::new();
-    }
-    let old = (req.operation == Operation::Update).then_some(req.old_object);
-    let envs = Environments::new(compatibility, old);
-    match req.kind.name {
-        "ValidatingAdmissionPolicy" => validate_policy(req.object, &envs),
-        "ValidatingAdmissionPolicyBinding" => validate_binding(req.object),
-        "MutatingAdmissionPolicy" => validate_mutating_policy(req.object, &envs),
-        "MutatingAdmissionPolicyBinding" => validate_mutating_binding(req.object),
-        _ => Vec::new(),
-    }
-}
-
 /// The response to a write of one of celgate's own kinds: allowed, or 422 Invalid with every
 /// field error, as kube-apiserver answers for the in-tree kinds.
-pub fn policy_validation_response(req: &Request<'_>, errors: &[FieldError]) -> Value {
+pub fn policy_validation_response(
+    review: &Value,
+    errors: &[FieldError],
+) -> Result<Vec<u8>, DispatchError> {
     use celgate_engine::apivalidation::invalid_message;
+    let raw = review.get("request").ok_or(DispatchError::NoRequest)?;
+    let req = Request::from_json(raw)?;
     if errors.is_empty() {
-        return allow(req.uid);
+        return Ok(allow(req.uid).to_string().into_bytes());
     }
     let name = req
         .object
@@ -181,12 +223,13 @@ pub fn policy_validation_response(req: &Request<'_>, errors: &[FieldError]) -> V
             json!({"reason": e.kind.cause_reason(), "message": message, "field": e.field})
         })
         .collect();
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
+    let response = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": {
         "uid": req.uid, "allowed": false,
         "status": {"metadata": {}, "status": "Failure", "reason": "Invalid", "code": 422,
             "message": invalid_message(req.kind.name, req.kind.group, name, errors),
             "details": {"name": name, "group": req.kind.group,
-                "kind": req.kind.name, "causes": causes}}}})
+                "kind": req.kind.name, "causes": causes}}}});
+    Ok(response.to_string().into_bytes())
 }
 
 /// The response allowing a request with nothing to say.

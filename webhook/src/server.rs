@@ -4,7 +4,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State as AxumState};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -12,23 +11,42 @@ use axum::routing::{get, post};
 use axum_server::Handle;
 use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
-use serde_json::Value;
 use thiserror::Error;
 
-use celgate_engine::Context;
 use celgate_engine::model::FailurePolicy;
 
-use crate::review;
-use crate::state::State;
+use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, Deps, DispatchError};
+use celgate_snapshot::SnapshotStore;
+
+use crate::metrics::Metrics;
+use crate::review::{self, Review};
 
 /// Largest AdmissionReview body accepted: an object and its old version at the API server's
 /// request size limit, with room to spare.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
-/// The longest a request waits for param kinds that are still syncing or for a namespace the
-/// cache has not seen yet (well inside the API server's default webhook timeout of 10 s; a
-/// shorter `?timeout=` shortens the wait, see [`sync_wait`]).
-pub const CACHE_SYNC_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// What the handlers share: the snapshot store the operator publishes into, dispatch's
+/// dependencies, and the metrics.
+#[derive(Debug)]
+pub struct AppState {
+    /// The current snapshot.
+    pub store: Arc<SnapshotStore>,
+    /// Authorizer and CEL compatibility for dispatch.
+    pub deps: Deps,
+    /// The webhook's metrics.
+    pub metrics: Metrics,
+}
+
+impl AppState {
+    /// Handler state over `store`.
+    pub fn new(store: Arc<SnapshotStore>, deps: Deps) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            deps,
+            metrics: Metrics::default(),
+        })
+    }
+}
 
 /// A PEM certificate chain and private key for the serving endpoint.
 #[derive(Clone, Debug)]
@@ -58,7 +76,7 @@ pub enum ServerError {
 /// The admission webhook server.
 #[derive(Clone)]
 pub struct Server {
-    state: Arc<State>,
+    state: Arc<AppState>,
     tls: RustlsConfig,
     addr: SocketAddr,
     handle: Handle<SocketAddr>,
@@ -68,7 +86,7 @@ impl Server {
     /// Prepares a server on `addr` with an initial certificate.
     pub async fn new(
         addr: SocketAddr,
-        state: Arc<State>,
+        state: Arc<AppState>,
         tls: TlsMaterial,
     ) -> Result<Self, ServerError> {
         let tls = RustlsConfig::from_pem(tls.cert_pem.into_bytes(), tls.key_pem.into_bytes())
@@ -114,7 +132,7 @@ impl Server {
 }
 
 /// The routes, over shared state (public for in-process tests).
-pub fn router(state: Arc<State>) -> Router {
+pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate_all))
         .route("/validate/{failure}", post(validate_by_failure_policy))
@@ -127,20 +145,20 @@ pub fn router(state: Arc<State>) -> Router {
         .with_state(state)
 }
 
-fn json_response(v: &Value) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response()
+fn json_response(body: Vec<u8>) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
 }
 
-fn bad_request(e: review::ReviewError) -> Response {
-    (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response()
-}
-
-fn not_ready() -> Response {
-    (
-        StatusCode::SERVICE_UNAVAILABLE,
-        "celgate has not loaded its policies yet\n",
-    )
-        .into_response()
+/// A review dispatch could not decide, as the HTTP answer kube-apiserver reads: a call
+/// failure (which it resolves by the webhook's failurePolicy) that says why.
+fn dispatch_error(e: &DispatchError) -> Response {
+    let status = match e {
+        DispatchError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
+        DispatchError::Request(_) | DispatchError::NoRequest => StatusCode::BAD_REQUEST,
+        DispatchError::MutationNotEnforced => StatusCode::NOT_IMPLEMENTED,
+        DispatchError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+    };
+    (status, format!("{e}\n")).into_response()
 }
 
 /// The API server's `?timeout=` for this call (Go duration seconds, e.g. `10s`), or its default.
@@ -154,30 +172,22 @@ fn call_timeout(query: Option<&str>) -> std::time::Duration {
         .map_or(DEFAULT_CALL_TIMEOUT, std::time::Duration::from_secs)
 }
 
-/// How long a request may wait for caches: [`CACHE_SYNC_WAIT`], cut short so that at least
-/// [`DECISION_HEADROOM`] of the API server's call timeout is left to decide and answer.
-fn sync_wait(call_timeout: std::time::Duration) -> std::time::Duration {
-    CACHE_SYNC_WAIT.min(call_timeout.saturating_sub(DECISION_HEADROOM))
-}
-
-/// The part of the call timeout a cache wait never takes.
-const DECISION_HEADROOM: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// kube-apiserver's default webhook timeout.
-const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// Every bound policy (for direct use and tests).
-async fn validate_all(state: AxumState<Arc<State>>, uri: axum::http::Uri, body: Bytes) -> Response {
-    validate(state, uri, body, None).await
+async fn validate_all(
+    state: AxumState<Arc<AppState>>,
+    uri: axum::http::Uri,
+    review: Review,
+) -> Response {
+    validate(state, uri, review, None).await
 }
 
 /// The policies of one failure policy: `/validate/fail` (the fail-closed webhook) and
 /// `/validate/ignore` (the fail-open one).
 async fn validate_by_failure_policy(
-    state: AxumState<Arc<State>>,
+    state: AxumState<Arc<AppState>>,
     Path(failure): Path<String>,
     uri: axum::http::Uri,
-    body: Bytes,
+    review: Review,
 ) -> Response {
     let only = match failure.as_str() {
         "fail" => FailurePolicy::Fail,
@@ -190,99 +200,59 @@ async fn validate_by_failure_policy(
                 .into_response();
         }
     };
-    validate(state, uri, body, Some(only)).await
+    validate(state, uri, review, Some(only)).await
 }
 
 async fn validate(
-    AxumState(state): AxumState<Arc<State>>,
+    AxumState(state): AxumState<Arc<AppState>>,
     uri: axum::http::Uri,
-    body: Bytes,
+    Review(review): Review,
     only: Option<FailurePolicy>,
 ) -> Response {
-    let started = std::time::Instant::now();
-    let review = match review::decode(&body) {
-        Ok(r) => r,
-        Err(e) => return bad_request(e),
+    let call = Call {
+        started: tokio::time::Instant::now(),
+        timeout: call_timeout(uri.query()),
     };
-    let req = match review::request(&review) {
-        Ok(r) => r,
-        Err(e) => return bad_request(e),
-    };
-    let Some(snapshot) = state.snapshot() else {
-        return not_ready();
-    };
-    let call_timeout = call_timeout(uri.query());
-    let deadline = tokio::time::Instant::from_std(started) + sync_wait(call_timeout);
-    if !snapshot.policies.validating.is_empty() {
-        state.wait_for_params(&snapshot, deadline).await;
-        if !req.namespace.is_empty() {
-            state.wait_for_namespace(req.namespace, deadline).await;
+    match dispatch::validate(&state.store, &state.deps, review, call, only).await {
+        Ok(decided) => {
+            state.metrics.record(&decided.outcome.checks);
+            json_response(review::response(&decided.uid, &decided.outcome))
         }
+        Err(e) => dispatch_error(&e),
     }
-    let (namespaces, params) = (state.namespaces(), state.params());
-    // Built only when a policy may ask: it copies the request's user.
-    let authorizer = snapshot
-        .policies
-        .uses_authorizer()
-        .then(|| state.authorizer_for(req.raw.get("userInfo").unwrap_or(&Value::Null)))
-        .flatten();
-    let ctx = Context {
-        namespaces: namespaces.as_ref(),
-        params: params.as_ref(),
-        authorizer: authorizer.as_ref(),
-        deadline: Some(started + call_timeout),
-    };
-    let outcome = snapshot.policies.validate(&req, &ctx, only);
-    state.metrics.record(&outcome.checks);
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        review::response(req.uid, &outcome),
-    )
-        .into_response()
 }
 
-async fn mutate(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Response {
-    let review = match review::decode(&body) {
-        Ok(r) => r,
-        Err(e) => return bad_request(e),
-    };
-    let req = match review::request(&review) {
-        Ok(r) => r,
-        Err(e) => return bad_request(e),
-    };
-    if state.snapshot().is_none() {
-        return not_ready();
+async fn mutate(AxumState(state): AxumState<Arc<AppState>>, Review(review): Review) -> Response {
+    match dispatch::mutate(&state.store, &review) {
+        Ok(decided) => json_response(review::response(&decided.uid, &decided.outcome)),
+        Err(e) => dispatch_error(&e),
     }
-    json_response(&review::allow(req.uid))
 }
 
 /// Rejects celgate's own policies and bindings exactly where kube-apiserver rejects the in-tree
 /// kinds on create and update.
-async fn validate_policies(AxumState(state): AxumState<Arc<State>>, body: Bytes) -> Response {
-    let review = match review::decode(&body) {
-        Ok(r) => r,
-        Err(e) => return bad_request(e),
-    };
-    let req = match review::request(&review) {
-        Ok(r) => r,
-        Err(e) => return bad_request(e),
-    };
-    let mut errors = review::policy_errors(&req, state.compatibility);
-    // Like kube-apiserver, the param access check runs only on an otherwise valid object.
-    if errors.is_empty() {
-        errors = state.param_access_errors(&req);
-    }
-    json_response(&review::policy_validation_response(&req, &errors))
-}
-
-async fn readyz(AxumState(state): AxumState<Arc<State>>) -> Response {
-    match state.snapshot() {
-        Some(_) => "ok".into_response(),
-        None => not_ready(),
+async fn validate_policies(
+    AxumState(state): AxumState<Arc<AppState>>,
+    Review(review): Review,
+) -> Response {
+    match dispatch::validate_policy_write(&state.store, &state.deps, review).await {
+        Ok(verdict) => match review::policy_validation_response(&verdict.review, &verdict.errors) {
+            Ok(body) => json_response(body),
+            Err(e) => dispatch_error(&e),
+        },
+        Err(e) => dispatch_error(&e),
     }
 }
 
-async fn metrics(AxumState(state): AxumState<Arc<State>>) -> Response {
+async fn readyz(AxumState(state): AxumState<Arc<AppState>>) -> Response {
+    if state.store.load().ready {
+        "ok".into_response()
+    } else {
+        dispatch_error(&DispatchError::NotReady)
+    }
+}
+
+async fn metrics(AxumState(state): AxumState<Arc<AppState>>) -> Response {
     match state.metrics.encode() {
         Ok(text) => (
             [(

@@ -8,12 +8,13 @@ use std::sync::Arc;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use celgate_engine::model::{
-    FailurePolicy, MatchResources, ParamKind, ParamRef, ParameterNotFoundAction, ResourceRule,
-    ValidatingBindingSpec, ValidatingPolicySpec, Validation, ValidationAction,
+    FailurePolicy, MatchResources, ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec,
+    Validation, ValidationAction,
 };
-use celgate_engine::{BoundPolicy, ParamObjects, PolicySet, compile_validating};
+use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
 use celgate_webhook::server::router;
-use celgate_webhook::{NamespaceCache, ParamKindEntry, Snapshot, State};
+use celgate_snapshot::{Deps, NamespaceView, PolicyParamKinds, SnapshotStore};
+use celgate_webhook::AppState;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -64,20 +65,24 @@ fn review(resource: &str, replicas: i64) -> Value {
             "spec": {"replicas": replicas}}}})
 }
 
-/// A state whose namespace cache knows the fixtures' namespace.
-fn new_state() -> Arc<State> {
-    let state = State::new();
-    state.publish_namespaces(NamespaceCache(
-        [(
-            "default".to_string(),
-            json!({"metadata": {"name": "default"}}),
-        )]
-        .into(),
-    ));
-    state
+/// Handler state whose snapshot knows the fixtures' namespace (and no policies yet).
+fn new_state() -> Arc<AppState> {
+    let store = SnapshotStore::new();
+    store.publish_namespaces(NamespaceView::new([(
+        "default".to_string(),
+        json!({"metadata": {"name": "default"}}),
+    )]));
+    AppState::new(store, Deps::default())
 }
 
-async fn post(state: &Arc<State>, path: &str, body: String) -> (StatusCode, String) {
+/// Publishes a policy set, as the operator does after compiling.
+fn publish(state: &AppState, policies: PolicySet) {
+    state
+        .store
+        .publish_policies(policies, PolicyParamKinds::default());
+}
+
+async fn post(state: &Arc<AppState>, path: &str, body: String) -> (StatusCode, String) {
     let resp = router(state.clone())
         .oneshot(
             Request::post(path)
@@ -92,7 +97,7 @@ async fn post(state: &Arc<State>, path: &str, body: String) -> (StatusCode, Stri
     (status, String::from_utf8_lossy(&bytes).into_owned())
 }
 
-async fn validate(state: &Arc<State>, review: &Value) -> Value {
+async fn validate(state: &Arc<AppState>, review: &Value) -> Value {
     let (status, body) = post(state, "/validate", review.to_string()).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     serde_json::from_str(&body).expect("the response is JSON")
@@ -108,7 +113,7 @@ async fn not_ready_until_the_first_snapshot() {
         .await
         .expect("answers");
     assert_eq!(ready.status(), StatusCode::SERVICE_UNAVAILABLE);
-    state.publish(Snapshot::default());
+    publish(&state, PolicySet::default());
     let ready = router(state.clone())
         .oneshot(Request::get("/readyz").body(Body::empty()).expect("builds"))
         .await
@@ -119,10 +124,7 @@ async fn not_ready_until_the_first_snapshot() {
 #[tokio::test]
 async fn denies_with_upstream_message_and_reloads_without_restart() {
     let state = new_state();
-    state.publish(Snapshot {
-        policies: policy(5, FailurePolicy::Fail),
-        generation: 1,
-    });
+    publish(&state, policy(5, FailurePolicy::Fail));
     let resp = validate(&state, &review("deployments", 6)).await;
     assert_eq!(resp["kind"], "AdmissionReview");
     assert_eq!(
@@ -141,10 +143,7 @@ async fn denies_with_upstream_message_and_reloads_without_restart() {
         true
     );
 
-    state.publish(Snapshot {
-        policies: policy(10, FailurePolicy::Fail),
-        generation: 2,
-    });
+    publish(&state, policy(10, FailurePolicy::Fail));
     assert_eq!(
         validate(&state, &review("deployments", 6)).await["response"]["allowed"],
         true
@@ -177,10 +176,7 @@ async fn denies_with_upstream_message_and_reloads_without_restart() {
 #[tokio::test]
 async fn unmatched_kinds_are_allowed() {
     let state = new_state();
-    state.publish(Snapshot {
-        policies: policy(5, FailurePolicy::Fail),
-        generation: 1,
-    });
+    publish(&state, policy(5, FailurePolicy::Fail));
     let resp = validate(&state, &review("statefulsets", 100)).await;
     assert_eq!(resp["response"]["allowed"], true);
     assert!(resp["response"].get("status").is_none());
@@ -189,7 +185,7 @@ async fn unmatched_kinds_are_allowed() {
 #[tokio::test]
 async fn malformed_reviews_get_400_saying_what_is_wrong() {
     let state = new_state();
-    state.publish(Snapshot::default());
+    publish(&state, PolicySet::default());
     for (body, says) in [
         ("{".to_string(), "not valid JSON"),
         (json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview"}).to_string(), "admission.k8s.io/v1"),
@@ -204,25 +200,68 @@ async fn malformed_reviews_get_400_saying_what_is_wrong() {
     }
 }
 
-#[tokio::test]
-async fn deeply_nested_objects_get_a_defined_outcome() {
-    let state = new_state();
-    state.publish(Snapshot {
-        policies: policy(5, FailurePolicy::Fail),
-        generation: 1,
-    });
-    let mut nested = String::from("1");
-    for _ in 0..10_000 {
-        nested = format!("[{nested}]");
-    }
-    let body = review("deployments", 1).to_string().replacen(
-        "\"replicas\":1",
-        &format!("\"replicas\":1,\"deep\":{nested}"),
+/// A review whose object holds, at `spec.deep`, an array nested `depth` levels deep: the object
+/// then nests `depth + 2` levels, the review `depth + 4`.
+fn nested_review(depth: usize, replicas: i64) -> String {
+    let nested = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+    review("deployments", replicas).to_string().replacen(
+        &format!("\"replicas\":{replicas}"),
+        &format!("\"replicas\":{replicas},\"deep\":{nested}"),
         1,
+    )
+}
+
+#[test]
+fn objects_nested_as_deep_as_kube_apiserver_allows_are_evaluated() {
+    // On the stack the celgate binary gives its runtime's threads.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_stack_size(celgate_snapshot::dispatch::THREAD_STACK_BYTES)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let answers = tokio::spawn(async {
+            let state = new_state();
+            let mut set = policy(5, FailurePolicy::Fail);
+            let mut spec = set.validating[0].policy.spec.clone();
+            spec.validations[0].expression =
+                "object.spec.replicas <= 5 && object.spec.deep == object.spec.deep".into();
+            set.validating[0].policy = Arc::new(compile_validating(spec));
+            publish(&state, set);
+            let mut answers = Vec::new();
+            for replicas in [5, 6] {
+                let (status, body) = post(&state, "/validate", nested_review(9_998, replicas)).await;
+                answers.push((status, body));
+            }
+            let (status, text) = post(&state, "/validate", nested_review(9_999, 1)).await;
+            answers.push((status, text));
+            answers
+        })
+        .await
+        .unwrap();
+        assert_eq!(answers[0].0, StatusCode::OK, "{}", answers[0].1);
+        assert!(answers[0].1.contains("\"allowed\":true"), "{}", answers[0].1);
+        assert_eq!(answers[1].0, StatusCode::OK, "{}", answers[1].1);
+        assert!(answers[1].1.contains("\"allowed\":false"), "{}", answers[1].1);
+        // Deeper than any object kube-apiserver stores: a clear 400.
+        assert_eq!(answers[2].0, StatusCode::BAD_REQUEST);
+        assert!(answers[2].1.contains("nested deeper than 10002 levels"), "{}", answers[2].1);
+    });
+}
+
+#[tokio::test]
+async fn mutate_says_mutation_is_not_enforced_instead_of_allowing() {
+    let state = new_state();
+    let (status, _) = post(&state, "/mutate", review("deployments", 1).to_string()).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+    publish(&state, policy(5, FailurePolicy::Fail));
+    let (status, text) = post(&state, "/mutate", review("deployments", 1).to_string()).await;
+    assert_eq!(status, StatusCode::NOT_IMPLEMENTED, "{text}");
+    assert!(
+        text.contains("celgate does not enforce MutatingAdmissionPolicy yet"),
+        "{text}"
     );
-    let (status, text) = post(&state, "/validate", body).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{text}");
-    assert!(text.contains("recursion limit"), "{text}");
 }
 
 #[tokio::test]
@@ -237,10 +276,7 @@ async fn compile_errors_follow_the_failure_policy() {
     };
     set.validating[0].policy = broken(FailurePolicy::Fail);
     let state = new_state();
-    state.publish(Snapshot {
-        policies: set.clone(),
-        generation: 1,
-    });
+    publish(&state, set.clone());
     let resp = validate(&state, &review("deployments", 1)).await;
     assert_eq!(resp["response"]["allowed"], false);
     let message = resp["response"]["status"]["message"]
@@ -252,10 +288,7 @@ async fn compile_errors_follow_the_failure_policy() {
         "{message}"
     );
     set.validating[0].policy = broken(FailurePolicy::Ignore);
-    state.publish(Snapshot {
-        policies: set,
-        generation: 2,
-    });
+    publish(&state, set);
     assert_eq!(
         validate(&state, &review("deployments", 1)).await["response"]["allowed"],
         true
@@ -265,10 +298,7 @@ async fn compile_errors_follow_the_failure_policy() {
 #[tokio::test]
 async fn each_webhook_path_evaluates_only_its_failure_policy() {
     let state = new_state();
-    state.publish(Snapshot {
-        policies: policy(5, FailurePolicy::Fail),
-        generation: 1,
-    });
+    publish(&state, policy(5, FailurePolicy::Fail));
     let body = review("deployments", 6).to_string();
     let (status, fail) = post(&state, "/validate/fail", body.clone()).await;
     assert_eq!(status, StatusCode::OK);
@@ -278,115 +308,6 @@ async fn each_webhook_path_evaluates_only_its_failure_policy() {
     assert!(ignore.contains("\"allowed\":true"), "{ignore}");
     let (status, _) = post(&state, "/validate/other", body).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
-}
-
-/// The demo policy reading its limit from a ConfigMap param `default/limits`.
-fn param_policy() -> PolicySet {
-    let mut set = policy(0, FailurePolicy::Fail);
-    let mut spec = set.validating[0].policy.spec.clone();
-    spec.param_kind = Some(ParamKind {
-        api_version: "v1".into(),
-        kind: "ConfigMap".into(),
-    });
-    spec.validations[0].expression = "object.spec.replicas <= int(params.data.max)".into();
-    set.validating[0].policy = Arc::new(compile_validating(spec));
-    let mut binding = ValidatingBindingSpec::clone(&set.validating[0].bindings[0]);
-    binding.param_ref = Some(ParamRef {
-        name: Some("limits".into()),
-        namespace: Some("default".into()),
-        selector: None,
-        parameter_not_found_action: ParameterNotFoundAction::Deny,
-    });
-    set.validating[0].bindings[0] = Arc::new(binding);
-    set
-}
-
-fn configmaps_ready(max: &str) -> Option<ParamKindEntry> {
-    let limits = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "limits", "namespace": "default"}, "data": {"max": max}});
-    Some(ParamKindEntry::Ready(Arc::new(ParamObjects {
-        namespaced: true,
-        objects: [(("default".to_string(), "limits".to_string()), limits)].into(),
-    })))
-}
-
-const CONFIGMAPS: (&str, &str) = ("v1", "ConfigMap");
-
-#[tokio::test]
-async fn a_request_waits_for_params_still_syncing_and_decides_with_them() {
-    let state = new_state();
-    let key = (CONFIGMAPS.0.to_string(), CONFIGMAPS.1.to_string());
-    state.publish_param_kind(key.clone(), Some(ParamKindEntry::Syncing));
-    state.publish(Snapshot {
-        policies: param_policy(),
-        generation: 1,
-    });
-    let sync_after = std::time::Duration::from_millis(300);
-    let syncer = {
-        let state = state.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(sync_after).await;
-            state.publish_param_kind(key, configmaps_ready("2"));
-        })
-    };
-    let started = std::time::Instant::now();
-    let resp = validate(&state, &review("deployments", 3)).await;
-    let waited = started.elapsed();
-    syncer.await.expect("the syncer ran");
-    assert!(
-        waited >= sync_after,
-        "answered after {waited:?}, before the params synced"
-    );
-    assert_eq!(resp["response"]["allowed"], false, "{resp}");
-    assert_eq!(
-        resp["response"]["status"]["message"],
-        "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding \
-         'demo-binding-test.example.com' denied request: failed expression: \
-         object.spec.replicas <= int(params.data.max)",
-        "{resp}"
-    );
-    assert_eq!(
-        validate(&state, &review("deployments", 2)).await["response"]["allowed"],
-        true
-    );
-}
-
-#[tokio::test]
-async fn params_that_never_sync_give_the_configuration_error_inside_the_call_timeout() {
-    let state = new_state();
-    let key = (CONFIGMAPS.0.to_string(), CONFIGMAPS.1.to_string());
-    state.publish_param_kind(key, Some(ParamKindEntry::Syncing));
-    state.publish(Snapshot {
-        policies: param_policy(),
-        generation: 1,
-    });
-    let started = std::time::Instant::now();
-    let (status, body) = post(
-        &state,
-        "/validate?timeout=1s",
-        review("deployments", 1).to_string(),
-    )
-    .await;
-    let waited = started.elapsed();
-    assert_eq!(status, StatusCode::OK, "{body}");
-    assert!(
-        waited < std::time::Duration::from_secs(1),
-        "answered after {waited:?}, later than the API server waits"
-    );
-    // It did wait for the sync, until the call timeout less the headroom (0.5 s).
-    assert!(
-        waited >= std::time::Duration::from_millis(450),
-        "answered after {waited:?}, without waiting for the params"
-    );
-    let resp: Value = serde_json::from_str(&body).expect("JSON");
-    assert_eq!(resp["response"]["allowed"], false, "{resp}");
-    assert_eq!(
-        resp["response"]["status"]["message"],
-        "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding \
-         'demo-binding-test.example.com' denied request: failed to configure binding: paramKind \
-         kind `&ParamKind{APIVersion:v1,Kind:ConfigMap,}` not yet synced to use for admission",
-        "{resp}"
-    );
 }
 
 /// A review of a write of one of celgate's own kinds.

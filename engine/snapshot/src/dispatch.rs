@@ -1,0 +1,232 @@
+//! Admission dispatch with no HTTP in it: a decoded AdmissionReview in, a decision out, over
+//! one snapshot. The webhook only decodes, calls these and encodes; tests call them directly,
+//! with paused time.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use celgate_cel::{Authorizer, Compatibility};
+use celgate_engine::apivalidation::FieldError;
+use celgate_engine::model::{FailurePolicy, ParamKind};
+use celgate_engine::{Context, Outcome, Request, RequestError};
+use serde_json::Value;
+use thiserror::Error;
+use tokio::time::Instant;
+
+use crate::policy_write;
+use crate::store::SnapshotStore;
+use crate::view::Snapshot;
+
+/// The stack every thread that compiles or evaluates needs: the parser's and evaluator's
+/// recursion at the engine's depth limits (expression nesting 250, JSON nesting 10,000) does
+/// not fit in tokio's default 2 MiB. The binary builds its runtime with it.
+pub const THREAD_STACK_BYTES: usize = 16 * 1024 * 1024;
+
+/// The longest a request waits for param kinds that are still syncing or for a namespace the
+/// cache has not seen yet (well inside the API server's default webhook timeout of 10 s; a
+/// shorter call timeout shortens the wait, see [`Call::sync_deadline`]).
+pub const CACHE_SYNC_WAIT: Duration = Duration::from_secs(5);
+
+/// The part of the call timeout a cache wait never takes.
+pub const DECISION_HEADROOM: Duration = Duration::from_millis(500);
+
+/// kube-apiserver's default webhook timeout.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Makes authorizers that answer `authorizer` checks for a request's user (the operator's
+/// SubjectAccessReview client). Each authorizer serves one request and may cache within it.
+/// Its calls may block: dispatch makes them on a blocking thread, never on a runtime worker.
+pub trait AuthorizerSource: Send + Sync + std::fmt::Debug {
+    /// An authorizer for the user described by the request's `userInfo` JSON.
+    fn for_user(&self, user_info: &Value) -> Arc<dyn Authorizer>;
+
+    /// The resource (plural) of a param kind, if the API server serves it.
+    fn resource_for(&self, kind: &ParamKind) -> Option<String>;
+}
+
+/// What dispatch needs besides the snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Deps {
+    /// Answers `authorizer` checks and param access checks; without it expressions see no
+    /// authorizer and policy writes skip the param access check.
+    pub authorizers: Option<Arc<dyn AuthorizerSource>>,
+    /// Which CEL libraries new expressions in policy writes may use.
+    pub compatibility: Compatibility,
+}
+
+/// One call of the API server: when it arrived and how long the API server waits for it.
+#[derive(Clone, Copy, Debug)]
+pub struct Call {
+    /// When the call arrived (tokio's clock, so tests can pause it).
+    pub started: Instant,
+    /// The API server's timeout for the call.
+    pub timeout: Duration,
+}
+
+impl Call {
+    /// A call that arrived now with the API server's default timeout.
+    pub fn now() -> Self {
+        Self {
+            started: Instant::now(),
+            timeout: DEFAULT_CALL_TIMEOUT,
+        }
+    }
+
+    /// How long a request may wait for caches: [`CACHE_SYNC_WAIT`], cut short so that at
+    /// least [`DECISION_HEADROOM`] of the call timeout is left to decide and answer.
+    pub fn sync_deadline(&self) -> Instant {
+        self.started + CACHE_SYNC_WAIT.min(self.timeout.saturating_sub(DECISION_HEADROOM))
+    }
+
+    /// When evaluation must stop: the API server has given up on the call by then.
+    pub fn evaluation_deadline(&self) -> std::time::Instant {
+        self.started.into_std() + self.timeout
+    }
+}
+
+/// Why a review was not decided.
+#[derive(Debug, Error)]
+pub enum DispatchError {
+    /// The operator has not published its first policy set.
+    #[error("celgate has not loaded its policies yet")]
+    NotReady,
+    /// The review's request is malformed.
+    #[error("invalid AdmissionReview: {0}")]
+    Request(#[from] RequestError),
+    /// The review has no request object.
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    /// Mutation is not enforced by this version; answering "allowed" would hide that.
+    #[error(
+        "celgate does not enforce MutatingAdmissionPolicy yet: this webhook path cannot mutate \
+         and allows nothing; remove it from the MutatingWebhookConfiguration that calls it"
+    )]
+    MutationNotEnforced,
+    /// The evaluation thread failed outside any one policy.
+    #[error("internal error deciding the request: {0}")]
+    Internal(String),
+}
+
+/// A decided validation.
+#[derive(Debug)]
+pub struct Decided {
+    /// The request's uid, echoed in the response.
+    pub uid: String,
+    /// The decision.
+    pub outcome: Outcome,
+}
+
+/// The result of validating a write of one of celgate's own kinds.
+#[derive(Debug)]
+pub struct PolicyWriteVerdict {
+    /// The review it answers (returned, so the response can be written from it).
+    pub review: Value,
+    /// The field errors; empty when the write is allowed.
+    pub errors: Vec<FieldError>,
+}
+
+fn request_of(review: &Value) -> Result<Request<'_>, DispatchError> {
+    let raw = review.get("request").ok_or(DispatchError::NoRequest)?;
+    Ok(Request::from_json(raw)?)
+}
+
+/// Decides a request against one snapshot, with no waiting: the pure core of [`validate`].
+/// With `only`, just the policies of that failure policy (each of celgate's two validating
+/// webhooks serves one).
+pub fn decide(
+    snapshot: &Snapshot,
+    req: &Request<'_>,
+    authorizer: Option<&Arc<dyn Authorizer>>,
+    deadline: Option<std::time::Instant>,
+    only: Option<FailurePolicy>,
+) -> Outcome {
+    let ctx = Context {
+        namespaces: snapshot.namespaces.as_ref(),
+        params: snapshot.params.as_ref(),
+        authorizer,
+        deadline,
+    };
+    snapshot.policies.validate(req, &ctx, only)
+}
+
+/// Validates an AdmissionReview (already checked to be one) against the current snapshot.
+/// It first waits, until the call's [sync deadline](Call::sync_deadline), for the param kinds
+/// and the namespace the request needs; then it loads the snapshot once and decides against
+/// that one view. Policies that ask the authorizer are evaluated on a blocking thread, since
+/// each check may wait for the API server.
+pub async fn validate(
+    store: &SnapshotStore,
+    deps: &Deps,
+    review: Value,
+    call: Call,
+    only: Option<FailurePolicy>,
+) -> Result<Decided, DispatchError> {
+    let source = {
+        let req = request_of(&review)?;
+        if !store.load().ready {
+            return Err(DispatchError::NotReady);
+        }
+        let snapshot = store
+            .wait_until(call.sync_deadline(), |s| s.caught_up_for(req.namespace))
+            .await;
+        match deps
+            .authorizers
+            .clone()
+            .filter(|_| snapshot.policies.uses_authorizer())
+        {
+            Some(source) => (snapshot, source),
+            None => {
+                let outcome = decide(&snapshot, &req, None, Some(call.evaluation_deadline()), only);
+                return Ok(Decided {
+                    uid: req.uid.to_string(),
+                    outcome,
+                });
+            }
+        }
+    };
+    let (snapshot, source) = source;
+    tokio::task::spawn_blocking(move || {
+        let req = request_of(&review)?;
+        let authorizer = source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null));
+        let deadline = Some(call.evaluation_deadline());
+        let outcome = decide(&snapshot, &req, Some(&authorizer), deadline, only);
+        Ok(Decided {
+            uid: req.uid.to_string(),
+            outcome,
+        })
+    })
+    .await
+    .map_err(|e| DispatchError::Internal(e.to_string()))?
+}
+
+/// Answers a mutating review. Mutation is not enforced yet, so a ready webhook answers with
+/// [`DispatchError::MutationNotEnforced`] rather than a silent allow.
+pub fn mutate(store: &SnapshotStore, review: &Value) -> Result<Decided, DispatchError> {
+    request_of(review)?;
+    if !store.load().ready {
+        return Err(DispatchError::NotReady);
+    }
+    Err(DispatchError::MutationNotEnforced)
+}
+
+/// Validates a write of one of celgate's own policies or bindings exactly where kube-apiserver
+/// rejects the in-tree kinds; the param access check (which asks the API server) runs on a
+/// blocking thread.
+pub async fn validate_policy_write(
+    store: &SnapshotStore,
+    deps: &Deps,
+    review: Value,
+) -> Result<PolicyWriteVerdict, DispatchError> {
+    request_of(&review)?;
+    let snapshot = store.load();
+    let deps = deps.clone();
+    tokio::task::spawn_blocking(move || {
+        let errors = {
+            let req = request_of(&review)?;
+            policy_write::errors(&snapshot, &deps, &req)
+        };
+        Ok(PolicyWriteVerdict { review, errors })
+    })
+    .await
+    .map_err(|e| DispatchError::Internal(e.to_string()))?
+}

@@ -1,0 +1,15 @@
+//! The seam between celgate's operator and its webhook: one immutable [`Snapshot`] of everything
+//! a decision reads (compiled policies and bindings, namespaces, params), published part by part
+//! into a [`SnapshotStore`] and swapped atomically, and [`dispatch`]: an AdmissionReview in, a decision
+//! out, over one snapshot, with no HTTP and no Kubernetes client in it.
+//!
+//! The operator writes the store; the webhook reads it; neither knows the other's types.
+
+pub mod dispatch;
+mod policy_write;
+mod store;
+mod view;
+
+pub use dispatch::{AuthorizerSource, Call, Decided, Deps, DispatchError, PolicyWriteVerdict};
+pub use store::SnapshotStore;
+pub use view::{NamespaceView, ParamKey, ParamKindEntry, ParamViews, PolicyParamKinds, Snapshot};

@@ -1,0 +1,155 @@
+//! One immutable view of everything a decision reads: the bound policies, the namespaces and the
+//! param kinds, each an `Arc` part that a publish replaces alone, so one change never rebuilds
+//! or copies the others.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use celgate_engine::model::ParamKind;
+use celgate_engine::{Namespaces, ParamKindState, ParamObjects, Params, PolicySet};
+use serde_json::Value;
+
+/// Everything one admission decision reads, from one moment.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    /// Increases with every publish of any part; for logs and tests.
+    pub revision: u64,
+    /// False until the operator published its first policy set (the webhook is not ready).
+    pub ready: bool,
+    /// The compiled, bound policies.
+    pub policies: Arc<PolicySet>,
+    /// Every policy (bound or not) by name with its paramKind, for checks on binding writes.
+    pub policy_param_kinds: Arc<PolicyParamKinds>,
+    /// Every namespace, as CEL's `namespaceObject` sees it.
+    pub namespaces: Arc<NamespaceView>,
+    /// Every watched param kind and its objects.
+    pub params: Arc<ParamViews>,
+}
+
+impl Snapshot {
+    /// Whether a request in `namespace` (empty for cluster-scoped requests) could be decided
+    /// with caches that have caught up: every param kind the bound policies use has listed,
+    /// and the namespace is known.
+    pub fn caught_up_for(&self, namespace: &str) -> bool {
+        if self.policies.validating.is_empty() {
+            return true;
+        }
+        let params_synced = !self.policies.validating.iter().any(|b| {
+            b.policy
+                .spec
+                .param_kind
+                .as_ref()
+                .is_some_and(|k| matches!(self.params.kind(k), ParamKindState::Syncing))
+        });
+        params_synced && (namespace.is_empty() || self.namespaces.get(namespace).is_some())
+    }
+}
+
+/// Every namespace by name, each converted once when its watch event arrived.
+#[derive(Clone, Debug, Default)]
+pub struct NamespaceView(HashMap<Arc<str>, Arc<Value>>);
+
+impl NamespaceView {
+    /// A view of the given namespaces.
+    pub fn new(namespaces: impl IntoIterator<Item = (String, Value)>) -> Self {
+        Self(
+            namespaces
+                .into_iter()
+                .map(|(name, object)| (Arc::from(name), Arc::new(object)))
+                .collect(),
+        )
+    }
+
+    /// Inserts or replaces one namespace.
+    pub fn insert(&mut self, name: &str, object: Arc<Value>) {
+        self.0.insert(Arc::from(name), object);
+    }
+
+    /// Removes one namespace.
+    pub fn remove(&mut self, name: &str) {
+        self.0.remove(name);
+    }
+
+    /// How many namespaces the view holds.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when the view holds no namespace.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Namespaces for NamespaceView {
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.0.get(name).map(|v| &**v)
+    }
+}
+
+/// How the watch of one param kind stands.
+#[derive(Debug, Clone)]
+pub enum ParamKindEntry {
+    /// Listed and watched.
+    Ready(Arc<ParamObjects>),
+    /// Being resolved or listed.
+    Syncing,
+    /// Not served by the API server (retried until it is).
+    NotServed,
+}
+
+/// `(apiVersion, kind)` of a param kind.
+pub type ParamKey = (String, String);
+
+/// Every watched param kind, by apiVersion, then kind (so the request path looks one up by
+/// `&str` without building a key).
+#[derive(Debug, Default, Clone)]
+pub struct ParamViews(HashMap<String, HashMap<String, ParamKindEntry>>);
+
+impl ParamViews {
+    /// Sets the entry of one param kind; `None` removes it.
+    pub fn set(&mut self, key: &ParamKey, entry: Option<ParamKindEntry>) {
+        let (api_version, kind) = key;
+        match entry {
+            Some(e) => {
+                self.0
+                    .entry(api_version.clone())
+                    .or_default()
+                    .insert(kind.clone(), e);
+            }
+            None => {
+                if let Some(kinds) = self.0.get_mut(api_version) {
+                    kinds.remove(kind);
+                    if kinds.is_empty() {
+                        self.0.remove(api_version);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The entry of one param kind, if it is watched.
+    pub fn entry(&self, api_version: &str, kind: &str) -> Option<&ParamKindEntry> {
+        self.0.get(api_version).and_then(|kinds| kinds.get(kind))
+    }
+}
+
+impl Params for ParamViews {
+    fn kind(&self, kind: &ParamKind) -> ParamKindState<'_> {
+        match self.entry(&kind.api_version, &kind.kind) {
+            Some(ParamKindEntry::Ready(objects)) => ParamKindState::Ready(objects),
+            Some(ParamKindEntry::NotServed) => ParamKindState::NotServed,
+            Some(ParamKindEntry::Syncing) | None => ParamKindState::Syncing,
+        }
+    }
+}
+
+/// Every policy (bound or not) by name, with its paramKind if it has one, for the param access
+/// check on binding writes.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyParamKinds {
+    /// The ValidatingAdmissionPolicies.
+    pub validating: HashMap<String, Option<ParamKind>>,
+    /// The MutatingAdmissionPolicies.
+    pub mutating: HashMap<String, Option<ParamKind>>,
+}
