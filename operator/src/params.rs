@@ -92,7 +92,7 @@ fn objects(store: &Store<DynamicObject>, namespaced: bool, key: &ParamKey) -> Pa
                 // Params carry apiVersion and kind from the paramKind, as upstream wraps them.
                 v["apiVersion"] = key.0.clone().into();
                 v["kind"] = key.1.clone().into();
-                objects.insert((ns, name), v);
+                objects.insert((ns, name), Arc::new(v));
             }
             Err(e) => warn!(%name, error = %e, "cannot convert a param object"),
         }

@@ -2,6 +2,7 @@
 //! paramRef's namespace or the request's, with parameterNotFoundAction and upstream's errors.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -14,8 +15,9 @@ use crate::request::Request;
 pub struct ParamObjects {
     /// True for namespaced kinds.
     pub namespaced: bool,
-    /// Objects by (namespace, name); namespace is empty for cluster-scoped kinds.
-    pub objects: BTreeMap<(String, String), Value>,
+    /// Objects by (namespace, name); namespace is empty for cluster-scoped kinds. Each is
+    /// shared, so a watch event replaces one object without copying the others.
+    pub objects: BTreeMap<(String, String), Arc<Value>>,
 }
 
 /// How a param kind stands in the cluster.
@@ -123,7 +125,7 @@ pub fn collect<'p>(
         (Some(name), None) => store
             .objects
             .get(&(namespace.to_string(), name.clone()))
-            .map(Some)
+            .map(|o| Some(&**o))
             .into_iter()
             .collect(),
         (None, Some(selector)) => {
@@ -137,7 +139,7 @@ pub fn collect<'p>(
                     .and_then(|m| m.get("labels"))
                     .and_then(Value::as_object);
                 if selector_matches(selector, labels).map_err(|e| e.to_string())? {
-                    out.push(Some(obj));
+                    out.push(Some(&**obj));
                 }
             }
             out
@@ -181,9 +183,9 @@ mod tests {
         One(ParamObjects {
             namespaced,
             objects: BTreeMap::from([
-                ((ns.to_string(), "a".to_string()), obj("a", "prod")),
-                ((ns.to_string(), "b".to_string()), obj("b", "test")),
-                (("other".to_string(), "c".to_string()), obj("c", "prod")),
+                ((ns.to_string(), "a".to_string()), Arc::new(obj("a", "prod"))),
+                ((ns.to_string(), "b".to_string()), Arc::new(obj("b", "test"))),
+                (("other".to_string(), "c".to_string()), Arc::new(obj("c", "prod"))),
             ]),
         })
     }
