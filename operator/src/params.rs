@@ -53,7 +53,7 @@ impl ParamWatches {
             if !keep {
                 info!(api_version = %key.0, kind = %key.1, "no policy uses this param kind any more; stopping its watch");
                 task.abort();
-                self.state.publish_param_kind(&key, None);
+                self.state.publish_param_kind(key, None);
             }
             keep
         });

@@ -12,9 +12,9 @@ use celgate_engine::model::{
     Validation, ValidationAction,
 };
 use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
-use celgate_webhook::server::router;
 use celgate_snapshot::{Deps, NamespaceView, PolicyParamKinds, SnapshotStore};
 use celgate_webhook::AppState;
+use celgate_webhook::server::router;
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -231,7 +231,8 @@ fn objects_nested_as_deep_as_kube_apiserver_allows_are_evaluated() {
             publish(&state, set);
             let mut answers = Vec::new();
             for replicas in [5, 6] {
-                let (status, body) = post(&state, "/validate", nested_review(9_998, replicas)).await;
+                let (status, body) =
+                    post(&state, "/validate", nested_review(9_998, replicas)).await;
                 answers.push((status, body));
             }
             let (status, text) = post(&state, "/validate", nested_review(9_999, 1)).await;
@@ -241,12 +242,24 @@ fn objects_nested_as_deep_as_kube_apiserver_allows_are_evaluated() {
         .await
         .unwrap();
         assert_eq!(answers[0].0, StatusCode::OK, "{}", answers[0].1);
-        assert!(answers[0].1.contains("\"allowed\":true"), "{}", answers[0].1);
+        assert!(
+            answers[0].1.contains("\"allowed\":true"),
+            "{}",
+            answers[0].1
+        );
         assert_eq!(answers[1].0, StatusCode::OK, "{}", answers[1].1);
-        assert!(answers[1].1.contains("\"allowed\":false"), "{}", answers[1].1);
+        assert!(
+            answers[1].1.contains("\"allowed\":false"),
+            "{}",
+            answers[1].1
+        );
         // Deeper than any object kube-apiserver stores: a clear 400.
         assert_eq!(answers[2].0, StatusCode::BAD_REQUEST);
-        assert!(answers[2].1.contains("nested deeper than 10002 levels"), "{}", answers[2].1);
+        assert!(
+            answers[2].1.contains("nested deeper than 10002 levels"),
+            "{}",
+            answers[2].1
+        );
     });
 }
 

@@ -8,8 +8,9 @@ use celgate_cel::{Env, Program, Type, Variables, authz};
 use crate::declarations;
 use crate::model::{FailurePolicy, ValidatingPolicySpec};
 
-/// A compiled expression, or the message a request sees when it did not compile.
-pub type Compiled = Result<Program, String>;
+/// A stored expression after compilation: its program, or why it has none (a request it
+/// matches then sees `compilation error: <why>` under the policy's failurePolicy).
+pub type CompiledExpr = Result<Program, ExprError>;
 
 /// One validation, compiled.
 #[derive(Debug)]
@@ -17,13 +18,13 @@ pub struct CompiledValidation {
     /// The expression's source, for `failed expression: …` messages.
     pub expression: String,
     /// The compiled expression.
-    pub program: Compiled,
+    pub program: CompiledExpr,
     /// The static message, if any.
     pub message: Option<String>,
     /// The failure reason (`Invalid` when unset).
     pub reason: Option<String>,
     /// The compiled message expression, if any.
-    pub message_expression: Option<Compiled>,
+    pub message_expression: Option<CompiledExpr>,
 }
 
 /// One audit annotation, compiled.
@@ -34,7 +35,7 @@ pub struct CompiledAuditAnnotation {
     /// The value expression's source.
     pub expression: String,
     /// The compiled value expression.
-    pub program: Compiled,
+    pub program: CompiledExpr,
 }
 
 /// One match condition, compiled.
@@ -43,7 +44,7 @@ pub struct CompiledMatchCondition {
     /// The condition's name.
     pub name: String,
     /// The compiled condition.
-    pub program: Compiled,
+    pub program: CompiledExpr,
 }
 
 /// A ValidatingAdmissionPolicy ready to evaluate.
@@ -92,25 +93,28 @@ impl ValidatingPolicy {
         }
         for (i, v) in self.validations.iter().enumerate() {
             if let Err(e) = &v.program {
-                out.push((format!("spec.validations[{i}].expression"), e.clone()));
+                out.push((format!("spec.validations[{i}].expression"), e.to_string()));
             }
             if let Some(Err(e)) = &v.message_expression {
                 out.push((
                     format!("spec.validations[{i}].messageExpression"),
-                    e.clone(),
+                    e.to_string(),
                 ));
             }
         }
         for (i, c) in self.match_conditions.iter().enumerate() {
             if let Err(e) = &c.program {
-                out.push((format!("spec.matchConditions[{i}].expression"), e.clone()));
+                out.push((
+                    format!("spec.matchConditions[{i}].expression"),
+                    e.to_string(),
+                ));
             }
         }
         for (i, a) in self.audit_annotations.iter().enumerate() {
             if let Err(e) = &a.program {
                 out.push((
                     format!("spec.auditAnnotations[{i}].valueExpression"),
-                    e.clone(),
+                    e.to_string(),
                 ));
             }
         }
@@ -191,11 +195,6 @@ pub fn compile_checked(env: &Env, src: &str, want: &[Type]) -> Result<Program, E
     })
 }
 
-/// Compiles a stored expression; a failure becomes the message requests see.
-fn compile_expr(env: &Env, src: &str, want: &[Type]) -> Compiled {
-    compile_checked(env, src, want).map_err(|e| format!("compilation error: {e}"))
-}
-
 /// The environment of mutation expressions: `env` (with the policy's variables) plus the
 /// message types `Object`, `Object.<path>` and `JSONPatch` and `jsonpatch.escapeKey`.
 pub fn mutation_environment(env: &Env) -> Env {
@@ -241,13 +240,13 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         .iter()
         .map(|v| CompiledValidation {
             expression: v.expression.clone(),
-            program: compile_expr(&env, &v.expression, result_types::CONDITION),
+            program: compile_checked(&env, &v.expression, result_types::CONDITION),
             message: v.message.clone(),
             reason: v.reason.clone(),
             message_expression: v
                 .message_expression
                 .as_deref()
-                .map(|m| compile_expr(&message_env, m, result_types::MESSAGE)),
+                .map(|m| compile_checked(&message_env, m, result_types::MESSAGE)),
         })
         .collect();
     let match_conditions = spec
@@ -255,7 +254,7 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         .iter()
         .map(|c| CompiledMatchCondition {
             name: c.name.clone(),
-            program: compile_expr(&env, &c.expression, result_types::CONDITION),
+            program: compile_checked(&env, &c.expression, result_types::CONDITION),
         })
         .collect();
     let audit_annotations = spec
@@ -264,7 +263,7 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         .map(|a| CompiledAuditAnnotation {
             key: a.key.clone(),
             expression: a.value_expression.clone(),
-            program: compile_expr(&env, &a.value_expression, result_types::AUDIT_VALUE),
+            program: compile_checked(&env, &a.value_expression, result_types::AUDIT_VALUE),
         })
         .collect();
     // A textual test: a false positive only costs building an authorizer per request.

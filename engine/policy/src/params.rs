@@ -183,9 +183,18 @@ mod tests {
         One(ParamObjects {
             namespaced,
             objects: BTreeMap::from([
-                ((ns.to_string(), "a".to_string()), Arc::new(obj("a", "prod"))),
-                ((ns.to_string(), "b".to_string()), Arc::new(obj("b", "test"))),
-                (("other".to_string(), "c".to_string()), Arc::new(obj("c", "prod"))),
+                (
+                    (ns.to_string(), "a".to_string()),
+                    Arc::new(obj("a", "prod")),
+                ),
+                (
+                    (ns.to_string(), "b".to_string()),
+                    Arc::new(obj("b", "test")),
+                ),
+                (
+                    ("other".to_string(), "c".to_string()),
+                    Arc::new(obj("c", "prod")),
+                ),
             ]),
         })
     }

@@ -1,24 +1,22 @@
 //! Evaluates the ValidatingAdmissionPolicies that match a request and folds their decisions into
 //! one outcome, with kube-apiserver's messages, codes, warnings and audit annotations.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use celgate_cel::authz::ResourceAttributes;
-use celgate_cel::{Activation, Authorizer, Budget, EvalError, Value};
+use celgate_cel::{
+    Activation, Authorizer, Budget, EvalError, MATCH_CONDITIONS_BUDGET, PER_CALL_LIMIT,
+    RUNTIME_BUDGET, Value,
+};
 
-use crate::compile::{Compiled, ValidatingPolicy};
+use crate::compile::{CompiledExpr, ExprError, ValidatingPolicy};
 use crate::matching::{self, Namespaces};
 use crate::model::{FailurePolicy, ValidatingBindingSpec, ValidationAction};
 use crate::params::{self, Collected, ParamKindState, Params};
 use crate::request::Request;
 
-/// Cost limit of a single expression evaluation (cel-go `PerCallLimit` as Kubernetes sets it).
-pub const PER_CALL_LIMIT: u64 = 1_000_000;
-/// Budget shared by the validations of one (policy, binding, param) evaluation.
-pub const RUNTIME_BUDGET: u64 = 10_000_000;
-/// Budget shared by the match conditions of one evaluation.
-pub const MATCH_CONDITIONS_BUDGET: u64 = 2_500_000;
 /// Longest evaluated message kept from a messageExpression, in bytes.
 pub const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
 /// Longest audit annotation value, in bytes.
@@ -71,6 +69,82 @@ impl ErrorType {
     }
 }
 
+/// Why a check could not decide, worded as kube-apiserver words it in its messages. The
+/// metric's `error_type` is read from the variant ([`CheckError::error_type`]), never from
+/// the text.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CheckError {
+    /// The expression did not compile.
+    #[error("compilation error: {0}")]
+    Compile(ExprError),
+    /// Evaluating the expression failed.
+    #[error("expression '{expression}' resulted in error: {error}")]
+    Eval {
+        /// The expression's source.
+        expression: String,
+        /// The evaluation error (cel-go's text).
+        error: EvalError,
+    },
+    /// A validation evaluated to something other than a bool.
+    #[error(
+        "expression '{expression}' resulted in error: no such overload: validation result is {type_name}"
+    )]
+    NotBool {
+        /// The expression's source.
+        expression: String,
+        /// The CEL type of the result.
+        type_name: String,
+    },
+    /// A match condition evaluated to something other than a bool.
+    #[error("matchCondition '{name}' resulted in non-bool value {type_name}")]
+    ConditionNotBool {
+        /// The condition's name.
+        name: String,
+        /// The CEL type of the result.
+        type_name: String,
+    },
+    /// An audit annotation's value expression gave neither a string nor null.
+    #[error(
+        "valueExpression '{expression}' resulted in unsupported return type: {type_name}. Return type must be either string or null."
+    )]
+    AnnotationType {
+        /// The expression's source.
+        expression: String,
+        /// The CEL type of the result.
+        type_name: String,
+    },
+    /// The validations' shared cost budget ran out.
+    #[error(
+        "validation failed due to running out of cost budget, no further validation rules will be run"
+    )]
+    OutOfBudget,
+    /// The shared cost budget ran out in a message expression.
+    #[error(
+        "failed messageExpression: validation failed due to running out of cost budget, no further validation rules will be run"
+    )]
+    MessageOutOfBudget,
+    /// celgate failed inside this policy's evaluation (a defect in celgate, not in the
+    /// policy); the policy's failurePolicy decides, and other policies are unaffected.
+    #[error("internal error in celgate while evaluating the policy: {0}")]
+    Internal(String),
+}
+
+impl CheckError {
+    /// The `error_type` metric label of this failure.
+    pub fn error_type(&self) -> ErrorType {
+        match self {
+            CheckError::Compile(_) => ErrorType::CompileError,
+            CheckError::OutOfBudget => ErrorType::OutOfBudget,
+            CheckError::Eval { .. }
+            | CheckError::NotBool { .. }
+            | CheckError::ConditionNotBool { .. }
+            | CheckError::AnnotationType { .. }
+            | CheckError::MessageOutOfBudget
+            | CheckError::Internal(_) => ErrorType::InvalidError,
+        }
+    }
+}
+
 /// One metric observation: a (policy, binding) check and the enforcement it led to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Check {
@@ -103,6 +177,26 @@ impl Outcome {
     /// True when the request is admitted.
     pub fn allowed(&self) -> bool {
         self.denial.is_none()
+    }
+
+    /// Adds the outcome of a later policy: its denial counts only if none came before, and
+    /// only the first validation failure is recorded under [`VALIDATION_FAILURE_KEY`].
+    fn merge(&mut self, later: Outcome) {
+        if self.denial.is_none() {
+            self.denial = later.denial;
+        }
+        self.warnings.extend(later.warnings);
+        let recorded = self
+            .audit_annotations
+            .iter()
+            .any(|(k, _)| k == VALIDATION_FAILURE_KEY);
+        self.audit_annotations.extend(
+            later
+                .audit_annotations
+                .into_iter()
+                .filter(|(k, _)| !(recorded && k == VALIDATION_FAILURE_KEY)),
+        );
+        self.checks.extend(later.checks);
     }
 }
 
@@ -170,10 +264,37 @@ pub fn validate_only(
     }
     for bound in policies {
         if only.is_none_or(|f| bound.policy.failure_policy() == f) {
-            evaluate_policy(bound, req, ctx, &mut out);
+            evaluate_guarded(bound, req, ctx, &mut out);
         }
     }
     out
+}
+
+/// Evaluates one policy so that a panic inside it (a defect in celgate) becomes that policy's
+/// error under its failurePolicy instead of taking the request, or the process, down.
+fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
+    let mut one = Outcome::default();
+    let evaluated = catch_unwind(AssertUnwindSafe(|| {
+        evaluate_policy(bound, req, ctx, &mut one);
+    }));
+    match evaluated {
+        Ok(()) => out.merge(one),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_string());
+            if bound.policy.failure_policy() == FailurePolicy::Fail {
+                let error = CheckError::Internal(what);
+                deny_first(
+                    out,
+                    policy_message(&bound.policy.name, None, &error.to_string()),
+                    None,
+                );
+            }
+        }
+    }
 }
 
 fn policy_message(policy: &str, binding: Option<&str>, message: &str) -> String {
@@ -265,7 +386,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         let binding_name: Arc<str> = Arc::from(binding.name.as_str());
         // Each param is its own evaluation with its own budget; any failing param denies.
         for param in params {
-            let vars = Vars {
+            let evaluation = Evaluation {
                 req,
                 namespace_object,
                 policy,
@@ -273,10 +394,10 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                 authorizer: ctx.authorizer,
                 deadline: ctx.deadline,
             };
-            if !match_conditions_pass(&vars, fail, binding, out) {
+            if !match_conditions_pass(&evaluation, fail, binding, out) {
                 continue;
             }
-            let decisions = evaluate_validations(policy, &vars, fail);
+            let decisions = evaluate_validations(policy, &evaluation, fail);
             for d in &decisions {
                 route_decision(policy, binding, &binding_name, d, started.elapsed(), out);
             }
@@ -295,7 +416,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                     });
                 }
             }
-            evaluate_audit_annotations(&vars, binding, fail, &mut annotations, out);
+            evaluate_audit_annotations(&evaluation, binding, fail, &mut annotations, out);
         }
     }
     // Distinct values of one key across bindings and params are joined with ", ".
@@ -349,9 +470,10 @@ fn namespace_object<'n>(
         .ok_or_else(|| format!("namespaces \"{}\" not found", req.namespace))
 }
 
-/// The variables one evaluation binds; each expression batch gets a fresh activation, so
-/// composited variables are memoised per batch as upstream.
-struct Vars<'a> {
+/// One evaluation of a policy: the request, its namespace, one param and the authorizer. Each
+/// expression batch gets a fresh activation from it, so composited variables are memoised per
+/// batch as upstream.
+struct Evaluation<'a> {
     req: &'a Request<'a>,
     namespace_object: &'a serde_json::Value,
     policy: &'a ValidatingPolicy,
@@ -371,7 +493,7 @@ enum Batch {
     AuditAnnotations,
 }
 
-impl<'a> Vars<'a> {
+impl<'a> Evaluation<'a> {
     /// A fresh budget of `total`, stopping at the request's deadline.
     fn budget(&self, total: u64) -> Budget {
         let budget = Budget::new(PER_CALL_LIMIT, total);
@@ -415,34 +537,33 @@ impl<'a> Vars<'a> {
 
 /// Evaluates match conditions; false when the policy does not apply to this request.
 fn match_conditions_pass(
-    vars: &Vars<'_>,
+    evaluation: &Evaluation<'_>,
     fail: bool,
     binding: &ValidatingBindingSpec,
     out: &mut Outcome,
 ) -> bool {
-    let policy = vars.policy;
+    let policy = evaluation.policy;
     if policy.match_conditions.is_empty() {
         return true;
     }
-    let act = &vars.activation(Batch::Checks);
-    let mut budget = vars.budget(MATCH_CONDITIONS_BUDGET);
+    let act = &evaluation.activation(Batch::Checks);
+    let mut budget = evaluation.budget(MATCH_CONDITIONS_BUDGET);
     let mut errors = Vec::new();
     let mut any_false = false;
     for cond in &policy.match_conditions {
         match &cond.program {
-            Err(e) => errors.push(e.clone()),
+            Err(e) => errors.push(CheckError::Compile(e.clone())),
             Ok(p) => match p.eval(act, &mut budget) {
                 Ok(Value::Bool(false)) => any_false = true,
                 Ok(Value::Bool(true)) => {}
-                Ok(other) => errors.push(format!(
-                    "matchCondition '{}' resulted in non-bool value {}",
-                    cond.name,
-                    other.type_name()
-                )),
-                Err(e) => errors.push(format!(
-                    "expression '{}' resulted in error: {e}",
-                    p.source()
-                )),
+                Ok(other) => errors.push(CheckError::ConditionNotBool {
+                    name: cond.name.clone(),
+                    type_name: other.type_name().to_string(),
+                }),
+                Err(error) => errors.push(CheckError::Eval {
+                    expression: p.source().to_string(),
+                    error,
+                }),
             },
         }
     }
@@ -453,10 +574,11 @@ fn match_conditions_pass(
         return true;
     }
     if fail {
-        let msg = if errors.len() == 1 {
-            errors.remove(0)
+        let msg = if let [one] = errors.as_slice() {
+            one.to_string()
         } else {
-            format!("[{}]", errors.join(", "))
+            let all: Vec<String> = errors.iter().map(ToString::to_string).collect();
+            format!("[{}]", all.join(", "))
         };
         deny_first(
             out,
@@ -467,51 +589,41 @@ fn match_conditions_pass(
     false
 }
 
-fn error_type_of(message: &str) -> ErrorType {
-    if message.starts_with("compilation") {
-        ErrorType::CompileError
-    } else if message.starts_with("validation failed due to running out of cost budget") {
-        ErrorType::OutOfBudget
-    } else {
-        ErrorType::InvalidError
-    }
-}
-
-fn error_decision(fail: bool, message: String, index: usize) -> Decision {
+fn error_decision(fail: bool, error: &CheckError, index: usize) -> Decision {
     Decision {
         deny: fail,
         error: true,
-        error_type: error_type_of(&message),
-        message,
+        error_type: error.error_type(),
+        message: error.to_string(),
         reason: None,
         index,
     }
 }
 
-const OUT_OF_BUDGET: &str =
-    "validation failed due to running out of cost budget, no further validation rules will be run";
-
-fn evaluate_validations(policy: &ValidatingPolicy, vars: &Vars<'_>, fail: bool) -> Vec<Decision> {
-    let act = vars.activation(Batch::Checks);
-    let mut budget = vars.budget(RUNTIME_BUDGET);
-    let mut results: Vec<Result<bool, String>> = Vec::with_capacity(policy.validations.len());
+fn evaluate_validations(
+    policy: &ValidatingPolicy,
+    evaluation: &Evaluation<'_>,
+    fail: bool,
+) -> Vec<Decision> {
+    let act = evaluation.activation(Batch::Checks);
+    let mut budget = evaluation.budget(RUNTIME_BUDGET);
+    let mut results: Vec<Result<bool, CheckError>> = Vec::with_capacity(policy.validations.len());
     for v in &policy.validations {
         let result = match &v.program {
-            Err(e) => Err(e.clone()),
+            Err(e) => Err(CheckError::Compile(e.clone())),
             Ok(p) => match p.eval(&act, &mut budget) {
                 Ok(Value::Bool(b)) => Ok(b),
-                Ok(other) => Err(format!(
-                    "expression '{}' resulted in error: no such overload: validation result is {}",
-                    p.source(),
-                    other.type_name()
-                )),
+                Ok(other) => Err(CheckError::NotBool {
+                    expression: p.source().to_string(),
+                    type_name: other.type_name().to_string(),
+                }),
                 Err(EvalError::BudgetExhausted) => {
-                    return vec![error_decision(fail, OUT_OF_BUDGET.to_string(), 0)];
+                    return vec![error_decision(fail, &CheckError::OutOfBudget, 0)];
                 }
-                Err(e) => Err(format!(
-                    "expression '{}' resulted in error: {e}",
-                    p.source()
-                )),
+                Err(error) => Err(CheckError::Eval {
+                    expression: p.source().to_string(),
+                    error,
+                }),
             },
         };
         results.push(result);
@@ -523,7 +635,7 @@ fn evaluate_validations(policy: &ValidatingPolicy, vars: &Vars<'_>, fail: bool) 
     for v in &policy.validations {
         let msg = match &v.message_expression {
             Some(Ok(p)) => match p.eval(
-                act.get_or_insert_with(|| vars.activation(Batch::Messages)),
+                act.get_or_insert_with(|| evaluation.activation(Batch::Messages)),
                 &mut budget,
             ) {
                 Ok(Value::String(s)) => {
@@ -532,9 +644,8 @@ fn evaluate_validations(policy: &ValidatingPolicy, vars: &Vars<'_>, fail: bool) 
                         .then(|| s.to_string())
                 }
                 Err(EvalError::BudgetExhausted) => {
-                    let msg = format!("failed messageExpression: {OUT_OF_BUDGET}");
                     return (0..policy.validations.len())
-                        .map(|i| error_decision(fail, msg.clone(), i))
+                        .map(|i| error_decision(fail, &CheckError::MessageOutOfBudget, i))
                         .collect();
                 }
                 _ => None,
@@ -546,7 +657,7 @@ fn evaluate_validations(policy: &ValidatingPolicy, vars: &Vars<'_>, fail: bool) 
     let mut decisions = Vec::new();
     for (index, (v, result)) in policy.validations.iter().zip(results).enumerate() {
         match result {
-            Err(message) => decisions.push(error_decision(fail, message, index)),
+            Err(error) => decisions.push(error_decision(fail, &error, index)),
             Ok(true) => {}
             Ok(false) => {
                 let message = messages[index]
@@ -653,18 +764,18 @@ fn go_json(v: &impl serde::Serialize) -> String {
 }
 
 fn evaluate_audit_annotations(
-    vars: &Vars<'_>,
+    evaluation: &Evaluation<'_>,
     binding: &ValidatingBindingSpec,
     fail: bool,
     collected: &mut Vec<(String, Vec<String>)>,
     out: &mut Outcome,
 ) {
-    let policy = vars.policy;
+    let policy = evaluation.policy;
     if policy.audit_annotations.is_empty() {
         return;
     }
-    let act = &vars.activation(Batch::AuditAnnotations);
-    let mut budget = vars.budget(RUNTIME_BUDGET);
+    let act = &evaluation.activation(Batch::AuditAnnotations);
+    let mut budget = evaluation.budget(RUNTIME_BUDGET);
     for a in &policy.audit_annotations {
         let value = eval_annotation(&a.program, &a.expression, act, &mut budget);
         match value {
@@ -683,11 +794,13 @@ fn evaluate_audit_annotations(
                     None => collected.push((a.key.clone(), vec![v])),
                 }
             }
-            Err((message, always)) => {
+            Err(error) => {
+                // An unsupported return type denies even under Ignore, as upstream.
+                let always = matches!(error, CheckError::AnnotationType { .. });
                 if fail || always {
                     deny_first(
                         out,
-                        policy_message(&policy.name, Some(&binding.name), &message),
+                        policy_message(&policy.name, Some(&binding.name), &error.to_string()),
                         None,
                     );
                 }
@@ -696,31 +809,30 @@ fn evaluate_audit_annotations(
     }
 }
 
-/// An annotation value: `Ok(None)` when omitted; `Err((message, fatal_even_with_ignore))`.
+/// An annotation value: `Ok(None)` when omitted.
 fn eval_annotation(
-    program: &Compiled,
+    program: &CompiledExpr,
     expression: &str,
     act: &Activation<'_>,
     budget: &mut Budget,
-) -> Result<Option<String>, (String, bool)> {
-    let p = program.as_ref().map_err(|e| (e.clone(), false))?;
+) -> Result<Option<String>, CheckError> {
+    let p = program
+        .as_ref()
+        .map_err(|e| CheckError::Compile(e.clone()))?;
     match p.eval(act, budget) {
         Ok(Value::Null) => Ok(None),
         Ok(Value::String(s)) => {
             let s = s.trim();
             Ok((!s.is_empty()).then(|| s.to_string()))
         }
-        Ok(other) => Err((
-            format!(
-                "valueExpression '{expression}' resulted in unsupported return type: {}. Return type must be either string or null.",
-                other.type_name()
-            ),
-            true,
-        )),
-        Err(e) => Err((
-            format!("expression '{expression}' resulted in error: {e}"),
-            false,
-        )),
+        Ok(other) => Err(CheckError::AnnotationType {
+            expression: expression.to_string(),
+            type_name: other.type_name().to_string(),
+        }),
+        Err(error) => Err(CheckError::Eval {
+            expression: expression.to_string(),
+            error,
+        }),
     }
 }
 
@@ -949,6 +1061,70 @@ mod tests {
             "{}",
             denial.message
         );
+    }
+
+    /// An authorizer with a defect: it panics.
+    struct Panicking;
+    impl Authorizer for Panicking {
+        fn check(&self, _: &celgate_cel::AuthzRequest) -> celgate_cel::AuthzDecision {
+            panic!("authorizer defect")
+        }
+    }
+
+    #[test]
+    fn a_panic_in_one_policy_is_that_policys_error_and_the_others_still_decide() {
+        let mut broken = spec(vec![Validation {
+            expression: "authorizer.path('/healthz').check('get').allowed()".into(),
+            ..Default::default()
+        }]);
+        broken.name = "broken".into();
+        let warn = spec(vec![Validation {
+            expression: "object.spec.replicas > 50".into(),
+            ..Default::default()
+        }]);
+        let bound = |spec: ValidatingPolicySpec, actions: Vec<ValidationAction>| BoundPolicy {
+            bindings: vec![Arc::new(ValidatingBindingSpec {
+                name: "b".into(),
+                policy_name: spec.name.clone(),
+                match_resources: None,
+                param_ref: None,
+                validation_actions: actions,
+            })],
+            policy: Arc::new(compile_validating(spec)),
+        };
+        let raw = json!({"uid": "u", "operation": "CREATE", "namespace": "staging-ns",
+            "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+            "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+            "object": {"spec": {"replicas": 3}}});
+        let req = Request::from_json(&raw).expect("valid request");
+        let namespaces = cache();
+        let authorizer: Arc<dyn Authorizer> = Arc::new(Panicking);
+        let ctx = Context {
+            namespaces: &namespaces,
+            params: &crate::params::NoParams,
+            authorizer: Some(&authorizer),
+            deadline: None,
+        };
+        let policies = [
+            bound(broken.clone(), vec![ValidationAction::Deny]),
+            bound(warn, vec![ValidationAction::Warn]),
+        ];
+        let out = validate(&policies, &req, &ctx);
+        assert_eq!(
+            out.denial.map(|d| d.message).as_deref(),
+            Some(
+                "ValidatingAdmissionPolicy 'broken' denied request: internal error in celgate while evaluating the policy: authorizer defect"
+            )
+        );
+        assert_eq!(
+            out.warnings,
+            vec![
+                "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': failed expression: object.spec.replicas > 50"
+            ]
+        );
+        broken.failure_policy = FailurePolicy::Ignore;
+        let policies = [bound(broken, vec![ValidationAction::Deny])];
+        assert!(validate(&policies, &req, &ctx).allowed());
     }
 
     #[test]

@@ -176,7 +176,13 @@ pub async fn validate(
         {
             Some(source) => (snapshot, source),
             None => {
-                let outcome = decide(&snapshot, &req, None, Some(call.evaluation_deadline()), only);
+                let outcome = decide(
+                    &snapshot,
+                    &req,
+                    None,
+                    Some(call.evaluation_deadline()),
+                    only,
+                );
                 return Ok(Decided {
                     uid: req.uid.to_string(),
                     outcome,

@@ -125,7 +125,10 @@ mod tests {
         assert_eq!(after.revision, before.revision + 1);
         assert!(Arc::ptr_eq(&before.params, &after.params));
         assert!(Arc::ptr_eq(&before.policies, &after.policies));
-        assert!(before.namespaces.get("b").is_none(), "the old view is untouched");
+        assert!(
+            before.namespaces.get("b").is_none(),
+            "the old view is untouched"
+        );
         // The namespace that did not change is the same allocation, not a copy.
         let a = |s: &Snapshot| s.namespaces.get("a").map(|v| v as *const Value);
         assert_eq!(a(&before), a(&after));

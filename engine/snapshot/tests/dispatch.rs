@@ -1,0 +1,287 @@
+//! Dispatch without HTTP: reviews in, decisions out, over a store the test publishes into, with
+//! tokio's clock paused so waits are asserted exactly, not against the wall clock.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)] // A failed expectation is a failed test.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use celgate_cel::authz::Decision;
+use celgate_cel::{Authorizer, AuthzDecision, AuthzRequest};
+use celgate_engine::model::{
+    FailurePolicy, MatchResources, ParamKind, ParamRef, ParameterNotFoundAction, ResourceRule,
+    ValidatingBindingSpec, ValidatingPolicySpec, Validation, ValidationAction,
+};
+use celgate_engine::{BoundPolicy, ParamObjects, PolicySet, Request, compile_validating};
+use celgate_snapshot::dispatch::{self, Call};
+use celgate_snapshot::{
+    AuthorizerSource, Deps, DispatchError, NamespaceView, ParamKindEntry, PolicyParamKinds,
+    SnapshotStore,
+};
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+/// The docs' demo policy over deployments, bound with Deny, checking `expression`.
+fn policy(expression: &str) -> PolicySet {
+    let spec = ValidatingPolicySpec {
+        name: "demo-policy.example.com".into(),
+        match_constraints: Some(MatchResources {
+            resource_rules: vec![ResourceRule {
+                operations: vec!["CREATE".into()],
+                api_groups: vec!["apps".into()],
+                api_versions: vec!["v1".into()],
+                resources: vec!["deployments".into()],
+                scope: "*".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        validations: vec![Validation {
+            expression: expression.into(),
+            ..Default::default()
+        }],
+        failure_policy: FailurePolicy::Fail,
+        ..Default::default()
+    };
+    PolicySet {
+        validating: vec![BoundPolicy {
+            policy: Arc::new(compile_validating(spec)),
+            bindings: vec![Arc::new(ValidatingBindingSpec {
+                name: "demo-binding".into(),
+                policy_name: "demo-policy.example.com".into(),
+                match_resources: None,
+                param_ref: None,
+                validation_actions: vec![ValidationAction::Deny],
+            })],
+        }],
+    }
+}
+
+/// The demo policy reading its limit from the ConfigMap param `default/limits`.
+fn param_policy() -> PolicySet {
+    let mut set = policy("object.spec.replicas <= int(params.data.max)");
+    let mut spec = set.validating[0].policy.spec.clone();
+    spec.param_kind = Some(ParamKind {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+    });
+    set.validating[0].policy = Arc::new(compile_validating(spec));
+    let mut binding = ValidatingBindingSpec::clone(&set.validating[0].bindings[0]);
+    binding.param_ref = Some(ParamRef {
+        name: Some("limits".into()),
+        namespace: Some("default".into()),
+        selector: None,
+        parameter_not_found_action: ParameterNotFoundAction::Deny,
+    });
+    set.validating[0].bindings[0] = Arc::new(binding);
+    set
+}
+
+fn configmaps() -> (String, String) {
+    ("v1".into(), "ConfigMap".into())
+}
+
+fn configmaps_ready(max: &str) -> Option<ParamKindEntry> {
+    let limits = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "limits", "namespace": "default"}, "data": {"max": max}});
+    Some(ParamKindEntry::Ready(Arc::new(ParamObjects {
+        namespaced: true,
+        objects: [(
+            ("default".to_string(), "limits".to_string()),
+            Arc::new(limits),
+        )]
+        .into(),
+    })))
+}
+
+fn review(namespace: &str, replicas: i64) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "705ab4f5", "operation": "CREATE",
+        "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
+        "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
+        "name": "web", "namespace": namespace,
+        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "object": {"metadata": {"name": "web"}, "spec": {"replicas": replicas}}}})
+}
+
+/// A store that knows the namespace `default` and holds `policies`.
+fn store_with(policies: PolicySet) -> Arc<SnapshotStore> {
+    let store = SnapshotStore::new();
+    store.publish_namespaces(NamespaceView::new([(
+        "default".to_string(),
+        json!({"metadata": {"name": "default"}}),
+    )]));
+    store.publish_policies(policies, PolicyParamKinds::default());
+    store
+}
+
+fn message(outcome: &celgate_engine::Outcome) -> Option<&str> {
+    outcome.denial.as_ref().map(|d| d.message.as_str())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_request_waits_for_params_still_syncing_and_decides_with_them() {
+    let store = store_with(param_policy());
+    store.publish_param_kind(&configmaps(), Some(ParamKindEntry::Syncing));
+    let started = Instant::now();
+    let syncer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            store.publish_param_kind(&configmaps(), configmaps_ready("2"));
+        })
+    };
+    let deps = Deps::default();
+    let decided = dispatch::validate(&store, &deps, review("default", 3), Call::now(), None)
+        .await
+        .unwrap();
+    assert_eq!(Instant::now() - started, Duration::from_millis(300));
+    syncer.await.unwrap();
+    assert_eq!(decided.uid, "705ab4f5");
+    assert_eq!(
+        message(&decided.outcome),
+        Some(
+            "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding' \
+             denied request: failed expression: object.spec.replicas <= int(params.data.max)"
+        )
+    );
+    let decided = dispatch::validate(&store, &deps, review("default", 2), Call::now(), None)
+        .await
+        .unwrap();
+    assert!(decided.outcome.allowed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn params_that_never_sync_give_the_configuration_error_before_the_call_times_out() {
+    let store = store_with(param_policy());
+    store.publish_param_kind(&configmaps(), Some(ParamKindEntry::Syncing));
+    let call = Call {
+        started: Instant::now(),
+        timeout: Duration::from_secs(1),
+    };
+    let decided = dispatch::validate(&store, &Deps::default(), review("default", 1), call, None)
+        .await
+        .unwrap();
+    // It waited for the params until the call timeout less the 0.5 s headroom, no longer.
+    assert_eq!(Instant::now() - call.started, Duration::from_millis(500));
+    assert_eq!(
+        message(&decided.outcome),
+        Some(
+            "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding' \
+             denied request: failed to configure binding: paramKind kind \
+             `&ParamKind{APIVersion:v1,Kind:ConfigMap,}` not yet synced to use for admission"
+        )
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_namespace_the_watch_has_not_seen_is_waited_for_up_to_five_seconds() {
+    let store = store_with(policy("namespaceObject.metadata.name == 'late'"));
+    let started = Instant::now();
+    let publisher = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            store.publish_namespace("late", Some(json!({"metadata": {"name": "late"}})));
+        })
+    };
+    let deps = Deps::default();
+    let decided = dispatch::validate(&store, &deps, review("late", 1), Call::now(), None)
+        .await
+        .unwrap();
+    publisher.await.unwrap();
+    assert_eq!(Instant::now() - started, Duration::from_secs(2));
+    assert!(decided.outcome.allowed(), "{:?}", decided.outcome);
+
+    // A namespace that never appears: after the 5 s cap, upstream's not-found error.
+    let started = Instant::now();
+    let decided = dispatch::validate(&store, &deps, review("never", 1), Call::now(), None)
+        .await
+        .unwrap();
+    assert_eq!(Instant::now() - started, Duration::from_secs(5));
+    assert_eq!(
+        message(&decided.outcome),
+        Some("namespaces \"never\" not found")
+    );
+}
+
+#[tokio::test]
+async fn a_decision_reads_one_snapshot_even_while_new_ones_are_published() {
+    let store = store_with(policy("object.spec.replicas <= 5"));
+    let loaded = store.load();
+    store.publish_policies(
+        policy("object.spec.replicas <= 10"),
+        PolicyParamKinds::default(),
+    );
+    let raw = review("default", 6);
+    let req = Request::from_json(&raw["request"]).unwrap();
+    // The snapshot loaded before the publish still decides with the policy it holds.
+    let before = dispatch::decide(&loaded, &req, None, None, None);
+    assert!(!before.allowed());
+    let after = dispatch::decide(&store.load(), &req, None, None, None);
+    assert!(after.allowed());
+}
+
+#[tokio::test]
+async fn errors_that_are_not_decisions() {
+    let store = SnapshotStore::new();
+    let deps = Deps::default();
+    let not_ready = dispatch::validate(&store, &deps, review("default", 1), Call::now(), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(not_ready, DispatchError::NotReady), "{not_ready}");
+    let store = store_with(PolicySet::default());
+    let bad = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": 7}});
+    let err = dispatch::validate(&store, &deps, bad, Call::now(), None)
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid AdmissionReview: request.uid must be a string"
+    );
+    let err = dispatch::mutate(&store, &review("default", 1)).unwrap_err();
+    assert!(matches!(err, DispatchError::MutationNotEnforced), "{err}");
+}
+
+/// Answers every check with Allow, after blocking its thread on the runtime as the operator's
+/// SubjectAccessReview client does: that panics on a runtime worker, so a check made anywhere
+/// but on a blocking thread fails the policy.
+#[derive(Debug)]
+struct BlockingAuthorizers;
+
+struct BlockingAuthorizer;
+
+impl Authorizer for BlockingAuthorizer {
+    fn check(&self, _: &AuthzRequest) -> AuthzDecision {
+        tokio::runtime::Handle::current().block_on(tokio::time::sleep(Duration::from_millis(1)));
+        AuthzDecision {
+            decision: Decision::Allow,
+            reason: String::new(),
+            error: None,
+        }
+    }
+}
+
+impl AuthorizerSource for BlockingAuthorizers {
+    fn for_user(&self, _: &Value) -> Arc<dyn Authorizer> {
+        Arc::new(BlockingAuthorizer)
+    }
+
+    fn resource_for(&self, _: &ParamKind) -> Option<String> {
+        None
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn authorizer_checks_block_a_blocking_thread_never_a_runtime_worker() {
+    let store = store_with(policy("authorizer.path('/healthz').check('get').allowed()"));
+    let deps = Deps {
+        authorizers: Some(Arc::new(BlockingAuthorizers)),
+        ..Deps::default()
+    };
+    let decided = dispatch::validate(&store, &deps, review("default", 1), Call::now(), None)
+        .await
+        .unwrap();
+    assert!(decided.outcome.allowed(), "{:?}", decided.outcome);
+}
