@@ -6,7 +6,7 @@ use celgate_cel::authz::{AuthzTarget, Decision, ResourceAttributes, Subject};
 use celgate_cel::{Authorizer, AuthzRequest};
 use serde_json::Value;
 
-use crate::apivalidation::{ErrorType, FieldError};
+use crate::apivalidation::{FieldError, FieldErrorType};
 use crate::model::ParamKind;
 
 /// Who writes the object, from the AdmissionRequest's `userInfo`.
@@ -111,7 +111,7 @@ fn group_of(kind: &ParamKind) -> String {
 fn forbidden(field: &str, detail: String) -> Vec<FieldError> {
     vec![FieldError {
         field: field.into(),
-        kind: ErrorType::Forbidden,
+        kind: FieldErrorType::Forbidden,
         value: None,
         detail,
     }]
