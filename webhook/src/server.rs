@@ -15,8 +15,9 @@ use thiserror::Error;
 
 use celgate_engine::model::FailurePolicy;
 
+use celgate_snapshot::Deps;
 use celgate_snapshot::SnapshotStore;
-use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, Deps, DispatchError};
+use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, DispatchError};
 
 use crate::metrics::Metrics;
 use crate::review::{self, Review};

@@ -5,14 +5,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use celgate_cel::{Authorizer, Compatibility};
+use celgate_cel::Authorizer;
 use celgate_engine::apivalidation::FieldError;
-use celgate_engine::model::{FailurePolicy, ParamKind};
+use celgate_engine::model::FailurePolicy;
 use celgate_engine::{Context, Outcome, Request, RequestError};
 use serde_json::Value;
 use thiserror::Error;
 use tokio::time::Instant;
 
+use crate::deps::Deps;
 use crate::policy_write;
 use crate::store::SnapshotStore;
 use crate::view::Snapshot;
@@ -32,27 +33,6 @@ pub const DECISION_HEADROOM: Duration = Duration::from_millis(500);
 
 /// kube-apiserver's default webhook timeout.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Makes authorizers that answer `authorizer` checks for a request's user (the operator's
-/// SubjectAccessReview client). Each authorizer serves one request and may cache within it.
-/// Its calls may block: dispatch makes them on a blocking thread, never on a runtime worker.
-pub trait AuthorizerSource: Send + Sync + std::fmt::Debug {
-    /// An authorizer for the user described by the request's `userInfo` JSON.
-    fn for_user(&self, user_info: &Value) -> Arc<dyn Authorizer>;
-
-    /// The resource (plural) of a param kind, if the API server serves it.
-    fn resource_for(&self, kind: &ParamKind) -> Option<String>;
-}
-
-/// What dispatch needs besides the snapshot.
-#[derive(Clone, Debug, Default)]
-pub struct Deps {
-    /// Answers `authorizer` checks and param access checks; without it expressions see no
-    /// authorizer and policy writes skip the param access check.
-    pub authorizers: Option<Arc<dyn AuthorizerSource>>,
-    /// Which CEL libraries new expressions in policy writes may use.
-    pub compatibility: Compatibility,
-}
 
 /// One call of the API server: when it arrived and how long the API server waits for it.
 #[derive(Clone, Copy, Debug)]

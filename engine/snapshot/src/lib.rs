@@ -5,11 +5,13 @@
 //!
 //! The operator writes the store; the webhook reads it; neither knows the other's types.
 
+mod deps;
 pub mod dispatch;
 mod policy_write;
 mod store;
 mod view;
 
-pub use dispatch::{AuthorizerSource, Call, Decided, Deps, DispatchError, PolicyWriteVerdict};
+pub use deps::{AuthorizerSource, Deps};
+pub use dispatch::{Call, Decided, DispatchError, PolicyWriteVerdict};
 pub use store::SnapshotStore;
 pub use view::{NamespaceView, ParamKey, ParamKindEntry, ParamViews, PolicyParamKinds, Snapshot};

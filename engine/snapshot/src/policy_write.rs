@@ -14,7 +14,7 @@ use celgate_engine::paramaccess::{self, BindingKind, BoundPolicyParams, Writer};
 use celgate_engine::request::Operation;
 use serde_json::Value;
 
-use crate::dispatch::Deps;
+use crate::deps::Deps;
 use crate::view::Snapshot;
 
 /// The field errors kube-apiserver would report for this write of one of celgate's kinds;
