@@ -78,13 +78,13 @@ fn nesting_depth(body: &[u8], limit: usize) -> usize {
 /// than serde_json's default of 128 levels are read as kube-apiserver reads them (up to
 /// [`MAX_REVIEW_DEPTH`]), on a stack that grows as the nesting needs.
 pub fn decode(body: &[u8]) -> Result<Value, ReviewError> {
-    if nesting_depth(body, MAX_REVIEW_DEPTH) > MAX_REVIEW_DEPTH {
-        return Err(ReviewError::TooDeep);
-    }
-    let mut de = serde_json::Deserializer::from_slice(body);
-    de.disable_recursion_limit();
-    let review = Value::deserialize(serde_stacker::Deserializer::new(&mut de))?;
-    de.end()?;
+    let review = match serde_json::from_slice::<Value>(body) {
+        Ok(review) => review,
+        // serde_json says so only in its message; the fast path above serves every review of
+        // ordinary depth, this one the rest.
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") => decode_deep(body)?,
+        Err(e) => return Err(e.into()),
+    };
     let field = |k: &str| review.get(k).and_then(Value::as_str).unwrap_or_default();
     let (api_version, kind) = (field("apiVersion"), field("kind"));
     if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
@@ -97,6 +97,18 @@ pub fn decode(body: &[u8]) -> Result<Value, ReviewError> {
         Some(Value::Object(_)) => Ok(review),
         _ => Err(ReviewError::NoRequest),
     }
+}
+
+/// Parses a body nested deeper than serde_json's default limit, up to [`MAX_REVIEW_DEPTH`].
+fn decode_deep(body: &[u8]) -> Result<Value, ReviewError> {
+    if nesting_depth(body, MAX_REVIEW_DEPTH) > MAX_REVIEW_DEPTH {
+        return Err(ReviewError::TooDeep);
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    de.disable_recursion_limit();
+    let review = Value::deserialize(serde_stacker::Deserializer::new(&mut de))?;
+    de.end()?;
+    Ok(review)
 }
 
 /// A decoded AdmissionReview v1 with a request, as a handler argument; a body that is not one

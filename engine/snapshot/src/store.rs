@@ -90,6 +90,11 @@ impl SnapshotStore {
         deadline: Instant,
         ready: impl Fn(&Snapshot) -> bool,
     ) -> Arc<Snapshot> {
+        // The common case costs one load: no waiter is registered (that takes Notify's lock).
+        let current = self.load();
+        if ready(&current) {
+            return current;
+        }
         loop {
             let changed = self.changed.notified();
             let mut changed = std::pin::pin!(changed);
