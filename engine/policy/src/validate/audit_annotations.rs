@@ -1,0 +1,114 @@
+//! A policy's audit annotations: their values, collected per key, and what their errors deny.
+
+use celgate_cel::{Activation, Budget, RUNTIME_BUDGET, Value};
+
+use crate::compile::CompiledExpr;
+use crate::model::ValidatingBindingSpec;
+
+use super::evaluation::{Batch, Evaluation};
+use super::outcome::{CheckError, Outcome, deny_first, policy_message};
+
+/// Longest audit annotation value, in bytes.
+pub const MAX_AUDIT_ANNOTATION_VALUE_BYTES: usize = 10 * 1024;
+
+/// Evaluates a policy's audit annotations, adding each value to its key's distinct values;
+/// an error denies under failurePolicy Fail (an unsupported type always).
+pub(super) fn evaluate_audit_annotations(
+    evaluation: &Evaluation<'_>,
+    binding: &ValidatingBindingSpec,
+    fail: bool,
+    collected: &mut Vec<(String, Vec<String>)>,
+    out: &mut Outcome,
+) {
+    let policy = evaluation.policy;
+    if policy.audit_annotations.is_empty() {
+        return;
+    }
+    let act = &evaluation.activation(Batch::AuditAnnotations);
+    let mut budget = evaluation.budget(RUNTIME_BUDGET);
+    for a in &policy.audit_annotations {
+        let value = eval_annotation(&a.program, &a.expression, act, &mut budget);
+        match value {
+            Ok(None) => {}
+            Ok(Some(mut v)) => {
+                if v.len() > MAX_AUDIT_ANNOTATION_VALUE_BYTES {
+                    let mut cut = MAX_AUDIT_ANNOTATION_VALUE_BYTES;
+                    while !v.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    v.truncate(cut);
+                }
+                match collected.iter_mut().find(|(k, _)| *k == a.key) {
+                    Some((_, values)) if values.contains(&v) => {}
+                    Some((_, values)) => values.push(v),
+                    None => collected.push((a.key.clone(), vec![v])),
+                }
+            }
+            Err(error) => {
+                // An unsupported return type denies even under Ignore, as upstream.
+                let always = matches!(error, CheckError::AnnotationType { .. });
+                if fail || always {
+                    deny_first(
+                        out,
+                        policy_message(&policy.name, Some(&binding.name), &error.to_string()),
+                        None,
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// An annotation value: `Ok(None)` when omitted.
+fn eval_annotation(
+    program: &CompiledExpr,
+    expression: &str,
+    act: &Activation<'_>,
+    budget: &mut Budget,
+) -> Result<Option<String>, CheckError> {
+    let p = program
+        .as_ref()
+        .map_err(|e| CheckError::Compile(e.clone()))?;
+    match p.eval(act, budget) {
+        Ok(Value::Null) => Ok(None),
+        Ok(Value::String(s)) => {
+            let s = s.trim();
+            Ok((!s.is_empty()).then(|| s.to_string()))
+        }
+        Ok(other) => Err(CheckError::AnnotationType {
+            expression: expression.to_string(),
+            type_name: other.type_name().to_string(),
+        }),
+        Err(error) => Err(CheckError::Eval {
+            expression: expression.to_string(),
+            error,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{AuditAnnotation, ValidationAction};
+    use crate::validate::test_policies::{run, spec};
+
+    #[test]
+    fn audit_annotation_values() {
+        let mut s = spec(vec![]);
+        s.audit_annotations = vec![
+            AuditAnnotation {
+                key: "replicas".into(),
+                value_expression: "'set to ' + string(object.spec.replicas)".into(),
+            },
+            AuditAnnotation {
+                key: "omitted".into(),
+                value_expression: "null".into(),
+            },
+        ];
+        let out = run(s, &[ValidationAction::Deny], "x");
+        assert!(out.allowed());
+        assert_eq!(
+            out.audit_annotations,
+            vec![("p/replicas".to_string(), "set to 3".to_string())]
+        );
+    }
+}

@@ -1,0 +1,165 @@
+//! One evaluation of a policy (the request, its namespace, one param, the authorizer): the
+//! activation each batch of expressions runs in, and the cost budgets.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use celgate_cel::authz::ResourceAttributes;
+use celgate_cel::{Activation, Authorizer, Budget, PER_CALL_LIMIT};
+
+use crate::compile::ValidatingPolicy;
+use crate::matching::Namespaces;
+use crate::request::Request;
+
+static NULL: serde_json::Value = serde_json::Value::Null;
+
+/// The Namespace object of a namespaced request (null for cluster-scoped requests and for
+/// Namespace objects themselves); an unknown namespace is an error returned as is, as upstream.
+pub(super) fn namespace_object<'n>(
+    req: &Request<'_>,
+    namespaces: &'n dyn Namespaces,
+) -> Result<&'n serde_json::Value, String> {
+    let is_namespace = req.kind.group.is_empty() && req.kind.name == "Namespace";
+    if req.namespace.is_empty() || is_namespace {
+        return Ok(&NULL);
+    }
+    namespaces
+        .get(req.namespace)
+        .ok_or_else(|| format!("namespaces \"{}\" not found", req.namespace))
+}
+
+/// One evaluation of a policy: the request, its namespace, one param and the authorizer. Each
+/// expression batch gets a fresh activation from it, so composited variables are memoised per
+/// batch as upstream.
+pub(super) struct Evaluation<'a> {
+    pub(super) req: &'a Request<'a>,
+    pub(super) namespace_object: &'a serde_json::Value,
+    pub(super) policy: &'a ValidatingPolicy,
+    pub(super) param: Option<&'a serde_json::Value>,
+    pub(super) authorizer: Option<&'a Arc<dyn Authorizer>>,
+    pub(super) deadline: Option<Instant>,
+}
+
+/// Which expressions an activation serves: they differ in `authorizer` and variables.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Batch {
+    /// Validations, match conditions: `authorizer` bound.
+    Checks,
+    /// Message expressions: no `authorizer` declared.
+    Messages,
+    /// Audit annotations: `authorizer` declared but not bound, as upstream.
+    AuditAnnotations,
+}
+
+impl<'a> Evaluation<'a> {
+    /// A fresh budget of `total`, stopping at the request's deadline.
+    pub(super) fn budget(&self, total: u64) -> Budget {
+        let budget = Budget::new(PER_CALL_LIMIT, total);
+        match self.deadline {
+            Some(at) => budget.with_deadline(at),
+            None => budget,
+        }
+    }
+
+    /// A fresh activation for one batch of expressions.
+    pub(super) fn activation(&self, batch: Batch) -> Activation<'a> {
+        let mut act = Activation::new();
+        act.bind_json("object", self.req.object);
+        act.bind_json("oldObject", self.req.old_object);
+        act.bind_json("request", self.req.raw);
+        act.bind_json("namespaceObject", self.namespace_object);
+        if self.policy.spec.param_kind.is_some() {
+            act.bind_json("params", self.param.unwrap_or(&NULL));
+        }
+        if batch == Batch::Messages {
+            act.bind_variables(&self.policy.message_variables);
+        } else {
+            act.bind_variables(&self.policy.variables);
+        }
+        if let (Batch::Checks, Some(authz)) = (batch, self.authorizer) {
+            let r = self.req;
+            act.bind_authorizer(
+                authz.clone(),
+                Some(ResourceAttributes {
+                    group: r.resource.group.to_string(),
+                    resource: r.resource.name.to_string(),
+                    subresource: r.sub_resource.to_string(),
+                    namespace: r.namespace.to_string(),
+                    name: r.name.to_string(),
+                    ..Default::default()
+                }),
+            );
+        }
+        act
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use serde_json::json;
+
+    use crate::model::{NamedExpression, Validation, ValidationAction};
+    use crate::request::Request;
+    use crate::validate::test_policies::{bound, cache, context, create_deployment, run, spec};
+    use crate::validate::validate;
+
+    #[test]
+    fn variables_and_namespace_object_as_in_the_docs_example() {
+        let mut s = spec(vec![Validation {
+            expression: "variables.exempt || variables.containersToCheck.all(c, c.image.startsWith(variables.environment + '.'))".into(),
+            message_expression: Some("'only ' + variables.environment + ' images are allowed in namespace ' + namespaceObject.metadata.name".into()),
+            ..Default::default()
+        }]);
+        let var = |name: &str, expression: &str| NamedExpression {
+            name: name.into(),
+            expression: expression.into(),
+        };
+        s.variables = vec![
+            var(
+                "environment",
+                "'environment' in namespaceObject.metadata.labels ? namespaceObject.metadata.labels['environment'] : 'prod'",
+            ),
+            var(
+                "exempt",
+                "'exempt' in namespaceObject.metadata.labels && namespaceObject.metadata.labels['exempt'] == 'true'",
+            ),
+            var("containers", "object.spec.template.spec.containers"),
+            var(
+                "containersToCheck",
+                "variables.containers.filter(c, c.image.contains('example.com/'))",
+            ),
+        ];
+        let denied = run(s.clone(), &[ValidationAction::Deny], "example.com/app:1");
+        assert_eq!(
+            denied.denial.map(|d| d.message),
+            Some("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: only staging images are allowed in namespace staging-ns".to_string())
+        );
+        assert!(run(s, &[ValidationAction::Deny], "staging.example.com/app:1").allowed());
+    }
+
+    #[test]
+    fn evaluation_stops_at_the_deadline() {
+        let list = (0..30).map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+        let s = spec(vec![Validation {
+            expression: format!("[{list}].all(a, [{list}].all(b, a + b >= 0))"),
+            ..Default::default()
+        }]);
+        let bound = bound(s, vec![ValidationAction::Deny]);
+        let raw = create_deployment(json!({"spec": {}}));
+        let req = Request::from_json(&raw).expect("valid request");
+        let namespaces = cache();
+        let mut ctx = context(&namespaces);
+        assert!(validate(std::slice::from_ref(&bound), &req, &ctx).allowed());
+        ctx.deadline = Some(Instant::now());
+        let denial = validate(&[bound], &req, &ctx).denial.expect("interrupted");
+        assert!(
+            denial
+                .message
+                .ends_with("resulted in error: operation interrupted"),
+            "{}",
+            denial.message
+        );
+    }
+}

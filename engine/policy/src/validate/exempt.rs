@@ -1,0 +1,26 @@
+//! The resources no ValidatingAdmissionPolicy ever applies to.
+
+use crate::request::Request;
+
+/// Resource groups the policies never see (kube-apiserver's excluded and policy resources).
+pub(super) fn exempt(req: &Request<'_>) -> bool {
+    let (g, r) = (req.resource.group, req.resource.name);
+    g == crate::GROUP
+        || (g == "admissionregistration.k8s.io"
+            && matches!(
+                r,
+                "validatingadmissionpolicies"
+                    | "validatingadmissionpolicybindings"
+                    | "mutatingadmissionpolicies"
+                    | "mutatingadmissionpolicybindings"
+            ))
+        || (g == "authentication.k8s.io" && matches!(r, "selfsubjectreviews" | "tokenreviews"))
+        || (g == "authorization.k8s.io"
+            && matches!(
+                r,
+                "localsubjectaccessreviews"
+                    | "selfsubjectaccessreviews"
+                    | "selfsubjectrulesreviews"
+                    | "subjectaccessreviews"
+            ))
+}

@@ -1,0 +1,302 @@
+//! Evaluates the ValidatingAdmissionPolicies that match a request and folds their decisions into
+//! one outcome, with kube-apiserver's messages, codes, warnings and audit annotations.
+//!
+//! Each file holds one step: `outcome` the result and its error types, `exempt` the resources
+//! no policy sees, `evaluation` the activation and budgets of one evaluation, `match_conditions`,
+//! `validations` (with their message expressions), `enforcement` (Deny, Warn, Audit) and
+//! `audit_annotations`; this module runs the policy and binding loop.
+
+mod audit_annotations;
+mod enforcement;
+mod evaluation;
+mod exempt;
+mod match_conditions;
+mod outcome;
+#[cfg(test)]
+mod test_policies;
+mod validations;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Instant;
+
+use celgate_cel::Authorizer;
+
+use crate::compile::ValidatingPolicy;
+use crate::matching::{self, Namespaces};
+use crate::model::{FailurePolicy, ValidatingBindingSpec};
+use crate::params::{self, Collected, ParamKindState, Params};
+use crate::request::Request;
+
+pub use audit_annotations::MAX_AUDIT_ANNOTATION_VALUE_BYTES;
+pub use outcome::{Check, CheckError, Denial, ErrorType, Outcome, VALIDATION_FAILURE_KEY};
+pub use validations::MAX_MESSAGE_EXPRESSION_BYTES;
+
+use audit_annotations::evaluate_audit_annotations;
+use enforcement::route_decision;
+use evaluation::{Evaluation, namespace_object};
+use exempt::exempt;
+use match_conditions::match_conditions_pass;
+use outcome::{deny_first, policy_message};
+use validations::evaluate_validations;
+
+/// A bound policy in a snapshot: the compiled policy and its bindings, in list order.
+#[derive(Debug, Clone)]
+pub struct BoundPolicy {
+    /// The compiled policy.
+    pub policy: Arc<ValidatingPolicy>,
+    /// Its bindings.
+    pub bindings: Vec<Arc<ValidatingBindingSpec>>,
+}
+
+/// What evaluation reads from the cluster, through the operator's caches.
+#[derive(Clone, Copy)]
+pub struct Context<'c> {
+    /// Namespaces, for selectors and `namespaceObject`.
+    pub namespaces: &'c dyn Namespaces,
+    /// Param kinds and their objects.
+    pub params: &'c dyn Params,
+    /// Authorization checks for the request's user (`authorizer`); unbound when `None`.
+    pub authorizer: Option<&'c Arc<dyn Authorizer>>,
+    /// When evaluation must stop (the API server's webhook timeout), if any.
+    pub deadline: Option<Instant>,
+}
+
+/// Validates a request against the bound policies.
+pub fn validate(policies: &[BoundPolicy], req: &Request<'_>, ctx: &Context<'_>) -> Outcome {
+    validate_only(policies, req, ctx, None)
+}
+
+/// Validates a request against the bound policies of one failure policy (all when `None`).
+pub fn validate_only(
+    policies: &[BoundPolicy],
+    req: &Request<'_>,
+    ctx: &Context<'_>,
+    only: Option<FailurePolicy>,
+) -> Outcome {
+    let mut out = Outcome::default();
+    if exempt(req) {
+        return out;
+    }
+    for bound in policies {
+        if only.is_none_or(|f| bound.policy.failure_policy() == f) {
+            evaluate_guarded(bound, req, ctx, &mut out);
+        }
+    }
+    out
+}
+
+/// Evaluates one policy so that a panic inside it (a defect in celgate) becomes that policy's
+/// error under its failurePolicy instead of taking the request, or the process, down.
+fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
+    let mut one = Outcome::default();
+    let evaluated = catch_unwind(AssertUnwindSafe(|| {
+        evaluate_policy(bound, req, ctx, &mut one);
+    }));
+    match evaluated {
+        Ok(()) => out.merge(one),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "a panic without a message".to_string());
+            if bound.policy.failure_policy() == FailurePolicy::Fail {
+                let error = CheckError::Internal(what);
+                deny_first(
+                    out,
+                    policy_message(&bound.policy.name, None, &error.to_string()),
+                    None,
+                );
+            }
+        }
+    }
+}
+
+/// Evaluates one policy: its match, then each binding with each of its params.
+fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
+    let policy = &bound.policy;
+    let fail = policy.failure_policy() == FailurePolicy::Fail;
+    let policy_match = match &policy.spec.match_constraints {
+        None => Err("policy contained no match constraints, a required field".to_string()),
+        Some(c) => matching::matches(c, req, ctx.namespaces).map_err(|e| e.to_string()),
+    };
+    match policy_match {
+        Ok(false) => return,
+        Ok(true) => {}
+        Err(e) => {
+            if fail {
+                let msg = format!("failed to configure policy: {e}");
+                deny_first(out, policy_message(&policy.name, None, &msg), None);
+            }
+            return;
+        }
+    }
+    let unserved = policy
+        .spec
+        .param_kind
+        .as_ref()
+        .filter(|kind| matches!(ctx.params.kind(kind), ParamKindState::NotServed));
+    if let Some(kind) = unserved {
+        if fail {
+            let msg = format!("failed to configure policy: {}", params::not_served(kind));
+            deny_first(out, policy_message(&policy.name, None, &msg), None);
+        }
+        return;
+    }
+    let namespace_object = match namespace_object(req, ctx.namespaces) {
+        Ok(ns) => ns,
+        Err(e) => {
+            deny_first(out, e, Some("NotFound"));
+            return;
+        }
+    };
+    let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
+    for binding in &bound.bindings {
+        let started = Instant::now();
+        // A binding whose match or params cannot be worked out is a configuration error.
+        let params = binding_params(policy, binding, req, ctx);
+        let params = match params {
+            Ok(Some(list)) => list,
+            Ok(None) => continue,
+            Err(e) => {
+                if fail {
+                    let msg = format!("failed to configure binding: {e}");
+                    deny_first(
+                        out,
+                        policy_message(&policy.name, Some(&binding.name), &msg),
+                        None,
+                    );
+                }
+                continue;
+            }
+        };
+        let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+        // Each param is its own evaluation with its own budget; any failing param denies.
+        for param in params {
+            let evaluation = Evaluation {
+                req,
+                namespace_object,
+                policy,
+                param,
+                authorizer: ctx.authorizer,
+                deadline: ctx.deadline,
+            };
+            if !match_conditions_pass(&evaluation, fail, binding, out) {
+                continue;
+            }
+            let decisions = evaluate_validations(policy, &evaluation, fail);
+            for d in &decisions {
+                route_decision(policy, binding, &binding_name, d, started.elapsed(), out);
+            }
+            if !decisions.iter().any(|d| d.deny) {
+                let error_type = decisions
+                    .iter()
+                    .find(|d| d.error)
+                    .map_or(ErrorType::NoError, |d| d.error_type);
+                if error_type != ErrorType::NoError {
+                    out.checks.push(Check {
+                        policy: policy.name.clone(),
+                        binding: binding_name.clone(),
+                        error_type,
+                        enforcement_action: "allow",
+                        elapsed: started.elapsed(),
+                    });
+                }
+            }
+            evaluate_audit_annotations(&evaluation, binding, fail, &mut annotations, out);
+        }
+    }
+    // Distinct values of one key across bindings and params are joined with ", ".
+    for (key, values) in annotations {
+        out.audit_annotations
+            .push((format!("{}/{key}", policy.name), values.join(", ")));
+    }
+}
+
+/// The params to evaluate a binding with; `None` when the binding does not apply (its match
+/// resources miss, or no param and `Allow`).
+fn binding_params<'p>(
+    policy: &ValidatingPolicy,
+    binding: &ValidatingBindingSpec,
+    req: &Request<'_>,
+    ctx: &Context<'p>,
+) -> Result<Option<Vec<Option<&'p serde_json::Value>>>, String> {
+    let selected = match &binding.match_resources {
+        None => true,
+        Some(m) => matching::matches(m, req, ctx.namespaces).map_err(|e| e.to_string())?,
+    };
+    if !selected {
+        return Ok(None);
+    }
+    let collected = params::collect(
+        policy.spec.param_kind.as_ref(),
+        binding.param_ref.as_ref(),
+        req,
+        ctx.params,
+    )?;
+    Ok(match collected {
+        Collected::Evaluate(list) => Some(list),
+        Collected::Skip => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use celgate_cel::Authorizer;
+    use serde_json::json;
+
+    use super::test_policies::{bound, cache, context, create_deployment, spec};
+    use super::validate;
+    use crate::model::{FailurePolicy, Validation, ValidationAction};
+    use crate::request::Request;
+
+    /// An authorizer with a defect: it panics.
+    struct Panicking;
+    impl Authorizer for Panicking {
+        fn check(&self, _: &celgate_cel::AuthzRequest) -> celgate_cel::AuthzDecision {
+            panic!("authorizer defect")
+        }
+    }
+
+    #[test]
+    fn a_panic_in_one_policy_is_that_policys_error_and_the_others_still_decide() {
+        let mut broken = spec(vec![Validation {
+            expression: "authorizer.path('/healthz').check('get').allowed()".into(),
+            ..Default::default()
+        }]);
+        broken.name = "broken".into();
+        let warn = spec(vec![Validation {
+            expression: "object.spec.replicas > 50".into(),
+            ..Default::default()
+        }]);
+        let raw = create_deployment(json!({"spec": {"replicas": 3}}));
+        let req = Request::from_json(&raw).expect("valid request");
+        let namespaces = cache();
+        let authorizer: Arc<dyn Authorizer> = Arc::new(Panicking);
+        let mut ctx = context(&namespaces);
+        ctx.authorizer = Some(&authorizer);
+        let policies = [
+            bound(broken.clone(), vec![ValidationAction::Deny]),
+            bound(warn, vec![ValidationAction::Warn]),
+        ];
+        let out = validate(&policies, &req, &ctx);
+        assert_eq!(
+            out.denial.map(|d| d.message).as_deref(),
+            Some(
+                "ValidatingAdmissionPolicy 'broken' denied request: internal error in celgate while evaluating the policy: authorizer defect"
+            )
+        );
+        assert_eq!(
+            out.warnings,
+            vec![
+                "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': failed expression: object.spec.replicas > 50"
+            ]
+        );
+        broken.failure_policy = FailurePolicy::Ignore;
+        let policies = [bound(broken, vec![ValidationAction::Deny])];
+        assert!(validate(&policies, &req, &ctx).allowed());
+    }
+}
