@@ -1,5 +1,5 @@
 //! celgate's policy engine, with no IO: policies are compiled once ([`compile`]), requests are
-//! matched against them ([`matching`]) and evaluated into one admission outcome ([`validate`]).
+//! matched against them ([`matching`]) and evaluated into one admission outcome ([`mod@validate`]).
 //! The operator feeds it plain data ([`model`]); the webhook feeds it decoded requests
 //! ([`request`]) and a [`PolicySet`] snapshot.
 
