@@ -143,12 +143,13 @@ pub async fn validate(
 ) -> Result<Decided, DispatchError> {
     let source = {
         let req = request_of(&review)?;
-        if !store.load().ready {
-            return Err(DispatchError::NotReady);
-        }
+        // A snapshot that is not ready has no policies, so this returns at once.
         let snapshot = store
             .wait_until(call.sync_deadline(), |s| s.caught_up_for(req.namespace))
             .await;
+        if !snapshot.ready {
+            return Err(DispatchError::NotReady);
+        }
         match deps
             .authorizers
             .clone()
