@@ -8,7 +8,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
 
 cache_root=${CELGATE_CACHE:-$HOME/.cache/celgate}
-pin_hash=$(sha256sum "$here/versions.env" "$here/build.sh" | sha256sum | cut -c1-12)
+# The contents only: a checkout elsewhere (a CI clone, a worktree) reuses the same build.
+pin_hash=$(cat "$here/versions.env" "$here/build.sh" | sha256sum | cut -c1-12)
 out="$cache_root/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$pin_hash"
 bins=(kube-apiserver kube-controller-manager kubectl etcd)
 
