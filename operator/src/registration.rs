@@ -4,6 +4,8 @@
 //! celgate's own namespace so a broken webhook cannot lock celgate out.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
 
 use celgate_engine::PolicySet;
 use celgate_engine::model::FailurePolicy;
@@ -15,6 +17,10 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::backoff::Backoff;
 
 /// Name of both webhook configurations and the field manager of their fields.
 pub const CONFIGURATION_NAME: &str = "celgate";
@@ -126,6 +132,68 @@ fn exclude_namespace(namespace: &str) -> LabelSelector {
     }
 }
 
+/// First delay before a failed apply of the webhook configurations is retried.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+/// Longest delay between two tries.
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Where and how the API server reaches celgate's webhooks.
+#[derive(Clone, Debug)]
+pub struct Registration {
+    /// Where the API server reaches the webhook.
+    pub endpoint: Endpoint,
+    /// The CA the API server must trust.
+    pub ca_pem: String,
+    /// celgate's own namespace, excluded from the webhooks.
+    pub namespace: String,
+}
+
+impl Registration {
+    /// Keeps both webhook configurations in step with the published policy sets (the latest
+    /// one on `sets`): applies them whenever the desired configuration differs from the one
+    /// last applied, and after a failure retries the latest set with growing delays.
+    pub async fn keep_applied(
+        self,
+        client: Client,
+        mut sets: watch::Receiver<Option<Arc<PolicySet>>>,
+    ) {
+        let mut applied: Option<ValidatingWebhookConfiguration> = None;
+        let mut retry = Backoff::new(RETRY_FIRST, RETRY_MAX);
+        loop {
+            let set = sets.borrow_and_update().clone();
+            if let Some(set) = set {
+                let desired = validating_configuration(
+                    &set,
+                    &self.endpoint,
+                    &self.ca_pem,
+                    &self.namespace,
+                );
+                if applied.as_ref() != Some(&desired) {
+                    match apply(&client, &desired, &mutating_configuration()).await {
+                        Ok(()) => {
+                            info!(
+                                bound_policies = set.validating.len(),
+                                "webhook configurations applied"
+                            );
+                            applied = Some(desired);
+                            retry.reset();
+                        }
+                        Err(error) => {
+                            let delay = retry.next_delay();
+                            warn!(%error, retry_in_s = delay.as_secs_f64(), "cannot apply the webhook configurations");
+                            tokio::time::sleep(delay).await;
+                            continue;
+                        }
+                    }
+                }
+            }
+            if sets.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
 /// The desired ValidatingWebhookConfiguration for a policy set.
 pub fn validating_configuration(
     set: &PolicySet,
@@ -218,7 +286,7 @@ pub fn mutating_configuration() -> MutatingWebhookConfiguration {
 }
 
 /// Applies both configurations with server-side apply (celgate owns every field it sets).
-pub async fn apply(
+async fn apply(
     client: &Client,
     validating: &ValidatingWebhookConfiguration,
     mutating: &MutatingWebhookConfiguration,
