@@ -61,8 +61,16 @@ mod tests {
         assert!(changes.next(Event::Init).is_none());
         assert!(changes.next(Event::InitApply("a")).is_none());
         assert!(changes.next(Event::InitApply("b")).is_none());
-        assert!(matches!(changes.next(Event::InitDone), Some(Change::Replace(all)) if all == ["a", "b"]));
-        assert!(matches!(changes.next(Event::Apply("c")), Some(Change::Apply("c"))));
-        assert!(matches!(changes.next(Event::Delete("a")), Some(Change::Delete("a"))));
+        assert!(
+            matches!(changes.next(Event::InitDone), Some(Change::Replace(all)) if all == ["a", "b"])
+        );
+        assert!(matches!(
+            changes.next(Event::Apply("c")),
+            Some(Change::Apply("c"))
+        ));
+        assert!(matches!(
+            changes.next(Event::Delete("a")),
+            Some(Change::Delete("a"))
+        ));
     }
 }

@@ -32,7 +32,8 @@ struct Stored {
 impl Stored {
     /// Applies a policy change; returns whether the paramKinds changed.
     fn policy(&mut self, change: Change<MutatingAdmissionPolicy>) -> bool {
-        let kind = |p: &MutatingAdmissionPolicy| p.spec.param_kind.as_ref().map(convert::param_kind);
+        let kind =
+            |p: &MutatingAdmissionPolicy| p.spec.param_kind.as_ref().map(convert::param_kind);
         match change {
             Change::Apply(p) => {
                 let kind = kind(&p);

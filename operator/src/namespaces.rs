@@ -16,8 +16,8 @@ use crate::changes::{Change, Changes};
 /// Follows every namespace into `store` until the process stops. A failed watch keeps the
 /// last view and is retried with backoff.
 pub async fn run(client: Client, store: Arc<SnapshotStore>) {
-    let events = watcher(Api::<Namespace>::all(client), watcher::Config::default())
-        .default_backoff();
+    let events =
+        watcher(Api::<Namespace>::all(client), watcher::Config::default()).default_backoff();
     let mut events = std::pin::pin!(events);
     let mut changes = Changes::default();
     while let Some(event) = events.next().await {
@@ -94,7 +94,9 @@ mod tests {
     fn team(store: &SnapshotStore, name: &str) -> Option<String> {
         let snapshot = store.load();
         let ns = snapshot.namespaces.get(name)?;
-        ns["metadata"]["labels"]["team"].as_str().map(str::to_string)
+        ns["metadata"]["labels"]["team"]
+            .as_str()
+            .map(str::to_string)
     }
 
     #[test]

@@ -111,8 +111,13 @@ impl Kind {
                         info!(api_version = %self.key.0, kind = %self.key.1, "param kind is served now");
                         self.show(ParamKindEntry::Syncing);
                     }
-                    self.follow(&client, &resource, caps.scope == Scope::Namespaced, &mut retry)
-                        .await;
+                    self.follow(
+                        &client,
+                        &resource,
+                        caps.scope == Scope::Namespaced,
+                        &mut retry,
+                    )
+                    .await;
                 }
                 Err(e) if is_not_found(&e) => {
                     if !matches!(self.shown, ParamKindEntry::NotServed) {
@@ -211,7 +216,8 @@ impl Kind {
     /// Publishes the kind's new state.
     fn show(&mut self, entry: ParamKindEntry) {
         debug!(api_version = %self.key.0, kind = %self.key.1, state = ?std::mem::discriminant(&entry), "publishing param kind");
-        self.store.publish_param_kind(&self.key, Some(entry.clone()));
+        self.store
+            .publish_param_kind(&self.key, Some(entry.clone()));
         self.shown = entry;
     }
 }
@@ -248,5 +254,213 @@ fn watch_not_found(error: &watcher::Error) -> bool {
         | watcher::Error::WatchFailed(e) => matches!(e, kube::Error::Api(s) if s.code == 404),
         watcher::Error::WatchError(status) => status.code == 404,
         watcher::Error::NoResourceVersion => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+    use crate::fixtures::{self, ApiServer, Reply, status};
+    use crate::policy_set;
+    use celgate_engine::BoundPolicy;
+    use celgate_snapshot::Snapshot;
+    use serde_json::json;
+    use tokio::time::Instant;
+
+    const KIND: (&str, &str) = ("example.com/v1", "Widget");
+    const LOOKUP: &str = "/apis/example.com/v1";
+    const WIDGETS: &str = "/apis/example.com/v1/widgets";
+
+    /// A policy set whose policies use these param kinds.
+    fn using(kinds: &[(&str, &str)]) -> PolicySet {
+        PolicySet {
+            validating: kinds
+                .iter()
+                .enumerate()
+                .map(|(i, kind)| BoundPolicy {
+                    policy: policy_set::compile(&fixtures::policy(
+                        &format!("p{i}"),
+                        1,
+                        "true",
+                        Some(*kind),
+                    )),
+                    bindings: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    fn served() -> Value {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "example.com/v1",
+               "resources": [{"name": "widgets", "singularName": "widget", "namespaced": true,
+                              "kind": "Widget", "verbs": ["get", "list", "watch"]}]})
+    }
+
+    fn widget(name: &str, max: u32) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": name, "namespace": "params", "resourceVersion": format!("{max}")},
+               "data": {"max": max}})
+    }
+
+    /// Answers the list of widgets with `items` and holds watches.
+    fn serve(items: Vec<Value>) -> impl FnMut(&fixtures::Call) -> Reply {
+        move |call| match (call.path.as_str(), call.is_watch()) {
+            (WIDGETS, true) => Reply::Hold,
+            (WIDGETS, false) => Reply::Json(200, fixtures::list(items.clone())),
+            (path, _) => panic!("unexpected call to {path}"),
+        }
+    }
+
+    /// How the store shows the kind: `absent`, `syncing`, `not served`, or `ready` with its
+    /// objects' `data.max` by name.
+    fn shown(snapshot: &Snapshot) -> String {
+        match snapshot.params.entry(KIND.0, KIND.1) {
+            None => "absent".into(),
+            Some(ParamKindEntry::Syncing) => "syncing".into(),
+            Some(ParamKindEntry::NotServed) => "not served".into(),
+            Some(ParamKindEntry::Ready(objects)) => {
+                let all: Vec<String> = objects
+                    .objects
+                    .iter()
+                    .map(|((_, name), v)| format!("{name}={}", v["data"]["max"]))
+                    .collect();
+                format!("ready {}", all.join(","))
+            }
+        }
+    }
+
+    /// Waits (on the paused clock) until the store shows `expected`, and returns what it shows.
+    async fn shows(store: &SnapshotStore, expected: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        shown(&*store.wait_until(deadline, |s| shown(s) == expected).await)
+    }
+
+    fn start() -> (Arc<SnapshotStore>, ParamWatches, ApiServer) {
+        let (client, api) = fixtures::pair();
+        let store = SnapshotStore::new();
+        let mut watches = ParamWatches::new(client, store.clone());
+        watches.sync(&using(&[KIND]));
+        (store, watches, api)
+    }
+
+    /// Bounds a scenario on the paused clock.
+    async fn bounded(scenario: impl std::future::Future<Output = ()>) {
+        tokio::time::timeout(Duration::from_secs(3600), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_param_kind_appearing_late_goes_from_not_served_to_ready() {
+        bounded(async {
+            let (store, mut watches, mut api) = start();
+            assert_eq!(shown(&store.load()), "syncing");
+
+            let lookup = api.next().await;
+            assert_eq!(lookup.path, LOOKUP);
+            lookup.reply(404, status(404, "NotFound"));
+            assert_eq!(shows(&store, "not served").await, "not served");
+
+            // Looked up again after the first retry delay: served now.
+            let answered = Instant::now();
+            let lookup = api.next().await;
+            assert_eq!(lookup.path, LOOKUP);
+            assert_eq!(Instant::now() - answered, LOOKUP_RETRY_FIRST);
+            lookup.reply(200, served());
+            let seen = api
+                .serve_until(serve(vec![widget("w1", 3)]), shows(&store, "ready w1=3"))
+                .await;
+            assert_eq!(seen, "ready w1=3");
+
+            // No policy uses the kind any more: its watch stops and its entry goes.
+            watches.sync(&PolicySet::default());
+            assert_eq!(shown(&store.load()), "absent");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transient_lookup_error_keeps_the_last_known_state() {
+        bounded(async {
+            let (store, _watches, mut api) = start();
+            // RBAC and server errors say nothing about the kind: it stays syncing.
+            for (code, reason) in [(403, "Forbidden"), (503, "ServiceUnavailable")] {
+                let lookup = api.next().await;
+                assert_eq!(lookup.path, LOOKUP);
+                lookup.reply(code, status(code, reason));
+            }
+            let lookup = api.next().await;
+            assert_eq!(shown(&store.load()), "syncing", "after two failed lookups");
+            lookup.reply(200, served());
+            api.serve_until(serve(vec![widget("w1", 3)]), shows(&store, "ready w1=3"))
+                .await;
+            api.serve_until_watching(serve(vec![]), WIDGETS).await;
+
+            // The API server stops serving the kind: the watch fails with 404, and the kind
+            // is looked up again. A failed lookup keeps the objects; a definite "not found"
+            // marks it not served.
+            api.end_watches(
+                WIDGETS,
+                &[json!({"type": "ERROR", "object": status(404, "NotFound")})],
+            );
+            let lookup = api.next().await;
+            assert_eq!(lookup.path, LOOKUP);
+            lookup.reply(500, status(500, "InternalError"));
+            let lookup = api.next().await;
+            assert_eq!(shown(&store.load()), "ready w1=3", "after a failed lookup");
+            lookup.reply(404, status(404, "NotFound"));
+            assert_eq!(shows(&store, "not served").await, "not served");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_param_event_replaces_only_its_object_and_a_watch_error_keeps_them() {
+        bounded(async {
+            let (store, _watches, mut api) = start();
+            api.next().await.reply(200, served());
+            api.serve_until(
+                serve(vec![widget("w1", 3), widget("w2", 4)]),
+                shows(&store, "ready w1=3,w2=4"),
+            )
+            .await;
+            api.serve_until_watching(serve(vec![]), WIDGETS).await;
+            let object = |s: &Snapshot, name: &str| match s.params.entry(KIND.0, KIND.1) {
+                Some(ParamKindEntry::Ready(objects)) => objects
+                    .objects
+                    .get(&("params".to_string(), name.to_string()))
+                    .cloned(),
+                _ => None,
+            };
+            let before = store.load();
+
+            api.end_watches(
+                WIDGETS,
+                &[json!({"type": "MODIFIED", "object": widget("w1", 5)})],
+            );
+            let seen = api
+                .serve_until(serve(vec![]), shows(&store, "ready w1=5,w2=4"))
+                .await;
+            assert_eq!(seen, "ready w1=5,w2=4");
+            let after = store.load();
+            // w2 was not converted again: the same allocation is shared.
+            assert!(Arc::ptr_eq(
+                &object(&before, "w2").unwrap(),
+                &object(&after, "w2").unwrap()
+            ));
+            assert_eq!(object(&after, "w1").unwrap()["apiVersion"], KIND.0);
+
+            // A watch error other than "not found" keeps the objects while the watch retries.
+            api.serve_until_watching(serve(vec![]), WIDGETS).await;
+            api.end_watches(
+                WIDGETS,
+                &[json!({"type": "ERROR", "object": status(500, "InternalError")})],
+            );
+            api.serve_until_watching(serve(vec![]), WIDGETS).await;
+            assert_eq!(shown(&store.load()), "ready w1=5,w2=4");
+        })
+        .await;
     }
 }

@@ -42,7 +42,9 @@ const RETRY_MAX: Duration = Duration::from_secs(300);
 #[derive(Debug, Error)]
 pub enum ReconcileError {
     /// A watch stopped before its first list completed, so the set cannot be built.
-    #[error("the watch of {0} stopped before its first list completed; the policy set is not published until it does")]
+    #[error(
+        "the watch of {0} stopped before its first list completed; the policy set is not published until it does"
+    )]
     StoreClosed(&'static str),
 }
 
@@ -306,13 +308,12 @@ mod tests {
 
     use super::*;
     use crate::fixtures::{
-        self, ApiServer, BINDINGS, POLICIES, Reply, binding, binding_json, policy,
-        policy_json,
+        self, ApiServer, BINDINGS, POLICIES, Reply, binding, binding_json, policy, policy_json,
     };
     use celgate_snapshot::{ParamKindEntry, Snapshot};
-    use serde_json::Value;
     use kube::runtime::reflector;
     use kube::runtime::watcher::Event;
+    use serde_json::Value;
     use serde_json::json;
     use tokio::time::Instant;
 
@@ -460,7 +461,10 @@ mod tests {
     async fn a_policy_added_is_compiled_and_published() {
         let mut h = Harness::listed(&[], &[]);
         h.ctx.republish().await.unwrap();
-        assert!(h.snapshot().ready, "an empty cluster publishes an empty set");
+        assert!(
+            h.snapshot().ready,
+            "an empty cluster publishes an empty set"
+        );
         assert!(h.snapshot().policies.validating.is_empty());
 
         h.apply_binding(binding("b", "p")).await;
@@ -511,12 +515,7 @@ mod tests {
 
         h.delete_policy(policy("p", 1, "true", None)).await;
         assert_eq!(bound(&h.snapshot()), pairs(&[]));
-        assert!(
-            !h.snapshot()
-                .policy_param_kinds
-                .validating
-                .contains_key("p")
-        );
+        assert!(!h.snapshot().policy_param_kinds.validating.contains_key("p"));
     }
 
     #[tokio::test]
@@ -563,7 +562,12 @@ mod tests {
         assert_eq!(lookup.path, "/apis/example.com/v1");
 
         h.delete_binding(binding("b", "p")).await;
-        assert!(h.snapshot().params.entry("example.com/v1", "Widget").is_none());
+        assert!(
+            h.snapshot()
+                .params
+                .entry("example.com/v1", "Widget")
+                .is_none()
+        );
     }
 
     #[tokio::test]
@@ -576,7 +580,13 @@ mod tests {
         drop(binding_writer);
         let (published, _sets) = watch::channel(None);
         let store = SnapshotStore::new();
-        let ctx = Arc::new(Context::new(client, store.clone(), policies, bindings, published));
+        let ctx = Arc::new(Context::new(
+            client,
+            store.clone(),
+            policies,
+            bindings,
+            published,
+        ));
         let p = Arc::new(policy("p", 1, "true", None));
         let mut delays = Vec::new();
         for _ in 0..3 {
@@ -652,10 +662,7 @@ mod tests {
                     move |call| {
                         if call.path == POLICIES && !call.is_watch() {
                             // Until the new list arrives, the last state stays published.
-                            assert_eq!(
-                                bound(&relisted_store.load()),
-                                pairs(&[("p1", &["b1"])])
-                            );
+                            assert_eq!(bound(&relisted_store.load()), pairs(&[("p1", &["b1"])]));
                         }
                         relist(call)
                     },
@@ -672,7 +679,10 @@ mod tests {
                 &[json!({"type": "ADDED", "object": policy_json("p2", 1, "true", None)})],
             );
             let seen = api
-                .serve_until(serve(vec![], bindings), bound_now(pairs(&[("p2", &["b2"])])))
+                .serve_until(
+                    serve(vec![], bindings),
+                    bound_now(pairs(&[("p2", &["b2"])])),
+                )
                 .await;
             assert_eq!(seen, pairs(&[("p2", &["b2"])]));
         };

@@ -162,12 +162,8 @@ impl Registration {
         loop {
             let set = sets.borrow_and_update().clone();
             if let Some(set) = set {
-                let desired = validating_configuration(
-                    &set,
-                    &self.endpoint,
-                    &self.ca_pem,
-                    &self.namespace,
-                );
+                let desired =
+                    validating_configuration(&set, &self.endpoint, &self.ca_pem, &self.namespace);
                 if applied.as_ref() != Some(&desired) {
                     match apply(&client, &desired, &mutating_configuration()).await {
                         Ok(()) => {
@@ -324,7 +320,100 @@ fn with_type<T: serde::Serialize>(obj: T, kind: &str) -> Result<serde_json::Valu
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
     use super::*;
+    use crate::fixtures::{self, status};
+    use crate::{convert, policy_set};
+    use celgate_engine::BoundPolicy;
+    use http::Method;
+    use serde_json::{Value, json};
+    use tokio::time::Instant;
+
+    const VALIDATING: &str =
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/celgate";
+    const MUTATING: &str =
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/celgate";
+
+    /// A set of one bound policy matching creates of `resource`.
+    fn matching(resource: &str) -> Option<Arc<PolicySet>> {
+        let mut policy = fixtures::policy_json("p", 1, "true", None);
+        policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = json!([resource]);
+        let policy = serde_json::from_value(policy).unwrap();
+        Some(Arc::new(PolicySet {
+            validating: vec![BoundPolicy {
+                policy: policy_set::compile(&policy),
+                bindings: vec![Arc::new(convert::validating_binding(&fixtures::binding(
+                    "b", "p",
+                )))],
+            }],
+        }))
+    }
+
+    /// The resources of the fail-closed webhook's rules in an applied configuration.
+    fn resources(body: &Value) -> Vec<String> {
+        body["webhooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|w| w["name"] == VALIDATE_FAIL)
+            .flat_map(|w| w["rules"].as_array().cloned().unwrap_or_default())
+            .flat_map(|r| r["resources"].as_array().cloned().unwrap_or_default())
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn configurations_are_applied_when_rules_change_and_retried_with_backoff() {
+        let scenario = async {
+            let (client, mut api) = fixtures::pair();
+            let (sets, receiver) = watch::channel(None);
+            let registration = Registration {
+                endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
+                ca_pem: "ca".into(),
+                namespace: "celgate-system".into(),
+            };
+            let _task = tokio::spawn(registration.keep_applied(client, receiver));
+
+            sets.send_replace(matching("configmaps"));
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, VALIDATING)
+            );
+            call.reply(500, status(500, "InternalError"));
+            let failed = Instant::now();
+
+            // Retried after the first delay, with the same configuration.
+            let call = api.next().await;
+            assert_eq!(Instant::now() - failed, RETRY_FIRST);
+            assert_eq!(call.path, VALIDATING);
+            assert_eq!(resources(&call.body), ["configmaps"]);
+            let body = call.body.clone();
+            call.reply(200, body);
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, MUTATING)
+            );
+            let body = call.body.clone();
+            call.reply(200, body);
+
+            // Another set with the same rules: nothing to apply.
+            sets.send_replace(matching("configmaps"));
+            let idle = tokio::time::timeout(Duration::from_secs(3600), api.next()).await;
+            assert!(idle.is_err(), "applied again with unchanged rules");
+
+            // New rules are applied.
+            sets.send_replace(matching("secrets"));
+            let call = api.next().await;
+            assert_eq!(call.path, VALIDATING);
+            assert_eq!(resources(&call.body), ["secrets"]);
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
 
     #[test]
     fn the_policy_webhook_covers_all_four_kinds() {
