@@ -215,7 +215,14 @@ impl Kind {
 
     /// Publishes the kind's new state.
     fn show(&mut self, entry: ParamKindEntry) {
-        debug!(api_version = %self.key.0, kind = %self.key.1, state = ?std::mem::discriminant(&entry), "publishing param kind");
+        let state = match &entry {
+            ParamKindEntry::Ready(objects) => {
+                format!("ready with {} objects", objects.objects.len())
+            }
+            ParamKindEntry::Syncing => "syncing".into(),
+            ParamKindEntry::NotServed => "not served".into(),
+        };
+        debug!(api_version = %self.key.0, kind = %self.key.1, %state, "publishing param kind");
         self.store
             .publish_param_kind(&self.key, Some(entry.clone()));
         self.shown = entry;

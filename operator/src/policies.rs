@@ -3,14 +3,15 @@
 //! compiles it when its uid or generation changed and republishes the policy set built from
 //! the reflector stores, which are the source of truth. A deletion (or a policy missing when a
 //! binding names it) reaches the controller as an object it cannot find, and republishes too;
-//! a completed re-list requeues every compiled policy, so what vanished while a watch was down
-//! leaves the set as well.
+//! each completed list (the first, and every re-list) requeues every stored and every compiled
+//! policy, so what vanished while a watch was down leaves the set as well.
 //!
 //! Publishing keeps one order: the param kinds of a new policy are syncing (so requests wait
-//! for them) before the policy is published, and the first publish waits until every stored
-//! policy is compiled, so the webhook never decides with half the policies.
+//! for them) before the policy is published, and nothing is published before both watches
+//! listed and every stored policy is compiled, so the webhook never decides with half the
+//! policies.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -41,11 +42,17 @@ const RETRY_MAX: Duration = Duration::from_secs(300);
 /// Why a policy could not be reconciled.
 #[derive(Debug, Error)]
 pub enum ReconcileError {
-    /// A watch stopped before its first list completed, so the set cannot be built.
-    #[error(
-        "the watch of {0} stopped before its first list completed; the policy set is not published until it does"
-    )]
-    StoreClosed(&'static str),
+    /// A watch has not completed its first list, so the set cannot be built yet. The policy is
+    /// requeued when the list completes (and retried with backoff meanwhile).
+    #[error("the first list of {0} has not completed yet")]
+    NotListed(&'static str),
+}
+
+/// One of the controller's two watches.
+#[derive(Clone, Copy, Debug)]
+enum Watched {
+    Policies,
+    Bindings,
 }
 
 /// What the policy controller reads and writes.
@@ -64,8 +71,24 @@ pub struct Context {
 struct State {
     cache: PolicyCache,
     params: ParamWatches,
+    /// Whether each watch completed its first list.
+    policies_listed: bool,
+    bindings_listed: bool,
     /// Whether a policy set was published yet.
     published: bool,
+}
+
+impl State {
+    /// The first watch whose first list has not completed, if any.
+    fn not_listed(&self) -> Option<&'static str> {
+        if !self.policies_listed {
+            Some("ValidatingAdmissionPolicies")
+        } else if !self.bindings_listed {
+            Some("ValidatingAdmissionPolicyBindings")
+        } else {
+            None
+        }
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -86,6 +109,8 @@ impl Context {
             state: Mutex::new(State {
                 cache: PolicyCache::default(),
                 params: ParamWatches::new(client, store.clone()),
+                policies_listed: false,
+                bindings_listed: false,
                 published: false,
             }),
             store,
@@ -96,16 +121,17 @@ impl Context {
         }
     }
 
-    /// Waits until both stores hold a complete list.
-    async fn stores_ready(&self) -> Result<(), ReconcileError> {
-        self.policies
-            .wait_until_ready()
-            .await
-            .map_err(|_| ReconcileError::StoreClosed("ValidatingAdmissionPolicies"))?;
-        self.bindings
-            .wait_until_ready()
-            .await
-            .map_err(|_| ReconcileError::StoreClosed("ValidatingAdmissionPolicyBindings"))
+    /// Records a completed list of one watch (its store holds the list now) and publishes:
+    /// an empty cluster gets its empty set as soon as both watches listed.
+    fn listed(&self, watched: Watched) {
+        {
+            let mut state = lock(&self.state);
+            match watched {
+                Watched::Policies => state.policies_listed = true,
+                Watched::Bindings => state.bindings_listed = true,
+            }
+        }
+        self.publish();
     }
 
     /// Compiles `policy` unless it is compiled at its current uid and generation.
@@ -120,23 +146,21 @@ impl Context {
         lock(&self.state).cache.insert(policy, compiled);
     }
 
-    /// Publishes the policy set built from the stores, once both hold a complete list.
-    pub async fn republish(&self) -> Result<(), ReconcileError> {
-        self.stores_ready().await?;
-        self.publish();
-        Ok(())
-    }
-
-    /// Publishes the policy set built from the stores (both must hold a complete list).
+    /// Publishes the policy set built from the stores, once both listed and (for the first
+    /// publish) every stored policy is compiled.
     fn publish(&self) {
         let mut state = lock(&self.state);
+        if let Some(watch) = state.not_listed() {
+            debug!(watch, "no policy set is published before the first list");
+            return;
+        }
         let built = state
             .cache
             .build(self.policies.state(), self.bindings.state());
         if !state.published && built.pending > 0 {
             debug!(
                 pending = built.pending,
-                "first policy set waits until every stored policy is compiled"
+                "the first policy set waits until every stored policy is compiled"
             );
             return;
         }
@@ -171,18 +195,20 @@ impl Context {
         }
     }
 
-    /// A reference to every compiled policy, to requeue after a re-list.
-    fn compiled_policies(&self) -> Vec<ObjectRef<ValidatingAdmissionPolicy>> {
-        lock(&self.state)
+    /// Every stored and every compiled policy, to requeue after a list.
+    fn to_requeue(&self) -> Vec<ObjectRef<ValidatingAdmissionPolicy>> {
+        let mut names: BTreeSet<String> = lock(&self.state)
             .cache
             .names()
-            .map(ObjectRef::new)
-            .collect()
+            .map(str::to_string)
+            .collect();
+        names.extend(self.policies.state().iter().map(|p| p.name_any()));
+        names.iter().map(|name| ObjectRef::new(name)).collect()
     }
 
     /// Handles one result of the controller: a policy it could not find was deleted (or never
     /// existed, when a binding names it), so the set is published without it.
-    async fn reconciled(
+    fn reconciled(
         &self,
         result: Result<
             (ObjectRef<ValidatingAdmissionPolicy>, Action),
@@ -193,9 +219,7 @@ impl Context {
             Ok((policy, _)) => debug!(%policy, "reconciled policy"),
             Err(controller::Error::ObjectNotFound(policy)) => {
                 debug!(%policy, "policy is not stored; publishing the set without it");
-                if let Err(error) = self.republish().await {
-                    warn!(%error, "cannot publish the policy set");
-                }
+                self.publish();
             }
             // Reported, and retried, by the error policy.
             Err(controller::Error::ReconcilerFailed(..)) => {}
@@ -212,7 +236,9 @@ pub async fn reconcile(
     policy: Arc<ValidatingAdmissionPolicy>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
-    ctx.stores_ready().await?;
+    if let Some(watch) = lock(&ctx.state).not_listed() {
+        return Err(ReconcileError::NotListed(watch));
+    }
     ctx.compile(&policy);
     ctx.publish();
     lock(&ctx.retries).remove(&policy.name_any());
@@ -230,18 +256,26 @@ pub fn error_policy(
         .entry(name.clone())
         .or_insert_with(|| Backoff::new(RETRY_FIRST, RETRY_MAX))
         .next_delay();
-    warn!(policy = %name, %error, retry_in_s = delay.as_secs_f64(), "cannot reconcile policy");
+    match error {
+        ReconcileError::NotListed(_) => {
+            debug!(policy = %name, %error, retry_in_s = delay.as_secs_f64(), "policy waits for the first lists")
+        }
+    }
     Action::requeue(delay)
 }
 
-/// Signals each completed list of a watch (the first one, and every re-list).
+/// Records each completed list of a watch (the first one, and every re-list) and asks for
+/// every policy to be requeued.
 fn on_list_done<K>(
-    listed: mpsc::UnboundedSender<()>,
+    ctx: Arc<Context>,
+    watched: Watched,
+    requeue: mpsc::UnboundedSender<()>,
 ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) {
     move |event| {
         if matches!(event, Ok(watcher::Event::InitDone)) {
+            ctx.listed(watched);
             // Only fails when the controller stopped, and then nothing waits for it.
-            let _ = listed.unbounded_send(());
+            let _ = requeue.unbounded_send(());
         }
     }
 }
@@ -254,20 +288,24 @@ pub fn controller(
     policy_writer: Writer<ValidatingAdmissionPolicy>,
     binding_writer: Writer<ValidatingAdmissionPolicyBinding>,
 ) -> impl Stream<Item = ()> {
-    let (listed, lists) = mpsc::unbounded();
+    let (requeue, lists) = mpsc::unbounded();
     let policies = watcher(Api::all(client.clone()), watcher::Config::default())
         .default_backoff()
         .reflect(policy_writer)
-        .inspect(on_list_done(listed.clone()))
+        .inspect(on_list_done(
+            ctx.clone(),
+            Watched::Policies,
+            requeue.clone(),
+        ))
         .touched_objects();
     let bindings = watcher(Api::all(client), watcher::Config::default())
         .default_backoff()
         .reflect(binding_writer)
-        .inspect(on_list_done(listed))
+        .inspect(on_list_done(ctx.clone(), Watched::Bindings, requeue))
         .touched_objects();
-    let requeue = {
+    let requeued = {
         let ctx = ctx.clone();
-        lists.flat_map(move |()| stream::iter(ctx.compiled_policies()))
+        lists.flat_map(move |()| stream::iter(ctx.to_requeue()))
     };
     Controller::for_stream(policies, ctx.policies.clone())
         .watches_stream(bindings, |binding: ValidatingAdmissionPolicyBinding| {
@@ -276,30 +314,21 @@ pub fn controller(
                 .policy_name
                 .map(|name| ObjectRef::<ValidatingAdmissionPolicy>::new(&name))
         })
-        .reconcile_on(requeue)
+        .reconcile_on(requeued)
         .run(reconcile, error_policy, ctx.clone())
-        .then(move |result| {
-            let ctx = ctx.clone();
-            async move { ctx.reconciled(result).await }
-        })
+        .map(move |result| ctx.reconciled(result))
 }
 
-/// Runs the policy controller until the process stops. An empty cluster still gets its
-/// (empty) policy set published once both lists complete.
+/// Runs the policy controller until the process stops.
 pub async fn run(
     client: Client,
     ctx: Arc<Context>,
     policy_writer: Writer<ValidatingAdmissionPolicy>,
     binding_writer: Writer<ValidatingAdmissionPolicyBinding>,
 ) {
-    let first = async {
-        if let Err(error) = ctx.republish().await {
-            warn!(%error, "cannot publish the policy set");
-        }
-    };
-    let controller = controller(client, ctx.clone(), policy_writer, binding_writer)
-        .for_each(|()| std::future::ready(()));
-    tokio::join!(first, controller);
+    controller(client, ctx, policy_writer, binding_writer)
+        .for_each(|()| std::future::ready(()))
+        .await;
 }
 
 #[cfg(test)]
@@ -348,6 +377,8 @@ mod tests {
                 binding_reader,
                 published,
             ));
+            ctx.listed(Watched::Policies);
+            ctx.listed(Watched::Bindings);
             Self {
                 ctx,
                 store,
@@ -405,7 +436,7 @@ mod tests {
                     policy_ref.erase(),
                 ))),
             };
-            self.ctx.reconciled(result).await;
+            self.ctx.reconciled(result);
         }
 
         fn snapshot(&self) -> Arc<Snapshot> {
@@ -460,7 +491,6 @@ mod tests {
     #[tokio::test]
     async fn a_policy_added_is_compiled_and_published() {
         let mut h = Harness::listed(&[], &[]);
-        h.ctx.republish().await.unwrap();
         assert!(
             h.snapshot().ready,
             "an empty cluster publishes an empty set"
@@ -571,13 +601,12 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_failed_reconcile_is_retried_with_growing_delays() {
+    async fn a_reconcile_before_the_lists_complete_is_retried_with_growing_delays() {
         let (client, _api) = fixtures::pair();
         let (policies, mut policy_writer) = reflector::store();
-        let (bindings, binding_writer) = reflector::store();
-        list(&mut policy_writer, &[policy("p", 1, "true", None)]);
-        // The bindings' watch ends before its first list.
-        drop(binding_writer);
+        let (bindings, mut binding_writer) = reflector::store();
+        let p = policy("p", 1, "true", None);
+        list(&mut policy_writer, std::slice::from_ref(&p));
         let (published, _sets) = watch::channel(None);
         let store = SnapshotStore::new();
         let ctx = Arc::new(Context::new(
@@ -587,16 +616,29 @@ mod tests {
             bindings,
             published,
         ));
-        let p = Arc::new(policy("p", 1, "true", None));
+        ctx.listed(Watched::Policies);
+
+        // The bindings' first list has not completed.
+        let p = Arc::new(p);
         let mut delays = Vec::new();
         for _ in 0..3 {
             let error = reconcile(p.clone(), ctx.clone()).await.unwrap_err();
-            assert!(matches!(error, ReconcileError::StoreClosed(_)));
+            assert!(matches!(error, ReconcileError::NotListed(_)));
             delays.push(error_policy(p.clone(), &error, ctx.clone()));
         }
         let secs = |s| Action::requeue(Duration::from_secs(s));
         assert_eq!(delays, [secs(1), secs(2), secs(4)]);
         assert!(!store.load().ready);
+
+        // It completes: the policy is requeued, reconciled and published, and its next
+        // failure starts again from the first delay.
+        list(&mut binding_writer, &[binding("b", "p")]);
+        ctx.listed(Watched::Bindings);
+        assert_eq!(ctx.to_requeue(), [ObjectRef::new("p")]);
+        reconcile(p.clone(), ctx.clone()).await.unwrap();
+        assert_eq!(bound(&store.load()), pairs(&[("p", &["b"])]));
+        let error = ReconcileError::NotListed("again");
+        assert_eq!(error_policy(p, &error, ctx), secs(1));
     }
 
     /// Answers the policy controller's calls: lists of `policies` and `bindings`, watches held.
@@ -607,6 +649,65 @@ mod tests {
             (BINDINGS, false) => Reply::Json(200, fixtures::list(bindings.clone())),
             (path, _) => panic!("unexpected call to {path}"),
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_controller_publishes_the_policies_stored_when_it_starts() {
+        let scenario = async {
+            let (client, mut api) = fixtures::pair();
+            let store = SnapshotStore::new();
+            let (policies, policy_writer) = reflector::store();
+            let (bindings, binding_writer) = reflector::store();
+            let (published, _sets) = watch::channel(None);
+            let ctx = Arc::new(Context::new(
+                client.clone(),
+                store.clone(),
+                policies,
+                bindings,
+                published,
+            ));
+            let _controller = tokio::spawn(run(client, ctx, policy_writer, binding_writer));
+            let policies = vec![
+                policy_json("p1", 1, "true", None),
+                policy_json("p2", 3, "true", None),
+            ];
+            let bindings = vec![binding_json("b1", "p1"), binding_json("b2", "p2")];
+
+            // The policies are listed, the bindings' list is slow: the policies are
+            // reconciled, fail (nothing is published) and wait.
+            let mut slow_bindings = serve(policies.clone(), vec![]);
+            let mut answer = move |call: &fixtures::Call| {
+                if call.path == BINDINGS {
+                    Reply::Hold
+                } else {
+                    slow_bindings(call)
+                }
+            };
+            api.serve_until_watching(&mut answer, POLICIES).await;
+            api.serve_until(&mut answer, tokio::time::sleep(Duration::from_millis(100)))
+                .await;
+            assert!(!store.load().ready);
+
+            // The bindings' list completes: every policy is requeued at once (not after its
+            // retry delay), and the first set holds them all.
+            api.end_watches(BINDINGS, &[fixtures::list(bindings.clone())]);
+            let listed = Instant::now();
+            let first = api
+                .serve_until(
+                    serve(policies, bindings),
+                    store.wait_until(listed + Duration::from_secs(60), |s| s.ready),
+                )
+                .await;
+            assert!(Instant::now() - listed < RETRY_FIRST);
+            assert_eq!(
+                bound(&first),
+                pairs(&[("p1", &["b1"]), ("p2", &["b2"])]),
+                "the first published set"
+            );
+        };
+        tokio::time::timeout(Duration::from_secs(300), scenario)
+            .await
+            .expect("the scenario did not finish");
     }
 
     #[tokio::test(start_paused = true)]
