@@ -2,16 +2,17 @@
 //! also watches their bindings (each mapped to the policy it names). Reconciling a policy
 //! compiles it when its uid or generation changed and republishes the policy set built from
 //! the reflector stores, which are the source of truth. A deletion (or a policy missing when a
-//! binding names it) reaches the controller as an object it cannot find, and republishes too;
-//! each completed list (the first, and every re-list) requeues every stored and every compiled
-//! policy, so what vanished while a watch was down leaves the set as well.
+//! binding names it) reaches the controller as an object it cannot find, and republishes too.
+//! Each completed list (the first, and every re-list) republishes, so what vanished while a
+//! watch was down leaves the set, and requeues every stored policy, so a reconcile that ran
+//! before the lists completed runs again at once.
 //!
 //! Publishing keeps one order: the param kinds of a new policy are syncing (so requests wait
 //! for them) before the policy is published, and nothing is published before both watches
 //! listed and every stored policy is compiled, so the webhook never decides with half the
 //! policies.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -195,15 +196,13 @@ impl Context {
         }
     }
 
-    /// Every stored and every compiled policy, to requeue after a list.
+    /// Every stored policy, to requeue after a list.
     fn to_requeue(&self) -> Vec<ObjectRef<ValidatingAdmissionPolicy>> {
-        let mut names: BTreeSet<String> = lock(&self.state)
-            .cache
-            .names()
-            .map(str::to_string)
-            .collect();
-        names.extend(self.policies.state().iter().map(|p| p.name_any()));
-        names.iter().map(|name| ObjectRef::new(name)).collect()
+        self.policies
+            .state()
+            .iter()
+            .map(|p| ObjectRef::from_obj(&**p))
+            .collect()
     }
 
     /// Handles one result of the controller: a policy it could not find was deleted (or never

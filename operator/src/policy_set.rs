@@ -205,9 +205,4 @@ impl PolicyCache {
         );
         converted
     }
-
-    /// Names of every compiled policy.
-    pub fn names(&self) -> impl Iterator<Item = &str> {
-        self.policies.keys().map(String::as_str)
-    }
 }
