@@ -1,11 +1,20 @@
 //! `celgate`: the operator with its co-located admission webhook, and offline commands.
 
 mod authorizer;
+mod backoff;
 mod certs;
+mod changes;
+mod controllers;
 mod convert;
+mod mutating;
+mod namespaces;
 mod params;
-mod reconcile;
+mod policies;
+mod policy_set;
 mod registration;
+
+#[cfg(test)]
+mod fixtures;
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
@@ -18,7 +27,7 @@ use kube::{Api, Client};
 use thiserror::Error;
 use tracing::{error, info};
 
-use registration::Endpoint;
+use registration::{Endpoint, Registration};
 
 /// mimalloc rather than the system allocator: the webhook allocates and frees a JSON tree per
 /// review across worker threads, where glibc's malloc took a fifth of the request path's CPU.
@@ -191,9 +200,7 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
     .await?;
     info!(%addr, "webhook listening");
 
-    let reconciler = reconcile::Reconciler {
-        client: client.clone(),
-        store,
+    let registration = Registration {
         endpoint,
         ca_pem: certificates.ca_pem.clone(),
         namespace: args.namespace.clone(),
@@ -233,7 +240,7 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
     let serving = server.clone();
     tokio::select! {
         r = serving.serve() => r?,
-        () = reconciler.run() => {},
+        () = controllers::run(client.clone(), store, registration) => {},
         () = rotation => {},
         _ = tokio::signal::ctrl_c() => {
             info!("shutting down");

@@ -1,46 +1,55 @@
-//! Watches of param kinds: one per paramKind the bound policies use, started when first used and
+//! Param kinds: one watch per paramKind the bound policies use, started when first used and
 //! stopped when no policy uses it (so a kind bound again later is watched afresh, never frozen).
-//! A kind the API server does not serve is retried until it appears.
+//! Each watch event updates only the object it names.
+//!
+//! Whether a kind is served is asked of discovery, and only a definite answer that it is not
+//! (the API server's 404, or a group version without the kind) marks it NotServed, which fails
+//! requests under failurePolicy Fail. Any other failure (RBAC, a timeout, a server error) keeps
+//! the kind's last known state and is retried with backoff.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use celgate_engine::{ParamObjects, PolicySet};
-use celgate_snapshot::{ParamKindEntry, SnapshotStore};
+use celgate_snapshot::{ParamKey, ParamKindEntry, SnapshotStore};
 use futures::StreamExt;
-use kube::api::{DynamicObject, GroupVersionKind};
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::discovery::{self, Scope};
-use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
+use serde_json::Value;
 use tokio::task::JoinHandle;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
-/// How often an unserved param kind is looked up again.
-const RETRY_UNSERVED: Duration = Duration::from_secs(2);
+use crate::backoff::Backoff;
+use crate::changes::{Change, Changes};
 
-/// (apiVersion, kind) of a param kind.
-pub type ParamKey = (String, String);
+/// First delay before a param kind is looked up again after a failed or negative lookup.
+const LOOKUP_RETRY_FIRST: Duration = Duration::from_secs(1);
+/// Longest delay between two lookups of a param kind.
+const LOOKUP_RETRY_MAX: Duration = Duration::from_secs(10);
 
 /// The running param watches.
 pub struct ParamWatches {
     client: Client,
-    state: Arc<SnapshotStore>,
+    store: Arc<SnapshotStore>,
     running: HashMap<ParamKey, JoinHandle<()>>,
 }
 
 impl ParamWatches {
     /// No watches yet.
-    pub fn new(client: Client, state: Arc<SnapshotStore>) -> Self {
+    pub fn new(client: Client, store: Arc<SnapshotStore>) -> Self {
         Self {
             client,
-            state,
+            store,
             running: HashMap::new(),
         }
     }
 
-    /// Starts watches for param kinds newly used by `set` and stops those no longer used.
+    /// Starts watches for param kinds newly used by `set` and stops those no longer used. A
+    /// new kind is published as syncing before this returns, so a policy published after it
+    /// finds its params syncing (requests wait for them) rather than unknown.
     pub fn sync(&mut self, set: &PolicySet) {
         let wanted: HashSet<ParamKey> = set
             .validating
@@ -53,7 +62,7 @@ impl ParamWatches {
             if !keep {
                 info!(api_version = %key.0, kind = %key.1, "no policy uses this param kind any more; stopping its watch");
                 task.abort();
-                self.state.publish_param_kind(key, None);
+                self.store.publish_param_kind(key, None);
             }
             keep
         });
@@ -61,84 +70,404 @@ impl ParamWatches {
             if self.running.contains_key(&key) {
                 continue;
             }
-            self.state
+            self.store
                 .publish_param_kind(&key, Some(ParamKindEntry::Syncing));
-            let task = tokio::spawn(watch_kind(
-                self.client.clone(),
-                self.state.clone(),
-                key.clone(),
-            ));
+            let kind = Kind {
+                store: self.store.clone(),
+                key: key.clone(),
+                shown: ParamKindEntry::Syncing,
+            };
+            let task = tokio::spawn(kind.run(self.client.clone()));
             self.running.insert(key, task);
         }
     }
 }
 
-fn parse_gvk(key: &ParamKey) -> GroupVersionKind {
+impl Drop for ParamWatches {
+    fn drop(&mut self) {
+        for task in self.running.values() {
+            task.abort();
+        }
+    }
+}
+
+/// One watched param kind and what was last published for it.
+struct Kind {
+    store: Arc<SnapshotStore>,
+    key: ParamKey,
+    shown: ParamKindEntry,
+}
+
+impl Kind {
+    /// Looks the kind up and follows its objects, looking it up again whenever the API server
+    /// says it is gone; runs until aborted.
+    async fn run(mut self, client: Client) {
+        let gvk = gvk(&self.key);
+        let mut retry = Backoff::new(LOOKUP_RETRY_FIRST, LOOKUP_RETRY_MAX);
+        loop {
+            match discovery::pinned_kind(&client, &gvk).await {
+                Ok((resource, caps)) => {
+                    if matches!(self.shown, ParamKindEntry::NotServed) {
+                        info!(api_version = %self.key.0, kind = %self.key.1, "param kind is served now");
+                        self.show(ParamKindEntry::Syncing);
+                    }
+                    self.follow(
+                        &client,
+                        &resource,
+                        caps.scope == Scope::Namespaced,
+                        &mut retry,
+                    )
+                    .await;
+                }
+                Err(e) if is_not_found(&e) => {
+                    if !matches!(self.shown, ParamKindEntry::NotServed) {
+                        warn!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param kind is not served; policies using it fail per their failurePolicy until it is");
+                        self.show(ParamKindEntry::NotServed);
+                    }
+                }
+                Err(e) => {
+                    warn!(api_version = %self.key.0, kind = %self.key.1, error = %e, "cannot look up param kind; it keeps its last known state until a lookup succeeds");
+                }
+            }
+            tokio::time::sleep(retry.next_delay()).await;
+        }
+    }
+
+    /// Follows the kind's objects until the API server says the kind is gone.
+    async fn follow(
+        &mut self,
+        client: &Client,
+        resource: &ApiResource,
+        namespaced: bool,
+        retry: &mut Backoff,
+    ) {
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+        let events = watcher(api, watcher::Config::default()).default_backoff();
+        let mut events = std::pin::pin!(events);
+        let mut changes = Changes::default();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(event) => {
+                    if let Some(change) = changes.next(event) {
+                        let objects = self.objects_after(change, namespaced);
+                        self.show(ParamKindEntry::Ready(objects));
+                        retry.reset();
+                    }
+                }
+                Err(e) if watch_not_found(&e) => {
+                    info!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param kind is gone; looking it up again");
+                    return;
+                }
+                Err(e) => {
+                    warn!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param watch failed; the kind keeps its last known objects until the watch recovers")
+                }
+            }
+        }
+    }
+
+    /// The kind's objects after `change`; objects it does not name are shared, not copied.
+    fn objects_after(&self, change: Change<DynamicObject>, namespaced: bool) -> Arc<ParamObjects> {
+        let mut objects = match (&self.shown, &change) {
+            (ParamKindEntry::Ready(objects), Change::Apply(_) | Change::Delete(_)) => {
+                objects.clone()
+            }
+            _ => Arc::new(ParamObjects {
+                namespaced,
+                objects: BTreeMap::new(),
+            }),
+        };
+        let edit = Arc::make_mut(&mut objects);
+        match change {
+            Change::Apply(object) => {
+                if let Some(value) = self.param_value(&object) {
+                    edit.objects.insert(object_key(&object, namespaced), value);
+                }
+            }
+            Change::Delete(object) => {
+                edit.objects.remove(&object_key(&object, namespaced));
+            }
+            Change::Replace(all) => {
+                for object in all {
+                    if let Some(value) = self.param_value(&object) {
+                        edit.objects.insert(object_key(&object, namespaced), value);
+                    }
+                }
+            }
+        }
+        objects
+    }
+
+    /// A param object as policies read it, with apiVersion and kind from the paramKind (as
+    /// upstream wraps them).
+    fn param_value(&self, object: &DynamicObject) -> Option<Arc<Value>> {
+        match serde_json::to_value(object) {
+            Ok(mut value) => {
+                value["apiVersion"] = self.key.0.clone().into();
+                value["kind"] = self.key.1.clone().into();
+                Some(Arc::new(value))
+            }
+            Err(e) => {
+                warn!(name = %object.name_any(), error = %e, "cannot convert a param object; it is left out");
+                None
+            }
+        }
+    }
+
+    /// Publishes the kind's new state.
+    fn show(&mut self, entry: ParamKindEntry) {
+        let state = match &entry {
+            ParamKindEntry::Ready(objects) => {
+                format!("ready with {} objects", objects.objects.len())
+            }
+            ParamKindEntry::Syncing => "syncing".into(),
+            ParamKindEntry::NotServed => "not served".into(),
+        };
+        debug!(api_version = %self.key.0, kind = %self.key.1, %state, "publishing param kind");
+        self.store
+            .publish_param_kind(&self.key, Some(entry.clone()));
+        self.shown = entry;
+    }
+}
+
+/// `(namespace, name)` of a param object; the namespace is empty for cluster-scoped kinds.
+fn object_key(object: &DynamicObject, namespaced: bool) -> (String, String) {
+    let namespace = if namespaced {
+        object.namespace().unwrap_or_default()
+    } else {
+        String::new()
+    };
+    (namespace, object.name_any())
+}
+
+fn gvk(key: &ParamKey) -> GroupVersionKind {
     let (group, version) = key.0.split_once('/').unwrap_or(("", key.0.as_str()));
     GroupVersionKind::gvk(group, version, &key.1)
 }
 
-fn objects(store: &Store<DynamicObject>, namespaced: bool, key: &ParamKey) -> ParamObjects {
-    let mut objects = BTreeMap::new();
-    for obj in store.state() {
-        let ns = if namespaced {
-            obj.namespace().unwrap_or_default()
-        } else {
-            String::new()
-        };
-        let name = obj.name_any();
-        match serde_json::to_value(obj.as_ref()) {
-            Ok(mut v) => {
-                // Params carry apiVersion and kind from the paramKind, as upstream wraps them.
-                v["apiVersion"] = key.0.clone().into();
-                v["kind"] = key.1.clone().into();
-                objects.insert((ns, name), Arc::new(v));
-            }
-            Err(e) => warn!(%name, error = %e, "cannot convert a param object"),
-        }
-    }
-    ParamObjects {
-        namespaced,
-        objects,
+/// Whether a lookup failed because the API server definitely does not serve the kind.
+fn is_not_found(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code == 404,
+        kube::Error::Discovery(_) => true,
+        _ => false,
     }
 }
 
-async fn watch_kind(client: Client, state: Arc<SnapshotStore>, key: ParamKey) {
-    let gvk = parse_gvk(&key);
-    let (resource, caps) = loop {
-        match discovery::pinned_kind(&client, &gvk).await {
-            Ok(found) => break found,
-            Err(e) => {
-                warn!(api_version = %key.0, kind = %key.1, error = %e, "param kind is not served; policies using it fail per their failurePolicy until it is");
-                state.publish_param_kind(&key, Some(ParamKindEntry::NotServed));
-                tokio::time::sleep(RETRY_UNSERVED).await;
+/// Whether a watch failed because the API server no longer serves the kind.
+fn watch_not_found(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => matches!(e, kube::Error::Api(s) if s.code == 404),
+        watcher::Error::WatchError(status) => status.code == 404,
+        watcher::Error::NoResourceVersion => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+    use crate::fixtures::{self, ApiServer, Reply, status};
+    use crate::policy_set;
+    use celgate_engine::BoundPolicy;
+    use celgate_snapshot::Snapshot;
+    use serde_json::json;
+    use tokio::time::Instant;
+
+    const KIND: (&str, &str) = ("example.com/v1", "Widget");
+    const LOOKUP: &str = "/apis/example.com/v1";
+    const WIDGETS: &str = "/apis/example.com/v1/widgets";
+
+    /// A policy set whose policies use these param kinds.
+    fn using(kinds: &[(&str, &str)]) -> PolicySet {
+        PolicySet {
+            validating: kinds
+                .iter()
+                .enumerate()
+                .map(|(i, kind)| BoundPolicy {
+                    policy: policy_set::compile(&fixtures::policy(
+                        &format!("p{i}"),
+                        1,
+                        "true",
+                        Some(*kind),
+                    )),
+                    bindings: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    fn served() -> Value {
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "example.com/v1",
+               "resources": [{"name": "widgets", "singularName": "widget", "namespaced": true,
+                              "kind": "Widget", "verbs": ["get", "list", "watch"]}]})
+    }
+
+    fn widget(name: &str, max: u32) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": name, "namespace": "params", "resourceVersion": format!("{max}")},
+               "data": {"max": max}})
+    }
+
+    /// Answers the list of widgets with `items` and holds watches.
+    fn serve(items: Vec<Value>) -> impl FnMut(&fixtures::Call) -> Reply {
+        move |call| match (call.path.as_str(), call.is_watch()) {
+            (WIDGETS, true) => Reply::Hold,
+            (WIDGETS, false) => Reply::Json(200, fixtures::list(items.clone())),
+            (path, _) => panic!("unexpected call to {path}"),
+        }
+    }
+
+    /// How the store shows the kind: `absent`, `syncing`, `not served`, or `ready` with its
+    /// objects' `data.max` by name.
+    fn shown(snapshot: &Snapshot) -> String {
+        match snapshot.params.entry(KIND.0, KIND.1) {
+            None => "absent".into(),
+            Some(ParamKindEntry::Syncing) => "syncing".into(),
+            Some(ParamKindEntry::NotServed) => "not served".into(),
+            Some(ParamKindEntry::Ready(objects)) => {
+                let all: Vec<String> = objects
+                    .objects
+                    .iter()
+                    .map(|((_, name), v)| format!("{name}={}", v["data"]["max"]))
+                    .collect();
+                format!("ready {}", all.join(","))
             }
         }
-    };
-    let namespaced = caps.scope == Scope::Namespaced;
-    state.publish_param_kind(&key, Some(ParamKindEntry::Syncing));
-    let api: Api<DynamicObject> = Api::all_with(client, &resource);
-    let writer = reflector::store::Writer::<DynamicObject>::new(resource.clone());
-    let reader = writer.as_reader();
-    let stream =
-        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
-    let mut stream = std::pin::pin!(stream);
-    let mut synced = false;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(watcher::Event::Init | watcher::Event::InitApply(_)) if !synced => {}
-            Ok(_) => {
-                synced = true;
-                state.publish_param_kind(
-                    &key,
-                    Some(ParamKindEntry::Ready(Arc::new(objects(
-                        &reader, namespaced, &key,
-                    )))),
-                );
+    }
+
+    /// Waits (on the paused clock) until the store shows `expected`, and returns what it shows.
+    async fn shows(store: &SnapshotStore, expected: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(600);
+        shown(&*store.wait_until(deadline, |s| shown(s) == expected).await)
+    }
+
+    fn start() -> (Arc<SnapshotStore>, ParamWatches, ApiServer) {
+        let (client, api) = fixtures::pair();
+        let store = SnapshotStore::new();
+        let mut watches = ParamWatches::new(client, store.clone());
+        watches.sync(&using(&[KIND]));
+        (store, watches, api)
+    }
+
+    /// Bounds a scenario on the paused clock.
+    async fn bounded(scenario: impl std::future::Future<Output = ()>) {
+        tokio::time::timeout(Duration::from_secs(3600), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_param_kind_appearing_late_goes_from_not_served_to_ready() {
+        bounded(async {
+            let (store, mut watches, mut api) = start();
+            assert_eq!(shown(&store.load()), "syncing");
+
+            let lookup = api.next().await;
+            assert_eq!(lookup.path, LOOKUP);
+            lookup.reply(404, status(404, "NotFound"));
+            assert_eq!(shows(&store, "not served").await, "not served");
+
+            // Looked up again after the first retry delay: served now.
+            let answered = Instant::now();
+            let lookup = api.next().await;
+            assert_eq!(lookup.path, LOOKUP);
+            assert_eq!(Instant::now() - answered, LOOKUP_RETRY_FIRST);
+            lookup.reply(200, served());
+            let seen = api
+                .serve_until(serve(vec![widget("w1", 3)]), shows(&store, "ready w1=3"))
+                .await;
+            assert_eq!(seen, "ready w1=3");
+
+            // No policy uses the kind any more: its watch stops and its entry goes.
+            watches.sync(&PolicySet::default());
+            assert_eq!(shown(&store.load()), "absent");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_transient_lookup_error_keeps_the_last_known_state() {
+        bounded(async {
+            let (store, _watches, mut api) = start();
+            // RBAC and server errors say nothing about the kind: it stays syncing.
+            for (code, reason) in [(403, "Forbidden"), (503, "ServiceUnavailable")] {
+                let lookup = api.next().await;
+                assert_eq!(lookup.path, LOOKUP);
+                lookup.reply(code, status(code, reason));
             }
-            Err(e) => {
-                warn!(api_version = %key.0, kind = %key.1, error = %e, "param watch failed; retrying")
-            }
-        }
+            let lookup = api.next().await;
+            assert_eq!(shown(&store.load()), "syncing", "after two failed lookups");
+            lookup.reply(200, served());
+            api.serve_until(serve(vec![widget("w1", 3)]), shows(&store, "ready w1=3"))
+                .await;
+            api.serve_until_watching(serve(vec![]), WIDGETS).await;
+
+            // The API server stops serving the kind: the watch fails with 404, and the kind
+            // is looked up again. A failed lookup keeps the objects; a definite "not found"
+            // marks it not served.
+            api.end_watches(
+                WIDGETS,
+                &[json!({"type": "ERROR", "object": status(404, "NotFound")})],
+            );
+            let lookup = api.next().await;
+            assert_eq!(lookup.path, LOOKUP);
+            lookup.reply(500, status(500, "InternalError"));
+            let lookup = api.next().await;
+            assert_eq!(shown(&store.load()), "ready w1=3", "after a failed lookup");
+            lookup.reply(404, status(404, "NotFound"));
+            assert_eq!(shows(&store, "not served").await, "not served");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_param_event_replaces_only_its_object_and_a_watch_error_keeps_them() {
+        bounded(async {
+            let (store, _watches, mut api) = start();
+            api.next().await.reply(200, served());
+            api.serve_until(
+                serve(vec![widget("w1", 3), widget("w2", 4)]),
+                shows(&store, "ready w1=3,w2=4"),
+            )
+            .await;
+            api.serve_until_watching(serve(vec![]), WIDGETS).await;
+            let object = |s: &Snapshot, name: &str| match s.params.entry(KIND.0, KIND.1) {
+                Some(ParamKindEntry::Ready(objects)) => objects
+                    .objects
+                    .get(&("params".to_string(), name.to_string()))
+                    .cloned(),
+                _ => None,
+            };
+            let before = store.load();
+
+            api.end_watches(
+                WIDGETS,
+                &[json!({"type": "MODIFIED", "object": widget("w1", 5)})],
+            );
+            let seen = api
+                .serve_until(serve(vec![]), shows(&store, "ready w1=5,w2=4"))
+                .await;
+            assert_eq!(seen, "ready w1=5,w2=4");
+            let after = store.load();
+            // w2 was not converted again: the same allocation is shared.
+            assert!(Arc::ptr_eq(
+                &object(&before, "w2").unwrap(),
+                &object(&after, "w2").unwrap()
+            ));
+            assert_eq!(object(&after, "w1").unwrap()["apiVersion"], KIND.0);
+
+            // A watch error other than "not found" keeps the objects while the watch retries.
+            api.serve_until_watching(serve(vec![]), WIDGETS).await;
+            api.end_watches(
+                WIDGETS,
+                &[json!({"type": "ERROR", "object": status(500, "InternalError")})],
+            );
+            api.serve_until_watching(serve(vec![]), WIDGETS).await;
+            assert_eq!(shown(&store.load()), "ready w1=5,w2=4");
+        })
+        .await;
     }
 }

@@ -4,6 +4,8 @@
 //! celgate's own namespace so a broken webhook cannot lock celgate out.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
 
 use celgate_engine::PolicySet;
 use celgate_engine::model::FailurePolicy;
@@ -15,6 +17,10 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::backoff::Backoff;
 
 /// Name of both webhook configurations and the field manager of their fields.
 pub const CONFIGURATION_NAME: &str = "celgate";
@@ -126,6 +132,64 @@ fn exclude_namespace(namespace: &str) -> LabelSelector {
     }
 }
 
+/// First delay before a failed apply of the webhook configurations is retried.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+/// Longest delay between two tries.
+const RETRY_MAX: Duration = Duration::from_secs(60);
+
+/// Where and how the API server reaches celgate's webhooks.
+#[derive(Clone, Debug)]
+pub struct Registration {
+    /// Where the API server reaches the webhook.
+    pub endpoint: Endpoint,
+    /// The CA the API server must trust.
+    pub ca_pem: String,
+    /// celgate's own namespace, excluded from the webhooks.
+    pub namespace: String,
+}
+
+impl Registration {
+    /// Keeps both webhook configurations in step with the published policy sets (the latest
+    /// one on `sets`): applies them whenever the desired configuration differs from the one
+    /// last applied, and after a failure retries the latest set with growing delays.
+    pub async fn keep_applied(
+        self,
+        client: Client,
+        mut sets: watch::Receiver<Option<Arc<PolicySet>>>,
+    ) {
+        let mut applied: Option<ValidatingWebhookConfiguration> = None;
+        let mut retry = Backoff::new(RETRY_FIRST, RETRY_MAX);
+        loop {
+            let set = sets.borrow_and_update().clone();
+            if let Some(set) = set {
+                let desired =
+                    validating_configuration(&set, &self.endpoint, &self.ca_pem, &self.namespace);
+                if applied.as_ref() != Some(&desired) {
+                    match apply(&client, &desired, &mutating_configuration()).await {
+                        Ok(()) => {
+                            info!(
+                                bound_policies = set.validating.len(),
+                                "webhook configurations applied"
+                            );
+                            applied = Some(desired);
+                            retry.reset();
+                        }
+                        Err(error) => {
+                            let delay = retry.next_delay();
+                            warn!(%error, retry_in_s = delay.as_secs_f64(), "cannot apply the webhook configurations");
+                            tokio::time::sleep(delay).await;
+                            continue;
+                        }
+                    }
+                }
+            }
+            if sets.changed().await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
 /// The desired ValidatingWebhookConfiguration for a policy set.
 pub fn validating_configuration(
     set: &PolicySet,
@@ -218,7 +282,7 @@ pub fn mutating_configuration() -> MutatingWebhookConfiguration {
 }
 
 /// Applies both configurations with server-side apply (celgate owns every field it sets).
-pub async fn apply(
+async fn apply(
     client: &Client,
     validating: &ValidatingWebhookConfiguration,
     mutating: &MutatingWebhookConfiguration,
@@ -256,7 +320,100 @@ fn with_type<T: serde::Serialize>(obj: T, kind: &str) -> Result<serde_json::Valu
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
     use super::*;
+    use crate::fixtures::{self, status};
+    use crate::{convert, policy_set};
+    use celgate_engine::BoundPolicy;
+    use http::Method;
+    use serde_json::{Value, json};
+    use tokio::time::Instant;
+
+    const VALIDATING: &str =
+        "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/celgate";
+    const MUTATING: &str =
+        "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/celgate";
+
+    /// A set of one bound policy matching creates of `resource`.
+    fn matching(resource: &str) -> Option<Arc<PolicySet>> {
+        let mut policy = fixtures::policy_json("p", 1, "true", None);
+        policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = json!([resource]);
+        let policy = serde_json::from_value(policy).unwrap();
+        Some(Arc::new(PolicySet {
+            validating: vec![BoundPolicy {
+                policy: policy_set::compile(&policy),
+                bindings: vec![Arc::new(convert::validating_binding(&fixtures::binding(
+                    "b", "p",
+                )))],
+            }],
+        }))
+    }
+
+    /// The resources of the fail-closed webhook's rules in an applied configuration.
+    fn resources(body: &Value) -> Vec<String> {
+        body["webhooks"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|w| w["name"] == VALIDATE_FAIL)
+            .flat_map(|w| w["rules"].as_array().cloned().unwrap_or_default())
+            .flat_map(|r| r["resources"].as_array().cloned().unwrap_or_default())
+            .filter_map(|r| r.as_str().map(str::to_string))
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn configurations_are_applied_when_rules_change_and_retried_with_backoff() {
+        let scenario = async {
+            let (client, mut api) = fixtures::pair();
+            let (sets, receiver) = watch::channel(None);
+            let registration = Registration {
+                endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
+                ca_pem: "ca".into(),
+                namespace: "celgate-system".into(),
+            };
+            let _task = tokio::spawn(registration.keep_applied(client, receiver));
+
+            sets.send_replace(matching("configmaps"));
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, VALIDATING)
+            );
+            call.reply(500, status(500, "InternalError"));
+            let failed = Instant::now();
+
+            // Retried after the first delay, with the same configuration.
+            let call = api.next().await;
+            assert_eq!(Instant::now() - failed, RETRY_FIRST);
+            assert_eq!(call.path, VALIDATING);
+            assert_eq!(resources(&call.body), ["configmaps"]);
+            let body = call.body.clone();
+            call.reply(200, body);
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, MUTATING)
+            );
+            let body = call.body.clone();
+            call.reply(200, body);
+
+            // Another set with the same rules: nothing to apply.
+            sets.send_replace(matching("configmaps"));
+            let idle = tokio::time::timeout(Duration::from_secs(3600), api.next()).await;
+            assert!(idle.is_err(), "applied again with unchanged rules");
+
+            // New rules are applied.
+            sets.send_replace(matching("secrets"));
+            let call = api.next().await;
+            assert_eq!(call.path, VALIDATING);
+            assert_eq!(resources(&call.body), ["secrets"]);
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
 
     #[test]
     fn the_policy_webhook_covers_all_four_kinds() {
