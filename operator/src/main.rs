@@ -191,7 +191,8 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
     let addr = SocketAddr::new(args.bind_address, args.webhook_port);
     let server = celgate_webhook::Server::new(
         addr,
-        celgate_webhook::AppState::new(store.clone(), deps),
+        store.clone(),
+        deps,
         celgate_webhook::TlsMaterial {
             cert_pem: certificates.cert_pem.clone(),
             key_pem: certificates.key_pem.clone(),

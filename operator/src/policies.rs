@@ -170,11 +170,7 @@ impl Context {
         state.params.sync(&built.set);
         let set = Arc::new(built.set);
         let param_kinds = state.cache.param_kinds();
-        let revision = self.store.update(|s| {
-            s.policies = set.clone();
-            s.policy_param_kinds = param_kinds.clone();
-            s.ready = true;
-        });
+        let revision = self.store.publish_policies(set.clone(), param_kinds);
         state.published = true;
         info!(
             revision,

@@ -27,8 +27,7 @@ use celgate_engine::model::{
     ValidatingPolicySpec, Validation, ValidationAction,
 };
 use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
-use celgate_snapshot::{Deps, NamespaceView, PolicyParamKinds, SnapshotStore};
-use celgate_webhook::AppState;
+use celgate_snapshot::{Deps, NamespaceView, SnapshotStore};
 use celgate_webhook::server::{Server, TlsMaterial};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::{http1, http2};
@@ -411,15 +410,14 @@ fn main() {
             "shop".to_string(),
             json!({"metadata": {"name": "shop"}}),
         )]));
-        store.publish_policies(policies(), PolicyParamKinds::default());
-        let state = AppState::new(store, Deps::default());
+        store.publish_policies(Arc::new(policies()), Arc::default());
         let (material, roots) = tls_material();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .unwrap()
             .port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let server = Server::new(addr, state, material).await.unwrap();
+        let server = Server::new(addr, store, Deps::default(), material).await.unwrap();
         let serving = server.clone();
         tokio::spawn(async move { serving.serve().await });
         let mut client = rustls::ClientConfig::builder()

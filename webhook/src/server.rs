@@ -84,12 +84,15 @@ pub struct Server {
 }
 
 impl Server {
-    /// Prepares a server on `addr` with an initial certificate.
+    /// Prepares a server on `addr` with an initial certificate, deciding over the snapshots
+    /// published into `store`.
     pub async fn new(
         addr: SocketAddr,
-        state: Arc<AppState>,
+        store: Arc<SnapshotStore>,
+        deps: Deps,
         tls: TlsMaterial,
     ) -> Result<Self, ServerError> {
+        let state = AppState::new(store, deps);
         let tls = RustlsConfig::from_pem(tls.cert_pem.into_bytes(), tls.key_pem.into_bytes())
             .await
             .map_err(ServerError::Tls)?;

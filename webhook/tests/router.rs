@@ -12,7 +12,7 @@ use celgate_engine::model::{
     Validation, ValidationAction,
 };
 use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
-use celgate_snapshot::{Deps, NamespaceView, PolicyParamKinds, SnapshotStore};
+use celgate_snapshot::{Deps, NamespaceView, SnapshotStore};
 use celgate_webhook::AppState;
 use celgate_webhook::server::router;
 use http_body_util::BodyExt;
@@ -79,7 +79,7 @@ fn new_state() -> Arc<AppState> {
 fn publish(state: &AppState, policies: PolicySet) {
     state
         .store
-        .publish_policies(policies, PolicyParamKinds::default());
+        .publish_policies(Arc::new(policies), Arc::default());
 }
 
 async fn post(state: &Arc<AppState>, path: &str, body: String) -> (StatusCode, String) {

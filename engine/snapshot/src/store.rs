@@ -46,8 +46,11 @@ impl SnapshotStore {
 
     /// Publishes a new policy set with the paramKinds of every stored policy; the webhook is
     /// ready from the first call on. Returns the new revision.
-    pub fn publish_policies(&self, policies: PolicySet, param_kinds: PolicyParamKinds) -> u64 {
-        let (policies, param_kinds) = (Arc::new(policies), Arc::new(param_kinds));
+    pub fn publish_policies(
+        &self,
+        policies: Arc<PolicySet>,
+        param_kinds: Arc<PolicyParamKinds>,
+    ) -> u64 {
         self.update(|s| {
             s.policies = policies.clone();
             s.policy_param_kinds = param_kinds.clone();
@@ -140,7 +143,7 @@ mod tests {
         store.publish_namespace("a", None);
         assert!(store.load().namespaces.get("a").is_none());
         assert!(!store.load().ready);
-        store.publish_policies(PolicySet::default(), PolicyParamKinds::default());
+        store.publish_policies(Arc::default(), Arc::default());
         assert!(store.load().ready);
     }
 

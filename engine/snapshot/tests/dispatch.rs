@@ -15,8 +15,7 @@ use celgate_engine::model::{
 use celgate_engine::{BoundPolicy, ParamObjects, PolicySet, Request, compile_validating};
 use celgate_snapshot::dispatch::{self, Call};
 use celgate_snapshot::{
-    AuthorizerSource, Deps, DispatchError, NamespaceView, ParamKindEntry, PolicyParamKinds,
-    SnapshotStore,
+    AuthorizerSource, Deps, DispatchError, NamespaceView, ParamKindEntry, SnapshotStore,
 };
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -111,7 +110,7 @@ fn store_with(policies: PolicySet) -> Arc<SnapshotStore> {
         "default".to_string(),
         json!({"metadata": {"name": "default"}}),
     )]));
-    store.publish_policies(policies, PolicyParamKinds::default());
+    store.publish_policies(Arc::new(policies), Arc::default());
     store
 }
 
@@ -210,8 +209,8 @@ async fn a_decision_reads_one_snapshot_even_while_new_ones_are_published() {
     let store = store_with(policy("object.spec.replicas <= 5"));
     let loaded = store.load();
     store.publish_policies(
-        policy("object.spec.replicas <= 10"),
-        PolicyParamKinds::default(),
+        Arc::new(policy("object.spec.replicas <= 10")),
+        Arc::default(),
     );
     let raw = review("default", 6);
     let req = Request::from_json(&raw["request"]).unwrap();
