@@ -11,15 +11,15 @@ use std::sync::Arc;
 use crate::activation::Activation;
 use crate::cost::{
     Budget, CHECK_FREQUENCY, LIST_CREATE_COST, MAP_CREATE_COST, SELECT_COST, STRUCT_CREATE_COST,
+    actual_size, traversal_cost,
 };
 use crate::error::EvalError;
-use crate::libs::{actual_size, traversal_cost};
-use crate::plan::{Call, Loop, LoopKind, Node, StructNode};
-use crate::structs::StructValue;
-use crate::value::{Key, List, Map, OwnedMap, Str, Value};
+use crate::program::{Call, Loop, LoopKind, Node, StructNode};
+use crate::value::{Key, List, Map, OwnedMap, Str, StructValue, Value};
 
-/// Evaluation state for one call of a program.
-pub(crate) struct Ctx<'r, 'a> {
+/// One evaluation of a program: the activation and budget it runs against, the
+/// comprehension variables' slots, and the cost and loop iterations counted so far.
+pub(crate) struct Evaluation<'r, 'a> {
     act: &'r Activation<'a>,
     budget: &'r mut Budget,
     locals: Vec<Value<'a>>,
@@ -30,7 +30,7 @@ pub(crate) struct Ctx<'r, 'a> {
     pending: Vec<(usize, u64)>,
 }
 
-impl<'r, 'a> Ctx<'r, 'a> {
+impl<'r, 'a> Evaluation<'r, 'a> {
     pub fn new(act: &'r Activation<'a>, budget: &'r mut Budget, slots: usize) -> Self {
         Self {
             act,
@@ -850,43 +850,13 @@ fn optional_entry<'a>(
 
 /// cel-go's error for a comprehension over a value that is neither a list nor a map.
 fn not_iterable(v: &Value<'_>, two_vars: bool) -> EvalError {
-    let Some(go_type) = go_type_name(v) else {
+    let Some(go_type) = v.go_type_name() else {
         return EvalError::NoSuchOverload;
     };
     EvalError::msg(if two_vars {
         format!("unsupported comprehension range type: {go_type}")
     } else {
         format!("got '{go_type}', expected iterable type")
-    })
-}
-
-/// The Go type (`%T`) of the cel-go value standing for `v`, as cel-go's messages name it
-/// (`None` for message values, which have no cel-go counterpart here).
-fn go_type_name(v: &Value<'_>) -> Option<&'static str> {
-    Some(match v {
-        Value::Null => "types.Null",
-        Value::Bool(_) => "types.Bool",
-        Value::Int(_) => "types.Int",
-        Value::Uint(_) => "types.Uint",
-        Value::Double(_) => "types.Double",
-        Value::String(_) => "types.String",
-        Value::Bytes(_) => "types.Bytes",
-        Value::List(_) => "*types.baseList",
-        Value::Map(_) => "*types.baseMap",
-        Value::Timestamp(_) => "types.Timestamp",
-        Value::Duration(_) => "types.Duration",
-        Value::Type(_) => "*types.Type",
-        Value::Optional(_) => "*types.Optional",
-        // Kubernetes' library types live in its `cel` package.
-        Value::Opaque(o) => match o.type_name() {
-            crate::libs::ip::IP => "cel.IP",
-            crate::libs::ip::CIDR => "cel.CIDR",
-            crate::libs::quantity::QUANTITY => "cel.Quantity",
-            crate::libs::semver::SEMVER => "cel.Semver",
-            crate::libs::urls::URL => "cel.URL",
-            other => other,
-        },
-        Value::Struct(_) => return None,
     })
 }
 
@@ -940,7 +910,7 @@ fn lookup<'a>(container: &Value<'a>, key: &Value<'_>) -> Result<Option<Value<'a>
                 Value::Double(d) => crate::value::double_to_int_lossless(*d).ok_or_else(|| {
                     EvalError::msg(format!(
                         "unsupported index value {} in list",
-                        crate::libs::std_lib::format_double(*d)
+                        crate::value::format_double(*d)
                     ))
                 })?,
                 other => {
@@ -963,7 +933,7 @@ fn display_key(v: &Value<'_>) -> String {
         Value::String(s) => s.to_string(),
         Value::Int(i) => i.to_string(),
         Value::Uint(u) => u.to_string(),
-        Value::Double(d) => crate::libs::std_lib::format_double(*d),
+        Value::Double(d) => crate::value::format_double(*d),
         Value::Bool(b) => b.to_string(),
         other => other.type_name().to_string(),
     }

@@ -8,8 +8,10 @@ use std::any::Any;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::opaque::{opaque, opaque_arg, same_type};
-use super::{Registry, actual_size, arg, str_arg, traversal_cost};
+use super::{arg, str_arg};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{Opaque, Value};
 
@@ -38,7 +40,7 @@ pub(crate) fn register(r: &mut Registry) {
         .cost(cost_parse_twice)
         .done();
     r.def("family").member(&[ip()], Int).imp(family).done();
-    let classes: [(&str, super::ImplFn); 5] = [
+    let classes: [(&str, crate::registry::ImplFn); 5] = [
         ("isUnspecified", is_unspecified),
         ("isLoopback", is_loopback),
         ("isLinkLocalMulticast", is_link_local_multicast),
@@ -110,6 +112,9 @@ impl Opaque for Ip {
     fn type_name(&self) -> &'static str {
         IP
     }
+    fn go_type_name(&self) -> &'static str {
+        "cel.IP"
+    }
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -121,6 +126,9 @@ impl Opaque for Ip {
 impl Opaque for Cidr {
     fn type_name(&self) -> &'static str {
         CIDR
+    }
+    fn go_type_name(&self) -> &'static str {
+        "cel.CIDR"
     }
     fn as_any(&self) -> &dyn Any {
         self

@@ -4,9 +4,10 @@
 
 use std::cmp::Ordering;
 
-use super::{ImplFn, Registry, arg};
+use super::arg;
 use crate::error::EvalError;
 use crate::libs::time::duration_add;
+use crate::registry::{ImplFn, Registry};
 use crate::types::Type;
 use crate::value::{List, Value};
 

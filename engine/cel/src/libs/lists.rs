@@ -5,8 +5,10 @@
 
 use std::cmp::Ordering;
 
-use super::{Registry, actual_size, arg, go_sort, int_arg};
+use super::{arg, go_sort, int_arg};
+use crate::cost::actual_size;
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{List, Value};
 

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use super::{Registry, arg};
+use super::arg;
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{List, Value};
 

@@ -8,8 +8,10 @@ use std::sync::{Arc, LazyLock, RwLock};
 
 use regex::Regex;
 
-use super::{Registry, actual_size, int_arg, re2_syntax, str_arg, traversal_cost};
+use super::{int_arg, re2_syntax, str_arg};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{List, Value};
 

@@ -2,8 +2,10 @@
 //! `sets.intersects` over lists, with CEL equality. cel-go charges `1 + ⌊m·n·f⌋` for lists of
 //! sizes m and n (f = 2 for `equivalent`, else 1).
 
-use super::{Registry, actual_size, arg};
+use super::arg;
+use crate::cost::actual_size;
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{List, Value};
 

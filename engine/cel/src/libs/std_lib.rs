@@ -2,12 +2,14 @@
 
 use std::sync::Arc;
 
-use super::{Registry, actual_size, arg, str_arg, traversal_cost};
+use super::{arg, str_arg};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
 use crate::libs::regex;
 use crate::libs::time;
+use crate::registry::Registry;
 use crate::types::Type;
-use crate::value::{List, Str, TypeName, Value};
+use crate::value::{List, Str, TypeName, Value, format_double};
 
 fn list_a() -> Type {
     Type::list(Type::param("A"))
@@ -130,10 +132,10 @@ pub(crate) fn register(r: &mut Registry) {
         ("duration", Duration, Duration),
     ];
     for (suffix, l, rt) in orderable {
-        let cost: super::CostFn = if matches!(suffix, "string" | "bytes") {
+        let cost: crate::registry::CostFn = if matches!(suffix, "string" | "bytes") {
             cost_compare
         } else {
-            super::cost_one
+            crate::registry::cost_one
         };
         r.def("_<_")
             .global(&[l.clone(), rt.clone()], Bool)
@@ -601,72 +603,6 @@ fn to_string<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     })
 }
 
-/// Formats a double as Go's `strconv.FormatFloat(d, 'g', -1, 64)`.
-pub(crate) fn format_double(d: f64) -> std::string::String {
-    if d.is_nan() {
-        return "NaN".into();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    // Shortest round-trip digits and exponent, from Rust's `{:e}`.
-    let sci = format!("{d:e}");
-    let (mantissa, exp) = match sci.split_once('e') {
-        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-        None => (sci.as_str(), 0),
-    };
-    let negative = mantissa.starts_with('-');
-    let digits: std::string::String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let mut out = std::string::String::new();
-    if negative {
-        out.push('-');
-    }
-    if !(-4..6).contains(&exp) {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push('e');
-        out.push(if exp < 0 { '-' } else { '+' });
-        let e = exp.unsigned_abs();
-        if e < 10 {
-            out.push('0');
-        }
-        out.push_str(&e.to_string());
-    } else if exp < 0 {
-        out.push_str("0.");
-        for _ in 0..(-exp - 1) {
-            out.push('0');
-        }
-        out.push_str(&digits);
-    } else {
-        let int_len = exp as usize + 1;
-        if digits.len() <= int_len {
-            out.push_str(&digits);
-            for _ in digits.len()..int_len {
-                out.push('0');
-            }
-        } else {
-            out.push_str(&digits[..int_len]);
-            out.push('.');
-            out.push_str(&digits[int_len..]);
-        }
-    }
-    out
-}
-
 fn to_bytes<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     Ok(match arg(args, 0)? {
         Value::Bytes(b) => Value::Bytes(b.clone()),
@@ -689,7 +625,7 @@ fn to_bool<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 
 #[cfg(test)]
 mod tests {
-    use super::{format_double, parse_go_float};
+    use super::parse_go_float;
 
     #[test]
     fn doubles_parse_like_go() {
@@ -714,17 +650,5 @@ mod tests {
         for (s, want) in cases {
             assert_eq!(parse_go_float(s), want, "{s}");
         }
-    }
-
-    #[test]
-    fn doubles_format_like_go() {
-        assert_eq!(format_double(1.0), "1");
-        assert_eq!(format_double(1.5), "1.5");
-        assert_eq!(format_double(1e6), "1e+06");
-        assert_eq!(format_double(123456.0), "123456");
-        assert_eq!(format_double(0.0001), "0.0001");
-        assert_eq!(format_double(0.00001), "1e-05");
-        assert_eq!(format_double(-2.5e-10), "-2.5e-10");
-        assert_eq!(format_double(1234567.0), "1.234567e+06");
     }
 }

@@ -1,8 +1,10 @@
 //! cel-go's strings extension (`ext.Strings`, version 2 as Kubernetes enables it): indices are
 //! in code points.
 
-use super::{Registry, actual_size, arg, int_arg, kube_lists, str_arg, traversal_cost};
+use super::{arg, int_arg, kube_lists, str_arg};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{List, Value};
 

@@ -5,8 +5,9 @@ use chrono::{
     DateTime, Datelike, FixedOffset, NaiveDateTime, Offset, TimeDelta, TimeZone, Timelike, Utc,
 };
 
-use super::{Registry, arg, str_arg};
+use super::{arg, str_arg};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::Value;
 
