@@ -38,7 +38,7 @@ mod version;
 pub use activation::Activation;
 pub use cost::{Budget, MATCH_CONDITIONS_BUDGET, PER_CALL_LIMIT, RUNTIME_BUDGET};
 pub use env::{Env, EnvBuilder, Program};
-pub use error::{CompileError, EvalError, Issue};
+pub use error::{CompileError, EvalError, Issue, NoSuchOverload, OverloadShown};
 pub use libs::authz;
 pub use libs::authz::{Authorizer, AuthzDecision, AuthzRequest};
 pub use structs::{StructType, StructValue, TypeProvider};

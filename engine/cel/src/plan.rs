@@ -366,7 +366,7 @@ impl Planner<'_, '_> {
             })
             .filter_map(|(_, o)| {
                 o.imp.map(|imp| Candidate {
-                    kinds: o.kinds.clone().into_boxed_slice(),
+                    kinds: o.kinds.iter().map(|k| function.dispatch.kind(k)).collect(),
                     imp,
                     cost: o.cost,
                 })
@@ -379,7 +379,7 @@ impl Planner<'_, '_> {
         let call = Node::Call(Box::new(Call {
             function: Arc::from(fname.as_str()),
             candidates: candidates.into_boxed_slice(),
-            dynamic,
+            dispatch: function.dispatch,
             unit_cost: dynamic && COSTED_BY_OVERLOAD.contains(&fname.as_str()),
             args: nodes.into_boxed_slice(),
             pattern,
@@ -536,9 +536,9 @@ fn two(nodes: Vec<Node>) -> Result<[Node; 2], PlanError> {
 /// fails the program for a constant that cannot be one.
 fn qualifier(nodes: Vec<Node>) -> Result<[Node; 2], PlanError> {
     let invalid = match nodes.get(1) {
-        Some(Node::Const(Value::Null)) => Some("types.Null"),
-        Some(Node::Const(Value::Timestamp(_))) => Some("types.Timestamp"),
-        Some(Node::Const(Value::Duration(_))) => Some("types.Duration"),
+        Some(Node::Const(v @ (Value::Null | Value::Timestamp(_) | Value::Duration(_)))) => {
+            v.go_type_name()
+        }
         _ => None,
     };
     if let Some(t) = invalid {

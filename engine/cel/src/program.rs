@@ -9,7 +9,7 @@ use regex::Regex;
 
 use crate::error::EvalError;
 use crate::libs::regex as re;
-use crate::registry::{CostFn, ImplFn, Kind};
+use crate::registry::{CostFn, Dispatch, ImplFn, Kind};
 use crate::value::{StructType, Value};
 
 /// An evaluation tree node.
@@ -59,11 +59,11 @@ pub(crate) enum Node {
 pub(crate) struct Call {
     pub function: Arc<str>,
     pub candidates: Box<[Candidate]>,
+    /// How cel-go binds the function: what a call no candidate accepts fails with.
+    pub dispatch: Dispatch,
     pub args: Box<[Node]>,
-    /// The checker left more than one overload (or none was checked): cel-go then has no
-    /// overload id and charges by function name only.
-    pub dynamic: bool,
-    /// Dynamic, and a function cel-go charges by overload id: every call costs 1.
+    /// The checker left more than one overload (or none was checked), so cel-go has no
+    /// overload id, and the function is one it charges by overload id: every call costs 1.
     pub unit_cost: bool,
     /// `find`/`findAll` with a literal pattern: compiled here, so evaluation never looks it up.
     pub pattern: Option<Box<re::Planned>>,
@@ -120,12 +120,12 @@ pub(crate) enum LoopKind {
 }
 
 impl Call {
-    /// The one overload the checker resolved, if so.
-    pub fn single(&self) -> Option<&Candidate> {
-        match &*self.candidates {
-            [c] if !self.dynamic => Some(c),
-            _ => None,
-        }
+    /// The overload whose cost a call no candidate ran is charged: the one the checker
+    /// resolved, or for a dynamic call the first candidate, as cel-go and Kubernetes cost
+    /// dynamic calls by function name, alike for every overload (calls they cost by overload
+    /// id have [`Call::unit_cost`] set).
+    pub fn costed(&self) -> Option<&Candidate> {
+        self.candidates.first()
     }
 
     /// cel-go's cost of this call dispatched to `cand` (`None`: no overload applied).

@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::error::EvalError;
+use crate::error::{EvalError, NoSuchOverload, OverloadShown};
 use crate::types::Type;
 use crate::value::Value;
 
@@ -21,7 +21,8 @@ pub(crate) fn cost_one(_: &[Value<'_>], _: &Value<'_>) -> u64 {
     1
 }
 
-/// What a value must be to match a parameter at runtime.
+/// What a value must be to match a parameter at runtime: cel-go's runtime type guard, which
+/// checks a list's first element and a map's first entry against the declared element types.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Kind {
     Any,
@@ -32,8 +33,8 @@ pub(crate) enum Kind {
     Double,
     String,
     Bytes,
-    List,
-    Map,
+    List(Box<Kind>),
+    Map(Box<Kind>, Box<Kind>),
     Timestamp,
     Duration,
     Type,
@@ -54,11 +55,22 @@ impl Kind {
             Type::Bytes => Kind::Bytes,
             Type::Timestamp => Kind::Timestamp,
             Type::Duration => Kind::Duration,
-            Type::List(_) => Kind::List,
-            Type::Map(..) | Type::Object(_) => Kind::Map,
+            Type::List(e) => Kind::List(Box::new(Kind::of(e))),
+            Type::Map(k, v) => Kind::Map(Box::new(Kind::of(k)), Box::new(Kind::of(v))),
+            Type::Object(_) => Kind::Map(Box::new(Kind::Any), Box::new(Kind::Any)),
             Type::Type(_) => Kind::Type,
             Type::Optional(_) => Kind::Optional,
             Type::Opaque(n, _) => Kind::Opaque(n.clone()),
+        }
+    }
+
+    /// This kind without its element types: what a function bound without type guards
+    /// dispatches on.
+    pub fn unguarded(&self) -> Kind {
+        match self {
+            Kind::List(_) => Kind::List(Box::new(Kind::Any)),
+            Kind::Map(..) => Kind::Map(Box::new(Kind::Any), Box::new(Kind::Any)),
+            other => other.clone(),
         }
     }
 
@@ -72,16 +84,145 @@ impl Kind {
             | (Kind::Double, Value::Double(_))
             | (Kind::String, Value::String(_))
             | (Kind::Bytes, Value::Bytes(_))
-            | (Kind::List, Value::List(_))
-            | (Kind::Map, Value::Map(_))
             | (Kind::Timestamp, Value::Timestamp(_))
             | (Kind::Duration, Value::Duration(_))
             | (Kind::Type, Value::Type(_))
             | (Kind::Optional, Value::Optional(_)) => true,
+            (Kind::List(e), Value::List(l)) => {
+                **e == Kind::Any || l.get(0).is_none_or(|first| e.matches(&first))
+            }
+            (Kind::Map(k, v), Value::Map(m)) => {
+                (**k == Kind::Any && **v == Kind::Any)
+                    || m.find_map(|key, val| Some(k.matches(&key) && v.matches(&val)))
+                        .unwrap_or(true)
+            }
             (Kind::Opaque(n), Value::Opaque(o)) => o.type_name() == &**n,
             _ => false,
         }
     }
+}
+
+/// The traits of cel-go's runtime types that its operators dispatch on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Trait {
+    /// `+`: numbers, strings, bytes, lists, timestamps and durations.
+    Adder,
+    /// `-`: numbers, timestamps and durations.
+    Subtractor,
+    /// `*`: numbers.
+    Multiplier,
+    /// `/`: numbers.
+    Divider,
+    /// `%`: integers.
+    Modder,
+    /// `<`, `<=`, `>`, `>=`: bools, numbers, strings, bytes, timestamps and durations.
+    Comparer,
+    /// unary `-` (and `!`): bools, ints, doubles and durations.
+    Negater,
+    /// `size`: strings, bytes, lists and maps.
+    Sizer,
+    /// `matches`: strings.
+    Matcher,
+    /// list operations: lists.
+    Lister,
+}
+
+impl Trait {
+    /// Whether cel-go's value for `v` has this trait.
+    fn of(self, v: &Value<'_>) -> bool {
+        use Value as V;
+        match self {
+            Trait::Adder => matches!(
+                v,
+                V::Int(_)
+                    | V::Uint(_)
+                    | V::Double(_)
+                    | V::String(_)
+                    | V::Bytes(_)
+                    | V::List(_)
+                    | V::Timestamp(_)
+                    | V::Duration(_)
+            ),
+            Trait::Subtractor => matches!(
+                v,
+                V::Int(_) | V::Uint(_) | V::Double(_) | V::Timestamp(_) | V::Duration(_)
+            ),
+            Trait::Multiplier | Trait::Divider => {
+                matches!(v, V::Int(_) | V::Uint(_) | V::Double(_))
+            }
+            Trait::Modder => matches!(v, V::Int(_) | V::Uint(_)),
+            Trait::Comparer => matches!(
+                v,
+                V::Bool(_)
+                    | V::Int(_)
+                    | V::Uint(_)
+                    | V::Double(_)
+                    | V::String(_)
+                    | V::Bytes(_)
+                    | V::Timestamp(_)
+                    | V::Duration(_)
+            ),
+            Trait::Negater => matches!(v, V::Bool(_) | V::Int(_) | V::Double(_) | V::Duration(_)),
+            Trait::Sizer => matches!(v, V::String(_) | V::Bytes(_) | V::List(_) | V::Map(_)),
+            Trait::Matcher => matches!(v, V::String(_)),
+            Trait::Lister => matches!(v, V::List(_)),
+        }
+    }
+}
+
+/// How cel-go binds a function's implementations, which decides what it reports for a call
+/// no overload accepts.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Dispatch {
+    /// Each overload has its own implementation behind a runtime type guard (cel-go's
+    /// default): a call no guard accepts fails with `no such overload: f(arg types)`.
+    #[default]
+    Guarded,
+    /// Each overload's implementation runs on whatever arguments arrive (cel-go's
+    /// `DisableTypeGuards`), and rejects them with `no such overload`.
+    Unguarded,
+    /// One implementation for every overload (cel-go's singleton binding), run when the first
+    /// argument has the trait (always, without one) and then rejecting the arguments with
+    /// `no such overload`; a first argument without it fails with `no such overload: f`,
+    /// unless it is a value with methods (string, timestamp, duration), whose method lookup
+    /// fails with `no such overload`.
+    Singleton(Option<Trait>),
+}
+
+impl Dispatch {
+    /// The error for a call of `function` no overload accepts.
+    pub fn no_overload(self, function: &str, args: &[Value<'_>]) -> EvalError {
+        let shown = match self {
+            Dispatch::Guarded => OverloadShown::Signature,
+            Dispatch::Unguarded | Dispatch::Singleton(None) => OverloadShown::Nothing,
+            Dispatch::Singleton(Some(t)) => match args.first() {
+                Some(a) if t.of(a) || has_methods(a) => OverloadShown::Nothing,
+                _ => OverloadShown::Function,
+            },
+        };
+        EvalError::NoSuchOverload(NoSuchOverload::new(function, type_names(args), shown))
+    }
+
+    /// The runtime matcher a candidate of this function uses for a parameter of `kind`.
+    pub fn kind(self, kind: &Kind) -> Kind {
+        match self {
+            Dispatch::Guarded => kind.clone(),
+            Dispatch::Unguarded | Dispatch::Singleton(_) => kind.unguarded(),
+        }
+    }
+}
+
+/// The runtime type names of a call's arguments.
+pub(crate) fn type_names(args: &[Value<'_>]) -> Vec<String> {
+    args.iter().map(|a| a.type_name().to_string()).collect()
+}
+
+/// Whether cel-go's value for `v` receives method calls (its `Receiver` trait).
+fn has_methods(v: &Value<'_>) -> bool {
+    matches!(
+        v,
+        Value::String(_) | Value::Timestamp(_) | Value::Duration(_)
+    )
 }
 
 /// One overload of a function.
@@ -129,6 +270,7 @@ impl Overload {
 pub(crate) struct Function {
     pub name: String,
     pub overloads: Vec<Overload>,
+    pub dispatch: Dispatch,
 }
 
 /// All functions of an environment, by name.
@@ -164,9 +306,17 @@ impl Registry {
             .or_insert_with(|| Function {
                 name,
                 overloads: Vec::new(),
+                dispatch: Dispatch::default(),
             })
             .overloads
             .push(overload);
+    }
+
+    /// Declares how cel-go binds the implementations of `name` (declared already).
+    pub fn dispatch(&mut self, name: &str, dispatch: Dispatch) {
+        if let Some(f) = self.functions.get_mut(name) {
+            f.dispatch = dispatch;
+        }
     }
 }
 

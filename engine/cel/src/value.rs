@@ -726,7 +726,7 @@ impl<'a> Value<'a> {
                 None => None,
             },
         };
-        ord.ok_or(EvalError::NoSuchOverload)
+        ord.ok_or(EvalError::no_such_overload())
     }
 
     /// Converts to JSON (for results handed back to the host). `Err` for values without a

@@ -626,10 +626,10 @@ fn to_string<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             } else if let Some(i) = o.as_any().downcast_ref::<Ip>() {
                 Ok(Value::string(i.0.to_string()))
             } else {
-                Err(EvalError::NoSuchOverload)
+                Err(EvalError::no_such_overload())
             }
         }
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -649,7 +649,7 @@ fn contains_ip<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let c = cidr(args)?;
     let other = match arg(args, 1)? {
         // Upstream passes the parse error where an IP is expected, which reports no overload.
-        Value::String(s) => ip_err(s).map_err(|_| EvalError::NoSuchOverload)?,
+        Value::String(s) => ip_err(s).map_err(|_| EvalError::no_such_overload())?,
         _ => *opaque_arg::<Ip>(args, 1)?,
     };
     Ok(Value::Bool(c.contains(&other.0)))

@@ -83,7 +83,7 @@ pub(crate) fn cost_traversal(args: &[Value<'_>], _: &Value<'_>) -> u64 {
 fn list<'v, 'a>(args: &'v [Value<'a>]) -> Result<&'v List<'a>, EvalError> {
     match arg(args, 0)? {
         Value::List(l) => Ok(l),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -99,7 +99,7 @@ fn comparer(v: Value<'_>) -> Result<Value<'_>, EvalError> {
         | Value::Bytes(_)
         | Value::Timestamp(_)
         | Value::Duration(_) => Ok(v),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -149,7 +149,7 @@ fn add<'a>(acc: Value<'a>, v: Value<'a>) -> Result<Value<'a>, EvalError> {
         }
         (Value::Double(a), Value::Double(b)) => Value::Double(a + b),
         (Value::Duration(a), Value::Duration(b)) => duration_add(a, b)?,
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 

@@ -106,14 +106,14 @@ pub(crate) fn build(libs: &[Library]) -> Registry {
 
 /// An argument that an overload's signature guarantees; `NoSuchOverload` otherwise.
 pub(crate) fn arg<'v, 'a>(args: &'v [Value<'a>], i: usize) -> Result<&'v Value<'a>, EvalError> {
-    args.get(i).ok_or(EvalError::NoSuchOverload)
+    args.get(i).ok_or(EvalError::no_such_overload())
 }
 
 /// The string argument at `i`.
 pub(crate) fn str_arg<'v>(args: &'v [Value<'_>], i: usize) -> Result<&'v str, EvalError> {
     match args.get(i) {
         Some(Value::String(s)) => Ok(s),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -121,6 +121,6 @@ pub(crate) fn str_arg<'v>(args: &'v [Value<'_>], i: usize) -> Result<&'v str, Ev
 pub(crate) fn int_arg(args: &[Value<'_>], i: usize) -> Result<i64, EvalError> {
     match args.get(i) {
         Some(Value::Int(n)) => Ok(*n),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }

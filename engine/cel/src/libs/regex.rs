@@ -241,7 +241,7 @@ pub(crate) fn matches<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 pub(crate) fn matches_compiled<'a>(re: &Regex, target: &Value<'a>) -> Result<Value<'a>, EvalError> {
     match target {
         Value::String(s) => Ok(Value::Bool(re.is_match(s))),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 

@@ -271,7 +271,7 @@ fn parse_args(args: &[Value<'_>]) -> Result<Result<Semver, String>, EvalError> {
     let normalize = match args.get(1) {
         None => false,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(EvalError::NoSuchOverload),
+        Some(_) => return Err(EvalError::no_such_overload()),
     };
     Ok(if normalize {
         normalize_and_parse(s)

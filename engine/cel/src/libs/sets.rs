@@ -48,7 +48,7 @@ fn pairs_cost(args: &[Value<'_>], factor: u64) -> u64 {
 fn lists<'v, 'a>(args: &'v [Value<'a>]) -> Result<(&'v List<'a>, &'v List<'a>), EvalError> {
     match (arg(args, 0)?, arg(args, 1)?) {
         (Value::List(a), Value::List(b)) => Ok((a, b)),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 

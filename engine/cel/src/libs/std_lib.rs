@@ -7,7 +7,7 @@ use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
 use crate::libs::regex;
 use crate::libs::time;
-use crate::registry::Registry;
+use crate::registry::{Dispatch, Registry, Trait};
 use crate::types::Type;
 use crate::value::{List, Str, TypeName, Value, format_double};
 
@@ -227,6 +227,31 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("bool").global(&[Bool], Bool).imp(to_bool).done();
     r.def("bool").global(&[String], Bool).imp(to_bool).done();
     let _ = Null;
+
+    // cel-go binds these with one implementation for all overloads, gated by a trait of the
+    // first argument, and the string predicates without runtime type guards.
+    for (name, t) in [
+        ("!_", None),
+        ("-_", Some(Trait::Negater)),
+        ("_+_", Some(Trait::Adder)),
+        ("_-_", Some(Trait::Subtractor)),
+        ("_*_", Some(Trait::Multiplier)),
+        ("_/_", Some(Trait::Divider)),
+        ("_%_", Some(Trait::Modder)),
+        ("_<_", Some(Trait::Comparer)),
+        ("_<=_", Some(Trait::Comparer)),
+        ("_>_", Some(Trait::Comparer)),
+        ("_>=_", Some(Trait::Comparer)),
+        ("size", Some(Trait::Sizer)),
+        ("matches", Some(Trait::Matcher)),
+        ("dyn", None),
+        ("type", None),
+    ] {
+        r.dispatch(name, Dispatch::Singleton(t));
+    }
+    for name in ["contains", "startsWith", "endsWith"] {
+        r.dispatch(name, Dispatch::Unguarded);
+    }
     time::register(r);
 }
 
@@ -263,7 +288,7 @@ pub(crate) fn cost_matches(args: &[Value<'_>], _: &Value<'_>) -> u64 {
 fn not<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     match arg(args, 0)? {
         Value::Bool(b) => Ok(Value::Bool(!b)),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -274,7 +299,7 @@ fn negate<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             .map(Value::Int)
             .ok_or(EvalError::IntOverflow),
         Value::Double(d) => Ok(Value::Double(-d)),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -315,7 +340,7 @@ fn add<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             time::timestamp_add(*t, *d)?
         }
         (Value::Duration(a), Value::Duration(b)) => time::duration_add(*a, *b)?,
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -331,7 +356,7 @@ fn sub<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         (Value::Timestamp(a), Value::Timestamp(b)) => time::timestamp_diff(*a, *b)?,
         (Value::Timestamp(t), Value::Duration(d)) => time::timestamp_sub(*t, *d)?,
         (Value::Duration(a), Value::Duration(b)) => time::duration_sub(*a, *b)?,
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -344,7 +369,7 @@ fn mul<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             Value::Uint(a.checked_mul(*b).ok_or(EvalError::UintOverflow)?)
         }
         (Value::Double(a), Value::Double(b)) => Value::Double(a * b),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -358,7 +383,7 @@ fn div<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         }
         (Value::Uint(a), Value::Uint(b)) => Value::Uint(a / b),
         (Value::Double(a), Value::Double(b)) => Value::Double(a / b),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -371,7 +396,7 @@ fn rem<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             Value::Int(a.checked_rem(*b).ok_or(EvalError::IntOverflow)?)
         }
         (Value::Uint(a), Value::Uint(b)) => Value::Uint(a % b),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -398,7 +423,7 @@ fn size<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         Value::Bytes(b) => b.len(),
         Value::List(l) => l.len(),
         Value::Map(m) => m.len(),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     };
     Ok(Value::Int(n as i64))
 }
@@ -449,7 +474,7 @@ fn to_int<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             .map_err(|_| conversion_error("string", "int"))?,
         Value::Timestamp(t) => t.timestamp(),
         Value::Duration(d) => d.num_nanoseconds().ok_or(EvalError::IntOverflow)?,
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     }))
 }
 
@@ -470,7 +495,7 @@ fn to_uint<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         Value::String(s) => s
             .parse::<u64>()
             .map_err(|_| conversion_error("string", "uint"))?,
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     }))
 }
 
@@ -482,7 +507,7 @@ fn to_double<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         Value::String(s) => {
             parse_go_float(s).ok_or_else(|| conversion_error("string", "double"))?
         }
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     }))
 }
 
@@ -599,7 +624,7 @@ fn to_string<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         },
         Value::Timestamp(t) => Value::string(time::format_timestamp(t)),
         Value::Duration(d) => Value::string(time::format_duration(d)),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -607,7 +632,7 @@ fn to_bytes<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     Ok(match arg(args, 0)? {
         Value::Bytes(b) => Value::Bytes(b.clone()),
         Value::String(s) => Value::Bytes(Arc::from(s.as_bytes())),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -619,7 +644,7 @@ fn to_bool<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             "0" | "f" | "F" | "FALSE" | "false" | "False" => false,
             _ => return Err(conversion_error("string", "bool")),
         },
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     }))
 }
 

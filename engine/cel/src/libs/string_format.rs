@@ -496,7 +496,7 @@ pub(crate) fn validate_call(
 fn format<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let fmt = str_arg(args, 0)?;
     let Value::List(l) = arg(args, 1)? else {
-        return Err(EvalError::NoSuchOverload);
+        return Err(EvalError::no_such_overload());
     };
     interpolate(fmt, l)
         .map(Value::string)

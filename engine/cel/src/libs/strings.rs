@@ -285,7 +285,7 @@ fn trim<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 
 fn join<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let Value::List(l) = arg(args, 0)? else {
-        return Err(EvalError::NoSuchOverload);
+        return Err(EvalError::no_such_overload());
     };
     let sep = if args.len() > 1 {
         str_arg(args, 1)?
