@@ -87,7 +87,7 @@ differential: $(DIFF_BIN) ## Differential test against cel-go: prints a summary,
 	$(DIFF_BIN) oracle -corpus $(DIFF_DIR)/corpus.json -out $(DIFF_DIR)/cel-go.json
 	CEL_DIFFERENTIAL_CORPUS=$(DIFF_DIR)/corpus.json CEL_DIFFERENTIAL_ORACLE=$(DIFF_DIR)/cel-go.json \
 		CEL_DIFFERENTIAL_REPORT=$(DIFF_DIR)/report.json \
-		$(CARGO) test -p celgate-cel --release --test differential -- --nocapture
+		$(CARGO) test -p celgate-cel --release --test differential -- --ignored --nocapture
 
 # Nightly for libFuzzer's instrumentation; no sanitizer (the crate forbids unsafe code, and
 # without ASan it runs ~15x more inputs): the hunt is for panics, stack overflows and hangs.

@@ -8,18 +8,32 @@ use std::sync::Arc;
 use crate::cost::Budget;
 use crate::error::EvalError;
 use crate::value::Value;
-use crate::variables::Variables;
 
 /// The variables of one evaluation.
 #[derive(Default)]
 pub struct Activation<'a> {
     /// Names are borrowed when they can be (Kubernetes' are `'static`): binding allocates nothing.
     vars: Vec<(Cow<'a, str>, Value<'a>)>,
-    composited: Option<Composited<'a>>,
+    composited: Option<Memoized<'a>>,
 }
 
-struct Composited<'a> {
-    defs: Arc<Variables>,
+/// Variables an activation evaluates on first use, by index: Kubernetes' composited
+/// variables (`variables.<name>`).
+pub(crate) trait LazyVariables: Send + Sync {
+    /// How many there are.
+    fn len(&self) -> usize;
+    /// Evaluates variable `index` against `act`, charging `budget`.
+    fn evaluate<'a>(
+        &self,
+        index: usize,
+        act: &Activation<'a>,
+        budget: &mut Budget,
+    ) -> Result<Value<'a>, EvalError>;
+}
+
+/// Lazily evaluated variables and the results of those evaluated so far.
+struct Memoized<'a> {
+    defs: Arc<dyn LazyVariables>,
     memo: Box<[OnceCell<Result<Value<'a>, EvalError>>]>,
 }
 
@@ -43,15 +57,11 @@ impl<'a> Activation<'a> {
         }
     }
 
-    /// Binds composited variables: `variables.<name>` is evaluated on first use and memoised
-    /// for the life of this activation. Its cost is charged to the budget of the evaluation
-    /// that first uses it.
-    pub fn bind_variables(&mut self, vars: &Arc<Variables>) {
-        let memo = (0..vars.len()).map(|_| OnceCell::new()).collect();
-        self.composited = Some(Composited {
-            defs: vars.clone(),
-            memo,
-        });
+    /// Binds variables evaluated on first use and memoised for the life of this activation;
+    /// each one's cost is charged to the budget of the evaluation that first uses it.
+    pub(crate) fn bind_lazy(&mut self, defs: Arc<dyn LazyVariables>) {
+        let memo = (0..defs.len()).map(|_| OnceCell::new()).collect();
+        self.composited = Some(Memoized { defs, memo });
     }
 
     /// Binds `authorizer` to `authz`, and `authorizer.requestResource` to a resource check

@@ -6,10 +6,11 @@ use std::sync::Arc;
 
 use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind, StructField};
 use crate::error::Issue;
-use crate::libs::{Function, Registry};
 use crate::parse::Positions;
-use crate::structs::{StructType, TypeProvider};
+use crate::registry::{Function, Registry};
+use crate::structs::TypeProvider;
 use crate::types::Type;
+use crate::value::StructType;
 
 /// What an identifier, a qualified name or a call resolved to.
 #[derive(Clone, Debug)]

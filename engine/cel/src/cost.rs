@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use crate::error::EvalError;
+use crate::value::Value;
 
 /// Kubernetes' per-expression runtime cost limit (`PerCallLimit`).
 pub const PER_CALL_LIMIT: u64 = 1_000_000;
@@ -100,6 +101,23 @@ impl Default for Budget {
     fn default() -> Self {
         Self::new(PER_CALL_LIMIT, RUNTIME_BUDGET)
     }
+}
+
+/// Size of a value for cost purposes (cel-go's `actualSize`).
+pub(crate) fn actual_size(v: &Value<'_>) -> u64 {
+    match v {
+        Value::String(s) => s.chars().count() as u64,
+        Value::Bytes(b) => b.len() as u64,
+        Value::List(l) => l.len() as u64,
+        Value::Map(m) => m.len() as u64,
+        Value::Optional(Some(v)) => actual_size(v),
+        _ => 1,
+    }
+}
+
+/// `ceil(n * 0.1)`: cel-go's string traversal cost.
+pub(crate) fn traversal_cost(n: u64) -> u64 {
+    n.div_ceil(10)
 }
 
 #[cfg(test)]

@@ -7,10 +7,12 @@ use crate::activation::Activation;
 use crate::check::{self, Decls};
 use crate::cost::Budget;
 use crate::error::{CompileError, EvalError, Issue};
-use crate::eval::Ctx;
-use crate::libs::{self as libs, Library, Registry};
+use crate::eval::Evaluation;
+use crate::libs::{self as libs, Library};
 use crate::parse;
-use crate::plan::{self, Node, PlanEnv};
+use crate::plan::{self, PlanEnv};
+use crate::program::Node;
+use crate::registry::Registry;
 use crate::structs::TypeProvider;
 use crate::types::Type;
 use crate::value::Value;
@@ -336,9 +338,9 @@ impl Program {
         act: &Activation<'a>,
         budget: &mut Budget,
     ) -> (Result<Value<'a>, EvalError>, u64) {
-        let mut ctx = Ctx::new(act, budget, self.slots);
-        let r = ctx.eval(&self.root);
-        (r, ctx.cost())
+        let mut evaluation = Evaluation::new(act, budget, self.slots);
+        let r = evaluation.eval(&self.root);
+        (r, evaluation.cost())
     }
 }
 

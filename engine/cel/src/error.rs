@@ -140,17 +140,9 @@ pub enum EvalError {
     /// A map lookup or field selection on a missing key.
     #[error("no such key: {0}")]
     NoSuchKey(String),
-    /// A function applied to arguments of types it has no overload for.
-    #[error("no such overload")]
-    NoSuchOverload,
-    /// Dynamic dispatch found no overload for the runtime argument types.
-    #[error("no such overload: {function}({args})")]
-    NoMatchingOverload {
-        /// The function name.
-        function: String,
-        /// The runtime argument type names, comma separated.
-        args: String,
-    },
+    /// A function applied to arguments of runtime types none of its overloads accepts.
+    #[error("{0}")]
+    NoSuchOverload(NoSuchOverload),
     /// A function name that no library declares (only possible without type checking).
     #[error("unbound function: {0}")]
     UnboundFunction(String),
@@ -181,7 +173,8 @@ pub enum EvalError {
     /// A map with a key that JSON cannot represent (any key but a string).
     #[error("unsupported key type: {0}")]
     UnsupportedKeyType(String),
-    /// An index of a type that cannot qualify a value (only strings, numbers and bools can).
+    /// An index of a type that cannot qualify a value (only strings, numbers and bools can),
+    /// named by the Go type of cel-go's value (`types.Null`, `*types.baseList`).
     #[error("invalid qualifier type: {0}")]
     InvalidQualifier(String),
     /// A bytes map key: cel-go's runtime cannot hash one and reports its panic this way.
@@ -227,6 +220,32 @@ impl EvalError {
         EvalError::Message(m.into())
     }
 
+    /// `no such overload`: an implementation rejecting its arguments (the evaluator records
+    /// which call it was, for [`EvalError::detail`]).
+    pub(crate) const fn no_such_overload() -> Self {
+        EvalError::NoSuchOverload(NoSuchOverload {
+            call: None,
+            shown: OverloadShown::Nothing,
+        })
+    }
+
+    /// The error as a log line or a trace wants it: the text cel-go prints (this error's
+    /// `Display`, which Kubernetes puts into its messages), completed with what cel-go leaves
+    /// out, such as the function and the runtime argument types of a call no overload
+    /// accepted (`no such overload: _+_(uint, int)`).
+    pub fn detail(&self) -> String {
+        match self {
+            EvalError::NoSuchOverload(o) => o.detail(),
+            EvalError::VariableEval { name, error } => {
+                format!(
+                    "composited variable \"{name}\" fails to evaluate: {}",
+                    error.detail()
+                )
+            }
+            other => other.to_string(),
+        }
+    }
+
     /// True for errors that must stop evaluation even where CEL would otherwise absorb an
     /// error (`&&`, `||`, comprehension loops): cost and cancellation.
     pub fn is_fatal(&self) -> bool {
@@ -236,6 +255,85 @@ impl EvalError {
             }
             EvalError::VariableEval { error, .. } => error.is_fatal(),
             _ => false,
+        }
+    }
+}
+
+/// How much of a call no overload accepted cel-go names in its message, which depends on
+/// where its dispatch noticed (see the function registry's dispatch kinds).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OverloadShown {
+    /// `no such overload`: an implementation rejected the arguments.
+    Nothing,
+    /// `no such overload: _+_`: the first argument lacks the trait the operator needs.
+    Function,
+    /// `no such overload: sum(list)`: no overload's runtime type guard accepted the arguments.
+    Signature,
+}
+
+/// A call no overload accepted: what cel-go shows of it, and the call itself when known.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NoSuchOverload {
+    /// The function and its arguments' runtime type names.
+    call: Option<Box<(String, Vec<String>)>>,
+    shown: OverloadShown,
+}
+
+impl NoSuchOverload {
+    /// A call of `function` with arguments of the runtime types `args`, of which cel-go's
+    /// message shows `shown`.
+    pub(crate) fn new(function: &str, args: Vec<String>, shown: OverloadShown) -> Self {
+        Self {
+            call: Some(Box::new((function.to_string(), args))),
+            shown,
+        }
+    }
+
+    /// Records the call when the error does not name it yet.
+    pub(crate) fn or_call(self, function: &str, args: impl FnOnce() -> Vec<String>) -> Self {
+        match self.call {
+            Some(_) => self,
+            None => Self::new(function, args(), self.shown),
+        }
+    }
+
+    /// How much of the call cel-go's message shows.
+    pub fn shown(&self) -> OverloadShown {
+        self.shown
+    }
+
+    /// The function called, when known.
+    pub fn function(&self) -> Option<&str> {
+        self.call.as_ref().map(|c| c.0.as_str())
+    }
+
+    /// The runtime type names of the arguments, when known.
+    pub fn arg_types(&self) -> &[String] {
+        self.call
+            .as_ref()
+            .map(|c| c.1.as_slice())
+            .unwrap_or_default()
+    }
+
+    /// `no such overload: f(t1, t2)` when the call is known, else the message.
+    fn detail(&self) -> String {
+        match &self.call {
+            Some(c) => format!("no such overload: {}({})", c.0, c.1.join(", ")),
+            None => self.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for NoSuchOverload {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("no such overload")?;
+        let Some(c) = &self.call else {
+            return Ok(());
+        };
+        match self.shown {
+            OverloadShown::Nothing => Ok(()),
+            OverloadShown::Function => write!(f, ": {}", c.0),
+            OverloadShown::Signature => write!(f, ": {}({})", c.0, c.1.join(", ")),
         }
     }
 }
@@ -258,6 +356,39 @@ mod tests {
             e.to_string(),
             "ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas > 1\n | ......^"
         );
+    }
+
+    #[test]
+    fn detail_keeps_the_call_out_of_the_text() {
+        let call = |shown| {
+            EvalError::NoSuchOverload(NoSuchOverload::new(
+                "_+_",
+                vec!["uint".into(), "int".into()],
+                shown,
+            ))
+        };
+        assert_eq!(call(OverloadShown::Nothing).to_string(), "no such overload");
+        assert_eq!(
+            call(OverloadShown::Function).to_string(),
+            "no such overload: _+_"
+        );
+        assert_eq!(
+            call(OverloadShown::Signature).to_string(),
+            "no such overload: _+_(uint, int)"
+        );
+        let e = EvalError::VariableEval {
+            name: "v".into(),
+            error: Box::new(call(OverloadShown::Nothing)),
+        };
+        assert_eq!(
+            e.to_string(),
+            "composited variable \"v\" fails to evaluate: no such overload"
+        );
+        assert_eq!(
+            e.detail(),
+            "composited variable \"v\" fails to evaluate: no such overload: _+_(uint, int)"
+        );
+        assert_eq!(EvalError::no_such_overload().detail(), "no such overload");
     }
 
     #[test]

@@ -11,15 +11,16 @@ use std::sync::Arc;
 use crate::activation::Activation;
 use crate::cost::{
     Budget, CHECK_FREQUENCY, LIST_CREATE_COST, MAP_CREATE_COST, SELECT_COST, STRUCT_CREATE_COST,
+    actual_size, traversal_cost,
 };
 use crate::error::EvalError;
-use crate::libs::{actual_size, traversal_cost};
-use crate::plan::{Call, Loop, LoopKind, Node, StructNode};
-use crate::structs::StructValue;
-use crate::value::{Key, List, Map, OwnedMap, Str, Value};
+use crate::program::{Call, Loop, LoopKind, Node, StructNode};
+use crate::registry::type_names;
+use crate::value::{Key, List, Map, OwnedMap, Str, StructValue, Value};
 
-/// Evaluation state for one call of a program.
-pub(crate) struct Ctx<'r, 'a> {
+/// One evaluation of a program: the activation and budget it runs against, the
+/// comprehension variables' slots, and the cost and loop iterations counted so far.
+pub(crate) struct Evaluation<'r, 'a> {
     act: &'r Activation<'a>,
     budget: &'r mut Budget,
     locals: Vec<Value<'a>>,
@@ -30,7 +31,7 @@ pub(crate) struct Ctx<'r, 'a> {
     pending: Vec<(usize, u64)>,
 }
 
-impl<'r, 'a> Ctx<'r, 'a> {
+impl<'r, 'a> Evaluation<'r, 'a> {
     pub fn new(act: &'r Activation<'a>, budget: &'r mut Budget, slots: usize) -> Self {
         Self {
             act,
@@ -150,7 +151,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 match self.eval(c)? {
                     Value::Bool(true) => self.resolve(t),
                     Value::Bool(false) => self.resolve(f),
-                    _ => Err(EvalError::NoSuchOverload),
+                    _ => Err(EvalError::no_such_overload()),
                 }
             }
             other => self.eval(other),
@@ -281,7 +282,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
             (_, Err(e)) if e.is_fatal() => Err(e),
             (Ok(Value::Bool(true)), Ok(Value::Bool(true))) => Ok(Value::Bool(true)),
             (Err(e), _) | (Ok(Value::Bool(true)), Err(e)) => Err(e),
-            _ => Err(EvalError::NoSuchOverload),
+            _ => Err(EvalError::no_such_overload()),
         }
     }
 
@@ -299,7 +300,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
             (_, Err(e)) if e.is_fatal() => Err(e),
             (Ok(Value::Bool(false)), Ok(Value::Bool(false))) => Ok(Value::Bool(false)),
             (Err(e), _) | (Ok(Value::Bool(false)), Err(e)) => Err(e),
-            _ => Err(EvalError::NoSuchOverload),
+            _ => Err(EvalError::no_such_overload()),
         }
     }
 
@@ -331,7 +332,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
         match &hay {
             Value::List(l) => Ok(Value::Bool(l.iter().any(|v| v.equals(&needle)))),
             Value::Map(m) => Ok(Value::Bool(m.get(&needle)?.is_some())),
-            _ => Err(EvalError::NoSuchOverload),
+            _ => Err(EvalError::no_such_overload()),
         }
     }
 
@@ -360,22 +361,15 @@ impl<'r, 'a> Ctx<'r, 'a> {
             }
         }
         if let Some(e) = failed {
-            self.charge(call.cost(call.single(), &args, &Value::Null))?;
+            self.charge(call.cost(call.costed(), &args, &Value::Null))?;
             return Err(e);
         }
         let cand = call.candidates.iter().find(|c| {
             c.kinds.len() == args.len() && c.kinds.iter().zip(&args).all(|(k, v)| k.matches(v))
         });
         let Some(cand) = cand else {
-            self.charge(call.cost(call.single(), &args, &Value::Null))?;
-            return Err(EvalError::NoMatchingOverload {
-                function: call.function.to_string(),
-                args: args
-                    .iter()
-                    .map(Value::type_name)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            });
+            self.charge(call.cost(call.costed(), &args, &Value::Null))?;
+            return Err(call.dispatch.no_overload(&call.function, &args));
         };
         // Charge before calling, so a call that would exceed the limit (say, a huge string
         // concatenation) never runs; a cost that depends on the result is topped up after.
@@ -392,7 +386,13 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 // cel-go sizes an error result as 1.
                 let after = call.cost(Some(cand), &args, &Value::Null);
                 self.charge(after.saturating_sub(before))?;
-                return Err(e);
+                return Err(match e {
+                    // The implementation rejected its arguments: record the call for `detail`.
+                    EvalError::NoSuchOverload(o) => {
+                        EvalError::NoSuchOverload(o.or_call(&call.function, || type_names(&args)))
+                    }
+                    e => e,
+                });
             }
         };
         self.charge(call.cost(Some(cand), &args, &out).saturating_sub(before))?;
@@ -545,7 +545,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 self.transform_map(l, &items, filter.as_ref(), transform, true)
             }
             LoopKind::OptMap(_) | LoopKind::OptFlatMap(_) | LoopKind::SortBy(..) => {
-                Err(EvalError::NoSuchOverload)
+                Err(EvalError::no_such_overload())
             }
         }
     }
@@ -585,7 +585,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 (_, Ok(Value::Bool(b))) if b == any => Ok(any),
                 (Err(e), _) => Err(e),
                 (Ok(_), Ok(Value::Bool(b))) => Ok(b),
-                (Ok(_), Ok(_)) => Err(EvalError::NoSuchOverload),
+                (Ok(_), Ok(_)) => Err(EvalError::no_such_overload()),
                 (Ok(_), Err(e)) => Err(e),
             };
         }
@@ -611,7 +611,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                     accu = accu.map(|n| n.saturating_add(1));
                 }
                 Ok(Value::Bool(false)) => {}
-                Ok(_) => accu = Err(EvalError::NoSuchOverload),
+                Ok(_) => accu = Err(EvalError::no_such_overload()),
                 Err(e) if e.is_fatal() => return Err(e),
                 Err(e) => accu = Err(e),
             }
@@ -638,7 +638,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
         match self.eval_soft(f)? {
             Ok(Value::Bool(pass)) => Ok(pass),
             Ok(_) => {
-                *accu = Err(EvalError::NoSuchOverload);
+                *accu = Err(EvalError::no_such_overload());
                 Ok(false)
             }
             Err(e) => {
@@ -735,7 +735,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
                 return Ok(Value::Optional(None));
             }
             Value::Optional(Some(v)) => (*v).clone(),
-            _ => return Err(EvalError::NoSuchOverload),
+            _ => return Err(EvalError::no_such_overload()),
         };
         self.set(l.slot, inner);
         self.pending.push((l.slot, range_cost.saturating_add(1)));
@@ -744,7 +744,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
         match &l.kind {
             LoopKind::OptFlatMap(_) => match out? {
                 v @ Value::Optional(_) => Ok(v),
-                _ => Err(EvalError::NoSuchOverload),
+                _ => Err(EvalError::no_such_overload()),
             },
             _ => {
                 self.charge(1)?;
@@ -766,7 +766,7 @@ impl<'r, 'a> Ctx<'r, 'a> {
         self.charge(1)?;
         self.charge(1)?;
         let Value::List(list) = range else {
-            return Err(EvalError::NoSuchOverload);
+            return Err(EvalError::no_such_overload());
         };
         let mut keyed = Vec::with_capacity(list.len());
         for v in list.iter() {
@@ -824,7 +824,7 @@ fn insert_transformed<'a>(
         return insert(out, &item.0, v);
     }
     let Value::Map(m) = v else {
-        return Err(EvalError::NoSuchOverload);
+        return Err(EvalError::no_such_overload());
     };
     for (k, val) in m.entries() {
         insert(out, &k, val)?;
@@ -850,43 +850,13 @@ fn optional_entry<'a>(
 
 /// cel-go's error for a comprehension over a value that is neither a list nor a map.
 fn not_iterable(v: &Value<'_>, two_vars: bool) -> EvalError {
-    let Some(go_type) = go_type_name(v) else {
-        return EvalError::NoSuchOverload;
+    let Some(go_type) = v.go_type_name() else {
+        return EvalError::no_such_overload();
     };
     EvalError::msg(if two_vars {
         format!("unsupported comprehension range type: {go_type}")
     } else {
         format!("got '{go_type}', expected iterable type")
-    })
-}
-
-/// The Go type (`%T`) of the cel-go value standing for `v`, as cel-go's messages name it
-/// (`None` for message values, which have no cel-go counterpart here).
-fn go_type_name(v: &Value<'_>) -> Option<&'static str> {
-    Some(match v {
-        Value::Null => "types.Null",
-        Value::Bool(_) => "types.Bool",
-        Value::Int(_) => "types.Int",
-        Value::Uint(_) => "types.Uint",
-        Value::Double(_) => "types.Double",
-        Value::String(_) => "types.String",
-        Value::Bytes(_) => "types.Bytes",
-        Value::List(_) => "*types.baseList",
-        Value::Map(_) => "*types.baseMap",
-        Value::Timestamp(_) => "types.Timestamp",
-        Value::Duration(_) => "types.Duration",
-        Value::Type(_) => "*types.Type",
-        Value::Optional(_) => "*types.Optional",
-        // Kubernetes' library types live in its `cel` package.
-        Value::Opaque(o) => match o.type_name() {
-            crate::libs::ip::IP => "cel.IP",
-            crate::libs::ip::CIDR => "cel.CIDR",
-            crate::libs::quantity::QUANTITY => "cel.Quantity",
-            crate::libs::semver::SEMVER => "cel.Semver",
-            crate::libs::urls::URL => "cel.URL",
-            other => other,
-        },
-        Value::Struct(_) => return None,
     })
 }
 
@@ -929,7 +899,8 @@ fn lookup<'a>(container: &Value<'a>, key: &Value<'_>) -> Result<Option<Value<'a>
         key,
         Value::String(_) | Value::Int(_) | Value::Uint(_) | Value::Bool(_) | Value::Double(_)
     ) {
-        return Err(EvalError::InvalidQualifier(key.type_name().to_string()));
+        let go_type = key.go_type_name().unwrap_or_else(|| key.type_name());
+        return Err(EvalError::InvalidQualifier(go_type.to_string()));
     }
     match container {
         Value::List(l) => {
@@ -940,7 +911,7 @@ fn lookup<'a>(container: &Value<'a>, key: &Value<'_>) -> Result<Option<Value<'a>
                 Value::Double(d) => crate::value::double_to_int_lossless(*d).ok_or_else(|| {
                     EvalError::msg(format!(
                         "unsupported index value {} in list",
-                        crate::libs::std_lib::format_double(*d)
+                        crate::value::format_double(*d)
                     ))
                 })?,
                 other => {
@@ -963,7 +934,7 @@ fn display_key(v: &Value<'_>) -> String {
         Value::String(s) => s.to_string(),
         Value::Int(i) => i.to_string(),
         Value::Uint(u) => u.to_string(),
-        Value::Double(d) => crate::libs::std_lib::format_double(*d),
+        Value::Double(d) => crate::value::format_double(*d),
         Value::Bool(b) => b.to_string(),
         other => other.type_name().to_string(),
     }
@@ -1004,6 +975,70 @@ mod tests {
         ];
         for (src, want) in cases {
             assert_eq!(eval_cost(src), *want, "{src}: {}", eval(src));
+        }
+    }
+
+    /// The error texts cel-go v0.26.0 prints, which Kubernetes puts into its messages, and the
+    /// call `detail` adds for logs.
+    #[test]
+    fn errors_read_as_cel_go_words_them() {
+        let cases: &[(&str, &str, &str)] = &[
+            // An operand with the operator's trait rejects the other one itself.
+            (
+                "dyn(0u) + dyn(1)",
+                "no such overload",
+                "no such overload: _+_(uint, int)",
+            ),
+            // An operand without it: the operator is named.
+            (
+                "dyn(null) < dyn(1)",
+                "no such overload: _<_",
+                "no such overload: _<_(null_type, int)",
+            ),
+            (
+                "dyn(1.5) % dyn(1.5)",
+                "no such overload: _%_",
+                "no such overload: _%_(double, double)",
+            ),
+            // A string has methods: its method lookup answers.
+            (
+                "dyn('a') % dyn(1)",
+                "no such overload",
+                "no such overload: _%_(string, int)",
+            ),
+            (
+                "size(dyn(1))",
+                "no such overload: size",
+                "no such overload: size(int)",
+            ),
+            // A string predicate runs without a type guard.
+            (
+                "dyn(1).contains('a')",
+                "no such overload",
+                "no such overload: contains(int, string)",
+            ),
+            // A runtime type guard checks a list's first element.
+            (
+                "dyn([null]).sum()",
+                "no such overload: sum(list)",
+                "no such overload: sum(list)",
+            ),
+            (
+                "{'a': 1}[dyn([1])]",
+                "invalid qualifier type: *types.baseList",
+                "invalid qualifier type: *types.baseList",
+            ),
+        ];
+        let env = Env::kubernetes().build();
+        for (src, text, detail) in cases {
+            let program = env.compile(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+            let mut budget = crate::Budget::default();
+            let err = program.eval(&crate::Activation::new(), &mut budget).err();
+            let Some(err) = err else {
+                panic!("{src}: no error");
+            };
+            assert_eq!(err.to_string(), *text, "{src}");
+            assert_eq!(err.detail(), *detail, "{src}");
         }
     }
 

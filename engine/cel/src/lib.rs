@@ -2,8 +2,9 @@
 //!
 //! The `cel` crate parses (cel-go's grammar and syntax errors); everything after that is ours:
 //! [`ast`] conversion with macro recognition, the type checker ([`check`]), the planner
-//! ([`plan`]), the evaluator ([`eval`]) with cel-go's runtime cost model ([`cost`]), and the
-//! function libraries ([`libs`]), each function declared once for all three.
+//! ([`plan`]) that builds a [`program`], the evaluator ([`eval`]) that walks it with cel-go's
+//! runtime cost model ([`cost`]), and the function libraries ([`libs`]), which declare each
+//! function once, in the [`registry`] all three read.
 //!
 //! ```
 //! use celgate_cel::{Activation, Budget, Env, Type, Value};
@@ -26,6 +27,8 @@ mod eval;
 mod libs;
 mod parse;
 mod plan;
+mod program;
+mod registry;
 pub mod structs;
 pub mod types;
 pub mod value;
@@ -35,7 +38,7 @@ mod version;
 pub use activation::Activation;
 pub use cost::{Budget, MATCH_CONDITIONS_BUDGET, PER_CALL_LIMIT, RUNTIME_BUDGET};
 pub use env::{Env, EnvBuilder, Program};
-pub use error::{CompileError, EvalError, Issue};
+pub use error::{CompileError, EvalError, Issue, NoSuchOverload, OverloadShown};
 pub use libs::authz;
 pub use libs::authz::{Authorizer, AuthzDecision, AuthzRequest};
 pub use structs::{StructType, StructValue, TypeProvider};

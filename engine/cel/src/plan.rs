@@ -9,125 +9,18 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use regex::Regex;
-
 use crate::activation::Activation;
 use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind};
 use crate::check::{Checked, Ref, candidate_names, resolve_message, type_ident};
 use crate::cost::Budget;
 use crate::error::EvalError;
-use crate::eval::Ctx;
-use crate::libs::{CostFn, ImplFn, Kind, Registry, regex as re};
-use crate::structs::{StructType, TypeProvider};
+use crate::eval::Evaluation;
+use crate::libs::regex as re;
+use crate::program::{Call, Candidate, Loop, LoopKind, Node, StructNode};
+use crate::registry::Registry;
+use crate::structs::TypeProvider;
 use crate::types::Type;
 use crate::value::{List, Str, TypeName, Value};
-
-/// An evaluation tree node.
-#[derive(Debug)]
-pub(crate) enum Node {
-    Const(Value<'static>),
-    /// A variable bound in the activation.
-    Global(Arc<str>),
-    /// A comprehension variable.
-    Local(usize),
-    /// `variables.<name>`: a composited variable, by index.
-    Composited(usize),
-    /// `op.field`; the flag is set when the checker typed `op` as a message, the only case
-    /// in which cel-go reads a message's field (through `dyn` a message has no keys).
-    Select(Box<Node>, Arc<str>, bool),
-    /// `has(op.field)`, flagged as [`Node::Select`].
-    Has(Box<Node>, Arc<str>, bool),
-    OptSelect(Box<Node>, Arc<str>),
-    Index(Box<[Node; 2]>),
-    OptIndex(Box<[Node; 2]>),
-    And(Box<[Node; 2]>),
-    Or(Box<[Node; 2]>),
-    Cond(Box<[Node; 3]>),
-    /// `opt.or(other)` (`false`) and `opt.orValue(v)` (`true`): the argument is evaluated only
-    /// when `opt` is empty.
-    OptOr(Box<[Node; 2]>, bool),
-    Eq(Box<[Node; 2]>, bool),
-    /// `x in c`; `true` when the checker resolved the list overload alone (cel-go then charges
-    /// the list's size; a dynamically dispatched `in` costs 1).
-    In(Box<[Node; 2]>, bool),
-    /// `x in [constants]`: cel-go's set-membership optimisation, free of call cost.
-    SetIn(Box<(Node, Box<[Value<'static>]>)>),
-    Call(Box<Call>),
-    /// A `matches` call with a literal pattern: target, compiled pattern, pattern length.
-    Matches(Box<(Node, Regex, u64)>),
-    List(Box<[Node]>, Box<[bool]>),
-    Map(Box<[(Node, Node, bool)]>),
-    /// A message literal: its type and the (name, value, optional) fields.
-    Struct(Box<StructNode>),
-    Comprehension(Box<Loop>),
-    /// An error known at plan time (only without type checking, e.g. an unknown function).
-    Fail(EvalError),
-}
-
-/// A function call and the overloads it may dispatch to.
-#[derive(Debug)]
-pub(crate) struct Call {
-    pub function: Arc<str>,
-    pub candidates: Box<[Candidate]>,
-    pub args: Box<[Node]>,
-    /// The checker left more than one overload (or none was checked): cel-go then has no
-    /// overload id and charges by function name only.
-    pub dynamic: bool,
-    /// Dynamic, and a function cel-go charges by overload id: every call costs 1.
-    pub unit_cost: bool,
-    /// `find`/`findAll` with a literal pattern: compiled here, so evaluation never looks it up.
-    pub pattern: Option<Box<re::Planned>>,
-}
-
-/// One overload a call may dispatch to.
-#[derive(Debug)]
-pub(crate) struct Candidate {
-    pub kinds: Box<[Kind]>,
-    pub imp: ImplFn,
-    pub cost: CostFn,
-}
-
-/// A message literal `Name{field: value, ?field: optional}`.
-#[derive(Debug)]
-pub(crate) struct StructNode {
-    pub ty: Arc<dyn StructType>,
-    pub fields: Box<[(Arc<str>, Node, bool)]>,
-}
-
-/// A macro loop. `slot` (and `slot2`) are the comprehension variables' slots.
-#[derive(Debug)]
-pub(crate) struct Loop {
-    pub range: Node,
-    pub slot: usize,
-    pub slot2: Option<usize>,
-    pub kind: LoopKind,
-}
-
-#[derive(Debug)]
-pub(crate) enum LoopKind {
-    All(Node),
-    Exists(Node),
-    ExistsOne(Node),
-    /// `map`, `filter` (the transform is the variable) and `transformList`.
-    MapList {
-        filter: Option<Node>,
-        transform: Node,
-    },
-    TransformMap {
-        filter: Option<Node>,
-        transform: Node,
-    },
-    TransformMapEntry {
-        filter: Option<Node>,
-        transform: Node,
-    },
-    OptMap(Node),
-    OptFlatMap(Node),
-    /// The key, and whether the checker resolved `@sortByAssociatedKeys`' overload (the key
-    /// is not `dyn`; a type parameter binds to the first overload), which cel-go then charges
-    /// O(n²).
-    SortBy(Node, bool),
-}
 
 /// Why an expression cannot be planned.
 #[derive(Debug, thiserror::Error)]
@@ -181,30 +74,12 @@ const COSTED_BY_OVERLOAD: &[&str] = &[
     "sets.equivalent",
 ];
 
-impl Call {
-    /// The one overload the checker resolved, if so.
-    pub fn single(&self) -> Option<&Candidate> {
-        match &*self.candidates {
-            [c] if !self.dynamic => Some(c),
-            _ => None,
-        }
-    }
-
-    /// cel-go's cost of this call dispatched to `cand` (`None`: no overload applied).
-    pub fn cost(&self, cand: Option<&Candidate>, args: &[Value<'_>], out: &Value<'_>) -> u64 {
-        match cand {
-            Some(c) if !self.unit_cost => (c.cost)(args, out),
-            _ => 1,
-        }
-    }
-}
-
 /// Evaluates a node made of constants once: its value, or the failure it evaluates to.
 fn fold(node: &Node) -> Node {
     let act = Activation::new();
     let mut budget = Budget::default();
-    let mut ctx = Ctx::new(&act, &mut budget, 0);
-    match ctx.eval(node) {
+    let mut evaluation = Evaluation::new(&act, &mut budget, 0);
+    match evaluation.eval(node) {
         Ok(v) => Node::Const(v),
         Err(e) => Node::Fail(e),
     }
@@ -491,7 +366,7 @@ impl Planner<'_, '_> {
             })
             .filter_map(|(_, o)| {
                 o.imp.map(|imp| Candidate {
-                    kinds: o.kinds.clone().into_boxed_slice(),
+                    kinds: o.kinds.iter().map(|k| function.dispatch.kind(k)).collect(),
                     imp,
                     cost: o.cost,
                 })
@@ -504,7 +379,7 @@ impl Planner<'_, '_> {
         let call = Node::Call(Box::new(Call {
             function: Arc::from(fname.as_str()),
             candidates: candidates.into_boxed_slice(),
-            dynamic,
+            dispatch: function.dispatch,
             unit_cost: dynamic && COSTED_BY_OVERLOAD.contains(&fname.as_str()),
             args: nodes.into_boxed_slice(),
             pattern,
@@ -661,9 +536,9 @@ fn two(nodes: Vec<Node>) -> Result<[Node; 2], PlanError> {
 /// fails the program for a constant that cannot be one.
 fn qualifier(nodes: Vec<Node>) -> Result<[Node; 2], PlanError> {
     let invalid = match nodes.get(1) {
-        Some(Node::Const(Value::Null)) => Some("types.Null"),
-        Some(Node::Const(Value::Timestamp(_))) => Some("types.Timestamp"),
-        Some(Node::Const(Value::Duration(_))) => Some("types.Duration"),
+        Some(Node::Const(v @ (Value::Null | Value::Timestamp(_) | Value::Duration(_)))) => {
+            v.go_type_name()
+        }
         _ => None,
     };
     if let Some(t) = invalid {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use chrono::{DateTime, FixedOffset, TimeDelta};
 
 use crate::error::EvalError;
-use crate::structs::StructValue;
+use crate::types::ObjectType;
 
 /// A CEL runtime value. `'a` is the lifetime of JSON borrowed from the activation.
 #[derive(Clone, Debug)]
@@ -54,6 +54,9 @@ pub enum Value<'a> {
 pub trait Opaque: fmt::Debug + Send + Sync + 'static {
     /// The CEL type name, e.g. `kubernetes.Quantity`.
     fn type_name(&self) -> &'static str;
+    /// The Go type (`%T`) of Kubernetes' value for this type, as cel-go's error messages name
+    /// it, e.g. `cel.Quantity`.
+    fn go_type_name(&self) -> &'static str;
     /// Downcasting support.
     fn as_any(&self) -> &dyn Any;
     /// CEL equality with another opaque value (of any type).
@@ -296,7 +299,7 @@ impl fmt::Display for Key<'_> {
             Key::Bool(b) => write!(f, "{b}"),
             Key::Int(i) => write!(f, "{i}"),
             Key::Uint(u) => write!(f, "{u}"),
-            Key::Double(d) => f.write_str(&crate::libs::std_lib::format_double(*d)),
+            Key::Double(d) => f.write_str(&format_double(*d)),
             Key::String(s) => f.write_str(s),
             Key::Null => f.write_str("null"),
             Key::Other(v) => f.write_str(v.type_name()),
@@ -614,6 +617,28 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The Go type (`%T`) of the cel-go value standing for this one, as cel-go's messages name
+    /// it (`None` for message values, which have no cel-go counterpart here).
+    pub(crate) fn go_type_name(&self) -> Option<&'static str> {
+        Some(match self {
+            Value::Null => "types.Null",
+            Value::Bool(_) => "types.Bool",
+            Value::Int(_) => "types.Int",
+            Value::Uint(_) => "types.Uint",
+            Value::Double(_) => "types.Double",
+            Value::String(_) => "types.String",
+            Value::Bytes(_) => "types.Bytes",
+            Value::List(_) => "*types.baseList",
+            Value::Map(_) => "*types.baseMap",
+            Value::Timestamp(_) => "types.Timestamp",
+            Value::Duration(_) => "types.Duration",
+            Value::Type(_) => "*types.Type",
+            Value::Optional(_) => "*types.Optional",
+            Value::Opaque(o) => o.go_type_name(),
+            Value::Struct(_) => return None,
+        })
+    }
+
     /// The runtime type name of every value but a struct's (whose type names itself).
     pub(crate) fn static_type_name(&self) -> Option<&'static str> {
         Some(match self {
@@ -701,7 +726,7 @@ impl<'a> Value<'a> {
                 None => None,
             },
         };
-        ord.ok_or(EvalError::NoSuchOverload)
+        ord.ok_or(EvalError::no_such_overload())
     }
 
     /// Converts to JSON (for results handed back to the host). `Err` for values without a
@@ -801,6 +826,182 @@ impl PartialEq for Value<'_> {
     }
 }
 
+/// A message type a [`TypeProvider`](crate::structs::TypeProvider) resolved: what the checker sees and how its values behave.
+pub trait StructType: Send + Sync + fmt::Debug {
+    /// The type's name, as `type(x)` and the checker report it.
+    fn name(&self) -> &str;
+
+    /// The name of the type value `type(x)` gives for a value of this type.
+    fn type_value_name(&self) -> &str;
+
+    /// The checker's view of the type: its fields and their types.
+    fn checker_type(&self) -> Arc<ObjectType>;
+
+    /// Accepts (or rejects, with the error evaluation reports) `value` for `field` when a
+    /// literal is built.
+    fn check_field(&self, field: &str, value: &Value<'_>) -> Result<(), EvalError>;
+
+    /// `value.field`.
+    fn select<'a>(&self, value: &StructValue<'a>, field: &str) -> Result<Value<'a>, EvalError>;
+
+    /// `has(value.field)`.
+    fn is_set(&self, value: &StructValue<'_>, field: &str) -> Result<bool, EvalError>;
+
+    /// `value.?field`: the field if the type reports it as present to optional selection.
+    fn opt_select<'a>(
+        &self,
+        value: &StructValue<'a>,
+        field: &str,
+    ) -> Result<Option<Value<'a>>, EvalError>;
+
+    /// Equality of two values of this type.
+    fn equals(&self, a: &StructValue<'_>, b: &StructValue<'_>) -> bool;
+
+    /// True if `value` is the type's zero value (for `optional.ofNonZeroValue`).
+    fn is_zero(&self, value: &StructValue<'_>) -> bool;
+}
+
+/// A value built by a message literal: its type and the fields it was given, in order (a
+/// field given twice keeps the last value).
+#[derive(Clone)]
+pub struct StructValue<'a> {
+    ty: Arc<dyn StructType>,
+    fields: Vec<(Arc<str>, Value<'a>)>,
+}
+
+impl<'a> StructValue<'a> {
+    /// A value of `ty` with `fields`; a name given twice keeps its last value.
+    pub fn new(ty: Arc<dyn StructType>, fields: Vec<(Arc<str>, Value<'a>)>) -> Self {
+        let mut out: Vec<(Arc<str>, Value<'a>)> = Vec::with_capacity(fields.len());
+        for (name, value) in fields {
+            match out.iter_mut().find(|(n, _)| *n == name) {
+                Some(slot) => slot.1 = value,
+                None => out.push((name, value)),
+            }
+        }
+        Self { ty, fields: out }
+    }
+
+    /// The type's name (`Object.spec`, `JSONPatch`).
+    pub fn type_name(&self) -> &str {
+        self.ty.name()
+    }
+
+    /// The value's type.
+    pub fn struct_type(&self) -> &Arc<dyn StructType> {
+        &self.ty
+    }
+
+    /// The fields that were set, in the order the literal gave them.
+    pub fn fields(&self) -> &[(Arc<str>, Value<'a>)] {
+        &self.fields
+    }
+
+    /// The value of field `name`, if it was set.
+    pub fn field(&self, name: &str) -> Option<&Value<'a>> {
+        self.fields
+            .iter()
+            .find(|(n, _)| &**n == name)
+            .map(|(_, v)| v)
+    }
+
+    /// `self.name`, as the type defines selection.
+    pub fn select(&self, name: &str) -> Result<Value<'a>, EvalError> {
+        self.ty.select(self, name)
+    }
+
+    /// `has(self.name)`.
+    pub fn is_set(&self, name: &str) -> Result<bool, EvalError> {
+        self.ty.is_set(self, name)
+    }
+
+    /// `self.?name`.
+    pub fn opt_select(&self, name: &str) -> Result<Option<Value<'a>>, EvalError> {
+        self.ty.opt_select(self, name)
+    }
+
+    /// CEL equality: same type and equal as the type defines it.
+    pub fn equals(&self, other: &StructValue<'_>) -> bool {
+        self.type_name() == other.type_name() && self.ty.equals(self, other)
+    }
+}
+
+impl fmt::Debug for StructValue<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct(self.type_name());
+        for (n, v) in &self.fields {
+            s.field(n, v);
+        }
+        s.finish()
+    }
+}
+
+/// Formats a double as Go's `strconv.FormatFloat(d, 'g', -1, 64)`.
+pub(crate) fn format_double(d: f64) -> String {
+    if d.is_nan() {
+        return "NaN".into();
+    }
+    if d.is_infinite() {
+        return if d > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        };
+    }
+    if d == 0.0 {
+        return if d.is_sign_negative() {
+            "-0".into()
+        } else {
+            "0".into()
+        };
+    }
+    // Shortest round-trip digits and exponent, from Rust's `{:e}`.
+    let sci = format!("{d:e}");
+    let (mantissa, exp) = match sci.split_once('e') {
+        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
+        None => (sci.as_str(), 0),
+    };
+    let negative = mantissa.starts_with('-');
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let mut out = String::new();
+    if negative {
+        out.push('-');
+    }
+    if !(-4..6).contains(&exp) {
+        out.push_str(&digits[..1]);
+        if digits.len() > 1 {
+            out.push('.');
+            out.push_str(&digits[1..]);
+        }
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        let e = exp.unsigned_abs();
+        if e < 10 {
+            out.push('0');
+        }
+        out.push_str(&e.to_string());
+    } else if exp < 0 {
+        out.push_str("0.");
+        for _ in 0..(-exp - 1) {
+            out.push('0');
+        }
+        out.push_str(&digits);
+    } else {
+        let int_len = exp as usize + 1;
+        if digits.len() <= int_len {
+            out.push_str(&digits);
+            for _ in digits.len()..int_len {
+                out.push('0');
+            }
+        } else {
+            out.push_str(&digits[..int_len]);
+            out.push('.');
+            out.push_str(&digits[int_len..]);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -897,5 +1098,17 @@ mod tests {
             Some(Ordering::Greater)
         );
         assert!(Value::Double(f64::NAN).compare(&Value::Int(2)).is_err());
+    }
+
+    #[test]
+    fn doubles_format_like_go() {
+        assert_eq!(format_double(1.0), "1");
+        assert_eq!(format_double(1.5), "1.5");
+        assert_eq!(format_double(1e6), "1e+06");
+        assert_eq!(format_double(123456.0), "123456");
+        assert_eq!(format_double(0.0001), "0.0001");
+        assert_eq!(format_double(0.00001), "1e-05");
+        assert_eq!(format_double(-2.5e-10), "-2.5e-10");
+        assert_eq!(format_double(1234567.0), "1.234567e+06");
     }
 }

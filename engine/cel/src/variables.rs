@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use crate::activation::Activation;
+use crate::activation::{Activation, LazyVariables};
 use crate::cost::Budget;
 use crate::env::{Env, Program};
 use crate::error::{CompileError, EvalError};
@@ -95,6 +95,15 @@ fn variable_type(t: &Type) -> Type {
     }
 }
 
+impl<'a> Activation<'a> {
+    /// Binds composited variables: `variables.<name>` is evaluated on first use and memoised
+    /// for the life of this activation. Its cost is charged to the budget of the evaluation
+    /// that first uses it.
+    pub fn bind_variables(&mut self, vars: &Arc<Variables>) {
+        self.bind_lazy(vars.clone());
+    }
+}
+
 impl Variables {
     /// The environment for expressions that use these variables.
     pub fn env(&self) -> &Env {
@@ -117,8 +126,14 @@ impl Variables {
             .iter()
             .map(|d| (d.name.as_str(), d.program.as_ref()))
     }
+}
 
-    pub(crate) fn evaluate<'a>(
+impl LazyVariables for Variables {
+    fn len(&self) -> usize {
+        self.defs.len()
+    }
+
+    fn evaluate<'a>(
         &self,
         index: usize,
         act: &Activation<'a>,

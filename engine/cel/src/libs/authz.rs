@@ -35,8 +35,9 @@ use std::sync::Arc;
 
 use super::format::{dns1123_label_errors, dns1123_subdomain_errors};
 use super::opaque::{opaque, opaque_arg};
-use super::{Registry, str_arg};
+use super::str_arg;
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{Opaque, Value};
 
@@ -208,10 +209,13 @@ struct ResourceCheck {
 struct DecisionVal(AuthzDecision);
 
 macro_rules! receiver_only {
-    ($t:ty, $name:expr) => {
+    ($t:ty, $name:expr, $go_name:expr) => {
         impl Opaque for $t {
             fn type_name(&self) -> &'static str {
                 $name
+            }
+            fn go_type_name(&self) -> &'static str {
+                $go_name
             }
             fn as_any(&self) -> &dyn Any {
                 self
@@ -224,11 +228,11 @@ macro_rules! receiver_only {
     };
 }
 
-receiver_only!(AuthorizerVal, AUTHORIZER);
-receiver_only!(PathCheck, PATH_CHECK);
-receiver_only!(GroupCheck, GROUP_CHECK);
-receiver_only!(ResourceCheck, RESOURCE_CHECK);
-receiver_only!(DecisionVal, DECISION);
+receiver_only!(AuthorizerVal, AUTHORIZER, "library.authorizerVal");
+receiver_only!(PathCheck, PATH_CHECK, "library.pathCheckVal");
+receiver_only!(GroupCheck, GROUP_CHECK, "library.groupCheckVal");
+receiver_only!(ResourceCheck, RESOURCE_CHECK, "library.resourceCheckVal");
+receiver_only!(DecisionVal, DECISION, "library.decisionVal");
 
 /// The value of the `authorizer` variable for `authz`.
 pub fn authorizer_value(authz: Arc<dyn Authorizer>) -> Value<'static> {
@@ -272,7 +276,7 @@ pub(crate) fn register(r: &mut Registry) {
         .member(&[t(GROUP_CHECK), String], t(RESOURCE_CHECK))
         .imp(resource)
         .done();
-    let setters: [(&str, super::ImplFn); 5] = [
+    let setters: [(&str, crate::registry::ImplFn); 5] = [
         ("subresource", subresource),
         ("namespace", namespace),
         ("name", name),

@@ -9,9 +9,11 @@ use std::sync::Arc;
 use chrono::NaiveDate;
 
 use super::opaque::{opaque, opaque_arg, same_type};
+use super::str_arg;
 use super::urls::parse_request_uri;
-use super::{Registry, actual_size, str_arg, traversal_cost};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{List, Opaque, Value};
 
@@ -24,7 +26,7 @@ pub(crate) const FORMAT: &str = "kubernetes.NamedFormat";
 macro_rules! formats {
     ($(($name:literal, $ctor:ident, $regex:expr, $check:expr)),* $(,)?) => {
         /// The formats, by name.
-        const FORMATS: &[(&str, Validator, super::ImplFn, u64)] =
+        const FORMATS: &[(&str, Validator, crate::registry::ImplFn, u64)] =
             &[$(($name, $check, $ctor, $regex)),*];
         $(
             fn $ctor<'a>(_: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
@@ -116,6 +118,9 @@ impl std::fmt::Debug for Format {
 impl Opaque for Format {
     fn type_name(&self) -> &'static str {
         FORMAT
+    }
+    fn go_type_name(&self) -> &'static str {
+        "cel.Format"
     }
     fn as_any(&self) -> &dyn Any {
         self

@@ -8,8 +8,10 @@ use std::any::Any;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use super::opaque::{opaque, opaque_arg, same_type};
-use super::{Registry, actual_size, arg, str_arg, traversal_cost};
+use super::{arg, str_arg};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{Opaque, Value};
 
@@ -38,7 +40,7 @@ pub(crate) fn register(r: &mut Registry) {
         .cost(cost_parse_twice)
         .done();
     r.def("family").member(&[ip()], Int).imp(family).done();
-    let classes: [(&str, super::ImplFn); 5] = [
+    let classes: [(&str, crate::registry::ImplFn); 5] = [
         ("isUnspecified", is_unspecified),
         ("isLoopback", is_loopback),
         ("isLinkLocalMulticast", is_link_local_multicast),
@@ -110,6 +112,9 @@ impl Opaque for Ip {
     fn type_name(&self) -> &'static str {
         IP
     }
+    fn go_type_name(&self) -> &'static str {
+        "cel.IP"
+    }
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -121,6 +126,9 @@ impl Opaque for Ip {
 impl Opaque for Cidr {
     fn type_name(&self) -> &'static str {
         CIDR
+    }
+    fn go_type_name(&self) -> &'static str {
+        "cel.CIDR"
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -618,10 +626,10 @@ fn to_string<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             } else if let Some(i) = o.as_any().downcast_ref::<Ip>() {
                 Ok(Value::string(i.0.to_string()))
             } else {
-                Err(EvalError::NoSuchOverload)
+                Err(EvalError::no_such_overload())
             }
         }
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -641,7 +649,7 @@ fn contains_ip<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let c = cidr(args)?;
     let other = match arg(args, 1)? {
         // Upstream passes the parse error where an IP is expected, which reports no overload.
-        Value::String(s) => ip_err(s).map_err(|_| EvalError::NoSuchOverload)?,
+        Value::String(s) => ip_err(s).map_err(|_| EvalError::no_such_overload())?,
         _ => *opaque_arg::<Ip>(args, 1)?,
     };
     Ok(Value::Bool(c.contains(&other.0)))

@@ -1,8 +1,10 @@
 //! Kubernetes' JSON Patch library, for mutation expressions only: `jsonpatch.escapeKey`, which
 //! escapes a key for a JSON Pointer (`~` → `~0`, `/` → `~1`).
 
-use super::{Registry, actual_size, str_arg, traversal_cost};
+use super::str_arg;
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::Value;
 

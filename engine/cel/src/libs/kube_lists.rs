@@ -4,9 +4,10 @@
 
 use std::cmp::Ordering;
 
-use super::{ImplFn, Registry, arg};
+use super::arg;
 use crate::error::EvalError;
 use crate::libs::time::duration_add;
+use crate::registry::{ImplFn, Registry};
 use crate::types::Type;
 use crate::value::{List, Value};
 
@@ -82,7 +83,7 @@ pub(crate) fn cost_traversal(args: &[Value<'_>], _: &Value<'_>) -> u64 {
 fn list<'v, 'a>(args: &'v [Value<'a>]) -> Result<&'v List<'a>, EvalError> {
     match arg(args, 0)? {
         Value::List(l) => Ok(l),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -98,7 +99,7 @@ fn comparer(v: Value<'_>) -> Result<Value<'_>, EvalError> {
         | Value::Bytes(_)
         | Value::Timestamp(_)
         | Value::Duration(_) => Ok(v),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -148,7 +149,7 @@ fn add<'a>(acc: Value<'a>, v: Value<'a>) -> Result<Value<'a>, EvalError> {
         }
         (Value::Double(a), Value::Double(b)) => Value::Double(a + b),
         (Value::Duration(a), Value::Duration(b)) => duration_add(a, b)?,
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 

@@ -5,8 +5,10 @@
 
 use std::cmp::Ordering;
 
-use super::{Registry, actual_size, arg, go_sort, int_arg};
+use super::{arg, go_sort, int_arg};
+use crate::cost::actual_size;
 use crate::error::EvalError;
+use crate::registry::{Dispatch, Registry, Trait};
 use crate::types::Type;
 use crate::value::{List, Value};
 
@@ -57,6 +59,10 @@ pub(crate) fn register(r: &mut Registry) {
             .cost(cost_self_compare)
             .done();
     }
+    // cel-go binds `sort` once for every list, and `flatten` without runtime type guards (it
+    // accepts a list that is flat already).
+    r.dispatch("sort", Dispatch::Singleton(Some(Trait::Lister)));
+    r.dispatch("flatten", Dispatch::Unguarded);
 }
 
 /// `floor(size * factor) + 1 + 10`: a call that allocates a list (cel-go's
@@ -110,7 +116,7 @@ pub(crate) fn cost_self_compare(args: &[Value<'_>], _: &Value<'_>) -> u64 {
 fn list<'v, 'a>(args: &'v [Value<'a>]) -> Result<&'v List<'a>, EvalError> {
     match arg(args, 0)? {
         Value::List(l) => Ok(l),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 

@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use crate::error::EvalError;
-use crate::structs::{StructType, StructValue, TypeProvider};
+use crate::structs::TypeProvider;
 use crate::types::{ObjectType, Type};
-use crate::value::{Key, List, Map, OwnedMap, Str, Value};
+use crate::value::{Key, List, Map, OwnedMap, Str, StructType, StructValue, Value};
 
 /// The name of the root apply-configuration type.
 pub const OBJECT_TYPE: &str = "Object";

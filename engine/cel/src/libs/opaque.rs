@@ -15,8 +15,8 @@ pub(crate) fn opaque_arg<'v, T: Opaque>(
         Value::Opaque(o) => o
             .as_any()
             .downcast_ref::<T>()
-            .ok_or(EvalError::NoSuchOverload),
-        _ => Err(EvalError::NoSuchOverload),
+            .ok_or(EvalError::no_such_overload()),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 

@@ -4,8 +4,9 @@
 
 use std::sync::Arc;
 
-use super::{Registry, arg};
+use super::arg;
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{List, Value};
 
@@ -103,21 +104,21 @@ fn value<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     match arg(args, 0)? {
         Value::Optional(Some(v)) => Ok((**v).clone()),
         Value::Optional(None) => Err(EvalError::msg("optional.none() dereference")),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
 fn has_value<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     match arg(args, 0)? {
         Value::Optional(o) => Ok(Value::Bool(o.is_some())),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
 fn first<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     match arg(args, 0)? {
         Value::List(l) => Ok(Value::Optional(l.get(0).map(Arc::new))),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -126,20 +127,20 @@ fn last<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         Value::List(l) => Ok(Value::Optional(
             l.len().checked_sub(1).and_then(|i| l.get(i)).map(Arc::new),
         )),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
 fn unwrap<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let Value::List(l) = arg(args, 0)? else {
-        return Err(EvalError::NoSuchOverload);
+        return Err(EvalError::no_such_overload());
     };
     let mut out = Vec::with_capacity(l.len());
     for v in l.iter() {
         match v {
             Value::Optional(Some(x)) => out.push((*x).clone()),
             Value::Optional(None) => {}
-            _ => return Err(EvalError::NoSuchOverload),
+            _ => return Err(EvalError::no_such_overload()),
         }
     }
     Ok(Value::List(List::from_vec(out)))

@@ -11,8 +11,10 @@ use num_bigint::{BigInt, Sign};
 use num_traits::{ToPrimitive, Zero};
 
 use super::opaque::{opaque, opaque_arg, same_type};
-use super::{Registry, actual_size, int_arg, str_arg, traversal_cost};
+use super::{int_arg, str_arg};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{Opaque, Value};
 
@@ -94,6 +96,9 @@ pub(crate) struct Quantity {
 impl Opaque for Quantity {
     fn type_name(&self) -> &'static str {
         QUANTITY
+    }
+    fn go_type_name(&self) -> &'static str {
+        "cel.Quantity"
     }
     fn as_any(&self) -> &dyn Any {
         self

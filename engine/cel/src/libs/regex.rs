@@ -8,8 +8,10 @@ use std::sync::{Arc, LazyLock, RwLock};
 
 use regex::Regex;
 
-use super::{Registry, actual_size, int_arg, re2_syntax, str_arg, traversal_cost};
+use super::{int_arg, re2_syntax, str_arg};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{List, Value};
 
@@ -239,7 +241,7 @@ pub(crate) fn matches<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 pub(crate) fn matches_compiled<'a>(re: &Regex, target: &Value<'a>) -> Result<Value<'a>, EvalError> {
     match target {
         Value::String(s) => Ok(Value::Bool(re.is_match(s))),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 

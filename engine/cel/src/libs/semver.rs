@@ -8,8 +8,10 @@ use std::cmp::Ordering;
 
 use super::ip::go_quote;
 use super::opaque::{opaque, opaque_arg, same_type};
-use super::{Registry, actual_size, str_arg, traversal_cost};
+use super::str_arg;
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{Opaque, Value};
 
@@ -114,6 +116,9 @@ impl Semver {
 impl Opaque for Semver {
     fn type_name(&self) -> &'static str {
         SEMVER
+    }
+    fn go_type_name(&self) -> &'static str {
+        "cel.Semver"
     }
     fn as_any(&self) -> &dyn Any {
         self
@@ -266,7 +271,7 @@ fn parse_args(args: &[Value<'_>]) -> Result<Result<Semver, String>, EvalError> {
     let normalize = match args.get(1) {
         None => false,
         Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(EvalError::NoSuchOverload),
+        Some(_) => return Err(EvalError::no_such_overload()),
     };
     Ok(if normalize {
         normalize_and_parse(s)

@@ -2,8 +2,10 @@
 //! `sets.intersects` over lists, with CEL equality. cel-go charges `1 + ⌊m·n·f⌋` for lists of
 //! sizes m and n (f = 2 for `equivalent`, else 1).
 
-use super::{Registry, actual_size, arg};
+use super::arg;
+use crate::cost::actual_size;
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{List, Value};
 
@@ -46,7 +48,7 @@ fn pairs_cost(args: &[Value<'_>], factor: u64) -> u64 {
 fn lists<'v, 'a>(args: &'v [Value<'a>]) -> Result<(&'v List<'a>, &'v List<'a>), EvalError> {
     match (arg(args, 0)?, arg(args, 1)?) {
         (Value::List(a), Value::List(b)) => Ok((a, b)),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 

@@ -2,12 +2,14 @@
 
 use std::sync::Arc;
 
-use super::{Registry, actual_size, arg, str_arg, traversal_cost};
+use super::{arg, str_arg};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
 use crate::libs::regex;
 use crate::libs::time;
+use crate::registry::{Dispatch, Registry, Trait};
 use crate::types::Type;
-use crate::value::{List, Str, TypeName, Value};
+use crate::value::{List, Str, TypeName, Value, format_double};
 
 fn list_a() -> Type {
     Type::list(Type::param("A"))
@@ -130,10 +132,10 @@ pub(crate) fn register(r: &mut Registry) {
         ("duration", Duration, Duration),
     ];
     for (suffix, l, rt) in orderable {
-        let cost: super::CostFn = if matches!(suffix, "string" | "bytes") {
+        let cost: crate::registry::CostFn = if matches!(suffix, "string" | "bytes") {
             cost_compare
         } else {
-            super::cost_one
+            crate::registry::cost_one
         };
         r.def("_<_")
             .global(&[l.clone(), rt.clone()], Bool)
@@ -225,6 +227,31 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("bool").global(&[Bool], Bool).imp(to_bool).done();
     r.def("bool").global(&[String], Bool).imp(to_bool).done();
     let _ = Null;
+
+    // cel-go binds these with one implementation for all overloads, gated by a trait of the
+    // first argument, and the string predicates without runtime type guards.
+    for (name, t) in [
+        ("!_", None),
+        ("-_", Some(Trait::Negater)),
+        ("_+_", Some(Trait::Adder)),
+        ("_-_", Some(Trait::Subtractor)),
+        ("_*_", Some(Trait::Multiplier)),
+        ("_/_", Some(Trait::Divider)),
+        ("_%_", Some(Trait::Modder)),
+        ("_<_", Some(Trait::Comparer)),
+        ("_<=_", Some(Trait::Comparer)),
+        ("_>_", Some(Trait::Comparer)),
+        ("_>=_", Some(Trait::Comparer)),
+        ("size", Some(Trait::Sizer)),
+        ("matches", Some(Trait::Matcher)),
+        ("dyn", None),
+        ("type", None),
+    ] {
+        r.dispatch(name, Dispatch::Singleton(t));
+    }
+    for name in ["contains", "startsWith", "endsWith"] {
+        r.dispatch(name, Dispatch::Unguarded);
+    }
     time::register(r);
 }
 
@@ -261,7 +288,7 @@ pub(crate) fn cost_matches(args: &[Value<'_>], _: &Value<'_>) -> u64 {
 fn not<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     match arg(args, 0)? {
         Value::Bool(b) => Ok(Value::Bool(!b)),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -272,7 +299,7 @@ fn negate<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             .map(Value::Int)
             .ok_or(EvalError::IntOverflow),
         Value::Double(d) => Ok(Value::Double(-d)),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -313,7 +340,7 @@ fn add<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             time::timestamp_add(*t, *d)?
         }
         (Value::Duration(a), Value::Duration(b)) => time::duration_add(*a, *b)?,
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -329,7 +356,7 @@ fn sub<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         (Value::Timestamp(a), Value::Timestamp(b)) => time::timestamp_diff(*a, *b)?,
         (Value::Timestamp(t), Value::Duration(d)) => time::timestamp_sub(*t, *d)?,
         (Value::Duration(a), Value::Duration(b)) => time::duration_sub(*a, *b)?,
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -342,7 +369,7 @@ fn mul<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             Value::Uint(a.checked_mul(*b).ok_or(EvalError::UintOverflow)?)
         }
         (Value::Double(a), Value::Double(b)) => Value::Double(a * b),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -356,7 +383,7 @@ fn div<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         }
         (Value::Uint(a), Value::Uint(b)) => Value::Uint(a / b),
         (Value::Double(a), Value::Double(b)) => Value::Double(a / b),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -369,7 +396,7 @@ fn rem<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             Value::Int(a.checked_rem(*b).ok_or(EvalError::IntOverflow)?)
         }
         (Value::Uint(a), Value::Uint(b)) => Value::Uint(a % b),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -396,7 +423,7 @@ fn size<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         Value::Bytes(b) => b.len(),
         Value::List(l) => l.len(),
         Value::Map(m) => m.len(),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     };
     Ok(Value::Int(n as i64))
 }
@@ -447,7 +474,7 @@ fn to_int<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             .map_err(|_| conversion_error("string", "int"))?,
         Value::Timestamp(t) => t.timestamp(),
         Value::Duration(d) => d.num_nanoseconds().ok_or(EvalError::IntOverflow)?,
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     }))
 }
 
@@ -468,7 +495,7 @@ fn to_uint<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         Value::String(s) => s
             .parse::<u64>()
             .map_err(|_| conversion_error("string", "uint"))?,
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     }))
 }
 
@@ -480,7 +507,7 @@ fn to_double<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         Value::String(s) => {
             parse_go_float(s).ok_or_else(|| conversion_error("string", "double"))?
         }
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     }))
 }
 
@@ -597,81 +624,15 @@ fn to_string<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         },
         Value::Timestamp(t) => Value::string(time::format_timestamp(t)),
         Value::Duration(d) => Value::string(time::format_duration(d)),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
-}
-
-/// Formats a double as Go's `strconv.FormatFloat(d, 'g', -1, 64)`.
-pub(crate) fn format_double(d: f64) -> std::string::String {
-    if d.is_nan() {
-        return "NaN".into();
-    }
-    if d.is_infinite() {
-        return if d > 0.0 {
-            "+Inf".into()
-        } else {
-            "-Inf".into()
-        };
-    }
-    if d == 0.0 {
-        return if d.is_sign_negative() {
-            "-0".into()
-        } else {
-            "0".into()
-        };
-    }
-    // Shortest round-trip digits and exponent, from Rust's `{:e}`.
-    let sci = format!("{d:e}");
-    let (mantissa, exp) = match sci.split_once('e') {
-        Some((m, e)) => (m, e.parse::<i32>().unwrap_or(0)),
-        None => (sci.as_str(), 0),
-    };
-    let negative = mantissa.starts_with('-');
-    let digits: std::string::String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let mut out = std::string::String::new();
-    if negative {
-        out.push('-');
-    }
-    if !(-4..6).contains(&exp) {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push('e');
-        out.push(if exp < 0 { '-' } else { '+' });
-        let e = exp.unsigned_abs();
-        if e < 10 {
-            out.push('0');
-        }
-        out.push_str(&e.to_string());
-    } else if exp < 0 {
-        out.push_str("0.");
-        for _ in 0..(-exp - 1) {
-            out.push('0');
-        }
-        out.push_str(&digits);
-    } else {
-        let int_len = exp as usize + 1;
-        if digits.len() <= int_len {
-            out.push_str(&digits);
-            for _ in digits.len()..int_len {
-                out.push('0');
-            }
-        } else {
-            out.push_str(&digits[..int_len]);
-            out.push('.');
-            out.push_str(&digits[int_len..]);
-        }
-    }
-    out
 }
 
 fn to_bytes<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     Ok(match arg(args, 0)? {
         Value::Bytes(b) => Value::Bytes(b.clone()),
         Value::String(s) => Value::Bytes(Arc::from(s.as_bytes())),
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     })
 }
 
@@ -683,13 +644,13 @@ fn to_bool<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
             "0" | "f" | "F" | "FALSE" | "false" | "False" => false,
             _ => return Err(conversion_error("string", "bool")),
         },
-        _ => return Err(EvalError::NoSuchOverload),
+        _ => return Err(EvalError::no_such_overload()),
     }))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::{format_double, parse_go_float};
+    use super::parse_go_float;
 
     #[test]
     fn doubles_parse_like_go() {
@@ -714,17 +675,5 @@ mod tests {
         for (s, want) in cases {
             assert_eq!(parse_go_float(s), want, "{s}");
         }
-    }
-
-    #[test]
-    fn doubles_format_like_go() {
-        assert_eq!(format_double(1.0), "1");
-        assert_eq!(format_double(1.5), "1.5");
-        assert_eq!(format_double(1e6), "1e+06");
-        assert_eq!(format_double(123456.0), "123456");
-        assert_eq!(format_double(0.0001), "0.0001");
-        assert_eq!(format_double(0.00001), "1e-05");
-        assert_eq!(format_double(-2.5e-10), "-2.5e-10");
-        assert_eq!(format_double(1234567.0), "1.234567e+06");
     }
 }

@@ -7,12 +7,14 @@ use std::collections::HashMap;
 use std::fmt::Write;
 
 use super::ip::go_quote;
-use super::std_lib::format_double;
 use super::time::{format_duration, format_timestamp};
-use super::{Registry, actual_size, arg, str_arg, traversal_cost};
+use super::{arg, str_arg};
 use crate::ast::{Expr, ExprKind};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
+use crate::value::format_double;
 use crate::value::{List, Value};
 
 pub(crate) fn register(r: &mut Registry) {
@@ -494,7 +496,7 @@ pub(crate) fn validate_call(
 fn format<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let fmt = str_arg(args, 0)?;
     let Value::List(l) = arg(args, 1)? else {
-        return Err(EvalError::NoSuchOverload);
+        return Err(EvalError::no_such_overload());
     };
     interpolate(fmt, l)
         .map(Value::string)

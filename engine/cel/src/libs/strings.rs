@@ -1,8 +1,10 @@
 //! cel-go's strings extension (`ext.Strings`, version 2 as Kubernetes enables it): indices are
 //! in code points.
 
-use super::{Registry, actual_size, arg, int_arg, kube_lists, str_arg, traversal_cost};
+use super::{arg, int_arg, kube_lists, str_arg};
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{List, Value};
 
@@ -283,7 +285,7 @@ fn trim<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 
 fn join<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let Value::List(l) = arg(args, 0)? else {
-        return Err(EvalError::NoSuchOverload);
+        return Err(EvalError::no_such_overload());
     };
     let sep = if args.len() > 1 {
         str_arg(args, 1)?

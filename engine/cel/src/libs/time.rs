@@ -5,8 +5,9 @@ use chrono::{
     DateTime, Datelike, FixedOffset, NaiveDateTime, Offset, TimeDelta, TimeZone, Timelike, Utc,
 };
 
-use super::{Registry, arg, str_arg};
+use super::{arg, str_arg};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::Value;
 
@@ -213,7 +214,7 @@ fn to_timestamp<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         Value::Timestamp(t) => Ok(Value::Timestamp(*t)),
         Value::String(s) => Ok(Value::Timestamp(parse_timestamp(s)?)),
         Value::Int(i) => Ok(Value::Timestamp(timestamp_from_unix(*i)?)),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -224,7 +225,7 @@ fn to_duration<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         Value::Int(_) => Err(EvalError::msg(
             "type conversion error from 'int' to 'google.protobuf.Duration'",
         )),
-        _ => Err(EvalError::NoSuchOverload),
+        _ => Err(EvalError::no_such_overload()),
     }
 }
 
@@ -362,7 +363,7 @@ fn atoi(s: &str) -> Result<i64, EvalError> {
 /// running in UTC), or `[+-]hours:minutes` with any numbers (`-00:30` is half an hour west).
 fn in_zone(args: &[Value<'_>]) -> Result<NaiveDateTime, EvalError> {
     let Value::Timestamp(t) = arg(args, 0)? else {
-        return Err(EvalError::NoSuchOverload);
+        return Err(EvalError::no_such_overload());
     };
     if args.len() < 2 {
         return Ok(t.naive_utc());

@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use super::ip::go_quote;
 use super::opaque::{opaque, opaque_arg, same_type};
-use super::{Registry, actual_size, str_arg, traversal_cost};
+use super::str_arg;
+use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
+use crate::registry::Registry;
 use crate::types::Type;
 use crate::value::{Key, List, Map, Opaque, OwnedMap, Str, Value};
 
@@ -24,7 +26,7 @@ pub(crate) fn register(r: &mut Registry) {
         .cost(cost_parse)
         .done();
     r.def("isURL").global(&[String], Bool).imp(is_url).done();
-    let getters: [(&str, super::ImplFn); 5] = [
+    let getters: [(&str, crate::registry::ImplFn); 5] = [
         ("getScheme", get_scheme),
         ("getHost", get_host),
         ("getHostname", get_hostname),
@@ -60,6 +62,9 @@ pub(crate) struct Url {
 impl Opaque for Url {
     fn type_name(&self) -> &'static str {
         URL
+    }
+    fn go_type_name(&self) -> &'static str {
+        "cel.URL"
     }
     fn as_any(&self) -> &dyn Any {
         self
