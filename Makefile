@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e lint fmt crds crds-check cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory deps differential fuzz
+.PHONY: help build test unit e2e lint fmt crds crds-check cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory bench-apply deps differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -81,6 +81,14 @@ bench-memory: deps ## celgate's resident memory when idle, against a local contr
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	e2e/bench/idle-rss.sh
+
+# The release build of celgate, wherever CARGO_TARGET_DIR puts it.
+CELGATE_RELEASE := $(abspath $(or $(CARGO_TARGET_DIR),target))/release/celgate
+
+bench-apply: deps ## Binding created → first denial, celgate (release) vs in-tree, on a local control plane: p50/p99; writes target/bench/apply.json
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) build --release -p celgate
+	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench apply
 
 differential: $(DIFF_BIN) ## Differential test against cel-go: prints a summary, writes target/differential/report.json
 	$(DIFF_BIN) gen -out $(DIFF_DIR)/corpus.json

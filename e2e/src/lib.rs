@@ -209,15 +209,22 @@ impl Celgate {
         celgate
     }
 
+    /// The celgate binary run: `CELGATE_BIN`, else the debug build in the target directory.
+    pub fn binary() -> PathBuf {
+        std::env::var_os("CELGATE_BIN")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                std::env::var_os("CARGO_TARGET_DIR")
+                    .map(|d| workspace().join(d))
+                    .unwrap_or_else(|| workspace().join("target"))
+                    .join("debug/celgate")
+            })
+    }
+
     /// Starts `celgate run` serving on `port` (registered as `https://127.0.0.1:<port>`) without
     /// waiting for it; the log is appended to, so a restart keeps the earlier lines.
     pub fn spawn(cluster: &Cluster, port: u16) -> Self {
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(|d| workspace().join(d))
-            .unwrap_or_else(|| workspace().join("target"));
-        let bin = std::env::var_os("CELGATE_BIN")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| target.join("debug/celgate"));
+        let bin = Self::binary();
         assert!(
             bin.exists(),
             "{} is missing; run `cargo build -p celgate` (make e2e does)",
@@ -318,6 +325,26 @@ pub fn deployment(name: &str, replicas: i32) -> k8s_openapi::api::apps::v1::Depl
     .unwrap_or_else(|e| panic!("invalid deployment fixture: {e}"))
 }
 
+/// Waits (up to 30 s) until a dry-run Deployment of `replicas` in `ns` is denied; its message and code.
+pub async fn wait_denied(client: &Client, ns: &str, replicas: i32) -> (String, u16) {
+    wait_for(
+        &format!("{replicas} replicas to be denied in {ns}"),
+        Duration::from_secs(30),
+        || async move { dry_run_deployment(client, ns, replicas).await.err() },
+    )
+    .await
+}
+
+/// Waits (up to 30 s) until a dry-run Deployment of `replicas` in `ns` is admitted.
+pub async fn wait_admitted(client: &Client, ns: &str, replicas: i32) {
+    wait_for(
+        &format!("{replicas} replicas to be admitted in {ns}"),
+        Duration::from_secs(30),
+        || async move { dry_run_deployment(client, ns, replicas).await.ok() },
+    )
+    .await
+}
+
 /// Creates a Deployment of `replicas` in `ns` as a server-side dry run: `Err((message, code))`
 /// when admission rejects it (any other failure panics).
 pub async fn dry_run_deployment(
@@ -337,5 +364,61 @@ pub async fn dry_run_deployment(
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) => Err((s.message, s.code)),
         Err(e) => panic!("create failed for a reason other than admission: {e}"),
+    }
+}
+
+/// The demo policy of the README (a replica limit on Deployments) and its binding, for either
+/// engine: only the apiVersion differs.
+pub mod demo {
+    /// celgate's apiVersion for policies and bindings.
+    pub const CELGATE_API: &str = "admission.celgate.io/v1";
+    /// The in-tree plugin's apiVersion for policies and bindings.
+    pub const IN_TREE_API: &str = "admissionregistration.k8s.io/v1";
+    /// The policy's name.
+    pub const POLICY_NAME: &str = "demo-policy.example.com";
+    /// The binding's name.
+    pub const BINDING_NAME: &str = "demo-binding-test.example.com";
+
+    const POLICY: &str = r#"
+apiVersion: API
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: "demo-policy.example.com"
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups:   ["apps"]
+      apiVersions: ["v1"]
+      operations:  ["CREATE", "UPDATE"]
+      resources:   ["deployments"]
+  validations:
+    - expression: "object.spec.replicas <= LIMIT"
+"#;
+
+    const BINDING: &str = r#"
+apiVersion: API
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: "demo-binding-test.example.com"
+spec:
+  policyName: "demo-policy.example.com"
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        engine: ENGINE
+"#;
+
+    /// The policy under `api`, denying Deployments of more than `limit` replicas.
+    pub fn policy(api: &str, limit: u32) -> String {
+        POLICY
+            .replace("API", api)
+            .replace("LIMIT", &limit.to_string())
+    }
+
+    /// The binding under `api`, selecting the namespaces labelled `engine=<engine>`.
+    pub fn binding(api: &str, engine: &str) -> String {
+        BINDING.replace("API", api).replace("ENGINE", engine)
     }
 }

@@ -12,6 +12,13 @@
 //! deleted and the sentinel proves they are gone. In-tree keeper bindings hold every paramKind
 //! bound for the whole run (kubernetes#130887 freezes the in-tree param cache otherwise).
 //!
+//! Every scenario must show that its policies acted: in the in-tree phase at least one of its
+//! requests is denied or warned by one of them, or carries an audit annotation of one of them;
+//! a scenario where nothing happens would compare "same" whatever celgate did. A scenario about
+//! a policy that must not act therefore also holds a request it does act on.
+//! `CELGATE_DIFF_ONLY=<prefix>[,<prefix>…]` plays only the scenarios whose names start with one of
+//! the prefixes; a prefix that selects no scenario fails the test.
+//!
 //! Scenarios marked `known` differ because of a documented celgate limitation or a reported bug:
 //! they are still played and their differences printed; the test fails if they stop differing (so
 //! the mark gets removed) and, with `CELGATE_DIFF_STRICT=1`, also when they differ.
@@ -1333,6 +1340,9 @@ auditAnnotations:
             vec![
                 create("no key x", CMS, cm("a", json!({}))),
                 create("x=y", CMS, cm("b", json!({"x": "y"}))),
+                // False, not an error: acted on under every failurePolicy, so that the errors
+                // Ignore lets through are not the only thing this scenario sees.
+                create("x=n", CMS, cm("f", json!({"x": "n"}))),
                 create(
                     "division by zero",
                     CMS,
@@ -2515,6 +2525,66 @@ fn keepers() -> String {
 }
 
 // ------------------------------------------------------------------------------------------
+// Selection and proof of action
+// ------------------------------------------------------------------------------------------
+
+/// The scenarios `only` selects: comma-separated name prefixes (`None`: every scenario). A
+/// prefix that selects nothing (a typo, a renamed scenario) is an error, and so is an empty one,
+/// which would select everything.
+fn select<'a>(table: &'a [Scenario], only: Option<&str>) -> Result<Vec<&'a Scenario>, String> {
+    let Some(only) = only else {
+        return Ok(table.iter().collect());
+    };
+    let prefixes: Vec<&str> = only.split(',').map(str::trim).collect();
+    if prefixes.iter().any(|p| p.is_empty()) {
+        return Err(format!(
+            "CELGATE_DIFF_ONLY={only:?} holds an empty name; unset it to play every scenario"
+        ));
+    }
+    let unmatched: Vec<&str> = prefixes
+        .iter()
+        .copied()
+        .filter(|p| !table.iter().any(|sc| sc.name.starts_with(p)))
+        .collect();
+    if !unmatched.is_empty() {
+        let names: Vec<&str> = table.iter().map(|sc| sc.name).collect();
+        return Err(format!(
+            "CELGATE_DIFF_ONLY: {unmatched:?} select(s) no scenario; the scenarios are {names:?}"
+        ));
+    }
+    Ok(table
+        .iter()
+        .filter(|sc| prefixes.iter().any(|p| sc.name.starts_with(p)))
+        .collect())
+}
+
+/// The names of the ValidatingAdmissionPolicies a scenario applies.
+fn policy_names(sc: &Scenario) -> Vec<String> {
+    parse_docs(&sc.render(&sc.policies, Some(Engine::InTree)))
+        .into_iter()
+        .filter(|d| d["kind"] == "ValidatingAdmissionPolicy")
+        .filter_map(|d| d["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Whether one of `policies` acted on the request that gave `o`: a denial or a warning naming it
+/// (kube-apiserver's `ValidatingAdmissionPolicy '<name>' …`), an audit annotation under its name
+/// (`<name>/<key>`), or a validation failure it recorded for the Audit action.
+fn policy_acted(o: &Outcome, policies: &[String]) -> bool {
+    policies.iter().any(|p| {
+        let named = format!("ValidatingAdmissionPolicy '{p}'");
+        let failure = format!("\"policy\":\"{p}\"");
+        (!o.allowed && o.message.contains(&named))
+            || o.warnings.iter().any(|w| w.contains(&named))
+            || o.audit.iter().any(|(k, v)| {
+                k.strip_prefix(p.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'))
+                    || (k == IN_TREE_FAILURE_KEY && v.contains(&failure))
+            })
+    })
+}
+
+// ------------------------------------------------------------------------------------------
 // The test
 // ------------------------------------------------------------------------------------------
 
@@ -2529,6 +2599,7 @@ async fn in_tree_and_celgate_decide_alike() {
         assert_eq!(names.len(), table.len(), "scenario names must be unique");
     }
     let only = std::env::var("CELGATE_DIFF_ONLY").ok();
+    let selected = select(&table, only.as_deref()).unwrap_or_else(|e| panic!("{e}"));
     let strict = std::env::var("CELGATE_DIFF_STRICT").is_ok_and(|v| v == "1");
 
     let cluster = Cluster::start();
@@ -2567,15 +2638,8 @@ async fn in_tree_and_celgate_decide_alike() {
     let mut unexpected = 0usize;
     let mut known_differing = 0usize;
     let mut known_but_equal = Vec::new();
-    let mut played = 0usize;
-    for sc in &table {
-        if only
-            .as_deref()
-            .is_some_and(|o| !o.split(',').any(|o| sc.name.starts_with(o)))
-        {
-            continue;
-        }
-        played += 1;
+    let mut inert = Vec::new();
+    for &sc in &selected {
         let t = Instant::now();
         h.namespace(&sc.ns(), &sc.ns_labels).await;
         h.namespace(&sc.ns2(), &sc.ns2_labels).await;
@@ -2584,6 +2648,11 @@ async fn in_tree_and_celgate_decide_alike() {
         }
         let theirs = h.phase(sc, Engine::InTree).await;
         let ours = h.phase(sc, Engine::Celgate).await;
+        let policies = policy_names(sc);
+        let acted = theirs.iter().any(|o| policy_acted(o, &policies));
+        if !acted {
+            inert.push(sc.name);
+        }
         let mut diffs = String::new();
         for ((req, a), b) in sc.requests.iter().zip(&theirs).zip(&ours) {
             let d = differences(a, b);
@@ -2616,13 +2685,18 @@ async fn in_tree_and_celgate_decide_alike() {
             }
         };
         eprintln!(
-            "[{}/{}] {:<38} {:>2} requests  {:<10} {:?}",
+            "[{}/{}] {:<38} {:>2} requests  {:<10} {:?}{}",
             sc.topic,
             sc.name,
             "",
             sc.requests.len(),
             status,
-            t.elapsed()
+            t.elapsed(),
+            if acted {
+                ""
+            } else {
+                "  (INERT: no request denied, warned or annotated by its policies in-tree)"
+            }
         );
         for (req, a) in sc.requests.iter().zip(&theirs) {
             eprintln!("      {:<48} {}", req.label, describe(a));
@@ -2647,8 +2721,10 @@ async fn in_tree_and_celgate_decide_alike() {
         celgate.logs()
     );
     eprintln!(
-        "differential: {played} scenarios in {:?}; {unexpected} differ unexpectedly, {known_differing} known differences",
-        started.elapsed()
+        "differential: {} scenarios in {:?}; {unexpected} differ unexpectedly, {known_differing} known differences, {} inert",
+        selected.len(),
+        started.elapsed(),
+        inert.len()
     );
     if !report.is_empty() {
         eprintln!("\n===== differences (in-tree vs celgate) =====\n{report}");
@@ -2657,4 +2733,117 @@ async fn in_tree_and_celgate_decide_alike() {
         unexpected == 0 && known_but_equal.is_empty() && (!strict || known_differing == 0),
         "{unexpected} scenario(s) differ unexpectedly; known scenarios that no longer differ: {known_but_equal:?}; strict={strict}\n{report}"
     );
+    assert!(
+        inert.is_empty(),
+        "scenario(s) {inert:?}: no request was denied, warned or audit-annotated by the scenario's \
+         policies in the in-tree phase, so comparing them proves nothing; add a request the \
+         policies act on"
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// The checks above, without a cluster
+// ------------------------------------------------------------------------------------------
+
+fn allowed_outcome() -> Outcome {
+    Outcome {
+        allowed: true,
+        code: 201,
+        reason: String::new(),
+        message: String::new(),
+        warnings: Vec::new(),
+        audit: Vec::new(),
+    }
+}
+
+#[test]
+fn a_filter_selects_by_prefix_and_fails_when_a_prefix_selects_nothing() {
+    let table = scenarios();
+    assert_eq!(select(&table, None).map(|s| s.len()), Ok(table.len()));
+    let picked: Vec<&str> = select(&table, Some("rules-basic"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .iter()
+        .map(|sc| sc.name)
+        .collect();
+    assert_eq!(picked, ["rules-basic"]);
+    let err = select(&table, Some("rules-basic,no-such-scenario"))
+        .err()
+        .unwrap_or_else(|| panic!("a prefix that selects nothing was accepted"));
+    assert!(err.contains("\"no-such-scenario\""), "{err}");
+    assert!(select(&table, Some("no-such-scenario")).is_err());
+    assert!(
+        select(&table, Some("")).is_err(),
+        "an empty filter selects all"
+    );
+    assert!(select(&table, Some("rules-basic,")).is_err());
+}
+
+#[test]
+fn only_the_scenarios_own_policies_count_as_acting() {
+    let mine = vec!["p.example.com".to_string()];
+    assert!(!policy_acted(&allowed_outcome(), &mine));
+
+    let denial = |name: &str| Outcome {
+        allowed: false,
+        code: 422,
+        reason: "Invalid".into(),
+        message: format!(
+            "ValidatingAdmissionPolicy '{name}' with binding 'b' denied request: failed expression: false"
+        ),
+        ..allowed_outcome()
+    };
+    assert!(policy_acted(&denial("p.example.com"), &mine));
+    assert!(!policy_acted(&denial("other.example.com"), &mine));
+    // A prefix of the name is another policy.
+    assert!(!policy_acted(&denial("p.example.co"), &mine));
+
+    let warned = |name: &str| Outcome {
+        warnings: vec![format!(
+            "Validation failed for ValidatingAdmissionPolicy '{name}' with binding 'b': no"
+        )],
+        ..allowed_outcome()
+    };
+    assert!(policy_acted(&warned("p.example.com"), &mine));
+    assert!(!policy_acted(&warned("other.example.com"), &mine));
+    let unrelated = Outcome {
+        warnings: vec!["metadata.name: this is used in Pod names".into()],
+        ..allowed_outcome()
+    };
+    assert!(!policy_acted(&unrelated, &mine));
+
+    let annotated = |key: &str, value: &str| Outcome {
+        audit: vec![(key.to_string(), value.to_string())],
+        ..allowed_outcome()
+    };
+    assert!(policy_acted(&annotated("p.example.com/why", "x"), &mine));
+    assert!(!policy_acted(&annotated("p.example.comx/why", "x"), &mine));
+    assert!(!policy_acted(
+        &annotated("other.example.com/why", "x"),
+        &mine
+    ));
+    assert!(policy_acted(
+        &annotated(
+            IN_TREE_FAILURE_KEY,
+            r#"[{"message":"no","policy":"p.example.com","binding":"b","expressionIndex":0,"validationActions":["Audit"]}]"#
+        ),
+        &mine
+    ));
+    assert!(!policy_acted(
+        &annotated(
+            IN_TREE_FAILURE_KEY,
+            r#"[{"message":"no","policy":"other.example.com","binding":"b","expressionIndex":0,"validationActions":["Audit"]}]"#
+        ),
+        &mine
+    ));
+}
+
+#[test]
+fn every_scenario_names_its_policies() {
+    for sc in scenarios() {
+        assert!(
+            !policy_names(&sc).is_empty(),
+            "scenario {} applies no ValidatingAdmissionPolicy",
+            sc.name
+        );
+    }
 }

@@ -2,78 +2,11 @@
 //! → denial with upstream's message, hot reload on edit, no enforcement without a binding, and
 //! the same inner message as the in-tree plugin for the same policy.
 
-use std::time::{Duration, Instant};
-
+use celgate_e2e::demo::{BINDING_NAME, CELGATE_API, IN_TREE_API, binding, policy};
 use celgate_e2e::{
-    Celgate, Cluster, create_namespace, curl, dry_run_deployment, inner_message, wait_for,
+    Celgate, Cluster, create_namespace, curl, dry_run_deployment, inner_message, wait_admitted,
+    wait_denied,
 };
-use kube::api::{Api, PostParams};
-
-const POLICY: &str = r#"
-apiVersion: API
-kind: ValidatingAdmissionPolicy
-metadata:
-  name: "demo-policy.example.com"
-spec:
-  failurePolicy: Fail
-  matchConstraints:
-    resourceRules:
-    - apiGroups:   ["apps"]
-      apiVersions: ["v1"]
-      operations:  ["CREATE", "UPDATE"]
-      resources:   ["deployments"]
-  validations:
-    - expression: "object.spec.replicas <= LIMIT"
-"#;
-
-const BINDING: &str = r#"
-apiVersion: API
-kind: ValidatingAdmissionPolicyBinding
-metadata:
-  name: "demo-binding-test.example.com"
-spec:
-  policyName: "demo-policy.example.com"
-  validationActions: [Deny]
-  matchResources:
-    namespaceSelector:
-      matchLabels:
-        engine: ENGINE
-"#;
-
-const CELGATE: &str = "admission.celgate.io/v1";
-const IN_TREE: &str = "admissionregistration.k8s.io/v1";
-
-fn policy(api: &str, limit: u32) -> String {
-    POLICY
-        .replace("API", api)
-        .replace("LIMIT", &limit.to_string())
-}
-
-fn binding(api: &str, engine: &str) -> String {
-    BINDING.replace("API", api).replace("ENGINE", engine)
-}
-
-async fn try_create(client: &kube::Client, ns: &str, replicas: i32) -> Result<(), (String, u16)> {
-    dry_run_deployment(client, ns, replicas).await
-}
-
-async fn wait_denied(client: &kube::Client, ns: &str, replicas: i32) -> (String, u16) {
-    wait_for(
-        &format!("{replicas} replicas to be denied in {ns}"),
-        Duration::from_secs(30),
-        || async move { try_create(client, ns, replicas).await.err() },
-    )
-    .await
-}
-
-async fn wait_admitted(client: &kube::Client, ns: &str, replicas: i32) {
-    wait_for(
-        &format!("{replicas} replicas to be admitted in {ns}"),
-        Duration::from_secs(30),
-        || async move { try_create(client, ns, replicas).await.ok() },
-    )
-    .await
-}
 
 const DEMO_DENIAL: &str = "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5";
 
@@ -86,12 +19,10 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
     create_namespace(&client, "celgate-demo", "celgate").await;
     create_namespace(&client, "intree-demo", "intree").await;
 
-    // Apply → enforced.
-    let applied = Instant::now();
-    cluster.apply(&policy(CELGATE, 5));
-    cluster.apply(&binding(CELGATE, "celgate"));
+    // Apply → enforced (how long that takes is measured by `make bench-apply`).
+    cluster.apply(&policy(CELGATE_API, 5));
+    cluster.apply(&binding(CELGATE_API, "celgate"));
     let (message, code) = wait_denied(&client, "celgate-demo", 6).await;
-    let enforced_after = applied.elapsed();
     assert!(
         message.starts_with("admission webhook \"validate.celgate.io\" denied the request: "),
         "unexpected prefix: {message}"
@@ -101,16 +32,16 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
         code, 422,
         "a false validation without reason is 422 Invalid"
     );
-    try_create(&client, "celgate-demo", 3)
+    dry_run_deployment(&client, "celgate-demo", 3)
         .await
         .unwrap_or_else(|(m, _)| panic!("3 replicas denied: {m}"));
     // Namespaces the binding does not select are not affected.
-    try_create(&client, "intree-demo", 6)
+    dry_run_deployment(&client, "intree-demo", 6)
         .await
         .unwrap_or_else(|(m, _)| panic!("unselected namespace denied: {m}"));
 
     // Edit the policy: the new limit is enforced without a restart.
-    cluster.apply(&policy(CELGATE, 10));
+    cluster.apply(&policy(CELGATE_API, 10));
     wait_admitted(&client, "celgate-demo", 6).await;
     let (message, _) = wait_denied(&client, "celgate-demo", 11).await;
     assert_eq!(
@@ -119,7 +50,7 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
     );
 
     // Deleting the binding stops enforcement.
-    let out = cluster.kubectl(&["delete", "cvapb", "demo-binding-test.example.com"], "");
+    let out = cluster.kubectl(&["delete", "cvapb", BINDING_NAME], "");
     assert!(
         out.status.success(),
         "{}",
@@ -128,16 +59,16 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
     wait_admitted(&client, "celgate-demo", 11).await;
 
     // Differential: the in-tree plugin with the same policy gives the same inner message.
-    cluster.apply(&policy(IN_TREE, 5));
-    cluster.apply(&binding(IN_TREE, "intree"));
+    cluster.apply(&policy(IN_TREE_API, 5));
+    cluster.apply(&binding(IN_TREE_API, "intree"));
     let (in_tree, _) = wait_denied(&client, "intree-demo", 6).await;
     assert_eq!(
         inner_message(&in_tree),
         DEMO_DENIAL,
         "in-tree said: {in_tree}"
     );
-    cluster.apply(&policy(CELGATE, 5));
-    cluster.apply(&binding(CELGATE, "celgate"));
+    cluster.apply(&policy(CELGATE_API, 5));
+    cluster.apply(&binding(CELGATE_API, "celgate"));
     let (ours, _) = wait_denied(&client, "celgate-demo", 6).await;
     assert_eq!(inner_message(&ours), inner_message(&in_tree));
 
@@ -147,9 +78,6 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
     assert!(
         metrics.contains("celgate_validating_admission_policy_check_total{policy=\"demo-policy.example.com\",policy_binding=\"demo-binding-test.example.com\",error_type=\"invalid_error\",enforcement_action=\"deny\"}"),
         "metrics lack the deny count:\n{metrics}"
-    );
-    eprintln!(
-        "celgate: policy apply → first enforced denial took {enforced_after:?} (includes kubectl start-up)"
     );
 }
 
@@ -242,7 +170,7 @@ spec:
         "unexpected denial: {message}"
     );
     // Ignore admits; wait until the Fail one is enforced first so both are in the snapshot.
-    try_create(&client, "broken-ignore", 1)
+    dry_run_deployment(&client, "broken-ignore", 1)
         .await
         .unwrap_or_else(|(m, _)| panic!("Ignore policy denied: {m}"));
 
@@ -261,96 +189,4 @@ spec:
         "celgate panicked:\n{}",
         celgate.logs()
     );
-}
-
-/// Creates a binding with the kube client (no kubectl start-up in the measurement).
-async fn create_binding(client: &kube::Client, api_version: &str, engine: &str) {
-    use kube::api::DynamicObject;
-    use kube::discovery::ApiResource;
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let ar = ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: api_version.into(),
-        kind: "ValidatingAdmissionPolicyBinding".into(),
-        plural: "validatingadmissionpolicybindings".into(),
-    };
-    let obj: DynamicObject = serde_saphyr::from_str(&binding(api_version, engine))
-        .unwrap_or_else(|e| panic!("binding fixture: {e}"));
-    Api::<DynamicObject>::all_with(client.clone(), &ar)
-        .create(&PostParams::default(), &obj)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create binding: {e}"));
-}
-
-async fn delete_binding(cluster: &Cluster, resource: &str) {
-    let out = cluster.kubectl(
-        &[
-            "delete",
-            resource,
-            "demo-binding-test.example.com",
-            "--wait",
-        ],
-        "",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)]
-}
-
-/// Binding create → first denial, sampled for both engines. Reported, not asserted.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn apply_to_enforced_latency_is_reported() {
-    let cluster = Cluster::start();
-    cluster.install_crds();
-    let _celgate = Celgate::start(&cluster).await;
-    let client = cluster.client().await;
-    create_namespace(&client, "celgate-demo", "celgate").await;
-    create_namespace(&client, "intree-demo", "intree").await;
-    cluster.apply(&policy(CELGATE, 5));
-    cluster.apply(&policy(IN_TREE, 5));
-    for (api, resource, engine, ns, samples) in [
-        (CELGATE, "cvapb", "celgate", "celgate-demo", 20),
-        (
-            IN_TREE,
-            "validatingadmissionpolicybindings.admissionregistration.k8s.io",
-            "intree",
-            "intree-demo",
-            5,
-        ),
-    ] {
-        let mut times = Vec::new();
-        for _ in 0..samples {
-            let started = Instant::now();
-            create_binding(&client, api, engine).await;
-            let deadline = started + Duration::from_secs(10);
-            loop {
-                if try_create(&client, ns, 6).await.is_err() {
-                    break;
-                }
-                assert!(
-                    Instant::now() < deadline,
-                    "{engine}: binding not enforced within 10s"
-                );
-                tokio::time::sleep(Duration::from_millis(2)).await;
-            }
-            times.push(started.elapsed());
-            delete_binding(&cluster, resource).await;
-            wait_admitted(&client, ns, 6).await;
-        }
-        times.sort();
-        eprintln!(
-            "apply → enforced ({engine}, {samples} samples): p50 {:?}, p99 {:?}, max {:?}",
-            percentile(&times, 0.5),
-            percentile(&times, 0.99),
-            times[times.len() - 1]
-        );
-    }
 }
