@@ -64,27 +64,6 @@ impl<'a> Activation<'a> {
         self.composited = Some(Memoized { defs, memo });
     }
 
-    /// Binds `authorizer` to `authz`, and `authorizer.requestResource` to a resource check
-    /// preset to `request_resource` when given (declare them with
-    /// [`authz::authorizer_type`](crate::authz::authorizer_type) and
-    /// [`authz::resource_check_type`](crate::authz::resource_check_type)).
-    pub fn bind_authorizer(
-        &mut self,
-        authz: Arc<dyn crate::authz::Authorizer>,
-        request_resource: Option<crate::authz::ResourceAttributes>,
-    ) {
-        if let Some(r) = request_resource {
-            self.bind(
-                crate::authz::REQUEST_RESOURCE_VARIABLE,
-                crate::authz::request_resource_value(authz.clone(), r),
-            );
-        }
-        self.bind(
-            crate::authz::AUTHORIZER_VARIABLE,
-            crate::authz::authorizer_value(authz),
-        );
-    }
-
     /// The value bound to `name`.
     pub fn get(&self, name: &str) -> Option<&Value<'a>> {
         self.vars.iter().find(|(n, _)| &**n == name).map(|(_, v)| v)

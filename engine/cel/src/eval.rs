@@ -386,13 +386,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
                 // cel-go sizes an error result as 1.
                 let after = call.cost(Some(cand), &args, &Value::Null);
                 self.charge(after.saturating_sub(before))?;
-                return Err(match e {
-                    // The implementation rejected its arguments: record the call for `detail`.
-                    EvalError::NoSuchOverload(o) => {
-                        EvalError::NoSuchOverload(o.or_call(&call.function, || type_names(&args)))
-                    }
-                    e => e,
-                });
+                return Err(with_call(e, call, &args));
             }
         };
         self.charge(call.cost(Some(cand), &args, &out).saturating_sub(before))?;
@@ -798,6 +792,18 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         Ok(Value::List(List::from_vec(
             keyed.into_iter().map(|(_, v)| v).collect(),
         )))
+    }
+}
+
+/// `e` from an implementation of `call`: a rejection of the arguments records the call, for
+/// [`EvalError::detail`].
+#[cold]
+fn with_call(e: EvalError, call: &Call, args: &[Value<'_>]) -> EvalError {
+    match e {
+        EvalError::NoSuchOverload(o) => {
+            EvalError::NoSuchOverload(o.or_call(&call.function, || type_names(args)))
+        }
+        e => e,
     }
 }
 

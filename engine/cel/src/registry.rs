@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::error::{EvalError, NoSuchOverload, OverloadShown};
 use crate::types::Type;
-use crate::value::Value;
+use crate::value::{List, Map, Value};
 
 /// An overload implementation. Receiver-style calls get the receiver as `args[0]`.
 pub(crate) type ImplFn = for<'a> fn(&[Value<'a>]) -> Result<Value<'a>, EvalError>;
@@ -88,17 +88,28 @@ impl Kind {
             | (Kind::Duration, Value::Duration(_))
             | (Kind::Type, Value::Type(_))
             | (Kind::Optional, Value::Optional(_)) => true,
-            (Kind::List(e), Value::List(l)) => {
-                **e == Kind::Any || l.get(0).is_none_or(|first| e.matches(&first))
-            }
+            (Kind::List(e), Value::List(l)) => matches!(**e, Kind::Any) || e.first_of(l),
             (Kind::Map(k, v), Value::Map(m)) => {
-                (**k == Kind::Any && **v == Kind::Any)
-                    || m.find_map(|key, val| Some(k.matches(&key) && v.matches(&val)))
-                        .unwrap_or(true)
+                matches!((&**k, &**v), (Kind::Any, Kind::Any)) || Kind::first_entry_of(k, v, m)
             }
             (Kind::Opaque(n), Value::Opaque(o)) => o.type_name() == &**n,
             _ => false,
         }
+    }
+}
+
+impl Kind {
+    /// Whether `l` is empty or its first element matches this kind.
+    #[inline(never)]
+    fn first_of(&self, l: &List<'_>) -> bool {
+        l.get(0).is_none_or(|first| self.matches(&first))
+    }
+
+    /// Whether `m` is empty or its first entry matches `key` and `value`.
+    #[inline(never)]
+    fn first_entry_of(key: &Kind, value: &Kind, m: &Map<'_>) -> bool {
+        m.find_map(|k, v| Some(key.matches(&k) && value.matches(&v)))
+            .unwrap_or(true)
     }
 }
 
@@ -191,6 +202,7 @@ pub(crate) enum Dispatch {
 
 impl Dispatch {
     /// The error for a call of `function` no overload accepts.
+    #[cold]
     pub fn no_overload(self, function: &str, args: &[Value<'_>]) -> EvalError {
         let shown = match self {
             Dispatch::Guarded => OverloadShown::Signature,

@@ -36,6 +36,7 @@ use std::sync::Arc;
 use super::format::{dns1123_label_errors, dns1123_subdomain_errors};
 use super::opaque::{opaque, opaque_arg};
 use super::str_arg;
+use crate::activation::Activation;
 use crate::error::EvalError;
 use crate::registry::Registry;
 use crate::types::Type;
@@ -233,6 +234,25 @@ receiver_only!(PathCheck, PATH_CHECK, "library.pathCheckVal");
 receiver_only!(GroupCheck, GROUP_CHECK, "library.groupCheckVal");
 receiver_only!(ResourceCheck, RESOURCE_CHECK, "library.resourceCheckVal");
 receiver_only!(DecisionVal, DECISION, "library.decisionVal");
+
+impl<'a> Activation<'a> {
+    /// Binds `authorizer` to `authz`, and `authorizer.requestResource` to a resource check
+    /// preset to `request_resource` when given (declare them with [`authorizer_type`] and
+    /// [`resource_check_type`]).
+    pub fn bind_authorizer(
+        &mut self,
+        authz: Arc<dyn Authorizer>,
+        request_resource: Option<ResourceAttributes>,
+    ) {
+        if let Some(r) = request_resource {
+            self.bind(
+                REQUEST_RESOURCE_VARIABLE,
+                request_resource_value(authz.clone(), r),
+            );
+        }
+        self.bind(AUTHORIZER_VARIABLE, authorizer_value(authz));
+    }
+}
 
 /// The value of the `authorizer` variable for `authz`.
 pub fn authorizer_value(authz: Arc<dyn Authorizer>) -> Value<'static> {
