@@ -256,6 +256,15 @@ mod tests {
     use celgate_engine::validate::Denial;
 
     #[test]
+    fn brackets_inside_strings_do_not_count_as_nesting() {
+        assert_eq!(nesting_depth(br#"{"a": [1, {"b": 2}]}"#, 100), 3);
+        assert_eq!(nesting_depth(br#"{"a": "[[[{{{", "b": "\\"}"#, 100), 1);
+        assert_eq!(nesting_depth(br#"{"a": "\"[[[", "b": []}"#, 100), 2);
+        // Counting stops past the limit.
+        assert_eq!(nesting_depth(b"[[[[[[", 3), 4);
+    }
+
+    #[test]
     fn a_response_is_the_review_kube_apiserver_reads() {
         let outcome = Outcome {
             denial: Some(Denial {
