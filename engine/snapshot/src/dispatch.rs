@@ -141,7 +141,7 @@ pub async fn validate(
     call: Call,
     only: Option<FailurePolicy>,
 ) -> Result<Decided, DispatchError> {
-    let source = {
+    let (snapshot, source) = {
         let req = request_of(&review)?;
         // A snapshot that is not ready has no policies, so this returns at once.
         let snapshot = store
@@ -150,40 +150,34 @@ pub async fn validate(
         if !snapshot.ready {
             return Err(DispatchError::NotReady);
         }
-        match deps
-            .authorizers
-            .clone()
-            .filter(|_| snapshot.policies.uses_authorizer())
-        {
-            Some(source) => (snapshot, source),
-            None => {
-                let outcome = decide(
-                    &snapshot,
-                    &req,
-                    None,
-                    Some(call.evaluation_deadline()),
-                    only,
-                );
-                return Ok(Decided {
-                    uid: req.uid.to_string(),
-                    outcome,
-                });
-            }
-        }
+        let authorizers = deps.authorizers.as_ref();
+        let Some(source) = authorizers.filter(|_| snapshot.policies.uses_authorizer()) else {
+            return Ok(decided(&snapshot, &req, None, &call, only));
+        };
+        (snapshot, source.clone())
     };
-    let (snapshot, source) = source;
     tokio::task::spawn_blocking(move || {
         let req = request_of(&review)?;
         let authorizer = source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null));
-        let deadline = Some(call.evaluation_deadline());
-        let outcome = decide(&snapshot, &req, Some(&authorizer), deadline, only);
-        Ok(Decided {
-            uid: req.uid.to_string(),
-            outcome,
-        })
+        Ok(decided(&snapshot, &req, Some(&authorizer), &call, only))
     })
     .await
     .map_err(|e| DispatchError::Internal(e.to_string()))?
+}
+
+/// [`decide`] within the call's evaluation deadline, with the uid the response echoes.
+fn decided(
+    snapshot: &Snapshot,
+    req: &Request<'_>,
+    authorizer: Option<&Arc<dyn Authorizer>>,
+    call: &Call,
+    only: Option<FailurePolicy>,
+) -> Decided {
+    let deadline = Some(call.evaluation_deadline());
+    Decided {
+        uid: req.uid.to_string(),
+        outcome: decide(snapshot, req, authorizer, deadline, only),
+    }
 }
 
 /// Answers a mutating review. Mutation is not enforced yet, so a ready webhook answers with
@@ -204,7 +198,6 @@ pub async fn validate_policy_write(
     deps: &Deps,
     review: Value,
 ) -> Result<PolicyWriteVerdict, DispatchError> {
-    request_of(&review)?;
     let snapshot = store.load();
     let deps = deps.clone();
     tokio::task::spawn_blocking(move || {
