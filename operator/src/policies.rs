@@ -637,6 +637,34 @@ mod tests {
     }
 
     /// Answers the policy controller's calls: lists of `policies` and `bindings`, watches held.
+    /// A policy controller's context over fresh stores, as `controllers::run` wires it.
+    struct Wired {
+        store: Arc<SnapshotStore>,
+        ctx: Arc<Context>,
+        policy_writer: Writer<ValidatingAdmissionPolicy>,
+        binding_writer: Writer<ValidatingAdmissionPolicyBinding>,
+    }
+
+    fn wired(client: &Client) -> Wired {
+        let store = SnapshotStore::new();
+        let (policies, policy_writer) = reflector::store();
+        let (bindings, binding_writer) = reflector::store();
+        let (published, _) = watch::channel(None);
+        let ctx = Arc::new(Context::new(
+            client.clone(),
+            store.clone(),
+            policies,
+            bindings,
+            published,
+        ));
+        Wired {
+            store,
+            ctx,
+            policy_writer,
+            binding_writer,
+        }
+    }
+
     fn serve(policies: Vec<Value>, bindings: Vec<Value>) -> impl FnMut(&fixtures::Call) -> Reply {
         move |call| match (call.path.as_str(), call.is_watch()) {
             (_, true) => Reply::Hold,
@@ -650,17 +678,12 @@ mod tests {
     async fn the_controller_publishes_the_policies_stored_when_it_starts() {
         let scenario = async {
             let (client, mut api) = fixtures::pair();
-            let store = SnapshotStore::new();
-            let (policies, policy_writer) = reflector::store();
-            let (bindings, binding_writer) = reflector::store();
-            let (published, _sets) = watch::channel(None);
-            let ctx = Arc::new(Context::new(
-                client.clone(),
-                store.clone(),
-                policies,
-                bindings,
-                published,
-            ));
+            let Wired {
+                store,
+                ctx,
+                policy_writer,
+                binding_writer,
+            } = wired(&client);
             let _controller = tokio::spawn(run(client, ctx, policy_writer, binding_writer));
             let policies = vec![
                 policy_json("p1", 1, "true", None),
@@ -709,17 +732,12 @@ mod tests {
     async fn the_controller_keeps_its_policies_through_a_watch_error_and_recovers() {
         let scenario = async {
             let (client, mut api) = fixtures::pair();
-            let store = SnapshotStore::new();
-            let (policies, policy_writer) = reflector::store();
-            let (bindings, binding_writer) = reflector::store();
-            let (published, _sets) = watch::channel(None);
-            let ctx = Arc::new(Context::new(
-                client.clone(),
-                store.clone(),
-                policies,
-                bindings,
-                published,
-            ));
+            let Wired {
+                store,
+                ctx,
+                policy_writer,
+                binding_writer,
+            } = wired(&client);
             let controller = controller(client, ctx.clone(), policy_writer, binding_writer)
                 .for_each(|()| std::future::ready(()));
             let _controller = tokio::spawn(controller);
