@@ -252,7 +252,12 @@ mod tests {
             .map(|(n, r)| format!("{n}: {}", r.map_or("error".into(), |t| t.to_string())))
             .collect();
         assert_eq!(types, ["n: uint", "bad: error", "names: list(string)"]);
-        let t = |src: &str| vars.env().check(src).map(|t| t.to_string());
+        let t = |src: &str| {
+            vars.env()
+                .check(src)
+                .map(|t| t.to_string())
+                .map_err(|e| e.to_string())
+        };
         assert_eq!(t("variables.n"), Ok("uint".into()));
         assert_eq!(t("variables.bad"), Ok("dyn".into()));
         assert_eq!(t("variables.names"), Ok("list(string)".into()));

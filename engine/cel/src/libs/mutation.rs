@@ -394,7 +394,9 @@ mod tests {
             assert_eq!(check(&env, src), want, "{src}");
         }
         // Evaluation is unchanged: any field is accepted at run time.
-        let p = env.compile("Object{spec: Object.spec{replicas: 2}}").unwrap();
+        let p = env
+            .compile("Object{spec: Object.spec{replicas: 2}}")
+            .unwrap();
         let v = p.eval(&Activation::new(), &mut Budget::default()).unwrap();
         assert_eq!(v.to_json().unwrap(), j!({"spec": {"replicas": 2}}));
     }

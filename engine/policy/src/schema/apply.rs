@@ -170,10 +170,15 @@ mod tests {
     #[test]
     fn object_paths_resolve_to_the_schema_objects() {
         let cases = [
-            ("Object", Some("apiVersion: string, kind: string, metadata: dyn, spec: dyn")),
+            (
+                "Object",
+                Some("apiVersion: string, kind: string, metadata: dyn, spec: dyn"),
+            ),
             (
                 "Object.spec",
-                Some("config: dyn, containers: dyn, paused: bool, ratio: dyn, replicas: int, surge: dyn"),
+                Some(
+                    "config: dyn, containers: dyn, paused: bool, ratio: dyn, replicas: int, surge: dyn",
+                ),
             ),
             ("Object.spec.containers", Some("args: dyn, name: string")),
             ("Object.spec.config", Some("mode: string +any")),

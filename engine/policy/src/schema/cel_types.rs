@@ -112,9 +112,7 @@ fn with_type_and_object_meta(s: &Schema) -> BTreeMap<String, Schema> {
     let complete = string(s.property("kind"))
         && string(s.property("apiVersion"))
         && s.property("metadata").is_some_and(|m| {
-            m.has_type("object")
-                && string(m.property("name"))
-                && string(m.property("generateName"))
+            m.has_type("object") && string(m.property("name")) && string(m.property("generateName"))
         });
     let mut props: BTreeMap<String, Schema> =
         s.properties().map(|(n, p)| (n.to_string(), p)).collect();
@@ -188,8 +186,7 @@ mod tests {
         }}}})
     }
 
-    const META: &str =
-        "metadata: K.metadata{generateName: string, name: string}";
+    const META: &str = "metadata: K.metadata{generateName: string, name: string}";
 
     #[test]
     fn scalars_formats_lists_and_maps() {

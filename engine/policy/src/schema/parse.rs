@@ -20,7 +20,10 @@ const GVK_EXTENSION: &str = "x-kubernetes-group-version-kind";
 /// of every component carrying `x-kubernetes-group-version-kind` (a component may name several
 /// kinds), in component name order. A document without components has none.
 pub fn schemas_from_openapi(doc: &Value) -> Result<Vec<(Gvk, Arc<Schema>)>, SchemaError> {
-    let Some(components) = doc.pointer("/components/schemas").and_then(Value::as_object) else {
+    let Some(components) = doc
+        .pointer("/components/schemas")
+        .and_then(Value::as_object)
+    else {
         return Ok(Vec::new());
     };
     let index: HashMap<&str, usize> = components
@@ -194,7 +197,9 @@ impl Builder<'_> {
 
     /// A schema value's own fields (its `$ref`, if any, is the caller's business).
     fn body(&mut self, v: &Value, at: &str) -> Result<Node, SchemaError> {
-        let obj = v.as_object().ok_or_else(|| SchemaError::NotAnObject { at: at.into() })?;
+        let obj = v
+            .as_object()
+            .ok_or_else(|| SchemaError::NotAnObject { at: at.into() })?;
         let string = |k: &str| obj.get(k).and_then(Value::as_str).unwrap_or_default();
         let flag = |k: &str| obj.get(k).and_then(Value::as_bool).unwrap_or(false);
         let int = |k: &str| obj.get(k).and_then(Value::as_i64);
@@ -361,7 +366,10 @@ mod tests {
         assert_eq!(spec.component(), Some("io.k8s.api.apps.v1.DeploymentSpec"));
         assert_eq!(spec.required(), ["selector"]);
         let replicas = spec.property("replicas").unwrap();
-        assert_eq!((replicas.type_name(), replicas.format()), (Some("integer"), "int32"));
+        assert_eq!(
+            (replicas.type_name(), replicas.format()),
+            (Some("integer"), "int32")
+        );
         let surge = spec
             .property("strategy")
             .and_then(|s| s.property("maxSurge"))
@@ -400,7 +408,8 @@ mod tests {
             schemas_from_openapi(&looping),
             Err(SchemaError::UnresolvedRef { .. })
         ));
-        let not_object = json!({"components": {"schemas": {"A": {"items": 3, "properties": {"x": 1}}}}});
+        let not_object =
+            json!({"components": {"schemas": {"A": {"items": 3, "properties": {"x": 1}}}}});
         assert_eq!(
             schemas_from_openapi(&not_object).unwrap_err(),
             SchemaError::NotAnObject {
@@ -472,7 +481,8 @@ mod tests {
         let names: Vec<&str> = v1.properties().map(|(n, _)| n).collect();
         assert_eq!(names, ["apiVersion", "kind", "metadata", "spec"]);
         assert_eq!(
-            v1.property("metadata").and_then(|m| m.component().map(String::from)),
+            v1.property("metadata")
+                .and_then(|m| m.component().map(String::from)),
             Some("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta".to_string())
         );
         let template = v1

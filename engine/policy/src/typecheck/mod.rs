@@ -297,3 +297,6 @@ impl<'a, const N: usize> Warnings<'a, N> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
