@@ -122,6 +122,19 @@ pub fn validating_policy(p: &api::ValidatingAdmissionPolicy) -> model::Validatin
     }
 }
 
+/// Converts a paramRef.
+pub fn param_ref(r: &api::ParamRef) -> model::ParamRef {
+    model::ParamRef {
+        name: r.name.clone(),
+        namespace: r.namespace.clone(),
+        selector: r.selector.as_ref().map(|s| selector(Some(s))),
+        parameter_not_found_action: match r.parameter_not_found_action {
+            api::ParameterNotFoundAction::Allow => model::ParameterNotFoundAction::Allow,
+            api::ParameterNotFoundAction::Deny => model::ParameterNotFoundAction::Deny,
+        },
+    }
+}
+
 /// Converts a ValidatingAdmissionPolicyBinding.
 pub fn validating_binding(
     b: &api::ValidatingAdmissionPolicyBinding,
@@ -131,15 +144,7 @@ pub fn validating_binding(
         name: b.name_any(),
         policy_name: s.policy_name.clone().unwrap_or_default(),
         match_resources: s.match_resources.as_ref().map(match_resources),
-        param_ref: s.param_ref.as_ref().map(|r| model::ParamRef {
-            name: r.name.clone(),
-            namespace: r.namespace.clone(),
-            selector: r.selector.as_ref().map(|s| selector(Some(s))),
-            parameter_not_found_action: match r.parameter_not_found_action {
-                api::ParameterNotFoundAction::Allow => model::ParameterNotFoundAction::Allow,
-                api::ParameterNotFoundAction::Deny => model::ParameterNotFoundAction::Deny,
-            },
-        }),
+        param_ref: s.param_ref.as_ref().map(param_ref),
         validation_actions: s
             .validation_actions
             .iter()

@@ -6,12 +6,14 @@ mod certs;
 mod changes;
 mod controllers;
 mod convert;
+mod leader;
 mod mutating;
 mod namespaces;
 mod params;
 mod policies;
 mod policy_set;
 mod registration;
+mod status;
 
 #[cfg(test)]
 mod fixtures;
@@ -86,6 +88,21 @@ struct RunArgs {
     /// `--emulated-version` minus one decides. Stored expressions keep every library.
     #[arg(long, env = "CELGATE_CEL_COMPATIBILITY_VERSION", default_value_t = celgate_cel::Compatibility::DEFAULT)]
     cel_compatibility_version: celgate_cel::Compatibility,
+    /// Name of the Lease whose holder writes status and events (every replica serves admission).
+    #[arg(long, env = "CELGATE_LEASE_NAME", default_value = "celgate-leader")]
+    lease_name: String,
+    /// Namespace of the Lease; celgate's own namespace when unset.
+    #[arg(long, env = "CELGATE_LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// Seconds a leader keeps the Lease without renewing it: how long status goes unwritten
+    /// when the leader dies without releasing it.
+    #[arg(long, env = "CELGATE_LEASE_DURATION_SECONDS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(2..=3600))]
+    lease_duration_seconds: u64,
+    /// This replica's identity in the Lease; the pod name in a cluster (POD_NAME from the
+    /// downward API), else `<host name>-<process id>`.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
 }
 
 #[derive(Debug, Error)]
@@ -238,17 +255,38 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
             }
         }
     };
+    let identity = args.identity.clone().unwrap_or_else(leader::default_identity);
+    let election = leader::Election::start(
+        client.clone(),
+        leader::LeaseConfig {
+            name: args.lease_name.clone(),
+            namespace: args
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| args.namespace.clone()),
+            duration_seconds: args.lease_duration_seconds,
+            identity: identity.clone(),
+        },
+    );
+    let status = controllers::StatusConfig {
+        leadership: election.leadership.clone(),
+        checker: status::ClusterChecker::start(client.clone()),
+        identity,
+    };
     let serving = server.clone();
-    tokio::select! {
-        r = serving.serve() => r?,
-        () = controllers::run(client.clone(), store, registration) => {},
-        () = rotation => {},
+    let outcome = tokio::select! {
+        r = serving.serve() => r.map_err(RunError::from),
+        () = controllers::run(client.clone(), store, registration, status) => Ok(()),
+        () = rotation => Ok(()),
         _ = tokio::signal::ctrl_c() => {
             info!("shutting down");
             server.shutdown();
+            Ok(())
         }
-    }
-    Ok(())
+    };
+    // Another replica takes over status at once instead of after the Lease expires.
+    election.stop().await;
+    outcome
 }
 
 fn print_crds() -> Result<(), RunError> {

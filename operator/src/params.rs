@@ -5,7 +5,8 @@
 //! Whether a kind is served is asked of discovery, and only a definite answer that it is not
 //! (the API server's 404, or a group version without the kind) marks it NotServed, which fails
 //! requests under failurePolicy Fail. Any other failure (RBAC, a timeout, a server error) keeps
-//! the kind's last known state and is retried with backoff.
+//! the kind's last known state and is retried with backoff; a kind never listed that the API
+//! server forbids celgate to read is marked Forbidden (for status), which requests see as syncing.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -119,6 +120,7 @@ impl Kind {
                     )
                     .await;
                 }
+                Err(e) if is_forbidden(&e) => self.forbidden(&e),
                 Err(e) if is_not_found(&e) => {
                     if !matches!(self.shown, ParamKindEntry::NotServed) {
                         warn!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param kind is not served; policies using it fail per their failurePolicy until it is");
@@ -158,6 +160,11 @@ impl Kind {
                     info!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param kind is gone; looking it up again");
                     return;
                 }
+                Err(
+                    watcher::Error::InitialListFailed(e)
+                    | watcher::Error::WatchStartFailed(e)
+                    | watcher::Error::WatchFailed(e),
+                ) if is_forbidden(&e) => self.forbidden(&e),
                 Err(e) => {
                     warn!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param watch failed; the kind keeps its last known objects until the watch recovers")
                 }
@@ -213,6 +220,24 @@ impl Kind {
         }
     }
 
+    /// Marks a kind that was never listed as forbidden; a kind with objects keeps them (its
+    /// last known state), as after any other failure.
+    fn forbidden(&mut self, error: &kube::Error) {
+        warn!(api_version = %self.key.0, kind = %self.key.1, %error, "celgate may not read this param kind; grant its ServiceAccount get, list and watch on it");
+        if matches!(
+            self.shown,
+            ParamKindEntry::Syncing | ParamKindEntry::Forbidden(_)
+        ) {
+            let message = format!(
+                "celgate may not read param kind {} {}: {error}",
+                self.key.0, self.key.1
+            );
+            if !matches!(&self.shown, ParamKindEntry::Forbidden(m) if **m == *message) {
+                self.show(ParamKindEntry::Forbidden(message.into()));
+            }
+        }
+    }
+
     /// Publishes the kind's new state.
     fn show(&mut self, entry: ParamKindEntry) {
         let state = match &entry {
@@ -221,6 +246,7 @@ impl Kind {
             }
             ParamKindEntry::Syncing => "syncing".into(),
             ParamKindEntry::NotServed => "not served".into(),
+            ParamKindEntry::Forbidden(_) => "forbidden".into(),
         };
         debug!(api_version = %self.key.0, kind = %self.key.1, %state, "publishing param kind");
         self.store
@@ -242,6 +268,11 @@ fn object_key(object: &DynamicObject, namespaced: bool) -> (String, String) {
 fn gvk(key: &ParamKey) -> GroupVersionKind {
     let (group, version) = key.0.split_once('/').unwrap_or(("", key.0.as_str()));
     GroupVersionKind::gvk(group, version, &key.1)
+}
+
+/// Whether the API server forbade a lookup or list (celgate's RBAC does not allow it).
+fn is_forbidden(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 403)
 }
 
 /// Whether a lookup failed because the API server definitely does not serve the kind.
