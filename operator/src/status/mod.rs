@@ -573,3 +573,300 @@ impl BindingObject for MutatingAdmissionPolicyBinding {
         self.status.as_ref()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+    use crate::fixtures::{self, ApiServer, Call};
+    use crate::policy_set;
+    use celgate_engine::typecheck::{ExpressionWarning, Gvk, TypeCheckReport};
+    use celgate_engine::{BoundPolicy, PolicySet};
+    use http::Method;
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher::Event;
+    use serde_json::{Value, json};
+
+    const POLICY_STATUS: &str =
+        "/apis/admission.celgate.io/v1/validatingadmissionpolicies/p/status";
+    const BINDING_STATUS: &str =
+        "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/b/status";
+    const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
+    const WARNING: &str = "apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas > 1\n | ......^\n";
+
+    /// A checker that reports one upstream warning for every policy.
+    struct Fixed(watch::Sender<u64>);
+
+    impl Checker for Fixed {
+        fn revisions(&self) -> watch::Receiver<u64> {
+            self.0.subscribe()
+        }
+
+        fn check(&self, _: Policy) -> futures::future::BoxFuture<'_, Arc<TypeCheckReport>> {
+            let gvk = Gvk {
+                group: "apps".into(),
+                version: "v1".into(),
+                kind: "Deployment".into(),
+            };
+            Box::pin(std::future::ready(Arc::new(TypeCheckReport {
+                expression_warnings: vec![ExpressionWarning {
+                    field_ref: "spec.validations[0].expression".into(),
+                    warning: WARNING.into(),
+                }],
+                additional_warnings: Vec::new(),
+                checked: vec![gvk],
+                skipped: Vec::new(),
+            })))
+        }
+    }
+
+    fn stored<K>(objects: &[K]) -> (Store<K>, Writer<K>)
+    where
+        K: Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let (reader, mut writer) = reflector::store();
+        writer.apply_watcher_event(&Event::Init);
+        for object in objects {
+            writer.apply_watcher_event(&Event::InitApply(object.clone()));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        (reader, writer)
+    }
+
+    /// A status writer over policy `p` bound by `b` (both published and registered), with
+    /// the statuses given, led as `leading` says.
+    struct Running {
+        api: ApiServer,
+        leading: watch::Sender<bool>,
+        _keep: Box<dyn std::any::Any + Send>,
+    }
+
+    fn start(
+        policy: ValidatingAdmissionPolicy,
+        binding: ValidatingAdmissionPolicyBinding,
+        leading: bool,
+    ) -> Running {
+        let (client, api) = fixtures::pair();
+        let snapshot = SnapshotStore::new();
+        let set = Arc::new(PolicySet {
+            validating: vec![BoundPolicy {
+                policy: policy_set::compile(&policy),
+                bindings: vec![Arc::new(convert::validating_binding(&binding))],
+            }],
+        });
+        snapshot.publish_policies(set.clone(), Arc::default());
+        let (applied_sender, applied) = watch::channel(Applied {
+            set: Some(set),
+            error: None,
+        });
+        let (touched_sender, touched) = watch::channel(());
+        let (validating, w1) = stored(&[policy]);
+        let (validating_bindings, w2) = stored(&[binding]);
+        let (mutating, w3) = stored::<MutatingAdmissionPolicy>(&[]);
+        let (mutating_bindings, w4) = stored::<MutatingAdmissionPolicyBinding>(&[]);
+        let (schemas, _) = watch::channel(0);
+        let writer = StatusWriter::new(
+            client,
+            Sources {
+                validating,
+                validating_bindings,
+                mutating,
+                mutating_bindings,
+                snapshot,
+                applied,
+                touched,
+            },
+            Arc::new(Fixed(schemas)),
+            "test".into(),
+        );
+        let (leading_sender, leadership) = watch::channel(leading);
+        let task = tokio::spawn(writer.run(leadership));
+        Running {
+            api,
+            leading: leading_sender,
+            _keep: Box::new((w1, w2, w3, w4, applied_sender, touched_sender, AbortOnDrop(task))),
+        }
+    }
+
+    struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+
+    /// Sets every `lastTransitionTime` in `body` to a fixed value after checking it is an
+    /// RFC 3339 time of whole seconds.
+    fn fixed_times(mut body: Value) -> Value {
+        for c in body["status"]["conditions"].as_array_mut().into_iter().flatten() {
+            let t = c["lastTransitionTime"].as_str().unwrap();
+            assert!(t.parse::<k8s_openapi::jiff::Timestamp>().is_ok(), "{t}");
+            assert!(t.ends_with('Z') && !t.contains('.'), "{t}");
+            c["lastTransitionTime"] = "T".into();
+        }
+        body
+    }
+
+    /// The next call, which must be a status apply to `path`, answered with the object.
+    async fn status_apply(api: &mut ApiServer, path: &str) -> Value {
+        let call = api.next().await;
+        assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, path));
+        assert!(call.query.contains("fieldManager=celgate"), "{}", call.query);
+        assert!(call.query.contains("force=true"), "{}", call.query);
+        let body = call.body.clone();
+        call.reply(200, body.clone());
+        body
+    }
+
+    /// Answers the events that follow a write; returns their reasons.
+    async fn events(api: &mut ApiServer, count: usize) -> Vec<String> {
+        let mut reasons = Vec::new();
+        for _ in 0..count {
+            let call: Call = api.next().await;
+            assert_eq!((&call.method, call.path.as_str()), (&Method::POST, EVENTS));
+            reasons.push(call.body["reason"].as_str().unwrap().to_string());
+            let body = call.body.clone();
+            call.reply(201, body);
+        }
+        reasons
+    }
+
+    fn with_status<K: serde::de::DeserializeOwned>(object: Value, body: &Value) -> K {
+        let mut object = object;
+        object["status"] = body["status"].clone();
+        serde_json::from_value(object).unwrap()
+    }
+
+    async fn idle(api: &mut ApiServer) -> bool {
+        tokio::time::timeout(Duration::from_secs(3600), api.next())
+            .await
+            .is_err()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_leader_applies_each_status_once_with_the_exact_body_and_events() {
+        let scenario = async {
+            let policy = fixtures::policy_json("p", 1, "object.replicas > 1", None);
+            let binding = fixtures::binding_json("b", "p");
+            let mut running = start(
+                serde_json::from_value(policy.clone()).unwrap(),
+                serde_json::from_value(binding.clone()).unwrap(),
+                true,
+            );
+            let api = &mut running.api;
+            let written = status_apply(api, POLICY_STATUS).await;
+            assert_eq!(
+                fixed_times(written.clone()),
+                json!({
+                    "apiVersion": "admission.celgate.io/v1",
+                    "kind": "ValidatingAdmissionPolicy",
+                    "metadata": {"name": "p"},
+                    "status": {
+                        "observedGeneration": 1,
+                        "typeChecking": {
+                            "expressionWarnings": [{
+                                "fieldRef": "spec.validations[0].expression",
+                                "warning": WARNING,
+                            }],
+                            "warningCount": 1,
+                        },
+                        "conditions": [
+                            {"type": "Ready", "status": "True", "reason": "Enforced",
+                             "message": "generation 1 is compiled and enforced through 1 binding(s)",
+                             "observedGeneration": 1, "lastTransitionTime": "T"},
+                            {"type": "TypeChecked", "status": "True", "reason": "Checked",
+                             "message": "checked 1 kind: apps/v1, Kind=Deployment",
+                             "observedGeneration": 1, "lastTransitionTime": "T"},
+                        ],
+                    },
+                })
+            );
+            assert_eq!(
+                events(api, 3).await,
+                ["Compiled", "TypeCheckWarnings", "Ready"]
+            );
+            let written_binding = status_apply(api, BINDING_STATUS).await;
+            assert_eq!(
+                fixed_times(written_binding.clone()),
+                json!({
+                    "apiVersion": "admission.celgate.io/v1",
+                    "kind": "ValidatingAdmissionPolicyBinding",
+                    "metadata": {"name": "b"},
+                    "status": {
+                        "observedGeneration": 1,
+                        "conditions": [
+                            {"type": "Ready", "status": "True", "reason": "Enforced",
+                             "message": "enforced with policy 'p' generation 1",
+                             "observedGeneration": 1, "lastTransitionTime": "T"},
+                        ],
+                    },
+                })
+            );
+            assert_eq!(events(api, 1).await, ["Ready"]);
+            drop(running);
+
+            // A writer whose objects already carry those statuses writes nothing, and
+            // publishes no event.
+            let mut again = start(
+                with_status(policy, &written),
+                with_status(binding, &written_binding),
+                true,
+            );
+            assert!(idle(&mut again.api).await, "an unchanged status was written again");
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_that_does_not_lead_writes_nothing_until_it_leads_and_stops_when_it_loses() {
+        let scenario = async {
+            let mut running = start(
+                fixtures::policy("p", 1, "true", None),
+                fixtures::binding("b", "p"),
+                false,
+            );
+            assert!(idle(&mut running.api).await, "a replica that does not lead wrote");
+
+            running.leading.send_replace(true);
+            // The policy's write is in flight when the lease is lost: nothing follows it.
+            let call = running.api.next().await;
+            assert_eq!(call.path, POLICY_STATUS);
+            running.leading.send_replace(false);
+            tokio::task::yield_now().await;
+            let body = call.body.clone();
+            call.reply(200, body);
+            assert!(idle(&mut running.api).await, "wrote after losing the lease");
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_write_is_retried_after_a_delay() {
+        let scenario = async {
+            let mut running = start(
+                fixtures::policy("p", 1, "true", None),
+                fixtures::binding("b", "p"),
+                true,
+            );
+            let api = &mut running.api;
+            let call = api.next().await;
+            assert_eq!(call.path, POLICY_STATUS);
+            call.reply(500, fixtures::status(500, "InternalError"));
+            let failed = Instant::now();
+            // The binding is written meanwhile; the policy again after the first delay.
+            status_apply(api, BINDING_STATUS).await;
+            events(api, 1).await;
+            status_apply(api, POLICY_STATUS).await;
+            assert_eq!(Instant::now() - failed, RETRY_FIRST);
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+}

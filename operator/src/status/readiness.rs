@@ -246,3 +246,238 @@ pub fn resolved_params(
         .count();
     Some(i32::try_from(count).unwrap_or(i32::MAX))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+    use crate::{convert, fixtures, policy_set};
+    use celgate_engine::{BoundPolicy, ParamObjects, PolicySet};
+    use celgate_snapshot::ParamViews;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    const WIDGET: (&str, &str) = ("example.com/v1", "Widget");
+
+    /// A snapshot with policy `p` (generation 1, `expression`, paramKind if given) bound by `b`,
+    /// and the registration that covers it (or not).
+    fn published(expression: &str, param_kind: Option<(&str, &str)>) -> (Snapshot, Arc<PolicySet>) {
+        let policy = policy_set::compile(&fixtures::policy("p", 1, expression, param_kind));
+        let binding = Arc::new(convert::validating_binding(&fixtures::binding("b", "p")));
+        let set = Arc::new(PolicySet {
+            validating: vec![BoundPolicy {
+                policy,
+                bindings: vec![binding],
+            }],
+        });
+        let snapshot = Snapshot {
+            ready: true,
+            policies: set.clone(),
+            ..Snapshot::default()
+        };
+        (snapshot, set)
+    }
+
+    fn covering(set: &Arc<PolicySet>) -> Applied {
+        Applied {
+            set: Some(set.clone()),
+            error: None,
+        }
+    }
+
+    fn policy_readiness(snapshot: &Snapshot, applied: &Applied, generation: i64) -> Readiness {
+        validating_policy("p", "uid-p", generation, snapshot, applied, || unreachable!("p is bound"), true)
+    }
+
+    fn reason(readiness: &Readiness) -> &'static str {
+        match readiness {
+            Readiness::NotReady { reason, .. } => reason,
+            Readiness::Ready(_) => ENFORCED,
+            Readiness::Pending => "Pending",
+        }
+    }
+
+    #[test]
+    fn a_bound_policy_is_ready_only_once_the_registration_covers_its_generation() {
+        let (snapshot, set) = published("true", None);
+        assert_eq!(policy_readiness(&snapshot, &Applied::default(), 1), Readiness::Pending);
+        let ready = policy_readiness(&snapshot, &covering(&set), 1);
+        assert_eq!(
+            ready,
+            Readiness::Ready("generation 1 is compiled and enforced through 1 binding(s)".into())
+        );
+        // A newer generation than the one published is pending, whatever the registration.
+        assert_eq!(policy_readiness(&snapshot, &covering(&set), 2), Readiness::Pending);
+        // The registration failed for this set: not ready, with the error.
+        let failed = Applied {
+            set: None,
+            error: Some("cannot apply the webhook configurations: boom".into()),
+        };
+        assert_eq!(
+            policy_readiness(&snapshot, &failed, 1),
+            Readiness::NotReady {
+                reason: WEBHOOK_NOT_REGISTERED,
+                message: "cannot apply the webhook configurations: boom".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_compile_error_is_reported_with_its_text() {
+        let (snapshot, set) = published("object.", None);
+        let Readiness::NotReady { reason, message } = policy_readiness(&snapshot, &covering(&set), 1)
+        else {
+            panic!("a policy that does not compile is not ready");
+        };
+        assert_eq!(reason, COMPILE_ERROR);
+        assert!(message.starts_with("spec.validations[0].expression: "), "{message}");
+        assert!(message.contains("Syntax error"), "{message}");
+    }
+
+    #[test]
+    fn param_kinds_not_served_forbidden_or_syncing() {
+        let (mut snapshot, set) = published("true", Some(WIDGET));
+        let key = (WIDGET.0.to_string(), WIDGET.1.to_string());
+        let with = |snapshot: &mut Snapshot, entry: Option<ParamKindEntry>| {
+            let mut views = ParamViews::default();
+            views.set(&key, entry);
+            snapshot.params = Arc::new(views);
+        };
+        with(&mut snapshot, None);
+        assert_eq!(policy_readiness(&snapshot, &covering(&set), 1), Readiness::Pending);
+        with(&mut snapshot, Some(ParamKindEntry::NotServed));
+        assert_eq!(
+            policy_readiness(&snapshot, &covering(&set), 1),
+            Readiness::NotReady {
+                reason: PARAM_KIND_NOT_SERVED,
+                message: "failed to find resource referenced by paramKind: 'example.com/v1, Kind=Widget'".into()
+            }
+        );
+        with(&mut snapshot, Some(ParamKindEntry::Forbidden("celgate may not read param kind example.com/v1 Widget: forbidden".into())));
+        let forbidden = policy_readiness(&snapshot, &covering(&set), 1);
+        assert_eq!(reason(&forbidden), PARAM_KIND_FORBIDDEN);
+        with(&mut snapshot, Some(ParamKindEntry::Ready(Arc::default())));
+        assert_eq!(reason(&policy_readiness(&snapshot, &covering(&set), 1)), ENFORCED);
+    }
+
+    #[test]
+    fn an_unbound_policy_reports_its_compile_error_or_that_it_is_not_bound() {
+        let snapshot = Snapshot {
+            ready: true,
+            ..Snapshot::default()
+        };
+        let compile = |e: &str| policy_set::compile(&fixtures::policy("p", 1, e, None));
+        let unbound = |e: &'static str| {
+            validating_policy("p", "uid-p", 1, &snapshot, &Applied::default(), || compile(e), false)
+        };
+        assert_eq!(reason(&unbound("true")), NOT_BOUND);
+        assert_eq!(reason(&unbound("1 +")), COMPILE_ERROR);
+        // Bound but not published yet: pending.
+        assert_eq!(
+            validating_policy("p", "uid-p", 1, &snapshot, &Applied::default(), || compile("true"), true),
+            Readiness::Pending
+        );
+    }
+
+    #[test]
+    fn a_binding_follows_its_policy_and_its_own_publication() {
+        let (snapshot, set) = published("true", None);
+        let applied = covering(&set);
+        let spec = convert::validating_binding(&fixtures::binding("b", "p"));
+        let policy = policy_readiness(&snapshot, &applied, 1);
+        assert_eq!(
+            validating_binding(&spec, Some(("uid-p", 1, policy.clone())), &snapshot, &applied),
+            Readiness::Ready("enforced with policy 'p' generation 1".into())
+        );
+        // The binding changed (another action) and the snapshot has not caught up: pending.
+        let mut changed = spec.clone();
+        changed.validation_actions = vec![celgate_engine::model::ValidationAction::Warn];
+        assert_eq!(
+            validating_binding(&changed, Some(("uid-p", 1, policy)), &snapshot, &applied),
+            Readiness::Pending
+        );
+        // Its policy is missing.
+        let missing = convert::validating_binding(&fixtures::binding("b", "absent"));
+        let Readiness::NotReady { reason, message } = validating_binding(&missing, None, &snapshot, &applied)
+        else {
+            panic!("a binding of a missing policy is not ready");
+        };
+        assert_eq!(reason, POLICY_NOT_FOUND);
+        assert!(message.starts_with("ValidatingAdmissionPolicy 'absent' does not exist"));
+        // Its policy does not compile: the binding says so.
+        let broken = Readiness::NotReady {
+            reason: COMPILE_ERROR,
+            message: "spec.validations[0].expression: bad".into(),
+        };
+        assert_eq!(
+            validating_binding(&spec, Some(("uid-p", 1, broken)), &snapshot, &applied),
+            Readiness::NotReady {
+                reason: COMPILE_ERROR,
+                message: "policy 'p': spec.validations[0].expression: bad".into()
+            }
+        );
+    }
+
+    #[test]
+    fn mutating_objects_are_never_ready() {
+        assert_eq!(reason(&mutating_policy()), MUTATION_NOT_ENFORCED);
+        assert_eq!(reason(&mutating_binding("m", true)), MUTATION_NOT_ENFORCED);
+        assert_eq!(reason(&mutating_binding("m", false)), POLICY_NOT_FOUND);
+    }
+
+    #[test]
+    fn resolved_params_count_what_the_param_ref_selects() {
+        let object = |ns: &str, name: &str, tier: &str| {
+            (
+                (ns.to_string(), name.to_string()),
+                Arc::new(json!({"metadata": {"name": name, "namespace": ns, "labels": {"tier": tier}}})),
+            )
+        };
+        let objects: BTreeMap<_, _> = [
+            object("a", "limits", "gold"),
+            object("b", "limits", "silver"),
+            object("b", "other", "gold"),
+        ]
+        .into();
+        let mut views = ParamViews::default();
+        views.set(
+            &(WIDGET.0.to_string(), WIDGET.1.to_string()),
+            Some(ParamKindEntry::Ready(Arc::new(ParamObjects {
+                namespaced: true,
+                objects,
+            }))),
+        );
+        let snapshot = Snapshot {
+            params: Arc::new(views),
+            ..Snapshot::default()
+        };
+        let kind = ParamKind {
+            api_version: WIDGET.0.into(),
+            kind: WIDGET.1.into(),
+        };
+        let by_name = |namespace: Option<&str>| ParamRef {
+            name: Some("limits".into()),
+            namespace: namespace.map(str::to_string),
+            ..ParamRef::default()
+        };
+        let count = |r: &ParamRef| resolved_params(&snapshot, Some(&kind), Some(r));
+        assert_eq!(count(&by_name(None)), Some(2));
+        assert_eq!(count(&by_name(Some("a"))), Some(1));
+        assert_eq!(count(&by_name(Some("c"))), Some(0));
+        let gold = ParamRef {
+            selector: Some(celgate_engine::model::LabelSelector {
+                match_labels: [("tier".to_string(), "gold".to_string())].into(),
+                ..Default::default()
+            }),
+            ..ParamRef::default()
+        };
+        assert_eq!(count(&gold), Some(2));
+        assert_eq!(resolved_params(&snapshot, Some(&kind), None), None);
+        let other = ParamKind {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        assert_eq!(resolved_params(&snapshot, Some(&other), Some(&gold)), None);
+    }
+}
