@@ -71,7 +71,12 @@ fn undescribed(schema: &serde_json::Value, path: &str, is_field: bool, out: &mut
         undescribed(&schema["items"], &format!("{path}[]"), false, out);
     }
     if schema["additionalProperties"].is_object() {
-        undescribed(&schema["additionalProperties"], &format!("{path}{{}}"), false, out);
+        undescribed(
+            &schema["additionalProperties"],
+            &format!("{path}{{}}"),
+            false,
+            out,
+        );
     }
 }
 
@@ -88,10 +93,7 @@ fn every_kind_and_field_has_a_real_description() {
             );
             undescribed(root, "", true, &mut missing);
         }
-        assert!(
-            missing.is_empty(),
-            "{file}: no description at {missing:?}"
-        );
+        assert!(missing.is_empty(), "{file}: no description at {missing:?}");
     }
 }
 
@@ -101,7 +103,10 @@ fn printer_columns_show_readiness_warnings_and_params() {
     let expected: [(&str, &[(&str, &str)]); 4] = [
         (
             "validatingadmissionpolicies.yaml",
-            &[("Ready", ready), ("Warnings", ".status.typeChecking.warningCount")],
+            &[
+                ("Ready", ready),
+                ("Warnings", ".status.typeChecking.warningCount"),
+            ],
         ),
         (
             "validatingadmissionpolicybindings.yaml",
@@ -109,7 +114,10 @@ fn printer_columns_show_readiness_warnings_and_params() {
         ),
         (
             "mutatingadmissionpolicies.yaml",
-            &[("Ready", ready), ("Warnings", ".status.typeChecking.warningCount")],
+            &[
+                ("Ready", ready),
+                ("Warnings", ".status.typeChecking.warningCount"),
+            ],
         ),
         (
             "mutatingadmissionpolicybindings.yaml",
@@ -125,7 +133,9 @@ fn printer_columns_show_readiness_warnings_and_params() {
             .unwrap_or_default();
         for (name, path) in columns {
             assert!(
-                printed.iter().any(|c| c.name == *name && c.json_path == *path),
+                printed
+                    .iter()
+                    .any(|c| c.name == *name && c.json_path == *path),
                 "{file} has no column {name} at {path}"
             );
         }

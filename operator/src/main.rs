@@ -255,7 +255,10 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
             }
         }
     };
-    let identity = args.identity.clone().unwrap_or_else(leader::default_identity);
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(leader::default_identity);
     let election = leader::Election::start(
         client.clone(),
         leader::LeaseConfig {

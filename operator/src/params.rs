@@ -351,13 +351,14 @@ mod tests {
         }
     }
 
-    /// How the store shows the kind: `absent`, `syncing`, `not served`, or `ready` with its
+    /// How the store shows the kind: `absent`, `syncing`, `not served`, `forbidden`, or `ready` with its
     /// objects' `data.max` by name.
     fn shown(snapshot: &Snapshot) -> String {
         match snapshot.params.entry(KIND.0, KIND.1) {
             None => "absent".into(),
             Some(ParamKindEntry::Syncing) => "syncing".into(),
             Some(ParamKindEntry::NotServed) => "not served".into(),
+            Some(ParamKindEntry::Forbidden(_)) => "forbidden".into(),
             Some(ParamKindEntry::Ready(objects)) => {
                 let all: Vec<String> = objects
                     .objects
@@ -423,14 +424,12 @@ mod tests {
     async fn a_transient_lookup_error_keeps_the_last_known_state() {
         bounded(async {
             let (store, _watches, mut api) = start();
-            // RBAC and server errors say nothing about the kind: it stays syncing.
-            for (code, reason) in [(403, "Forbidden"), (503, "ServiceUnavailable")] {
-                let lookup = api.next().await;
-                assert_eq!(lookup.path, LOOKUP);
-                lookup.reply(code, status(code, reason));
-            }
+            // A server error says nothing about the kind: it stays syncing.
             let lookup = api.next().await;
-            assert_eq!(shown(&store.load()), "syncing", "after two failed lookups");
+            assert_eq!(lookup.path, LOOKUP);
+            lookup.reply(503, status(503, "ServiceUnavailable"));
+            let lookup = api.next().await;
+            assert_eq!(shown(&store.load()), "syncing", "after a failed lookup");
             lookup.reply(200, served());
             api.serve_until(serve(vec![widget("w1", 3)]), shows(&store, "ready w1=3"))
                 .await;
@@ -450,6 +449,49 @@ mod tests {
             assert_eq!(shown(&store.load()), "ready w1=3", "after a failed lookup");
             lookup.reply(404, status(404, "NotFound"));
             assert_eq!(shows(&store, "not served").await, "not served");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kind_celgate_may_not_read_is_forbidden_until_it_may() {
+        bounded(async {
+            let (store, _watches, mut api) = start();
+            let lookup = api.next().await;
+            lookup.reply(403, status(403, "Forbidden"));
+            assert_eq!(shows(&store, "forbidden").await, "forbidden");
+            let Some(ParamKindEntry::Forbidden(message)) =
+                store.load().params.entry(KIND.0, KIND.1).cloned()
+            else {
+                panic!("forbidden");
+            };
+            assert!(
+                message.starts_with("celgate may not read param kind example.com/v1 Widget: "),
+                "{message}"
+            );
+            // Requests see it as syncing, as before.
+            assert!(matches!(
+                celgate_engine::Params::kind(
+                    &*store.load().params,
+                    &celgate_engine::model::ParamKind {
+                        api_version: KIND.0.into(),
+                        kind: KIND.1.into()
+                    }
+                ),
+                celgate_engine::ParamKindState::Syncing
+            ));
+
+            // Discovery answers, the list is forbidden: still forbidden; then RBAC allows it.
+            let lookup = api.next().await;
+            lookup.reply(200, served());
+            let list = api.next().await;
+            assert_eq!((list.path.as_str(), list.is_watch()), (WIDGETS, false));
+            list.reply(403, status(403, "Forbidden"));
+            assert_eq!(shown(&store.load()), "forbidden");
+            let seen = api
+                .serve_until(serve(vec![widget("w1", 3)]), shows(&store, "ready w1=3"))
+                .await;
+            assert_eq!(seen, "ready w1=3");
         })
         .await;
     }

@@ -409,7 +409,13 @@ mod tests {
             {
                 let after_failure = covered.borrow_and_update();
                 assert!(after_failure.set.is_none());
-                assert!(after_failure.error.as_deref().unwrap().contains("InternalError"));
+                assert!(
+                    after_failure
+                        .error
+                        .as_deref()
+                        .unwrap()
+                        .contains("InternalError")
+                );
             }
 
             // Retried after the first delay, with the same configuration.
@@ -439,10 +445,7 @@ mod tests {
             let idle = tokio::time::timeout(Duration::from_secs(3600), api.next()).await;
             assert!(idle.is_err(), "applied again with unchanged rules");
             let second = sets.borrow().clone().unwrap();
-            assert!(Arc::ptr_eq(
-                covered.borrow().set.as_ref().unwrap(),
-                &second
-            ));
+            assert!(Arc::ptr_eq(covered.borrow().set.as_ref().unwrap(), &second));
 
             // New rules are applied.
             sets.send_replace(matching("secrets"));

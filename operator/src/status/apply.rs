@@ -23,15 +23,29 @@ where
     }))
 }
 
-/// Applies `status` to `object` (a cluster-scoped kind).
-pub async fn status<K, S>(client: &Client, object: &K, status: &S) -> Result<(), kube::Error>
-where
+/// One of celgate's kinds: cluster-scoped, with a static type.
+pub trait Object:
+    Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+
+impl<K> Object for K where
     K: Resource<DynamicType = (), Scope = k8s_openapi::ClusterResourceScope>
         + Clone
         + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    S: Serialize,
+        + std::fmt::Debug
 {
+}
+
+/// Applies `status` to `object`.
+pub async fn status<K: Object, S: Serialize>(
+    client: &Client,
+    object: &K,
+    status: &S,
+) -> Result<(), kube::Error> {
     let body = body(object, status).map_err(kube::Error::SerdeError)?;
     Api::<K>::all(client.clone())
         .patch_status(

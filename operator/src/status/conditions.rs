@@ -114,7 +114,12 @@ mod tests {
     fn the_transition_time_stays_while_the_status_stays_and_moves_when_it_changes() {
         let first = merge(&[ready(false, "CompileError")], 1, None, &at(100));
         // Same status, other reason and generation: the time of the transition to False stays.
-        let same = merge(&[ready(false, "ParamKindNotServed")], 2, Some(&first), &at(200));
+        let same = merge(
+            &[ready(false, "ParamKindNotServed")],
+            2,
+            Some(&first),
+            &at(200),
+        );
         assert_eq!(same[0].last_transition_time, at(100));
         assert_eq!(same[0].reason, "ParamKindNotServed");
         assert_eq!(same[0].observed_generation, Some(2));
@@ -128,7 +133,12 @@ mod tests {
             reason: "Checked",
             message: String::new(),
         };
-        let both = merge(&[ready(true, "Enforced"), typed], 2, Some(&flipped), &at(400));
+        let both = merge(
+            &[ready(true, "Enforced"), typed],
+            2,
+            Some(&flipped),
+            &at(400),
+        );
         assert_eq!(both[0].last_transition_time, at(300));
         assert_eq!(both[1].last_transition_time, at(400));
     }

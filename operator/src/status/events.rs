@@ -27,8 +27,11 @@ pub struct Observed {
     pub ready: Option<(bool, String, String)>,
 }
 
-fn ready_of(conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>) -> Option<(bool, String, String)> {
-    conditions::find(conditions, READY).map(|c| (c.status == "True", c.reason.clone(), c.message.clone()))
+fn ready_of(
+    conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
+) -> Option<(bool, String, String)> {
+    conditions::find(conditions, READY)
+        .map(|c| (c.status == "True", c.reason.clone(), c.message.clone()))
 }
 
 impl Observed {
@@ -79,7 +82,12 @@ pub fn changes(before: &Observed, after: &Observed) -> Vec<Event> {
     {
         let generation = after.generation.unwrap_or_default();
         out.push(if error.is_empty() {
-            event(EventType::Normal, "Compiled", "Compile", format!("generation {generation} compiled"))
+            event(
+                EventType::Normal,
+                "Compiled",
+                "Compile",
+                format!("generation {generation} compiled"),
+            )
         } else {
             event(
                 EventType::Warning,
@@ -100,7 +108,12 @@ pub fn changes(before: &Observed, after: &Observed) -> Vec<Event> {
                 format!("{count} type checking warning(s); see status.typeChecking"),
             )
         } else {
-            event(EventType::Normal, "TypeCheckWarnings", "TypeCheck", "no type checking warnings".to_string())
+            event(
+                EventType::Normal,
+                "TypeCheckWarnings",
+                "TypeCheck",
+                "no type checking warnings".to_string(),
+            )
         });
     }
     if let Some((ready, _, message)) = &after.ready
@@ -129,7 +142,12 @@ pub async fn publish(recorder: &Recorder, object: &ObjectReference, events: &[Ev
 mod tests {
     use super::*;
 
-    fn observed(generation: i64, compile_error: Option<&str>, warnings: i32, ready: bool) -> Observed {
+    fn observed(
+        generation: i64,
+        compile_error: Option<&str>,
+        warnings: i32,
+        ready: bool,
+    ) -> Observed {
         Observed {
             generation: Some(generation),
             compile_error: compile_error.map(str::to_string),
@@ -139,7 +157,10 @@ mod tests {
     }
 
     fn reasons(events: &[Event]) -> Vec<(&str, EventType)> {
-        events.iter().map(|e| (e.reason.as_str(), e.type_)).collect()
+        events
+            .iter()
+            .map(|e| (e.reason.as_str(), e.type_))
+            .collect()
     }
 
     #[test]
@@ -153,7 +174,10 @@ mod tests {
                 ("Ready", EventType::Normal)
             ]
         );
-        assert_eq!(events[1].note.as_deref(), Some("2 type checking warning(s); see status.typeChecking"));
+        assert_eq!(
+            events[1].note.as_deref(),
+            Some("2 type checking warning(s); see status.typeChecking")
+        );
     }
 
     #[test]
@@ -162,7 +186,10 @@ mod tests {
         assert!(changes(&before, &before).is_empty());
         assert_eq!(
             reasons(&changes(&before, &observed(2, Some("bad"), 2, false))),
-            [("CompileFailed", EventType::Warning), ("NotReady", EventType::Warning)]
+            [
+                ("CompileFailed", EventType::Warning),
+                ("NotReady", EventType::Warning)
+            ]
         );
         assert_eq!(
             reasons(&changes(&before, &observed(1, Some(""), 0, true))),
@@ -186,6 +213,9 @@ mod tests {
             ready: Some((true, "Enforced".into(), "m".into())),
             ..before.clone()
         };
-        assert_eq!(reasons(&changes(&before, &after)), [("Ready", EventType::Normal)]);
+        assert_eq!(
+            reasons(&changes(&before, &after)),
+            [("Ready", EventType::Normal)]
+        );
     }
 }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use celgate_crds::{
-    BindingStatus, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, PolicyStatus,
+    BindingStatus, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use celgate_engine::{ValidatingPolicy, compile_validating};
@@ -84,7 +84,7 @@ struct Checked {
     uid: String,
     generation: i64,
     schemas: u64,
-    report: Arc<celgate_engine::typecheck::TypeCheckReport>,
+    report: Arc<typecheck::Report>,
 }
 
 /// A policy compiled by the status writer because the snapshot does not hold it (unbound).
@@ -159,7 +159,12 @@ fn ready_want(readiness: &Readiness) -> Option<Want> {
 impl StatusWriter {
     /// A writer over `sources`, type checking with `checker`, publishing events as `instance`
     /// of the `celgate` controller.
-    pub fn new(client: Client, sources: Sources, checker: Arc<dyn Checker>, instance: String) -> Self {
+    pub fn new(
+        client: Client,
+        sources: Sources,
+        checker: Arc<dyn Checker>,
+        instance: String,
+    ) -> Self {
         let recorder = Recorder::new(
             client.clone(),
             Reporter {
@@ -228,7 +233,10 @@ impl StatusWriter {
                         }
                     })
                     .await;
-                if seen.as_ref().is_none_or(|seen| now.revision != seen.revision) {
+                if seen
+                    .as_ref()
+                    .is_none_or(|seen| now.revision != seen.revision)
+                {
                     return;
                 }
             }
@@ -293,9 +301,17 @@ impl StatusWriter {
         let names = |kind: Kind| -> Vec<String> {
             match kind {
                 Kind::ValidatingPolicy => world.validating.iter().map(|o| o.name_any()).collect(),
-                Kind::ValidatingBinding => world.validating_bindings.iter().map(|o| o.name_any()).collect(),
+                Kind::ValidatingBinding => world
+                    .validating_bindings
+                    .iter()
+                    .map(|o| o.name_any())
+                    .collect(),
                 Kind::MutatingPolicy => world.mutating.iter().map(|o| o.name_any()).collect(),
-                Kind::MutatingBinding => world.mutating_bindings.iter().map(|o| o.name_any()).collect(),
+                Kind::MutatingBinding => world
+                    .mutating_bindings
+                    .iter()
+                    .map(|o| o.name_any())
+                    .collect(),
             }
         };
         let stored: std::collections::HashSet<(Kind, String)> = [
@@ -326,7 +342,7 @@ impl StatusWriter {
         generation: i64,
         schemas: u64,
         policy: impl FnOnce() -> Policy,
-    ) -> Arc<celgate_engine::typecheck::TypeCheckReport> {
+    ) -> Arc<typecheck::Report> {
         if let Some(c) = self.checked.get(key)
             && c.uid == uid
             && c.generation == generation
@@ -369,7 +385,11 @@ impl StatusWriter {
         compiled
     }
 
-    fn validating_readiness(&mut self, policy: &ValidatingAdmissionPolicy, world: &World) -> Readiness {
+    fn validating_readiness(
+        &mut self,
+        policy: &ValidatingAdmissionPolicy,
+        world: &World,
+    ) -> Readiness {
         let (uid, generation) = uid_and_generation(policy);
         let name = policy.name_any();
         let has_bindings = world
@@ -386,7 +406,11 @@ impl StatusWriter {
             generation,
             &world.snapshot,
             &world.applied,
-            || unbound.unwrap_or_else(|| Arc::new(compile_validating(convert::validating_policy(policy)))),
+            || {
+                unbound.unwrap_or_else(|| {
+                    Arc::new(compile_validating(convert::validating_policy(policy)))
+                })
+            },
             has_bindings,
         )
     }
@@ -417,7 +441,11 @@ impl StatusWriter {
         self.write(key, policy, &status, &events).await;
     }
 
-    async fn validating_binding(&mut self, binding: &ValidatingAdmissionPolicyBinding, world: &World) {
+    async fn validating_binding(
+        &mut self,
+        binding: &ValidatingAdmissionPolicyBinding,
+        world: &World,
+    ) {
         let key = (Kind::ValidatingBinding, binding.name_any());
         if self.waiting(&key) {
             return;
@@ -446,7 +474,11 @@ impl StatusWriter {
             .as_ref()
             .and_then(|p| p.spec.param_kind.as_ref())
             .map(convert::param_kind);
-        let resolved = readiness::resolved_params(&world.snapshot, param_kind.as_ref(), spec.param_ref.as_ref());
+        let resolved = readiness::resolved_params(
+            &world.snapshot,
+            param_kind.as_ref(),
+            spec.param_ref.as_ref(),
+        );
         self.binding_status(key, binding, readiness, resolved).await;
     }
 
@@ -461,7 +493,7 @@ impl StatusWriter {
         let (uid, generation) = uid_and_generation(policy);
         let report = self
             .report(&key, &uid, generation, world.schemas, || {
-                Policy::Mutating(convert::mutating_policy(policy))
+                Policy::Mutating(typecheck::mutating_spec(policy))
             })
             .await;
         let status = typecheck::policy_status(generation, &report, ready, policy.status.as_ref());
@@ -486,12 +518,9 @@ impl StatusWriter {
         let param_kind = policy
             .and_then(|p| p.spec.param_kind.as_ref())
             .map(convert::param_kind);
-        let param_ref = binding
-            .spec
-            .param_ref
-            .as_ref()
-            .map(convert::param_ref);
-        let resolved = readiness::resolved_params(&world.snapshot, param_kind.as_ref(), param_ref.as_ref());
+        let param_ref = binding.spec.param_ref.as_ref().map(convert::param_ref);
+        let resolved =
+            readiness::resolved_params(&world.snapshot, param_kind.as_ref(), param_ref.as_ref());
         self.binding_status(key, binding, readiness, resolved).await;
     }
 
@@ -503,7 +532,7 @@ impl StatusWriter {
         readiness: Readiness,
         resolved_params: Option<i32>,
     ) where
-        K: Resource<DynamicType = ()> + BindingObject,
+        K: apply::Object + BindingObject,
     {
         let Some(ready) = ready_want(&readiness) else {
             return;
@@ -523,15 +552,23 @@ impl StatusWriter {
         if previous == Some(&status) {
             return;
         }
-        let events = events::changes(&Observed::binding(previous), &Observed::binding(Some(&status)));
+        let events = events::changes(
+            &Observed::binding(previous),
+            &Observed::binding(Some(&status)),
+        );
         self.write(key, binding, &status, &events).await;
     }
 
     /// Applies `status` to `object` and publishes `events` about it; a failure is retried
     /// after a growing delay.
-    async fn write<K, S>(&mut self, key: (Kind, String), object: &K, status: &S, events: &[kube::runtime::events::Event])
-    where
-        K: Resource<DynamicType = ()>,
+    async fn write<K, S>(
+        &mut self,
+        key: (Kind, String),
+        object: &K,
+        status: &S,
+        events: &[kube::runtime::events::Event],
+    ) where
+        K: apply::Object,
         S: serde::Serialize,
     {
         match apply::status(&self.client, object, status).await {
@@ -581,12 +618,12 @@ mod tests {
     use super::*;
     use crate::fixtures::{self, ApiServer, Call};
     use crate::policy_set;
-    use celgate_engine::typecheck::{ExpressionWarning, Gvk, TypeCheckReport};
     use celgate_engine::{BoundPolicy, PolicySet};
     use http::Method;
     use kube::runtime::reflector::{self, store::Writer};
     use kube::runtime::watcher::Event;
     use serde_json::{Value, json};
+    use typecheck::{ExpressionWarning, Gvk, Report as TypeCheckReport};
 
     const POLICY_STATUS: &str =
         "/apis/admission.celgate.io/v1/validatingadmissionpolicies/p/status";
@@ -685,7 +722,15 @@ mod tests {
         Running {
             api,
             leading: leading_sender,
-            _keep: Box::new((w1, w2, w3, w4, applied_sender, touched_sender, AbortOnDrop(task))),
+            _keep: Box::new((
+                w1,
+                w2,
+                w3,
+                w4,
+                applied_sender,
+                touched_sender,
+                AbortOnDrop(task),
+            )),
         }
     }
 
@@ -700,7 +745,11 @@ mod tests {
     /// Sets every `lastTransitionTime` in `body` to a fixed value after checking it is an
     /// RFC 3339 time of whole seconds.
     fn fixed_times(mut body: Value) -> Value {
-        for c in body["status"]["conditions"].as_array_mut().into_iter().flatten() {
+        for c in body["status"]["conditions"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
             let t = c["lastTransitionTime"].as_str().unwrap();
             assert!(t.parse::<k8s_openapi::jiff::Timestamp>().is_ok(), "{t}");
             assert!(t.ends_with('Z') && !t.contains('.'), "{t}");
@@ -713,11 +762,22 @@ mod tests {
     async fn status_apply(api: &mut ApiServer, path: &str) -> Value {
         let call = api.next().await;
         assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, path));
-        assert!(call.query.contains("fieldManager=celgate"), "{}", call.query);
+        assert!(
+            call.query.contains("fieldManager=celgate"),
+            "{}",
+            call.query
+        );
         assert!(call.query.contains("force=true"), "{}", call.query);
         let body = call.body.clone();
-        call.reply(200, body.clone());
+        answer(call);
         body
+    }
+
+    /// Answers a status apply with the object it makes (an empty spec stands for the stored one).
+    fn answer(call: Call) {
+        let mut object = call.body.clone();
+        object["spec"] = json!({});
+        call.reply(200, object);
     }
 
     /// Answers the events that follow a write; returns their reasons.
@@ -725,7 +785,11 @@ mod tests {
         let mut reasons = Vec::new();
         for _ in 0..count {
             let call: Call = api.next().await;
-            assert_eq!((&call.method, call.path.as_str()), (&Method::POST, EVENTS));
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::POST, EVENTS),
+                "{reasons:?}"
+            );
             reasons.push(call.body["reason"].as_str().unwrap().to_string());
             let body = call.body.clone();
             call.reply(201, body);
@@ -814,7 +878,10 @@ mod tests {
                 with_status(binding, &written_binding),
                 true,
             );
-            assert!(idle(&mut again.api).await, "an unchanged status was written again");
+            assert!(
+                idle(&mut again.api).await,
+                "an unchanged status was written again"
+            );
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)
             .await
@@ -829,7 +896,10 @@ mod tests {
                 fixtures::binding("b", "p"),
                 false,
             );
-            assert!(idle(&mut running.api).await, "a replica that does not lead wrote");
+            assert!(
+                idle(&mut running.api).await,
+                "a replica that does not lead wrote"
+            );
 
             running.leading.send_replace(true);
             // The policy's write is in flight when the lease is lost: nothing follows it.
@@ -837,8 +907,7 @@ mod tests {
             assert_eq!(call.path, POLICY_STATUS);
             running.leading.send_replace(false);
             tokio::task::yield_now().await;
-            let body = call.body.clone();
-            call.reply(200, body);
+            answer(call);
             assert!(idle(&mut running.api).await, "wrote after losing the lease");
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)

@@ -82,7 +82,10 @@ fn param_kind_problem(snapshot: &Snapshot, kind: &ParamKind) -> Option<Readiness
 
 /// Whether the applied webhook configurations cover `compiled` (the same compiled policy is in
 /// the set they were built from), else why not.
-fn registered(applied: &Applied, covered: impl Fn(&celgate_engine::PolicySet) -> bool) -> Readiness {
+fn registered(
+    applied: &Applied,
+    covered: impl Fn(&celgate_engine::PolicySet) -> bool,
+) -> Readiness {
     match (&applied.set, &applied.error) {
         (Some(set), _) if covered(set) => Readiness::Ready(String::new()),
         (_, Some(error)) => Readiness::not_ready(WEBHOOK_NOT_REGISTERED, error.clone()),
@@ -98,7 +101,9 @@ fn bound<'a>(
     generation: i64,
 ) -> Option<&'a celgate_engine::BoundPolicy> {
     set.validating.iter().find(|b| {
-        &*b.policy.name == name && b.policy.spec.uid == uid && b.policy.spec.generation == generation
+        &*b.policy.name == name
+            && b.policy.spec.uid == uid
+            && b.policy.spec.generation == generation
     })
 }
 
@@ -287,7 +292,15 @@ mod tests {
     }
 
     fn policy_readiness(snapshot: &Snapshot, applied: &Applied, generation: i64) -> Readiness {
-        validating_policy("p", "uid-p", generation, snapshot, applied, || unreachable!("p is bound"), true)
+        validating_policy(
+            "p",
+            "uid-p",
+            generation,
+            snapshot,
+            applied,
+            || unreachable!("p is bound"),
+            true,
+        )
     }
 
     fn reason(readiness: &Readiness) -> &'static str {
@@ -301,14 +314,20 @@ mod tests {
     #[test]
     fn a_bound_policy_is_ready_only_once_the_registration_covers_its_generation() {
         let (snapshot, set) = published("true", None);
-        assert_eq!(policy_readiness(&snapshot, &Applied::default(), 1), Readiness::Pending);
+        assert_eq!(
+            policy_readiness(&snapshot, &Applied::default(), 1),
+            Readiness::Pending
+        );
         let ready = policy_readiness(&snapshot, &covering(&set), 1);
         assert_eq!(
             ready,
             Readiness::Ready("generation 1 is compiled and enforced through 1 binding(s)".into())
         );
         // A newer generation than the one published is pending, whatever the registration.
-        assert_eq!(policy_readiness(&snapshot, &covering(&set), 2), Readiness::Pending);
+        assert_eq!(
+            policy_readiness(&snapshot, &covering(&set), 2),
+            Readiness::Pending
+        );
         // The registration failed for this set: not ready, with the error.
         let failed = Applied {
             set: None,
@@ -326,12 +345,16 @@ mod tests {
     #[test]
     fn a_compile_error_is_reported_with_its_text() {
         let (snapshot, set) = published("object.", None);
-        let Readiness::NotReady { reason, message } = policy_readiness(&snapshot, &covering(&set), 1)
+        let Readiness::NotReady { reason, message } =
+            policy_readiness(&snapshot, &covering(&set), 1)
         else {
             panic!("a policy that does not compile is not ready");
         };
         assert_eq!(reason, COMPILE_ERROR);
-        assert!(message.starts_with("spec.validations[0].expression: "), "{message}");
+        assert!(
+            message.starts_with("spec.validations[0].expression: "),
+            "{message}"
+        );
         assert!(message.contains("Syntax error"), "{message}");
     }
 
@@ -345,20 +368,33 @@ mod tests {
             snapshot.params = Arc::new(views);
         };
         with(&mut snapshot, None);
-        assert_eq!(policy_readiness(&snapshot, &covering(&set), 1), Readiness::Pending);
+        assert_eq!(
+            policy_readiness(&snapshot, &covering(&set), 1),
+            Readiness::Pending
+        );
         with(&mut snapshot, Some(ParamKindEntry::NotServed));
         assert_eq!(
             policy_readiness(&snapshot, &covering(&set), 1),
             Readiness::NotReady {
                 reason: PARAM_KIND_NOT_SERVED,
-                message: "failed to find resource referenced by paramKind: 'example.com/v1, Kind=Widget'".into()
+                message:
+                    "failed to find resource referenced by paramKind: 'example.com/v1, Kind=Widget'"
+                        .into()
             }
         );
-        with(&mut snapshot, Some(ParamKindEntry::Forbidden("celgate may not read param kind example.com/v1 Widget: forbidden".into())));
+        with(
+            &mut snapshot,
+            Some(ParamKindEntry::Forbidden(
+                "celgate may not read param kind example.com/v1 Widget: forbidden".into(),
+            )),
+        );
         let forbidden = policy_readiness(&snapshot, &covering(&set), 1);
         assert_eq!(reason(&forbidden), PARAM_KIND_FORBIDDEN);
         with(&mut snapshot, Some(ParamKindEntry::Ready(Arc::default())));
-        assert_eq!(reason(&policy_readiness(&snapshot, &covering(&set), 1)), ENFORCED);
+        assert_eq!(
+            reason(&policy_readiness(&snapshot, &covering(&set), 1)),
+            ENFORCED
+        );
     }
 
     #[test]
@@ -369,13 +405,29 @@ mod tests {
         };
         let compile = |e: &str| policy_set::compile(&fixtures::policy("p", 1, e, None));
         let unbound = |e: &'static str| {
-            validating_policy("p", "uid-p", 1, &snapshot, &Applied::default(), || compile(e), false)
+            validating_policy(
+                "p",
+                "uid-p",
+                1,
+                &snapshot,
+                &Applied::default(),
+                || compile(e),
+                false,
+            )
         };
         assert_eq!(reason(&unbound("true")), NOT_BOUND);
         assert_eq!(reason(&unbound("1 +")), COMPILE_ERROR);
         // Bound but not published yet: pending.
         assert_eq!(
-            validating_policy("p", "uid-p", 1, &snapshot, &Applied::default(), || compile("true"), true),
+            validating_policy(
+                "p",
+                "uid-p",
+                1,
+                &snapshot,
+                &Applied::default(),
+                || compile("true"),
+                true
+            ),
             Readiness::Pending
         );
     }
@@ -387,7 +439,12 @@ mod tests {
         let spec = convert::validating_binding(&fixtures::binding("b", "p"));
         let policy = policy_readiness(&snapshot, &applied, 1);
         assert_eq!(
-            validating_binding(&spec, Some(("uid-p", 1, policy.clone())), &snapshot, &applied),
+            validating_binding(
+                &spec,
+                Some(("uid-p", 1, policy.clone())),
+                &snapshot,
+                &applied
+            ),
             Readiness::Ready("enforced with policy 'p' generation 1".into())
         );
         // The binding changed (another action) and the snapshot has not caught up: pending.
@@ -399,7 +456,8 @@ mod tests {
         );
         // Its policy is missing.
         let missing = convert::validating_binding(&fixtures::binding("b", "absent"));
-        let Readiness::NotReady { reason, message } = validating_binding(&missing, None, &snapshot, &applied)
+        let Readiness::NotReady { reason, message } =
+            validating_binding(&missing, None, &snapshot, &applied)
         else {
             panic!("a binding of a missing policy is not ready");
         };
@@ -431,7 +489,9 @@ mod tests {
         let object = |ns: &str, name: &str, tier: &str| {
             (
                 (ns.to_string(), name.to_string()),
-                Arc::new(json!({"metadata": {"name": name, "namespace": ns, "labels": {"tier": tier}}})),
+                Arc::new(
+                    json!({"metadata": {"name": name, "namespace": ns, "labels": {"tier": tier}}}),
+                ),
             )
         };
         let objects: BTreeMap<_, _> = [

@@ -4,11 +4,66 @@
 
 use std::sync::Arc;
 
-use celgate_crds::{ExpressionWarning, PolicyStatus, TypeChecking};
-use celgate_engine::model::{MutatingPolicySpec, ValidatingPolicySpec};
-use celgate_engine::typecheck::TypeCheckReport;
+use celgate_crds::{PolicyStatus, TypeChecking};
+use celgate_engine::model::ValidatingPolicySpec;
 use futures::future::BoxFuture;
 use tokio::sync::watch;
+
+use Report as TypeCheckReport;
+pub use shim::{ClusterChecker, ExpressionWarning, Gvk, MutatingPolicySpec, Report, mutating_spec};
+
+/// TEMPORARY until h-typecheck and h-schemas merge: the contract's types.
+mod shim {
+    #![allow(missing_docs, dead_code)]
+    use std::sync::Arc;
+    pub struct Gvk {
+        pub group: String,
+        pub version: String,
+        pub kind: String,
+    }
+    impl std::fmt::Display for Gvk {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{}/{}, Kind={}", self.group, self.version, self.kind)
+        }
+    }
+    pub struct ExpressionWarning {
+        pub field_ref: String,
+        pub warning: String,
+    }
+    pub struct SkippedKind {
+        pub what: String,
+        pub reason: String,
+    }
+    pub struct Report {
+        pub expression_warnings: Vec<ExpressionWarning>,
+        pub additional_warnings: Vec<ExpressionWarning>,
+        pub checked: Vec<Gvk>,
+        pub skipped: Vec<SkippedKind>,
+    }
+    pub struct MutatingPolicySpec;
+    pub fn mutating_spec(_: &celgate_crds::MutatingAdmissionPolicy) -> MutatingPolicySpec {
+        MutatingPolicySpec
+    }
+    pub struct ClusterChecker(tokio::sync::watch::Sender<u64>);
+    impl ClusterChecker {
+        pub fn start(_: kube::Client) -> Arc<dyn super::Checker> {
+            Arc::new(Self(tokio::sync::watch::Sender::new(0)))
+        }
+    }
+    impl super::Checker for ClusterChecker {
+        fn revisions(&self) -> tokio::sync::watch::Receiver<u64> {
+            self.0.subscribe()
+        }
+        fn check(&self, _: super::Policy) -> futures::future::BoxFuture<'_, Arc<Report>> {
+            Box::pin(std::future::ready(Arc::new(Report {
+                expression_warnings: vec![],
+                additional_warnings: vec![],
+                checked: vec![],
+                skipped: vec![],
+            })))
+        }
+    }
+}
 
 use super::conditions::{self, TYPE_CHECKED, Want};
 
@@ -33,10 +88,10 @@ pub trait Checker: Send + Sync {
     fn check(&self, policy: Policy) -> BoxFuture<'_, Arc<TypeCheckReport>>;
 }
 
-fn warnings(list: &[celgate_engine::typecheck::ExpressionWarning]) -> Option<Vec<ExpressionWarning>> {
+fn warnings(list: &[shim::ExpressionWarning]) -> Option<Vec<celgate_crds::ExpressionWarning>> {
     (!list.is_empty()).then(|| {
         list.iter()
-            .map(|w| ExpressionWarning {
+            .map(|w| celgate_crds::ExpressionWarning {
                 field_ref: w.field_ref.clone(),
                 warning: w.warning.clone(),
             })
@@ -70,7 +125,11 @@ pub fn type_checked(report: &TypeCheckReport) -> Want {
             .iter()
             .map(|s| format!("{} ({})", s.what, s.reason))
             .collect();
-        message.push_str(&format!("; skipped {}: {}", skipped.len(), skipped.join("; ")));
+        message.push_str(&format!(
+            "; skipped {}: {}",
+            skipped.len(),
+            skipped.join("; ")
+        ));
     }
     Want {
         type_: TYPE_CHECKED,
