@@ -493,7 +493,7 @@ impl StatusWriter {
         let (uid, generation) = uid_and_generation(policy);
         let report = self
             .report(&key, &uid, generation, world.schemas, || {
-                Policy::Mutating(typecheck::mutating_spec(policy))
+                Policy::Mutating(convert::mutating_policy(policy))
             })
             .await;
         let status = typecheck::policy_status(generation, &report, ready, policy.status.as_ref());
@@ -618,12 +618,13 @@ mod tests {
     use super::*;
     use crate::fixtures::{self, ApiServer, Call};
     use crate::policy_set;
+    use celgate_engine::schema::Gvk;
+    use celgate_engine::typecheck::{ExpressionWarning, TypeCheckReport};
     use celgate_engine::{BoundPolicy, PolicySet};
     use http::Method;
     use kube::runtime::reflector::{self, store::Writer};
     use kube::runtime::watcher::Event;
     use serde_json::{Value, json};
-    use typecheck::{ExpressionWarning, Gvk, Report as TypeCheckReport};
 
     const POLICY_STATUS: &str =
         "/apis/admission.celgate.io/v1/validatingadmissionpolicies/p/status";
@@ -641,11 +642,7 @@ mod tests {
         }
 
         fn check(&self, _: Policy) -> futures::future::BoxFuture<'_, Arc<TypeCheckReport>> {
-            let gvk = Gvk {
-                group: "apps".into(),
-                version: "v1".into(),
-                kind: "Deployment".into(),
-            };
+            let gvk = Gvk::new("apps", "v1", "Deployment");
             Box::pin(std::future::ready(Arc::new(TypeCheckReport {
                 expression_warnings: vec![ExpressionWarning {
                     field_ref: "spec.validations[0].expression".into(),

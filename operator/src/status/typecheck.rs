@@ -5,45 +5,21 @@
 use std::sync::Arc;
 
 use celgate_crds::{PolicyStatus, TypeChecking};
-use celgate_engine::model::ValidatingPolicySpec;
+use celgate_engine::model::{MutatingPolicySpec, ValidatingPolicySpec};
+pub use celgate_engine::typecheck::TypeCheckReport as Report;
+use celgate_engine::typecheck::{ExpressionWarning, TypeCheckReport};
 use futures::future::BoxFuture;
 use tokio::sync::watch;
 
-use Report as TypeCheckReport;
-pub use shim::{ClusterChecker, ExpressionWarning, Gvk, MutatingPolicySpec, Report, mutating_spec};
+pub use shim::ClusterChecker;
 
-/// TEMPORARY until h-typecheck and h-schemas merge: the contract's types.
+use super::conditions::{self, TYPE_CHECKED, Want};
+
+/// TEMPORARY until h-schemas merges.
 mod shim {
     #![allow(missing_docs, dead_code)]
+    use super::Report;
     use std::sync::Arc;
-    pub struct Gvk {
-        pub group: String,
-        pub version: String,
-        pub kind: String,
-    }
-    impl std::fmt::Display for Gvk {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            write!(f, "{}/{}, Kind={}", self.group, self.version, self.kind)
-        }
-    }
-    pub struct ExpressionWarning {
-        pub field_ref: String,
-        pub warning: String,
-    }
-    pub struct SkippedKind {
-        pub what: String,
-        pub reason: String,
-    }
-    pub struct Report {
-        pub expression_warnings: Vec<ExpressionWarning>,
-        pub additional_warnings: Vec<ExpressionWarning>,
-        pub checked: Vec<Gvk>,
-        pub skipped: Vec<SkippedKind>,
-    }
-    pub struct MutatingPolicySpec;
-    pub fn mutating_spec(_: &celgate_crds::MutatingAdmissionPolicy) -> MutatingPolicySpec {
-        MutatingPolicySpec
-    }
     pub struct ClusterChecker(tokio::sync::watch::Sender<u64>);
     impl ClusterChecker {
         pub fn start(_: kube::Client) -> Arc<dyn super::Checker> {
@@ -55,17 +31,10 @@ mod shim {
             self.0.subscribe()
         }
         fn check(&self, _: super::Policy) -> futures::future::BoxFuture<'_, Arc<Report>> {
-            Box::pin(std::future::ready(Arc::new(Report {
-                expression_warnings: vec![],
-                additional_warnings: vec![],
-                checked: vec![],
-                skipped: vec![],
-            })))
+            Box::pin(std::future::ready(Arc::new(Report::default())))
         }
     }
 }
-
-use super::conditions::{self, TYPE_CHECKED, Want};
 
 /// TypeChecked reason: every kind the policy matches was checked.
 pub const CHECKED: &str = "Checked";
@@ -88,7 +57,7 @@ pub trait Checker: Send + Sync {
     fn check(&self, policy: Policy) -> BoxFuture<'_, Arc<TypeCheckReport>>;
 }
 
-fn warnings(list: &[shim::ExpressionWarning]) -> Option<Vec<celgate_crds::ExpressionWarning>> {
+fn warnings(list: &[ExpressionWarning]) -> Option<Vec<celgate_crds::ExpressionWarning>> {
     (!list.is_empty()).then(|| {
         list.iter()
             .map(|w| celgate_crds::ExpressionWarning {
