@@ -131,3 +131,89 @@ pub fn policy_status(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+    use celgate_engine::schema::Gvk;
+    use celgate_engine::typecheck::SkippedKind;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
+
+    fn warning(field_ref: &str) -> ExpressionWarning {
+        ExpressionWarning {
+            field_ref: field_ref.into(),
+            warning: "w".into(),
+        }
+    }
+
+    #[test]
+    fn upstream_warnings_stay_apart_from_celgates_and_are_counted_together() {
+        let report = TypeCheckReport {
+            expression_warnings: vec![warning("spec.validations[0].expression")],
+            additional_warnings: vec![
+                warning("spec.matchConditions[0].expression"),
+                warning("spec.variables[0].expression"),
+            ],
+            ..TypeCheckReport::default()
+        };
+        let t = type_checking(&report);
+        assert_eq!(
+            t.expression_warnings.unwrap()[0].field_ref,
+            "spec.validations[0].expression"
+        );
+        assert_eq!(t.additional_expression_warnings.unwrap().len(), 2);
+        assert_eq!(t.warning_count, Some(3));
+        // No warnings: both lists absent (upstream writes `typeChecking: {}`), the count 0.
+        let clean = type_checking(&TypeCheckReport::default());
+        assert_eq!(
+            (clean.expression_warnings, clean.additional_expression_warnings, clean.warning_count),
+            (None, None, Some(0))
+        );
+    }
+
+    #[test]
+    fn type_checked_names_the_kinds_checked_and_skipped() {
+        let report = TypeCheckReport {
+            checked: vec![Gvk::new("apps", "v1", "Deployment"), Gvk::new("", "v1", "Pod")],
+            skipped: vec![SkippedKind {
+                what: "example.com/v1, Kind=Widget".into(),
+                reason: "its schema is not published".into(),
+            }],
+            ..TypeCheckReport::default()
+        };
+        let want = type_checked(&report);
+        assert_eq!((want.type_, want.status, want.reason), (TYPE_CHECKED, true, KINDS_SKIPPED));
+        assert_eq!(
+            want.message,
+            "checked 2 kinds: apps/v1, Kind=Deployment; /v1, Kind=Pod; skipped 1: example.com/v1, Kind=Widget (its schema is not published)"
+        );
+        let none = type_checked(&TypeCheckReport::default());
+        assert_eq!((none.reason, none.message.as_str()), (CHECKED, "checked no kind"));
+    }
+
+    #[test]
+    fn a_new_generation_keeps_unchanged_conditions_transition_times() {
+        let t0 = Time(Timestamp::from_second(1_000).unwrap());
+        let ready = |status| Want {
+            type_: conditions::READY,
+            status,
+            reason: "R",
+            message: String::new(),
+        };
+        let mut previous = policy_status(1, &TypeCheckReport::default(), ready(false), None);
+        for c in previous.conditions.iter_mut().flatten() {
+            c.last_transition_time = t0.clone();
+        }
+        let next = policy_status(2, &TypeCheckReport::default(), ready(true), Some(&previous));
+        let conditions = next.conditions.unwrap();
+        assert_eq!(next.observed_generation, Some(2));
+        assert_eq!(conditions[0].type_, "Ready");
+        assert_ne!(conditions[0].last_transition_time, t0, "Ready went False → True");
+        assert_eq!(conditions[1].type_, "TypeChecked");
+        assert_eq!(conditions[1].last_transition_time, t0, "TypeChecked stayed True");
+        assert!(conditions.iter().all(|c| c.observed_generation == Some(2)));
+    }
+}
