@@ -51,6 +51,10 @@ const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_MAX: Duration = Duration::from_secs(60);
 /// How long a pass waits for a change before it checks again anyway.
 const IDLE: Duration = Duration::from_secs(300);
+/// How long a pass waits after a change for the changes that come with it (a `kubectl apply`
+/// of a policy and its binding arrives as two events), so a policy applied with its binding
+/// is not reported unbound for a moment.
+const COALESCE: Duration = Duration::from_millis(200);
 
 /// What the status is computed from.
 pub struct Sources {
@@ -212,12 +216,14 @@ impl StatusWriter {
         self.seen = None;
         loop {
             let retry_at = self.pass().await;
-            self.wait_for_change(retry_at).await;
+            if self.wait_for_change(retry_at).await {
+                tokio::time::sleep(COALESCE).await;
+            }
         }
     }
 
-    /// Waits until an input changes or the earliest retry is due.
-    async fn wait_for_change(&mut self, retry_at: Option<Instant>) {
+    /// Waits until an input changes (true) or the earliest retry is due (false).
+    async fn wait_for_change(&mut self, retry_at: Option<Instant>) -> bool {
         let seen = self.seen.clone();
         let store = self.sources.snapshot.clone();
         let snapshot_changed = async move {
@@ -247,13 +253,17 @@ impl StatusWriter {
                 None => std::future::pending().await,
             }
         };
+        // A closed channel never changes again: its branch is left out.
+        let touched = self.sources.touched.has_changed().is_ok();
+        let applied = self.sources.applied.has_changed().is_ok();
+        let schemas = self.schemas.has_changed().is_ok();
         tokio::select! {
-            () = snapshot_changed => {}
-            () = retry => {}
-            changed = self.sources.touched.changed() => if changed.is_err() { std::future::pending::<()>().await },
-            changed = self.sources.applied.changed() => if changed.is_err() { std::future::pending::<()>().await },
-            changed = self.schemas.changed() => if changed.is_err() { std::future::pending::<()>().await },
-            () = tokio::time::sleep(IDLE) => {}
+            () = snapshot_changed => true,
+            () = retry => false,
+            changed = self.sources.touched.changed(), if touched => changed.is_ok(),
+            changed = self.sources.applied.changed(), if applied => changed.is_ok(),
+            changed = self.schemas.changed(), if schemas => changed.is_ok(),
+            () = tokio::time::sleep(IDLE) => false,
         }
     }
 

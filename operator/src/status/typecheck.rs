@@ -169,7 +169,11 @@ mod tests {
         // No warnings: both lists absent (upstream writes `typeChecking: {}`), the count 0.
         let clean = type_checking(&TypeCheckReport::default());
         assert_eq!(
-            (clean.expression_warnings, clean.additional_expression_warnings, clean.warning_count),
+            (
+                clean.expression_warnings,
+                clean.additional_expression_warnings,
+                clean.warning_count
+            ),
             (None, None, Some(0))
         );
     }
@@ -177,7 +181,10 @@ mod tests {
     #[test]
     fn type_checked_names_the_kinds_checked_and_skipped() {
         let report = TypeCheckReport {
-            checked: vec![Gvk::new("apps", "v1", "Deployment"), Gvk::new("", "v1", "Pod")],
+            checked: vec![
+                Gvk::new("apps", "v1", "Deployment"),
+                Gvk::new("", "v1", "Pod"),
+            ],
             skipped: vec![SkippedKind {
                 what: "example.com/v1, Kind=Widget".into(),
                 reason: "its schema is not published".into(),
@@ -185,13 +192,19 @@ mod tests {
             ..TypeCheckReport::default()
         };
         let want = type_checked(&report);
-        assert_eq!((want.type_, want.status, want.reason), (TYPE_CHECKED, true, KINDS_SKIPPED));
+        assert_eq!(
+            (want.type_, want.status, want.reason),
+            (TYPE_CHECKED, true, KINDS_SKIPPED)
+        );
         assert_eq!(
             want.message,
             "checked 2 kinds: apps/v1, Kind=Deployment; /v1, Kind=Pod; skipped 1: example.com/v1, Kind=Widget (its schema is not published)"
         );
         let none = type_checked(&TypeCheckReport::default());
-        assert_eq!((none.reason, none.message.as_str()), (CHECKED, "checked no kind"));
+        assert_eq!(
+            (none.reason, none.message.as_str()),
+            (CHECKED, "checked no kind")
+        );
     }
 
     #[test]
@@ -211,9 +224,15 @@ mod tests {
         let conditions = next.conditions.unwrap();
         assert_eq!(next.observed_generation, Some(2));
         assert_eq!(conditions[0].type_, "Ready");
-        assert_ne!(conditions[0].last_transition_time, t0, "Ready went False → True");
+        assert_ne!(
+            conditions[0].last_transition_time, t0,
+            "Ready went False → True"
+        );
         assert_eq!(conditions[1].type_, "TypeChecked");
-        assert_eq!(conditions[1].last_transition_time, t0, "TypeChecked stayed True");
+        assert_eq!(
+            conditions[1].last_transition_time, t0,
+            "TypeChecked stayed True"
+        );
         assert!(conditions.iter().all(|c| c.observed_generation == Some(2)));
     }
 }
