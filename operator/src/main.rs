@@ -281,7 +281,7 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         r = serving.serve() => r.map_err(RunError::from),
         () = controllers::run(client.clone(), store, registration, status) => Ok(()),
         () = rotation => Ok(()),
-        _ = tokio::signal::ctrl_c() => {
+        () = shutdown_signal() => {
             info!("shutting down");
             server.shutdown();
             Ok(())
@@ -290,6 +290,25 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
     // Another replica takes over status at once instead of after the Lease expires.
     election.stop().await;
     outcome
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM (what the kubelet sends a stopping pod).
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(e) => {
+                error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops celgate gracefully");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
 }
 
 fn print_crds() -> Result<(), RunError> {
