@@ -159,13 +159,6 @@ pub fn validating_binding(
 }
 
 /// Converts a MutatingAdmissionPolicy.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "read by the status writer's type checking (issue 10)"
-    )
-)]
 pub fn mutating_policy(p: &api::MutatingAdmissionPolicy) -> model::MutatingPolicySpec {
     let s = &p.spec;
     model::MutatingPolicySpec {

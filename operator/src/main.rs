@@ -47,7 +47,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the operator and the admission webhook against the cluster in KUBECONFIG (or in-cluster).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CRDs of celgate's four kinds as YAML, ready for `kubectl apply -f -`.
     Crds,
 }
@@ -323,6 +323,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crds => print_crds(),
         Command::Run(args) => {
+            let args = *args;
             init_logging(args.log_json);
             if rustls::crypto::ring::default_provider()
                 .install_default()
