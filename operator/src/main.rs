@@ -4,14 +4,9 @@ mod authorizer;
 mod backoff;
 mod certs;
 mod changes;
+mod cluster_types;
 mod controllers;
 mod convert;
-// The status writer (issue 10) is its user; until it is wired, only tests use it. `expect`
-// fails the build once it is used, so this goes with the wiring.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "used by the status writer, wired separately")
-)]
 mod discovery;
 mod leader;
 mod mutating;
@@ -20,6 +15,7 @@ mod params;
 mod policies;
 mod policy_set;
 mod registration;
+mod schemas;
 mod status;
 
 #[cfg(test)]

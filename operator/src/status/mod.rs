@@ -466,9 +466,7 @@ impl StatusWriter {
             .iter()
             .find(|p| p.name_any() == spec.policy_name)
             .cloned();
-        let policy_readiness = policy
-            .as_ref()
-            .map(|p| self.validating_readiness(p, world));
+        let policy_readiness = policy.as_ref().map(|p| self.validating_readiness(p, world));
         let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
         let readiness = readiness::validating_binding(
             &spec,

@@ -7,34 +7,18 @@ use std::sync::Arc;
 use celgate_crds::{PolicyStatus, TypeChecking};
 use celgate_engine::model::{MutatingPolicySpec, ValidatingPolicySpec};
 pub use celgate_engine::typecheck::TypeCheckReport as Report;
-use celgate_engine::typecheck::{ExpressionWarning, TypeCheckReport};
+use celgate_engine::typecheck::{
+    ExpressionWarning, SkippedKind, TypeCheckReport, check_mutating, check_validating,
+};
 use futures::future::BoxFuture;
+use kube::Client;
 use tokio::sync::watch;
-
-pub use shim::ClusterChecker;
+use tracing::warn;
 
 use super::conditions::{self, TYPE_CHECKED, Want};
-
-/// TEMPORARY until h-schemas merges.
-mod shim {
-    #![allow(missing_docs, dead_code)]
-    use super::Report;
-    use std::sync::Arc;
-    pub struct ClusterChecker(tokio::sync::watch::Sender<u64>);
-    impl ClusterChecker {
-        pub fn start(_: kube::Client) -> Arc<dyn super::Checker> {
-            Arc::new(Self(tokio::sync::watch::Sender::new(0)))
-        }
-    }
-    impl super::Checker for ClusterChecker {
-        fn revisions(&self) -> tokio::sync::watch::Receiver<u64> {
-            self.0.subscribe()
-        }
-        fn check(&self, _: super::Policy) -> futures::future::BoxFuture<'_, Arc<Report>> {
-            Box::pin(std::future::ready(Arc::new(Report::default())))
-        }
-    }
-}
+use crate::cluster_types::ClusterTypes;
+use crate::discovery::Discovery;
+use crate::schemas::SchemaCache;
 
 /// TypeChecked reason: every kind the policy matches was checked.
 pub const CHECKED: &str = "Checked";
@@ -55,6 +39,77 @@ pub trait Checker: Send + Sync {
     fn revisions(&self) -> watch::Receiver<u64>;
     /// The report of one policy.
     fn check(&self, policy: Policy) -> BoxFuture<'_, Arc<TypeCheckReport>>;
+}
+
+/// Type checks against the cluster: served resources from discovery, schemas from
+/// `/openapi/v3`, fetched before each check; the check itself runs on a blocking thread.
+pub struct ClusterChecker {
+    discovery: Discovery,
+    schemas: SchemaCache,
+    revisions: watch::Receiver<u64>,
+}
+
+impl ClusterChecker {
+    /// Starts discovering what the cluster `client` talks to serves. Every discovery that may
+    /// have changed what is served (after a CRD change, periodically) is a new revision, so
+    /// every policy is checked again against the schemas then current.
+    pub fn start(client: Client) -> Arc<dyn Checker> {
+        let discovery = Discovery::spawn(client.clone());
+        Arc::new(Self {
+            revisions: discovery.revisions(),
+            discovery,
+            schemas: SchemaCache::new(client),
+        })
+    }
+
+    async fn report(&self, policy: Policy) -> Result<TypeCheckReport, String> {
+        let (constraints, param_kind) = match &policy {
+            Policy::Validating(s) => (s.match_constraints.as_ref(), s.param_kind.as_ref()),
+            Policy::Mutating(s) => (s.match_constraints.as_ref(), s.param_kind.as_ref()),
+        };
+        let types =
+            ClusterTypes::for_policy(&self.discovery, &self.schemas, constraints, param_kind)
+                .await
+                .map_err(|e| e.to_string())?;
+        let failures: Vec<SkippedKind> = types
+            .failures()
+            .iter()
+            .map(|e| SkippedKind {
+                what: "schemas".into(),
+                reason: e.to_string(),
+            })
+            .collect();
+        let mut report = tokio::task::spawn_blocking(move || match &policy {
+            Policy::Validating(s) => check_validating(s, &types),
+            Policy::Mutating(s) => check_mutating(s, &types),
+        })
+        .await
+        .map_err(|e| format!("the type checker failed: {e}"))?;
+        report.skipped.extend(failures);
+        Ok(report)
+    }
+}
+
+impl Checker for ClusterChecker {
+    fn revisions(&self) -> watch::Receiver<u64> {
+        self.revisions.clone()
+    }
+
+    fn check(&self, policy: Policy) -> BoxFuture<'_, Arc<TypeCheckReport>> {
+        Box::pin(async move {
+            let report = self.report(policy).await.unwrap_or_else(|reason| {
+                warn!(%reason, "cannot type check a policy");
+                TypeCheckReport {
+                    skipped: vec![SkippedKind {
+                        what: "every kind".into(),
+                        reason,
+                    }],
+                    ..TypeCheckReport::default()
+                }
+            });
+            Arc::new(report)
+        })
+    }
 }
 
 fn warnings(list: &[ExpressionWarning]) -> Option<Vec<celgate_crds::ExpressionWarning>> {
