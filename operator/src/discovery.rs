@@ -689,6 +689,43 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn only_discoveries_that_may_change_schemas_are_new_revisions() {
+        bounded(async {
+            let (client, mut api) = fixtures::pair();
+            let discovery = Discovery::spawn(client);
+            let revisions = discovery.revisions();
+            let mut script = Script::new();
+            script.hold_crd_list = true;
+            api.serve_until(|c| script.answer(c), discovery.ready())
+                .await
+                .unwrap();
+            assert_eq!(*revisions.borrow(), 1, "the first discovery");
+
+            // A requested discovery that finds the same resources: no new revision.
+            api.serve_until(|c| script.answer(c), discovery.refresh())
+                .await
+                .unwrap();
+            assert_eq!(*revisions.borrow(), 1, "a refresh finding nothing new");
+
+            // One that finds a new resource is.
+            script.extra.push(widgets());
+            api.serve_until(|c| script.answer(c), discovery.refresh())
+                .await
+                .unwrap();
+            assert_eq!(*revisions.borrow(), 2, "a refresh finding widgets");
+
+            // So is the periodic one, which may follow a schema change nobody announced.
+            api.serve_until(
+                |c| script.answer(c),
+                tokio::time::sleep(REFRESH_PERIOD + Duration::from_secs(1)),
+            )
+            .await;
+            assert_eq!(*revisions.borrow(), 3, "the periodic discovery");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn failures_are_retried_with_backoff_and_keep_the_last_result() {
         bounded(async {
             let (client, mut api) = fixtures::pair();

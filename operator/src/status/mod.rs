@@ -406,21 +406,13 @@ impl StatusWriter {
             .validating_bindings
             .iter()
             .any(|b| b.spec.policy_name.as_deref() == Some(name.as_str()));
-        let mut unbound = None;
-        if !has_bindings {
-            unbound = Some(self.unbound(policy));
-        }
         readiness::validating_policy(
             &name,
             &uid,
             generation,
             &world.snapshot,
             &world.applied,
-            || {
-                unbound.unwrap_or_else(|| {
-                    Arc::new(compile_validating(convert::validating_policy(policy)))
-                })
-            },
+            || self.unbound(policy),
             has_bindings,
         )
     }
