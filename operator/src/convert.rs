@@ -158,13 +158,6 @@ pub fn validating_binding(
 }
 
 /// Converts a MutatingAdmissionPolicy.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "read by the status writer's type checking (issue 10)"
-    )
-)]
 pub fn mutating_policy(p: &api::MutatingAdmissionPolicy) -> model::MutatingPolicySpec {
     let s = &p.spec;
     model::MutatingPolicySpec {
@@ -207,13 +200,6 @@ pub fn mutating_policy(p: &api::MutatingAdmissionPolicy) -> model::MutatingPolic
 }
 
 /// Converts a MutatingAdmissionPolicyBinding.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "read by the mutating dispatch (issue 10 and later)"
-    )
-)]
 pub fn mutating_binding(b: &api::MutatingAdmissionPolicyBinding) -> model::MutatingBindingSpec {
     let s = &b.spec;
     model::MutatingBindingSpec {

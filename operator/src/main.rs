@@ -63,6 +63,9 @@ enum Command {
     /// Decide one admission request offline, with a trace of every expression
     /// (exit code 0 allowed, 1 denied, 2 wrong input).
     Eval(cli::eval::EvalArgs),
+    /// Type-check policy files offline against the built-in kinds and CRD files
+    /// (exit code 0 clean, 1 findings, 2 wrong input).
+    Check(cli::check::CheckArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -277,6 +280,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command.unwrap_or(Command::Run(cli.run)) {
         Command::Crds => print_crds(),
+        Command::Check(args) => {
+            return cli::run(move || cli::check::run(&args, &mut std::io::stdout().lock()));
+        }
         Command::Eval(args) => {
             return cli::run(move || cli::eval::run(&args, &mut std::io::stdout().lock()));
         }

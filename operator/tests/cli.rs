@@ -230,3 +230,129 @@ fn eval_input_errors_exit_2_and_say_what_to_change() {
     let out = celgate(&["eval", "--policy", &policy]);
     assert_eq!(out.status.code(), Some(2), "a usage error");
 }
+
+fn check(args: &[&str]) -> (Option<i32>, Value) {
+    let mut all = vec!["check"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let out = celgate(&all);
+    (out.status.code(), json(&out))
+}
+
+#[test]
+fn check_reports_a_misspelt_deployment_field_as_upstream_and_a_missing_policy() {
+    let (code, report) = check(&[&fixture("check/deployment-typo.yaml")]);
+    assert_eq!(code, Some(1), "findings exit 1");
+    let policy = &report["objects"][0];
+    assert_eq!(policy["kind"], "ValidatingAdmissionPolicy");
+    assert_eq!(
+        policy["expressionWarnings"],
+        serde_json::json!([{
+            "fieldRef": "spec.validations[0].expression",
+            "message": "apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas <= 5\n | ......^\n"
+        }])
+    );
+    // The variable is checked beyond upstream, in its own list.
+    assert_eq!(
+        policy["additionalWarnings"][0]["fieldRef"],
+        "spec.variables[0].expression"
+    );
+    assert_eq!(
+        policy["checked"],
+        serde_json::json!(["apps/v1, Kind=Deployment"])
+    );
+    let binding = &report["objects"][1];
+    assert_eq!(binding["errors"][0]["fieldRef"], "spec.policyName");
+    assert_eq!(report["findings"], 3);
+}
+
+#[test]
+fn check_passes_a_clean_policy_and_binding() {
+    let (code, report) = check(&[&fixture("check/clean.yaml")]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["findings"], 0);
+    assert_eq!(report["objects"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        report["objects"][0]["checked"],
+        serde_json::json!(["apps/v1, Kind=Deployment"])
+    );
+
+    let out = celgate(&["check", &fixture("check/clean.yaml")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.ends_with("2 object(s) checked against Kubernetes v1.36.3 schemas: 0 finding(s)\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_types_a_policy_on_a_custom_kind_from_its_crd() {
+    let (policy, crd) = (
+        fixture("check/widget-policy.yaml"),
+        fixture("check/widget-crd.yaml"),
+    );
+    let (code, report) = check(&[&policy, "--crd", &crd]);
+    assert_eq!(code, Some(1));
+    let warnings = &report["objects"][0]["expressionWarnings"];
+    assert_eq!(warnings.as_array().map(Vec::len), Some(1), "{warnings}");
+    assert_eq!(warnings[0]["fieldRef"], "spec.validations[1].expression");
+    assert!(
+        warnings[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(
+                "example.com/v1, Kind=Widget: ERROR: <input>:1:12: undefined field 'colour'"
+            ),
+        "{warnings}"
+    );
+    // Without the CRD the kind is unknown: nothing is checked, and the report says so.
+    let (code, report) = check(&[&policy]);
+    assert_eq!(code, Some(0));
+    assert_eq!(report["objects"][0]["checked"], Value::Null);
+    assert!(
+        report["objects"][0]["skipped"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()),
+        "{report}"
+    );
+}
+
+#[test]
+fn check_rejects_what_kube_apiserver_rejects() {
+    let dir = std::env::temp_dir().join(format!("celgate-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("invalid.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n\
+         metadata: {name: p}\nspec:\n  failurePolicy: Fail\n  validations:\n  - expression: '1 +'\n    mesage: typo\n",
+    )
+    .expect("written");
+    let enum_file = dir.join("enum.yaml");
+    std::fs::write(
+        &enum_file,
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n\
+         metadata: {name: q}\nspec:\n  failurePolicy: Sometimes\n",
+    )
+    .expect("written");
+    let (code, report) = check(&[&file.display().to_string()]);
+    let (enum_code, enum_report) = check(&[&enum_file.display().to_string()]);
+    std::fs::remove_dir_all(&dir).expect("removed");
+    assert_eq!(enum_code, Some(1));
+    let message = enum_report["objects"][0]["errors"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("Sometimes"), "{enum_report}");
+    assert_eq!(code, Some(1));
+    let fields: Vec<&str> = report["objects"][0]["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|e| e["fieldRef"].as_str())
+        .collect();
+    assert!(fields.contains(&"spec.validations[0].mesage"), "{fields:?}");
+    assert!(
+        fields.contains(&"spec.validations[0].expression"),
+        "{fields:?}"
+    );
+}

@@ -3,6 +3,7 @@
 //! with the stack the engine needs and exits 0 (allowed / clean), 1 (denied / findings) or 2
 //! (the command line or an input file is wrong).
 
+pub mod check;
 pub mod defaults;
 pub mod documents;
 pub mod eval;
