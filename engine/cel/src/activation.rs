@@ -47,10 +47,13 @@ pub(crate) trait LazyVariables: Send + Sync {
     ) -> (Result<Value<'a>, EvalError>, u64);
 }
 
+/// A variable's result and the cost its own expression was charged.
+type Evaluated<'a> = (Result<Value<'a>, EvalError>, u64);
+
 /// Lazily evaluated variables and the results (with their costs) of those evaluated so far.
 struct Memoized<'a> {
     defs: Arc<dyn LazyVariables>,
-    memo: Box<[OnceCell<(Result<Value<'a>, EvalError>, u64)>]>,
+    memo: Box<[OnceCell<Evaluated<'a>>]>,
 }
 
 impl<'a> Activation<'a> {

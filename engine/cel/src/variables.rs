@@ -235,7 +235,7 @@ mod tests {
         assert!(matches!(result, Ok(Value::Bool(true))));
         let seen: Vec<(usize, &str, bool)> = act
             .evaluated_variables()
-            .map(|v| (v.index, v.name, matches!(v.result, Ok(_))))
+            .map(|v| (v.index, v.name, v.result.is_ok()))
             .collect();
         assert_eq!(seen, vec![(0, "replicas", true), (1, "many", true)]);
         // Each evaluated variable's own cost plus the expression's is what the budget paid.

@@ -5,7 +5,7 @@ mod report;
 mod request;
 mod snapshot;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
@@ -56,7 +56,7 @@ pub struct EvalArgs {
 }
 
 /// The one object of an object file.
-fn single_object(path: &PathBuf) -> Result<Document, CliError> {
+fn single_object(path: &Path) -> Result<Document, CliError> {
     let mut docs = read_file(path)?;
     match docs.len() {
         1 => Ok(docs.remove(0)),
@@ -70,8 +70,8 @@ fn single_object(path: &PathBuf) -> Result<Document, CliError> {
 /// Runs `celgate eval`; the exit code is 0 when the request is allowed, 1 when denied.
 pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
     let object = single_object(&args.object)?;
-    let old_object = args.old_object.as_ref().map(single_object).transpose()?;
-    let namespace = args.namespace.as_ref().map(single_object).transpose()?;
+    let old_object = args.old_object.as_deref().map(single_object).transpose()?;
+    let namespace = args.namespace.as_deref().map(single_object).transpose()?;
     if let Some(ns) = &namespace
         && (ns.api_version(), ns.kind()) != ("v1", "Namespace")
     {

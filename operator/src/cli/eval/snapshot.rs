@@ -188,7 +188,7 @@ pub fn build(
     // The paramKind is served even when no param file holds one of its objects.
     if let Some(kind) = &policy.compiled.spec.param_kind {
         let key = (kind.api_version.clone(), kind.kind.clone());
-        if !by_kind.contains_key(&key) {
+        if let std::collections::btree_map::Entry::Vacant(entry) = by_kind.entry(key) {
             let (group, _) = group_version(&kind.api_version);
             notes.push(format!(
                 "no param of paramKind {} {} is given (--params): the bindings find none",
@@ -196,13 +196,10 @@ pub fn build(
             ));
             let namespaced =
                 built_in(group, &kind.kind).map_or(ref_namespace.is_some(), |b| b.namespaced);
-            by_kind.insert(
-                key,
-                ParamObjects {
-                    namespaced,
-                    ..Default::default()
-                },
-            );
+            entry.insert(ParamObjects {
+                namespaced,
+                ..Default::default()
+            });
         }
     }
     let mut views = ParamViews::default();
