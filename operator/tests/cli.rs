@@ -114,7 +114,8 @@ fn eval_prints_the_decision_and_trace_for_people() {
         "  ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-binding' denied request: failed expression: variables.replicas <= 5",
         "  policy replica-limit, binding replica-limit-binding:",
         "    validations[0]: variables.replicas <= 5",
-        "    variables.replicas: object.spec.replicas",
+        "    variables.replicas (for validations): object.spec.replicas",
+        "    variables.replicas (for auditAnnotations): object.spec.replicas",
     ] {
         assert!(
             text.lines().any(|l| l == line),

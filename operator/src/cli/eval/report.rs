@@ -328,7 +328,7 @@ fn human_entry(out: &mut String, entry: &TraceEntry) {
     for s in steps {
         let label = match (s.kind, s.name.as_str()) {
             ("matchCondition", name) => format!("matchConditions[{}] {name}", s.index),
-            ("variable", name) => format!("variables.{name}"),
+            ("variable", name) => format!("variables.{name} (for {})", s.phase),
             ("validation", _) => format!("validations[{}]", s.index),
             ("messageExpression", _) => format!("validations[{}].messageExpression", s.index),
             (_, key) => format!("auditAnnotations[{}] {key}", s.index),
