@@ -357,3 +357,27 @@ fn check_rejects_what_kube_apiserver_rejects() {
         "{fields:?}"
     );
 }
+
+#[test]
+fn check_types_a_mutating_policys_apply_configuration_beyond_upstream() {
+    let (code, report) = check(&[&fixture("check/mutating-typo.yaml")]);
+    assert_eq!(code, Some(1));
+    let object = &report["objects"][0];
+    assert_eq!(object["kind"], "MutatingAdmissionPolicy");
+    assert_eq!(
+        object["expressionWarnings"],
+        serde_json::json!([]),
+        "upstream checks no MAP"
+    );
+    assert_eq!(
+        object["additionalWarnings"][0]["fieldRef"],
+        "spec.mutations[0].applyConfiguration.expression"
+    );
+    assert!(
+        object["additionalWarnings"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("undefined field 'labelz'"),
+        "{object}"
+    );
+}

@@ -235,3 +235,51 @@ impl Report {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::documents::parse;
+
+    #[test]
+    fn the_text_report_separates_upstream_and_celgate_warnings() {
+        let docs = parse(
+            "p.yaml",
+            "apiVersion: admission.celgate.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata: {name: p}\n",
+        )
+        .expect("parses");
+        let mut object = ObjectReport::of(&docs[0]);
+        object.type_check(TypeCheckReport {
+            expression_warnings: vec![ExpressionWarning {
+                field_ref: "spec.validations[0].expression".into(),
+                warning: "apps/v1, Kind=Deployment: ERROR: one\n | x\n | ^\n".into(),
+            }],
+            additional_warnings: vec![ExpressionWarning {
+                field_ref: "spec.variables[0].expression".into(),
+                warning: "apps/v1, Kind=Deployment: ERROR: two\n".into(),
+            }],
+            ..TypeCheckReport::default()
+        });
+        object.policy_exists("q", &["p"], "ValidatingAdmissionPolicy");
+        assert_eq!(object.findings(), 3);
+        let report = Report {
+            kubernetes_version: "v1.36.3".into(),
+            findings: object.findings(),
+            objects: vec![object],
+            ignored: Vec::new(),
+        };
+        assert_eq!(
+            report.human(),
+            "p.yaml, document 1: ValidatingAdmissionPolicy p\n\
+             \x20 error: spec.policyName\n\
+             \x20   ValidatingAdmissionPolicy \"q\" is not defined in the files checked; the binding does nothing until it exists\n\
+             \x20 warning (as status.typeChecking): spec.validations[0].expression\n\
+             \x20   apps/v1, Kind=Deployment: ERROR: one\n\
+             \x20    | x\n\
+             \x20    | ^\n\
+             \x20 warning (celgate, beyond upstream): spec.variables[0].expression\n\
+             \x20   apps/v1, Kind=Deployment: ERROR: two\n\
+             1 object(s) checked against Kubernetes v1.36.3 schemas: 3 finding(s)\n"
+        );
+    }
+}

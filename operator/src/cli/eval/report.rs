@@ -368,3 +368,44 @@ fn shorten(text: &str) -> String {
         None => text.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use celgate_cel::value::TypeName;
+
+    use super::*;
+
+    #[test]
+    fn values_without_a_json_form_are_written_as_cel_writes_them() {
+        let d = chrono::TimeDelta::milliseconds(1500);
+        assert_eq!(cel_text(&Value::Duration(d)), "duration(\"1.500000000s\")");
+        assert_eq!(
+            cel_text(&Value::Duration(chrono::TimeDelta::seconds(90))),
+            "duration(\"90s\")"
+        );
+        assert_eq!(cel_text(&Value::Bytes(Arc::from(&b"a\n"[..]))), "b\"a\\n\"");
+        assert_eq!(cel_text(&Value::Type(TypeName::new("int"))), "type(int)");
+        assert_eq!(shorten("abc"), "abc");
+        let long = "x".repeat(SHOWN_VALUE_CHARS + 5);
+        assert_eq!(shorten(&long).chars().count(), SHOWN_VALUE_CHARS + 1);
+    }
+
+    #[test]
+    fn the_text_report_shows_the_decision_notes_and_passed_over_policies() {
+        let recorder = Recorder::default();
+        recorder.skipped("p", Some("b"), Skip::BindingNotMatched);
+        let report = Report::new(
+            Outcome::default(),
+            "CREATE v1 ConfigMap default/c".into(),
+            vec!["a note".into()],
+            recorder.into_entries(),
+        );
+        assert_eq!(
+            report.human(),
+            "request: CREATE v1 ConfigMap default/c\nnote: a note\nALLOWED\n\ntrace:\n  \
+             policy p, binding b: skipped, the request is outside the binding's matchResources\n"
+        );
+    }
+}
