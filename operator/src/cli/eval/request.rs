@@ -78,25 +78,24 @@ pub struct Built {
 
 /// Builds the AdmissionRequest.
 pub fn build(input: &RequestInput<'_>) -> Result<Built, CliError> {
-    let usage = |m: String| CliError::Usage(m);
     let operation = input.operation.unwrap_or(match input.old_object {
         Some(_) => Operation::Update,
         None => Operation::Create,
     });
     let (object, old_object) = match (operation, input.old_object) {
         (Operation::Update, None) => {
-            return Err(usage(
+            return Err(CliError::Usage(
                 "UPDATE needs --old-object, the object as it was before the update".into(),
             ));
         }
         (Operation::Create | Operation::Connect, Some(_)) => {
-            return Err(usage(format!(
+            return Err(CliError::Usage(format!(
                 "{} has no old object: leave out --old-object",
                 operation.as_str()
             )));
         }
         (Operation::Delete, Some(_)) => {
-            return Err(usage(
+            return Err(CliError::Usage(
                 "DELETE takes the object being deleted as --object; leave out --old-object".into(),
             ));
         }
@@ -110,7 +109,9 @@ pub fn build(input: &RequestInput<'_>) -> Result<Built, CliError> {
         .unwrap_or("");
     let kind = subject.get("kind").and_then(Value::as_str).unwrap_or("");
     if api_version.is_empty() || kind.is_empty() {
-        return Err(usage("the object has no apiVersion or kind".into()));
+        return Err(CliError::Usage(
+            "the object has no apiVersion or kind".into(),
+        ));
     }
     let (group, version) = group_version(api_version);
     let known = built_in(group, kind);
@@ -118,7 +119,7 @@ pub fn build(input: &RequestInput<'_>) -> Result<Built, CliError> {
         (Some(r), _) => r.split_once('/').unwrap_or((r, "")),
         (None, Some(b)) => (b.resource, ""),
         (None, None) => {
-            return Err(usage(format!(
+            return Err(CliError::Usage(format!(
                 "{kind} ({api_version}) is not a built-in kind: give its resource with --resource <plural>"
             )));
         }
