@@ -11,6 +11,8 @@ use crate::compile::ValidatingPolicy;
 use crate::matching::Namespaces;
 use crate::request::Request;
 
+use super::trace::Trace;
+
 static NULL: serde_json::Value = serde_json::Value::Null;
 
 /// The Namespace object of a namespaced request (null for cluster-scoped requests and for
@@ -38,6 +40,7 @@ pub(super) struct Evaluation<'a> {
     pub(super) param: Option<&'a serde_json::Value>,
     pub(super) authorizer: Option<&'a Arc<dyn Authorizer>>,
     pub(super) deadline: Option<Instant>,
+    pub(super) trace: Option<&'a dyn Trace>,
 }
 
 /// Which expressions an activation serves: they differ in `authorizer` and variables.

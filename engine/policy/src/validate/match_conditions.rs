@@ -7,6 +7,7 @@ use crate::model::ValidatingBindingSpec;
 
 use super::evaluation::{Batch, Evaluation};
 use super::outcome::{CheckError, Outcome, deny_first, policy_message};
+use super::trace::{self, Effect, Phase, Step, StepKind, StepResult};
 
 /// Evaluates match conditions; false when the policy does not apply to this request.
 pub(super) fn match_conditions_pass(
@@ -23,22 +24,59 @@ pub(super) fn match_conditions_pass(
     let mut budget = evaluation.budget(MATCH_CONDITIONS_BUDGET);
     let mut errors = Vec::new();
     let mut any_false = false;
-    for cond in &policy.match_conditions {
+    for (index, cond) in policy.match_conditions.iter().enumerate() {
+        let step = |result, cost, effect| Step {
+            phase: Phase::MatchConditions,
+            kind: StepKind::MatchCondition,
+            index,
+            name: &cond.name,
+            expression: policy
+                .spec
+                .match_conditions
+                .get(index)
+                .map_or("", |c| c.expression.as_str()),
+            result,
+            cost,
+            effect,
+        };
         match &cond.program {
-            Err(e) => errors.push(CheckError::Compile(e.clone())),
-            Ok(p) => match p.eval(act, &mut budget) {
-                Ok(Value::Bool(false)) => any_false = true,
-                Ok(Value::Bool(true)) => {}
-                Ok(other) => errors.push(CheckError::ConditionNotBool {
-                    name: cond.name.clone(),
-                    type_name: other.type_name().to_string(),
-                }),
-                Err(error) => errors.push(CheckError::Eval {
-                    expression: p.source().to_string(),
-                    error,
-                }),
-            },
+            Err(e) => {
+                if let Some(t) = evaluation.trace {
+                    t.step(&step(StepResult::NotCompiled(e), 0, Effect::Error));
+                }
+                errors.push(CheckError::Compile(e.clone()));
+            }
+            Ok(p) => {
+                let (result, cost) = p.eval_with_cost(act, &mut budget);
+                let effect = match &result {
+                    Ok(Value::Bool(false)) => Effect::NotMatched,
+                    Ok(Value::Bool(true)) => Effect::Passed,
+                    _ => Effect::Error,
+                };
+                if let Some(t) = evaluation.trace {
+                    let traced = match &result {
+                        Ok(v) => StepResult::Value(v),
+                        Err(e) => StepResult::Error(e),
+                    };
+                    t.step(&step(traced, cost, effect));
+                }
+                match result {
+                    Ok(Value::Bool(false)) => any_false = true,
+                    Ok(Value::Bool(true)) => {}
+                    Ok(other) => errors.push(CheckError::ConditionNotBool {
+                        name: cond.name.clone(),
+                        type_name: other.type_name().to_string(),
+                    }),
+                    Err(error) => errors.push(CheckError::Eval {
+                        expression: p.source().to_string(),
+                        error,
+                    }),
+                }
+            }
         }
+    }
+    if let Some(t) = evaluation.trace {
+        trace::variables(t, policy, Phase::MatchConditions, act);
     }
     if any_false {
         return false;

@@ -14,6 +14,7 @@ mod match_conditions;
 mod outcome;
 #[cfg(test)]
 mod test_policies;
+pub mod trace;
 mod validations;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -29,15 +30,16 @@ use crate::params::{self, Collected, ParamKindState, Params};
 use crate::request::Request;
 
 pub use audit_annotations::MAX_AUDIT_ANNOTATION_VALUE_BYTES;
+pub use exempt::exempt;
 pub use outcome::{Check, CheckError, Denial, ErrorType, Outcome, VALIDATION_FAILURE_KEY};
 pub use validations::MAX_MESSAGE_EXPRESSION_BYTES;
 
 use audit_annotations::evaluate_audit_annotations;
 use enforcement::route_decision;
 use evaluation::{Evaluation, namespace_object};
-use exempt::exempt;
 use match_conditions::match_conditions_pass;
 use outcome::{deny_first, policy_message};
+use trace::{Skip, Trace};
 use validations::evaluate_validations;
 
 /// A bound policy in a snapshot: the compiled policy and its bindings, in list order.
@@ -60,6 +62,8 @@ pub struct Context<'c> {
     pub authorizer: Option<&'c Arc<dyn Authorizer>>,
     /// When evaluation must stop (the API server's webhook timeout), if any.
     pub deadline: Option<Instant>,
+    /// Receives each evaluated expression (offline tools); `None` in the webhook.
+    pub trace: Option<&'c dyn Trace>,
 }
 
 /// Validates a request against the bound policies.
@@ -122,7 +126,12 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         Some(c) => matching::matches(c, req, ctx.namespaces).map_err(|e| e.to_string()),
     };
     match policy_match {
-        Ok(false) => return,
+        Ok(false) => {
+            if let Some(t) = ctx.trace {
+                t.skipped(&policy.name, None, Skip::PolicyNotMatched);
+            }
+            return;
+        }
         Ok(true) => {}
         Err(e) => {
             if fail {
@@ -157,8 +166,13 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         // A binding whose match or params cannot be worked out is a configuration error.
         let params = binding_params(policy, binding, req, ctx);
         let params = match params {
-            Ok(Some(list)) => list,
-            Ok(None) => continue,
+            Ok(Ok(list)) => list,
+            Ok(Err(why)) => {
+                if let Some(t) = ctx.trace {
+                    t.skipped(&policy.name, Some(&binding.name), why);
+                }
+                continue;
+            }
             Err(e) => {
                 if fail {
                     let msg = format!("failed to configure binding: {e}");
@@ -174,6 +188,9 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         let binding_name: Arc<str> = Arc::from(binding.name.as_str());
         // Each param is its own evaluation with its own budget; any failing param denies.
         for param in params {
+            if let Some(t) = ctx.trace {
+                t.evaluation(&policy.name, &binding.name, param);
+            }
             let evaluation = Evaluation {
                 req,
                 namespace_object,
@@ -181,6 +198,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                 param,
                 authorizer: ctx.authorizer,
                 deadline: ctx.deadline,
+                trace: ctx.trace,
             };
             if !match_conditions_pass(&evaluation, fail, binding, out) {
                 continue;
@@ -214,20 +232,23 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
     }
 }
 
-/// The params to evaluate a binding with; `None` when the binding does not apply (its match
+/// The params to evaluate a binding with, or why the binding does not apply (its match
 /// resources miss, or no param and `Allow`).
+type BindingParams<'p> = Result<Vec<Option<&'p serde_json::Value>>, Skip>;
+
+/// The params to evaluate a binding with; `Err` is a binding configuration error.
 fn binding_params<'p>(
     policy: &ValidatingPolicy,
     binding: &ValidatingBindingSpec,
     req: &Request<'_>,
     ctx: &Context<'p>,
-) -> Result<Option<Vec<Option<&'p serde_json::Value>>>, String> {
+) -> Result<BindingParams<'p>, String> {
     let selected = match &binding.match_resources {
         None => true,
         Some(m) => matching::matches(m, req, ctx.namespaces).map_err(|e| e.to_string())?,
     };
     if !selected {
-        return Ok(None);
+        return Ok(Err(Skip::BindingNotMatched));
     }
     let collected = params::collect(
         policy.spec.param_kind.as_ref(),
@@ -236,8 +257,8 @@ fn binding_params<'p>(
         ctx.params,
     )?;
     Ok(match collected {
-        Collected::Evaluate(list) => Some(list),
-        Collected::Skip => None,
+        Collected::Evaluate(list) => Ok(list),
+        Collected::Skip => Err(Skip::NoParams),
     })
 }
 
