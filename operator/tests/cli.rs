@@ -201,6 +201,63 @@ fn eval_with_params_uses_the_message_expression() {
 }
 
 #[test]
+fn eval_decides_a_custom_kind_served_by_its_crd() {
+    let (policy, binding, object, crd) = (
+        fixture("eval/widget-policy.yaml"),
+        fixture("eval/widget-binding.yaml"),
+        fixture("eval/widget-12.yaml"),
+        fixture("check/widget-crd.yaml"),
+    );
+    let args = [
+        "eval",
+        "--policy",
+        &policy,
+        "--binding",
+        &binding,
+        "--object",
+        &object,
+        "-o",
+        "json",
+    ];
+    let with_crd = [&args[..], &["--crd", &crd]].concat();
+    let out = celgate(&with_crd);
+    assert_eq!(out.status.code(), Some(1), "denied exits 1");
+    let report = json(&out);
+    // The policy matches `widgets` only: the CRD gave the kind's resource, and its scope put
+    // the object in the default namespace.
+    assert_eq!(
+        report["request"],
+        "CREATE example.com/v1 Widget default/big"
+    );
+    assert_eq!(
+        report["denial"]["message"],
+        "ValidatingAdmissionPolicy 'widget-size' with binding 'widget-size-binding' denied request: a widget is at most 10 big"
+    );
+
+    // Without the CRD the kind is unknown, and the error says how to make it known.
+    let out = celgate(&args);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Widget (example.com/v1) is neither a built-in kind of Kubernetes v1.")
+            && err.contains("pass its CustomResourceDefinition with --crd FILE, or its resource with --resource <plural>"),
+        "{err}"
+    );
+    // --resource stands in for the CRD; with no namespace on the object, it is cluster-scoped.
+    let out = celgate(&[&args[..], &["--resource", "widgets"]].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["request"], "CREATE example.com/v1 Widget big");
+    // --crd takes CRDs only.
+    let out = celgate(&[&args[..], &["--crd", &object]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--crd takes CustomResourceDefinitions (apiextensions.k8s.io/v1), not example.com/v1 Widget"),
+        "{err}"
+    );
+}
+
+#[test]
 fn eval_input_errors_exit_2_and_say_what_to_change() {
     let out = eval("eval/missing.yaml", &[]);
     assert_eq!(out.status.code(), Some(2));

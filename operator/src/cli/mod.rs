@@ -7,7 +7,7 @@ pub mod check;
 pub mod defaults;
 pub mod documents;
 pub mod eval;
-pub mod kinds;
+pub mod types;
 
 use std::process::ExitCode;
 

@@ -5,7 +5,6 @@
 //! none of the files defines.
 
 mod report;
-mod types;
 
 use std::path::PathBuf;
 
@@ -18,10 +17,10 @@ use celgate_engine::typecheck::{check_mutating, check_validating};
 
 use super::defaults::with_defaults;
 use super::documents::{Document, InputError, PolicyKind, read_files, typed};
+use super::types::{OfflineTypes, is_crd, read_crds};
 use super::{CliError, EXIT_FINDINGS, EXIT_OK, Format};
 use crate::convert;
 use report::{ObjectReport, Report};
-use types::OfflineTypes;
 
 /// Arguments of `celgate check`.
 #[derive(clap::Args, Debug)]
@@ -39,24 +38,10 @@ pub struct CheckArgs {
     pub output: Format,
 }
 
-/// Whether a document is a CustomResourceDefinition.
-fn is_crd(doc: &Document) -> bool {
-    doc.api_version() == "apiextensions.k8s.io/v1" && doc.kind() == "CustomResourceDefinition"
-}
-
 /// Runs `celgate check`; the exit code is 0 when no object has a finding, 1 otherwise.
 pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
     let docs = read_files(&args.files)?;
-    let mut crds = read_files(&args.crd)?;
-    if let Some(not_crd) = crds.iter().find(|d| !is_crd(d)) {
-        return Err(not_crd
-            .error(format!(
-                "--crd takes CustomResourceDefinitions (apiextensions.k8s.io/v1), not {} {}",
-                not_crd.api_version(),
-                not_crd.kind()
-            ))
-            .into());
-    }
+    let mut crds = read_crds(&args.crd)?;
     crds.extend(docs.iter().filter(|d| is_crd(d)).cloned());
     let types = OfflineTypes::load(&crds)?;
 
@@ -69,7 +54,7 @@ pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<u8, CliErro
     let validating = policies(PolicyKind::Validating);
     let mutating = policies(PolicyKind::Mutating);
     let mut report = Report {
-        kubernetes_version: types.kubernetes_version.clone(),
+        kubernetes_version: types.kinds.kubernetes_version.clone(),
         ..Report::default()
     };
     for doc in &docs {

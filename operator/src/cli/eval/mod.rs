@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::documents::{Document, read_file, read_files};
+use super::types::{OfflineKinds, read_crds};
 use super::{CliError, EXIT_FINDINGS, EXIT_OK, Format};
 
 pub use request::Operation;
@@ -41,7 +42,12 @@ pub struct EvalArgs {
     /// The operation; CREATE without --old-object, UPDATE with it.
     #[arg(long, value_enum, ignore_case = true)]
     pub operation: Option<Operation>,
-    /// The resource (plural, optionally `/subresource`) for kinds that are not built in.
+    /// CustomResourceDefinition files, for an object or params of custom kinds: the request's
+    /// resource and scope are those the CRD serves the object's kind with.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub crd: Vec<PathBuf>,
+    /// The request's resource (plural, optionally `/subresource`), in place of the one its
+    /// kind is served with; needed for kinds neither built in nor given with --crd.
     #[arg(long, value_name = "RESOURCE")]
     pub resource: Option<String>,
     /// The requesting user's name.
@@ -79,6 +85,7 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
     }
     let policy = snapshot::load_policy(&args.policy, &args.binding)?;
     let params = read_files(&args.params)?;
+    let kinds = OfflineKinds::load(&read_crds(&args.crd)?)?;
 
     let built = request::build(&request::RequestInput {
         object: &object.object,
@@ -88,6 +95,7 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
         namespace_file: namespace.as_ref().map(Document::name),
         user: &args.user,
         groups: &args.groups,
+        kinds: &kinds,
     })?;
     let mut notes = policy.notes.clone();
     let ns_object: Option<&Value> = namespace.as_ref().map(|d| &d.object);
@@ -96,7 +104,14 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
     } else {
         ""
     };
-    let snapshot = snapshot::build(&policy, &params, ns_object, request_namespace, &mut notes);
+    let snapshot = snapshot::build(
+        &policy,
+        &kinds,
+        &params,
+        ns_object,
+        request_namespace,
+        &mut notes,
+    );
     let req = celgate_engine::Request::from_json(&built.request)
         .map_err(|e| CliError::Internal(format!("the request built is not valid: {e}")))?;
     if celgate_engine::validate::exempt(&req) {

@@ -1,13 +1,13 @@
 //! The AdmissionRequest `celgate eval` decides: built from the object files as kube-apiserver
-//! would send it for the operation, with the kind from the object, the resource from the
-//! built-in table (or `--resource`) and the namespace from the object, the namespace file or
-//! `default`.
+//! would send it for the operation, with the kind from the object, the resource and scope the
+//! kind is served with (by the built-in kinds or a CRD given; `--resource` overrides the
+//! resource) and the namespace from the object, the namespace file or `default`.
 
 use serde_json::{Value, json};
 
 use crate::cli::CliError;
 use crate::cli::documents::metadata_str;
-use crate::cli::kinds::{built_in, group_version};
+use crate::cli::types::{OfflineKinds, group_version};
 
 /// The operation of the request.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,6 +63,8 @@ pub struct RequestInput<'i> {
     pub user: &'i str,
     /// `--group`.
     pub groups: &'i [String],
+    /// The served kinds: the built-in ones and those of the `--crd` files.
+    pub kinds: &'i OfflineKinds,
 }
 
 /// The request, and where it lives.
@@ -114,20 +116,21 @@ pub fn build(input: &RequestInput<'_>) -> Result<Built, CliError> {
         ));
     }
     let (group, version) = group_version(api_version);
-    let known = built_in(group, kind);
+    let known = input.kinds.resource_of(api_version, kind);
     let (resource, sub_resource) = match (input.resource, known) {
         (Some(r), _) => r.split_once('/').unwrap_or((r, "")),
-        (None, Some(b)) => (b.resource, ""),
+        (None, Some(served)) => (served.resource.as_str(), ""),
         (None, None) => {
             return Err(CliError::Usage(format!(
-                "{kind} ({api_version}) is not a built-in kind: give its resource with --resource <plural>"
+                "{kind} ({api_version}) is neither a built-in kind of Kubernetes {} nor the kind of a CustomResourceDefinition given: pass its CustomResourceDefinition with --crd FILE, or its resource with --resource <plural>",
+                input.kinds.kubernetes_version
             )));
         }
     };
     let name = metadata_str(subject, "name");
     let is_namespace = group.is_empty() && kind == "Namespace";
     let namespaced = match known {
-        Some(b) => b.namespaced,
+        Some(served) => served.namespaced,
         None => !metadata_str(subject, "namespace").is_empty() || input.namespace_file.is_some(),
     };
     let namespace = if is_namespace {
@@ -183,8 +186,13 @@ pub fn build(input: &RequestInput<'_>) -> Result<Built, CliError> {
 mod tests {
     use super::*;
 
-    fn input<'i>(object: &'i Value, old: Option<&'i Value>) -> RequestInput<'i> {
+    fn input<'i>(
+        kinds: &'i OfflineKinds,
+        object: &'i Value,
+        old: Option<&'i Value>,
+    ) -> RequestInput<'i> {
         RequestInput {
+            kinds,
             object,
             old_object: old,
             operation: None,
@@ -197,9 +205,10 @@ mod tests {
 
     #[test]
     fn a_deployment_create_in_the_default_namespace() {
+        let kinds = OfflineKinds::load(&[]).expect("loads");
         let object =
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}});
-        let built = build(&input(&object, None)).expect("builds");
+        let built = build(&input(&kinds, &object, None)).expect("builds");
         assert_eq!(built.namespace, "default");
         let r = &built.request;
         assert_eq!(r["operation"], "CREATE");
@@ -216,20 +225,21 @@ mod tests {
 
     #[test]
     fn updates_deletes_and_their_usage_errors() {
+        let kinds = OfflineKinds::load(&[]).expect("loads");
         let new = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "team"}});
         let old = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "team"}, "data": {}});
-        let built = build(&input(&new, Some(&old))).expect("builds");
+        let built = build(&input(&kinds, &new, Some(&old))).expect("builds");
         assert_eq!(built.request["operation"], "UPDATE");
         assert_eq!(built.request["oldObject"], old);
         assert_eq!(built.namespace, "team");
 
-        let mut delete = input(&new, None);
+        let mut delete = input(&kinds, &new, None);
         delete.operation = Some(Operation::Delete);
         let built = build(&delete).expect("builds");
         assert_eq!(built.request["object"], Value::Null);
         assert_eq!(built.request["oldObject"], new);
 
-        let mut update = input(&new, None);
+        let mut update = input(&kinds, &new, None);
         update.operation = Some(Operation::Update);
         let err = build(&update).expect_err("no old object");
         assert_eq!(
@@ -240,14 +250,18 @@ mod tests {
 
     #[test]
     fn custom_kinds_need_their_resource_and_namespaces_name_themselves() {
+        let kinds = OfflineKinds::load(&[]).expect("loads");
         let widget =
             json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}});
-        let err = build(&input(&widget, None)).expect_err("unknown kind");
+        let err = build(&input(&kinds, &widget, None)).expect_err("unknown kind");
         assert_eq!(
             err.to_string(),
-            "Widget (example.com/v1) is not a built-in kind: give its resource with --resource <plural>"
+            format!(
+                "Widget (example.com/v1) is neither a built-in kind of Kubernetes {} nor the kind of a CustomResourceDefinition given: pass its CustomResourceDefinition with --crd FILE, or its resource with --resource <plural>",
+                kinds.kubernetes_version
+            )
         );
-        let mut given = input(&widget, None);
+        let mut given = input(&kinds, &widget, None);
         given.resource = Some("widgets/status");
         let built = build(&given).expect("builds");
         assert_eq!(built.request["resource"]["resource"], "widgets");
@@ -255,7 +269,7 @@ mod tests {
         assert_eq!(built.namespace, "");
 
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}});
-        let built = build(&input(&ns, None)).expect("builds");
+        let built = build(&input(&kinds, &ns, None)).expect("builds");
         assert_eq!(
             (built.namespace.as_str(), built.namespaced),
             ("team", false)

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use crate::cli::CliError;
 use crate::cli::defaults::with_defaults;
 use crate::cli::documents::{Document, PolicyKind, metadata_str, read_file, read_files, typed};
-use crate::cli::kinds::{built_in, group_version};
+use crate::cli::types::OfflineKinds;
 use crate::convert;
 
 /// What `celgate eval` tells a user who gives it a MutatingAdmissionPolicy.
@@ -133,8 +133,11 @@ fn reject_unknown(doc: &Document, unknown: &[String]) -> Result<(), CliError> {
 /// the namespaces (the namespace file's, and an unlabelled one for the request's namespace
 /// when the file does not describe it). A param object without a namespace, of a namespaced
 /// kind, is placed where a binding looks for it: its paramRef's namespace, else the request's.
+/// A param kind is namespaced as `kinds` serve it; one they do not serve is namespaced when
+/// its objects have a namespace, or the paramKind when a binding's paramRef names one.
 pub fn build(
     policy: &Policy,
+    kinds: &OfflineKinds,
     params: &[Document],
     namespace_file: Option<&Value>,
     request_namespace: &str,
@@ -163,10 +166,10 @@ pub fn build(
     let mut by_kind: BTreeMap<(String, String), ParamObjects> = BTreeMap::new();
     for doc in params {
         let key = (doc.api_version().to_string(), doc.kind().to_string());
-        let (group, _) = group_version(&key.0);
-        let namespaced = built_in(group, &key.1)
-            .map_or(!metadata_str(&doc.object, "namespace").is_empty(), |b| {
-                b.namespaced
+        let namespaced = kinds
+            .resource_of(&key.0, &key.1)
+            .map_or(!metadata_str(&doc.object, "namespace").is_empty(), |r| {
+                r.namespaced
             });
         let objects = by_kind.entry(key).or_default();
         objects.namespaced |= namespaced;
@@ -189,13 +192,13 @@ pub fn build(
     if let Some(kind) = &policy.compiled.spec.param_kind {
         let key = (kind.api_version.clone(), kind.kind.clone());
         if let std::collections::btree_map::Entry::Vacant(entry) = by_kind.entry(key) {
-            let (group, _) = group_version(&kind.api_version);
             notes.push(format!(
                 "no param of paramKind {} {} is given (--params): the bindings find none",
                 kind.api_version, kind.kind
             ));
-            let namespaced =
-                built_in(group, &kind.kind).map_or(ref_namespace.is_some(), |b| b.namespaced);
+            let namespaced = kinds
+                .resource_of(&kind.api_version, &kind.kind)
+                .map_or(ref_namespace.is_some(), |r| r.namespaced);
             entry.insert(ParamObjects {
                 namespaced,
                 ..Default::default()
