@@ -299,6 +299,20 @@ pub fn inner_message(message: &str) -> &str {
         .map_or(message, |(_, inner)| inner)
 }
 
+/// The ValidatingAdmissionPolicies of `api_version` (the in-tree group's or celgate's), as
+/// dynamic objects.
+pub fn policies_api(client: &Client, api_version: &str) -> kube::Api<kube::api::DynamicObject> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let resource = kube::discovery::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: api_version.into(),
+        kind: "ValidatingAdmissionPolicy".into(),
+        plural: "validatingadmissionpolicies".into(),
+    };
+    kube::Api::all_with(client.clone(), &resource)
+}
+
 /// Creates a namespace labelled `engine=<engine>` (bindings select engines by that label).
 pub async fn create_namespace(client: &Client, name: &str, engine: &str) {
     use k8s_openapi::api::core::v1::Namespace;
