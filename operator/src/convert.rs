@@ -122,6 +122,18 @@ pub fn validating_policy(p: &api::ValidatingAdmissionPolicy) -> model::Validatin
     }
 }
 
+fn param_ref(r: &api::ParamRef) -> model::ParamRef {
+    model::ParamRef {
+        name: r.name.clone(),
+        namespace: r.namespace.clone(),
+        selector: r.selector.as_ref().map(|s| selector(Some(s))),
+        parameter_not_found_action: match r.parameter_not_found_action {
+            api::ParameterNotFoundAction::Allow => model::ParameterNotFoundAction::Allow,
+            api::ParameterNotFoundAction::Deny => model::ParameterNotFoundAction::Deny,
+        },
+    }
+}
+
 /// Converts a ValidatingAdmissionPolicyBinding.
 pub fn validating_binding(
     b: &api::ValidatingAdmissionPolicyBinding,
@@ -131,15 +143,7 @@ pub fn validating_binding(
         name: b.name_any(),
         policy_name: s.policy_name.clone().unwrap_or_default(),
         match_resources: s.match_resources.as_ref().map(match_resources),
-        param_ref: s.param_ref.as_ref().map(|r| model::ParamRef {
-            name: r.name.clone(),
-            namespace: r.namespace.clone(),
-            selector: r.selector.as_ref().map(|s| selector(Some(s))),
-            parameter_not_found_action: match r.parameter_not_found_action {
-                api::ParameterNotFoundAction::Allow => model::ParameterNotFoundAction::Allow,
-                api::ParameterNotFoundAction::Deny => model::ParameterNotFoundAction::Deny,
-            },
-        }),
+        param_ref: s.param_ref.as_ref().map(param_ref),
         validation_actions: s
             .validation_actions
             .iter()
@@ -150,5 +154,151 @@ pub fn validating_binding(
                 api::ValidationAction::Audit => model::ValidationAction::Audit,
             })
             .collect(),
+    }
+}
+
+/// Converts a MutatingAdmissionPolicy.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "read by the status writer's type checking (issue 10)"
+    )
+)]
+pub fn mutating_policy(p: &api::MutatingAdmissionPolicy) -> model::MutatingPolicySpec {
+    let s = &p.spec;
+    model::MutatingPolicySpec {
+        name: p.name_any(),
+        uid: p.uid().unwrap_or_default(),
+        generation: p.metadata.generation.unwrap_or_default(),
+        param_kind: s.param_kind.as_ref().map(param_kind),
+        match_constraints: s.match_constraints.as_ref().map(match_resources),
+        variables: named(
+            s.variables
+                .iter()
+                .flatten()
+                .map(|v| (&v.name, &v.expression)),
+        ),
+        mutations: s
+            .mutations
+            .iter()
+            .flatten()
+            .map(|m| model::Mutation {
+                patch_type: model::PatchType::from_name(&m.patch_type),
+                apply_configuration: m
+                    .apply_configuration
+                    .as_ref()
+                    .and_then(|a| a.expression.clone()),
+                json_patch: m.json_patch.as_ref().and_then(|j| j.expression.clone()),
+            })
+            .collect(),
+        failure_policy: failure_policy(s.failure_policy),
+        match_conditions: named(
+            s.match_conditions
+                .iter()
+                .flatten()
+                .map(|c| (&c.name, &c.expression)),
+        ),
+        reinvocation_policy: match s.reinvocation_policy {
+            Some(api::ReinvocationPolicy::IfNeeded) => model::ReinvocationPolicy::IfNeeded,
+            _ => model::ReinvocationPolicy::Never,
+        },
+    }
+}
+
+/// Converts a MutatingAdmissionPolicyBinding.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "read by the mutating dispatch (issue 10 and later)"
+    )
+)]
+pub fn mutating_binding(b: &api::MutatingAdmissionPolicyBinding) -> model::MutatingBindingSpec {
+    let s = &b.spec;
+    model::MutatingBindingSpec {
+        name: b.name_any(),
+        policy_name: s.policy_name.clone().unwrap_or_default(),
+        match_resources: s.match_resources.as_ref().map(match_resources),
+        param_ref: s.param_ref.as_ref().map(param_ref),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mutating_policies_and_bindings_convert_field_for_field() {
+        let policy: api::MutatingAdmissionPolicy = serde_json::from_value(serde_json::json!({
+            "apiVersion": "admission.celgate.io/v1",
+            "kind": "MutatingAdmissionPolicy",
+            "metadata": {"name": "m", "uid": "u", "generation": 3},
+            "spec": {
+                "paramKind": {"apiVersion": "v1", "kind": "ConfigMap"},
+                "matchConstraints": {"resourceRules": [{"apiGroups": ["apps"], "apiVersions": ["v1"],
+                    "operations": ["CREATE"], "resources": ["deployments"]}]},
+                "variables": [{"name": "v", "expression": "1"}],
+                "mutations": [
+                    {"patchType": "ApplyConfiguration", "applyConfiguration": {"expression": "Object{}"}},
+                    {"patchType": "JSONPatch", "jsonPatch": {"expression": "[]"}}
+                ],
+                "failurePolicy": "Ignore",
+                "matchConditions": [{"name": "c", "expression": "true"}],
+                "reinvocationPolicy": "IfNeeded"
+            }
+        }))
+        .unwrap();
+        let m = mutating_policy(&policy);
+        assert_eq!(
+            (m.name.as_str(), m.uid.as_str(), m.generation),
+            ("m", "u", 3)
+        );
+        assert_eq!(
+            m.param_kind.as_ref().map(|k| k.kind.as_str()),
+            Some("ConfigMap")
+        );
+        assert_eq!(m.variables[0].name, "v");
+        assert_eq!(
+            m.mutations,
+            [
+                model::Mutation {
+                    patch_type: model::PatchType::ApplyConfiguration,
+                    apply_configuration: Some("Object{}".into()),
+                    json_patch: None,
+                },
+                model::Mutation {
+                    patch_type: model::PatchType::JsonPatch,
+                    apply_configuration: None,
+                    json_patch: Some("[]".into()),
+                },
+            ]
+        );
+        assert_eq!(m.failure_policy, model::FailurePolicy::Ignore);
+        assert_eq!(m.match_conditions[0].expression, "true");
+        assert_eq!(m.reinvocation_policy, model::ReinvocationPolicy::IfNeeded);
+        assert_eq!(
+            m.match_constraints
+                .map(|c| c.resource_rules[0].resources.clone()),
+            Some(vec!["deployments".to_string()])
+        );
+
+        let binding: api::MutatingAdmissionPolicyBinding =
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "admission.celgate.io/v1",
+                "kind": "MutatingAdmissionPolicyBinding",
+                "metadata": {"name": "b"},
+                "spec": {"policyName": "m", "paramRef": {"name": "p",
+                    "parameterNotFoundAction": "Allow"}}
+            }))
+            .unwrap();
+        let b = mutating_binding(&binding);
+        assert_eq!((b.name.as_str(), b.policy_name.as_str()), ("b", "m"));
+        let r = b.param_ref.unwrap();
+        assert_eq!(r.name.as_deref(), Some("p"));
+        assert_eq!(
+            r.parameter_not_found_action,
+            model::ParameterNotFoundAction::Allow
+        );
     }
 }

@@ -8,6 +8,7 @@ use crate::check::{self, Decls};
 use crate::cost::Budget;
 use crate::error::{CompileError, EvalError, Issue};
 use crate::eval::Evaluation;
+use crate::libs::mutation::ObjectSchemas;
 use crate::libs::{self as libs, Library};
 use crate::parse;
 use crate::plan::{self, PlanEnv};
@@ -132,7 +133,17 @@ impl EnvBuilder {
     /// and `JSONPatch`, and the function `jsonpatch.escapeKey`.
     pub fn mutation_library(mut self) -> Self {
         libs::jsonpatch::register(Arc::make_mut(&mut self.registry));
-        self.types(Arc::new(libs::mutation::MutationTypes))
+        self.types(Arc::new(libs::mutation::MutationTypes::default()))
+    }
+
+    /// [`EnvBuilder::mutation_library`] for type checking against a kind's schema: `Object`
+    /// and `Object.<path>` resolve through `schemas`, so a literal's fields are checked
+    /// (evaluation is unchanged).
+    pub fn typed_mutation_library(mut self, schemas: Arc<dyn ObjectSchemas>) -> Self {
+        libs::jsonpatch::register(Arc::make_mut(&mut self.registry));
+        self.types(Arc::new(libs::mutation::MutationTypes {
+            schemas: Some(schemas),
+        }))
     }
 
     /// Resolves message literals (`Name{field: value}`) with `provider`; without one, every
@@ -234,6 +245,15 @@ impl Env {
         self.compile_inner(src, true)
     }
 
+    /// Parses and type-checks `src` (with the AST validators) without building a program, as
+    /// Kubernetes' type checker does: the checked result type, or cel-go's issues.
+    pub fn check(&self, src: &str) -> Result<Type, CompileError> {
+        parse::on_compile_stack(src, || {
+            let parsed = parse::parse(src, self.inner.ident_escape)?;
+            self.check_parsed(src, &parsed).map(|(_, output)| output)
+        })
+    }
+
     /// Parses and plans `src` without type checking (functions dispatch on runtime types only).
     pub fn compile_unchecked(&self, src: &str) -> Result<Program, CompileError> {
         self.compile_inner(src, false)
@@ -247,25 +267,7 @@ impl Env {
         let parsed = parse::parse(src, self.inner.ident_escape)?;
         let inner = &self.inner;
         let (checked, output) = if check {
-            let decls = Decls {
-                variables: &inner.variables,
-                registry: &inner.registry,
-                container: &inner.container,
-                types: inner.types.as_deref(),
-            };
-            let (checked, mut issues) = check::check(&parsed.expr, &decls, &parsed.positions);
-            // Kubernetes' AST validators run on expressions that type-checked.
-            if issues.is_empty() && inner.ast_validators {
-                issues = libs::validators::validate(&parsed.expr, &checked, &parsed.positions);
-            }
-            if !issues.is_empty() {
-                return Err(CompileError::new(src, issues));
-            }
-            let output = checked
-                .types
-                .get(&parsed.expr.id)
-                .cloned()
-                .unwrap_or(Type::Dyn);
+            let (checked, output) = self.check_parsed(src, &parsed)?;
             (Some(checked), output)
         } else {
             (None, Type::Dyn)
@@ -297,6 +299,37 @@ impl Env {
             slots,
             output,
         })
+    }
+}
+
+impl Env {
+    /// Type-checks a parsed expression, then runs Kubernetes' AST validators on it if it
+    /// checked: the checker's results and the result type, or the issues.
+    fn check_parsed(
+        &self,
+        src: &str,
+        parsed: &parse::Parsed,
+    ) -> Result<(check::Checked, Type), CompileError> {
+        let inner = &self.inner;
+        let decls = Decls {
+            variables: &inner.variables,
+            registry: &inner.registry,
+            container: &inner.container,
+            types: inner.types.as_deref(),
+        };
+        let (checked, mut issues) = check::check(&parsed.expr, &decls, &parsed.positions);
+        if issues.is_empty() && inner.ast_validators {
+            issues = libs::validators::validate(&parsed.expr, &checked, &parsed.positions);
+        }
+        if !issues.is_empty() {
+            return Err(CompileError::new(src, issues));
+        }
+        let output = checked
+            .types
+            .get(&parsed.expr.id)
+            .cloned()
+            .unwrap_or(Type::Dyn);
+        Ok((checked, output))
     }
 }
 

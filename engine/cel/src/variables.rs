@@ -76,6 +76,46 @@ impl Env {
     }
 }
 
+/// Composited variables checked without building programs (type checking only): the
+/// environment that declares them and each one's check result, in order.
+pub struct CheckedVariables {
+    env: Env,
+    results: Vec<(String, Result<Type, CompileError>)>,
+}
+
+impl CheckedVariables {
+    /// The environment for expressions that use these variables.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// Each variable's name and checked type (or issues), in order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, Result<&Type, &CompileError>)> {
+        self.results.iter().map(|(n, r)| (n.as_str(), r.as_ref()))
+    }
+}
+
+impl Env {
+    /// [`Env::compile_variables`] for type checking: each variable is parsed and checked (see
+    /// [`Env::check`]) in order, seeing the earlier ones with the types they checked to; a
+    /// variable that fails to check is `dyn` to the ones after it.
+    pub fn check_variables<'s>(
+        &self,
+        vars: impl IntoIterator<Item = (&'s str, &'s str)>,
+    ) -> CheckedVariables {
+        let mut fields: Vec<(String, Type)> = Vec::new();
+        let mut results = Vec::new();
+        for (name, src) in vars {
+            let result = self.extend().composited(fields.clone()).build().check(src);
+            let ty = result.as_ref().map_or(Type::Dyn, variable_type);
+            fields.push((name.to_string(), ty));
+            results.push((name.to_string(), result));
+        }
+        let env = self.extend().composited(fields).build();
+        CheckedVariables { env, results }
+    }
+}
+
 /// The type a variable has as a field of `kubernetes.variables`: primitive types are kept,
 /// lists and maps are converted element-wise, anything else is `dyn`.
 fn variable_type(t: &Type) -> Type {
@@ -196,6 +236,32 @@ mod tests {
         assert!(err.flatten().unwrap_or_default().starts_with(
             "composited variable \"bad\" fails to compile: compilation failed: ERROR"
         ));
+    }
+
+    #[test]
+    fn checked_variables_keep_their_types_without_programs() {
+        let env = Env::kubernetes().variable("object", Type::Dyn).build();
+        // `uint('1.5')` checks (as `uint`) but has no program: type checking keeps its type.
+        let vars = env.check_variables([
+            ("n", "uint('1.5')"),
+            ("bad", "1 +"),
+            ("names", "['a'].map(x, x)"),
+        ]);
+        let types: Vec<String> = vars
+            .iter()
+            .map(|(n, r)| format!("{n}: {}", r.map_or("error".into(), |t| t.to_string())))
+            .collect();
+        assert_eq!(types, ["n: uint", "bad: error", "names: list(string)"]);
+        let t = |src: &str| {
+            vars.env()
+                .check(src)
+                .map(|t| t.to_string())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(t("variables.n"), Ok("uint".into()));
+        assert_eq!(t("variables.bad"), Ok("dyn".into()));
+        assert_eq!(t("variables.names"), Ok("list(string)".into()));
+        assert!(t("variables.nope").is_err_and(|e| e.contains("undefined field 'nope'")));
     }
 
     #[test]

@@ -11,6 +11,8 @@ pub mod model;
 pub mod paramaccess;
 pub mod params;
 pub mod request;
+pub mod schema;
+pub mod typecheck;
 pub mod validate;
 
 pub use compile::{ValidatingPolicy, compile_validating};

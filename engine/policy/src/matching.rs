@@ -91,11 +91,18 @@ fn rule_matches(
         && listed(&rule.operations, req.operation.as_str())
         && listed(&rule.api_groups, resource.group)
         && listed(&rule.api_versions, resource.version)
-        && rule.resources.iter().any(|entry| {
-            let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
-            (res == "*" || res == resource.name) && (sub == "*" || sub == sub_resource)
-        })
+        && resource_listed(&rule.resources, resource.name, sub_resource)
         && (rule.resource_names.is_empty() || rule.resource_names.iter().any(|n| n == req.name))
+}
+
+/// Whether a rule's `resources` list names `resource` with `sub_resource` (empty for none):
+/// `*` is every resource without subresource, `res/*` every subresource of `res`, `*/sub`
+/// subresource `sub` of every resource, `*/*` everything.
+pub(crate) fn resource_listed(entries: &[String], resource: &str, sub_resource: &str) -> bool {
+    entries.iter().any(|entry| {
+        let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
+        (res == "*" || res == resource) && (sub == "*" || sub == sub_resource)
+    })
 }
 
 fn namespace_matches(

@@ -199,3 +199,85 @@ pub struct ValidatingBindingSpec {
     /// Validation actions, in the order written.
     pub validation_actions: Vec<ValidationAction>,
 }
+
+/// How a mutation's expression patches the object.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PatchType {
+    /// `ApplyConfiguration`: the expression builds an `Object{…}` merged like server-side
+    /// apply.
+    ApplyConfiguration,
+    /// `JSONPatch`: the expression builds a list of `JSONPatch{…}` operations.
+    JsonPatch,
+    /// A value the API does not define, as written.
+    Other(String),
+}
+
+impl PatchType {
+    /// The patch type named `name` as written in a policy.
+    pub fn from_name(name: &str) -> Self {
+        match name {
+            "ApplyConfiguration" => PatchType::ApplyConfiguration,
+            "JSONPatch" => PatchType::JsonPatch,
+            other => PatchType::Other(other.to_string()),
+        }
+    }
+}
+
+/// One mutation of a MutatingAdmissionPolicy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mutation {
+    /// The patch type.
+    pub patch_type: PatchType,
+    /// `applyConfiguration.expression`, if set.
+    pub apply_configuration: Option<String>,
+    /// `jsonPatch.expression`, if set.
+    pub json_patch: Option<String>,
+}
+
+/// Whether a mutating policy runs again when later mutations change the object.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReinvocationPolicy {
+    /// Once per request (the default).
+    #[default]
+    Never,
+    /// Again if the object changed after its first invocation.
+    IfNeeded,
+}
+
+/// A MutatingAdmissionPolicy as the engine sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MutatingPolicySpec {
+    /// Object name.
+    pub name: String,
+    /// Object uid; with `generation`, the compile cache key.
+    pub uid: String,
+    /// Object generation.
+    pub generation: i64,
+    /// Kind of params, if any.
+    pub param_kind: Option<ParamKind>,
+    /// Match constraints; `None` is a configuration error at request time.
+    pub match_constraints: Option<MatchResources>,
+    /// Variables, in order.
+    pub variables: Vec<NamedExpression>,
+    /// Mutations, in order.
+    pub mutations: Vec<Mutation>,
+    /// Failure policy.
+    pub failure_policy: FailurePolicy,
+    /// Match conditions.
+    pub match_conditions: Vec<NamedExpression>,
+    /// Reinvocation policy.
+    pub reinvocation_policy: ReinvocationPolicy,
+}
+
+/// A MutatingAdmissionPolicyBinding as the engine sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MutatingBindingSpec {
+    /// Object name.
+    pub name: String,
+    /// The policy it binds.
+    pub policy_name: String,
+    /// Narrowing of the policy's match constraints.
+    pub match_resources: Option<MatchResources>,
+    /// Where the params come from.
+    pub param_ref: Option<ParamRef>,
+}

@@ -1,7 +1,10 @@
 //! The message types of Kubernetes' mutation expressions: the dynamic `Object` types
 //! (`Object`, `Object.spec`, `Object.spec.template`, … — any field, each `dyn`), which build
 //! apply configurations, and `JSONPatch` (`op`, `path`, `from`: string; `value`: dyn).
+//! For type checking against a kind's schema, [`ObjectSchemas`] gives the `Object` types
+//! declared fields instead; evaluation is the same either way.
 
+use std::fmt;
 use std::sync::Arc;
 
 use crate::error::EvalError;
@@ -14,9 +17,20 @@ pub const OBJECT_TYPE: &str = "Object";
 /// The name of the JSON Patch operation type.
 pub const JSON_PATCH_TYPE: &str = "JSONPatch";
 
-/// Resolves `Object`, `Object.<path>` and `JSONPatch`.
+/// The checker's view of the `Object` types of one kind, from its schema.
+pub trait ObjectSchemas: Send + Sync + fmt::Debug {
+    /// The declared fields of `name` (`Object` or `Object.<path>`), or `None` when the schema
+    /// has no object there (the name is then an undeclared reference). The returned type
+    /// must be named `name`.
+    fn object_type(&self, name: &str) -> Option<Arc<ObjectType>>;
+}
+
+/// Resolves `Object`, `Object.<path>` and `JSONPatch`; with `schemas`, the `Object` types
+/// have the fields the schema declares.
 #[derive(Debug, Default)]
-pub(crate) struct MutationTypes;
+pub(crate) struct MutationTypes {
+    pub(crate) schemas: Option<Arc<dyn ObjectSchemas>>,
+}
 
 impl TypeProvider for MutationTypes {
     fn resolve(&self, name: &str) -> Option<Arc<dyn StructType>> {
@@ -26,17 +40,31 @@ impl TypeProvider for MutationTypes {
         let is_object = name
             .strip_prefix(OBJECT_TYPE)
             .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'));
-        is_object.then(|| Arc::new(DynamicObjectType(Arc::from(name))) as Arc<dyn StructType>)
+        if !is_object {
+            return None;
+        }
+        let checker = match &self.schemas {
+            Some(schemas) => schemas.object_type(name)?,
+            None => Arc::new(ObjectType::open(name, [], Type::Dyn)),
+        };
+        Some(Arc::new(DynamicObjectType {
+            name: Arc::from(name),
+            checker,
+        }))
     }
 }
 
-/// `Object` or `Object.<path>`: accepts any field; selecting an unset field gives `null`.
+/// `Object` or `Object.<path>`: accepts any field at run time; selecting an unset field
+/// gives `null`. The checker sees `checker`'s fields.
 #[derive(Debug)]
-struct DynamicObjectType(Arc<str>);
+struct DynamicObjectType {
+    name: Arc<str>,
+    checker: Arc<ObjectType>,
+}
 
 impl StructType for DynamicObjectType {
     fn name(&self) -> &str {
-        &self.0
+        &self.name
     }
 
     /// Kubernetes converts the value to `type(<this type>)`, whose name is `type`.
@@ -45,7 +73,7 @@ impl StructType for DynamicObjectType {
     }
 
     fn checker_type(&self) -> Arc<ObjectType> {
-        Arc::new(ObjectType::open(&*self.0, [], Type::Dyn))
+        self.checker.clone()
     }
 
     fn check_field(&self, _field: &str, _value: &Value<'_>) -> Result<(), EvalError> {
@@ -322,6 +350,55 @@ mod tests {
         for (src, want) in cases {
             assert_eq!(check(&env, src), want, "{src}");
         }
+    }
+
+    /// `Object` has `spec` (an object with an int `replicas`) and `name`; nothing else.
+    #[derive(Debug)]
+    struct Schemas;
+
+    impl super::ObjectSchemas for Schemas {
+        fn object_type(&self, name: &str) -> Option<std::sync::Arc<crate::ObjectType>> {
+            let fields: Vec<(String, Type)> = match name {
+                "Object" => vec![("spec".into(), Type::Dyn), ("name".into(), Type::String)],
+                "Object.spec" => vec![("replicas".into(), Type::Int)],
+                _ => return None,
+            };
+            Some(std::sync::Arc::new(crate::ObjectType::new(name, fields)))
+        }
+    }
+
+    #[test]
+    fn schema_typed_objects_declare_only_their_fields() {
+        let env = Env::kubernetes()
+            .variable("object", Type::Dyn)
+            .typed_mutation_library(std::sync::Arc::new(Schemas))
+            .build();
+        let cases = [
+            ("Object{spec: Object.spec{replicas: 3}}", "Object"),
+            ("Object{name: 'a'}.name", "string"),
+            ("[JSONPatch{op: 'add', path: '/x'}]", "list(JSONPatch)"),
+            (
+                "Object{spce: 1}",
+                "ERROR: <input>:1:12: undefined field 'spce'",
+            ),
+            (
+                "Object.spec{replicas: 'x'}",
+                "ERROR: <input>:1:21: expected type of field 'replicas' is 'int' but provided type is 'string'",
+            ),
+            (
+                "Object.spce{}",
+                "ERROR: <input>:1:12: undeclared reference to 'Object.spce' (in container '')",
+            ),
+        ];
+        for (src, want) in cases {
+            assert_eq!(check(&env, src), want, "{src}");
+        }
+        // Evaluation is unchanged: any field is accepted at run time.
+        let p = env
+            .compile("Object{spec: Object.spec{replicas: 2}}")
+            .unwrap();
+        let v = p.eval(&Activation::new(), &mut Budget::default()).unwrap();
+        assert_eq!(v.to_json().unwrap(), j!({"spec": {"replicas": 2}}));
     }
 
     #[test]

@@ -1,0 +1,350 @@
+//! OpenAPI v3 structural schemas of Kubernetes kinds, as the API server publishes them
+//! (`/openapi/v3/apis/<group>/<version>`) or as a CustomResourceDefinition declares them, with
+//! `$ref`s resolved ([`parse`]); the CEL types kube-apiserver's type checker derives from them
+//! ([`cel_types`]); and the `Object` types of apply configurations ([`apply`]).
+//!
+//! A [`Schema`] is a handle on one node of an immutable graph shared by the document's
+//! schemas: recursive types (such as `JSONSchemaProps`) are cycles in the graph, so every
+//! walk that follows children must guard itself (see [`Schema::component`]). The node keeps
+//! what type checking and server-side apply merging need: the type, its format, children,
+//! limits and Kubernetes' list, map and field markers.
+
+mod apply;
+mod cel_types;
+mod escape;
+mod parse;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+pub use apply::ApplyConfigurationTypes;
+pub use cel_types::resource_type;
+pub use escape::escape_field_name;
+pub use parse::{schemas_from_crd, schemas_from_openapi};
+
+/// A group, version and kind. `Display` writes it as Kubernetes' warnings do:
+/// `apps/v1, Kind=Deployment`, and `/v1, Kind=Pod` for the core group. Ordered by group, then
+/// version, then kind, as upstream sorts the kinds it checks.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Gvk {
+    /// The API group; empty for the core group.
+    pub group: String,
+    /// The version.
+    pub version: String,
+    /// The kind.
+    pub kind: String,
+}
+
+impl Gvk {
+    /// A kind from its parts.
+    pub fn new(group: &str, version: &str, kind: &str) -> Self {
+        Self {
+            group: group.to_string(),
+            version: version.to_string(),
+            kind: kind.to_string(),
+        }
+    }
+
+    /// A kind from an `apiVersion` (`group/version`, or `version` for the core group).
+    pub fn from_api_version(api_version: &str, kind: &str) -> Self {
+        let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+        Self::new(group, version, kind)
+    }
+}
+
+impl fmt::Display for Gvk {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}, Kind={}", self.group, self.version, self.kind)
+    }
+}
+
+/// Why a document or CustomResourceDefinition yields no schemas.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    /// A schema is not a JSON object.
+    #[error("{at}: a schema must be a JSON object")]
+    NotAnObject {
+        /// Where, as a JSON path into the document.
+        at: String,
+    },
+    /// A `$ref` names no schema of the document.
+    #[error("{at}: $ref {reference:?} names no schema under #/components/schemas/")]
+    UnresolvedRef {
+        /// Where, as a JSON path into the document.
+        at: String,
+        /// The reference as written.
+        reference: String,
+    },
+    /// A CustomResourceDefinition lacks a field every served one has.
+    #[error("the CustomResourceDefinition has no {field}")]
+    CrdField {
+        /// The missing field's path, e.g. `spec.names.kind`.
+        field: &'static str,
+    },
+}
+
+/// `x-kubernetes-list-type`: how server-side apply merges a list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ListType {
+    /// Replaced as a whole.
+    Atomic,
+    /// A set of scalars, merged by value.
+    Set,
+    /// A list of objects merged by the `x-kubernetes-list-map-keys` fields.
+    Map,
+}
+
+/// `x-kubernetes-map-type`: how server-side apply merges an object or map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MapType {
+    /// Replaced as a whole.
+    Atomic,
+    /// Merged key by key.
+    Granular,
+}
+
+/// A link from a node to a child: in the same graph, or a node of another graph (a
+/// CustomResourceDefinition's `metadata`, which is ObjectMeta of a built-in document).
+#[derive(Clone, Debug)]
+enum Link {
+    Local(usize),
+    Foreign(Schema),
+}
+
+/// `additionalProperties`: a boolean or a schema.
+#[derive(Clone, Debug)]
+enum Additional {
+    Allowed(bool),
+    Schema(Link),
+}
+
+/// One schema node as parsed.
+#[derive(Clone, Debug, Default)]
+struct Node {
+    component: Option<String>,
+    types: Vec<String>,
+    format: String,
+    properties: BTreeMap<String, Link>,
+    required: Vec<String>,
+    items: Option<Link>,
+    additional: Option<Additional>,
+    nullable: bool,
+    enum_values: Vec<Value>,
+    default: Option<Value>,
+    max_items: Option<i64>,
+    max_length: Option<i64>,
+    max_properties: Option<i64>,
+    list_type: Option<ListType>,
+    list_map_keys: Vec<String>,
+    map_type: Option<MapType>,
+    int_or_string: bool,
+    preserve_unknown_fields: bool,
+    embedded_resource: bool,
+}
+
+/// The nodes of one document (or CustomResourceDefinition version).
+#[derive(Debug)]
+struct Graph {
+    nodes: Vec<Node>,
+}
+
+/// A schema node. Cheap to clone: a shared graph and an index.
+#[derive(Clone)]
+pub struct Schema {
+    graph: Arc<Graph>,
+    id: usize,
+}
+
+impl fmt::Debug for Schema {
+    /// The node's own fields, not its children (the graph may be cyclic).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.node();
+        f.debug_struct("Schema")
+            .field("component", &n.component)
+            .field("type", &n.types)
+            .field("format", &n.format)
+            .field("properties", &n.properties.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a node's `additionalProperties` says.
+#[derive(Clone, Debug)]
+pub enum AdditionalProperties {
+    /// `true` or `false`.
+    Allowed(bool),
+    /// The schema of every property not in `properties` (a map's values).
+    Schema(Schema),
+}
+
+impl Schema {
+    fn node(&self) -> &Node {
+        // Ids are assigned by the parser and always index the graph they came with.
+        &self.graph.nodes[self.id]
+    }
+
+    fn follow(&self, link: &Link) -> Schema {
+        match link {
+            Link::Local(id) => Schema {
+                graph: self.graph.clone(),
+                id: *id,
+            },
+            Link::Foreign(s) => s.clone(),
+        }
+    }
+
+    /// The name of the `#/components/schemas/` entry this node is (a `$ref` to it leads
+    /// here), if any. A walk that meets a component it is already inside has met a cycle.
+    pub fn component(&self) -> Option<&str> {
+        self.node().component.as_deref()
+    }
+
+    /// The first declared `type` (`object`, `array`, `string`, `integer`, `number`,
+    /// `boolean`), if any.
+    pub fn type_name(&self) -> Option<&str> {
+        self.node().types.first().map(String::as_str)
+    }
+
+    /// Whether `type` includes `name` (it may be a list).
+    pub fn has_type(&self, name: &str) -> bool {
+        self.node().types.iter().any(|t| t == name)
+    }
+
+    /// `format`; empty when unset.
+    pub fn format(&self) -> &str {
+        &self.node().format
+    }
+
+    /// `properties`, in name order.
+    pub fn properties(&self) -> impl Iterator<Item = (&str, Schema)> {
+        self.node()
+            .properties
+            .iter()
+            .map(|(k, l)| (k.as_str(), self.follow(l)))
+    }
+
+    /// The property `name`.
+    pub fn property(&self, name: &str) -> Option<Schema> {
+        self.node().properties.get(name).map(|l| self.follow(l))
+    }
+
+    /// `required`.
+    pub fn required(&self) -> &[String] {
+        &self.node().required
+    }
+
+    /// `items` (a single schema; tuple-style lists of schemas read as absent).
+    pub fn items(&self) -> Option<Schema> {
+        self.node().items.as_ref().map(|l| self.follow(l))
+    }
+
+    /// `additionalProperties`.
+    pub fn additional_properties(&self) -> Option<AdditionalProperties> {
+        self.node().additional.as_ref().map(|a| match a {
+            Additional::Allowed(b) => AdditionalProperties::Allowed(*b),
+            Additional::Schema(l) => AdditionalProperties::Schema(self.follow(l)),
+        })
+    }
+
+    /// The schema of `additionalProperties` when it is one (the node is a map).
+    pub fn additional_properties_schema(&self) -> Option<Schema> {
+        match self.additional_properties()? {
+            AdditionalProperties::Schema(s) => Some(s),
+            AdditionalProperties::Allowed(_) => None,
+        }
+    }
+
+    /// `nullable`.
+    pub fn nullable(&self) -> bool {
+        self.node().nullable
+    }
+
+    /// `enum`.
+    pub fn enum_values(&self) -> &[Value] {
+        &self.node().enum_values
+    }
+
+    /// `default`.
+    pub fn default_value(&self) -> Option<&Value> {
+        self.node().default.as_ref()
+    }
+
+    /// `maxItems`.
+    pub fn max_items(&self) -> Option<i64> {
+        self.node().max_items
+    }
+
+    /// `maxLength`.
+    pub fn max_length(&self) -> Option<i64> {
+        self.node().max_length
+    }
+
+    /// `maxProperties`.
+    pub fn max_properties(&self) -> Option<i64> {
+        self.node().max_properties
+    }
+
+    /// `x-kubernetes-list-type` (an unrecognised value reads as absent).
+    pub fn list_type(&self) -> Option<ListType> {
+        self.node().list_type
+    }
+
+    /// `x-kubernetes-list-map-keys`.
+    pub fn list_map_keys(&self) -> &[String] {
+        &self.node().list_map_keys
+    }
+
+    /// `x-kubernetes-map-type` (an unrecognised value reads as absent).
+    pub fn map_type(&self) -> Option<MapType> {
+        self.node().map_type
+    }
+
+    /// Whether the value is an int or a string: `x-kubernetes-int-or-string`, or the
+    /// `int-or-string` format built-in kinds use.
+    pub fn is_int_or_string(&self) -> bool {
+        self.node().int_or_string || self.format() == "int-or-string"
+    }
+
+    /// `x-kubernetes-preserve-unknown-fields`.
+    pub fn preserves_unknown_fields(&self) -> bool {
+        self.node().preserve_unknown_fields
+    }
+
+    /// `x-kubernetes-embedded-resource`.
+    pub fn is_embedded_resource(&self) -> bool {
+        self.node().embedded_resource
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_display_and_sort_as_upstream() {
+        assert_eq!(
+            Gvk::new("apps", "v1", "Deployment").to_string(),
+            "apps/v1, Kind=Deployment"
+        );
+        assert_eq!(
+            Gvk::from_api_version("v1", "Pod").to_string(),
+            "/v1, Kind=Pod"
+        );
+        assert_eq!(
+            Gvk::from_api_version("batch/v1", "Job"),
+            Gvk::new("batch", "v1", "Job")
+        );
+        let mut kinds = vec![
+            Gvk::new("apps", "v1", "Deployment"),
+            Gvk::new("", "v1", "Pod"),
+            Gvk::new("apps", "v1", "DaemonSet"),
+            Gvk::new("", "v1", "ConfigMap"),
+        ];
+        kinds.sort();
+        let shown: Vec<String> = kinds.iter().map(|k| k.kind.clone()).collect();
+        assert_eq!(shown, ["ConfigMap", "Pod", "DaemonSet", "Deployment"]);
+    }
+}
