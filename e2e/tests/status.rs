@@ -141,6 +141,7 @@ const V0M: &str = "spec.validations[0].messageExpression";
 const V1: &str = "spec.validations[1].expression";
 const V1M: &str = "spec.validations[1].messageExpression";
 const V2: &str = "spec.validations[2].expression";
+const V3: &str = "spec.validations[3].expression";
 
 /// Twelve core resources, more than upstream's limit of 10 kinds.
 const TWELVE_CORE: &str = "configmaps, endpoints, events, limitranges, persistentvolumeclaims, podtemplates, pods, replicationcontrollers, resourcequotas, secrets, serviceaccounts, services";
@@ -306,10 +307,10 @@ fn cases() -> Vec<Case> {
                     ("object.spec.template == 'x'", None),
                     ("object.metadata.labels == 1", None),
                     ("params.spec == object.spec", None),
-                    ("[object.spec.selector, 1].size() > 0", None),
+                    ("object.spec.selector == object.spec.template", None),
                 ]),
         )
-        .upstream(&[V0, V1, V2]),
+        .upstream(&[V0, V1, V2, V3]),
     );
     c.push(
         Case::new(
@@ -568,7 +569,7 @@ fn cases() -> Vec<Case> {
             V0,
             V1,
             V2,
-            "spec.validations[3].expression",
+            V3,
             "spec.validations[4].expression",
         ]),
     );
