@@ -337,7 +337,7 @@ mod tests {
             Gvk::from_api_version("batch/v1", "Job"),
             Gvk::new("batch", "v1", "Job")
         );
-        let mut kinds = vec![
+        let mut kinds = [
             Gvk::new("apps", "v1", "Deployment"),
             Gvk::new("", "v1", "Pod"),
             Gvk::new("apps", "v1", "DaemonSet"),

@@ -33,7 +33,10 @@ pub fn schemas_from_openapi(doc: &Value) -> Result<Vec<(Gvk, Arc<Schema>)>, Sche
         .collect();
     let mut builder = Builder {
         nodes: vec![Node::default(); components.len()],
-        components: Some((components, &index)),
+        components: Some(Components {
+            bodies: components,
+            ids: &index,
+        }),
     };
     let mut roots = Vec::new();
     for (i, (name, body)) in components.iter().enumerate() {
@@ -149,11 +152,18 @@ fn ref_of(v: &Value) -> Option<&str> {
     v.get("allOf")?.as_array()?.iter().find_map(ref_of)
 }
 
+/// A document's components and their node ids.
+#[derive(Clone, Copy)]
+struct Components<'d> {
+    bodies: &'d Map<String, Value>,
+    ids: &'d HashMap<&'d str, usize>,
+}
+
 /// Builds one graph.
 struct Builder<'d> {
     nodes: Vec<Node>,
-    /// The document's components and their node ids (none for a CustomResourceDefinition).
-    components: Option<(&'d Map<String, Value>, &'d HashMap<&'d str, usize>)>,
+    /// The document's components (none for a CustomResourceDefinition).
+    components: Option<Components<'d>>,
 }
 
 impl Builder<'_> {
@@ -169,18 +179,18 @@ impl Builder<'_> {
             at: at.to_string(),
             reference: reference.to_string(),
         };
-        let (components, index) = self.components.ok_or_else(unresolved)?;
+        let Components { bodies, ids } = self.components.ok_or_else(unresolved)?;
         let mut current = reference;
         // A chain longer than the document has components is a loop.
-        for _ in 0..=components.len() {
+        for _ in 0..=bodies.len() {
             let name = current
                 .strip_prefix(REF_PREFIX)
                 .map(|n| n.replace("~1", "/").replace("~0", "~"))
                 .ok_or_else(unresolved)?;
-            let body = components.get(&name).ok_or_else(unresolved)?;
+            let body = bodies.get(&name).ok_or_else(unresolved)?;
             match ref_of(body) {
                 Some(next) => current = next,
-                None => return index.get(name.as_str()).copied().ok_or_else(unresolved),
+                None => return ids.get(name.as_str()).copied().ok_or_else(unresolved),
             }
         }
         Err(unresolved())

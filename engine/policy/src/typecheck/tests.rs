@@ -500,7 +500,9 @@ fn kind_selection_follows_upstream_and_extends_it() {
     let many: Vec<String> = (0..12).map(|i| format!("r{i:02}")).collect();
     let many: Vec<&str> = many.iter().map(String::as_str).collect();
     let k = |i: usize| format!("many.io/v1, Kind=K{i:02}");
-    let cases: Vec<(&str, Vec<ResourceRule>, Vec<String>, Vec<String>)> = vec![
+    /// Name, rules, upstream's kinds, celgate's further kinds.
+    type Case = (&'static str, Vec<ResourceRule>, Vec<String>, Vec<String>);
+    let cases: Vec<Case> = vec![
         (
             "specific",
             vec![rule(&["apps"], &["v1"], &["deployments"])],
