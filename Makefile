@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e lint fmt crds crds-check cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory bench-apply deps differential fuzz
+.PHONY: help build test unit e2e lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory bench-apply deps differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -40,6 +40,10 @@ crds: ## Regenerate config/crd from the Rust types
 
 crds-check: ## Fail when config/crd is out of date
 	$(CARGO) test -q -p celgate-crds --test drift
+
+schemas: deps ## Regenerate operator/schemas/builtin-<k8s minor>.json (built-in kinds' discovery + OpenAPI v3) from a local control plane
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) run -q -p celgate-e2e --bin builtin-schemas
 
 cluster-build: ## Build (or reuse) kube-apiserver, kube-controller-manager, kubectl and etcd
 	e2e/cluster/build.sh

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+pub mod schemas;
+
 /// celgate's CRDs, as `kubectl` names them.
 pub const CRDS: [&str; 4] = [
     "crd/validatingadmissionpolicies.admission.celgate.io",

@@ -132,6 +132,28 @@ pub fn list(items: Vec<Value>) -> Value {
     json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "1"}, "items": items})
 }
 
+/// One group version of [`discovery`]: group, version, and its (resource, Kind) pairs.
+pub type GroupVersion<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)]);
+
+/// An aggregated discovery answer (`APIGroupDiscoveryList`) listing `groups`.
+pub fn discovery(groups: &[GroupVersion<'_>]) -> Value {
+    let items: Vec<Value> = groups
+        .iter()
+        .map(|(group, version, resources)| {
+            let resources: Vec<Value> = resources
+                .iter()
+                .map(|(resource, kind)| {
+                    json!({"resource": resource, "responseKind": {"group": "", "version": "", "kind": kind},
+                           "scope": "Namespaced", "verbs": ["get", "list"]})
+                })
+                .collect();
+            json!({"metadata": {"name": group}, "versions": [
+                {"version": version, "freshness": "Current", "resources": resources}]})
+        })
+        .collect();
+    json!({"kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "items": items})
+}
+
 /// A failure Status with `code`.
 pub fn status(code: u16, reason: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure",
