@@ -146,15 +146,73 @@ pub struct Variable {
     pub expression: String,
 }
 
-/// Status of the binding kinds and the mutating policy: the generation seen and conditions.
+/// The conditions of a policy or binding, keyed by `type` (`Ready`, `TypeChecked`).
+pub type Conditions = Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>;
+
+/// Status of a ValidatingAdmissionPolicy or MutatingAdmissionPolicy, written by the celgate
+/// replica that holds the leader Lease.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct ObjectStatus {
-    /// The generation the controller last processed.
+pub struct PolicyStatus {
+    /// The generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Conditions of the object.
+    /// Results of type checking the policy's expressions against the schemas of the kinds it matches.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub type_checking: Option<TypeChecking>,
+    /// `Ready`: whether this generation is compiled and enforced; `TypeChecked`: which kinds were
+    /// checked and which were skipped and why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>,
+    pub conditions: Option<Conditions>,
+}
+
+/// Type checking results. `expressionWarnings` holds exactly what kube-controller-manager reports
+/// for an in-tree ValidatingAdmissionPolicy; what celgate checks beyond it is in
+/// `additionalExpressionWarnings`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TypeChecking {
+    /// Warnings for the expressions the in-tree type checker checks (validations' `expression` and
+    /// `messageExpression`), in its order and with its text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub expression_warnings: Option<Vec<ExpressionWarning>>,
+    /// Warnings from celgate's checks beyond the in-tree checker: matchConditions, variables,
+    /// auditAnnotations, mutations, and kinds the in-tree checker skips (wildcard and subresource
+    /// rules, kinds past its limit of 10).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub additional_expression_warnings: Option<Vec<ExpressionWarning>>,
+    /// How many warnings both lists hold together.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warning_count: Option<i32>,
+}
+
+/// A type checking warning for one expression.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ExpressionWarning {
+    /// Path of the expression, e.g. `spec.validations[0].expression`.
+    pub field_ref: String,
+    /// The checker's messages, one block per kind the expression failed for.
+    pub warning: String,
+}
+
+/// Status of a ValidatingAdmissionPolicyBinding or MutatingAdmissionPolicyBinding, written by the
+/// celgate replica that holds the leader Lease.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BindingStatus {
+    /// The generation this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// How many param objects the binding's `paramRef` selects now (for a namespaced param kind
+    /// without `paramRef.namespace`, across all namespaces); unset without a `paramRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_params: Option<i32>,
+    /// `Ready`: whether this generation is enforced, or why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Option<Conditions>,
 }

@@ -5,7 +5,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    FailurePolicy, MatchCondition, MatchResources, ObjectStatus, ParamKind, ParamRef, Variable,
+    BindingStatus, FailurePolicy, MatchCondition, MatchResources, ParamKind, ParamRef,
+    PolicyStatus, Variable,
 };
 
 /// A set of CEL mutations applied to the requests its bindings select.
@@ -17,7 +18,18 @@ use crate::common::{
     plural = "mutatingadmissionpolicies",
     shortname = "cmap",
     category = "celgate",
-    status = "ObjectStatus",
+    status = "PolicyStatus",
+    doc = "A MutatingAdmissionPolicy of admission.celgate.io: the in-tree admissionregistration.k8s.io/v1 kind. Its bindings decide where it applies; its status reports type checking and readiness.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Warnings",
+        type_ = "integer",
+        json_path = ".status.typeChecking.warningCount"
+    ),
     printcolumn(
         name = "Failure Policy",
         type_ = "string",
@@ -104,9 +116,20 @@ pub struct PatchExpression {
     plural = "mutatingadmissionpolicybindings",
     shortname = "cmapb",
     category = "celgate",
-    status = "ObjectStatus",
+    status = "BindingStatus",
+    doc = "A MutatingAdmissionPolicyBinding of admission.celgate.io: applies a MutatingAdmissionPolicy to the requests it selects, with its params.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
     printcolumn(name = "Policy", type_ = "string", json_path = ".spec.policyName"),
     printcolumn(name = "Param", type_ = "string", json_path = ".spec.paramRef.name"),
+    printcolumn(
+        name = "Params",
+        type_ = "integer",
+        json_path = ".status.resolvedParams"
+    ),
     printcolumn(
         name = "Age",
         type_ = "date",

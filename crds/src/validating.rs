@@ -5,7 +5,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::common::{
-    FailurePolicy, MatchCondition, MatchResources, ObjectStatus, ParamKind, ParamRef, Variable,
+    BindingStatus, FailurePolicy, MatchCondition, MatchResources, ParamKind, ParamRef,
+    PolicyStatus, Variable,
 };
 
 /// A set of CEL validations applied to the requests its bindings select.
@@ -17,7 +18,18 @@ use crate::common::{
     plural = "validatingadmissionpolicies",
     shortname = "cvap",
     category = "celgate",
-    status = "ValidatingAdmissionPolicyStatus",
+    status = "PolicyStatus",
+    doc = "A ValidatingAdmissionPolicy of admission.celgate.io: the in-tree admissionregistration.k8s.io/v1 kind, enforced by celgate's webhook. Its bindings decide where it applies; its status reports type checking and readiness.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Warnings",
+        type_ = "integer",
+        json_path = ".status.typeChecking.warningCount"
+    ),
     printcolumn(
         name = "Failure Policy",
         type_ = "string",
@@ -91,42 +103,6 @@ pub struct AuditAnnotation {
     pub value_expression: String,
 }
 
-/// Status of a ValidatingAdmissionPolicy.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ValidatingAdmissionPolicyStatus {
-    /// The generation the type checker last processed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// Results of type checking the expressions against the matched kinds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub type_checking: Option<TypeChecking>,
-    /// Conditions of the policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
-    pub conditions: Option<Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>>,
-}
-
-/// Type checking results.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct TypeChecking {
-    /// One warning per expression that failed type checking.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
-    pub expression_warnings: Option<Vec<ExpressionWarning>>,
-}
-
-/// A type checking warning for one expression.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ExpressionWarning {
-    /// Path of the expression, e.g. `spec.validations[0].expression`.
-    pub field_ref: String,
-    /// The checker's messages.
-    pub warning: String,
-}
-
 /// Binds a ValidatingAdmissionPolicy to resources, params and validation actions.
 #[derive(CustomResource, Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
@@ -136,7 +112,13 @@ pub struct ExpressionWarning {
     plural = "validatingadmissionpolicybindings",
     shortname = "cvapb",
     category = "celgate",
-    status = "ObjectStatus",
+    status = "BindingStatus",
+    doc = "A ValidatingAdmissionPolicyBinding of admission.celgate.io: applies a ValidatingAdmissionPolicy to the requests it selects, with its params and validation actions.",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
     printcolumn(name = "Policy", type_ = "string", json_path = ".spec.policyName"),
     printcolumn(
         name = "Actions",
@@ -144,6 +126,11 @@ pub struct ExpressionWarning {
         json_path = ".spec.validationActions"
     ),
     printcolumn(name = "Param", type_ = "string", json_path = ".spec.paramRef.name"),
+    printcolumn(
+        name = "Params",
+        type_ = "integer",
+        json_path = ".status.resolvedParams"
+    ),
     printcolumn(
         name = "Age",
         type_ = "date",

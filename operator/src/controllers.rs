@@ -1,7 +1,8 @@
 //! Runs every watch and controller of the operator until the process stops: the policy
 //! controller (which also starts and stops the param watches), the mutating policies, the
-//! namespaces, and the webhook registration. They share nothing but the snapshot store and the
-//! stream of published policy sets.
+//! namespaces, the webhook registration, and the status writer (which writes only while this
+//! replica leads). They share nothing but the snapshot store, the stores of the four kinds and
+//! the streams of published and registered policy sets.
 
 use std::sync::Arc;
 
@@ -10,15 +11,35 @@ use kube::Client;
 use kube::runtime::reflector;
 use tokio::sync::watch;
 
-use crate::registration::Registration;
+use crate::leader::Leadership;
+use crate::registration::{Applied, Registration};
+use crate::status::{self, Checker, StatusWriter};
 use crate::{mutating, namespaces, policies};
 
-/// Runs the operator's controllers against `client`, publishing into `store`, and registers
-/// the webhooks as `registration` says.
-pub async fn run(client: Client, store: Arc<SnapshotStore>, registration: Registration) {
+/// How status is written: by whom, when, and with what type checker.
+pub struct StatusConfig {
+    /// Whether this replica leads (writes status) now.
+    pub leadership: Leadership,
+    /// The type checker of policies.
+    pub checker: Arc<dyn Checker>,
+    /// This replica's identity, reported with its events.
+    pub identity: String,
+}
+
+/// Runs the operator's controllers against `client`, publishing into `store`, registers the
+/// webhooks as `registration` says, and writes status as `status` says.
+pub async fn run(
+    client: Client,
+    store: Arc<SnapshotStore>,
+    registration: Registration,
+    status: StatusConfig,
+) {
     let (policies, policy_writer) = reflector::store();
     let (bindings, binding_writer) = reflector::store();
+    let (mutating, mutating_writer) = reflector::store();
+    let (mutating_bindings, mutating_binding_writer) = reflector::store();
     let (published, sets) = watch::channel(None);
+    let (applied_sender, applied) = watch::channel(Applied::default());
     let ctx = Arc::new(policies::Context::new(
         client.clone(),
         store.clone(),
@@ -26,10 +47,31 @@ pub async fn run(client: Client, store: Arc<SnapshotStore>, registration: Regist
         bindings,
         published,
     ));
+    let (validating, validating_bindings) = ctx.stores();
+    let writer = StatusWriter::new(
+        client.clone(),
+        status::Sources {
+            validating,
+            validating_bindings,
+            mutating,
+            mutating_bindings,
+            snapshot: store.clone(),
+            applied,
+            touched: ctx.touched(),
+        },
+        status.checker,
+        status.identity,
+    );
     tokio::join!(
         policies::run(client.clone(), ctx.clone(), policy_writer, binding_writer),
-        mutating::run(client.clone(), ctx),
+        mutating::run(
+            client.clone(),
+            ctx,
+            mutating_writer,
+            mutating_binding_writer
+        ),
         namespaces::run(client.clone(), store),
-        registration.keep_applied(client, sets),
+        registration.keep_applied(client, sets, applied_sender),
+        writer.run(status.leadership),
     );
 }

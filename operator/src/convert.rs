@@ -122,7 +122,8 @@ pub fn validating_policy(p: &api::ValidatingAdmissionPolicy) -> model::Validatin
     }
 }
 
-fn param_ref(r: &api::ParamRef) -> model::ParamRef {
+/// Converts a paramRef.
+pub fn param_ref(r: &api::ParamRef) -> model::ParamRef {
     model::ParamRef {
         name: r.name.clone(),
         namespace: r.namespace.clone(),
@@ -158,13 +159,6 @@ pub fn validating_binding(
 }
 
 /// Converts a MutatingAdmissionPolicy.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "read by the status writer's type checking (issue 10)"
-    )
-)]
 pub fn mutating_policy(p: &api::MutatingAdmissionPolicy) -> model::MutatingPolicySpec {
     let s = &p.spec;
     model::MutatingPolicySpec {

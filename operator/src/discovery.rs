@@ -264,6 +264,7 @@ type Waiter = oneshot::Sender<Result<Arc<ServedResources>, DiscoveryError>>;
 pub struct Discovery {
     current: watch::Receiver<Option<Arc<ServedResources>>>,
     requests: mpsc::UnboundedSender<Waiter>,
+    revisions: watch::Receiver<u64>,
 }
 
 impl Discovery {
@@ -271,11 +272,17 @@ impl Discovery {
     pub fn spawn(client: Client) -> Self {
         let (publish, current) = watch::channel(None);
         let (requests, received) = mpsc::unbounded_channel();
-        tokio::spawn(refresh_loop(client, publish, received));
-        Self { current, requests }
+        let (revision, revisions) = watch::channel(0);
+        tokio::spawn(refresh_loop(client, publish, revision, received));
+        Self {
+            current,
+            requests,
+            revisions,
+        }
     }
 
     /// The last discovered resources; empty before the first discovery succeeded.
+    #[cfg(test)]
     pub fn current(&self) -> Arc<ServedResources> {
         self.current.borrow().clone().unwrap_or_default()
     }
@@ -288,6 +295,14 @@ impl Discovery {
             .await
             .map_err(|_| DiscoveryError::Stopped)?;
         Ok(ready.clone().unwrap_or_default())
+    }
+
+    /// Counts the discoveries that may have changed what is served or its schemas: those after
+    /// a CRD change, the periodic ones, and any whose resources differ from the last. A
+    /// discovery only [`Discovery::refresh`] asked for, finding the same resources, does not
+    /// count, so checking a policy that names an unserved resource cannot re-trigger checks.
+    pub fn revisions(&self) -> watch::Receiver<u64> {
+        self.revisions.clone()
     }
 
     /// Discovers again now (as client-go's `Reset` of a deferred RESTMapper) and returns the
@@ -344,8 +359,11 @@ async fn discover(client: &Client) -> Result<Arc<ServedResources>, DiscoveryErro
 async fn refresh_loop(
     client: Client,
     publish: watch::Sender<Option<Arc<ServedResources>>>,
+    revision: watch::Sender<u64>,
     mut requests: mpsc::UnboundedReceiver<Waiter>,
 ) {
+    // Whether the next discovery follows a CRD change or the period (not only requests).
+    let mut changed = true;
     let crds: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(client.clone());
     let events = watcher(crds, watcher::Config::default()).default_backoff();
     let mut events = std::pin::pin!(events);
@@ -366,16 +384,22 @@ async fn refresh_loop(
             Some(event) = events.next() => match event {
                 Ok(watcher::Event::Apply(_) | watcher::Event::Delete(_) | watcher::Event::InitDone) => {
                     due = Instant::now();
+                    changed = true;
                 }
                 Ok(watcher::Event::Init | watcher::Event::InitApply(_)) => {}
                 Err(e) => warn!(error = %e, "watching CustomResourceDefinitions failed; served resources are refreshed every {} s until the watch recovers", REFRESH_PERIOD.as_secs()),
             },
             () = tokio::time::sleep_until(due) => {
+                changed |= waiters.is_empty();
                 let result = discover(&client).await;
                 match &result {
                     Ok(served) => {
                         debug!(resources = served.resources.len(), "discovered the served resources");
-                        publish.send_replace(Some(served.clone()));
+                        let previous = publish.send_replace(Some(served.clone()));
+                        if changed || previous.is_none_or(|p| p.resources() != served.resources()) {
+                            revision.send_modify(|r| *r += 1);
+                        }
+                        changed = false;
                         retry.reset();
                         due = Instant::now() + REFRESH_PERIOD;
                     }
@@ -660,6 +684,43 @@ mod tests {
                 discovery.current().kinds_for("example.com", "v1", "widget"),
                 [gvk("example.com", "v1", "Widget")]
             );
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_discoveries_that_may_change_schemas_are_new_revisions() {
+        bounded(async {
+            let (client, mut api) = fixtures::pair();
+            let discovery = Discovery::spawn(client);
+            let revisions = discovery.revisions();
+            let mut script = Script::new();
+            script.hold_crd_list = true;
+            api.serve_until(|c| script.answer(c), discovery.ready())
+                .await
+                .unwrap();
+            assert_eq!(*revisions.borrow(), 1, "the first discovery");
+
+            // A requested discovery that finds the same resources: no new revision.
+            api.serve_until(|c| script.answer(c), discovery.refresh())
+                .await
+                .unwrap();
+            assert_eq!(*revisions.borrow(), 1, "a refresh finding nothing new");
+
+            // One that finds a new resource is.
+            script.extra.push(widgets());
+            api.serve_until(|c| script.answer(c), discovery.refresh())
+                .await
+                .unwrap();
+            assert_eq!(*revisions.borrow(), 2, "a refresh finding widgets");
+
+            // So is the periodic one, which may follow a schema change nobody announced.
+            api.serve_until(
+                |c| script.answer(c),
+                tokio::time::sleep(REFRESH_PERIOD + Duration::from_secs(1)),
+            )
+            .await;
+            assert_eq!(*revisions.borrow(), 3, "the periodic discovery");
         })
         .await;
     }

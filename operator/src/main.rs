@@ -4,31 +4,19 @@ mod authorizer;
 mod backoff;
 mod certs;
 mod changes;
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "used by the status writer, wired separately")
-)]
 mod cluster_types;
 mod controllers;
 mod convert;
-// The status writer (issue 10) is its user; until it is wired, only tests use it. `expect`
-// fails the build once it is used, so this goes with the wiring.
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "used by the status writer, wired separately")
-)]
 mod discovery;
+mod leader;
 mod mutating;
 mod namespaces;
 mod params;
 mod policies;
 mod policy_set;
 mod registration;
-#[cfg_attr(
-    not(test),
-    expect(dead_code, reason = "used by the status writer, wired separately")
-)]
 mod schemas;
+mod status;
 
 #[cfg(test)]
 mod fixtures;
@@ -62,7 +50,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the operator and the admission webhook against the cluster in KUBECONFIG (or in-cluster).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CRDs of celgate's four kinds as YAML, ready for `kubectl apply -f -`.
     Crds,
 }
@@ -103,6 +91,21 @@ struct RunArgs {
     /// `--emulated-version` minus one decides. Stored expressions keep every library.
     #[arg(long, env = "CELGATE_CEL_COMPATIBILITY_VERSION", default_value_t = celgate_cel::Compatibility::DEFAULT)]
     cel_compatibility_version: celgate_cel::Compatibility,
+    /// Name of the Lease whose holder writes status and events (every replica serves admission).
+    #[arg(long, env = "CELGATE_LEASE_NAME", default_value = "celgate-leader")]
+    lease_name: String,
+    /// Namespace of the Lease; celgate's own namespace when unset.
+    #[arg(long, env = "CELGATE_LEASE_NAMESPACE")]
+    lease_namespace: Option<String>,
+    /// Seconds a leader keeps the Lease without renewing it: how long status goes unwritten
+    /// when the leader dies without releasing it.
+    #[arg(long, env = "CELGATE_LEASE_DURATION_SECONDS", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(2..=3600))]
+    lease_duration_seconds: u64,
+    /// This replica's identity in the Lease; the pod name in a cluster (POD_NAME from the
+    /// downward API), else `<host name>-<process id>`.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
 }
 
 #[derive(Debug, Error)]
@@ -255,17 +258,60 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
             }
         }
     };
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(leader::default_identity);
+    let election = leader::Election::start(
+        client.clone(),
+        leader::LeaseConfig {
+            name: args.lease_name.clone(),
+            namespace: args
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| args.namespace.clone()),
+            duration_seconds: args.lease_duration_seconds,
+            identity: identity.clone(),
+        },
+    );
+    let status = controllers::StatusConfig {
+        leadership: election.leadership.clone(),
+        checker: status::ClusterChecker::start(client.clone()),
+        identity,
+    };
     let serving = server.clone();
-    tokio::select! {
-        r = serving.serve() => r?,
-        () = controllers::run(client.clone(), store, registration) => {},
-        () = rotation => {},
-        _ = tokio::signal::ctrl_c() => {
+    let outcome = tokio::select! {
+        r = serving.serve() => r.map_err(RunError::from),
+        () = controllers::run(client.clone(), store, registration, status) => Ok(()),
+        () = rotation => Ok(()),
+        () = shutdown_signal() => {
             info!("shutting down");
             server.shutdown();
+            Ok(())
         }
+    };
+    // Another replica takes over status at once instead of after the Lease expires.
+    election.stop().await;
+    outcome
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM (what the kubelet sends a stopping pod).
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(e) => {
+                error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops celgate gracefully");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
     }
-    Ok(())
 }
 
 fn print_crds() -> Result<(), RunError> {
@@ -280,6 +326,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crds => print_crds(),
         Command::Run(args) => {
+            let args = *args;
             init_logging(args.log_json);
             if rustls::crypto::ring::default_provider()
                 .install_default()

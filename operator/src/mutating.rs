@@ -8,6 +8,7 @@ use std::sync::Arc;
 use celgate_crds::{MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding};
 use celgate_engine::model::ParamKind;
 use futures::{StreamExt, TryStreamExt};
+use kube::runtime::reflector::store::Writer;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use tracing::warn;
@@ -66,13 +67,21 @@ impl Stored {
     }
 }
 
-/// Follows MutatingAdmissionPolicies and their bindings until the process stops.
-pub async fn run(client: Client, ctx: Arc<Context>) {
+/// Follows MutatingAdmissionPolicies and their bindings into the stores behind
+/// `policy_writer` and `binding_writer` until the process stops.
+pub async fn run(
+    client: Client,
+    ctx: Arc<Context>,
+    policy_writer: Writer<MutatingAdmissionPolicy>,
+    binding_writer: Writer<MutatingAdmissionPolicyBinding>,
+) {
     let policies = watcher(Api::all(client.clone()), watcher::Config::default())
         .default_backoff()
+        .reflect(policy_writer)
         .map_ok(Event::Policy);
     let bindings = watcher(Api::all(client), watcher::Config::default())
         .default_backoff()
+        .reflect(binding_writer)
         .map_ok(Event::Binding);
     let events = futures::stream::select(policies, bindings);
     let mut events = std::pin::pin!(events);
@@ -80,6 +89,9 @@ pub async fn run(client: Client, ctx: Arc<Context>) {
     let mut stored = Stored::default();
     let mut warned = (0, 0);
     while let Some(event) = events.next().await {
+        if event.is_ok() {
+            ctx.touch();
+        }
         match event {
             Ok(Event::Policy(event)) => {
                 if let Some(change) = policy_changes.next(event)

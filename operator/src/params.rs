@@ -5,7 +5,8 @@
 //! Whether a kind is served is asked of discovery, and only a definite answer that it is not
 //! (the API server's 404, or a group version without the kind) marks it NotServed, which fails
 //! requests under failurePolicy Fail. Any other failure (RBAC, a timeout, a server error) keeps
-//! the kind's last known state and is retried with backoff.
+//! the kind's last known state and is retried with backoff; a kind never listed that the API
+//! server forbids celgate to read is marked Forbidden (for status), which requests see as syncing.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -119,6 +120,7 @@ impl Kind {
                     )
                     .await;
                 }
+                Err(e) if is_forbidden(&e) => self.forbidden(&e),
                 Err(e) if is_not_found(&e) => {
                     if !matches!(self.shown, ParamKindEntry::NotServed) {
                         warn!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param kind is not served; policies using it fail per their failurePolicy until it is");
@@ -158,6 +160,11 @@ impl Kind {
                     info!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param kind is gone; looking it up again");
                     return;
                 }
+                Err(
+                    watcher::Error::InitialListFailed(e)
+                    | watcher::Error::WatchStartFailed(e)
+                    | watcher::Error::WatchFailed(e),
+                ) if is_forbidden(&e) => self.forbidden(&e),
                 Err(e) => {
                     warn!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param watch failed; the kind keeps its last known objects until the watch recovers")
                 }
@@ -213,6 +220,24 @@ impl Kind {
         }
     }
 
+    /// Marks a kind that was never listed as forbidden; a kind with objects keeps them (its
+    /// last known state), as after any other failure.
+    fn forbidden(&mut self, error: &kube::Error) {
+        warn!(api_version = %self.key.0, kind = %self.key.1, %error, "celgate may not read this param kind; grant its ServiceAccount get, list and watch on it");
+        if matches!(
+            self.shown,
+            ParamKindEntry::Syncing | ParamKindEntry::Forbidden(_)
+        ) {
+            let message = format!(
+                "celgate may not read param kind {} {}: {error}",
+                self.key.0, self.key.1
+            );
+            if !matches!(&self.shown, ParamKindEntry::Forbidden(m) if **m == *message) {
+                self.show(ParamKindEntry::Forbidden(message.into()));
+            }
+        }
+    }
+
     /// Publishes the kind's new state.
     fn show(&mut self, entry: ParamKindEntry) {
         let state = match &entry {
@@ -221,6 +246,7 @@ impl Kind {
             }
             ParamKindEntry::Syncing => "syncing".into(),
             ParamKindEntry::NotServed => "not served".into(),
+            ParamKindEntry::Forbidden(_) => "forbidden".into(),
         };
         debug!(api_version = %self.key.0, kind = %self.key.1, %state, "publishing param kind");
         self.store
@@ -242,6 +268,11 @@ fn object_key(object: &DynamicObject, namespaced: bool) -> (String, String) {
 fn gvk(key: &ParamKey) -> GroupVersionKind {
     let (group, version) = key.0.split_once('/').unwrap_or(("", key.0.as_str()));
     GroupVersionKind::gvk(group, version, &key.1)
+}
+
+/// Whether the API server forbade a lookup or list (celgate's RBAC does not allow it).
+fn is_forbidden(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 403)
 }
 
 /// Whether a lookup failed because the API server definitely does not serve the kind.
@@ -320,13 +351,14 @@ mod tests {
         }
     }
 
-    /// How the store shows the kind: `absent`, `syncing`, `not served`, or `ready` with its
+    /// How the store shows the kind: `absent`, `syncing`, `not served`, `forbidden`, or `ready` with its
     /// objects' `data.max` by name.
     fn shown(snapshot: &Snapshot) -> String {
         match snapshot.params.entry(KIND.0, KIND.1) {
             None => "absent".into(),
             Some(ParamKindEntry::Syncing) => "syncing".into(),
             Some(ParamKindEntry::NotServed) => "not served".into(),
+            Some(ParamKindEntry::Forbidden(_)) => "forbidden".into(),
             Some(ParamKindEntry::Ready(objects)) => {
                 let all: Vec<String> = objects
                     .objects
@@ -392,14 +424,12 @@ mod tests {
     async fn a_transient_lookup_error_keeps_the_last_known_state() {
         bounded(async {
             let (store, _watches, mut api) = start();
-            // RBAC and server errors say nothing about the kind: it stays syncing.
-            for (code, reason) in [(403, "Forbidden"), (503, "ServiceUnavailable")] {
-                let lookup = api.next().await;
-                assert_eq!(lookup.path, LOOKUP);
-                lookup.reply(code, status(code, reason));
-            }
+            // A server error says nothing about the kind: it stays syncing.
             let lookup = api.next().await;
-            assert_eq!(shown(&store.load()), "syncing", "after two failed lookups");
+            assert_eq!(lookup.path, LOOKUP);
+            lookup.reply(503, status(503, "ServiceUnavailable"));
+            let lookup = api.next().await;
+            assert_eq!(shown(&store.load()), "syncing", "after a failed lookup");
             lookup.reply(200, served());
             api.serve_until(serve(vec![widget("w1", 3)]), shows(&store, "ready w1=3"))
                 .await;
@@ -419,6 +449,49 @@ mod tests {
             assert_eq!(shown(&store.load()), "ready w1=3", "after a failed lookup");
             lookup.reply(404, status(404, "NotFound"));
             assert_eq!(shows(&store, "not served").await, "not served");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_kind_celgate_may_not_read_is_forbidden_until_it_may() {
+        bounded(async {
+            let (store, _watches, mut api) = start();
+            let lookup = api.next().await;
+            lookup.reply(403, status(403, "Forbidden"));
+            assert_eq!(shows(&store, "forbidden").await, "forbidden");
+            let Some(ParamKindEntry::Forbidden(message)) =
+                store.load().params.entry(KIND.0, KIND.1).cloned()
+            else {
+                panic!("forbidden");
+            };
+            assert!(
+                message.starts_with("celgate may not read param kind example.com/v1 Widget: "),
+                "{message}"
+            );
+            // Requests see it as syncing, as before.
+            assert!(matches!(
+                celgate_engine::Params::kind(
+                    &*store.load().params,
+                    &celgate_engine::model::ParamKind {
+                        api_version: KIND.0.into(),
+                        kind: KIND.1.into()
+                    }
+                ),
+                celgate_engine::ParamKindState::Syncing
+            ));
+
+            // Discovery answers, the list is forbidden: still forbidden; then RBAC allows it.
+            let lookup = api.next().await;
+            lookup.reply(200, served());
+            let list = api.next().await;
+            assert_eq!((list.path.as_str(), list.is_watch()), (WIDGETS, false));
+            list.reply(403, status(403, "Forbidden"));
+            assert_eq!(shown(&store.load()), "forbidden");
+            let seen = api
+                .serve_until(serve(vec![widget("w1", 3)]), shows(&store, "ready w1=3"))
+                .await;
+            assert_eq!(seen, "ready w1=3");
         })
         .await;
     }

@@ -66,6 +66,8 @@ pub struct Context {
     published: watch::Sender<Option<Arc<PolicySet>>>,
     /// Retry delays of policies whose reconcile failed, by name.
     retries: Mutex<HashMap<String, Backoff>>,
+    /// Changed by every watch event of the four kinds, for the status writer.
+    touched: watch::Sender<()>,
 }
 
 /// Publishing state, changed under one lock so publishes are ordered.
@@ -119,7 +121,28 @@ impl Context {
             bindings,
             published,
             retries: Mutex::new(HashMap::new()),
+            touched: watch::Sender::new(()),
         }
+    }
+
+    /// The stores of policies and bindings.
+    pub fn stores(
+        &self,
+    ) -> (
+        Store<ValidatingAdmissionPolicy>,
+        Store<ValidatingAdmissionPolicyBinding>,
+    ) {
+        (self.policies.clone(), self.bindings.clone())
+    }
+
+    /// Records that a watch of one of the four kinds delivered an event.
+    pub fn touch(&self) {
+        self.touched.send_replace(());
+    }
+
+    /// Changes with every watch event of the four kinds.
+    pub fn touched(&self) -> watch::Receiver<()> {
+        self.touched.subscribe()
     }
 
     /// Records a completed list of one watch (its store holds the list now) and publishes:
@@ -267,6 +290,9 @@ fn on_list_done<K>(
     requeue: mpsc::UnboundedSender<()>,
 ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) {
     move |event| {
+        if event.is_ok() {
+            ctx.touch();
+        }
         if matches!(event, Ok(watcher::Event::InitDone)) {
             ctx.listed(watched);
             // Only fails when the controller stopped, and then nothing waits for it.

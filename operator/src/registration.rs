@@ -137,6 +137,16 @@ const RETRY_FIRST: Duration = Duration::from_millis(500);
 /// Longest delay between two tries.
 const RETRY_MAX: Duration = Duration::from_secs(60);
 
+/// What the webhook registration has achieved, for status: a policy generation is enforced
+/// once a set holding it is covered by the applied configurations.
+#[derive(Clone, Debug, Default)]
+pub struct Applied {
+    /// The latest policy set whose webhook configurations are applied.
+    pub set: Option<Arc<PolicySet>>,
+    /// Why the configurations of a newer set could not be applied, until they are.
+    pub error: Option<String>,
+}
+
 /// Where and how the API server reaches celgate's webhooks.
 #[derive(Clone, Debug)]
 pub struct Registration {
@@ -151,11 +161,13 @@ pub struct Registration {
 impl Registration {
     /// Keeps both webhook configurations in step with the published policy sets (the latest
     /// one on `sets`): applies them whenever the desired configuration differs from the one
-    /// last applied, and after a failure retries the latest set with growing delays.
+    /// last applied, and after a failure retries the latest set with growing delays. Each set
+    /// the applied configurations cover, and each failure, is sent on `applied`.
     pub async fn keep_applied(
         self,
         client: Client,
         mut sets: watch::Receiver<Option<Arc<PolicySet>>>,
+        applied_sets: watch::Sender<Applied>,
     ) {
         let mut applied: Option<ValidatingWebhookConfiguration> = None;
         let mut retry = Backoff::new(RETRY_FIRST, RETRY_MAX);
@@ -177,11 +189,20 @@ impl Registration {
                         Err(error) => {
                             let delay = retry.next_delay();
                             warn!(%error, retry_in_s = delay.as_secs_f64(), "cannot apply the webhook configurations");
+                            applied_sets.send_modify(|a| {
+                                a.error = Some(format!(
+                                    "cannot apply the webhook configurations: {error}"
+                                ));
+                            });
                             tokio::time::sleep(delay).await;
                             continue;
                         }
                     }
                 }
+                applied_sets.send_replace(Applied {
+                    set: Some(set),
+                    error: None,
+                });
             }
             if sets.changed().await.is_err() {
                 return;
@@ -373,7 +394,8 @@ mod tests {
                 ca_pem: "ca".into(),
                 namespace: "celgate-system".into(),
             };
-            let _task = tokio::spawn(registration.keep_applied(client, receiver));
+            let (applied, mut covered) = watch::channel(Applied::default());
+            let _task = tokio::spawn(registration.keep_applied(client, receiver, applied));
 
             sets.send_replace(matching("configmaps"));
             let call = api.next().await;
@@ -383,6 +405,18 @@ mod tests {
             );
             call.reply(500, status(500, "InternalError"));
             let failed = Instant::now();
+            covered.changed().await.unwrap();
+            {
+                let after_failure = covered.borrow_and_update();
+                assert!(after_failure.set.is_none());
+                assert!(
+                    after_failure
+                        .error
+                        .as_deref()
+                        .unwrap()
+                        .contains("InternalError")
+                );
+            }
 
             // Retried after the first delay, with the same configuration.
             let call = api.next().await;
@@ -398,11 +432,20 @@ mod tests {
             );
             let body = call.body.clone();
             call.reply(200, body);
+            covered.changed().await.unwrap();
+            let first = sets.borrow().clone().unwrap();
+            {
+                let after_success = covered.borrow_and_update();
+                assert!(Arc::ptr_eq(after_success.set.as_ref().unwrap(), &first));
+                assert!(after_success.error.is_none());
+            }
 
-            // Another set with the same rules: nothing to apply.
+            // Another set with the same rules: nothing to apply, and the set is covered.
             sets.send_replace(matching("configmaps"));
             let idle = tokio::time::timeout(Duration::from_secs(3600), api.next()).await;
             assert!(idle.is_err(), "applied again with unchanged rules");
+            let second = sets.borrow().clone().unwrap();
+            assert!(Arc::ptr_eq(covered.borrow().set.as_ref().unwrap(), &second));
 
             // New rules are applied.
             sets.send_replace(matching("secrets"));

@@ -96,6 +96,10 @@ pub enum ParamKindEntry {
     Syncing,
     /// Not served by the API server (retried until it is).
     NotServed,
+    /// Served, but the API server forbids celgate to look it up or list it (retried until it
+    /// allows it); the message says what was denied. Requests see it as still syncing, as
+    /// before the first list.
+    Forbidden(Arc<str>),
 }
 
 /// `(apiVersion, kind)` of a param kind.
@@ -139,7 +143,9 @@ impl Params for ParamViews {
         match self.entry(&kind.api_version, &kind.kind) {
             Some(ParamKindEntry::Ready(objects)) => ParamKindState::Ready(objects),
             Some(ParamKindEntry::NotServed) => ParamKindState::NotServed,
-            Some(ParamKindEntry::Syncing) | None => ParamKindState::Syncing,
+            Some(ParamKindEntry::Syncing | ParamKindEntry::Forbidden(_)) | None => {
+                ParamKindState::Syncing
+            }
         }
     }
 }

@@ -1,0 +1,937 @@
+//! Status of celgate's four kinds, written only by the replica that holds the leader Lease:
+//! `observedGeneration`, `typeChecking` (policies), `resolvedParams` (bindings) and the
+//! `Ready` and `TypeChecked` conditions, with server-side apply on the status subresource
+//! (field manager `celgate`, forced), plus events when compilation, type checking warnings or
+//! readiness change.
+//!
+//! Every pass compares the status each stored object should have with the one it has and
+//! writes only the difference, so a pass runs on any change: a watch event of the four kinds,
+//! a new snapshot, an applied webhook registration, new schemas, and acquiring the Lease (which
+//! writes everything the previous leader left stale). Losing the Lease cancels the pass at once,
+//! with its write in flight. Failed writes are retried per object with growing delays.
+
+mod apply;
+mod conditions;
+mod events;
+mod readiness;
+mod typecheck;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use celgate_crds::{
+    BindingStatus, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use celgate_engine::{ValidatingPolicy, compile_validating};
+use celgate_snapshot::{Snapshot, SnapshotStore};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::Store;
+use kube::{Client, Resource, ResourceExt};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tracing::{debug, info, warn};
+
+use crate::backoff::Backoff;
+use crate::convert;
+use crate::leader::Leadership;
+use crate::registration::Applied;
+use conditions::{READY, Want};
+use events::Observed;
+use readiness::Readiness;
+pub use typecheck::{Checker, ClusterChecker, Policy};
+
+/// The field manager of every status field celgate writes.
+pub const FIELD_MANAGER: &str = "celgate";
+
+/// First delay before a failed status write is retried.
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+/// Longest delay between two tries of one object's status.
+const RETRY_MAX: Duration = Duration::from_secs(60);
+/// How long a pass waits for a change before it checks again anyway.
+const IDLE: Duration = Duration::from_secs(300);
+/// How long a pass waits after a change for the changes that come with it (a `kubectl apply`
+/// of a policy and its binding arrives as two events), so a policy applied with its binding
+/// is not reported unbound for a moment.
+const COALESCE: Duration = Duration::from_millis(200);
+
+/// What the status is computed from.
+pub struct Sources {
+    /// Stored ValidatingAdmissionPolicies.
+    pub validating: Store<ValidatingAdmissionPolicy>,
+    /// Stored ValidatingAdmissionPolicyBindings.
+    pub validating_bindings: Store<ValidatingAdmissionPolicyBinding>,
+    /// Stored MutatingAdmissionPolicies.
+    pub mutating: Store<MutatingAdmissionPolicy>,
+    /// Stored MutatingAdmissionPolicyBindings.
+    pub mutating_bindings: Store<MutatingAdmissionPolicyBinding>,
+    /// The snapshot this process serves.
+    pub snapshot: Arc<SnapshotStore>,
+    /// What the webhook registration covers.
+    pub applied: watch::Receiver<Applied>,
+    /// Changes whenever a watch of the four kinds delivers an event.
+    pub touched: watch::Receiver<()>,
+}
+
+/// Which of the four kinds an object is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Kind {
+    ValidatingPolicy,
+    ValidatingBinding,
+    MutatingPolicy,
+    MutatingBinding,
+}
+
+/// A type checking report of one policy at one uid, generation and schema revision.
+struct Checked {
+    uid: String,
+    generation: i64,
+    schemas: u64,
+    report: Arc<typecheck::Report>,
+}
+
+/// A policy compiled by the status writer because the snapshot does not hold it (unbound).
+struct Compiled {
+    uid: String,
+    generation: i64,
+    policy: Arc<ValidatingPolicy>,
+}
+
+/// A status write that failed, retried after a delay.
+struct Retry {
+    backoff: Backoff,
+    at: Instant,
+}
+
+/// The status writer.
+pub struct StatusWriter {
+    client: Client,
+    sources: Sources,
+    checker: Arc<dyn Checker>,
+    schemas: watch::Receiver<u64>,
+    recorder: Recorder,
+    checked: HashMap<(Kind, String), Checked>,
+    compiled: HashMap<String, Compiled>,
+    retries: HashMap<(Kind, String), Retry>,
+    /// The snapshot parts the last pass read.
+    seen: Option<Arc<Snapshot>>,
+}
+
+/// The inputs of one pass, read once at its start.
+struct World {
+    snapshot: Arc<Snapshot>,
+    applied: Applied,
+    validating: Vec<Arc<ValidatingAdmissionPolicy>>,
+    validating_bindings: Vec<Arc<ValidatingAdmissionPolicyBinding>>,
+    mutating: Vec<Arc<MutatingAdmissionPolicy>>,
+    mutating_bindings: Vec<Arc<MutatingAdmissionPolicyBinding>>,
+    schemas: u64,
+}
+
+fn sorted<K: ResourceExt>(mut objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
+    objects.sort_by_key(|o| o.name_any());
+    objects
+}
+
+fn uid_and_generation<K: Resource>(object: &K) -> (String, i64) {
+    (
+        object.meta().uid.clone().unwrap_or_default(),
+        object.meta().generation.unwrap_or_default(),
+    )
+}
+
+/// `Ready` as a condition to write, or `None` while pending.
+fn ready_want(readiness: &Readiness) -> Option<Want> {
+    match readiness {
+        Readiness::Pending => None,
+        Readiness::Ready(message) => Some(Want {
+            type_: READY,
+            status: true,
+            reason: readiness::ENFORCED,
+            message: message.clone(),
+        }),
+        Readiness::NotReady { reason, message } => Some(Want {
+            type_: READY,
+            status: false,
+            reason,
+            message: message.clone(),
+        }),
+    }
+}
+
+impl StatusWriter {
+    /// A writer over `sources`, type checking with `checker`, publishing events as `instance`
+    /// of the `celgate` controller.
+    pub fn new(
+        client: Client,
+        sources: Sources,
+        checker: Arc<dyn Checker>,
+        instance: String,
+    ) -> Self {
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: FIELD_MANAGER.to_string(),
+                instance: Some(instance),
+            },
+        );
+        Self {
+            schemas: checker.revisions(),
+            client,
+            sources,
+            checker,
+            recorder,
+            checked: HashMap::new(),
+            compiled: HashMap::new(),
+            retries: HashMap::new(),
+            seen: None,
+        }
+    }
+
+    /// Writes status while `leadership` says this replica leads, until the process stops.
+    pub async fn run(mut self, mut leadership: Leadership) {
+        loop {
+            if leadership.wait_for(|leading| *leading).await.is_err() {
+                return;
+            }
+            info!("leading: writing the status of every policy and binding that is stale");
+            tokio::select! {
+                biased;
+                lost = leadership.wait_for(|leading| !*leading) => {
+                    if lost.is_err() {
+                        return;
+                    }
+                    info!("no longer leading: status writes stopped");
+                    // Whatever was retried belongs to the next term, which compares afresh.
+                    self.retries.clear();
+                }
+                () = self.lead() => return,
+            }
+        }
+    }
+
+    /// Passes, each after a change, for as long as the future is polled.
+    async fn lead(&mut self) {
+        self.seen = None;
+        loop {
+            let retry_at = self.pass().await;
+            if self.wait_for_change(retry_at).await {
+                tokio::time::sleep(COALESCE).await;
+            }
+        }
+    }
+
+    /// Waits until an input changes (true) or the earliest retry is due (false).
+    async fn wait_for_change(&mut self, retry_at: Option<Instant>) -> bool {
+        let seen = self.seen.clone();
+        let store = self.sources.snapshot.clone();
+        let snapshot_changed = async move {
+            loop {
+                let deadline = Instant::now() + IDLE;
+                let now = store
+                    .wait_until(deadline, |s| match &seen {
+                        None => true,
+                        Some(seen) => {
+                            s.ready != seen.ready
+                                || !Arc::ptr_eq(&s.policies, &seen.policies)
+                                || !Arc::ptr_eq(&s.params, &seen.params)
+                        }
+                    })
+                    .await;
+                if seen
+                    .as_ref()
+                    .is_none_or(|seen| now.revision != seen.revision)
+                {
+                    return;
+                }
+            }
+        };
+        let retry = async {
+            match retry_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        // A closed channel never changes again: its branch is left out.
+        let touched = self.sources.touched.has_changed().is_ok();
+        let applied = self.sources.applied.has_changed().is_ok();
+        let schemas = self.schemas.has_changed().is_ok();
+        tokio::select! {
+            () = snapshot_changed => true,
+            () = retry => false,
+            changed = self.sources.touched.changed(), if touched => changed.is_ok(),
+            changed = self.sources.applied.changed(), if applied => changed.is_ok(),
+            changed = self.schemas.changed(), if schemas => changed.is_ok(),
+            () = tokio::time::sleep(IDLE) => false,
+        }
+    }
+
+    /// Reads the inputs once.
+    fn world(&mut self) -> World {
+        self.sources.touched.borrow_and_update();
+        World {
+            snapshot: self.sources.snapshot.load(),
+            applied: self.sources.applied.borrow_and_update().clone(),
+            validating: sorted(self.sources.validating.state()),
+            validating_bindings: sorted(self.sources.validating_bindings.state()),
+            mutating: sorted(self.sources.mutating.state()),
+            mutating_bindings: sorted(self.sources.mutating_bindings.state()),
+            schemas: *self.schemas.borrow_and_update(),
+        }
+    }
+
+    /// Brings every stored object's status up to date; returns when the earliest failed write
+    /// is due again.
+    async fn pass(&mut self) -> Option<Instant> {
+        let world = self.world();
+        self.seen = Some(world.snapshot.clone());
+        if !world.snapshot.ready {
+            debug!("no policy set is published yet; no status is written before it");
+            return None;
+        }
+        self.forget(&world);
+        for policy in &world.validating {
+            self.validating_policy(policy, &world).await;
+        }
+        for binding in &world.validating_bindings {
+            self.validating_binding(binding, &world).await;
+        }
+        for policy in &world.mutating {
+            self.mutating_policy(policy, &world).await;
+        }
+        for binding in &world.mutating_bindings {
+            self.mutating_binding(binding, &world).await;
+        }
+        self.retries.values().map(|r| r.at).min()
+    }
+
+    /// Forgets what belongs to objects no longer stored.
+    fn forget(&mut self, world: &World) {
+        let names = |kind: Kind| -> Vec<String> {
+            match kind {
+                Kind::ValidatingPolicy => world.validating.iter().map(|o| o.name_any()).collect(),
+                Kind::ValidatingBinding => world
+                    .validating_bindings
+                    .iter()
+                    .map(|o| o.name_any())
+                    .collect(),
+                Kind::MutatingPolicy => world.mutating.iter().map(|o| o.name_any()).collect(),
+                Kind::MutatingBinding => world
+                    .mutating_bindings
+                    .iter()
+                    .map(|o| o.name_any())
+                    .collect(),
+            }
+        };
+        let stored: std::collections::HashSet<(Kind, String)> = [
+            Kind::ValidatingPolicy,
+            Kind::ValidatingBinding,
+            Kind::MutatingPolicy,
+            Kind::MutatingBinding,
+        ]
+        .into_iter()
+        .flat_map(|kind| names(kind).into_iter().map(move |n| (kind, n)))
+        .collect();
+        self.checked.retain(|key, _| stored.contains(key));
+        self.retries.retain(|key, _| stored.contains(key));
+        self.compiled
+            .retain(|name, _| stored.contains(&(Kind::ValidatingPolicy, name.clone())));
+    }
+
+    /// Whether a failed write of this object waits for its retry.
+    fn waiting(&self, key: &(Kind, String)) -> bool {
+        self.retries.get(key).is_some_and(|r| r.at > Instant::now())
+    }
+
+    /// The type checking report of a policy at its uid and generation and the current schemas.
+    async fn report(
+        &mut self,
+        key: &(Kind, String),
+        uid: &str,
+        generation: i64,
+        schemas: u64,
+        policy: impl FnOnce() -> Policy,
+    ) -> Arc<typecheck::Report> {
+        if let Some(c) = self.checked.get(key)
+            && c.uid == uid
+            && c.generation == generation
+            && c.schemas == schemas
+        {
+            return c.report.clone();
+        }
+        let report = self.checker.check(policy()).await;
+        self.checked.insert(
+            key.clone(),
+            Checked {
+                uid: uid.to_string(),
+                generation,
+                schemas,
+                report: report.clone(),
+            },
+        );
+        report
+    }
+
+    /// The compiled form of a policy the snapshot does not hold.
+    fn unbound(&mut self, policy: &ValidatingAdmissionPolicy) -> Arc<ValidatingPolicy> {
+        let (uid, generation) = uid_and_generation(policy);
+        let name = policy.name_any();
+        if let Some(c) = self.compiled.get(&name)
+            && c.uid == uid
+            && c.generation == generation
+        {
+            return c.policy.clone();
+        }
+        let compiled = Arc::new(compile_validating(convert::validating_policy(policy)));
+        self.compiled.insert(
+            name,
+            Compiled {
+                uid,
+                generation,
+                policy: compiled.clone(),
+            },
+        );
+        compiled
+    }
+
+    fn validating_readiness(
+        &mut self,
+        policy: &ValidatingAdmissionPolicy,
+        world: &World,
+    ) -> Readiness {
+        let (uid, generation) = uid_and_generation(policy);
+        let name = policy.name_any();
+        let has_bindings = world
+            .validating_bindings
+            .iter()
+            .any(|b| b.spec.policy_name.as_deref() == Some(name.as_str()));
+        readiness::validating_policy(
+            &name,
+            &uid,
+            generation,
+            &world.snapshot,
+            &world.applied,
+            || self.unbound(policy),
+            has_bindings,
+        )
+    }
+
+    async fn validating_policy(&mut self, policy: &ValidatingAdmissionPolicy, world: &World) {
+        let key = (Kind::ValidatingPolicy, policy.name_any());
+        if self.waiting(&key) {
+            return;
+        }
+        let readiness = self.validating_readiness(policy, world);
+        let Some(ready) = ready_want(&readiness) else {
+            return;
+        };
+        let (uid, generation) = uid_and_generation(policy);
+        let report = self
+            .report(&key, &uid, generation, world.schemas, || {
+                Policy::Validating(convert::validating_policy(policy))
+            })
+            .await;
+        let status = typecheck::policy_status(generation, &report, ready, policy.status.as_ref());
+        if policy.status.as_ref() == Some(&status) {
+            return;
+        }
+        let events = events::changes(
+            &Observed::policy(policy.status.as_ref(), true),
+            &Observed::policy(Some(&status), true),
+        );
+        self.write(key, policy, &status, &events).await;
+    }
+
+    async fn validating_binding(
+        &mut self,
+        binding: &ValidatingAdmissionPolicyBinding,
+        world: &World,
+    ) {
+        let key = (Kind::ValidatingBinding, binding.name_any());
+        if self.waiting(&key) {
+            return;
+        }
+        let spec = convert::validating_binding(binding);
+        let policy = world
+            .validating
+            .iter()
+            .find(|p| p.name_any() == spec.policy_name)
+            .cloned();
+        let policy_readiness = policy.as_ref().map(|p| self.validating_readiness(p, world));
+        let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
+        let readiness = readiness::validating_binding(
+            &spec,
+            policy_ids
+                .as_ref()
+                .zip(policy_readiness)
+                .map(|((uid, generation), r)| (uid.as_str(), *generation, r)),
+            &world.snapshot,
+            &world.applied,
+        );
+        let param_kind = policy
+            .as_ref()
+            .and_then(|p| p.spec.param_kind.as_ref())
+            .map(convert::param_kind);
+        let resolved = readiness::resolved_params(
+            &world.snapshot,
+            param_kind.as_ref(),
+            spec.param_ref.as_ref(),
+        );
+        self.binding_status(key, binding, readiness, resolved).await;
+    }
+
+    async fn mutating_policy(&mut self, policy: &MutatingAdmissionPolicy, world: &World) {
+        let key = (Kind::MutatingPolicy, policy.name_any());
+        if self.waiting(&key) {
+            return;
+        }
+        let Some(ready) = ready_want(&readiness::mutating_policy()) else {
+            return;
+        };
+        let (uid, generation) = uid_and_generation(policy);
+        let report = self
+            .report(&key, &uid, generation, world.schemas, || {
+                Policy::Mutating(convert::mutating_policy(policy))
+            })
+            .await;
+        let status = typecheck::policy_status(generation, &report, ready, policy.status.as_ref());
+        if policy.status.as_ref() == Some(&status) {
+            return;
+        }
+        let events = events::changes(
+            &Observed::policy(policy.status.as_ref(), false),
+            &Observed::policy(Some(&status), false),
+        );
+        self.write(key, policy, &status, &events).await;
+    }
+
+    async fn mutating_binding(&mut self, binding: &MutatingAdmissionPolicyBinding, world: &World) {
+        let key = (Kind::MutatingBinding, binding.name_any());
+        if self.waiting(&key) {
+            return;
+        }
+        let policy_name = binding.spec.policy_name.clone().unwrap_or_default();
+        let policy = world.mutating.iter().find(|p| p.name_any() == policy_name);
+        let readiness = readiness::mutating_binding(&policy_name, policy.is_some());
+        let param_kind = policy
+            .and_then(|p| p.spec.param_kind.as_ref())
+            .map(convert::param_kind);
+        let param_ref = binding.spec.param_ref.as_ref().map(convert::param_ref);
+        let resolved =
+            readiness::resolved_params(&world.snapshot, param_kind.as_ref(), param_ref.as_ref());
+        self.binding_status(key, binding, readiness, resolved).await;
+    }
+
+    /// Writes a binding's status if it changed.
+    async fn binding_status<K>(
+        &mut self,
+        key: (Kind, String),
+        binding: &K,
+        readiness: Readiness,
+        resolved_params: Option<i32>,
+    ) where
+        K: apply::Object + BindingObject,
+    {
+        let Some(ready) = ready_want(&readiness) else {
+            return;
+        };
+        let generation = binding.meta().generation.unwrap_or_default();
+        let previous = binding.status();
+        let status = BindingStatus {
+            observed_generation: Some(generation),
+            resolved_params,
+            conditions: Some(conditions::merge(
+                &[ready],
+                generation,
+                previous.and_then(|s| s.conditions.as_deref()),
+                &conditions::now(),
+            )),
+        };
+        if previous == Some(&status) {
+            return;
+        }
+        let events = events::changes(
+            &Observed::binding(previous),
+            &Observed::binding(Some(&status)),
+        );
+        self.write(key, binding, &status, &events).await;
+    }
+
+    /// Applies `status` to `object` and publishes `events` about it; a failure is retried
+    /// after a growing delay.
+    async fn write<K, S>(
+        &mut self,
+        key: (Kind, String),
+        object: &K,
+        status: &S,
+        events: &[kube::runtime::events::Event],
+    ) where
+        K: apply::Object,
+        S: serde::Serialize,
+    {
+        match apply::status(&self.client, object, status).await {
+            Ok(()) => {
+                debug!(kind = %K::kind(&()), name = %key.1, "status written");
+                self.retries.remove(&key);
+                events::publish(&self.recorder, &object.object_ref(&()), events).await;
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                debug!(kind = %K::kind(&()), name = %key.1, "object deleted before its status was written");
+                self.retries.remove(&key);
+            }
+            Err(error) => {
+                let retry = self.retries.entry(key.clone()).or_insert_with(|| Retry {
+                    backoff: Backoff::new(RETRY_FIRST, RETRY_MAX),
+                    at: Instant::now(),
+                });
+                let delay = retry.backoff.next_delay();
+                retry.at = Instant::now() + delay;
+                warn!(%error, kind = %K::kind(&()), name = %key.1, retry_in_s = delay.as_secs_f64(), "cannot write status");
+            }
+        }
+    }
+}
+
+/// A binding kind: its status.
+trait BindingObject {
+    fn status(&self) -> Option<&BindingStatus>;
+}
+
+impl BindingObject for ValidatingAdmissionPolicyBinding {
+    fn status(&self) -> Option<&BindingStatus> {
+        self.status.as_ref()
+    }
+}
+
+impl BindingObject for MutatingAdmissionPolicyBinding {
+    fn status(&self) -> Option<&BindingStatus> {
+        self.status.as_ref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+    use crate::fixtures::{self, ApiServer, Call};
+    use crate::policy_set;
+    use celgate_engine::schema::Gvk;
+    use celgate_engine::typecheck::{ExpressionWarning, TypeCheckReport};
+    use celgate_engine::{BoundPolicy, PolicySet};
+    use http::Method;
+    use kube::runtime::reflector::{self, store::Writer};
+    use kube::runtime::watcher::Event;
+    use serde_json::{Value, json};
+
+    const POLICY_STATUS: &str =
+        "/apis/admission.celgate.io/v1/validatingadmissionpolicies/p/status";
+    const BINDING_STATUS: &str =
+        "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/b/status";
+    const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/default/events";
+    const WARNING: &str = "apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas > 1\n | ......^\n";
+
+    /// A checker that reports one upstream warning for every policy.
+    struct Fixed(watch::Sender<u64>);
+
+    impl Checker for Fixed {
+        fn revisions(&self) -> watch::Receiver<u64> {
+            self.0.subscribe()
+        }
+
+        fn check(&self, _: Policy) -> futures::future::BoxFuture<'_, Arc<TypeCheckReport>> {
+            let gvk = Gvk::new("apps", "v1", "Deployment");
+            Box::pin(std::future::ready(Arc::new(TypeCheckReport {
+                expression_warnings: vec![ExpressionWarning {
+                    field_ref: "spec.validations[0].expression".into(),
+                    warning: WARNING.into(),
+                }],
+                additional_warnings: Vec::new(),
+                checked: vec![gvk],
+                skipped: Vec::new(),
+            })))
+        }
+    }
+
+    fn stored<K>(objects: &[K]) -> (Store<K>, Writer<K>)
+    where
+        K: Resource<DynamicType = ()> + Clone + 'static,
+    {
+        let (reader, mut writer) = reflector::store();
+        writer.apply_watcher_event(&Event::Init);
+        for object in objects {
+            writer.apply_watcher_event(&Event::InitApply(object.clone()));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        (reader, writer)
+    }
+
+    /// A status writer over policy `p` bound by `b` (both published and registered), with
+    /// the statuses given, led as `leading` says.
+    struct Running {
+        api: ApiServer,
+        leading: watch::Sender<bool>,
+        _keep: Box<dyn std::any::Any + Send>,
+    }
+
+    fn start(
+        policy: ValidatingAdmissionPolicy,
+        binding: ValidatingAdmissionPolicyBinding,
+        leading: bool,
+    ) -> Running {
+        let (client, api) = fixtures::pair();
+        let snapshot = SnapshotStore::new();
+        let set = Arc::new(PolicySet {
+            validating: vec![BoundPolicy {
+                policy: policy_set::compile(&policy),
+                bindings: vec![Arc::new(convert::validating_binding(&binding))],
+            }],
+        });
+        snapshot.publish_policies(set.clone(), Arc::default());
+        let (applied_sender, applied) = watch::channel(Applied {
+            set: Some(set),
+            error: None,
+        });
+        let (touched_sender, touched) = watch::channel(());
+        let (validating, w1) = stored(&[policy]);
+        let (validating_bindings, w2) = stored(&[binding]);
+        let (mutating, w3) = stored::<MutatingAdmissionPolicy>(&[]);
+        let (mutating_bindings, w4) = stored::<MutatingAdmissionPolicyBinding>(&[]);
+        let (schemas, _) = watch::channel(0);
+        let writer = StatusWriter::new(
+            client,
+            Sources {
+                validating,
+                validating_bindings,
+                mutating,
+                mutating_bindings,
+                snapshot,
+                applied,
+                touched,
+            },
+            Arc::new(Fixed(schemas)),
+            "test".into(),
+        );
+        let (leading_sender, leadership) = watch::channel(leading);
+        let task = tokio::spawn(writer.run(leadership));
+        Running {
+            api,
+            leading: leading_sender,
+            _keep: Box::new((
+                w1,
+                w2,
+                w3,
+                w4,
+                applied_sender,
+                touched_sender,
+                AbortOnDrop(task),
+            )),
+        }
+    }
+
+    struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+
+    /// Sets every `lastTransitionTime` in `body` to a fixed value after checking it is an
+    /// RFC 3339 time of whole seconds.
+    fn fixed_times(mut body: Value) -> Value {
+        for c in body["status"]["conditions"]
+            .as_array_mut()
+            .into_iter()
+            .flatten()
+        {
+            let t = c["lastTransitionTime"].as_str().unwrap();
+            assert!(t.parse::<k8s_openapi::jiff::Timestamp>().is_ok(), "{t}");
+            assert!(t.ends_with('Z') && !t.contains('.'), "{t}");
+            c["lastTransitionTime"] = "T".into();
+        }
+        body
+    }
+
+    /// The next call, which must be a status apply to `path`, answered with the object.
+    async fn status_apply(api: &mut ApiServer, path: &str) -> Value {
+        let call = api.next().await;
+        assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, path));
+        assert!(
+            call.query.contains("fieldManager=celgate"),
+            "{}",
+            call.query
+        );
+        assert!(call.query.contains("force=true"), "{}", call.query);
+        let body = call.body.clone();
+        answer(call);
+        body
+    }
+
+    /// Answers a status apply with the object it makes (an empty spec stands for the stored one).
+    fn answer(call: Call) {
+        let mut object = call.body.clone();
+        object["spec"] = json!({});
+        call.reply(200, object);
+    }
+
+    /// Answers the events that follow a write; returns their reasons.
+    async fn events(api: &mut ApiServer, count: usize) -> Vec<String> {
+        let mut reasons = Vec::new();
+        for _ in 0..count {
+            let call: Call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::POST, EVENTS),
+                "{reasons:?}"
+            );
+            reasons.push(call.body["reason"].as_str().unwrap().to_string());
+            let body = call.body.clone();
+            call.reply(201, body);
+        }
+        reasons
+    }
+
+    fn with_status<K: serde::de::DeserializeOwned>(object: Value, body: &Value) -> K {
+        let mut object = object;
+        object["status"] = body["status"].clone();
+        serde_json::from_value(object).unwrap()
+    }
+
+    async fn idle(api: &mut ApiServer) -> bool {
+        tokio::time::timeout(Duration::from_secs(3600), api.next())
+            .await
+            .is_err()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_leader_applies_each_status_once_with_the_exact_body_and_events() {
+        let scenario = async {
+            let policy = fixtures::policy_json("p", 1, "object.replicas > 1", None);
+            let binding = fixtures::binding_json("b", "p");
+            let mut running = start(
+                serde_json::from_value(policy.clone()).unwrap(),
+                serde_json::from_value(binding.clone()).unwrap(),
+                true,
+            );
+            let api = &mut running.api;
+            let written = status_apply(api, POLICY_STATUS).await;
+            assert_eq!(
+                fixed_times(written.clone()),
+                json!({
+                    "apiVersion": "admission.celgate.io/v1",
+                    "kind": "ValidatingAdmissionPolicy",
+                    "metadata": {"name": "p"},
+                    "status": {
+                        "observedGeneration": 1,
+                        "typeChecking": {
+                            "expressionWarnings": [{
+                                "fieldRef": "spec.validations[0].expression",
+                                "warning": WARNING,
+                            }],
+                            "warningCount": 1,
+                        },
+                        "conditions": [
+                            {"type": "Ready", "status": "True", "reason": "Enforced",
+                             "message": "generation 1 is compiled and enforced through 1 binding(s)",
+                             "observedGeneration": 1, "lastTransitionTime": "T"},
+                            {"type": "TypeChecked", "status": "True", "reason": "Checked",
+                             "message": "checked 1 kind: apps/v1, Kind=Deployment",
+                             "observedGeneration": 1, "lastTransitionTime": "T"},
+                        ],
+                    },
+                })
+            );
+            assert_eq!(
+                events(api, 3).await,
+                ["Compiled", "TypeCheckWarnings", "Ready"]
+            );
+            let written_binding = status_apply(api, BINDING_STATUS).await;
+            assert_eq!(
+                fixed_times(written_binding.clone()),
+                json!({
+                    "apiVersion": "admission.celgate.io/v1",
+                    "kind": "ValidatingAdmissionPolicyBinding",
+                    "metadata": {"name": "b"},
+                    "status": {
+                        "observedGeneration": 1,
+                        "conditions": [
+                            {"type": "Ready", "status": "True", "reason": "Enforced",
+                             "message": "enforced with policy 'p' generation 1",
+                             "observedGeneration": 1, "lastTransitionTime": "T"},
+                        ],
+                    },
+                })
+            );
+            assert_eq!(events(api, 1).await, ["Ready"]);
+            drop(running);
+
+            // A writer whose objects already carry those statuses writes nothing, and
+            // publishes no event.
+            let mut again = start(
+                with_status(policy, &written),
+                with_status(binding, &written_binding),
+                true,
+            );
+            assert!(
+                idle(&mut again.api).await,
+                "an unchanged status was written again"
+            );
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_that_does_not_lead_writes_nothing_until_it_leads_and_stops_when_it_loses() {
+        let scenario = async {
+            let mut running = start(
+                fixtures::policy("p", 1, "true", None),
+                fixtures::binding("b", "p"),
+                false,
+            );
+            assert!(
+                idle(&mut running.api).await,
+                "a replica that does not lead wrote"
+            );
+
+            running.leading.send_replace(true);
+            // The policy's write is in flight when the lease is lost: nothing follows it.
+            let call = running.api.next().await;
+            assert_eq!(call.path, POLICY_STATUS);
+            running.leading.send_replace(false);
+            tokio::task::yield_now().await;
+            answer(call);
+            assert!(idle(&mut running.api).await, "wrote after losing the lease");
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_write_is_retried_after_a_delay() {
+        let scenario = async {
+            let mut running = start(
+                fixtures::policy("p", 1, "true", None),
+                fixtures::binding("b", "p"),
+                true,
+            );
+            let api = &mut running.api;
+            let call = api.next().await;
+            assert_eq!(call.path, POLICY_STATUS);
+            call.reply(500, fixtures::status(500, "InternalError"));
+            let failed = Instant::now();
+            // The binding is written meanwhile; the policy again after the first delay.
+            status_apply(api, BINDING_STATUS).await;
+            events(api, 1).await;
+            status_apply(api, POLICY_STATUS).await;
+            assert_eq!(Instant::now() - failed, RETRY_FIRST);
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+}

@@ -1,0 +1,543 @@
+//! Whether a policy or binding, at the generation it has now, is compiled and enforced by this
+//! process: its compiled form is in the published snapshot and the webhook configurations
+//! covering that snapshot are applied. Also how many params a binding resolves.
+
+use std::sync::Arc;
+
+use celgate_engine::ValidatingPolicy;
+use celgate_engine::matching::selector_matches;
+use celgate_engine::model::{ParamKind, ParamRef, ValidatingBindingSpec};
+use celgate_snapshot::{ParamKindEntry, Snapshot};
+
+use crate::registration::Applied;
+
+/// Ready reason: compiled and enforced.
+pub const ENFORCED: &str = "Enforced";
+/// NotReady reason: an expression does not compile.
+pub const COMPILE_ERROR: &str = "CompileError";
+/// NotReady reason: no binding names the policy, so it applies to no request.
+pub const NOT_BOUND: &str = "NotBound";
+/// NotReady reason: the binding names a policy that does not exist.
+pub const POLICY_NOT_FOUND: &str = "PolicyNotFound";
+/// NotReady reason: the API server does not serve the paramKind.
+pub const PARAM_KIND_NOT_SERVED: &str = "ParamKindNotServed";
+/// NotReady reason: celgate may not read the paramKind.
+pub const PARAM_KIND_FORBIDDEN: &str = "ParamKindForbidden";
+/// NotReady reason: the webhook configurations covering this generation could not be applied.
+pub const WEBHOOK_NOT_REGISTERED: &str = "WebhookNotRegistered";
+/// NotReady reason: celgate does not enforce MutatingAdmissionPolicies yet.
+pub const MUTATION_NOT_ENFORCED: &str = "MutationNotEnforced";
+
+/// How an object stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Readiness {
+    /// This process has not caught up with the object's generation yet (not compiled, not
+    /// published, or the webhook registration not applied yet): nothing is written until it
+    /// has, so `Ready` is never True before enforcement nor False for a moment.
+    Pending,
+    /// Compiled and enforced.
+    Ready(String),
+    /// Not enforced, or enforced with errors, for this reason.
+    NotReady {
+        /// CamelCase reason.
+        reason: &'static str,
+        /// What a user reads.
+        message: String,
+    },
+}
+
+impl Readiness {
+    fn not_ready(reason: &'static str, message: impl Into<String>) -> Self {
+        Self::NotReady {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The message of a compile failure: each failing field with its error.
+pub fn compile_message(errors: &[(String, String)]) -> String {
+    errors
+        .iter()
+        .map(|(field, error)| format!("{field}: {error}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Whether the paramKind's watch keeps the policy from being enforced, and why.
+fn param_kind_problem(snapshot: &Snapshot, kind: &ParamKind) -> Option<Readiness> {
+    match snapshot.params.entry(&kind.api_version, &kind.kind) {
+        Some(ParamKindEntry::Ready(_)) => None,
+        Some(ParamKindEntry::NotServed) => Some(Readiness::not_ready(
+            PARAM_KIND_NOT_SERVED,
+            celgate_engine::params::not_served(kind),
+        )),
+        Some(ParamKindEntry::Forbidden(message)) => Some(Readiness::not_ready(
+            PARAM_KIND_FORBIDDEN,
+            format!("{message}; grant celgate's ServiceAccount get, list and watch on it"),
+        )),
+        Some(ParamKindEntry::Syncing) | None => Some(Readiness::Pending),
+    }
+}
+
+/// Whether the applied webhook configurations cover `compiled` (the same compiled policy is in
+/// the set they were built from), else why not.
+fn registered(
+    applied: &Applied,
+    covered: impl Fn(&celgate_engine::PolicySet) -> bool,
+) -> Readiness {
+    match (&applied.set, &applied.error) {
+        (Some(set), _) if covered(set) => Readiness::Ready(String::new()),
+        (_, Some(error)) => Readiness::not_ready(WEBHOOK_NOT_REGISTERED, error.clone()),
+        _ => Readiness::Pending,
+    }
+}
+
+/// The compiled policy bound in `set` under `name`, if it is that uid and generation.
+fn bound<'a>(
+    set: &'a celgate_engine::PolicySet,
+    name: &str,
+    uid: &str,
+    generation: i64,
+) -> Option<&'a celgate_engine::BoundPolicy> {
+    set.validating.iter().find(|b| {
+        &*b.policy.name == name
+            && b.policy.spec.uid == uid
+            && b.policy.spec.generation == generation
+    })
+}
+
+/// A ValidatingAdmissionPolicy at `uid` and `generation`. `compiled` is its compiled form
+/// when the snapshot does not hold it (an unbound policy); `has_bindings` says whether a
+/// stored binding names it (then the snapshot will hold it once published).
+pub fn validating_policy(
+    name: &str,
+    uid: &str,
+    generation: i64,
+    snapshot: &Snapshot,
+    applied: &Applied,
+    unbound: impl FnOnce() -> Arc<ValidatingPolicy>,
+    has_bindings: bool,
+) -> Readiness {
+    let Some(published) = bound(&snapshot.policies, name, uid, generation) else {
+        if has_bindings {
+            return Readiness::Pending;
+        }
+        let errors = unbound().compile_errors();
+        if !errors.is_empty() {
+            return Readiness::not_ready(COMPILE_ERROR, compile_message(&errors));
+        }
+        return Readiness::not_ready(
+            NOT_BOUND,
+            "no ValidatingAdmissionPolicyBinding names this policy, so it applies to no request",
+        );
+    };
+    let errors = published.policy.compile_errors();
+    if !errors.is_empty() {
+        return Readiness::not_ready(COMPILE_ERROR, compile_message(&errors));
+    }
+    if let Some(kind) = &published.policy.spec.param_kind
+        && let Some(problem) = param_kind_problem(snapshot, kind)
+    {
+        return problem;
+    }
+    match registered(applied, |set| {
+        bound(set, name, uid, generation).is_some_and(|b| Arc::ptr_eq(&b.policy, &published.policy))
+    }) {
+        Readiness::Ready(_) => Readiness::Ready(format!(
+            "generation {generation} is compiled and enforced through {} binding(s)",
+            published.bindings.len()
+        )),
+        other => other,
+    }
+}
+
+/// A ValidatingAdmissionPolicyBinding whose converted spec is `binding`. `policy` is the
+/// readiness of the policy it names at that policy's stored uid and generation, `None` when
+/// no such policy is stored.
+pub fn validating_binding(
+    binding: &ValidatingBindingSpec,
+    policy: Option<(&str, i64, Readiness)>,
+    snapshot: &Snapshot,
+    applied: &Applied,
+) -> Readiness {
+    let Some((uid, generation, policy_readiness)) = policy else {
+        return Readiness::not_ready(
+            POLICY_NOT_FOUND,
+            format!(
+                "ValidatingAdmissionPolicy '{}' does not exist; this binding applies to no request until it does",
+                binding.policy_name
+            ),
+        );
+    };
+    match policy_readiness {
+        Readiness::Pending => return Readiness::Pending,
+        Readiness::NotReady { reason, message } if reason != NOT_BOUND => {
+            return Readiness::not_ready(
+                reason,
+                format!("policy '{}': {message}", binding.policy_name),
+            );
+        }
+        _ => {}
+    }
+    let in_set = |set: &celgate_engine::PolicySet| {
+        bound(set, &binding.policy_name, uid, generation)
+            .is_some_and(|b| b.bindings.iter().any(|b| **b == *binding))
+    };
+    if !in_set(&snapshot.policies) {
+        return Readiness::Pending;
+    }
+    match registered(applied, in_set) {
+        Readiness::Ready(_) => Readiness::Ready(format!(
+            "enforced with policy '{}' generation {generation}",
+            binding.policy_name
+        )),
+        other => other,
+    }
+}
+
+/// A MutatingAdmissionPolicy: stored and type checked, never enforced by this version.
+pub fn mutating_policy() -> Readiness {
+    Readiness::not_ready(
+        MUTATION_NOT_ENFORCED,
+        "celgate does not enforce MutatingAdmissionPolicies yet: the policy is type checked, but no request is mutated",
+    )
+}
+
+/// A MutatingAdmissionPolicyBinding naming `policy_name`, which is stored or not.
+pub fn mutating_binding(policy_name: &str, policy_stored: bool) -> Readiness {
+    if !policy_stored {
+        return Readiness::not_ready(
+            POLICY_NOT_FOUND,
+            format!(
+                "MutatingAdmissionPolicy '{policy_name}' does not exist; this binding applies to no request until it does"
+            ),
+        );
+    }
+    Readiness::not_ready(
+        MUTATION_NOT_ENFORCED,
+        "celgate does not enforce MutatingAdmissionPolicies yet: no request is mutated through this binding",
+    )
+}
+
+/// How many objects of `kind` the `param_ref` selects now (all namespaces when a namespaced
+/// kind's paramRef names none, as each request's namespace is then used); `None` without a
+/// paramRef or while the kind's objects are not known.
+pub fn resolved_params(
+    snapshot: &Snapshot,
+    kind: Option<&ParamKind>,
+    param_ref: Option<&ParamRef>,
+) -> Option<i32> {
+    let (kind, param_ref) = (kind?, param_ref?);
+    let Some(ParamKindEntry::Ready(store)) = snapshot.params.entry(&kind.api_version, &kind.kind)
+    else {
+        return None;
+    };
+    let namespace = param_ref.namespace.as_deref().filter(|n| !n.is_empty());
+    let count = store
+        .objects
+        .iter()
+        .filter(|((ns, name), object)| {
+            namespace.is_none_or(|want| !store.namespaced || ns == want)
+                && param_ref.name.as_ref().is_none_or(|n| n == name)
+                && param_ref.selector.as_ref().is_none_or(|selector| {
+                    let labels = object
+                        .get("metadata")
+                        .and_then(|m| m.get("labels"))
+                        .and_then(serde_json::Value::as_object);
+                    selector_matches(selector, labels).unwrap_or(false)
+                })
+        })
+        .count();
+    Some(i32::try_from(count).unwrap_or(i32::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+    use super::*;
+    use crate::{convert, fixtures, policy_set};
+    use celgate_engine::{BoundPolicy, ParamObjects, PolicySet};
+    use celgate_snapshot::ParamViews;
+    use serde_json::json;
+    use std::collections::BTreeMap;
+
+    const WIDGET: (&str, &str) = ("example.com/v1", "Widget");
+
+    /// A snapshot with policy `p` (generation 1, `expression`, paramKind if given) bound by `b`,
+    /// and the registration that covers it (or not).
+    fn published(expression: &str, param_kind: Option<(&str, &str)>) -> (Snapshot, Arc<PolicySet>) {
+        let policy = policy_set::compile(&fixtures::policy("p", 1, expression, param_kind));
+        let binding = Arc::new(convert::validating_binding(&fixtures::binding("b", "p")));
+        let set = Arc::new(PolicySet {
+            validating: vec![BoundPolicy {
+                policy,
+                bindings: vec![binding],
+            }],
+        });
+        let snapshot = Snapshot {
+            ready: true,
+            policies: set.clone(),
+            ..Snapshot::default()
+        };
+        (snapshot, set)
+    }
+
+    fn covering(set: &Arc<PolicySet>) -> Applied {
+        Applied {
+            set: Some(set.clone()),
+            error: None,
+        }
+    }
+
+    fn policy_readiness(snapshot: &Snapshot, applied: &Applied, generation: i64) -> Readiness {
+        validating_policy(
+            "p",
+            "uid-p",
+            generation,
+            snapshot,
+            applied,
+            || unreachable!("p is bound"),
+            true,
+        )
+    }
+
+    fn reason(readiness: &Readiness) -> &'static str {
+        match readiness {
+            Readiness::NotReady { reason, .. } => reason,
+            Readiness::Ready(_) => ENFORCED,
+            Readiness::Pending => "Pending",
+        }
+    }
+
+    #[test]
+    fn a_bound_policy_is_ready_only_once_the_registration_covers_its_generation() {
+        let (snapshot, set) = published("true", None);
+        assert_eq!(
+            policy_readiness(&snapshot, &Applied::default(), 1),
+            Readiness::Pending
+        );
+        let ready = policy_readiness(&snapshot, &covering(&set), 1);
+        assert_eq!(
+            ready,
+            Readiness::Ready("generation 1 is compiled and enforced through 1 binding(s)".into())
+        );
+        // A newer generation than the one published is pending, whatever the registration.
+        assert_eq!(
+            policy_readiness(&snapshot, &covering(&set), 2),
+            Readiness::Pending
+        );
+        // The registration failed for this set: not ready, with the error.
+        let failed = Applied {
+            set: None,
+            error: Some("cannot apply the webhook configurations: boom".into()),
+        };
+        assert_eq!(
+            policy_readiness(&snapshot, &failed, 1),
+            Readiness::NotReady {
+                reason: WEBHOOK_NOT_REGISTERED,
+                message: "cannot apply the webhook configurations: boom".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_compile_error_is_reported_with_its_text() {
+        let (snapshot, set) = published("object.", None);
+        let Readiness::NotReady { reason, message } =
+            policy_readiness(&snapshot, &covering(&set), 1)
+        else {
+            panic!("a policy that does not compile is not ready");
+        };
+        assert_eq!(reason, COMPILE_ERROR);
+        assert!(
+            message.starts_with("spec.validations[0].expression: "),
+            "{message}"
+        );
+        assert!(message.contains("Syntax error"), "{message}");
+    }
+
+    #[test]
+    fn param_kinds_not_served_forbidden_or_syncing() {
+        let (mut snapshot, set) = published("true", Some(WIDGET));
+        let key = (WIDGET.0.to_string(), WIDGET.1.to_string());
+        let with = |snapshot: &mut Snapshot, entry: Option<ParamKindEntry>| {
+            let mut views = ParamViews::default();
+            views.set(&key, entry);
+            snapshot.params = Arc::new(views);
+        };
+        with(&mut snapshot, None);
+        assert_eq!(
+            policy_readiness(&snapshot, &covering(&set), 1),
+            Readiness::Pending
+        );
+        with(&mut snapshot, Some(ParamKindEntry::NotServed));
+        assert_eq!(
+            policy_readiness(&snapshot, &covering(&set), 1),
+            Readiness::NotReady {
+                reason: PARAM_KIND_NOT_SERVED,
+                message:
+                    "failed to find resource referenced by paramKind: 'example.com/v1, Kind=Widget'"
+                        .into()
+            }
+        );
+        with(
+            &mut snapshot,
+            Some(ParamKindEntry::Forbidden(
+                "celgate may not read param kind example.com/v1 Widget: forbidden".into(),
+            )),
+        );
+        let forbidden = policy_readiness(&snapshot, &covering(&set), 1);
+        assert_eq!(reason(&forbidden), PARAM_KIND_FORBIDDEN);
+        with(&mut snapshot, Some(ParamKindEntry::Ready(Arc::default())));
+        assert_eq!(
+            reason(&policy_readiness(&snapshot, &covering(&set), 1)),
+            ENFORCED
+        );
+    }
+
+    #[test]
+    fn an_unbound_policy_reports_its_compile_error_or_that_it_is_not_bound() {
+        let snapshot = Snapshot {
+            ready: true,
+            ..Snapshot::default()
+        };
+        let compile = |e: &str| policy_set::compile(&fixtures::policy("p", 1, e, None));
+        let unbound = |e: &'static str| {
+            validating_policy(
+                "p",
+                "uid-p",
+                1,
+                &snapshot,
+                &Applied::default(),
+                || compile(e),
+                false,
+            )
+        };
+        assert_eq!(reason(&unbound("true")), NOT_BOUND);
+        assert_eq!(reason(&unbound("1 +")), COMPILE_ERROR);
+        // Bound but not published yet: pending.
+        assert_eq!(
+            validating_policy(
+                "p",
+                "uid-p",
+                1,
+                &snapshot,
+                &Applied::default(),
+                || compile("true"),
+                true
+            ),
+            Readiness::Pending
+        );
+    }
+
+    #[test]
+    fn a_binding_follows_its_policy_and_its_own_publication() {
+        let (snapshot, set) = published("true", None);
+        let applied = covering(&set);
+        let spec = convert::validating_binding(&fixtures::binding("b", "p"));
+        let policy = policy_readiness(&snapshot, &applied, 1);
+        assert_eq!(
+            validating_binding(
+                &spec,
+                Some(("uid-p", 1, policy.clone())),
+                &snapshot,
+                &applied
+            ),
+            Readiness::Ready("enforced with policy 'p' generation 1".into())
+        );
+        // The binding changed (another action) and the snapshot has not caught up: pending.
+        let mut changed = spec.clone();
+        changed.validation_actions = vec![celgate_engine::model::ValidationAction::Warn];
+        assert_eq!(
+            validating_binding(&changed, Some(("uid-p", 1, policy)), &snapshot, &applied),
+            Readiness::Pending
+        );
+        // Its policy is missing.
+        let missing = convert::validating_binding(&fixtures::binding("b", "absent"));
+        let Readiness::NotReady { reason, message } =
+            validating_binding(&missing, None, &snapshot, &applied)
+        else {
+            panic!("a binding of a missing policy is not ready");
+        };
+        assert_eq!(reason, POLICY_NOT_FOUND);
+        assert!(message.starts_with("ValidatingAdmissionPolicy 'absent' does not exist"));
+        // Its policy does not compile: the binding says so.
+        let broken = Readiness::NotReady {
+            reason: COMPILE_ERROR,
+            message: "spec.validations[0].expression: bad".into(),
+        };
+        assert_eq!(
+            validating_binding(&spec, Some(("uid-p", 1, broken)), &snapshot, &applied),
+            Readiness::NotReady {
+                reason: COMPILE_ERROR,
+                message: "policy 'p': spec.validations[0].expression: bad".into()
+            }
+        );
+    }
+
+    #[test]
+    fn mutating_objects_are_never_ready() {
+        assert_eq!(reason(&mutating_policy()), MUTATION_NOT_ENFORCED);
+        assert_eq!(reason(&mutating_binding("m", true)), MUTATION_NOT_ENFORCED);
+        assert_eq!(reason(&mutating_binding("m", false)), POLICY_NOT_FOUND);
+    }
+
+    #[test]
+    fn resolved_params_count_what_the_param_ref_selects() {
+        let object = |ns: &str, name: &str, tier: &str| {
+            (
+                (ns.to_string(), name.to_string()),
+                Arc::new(
+                    json!({"metadata": {"name": name, "namespace": ns, "labels": {"tier": tier}}}),
+                ),
+            )
+        };
+        let objects: BTreeMap<_, _> = [
+            object("a", "limits", "gold"),
+            object("b", "limits", "silver"),
+            object("b", "other", "gold"),
+        ]
+        .into();
+        let mut views = ParamViews::default();
+        views.set(
+            &(WIDGET.0.to_string(), WIDGET.1.to_string()),
+            Some(ParamKindEntry::Ready(Arc::new(ParamObjects {
+                namespaced: true,
+                objects,
+            }))),
+        );
+        let snapshot = Snapshot {
+            params: Arc::new(views),
+            ..Snapshot::default()
+        };
+        let kind = ParamKind {
+            api_version: WIDGET.0.into(),
+            kind: WIDGET.1.into(),
+        };
+        let by_name = |namespace: Option<&str>| ParamRef {
+            name: Some("limits".into()),
+            namespace: namespace.map(str::to_string),
+            ..ParamRef::default()
+        };
+        let count = |r: &ParamRef| resolved_params(&snapshot, Some(&kind), Some(r));
+        assert_eq!(count(&by_name(None)), Some(2));
+        assert_eq!(count(&by_name(Some("a"))), Some(1));
+        assert_eq!(count(&by_name(Some("c"))), Some(0));
+        let gold = ParamRef {
+            selector: Some(celgate_engine::model::LabelSelector {
+                match_labels: [("tier".to_string(), "gold".to_string())].into(),
+                ..Default::default()
+            }),
+            ..ParamRef::default()
+        };
+        assert_eq!(count(&gold), Some(2));
+        assert_eq!(resolved_params(&snapshot, Some(&kind), None), None);
+        let other = ParamKind {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        assert_eq!(resolved_params(&snapshot, Some(&other), Some(&gold)), None);
+    }
+}
