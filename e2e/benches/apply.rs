@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 
 use celgate_e2e::demo::{BINDING_NAME, CELGATE_API, IN_TREE_API, POLICY_NAME, binding, policy};
 use celgate_e2e::{
-    Celgate, Cluster, create_namespace, dry_run_deployment, policies_api, wait_admitted,
-    wait_for, workspace,
+    Celgate, Cluster, create_namespace, dry_run_deployment, policies_api, wait_admitted, wait_for,
+    workspace,
 };
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
@@ -96,7 +96,10 @@ fn status_of(object: &DynamicObject) -> (bool, bool) {
     let ready = current
         && status
             .and_then(|s| s["conditions"].as_array())
-            .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
     (current, ready)
 }
 
@@ -126,13 +129,15 @@ async fn bind(client: &kube::Client, engine: &Engine, sample: &mut Sample) {
                     ready.push("binding");
                 }
             }
-            if let Ok(p) = policies.get(POLICY_NAME).await {
-                if status_of(&p).1 {
-                    ready.push("policy");
-                }
+            if let Ok(p) = policies.get(POLICY_NAME).await
+                && status_of(&p).1
+            {
+                ready.push("policy");
             }
         }
-        let denied = dry_run_deployment(client, engine.namespace, 6).await.is_err();
+        let denied = dry_run_deployment(client, engine.namespace, 6)
+            .await
+            .is_err();
         if denied && enforced.is_none() {
             enforced = Some(started.elapsed());
         }
@@ -173,10 +178,11 @@ async fn change_policy(client: &kube::Client, engine: &Engine, round: usize) -> 
         .unwrap_or_else(|e| panic!("{}: cannot change the policy: {e}", engine.name));
     let generation = changed.metadata.generation;
     loop {
-        if let Ok(p) = policies.get(POLICY_NAME).await {
-            if p.metadata.generation == generation && status_of(&p).0 {
-                return started.elapsed();
-            }
+        if let Ok(p) = policies.get(POLICY_NAME).await
+            && p.metadata.generation == generation
+            && status_of(&p).0
+        {
+            return started.elapsed();
         }
         assert!(
             started.elapsed() < GIVE_UP,
@@ -346,7 +352,10 @@ async fn main() -> ExitCode {
     if violations.is_empty() {
         ExitCode::SUCCESS
     } else {
-        eprintln!("Ready was True before the binding was enforced {} times", violations.len());
+        eprintln!(
+            "Ready was True before the binding was enforced {} times",
+            violations.len()
+        );
         ExitCode::FAILURE
     }
 }

@@ -99,9 +99,11 @@ async fn only_the_leader_writes_status_and_the_other_takes_over() {
     // `a` starts first and leads; `b` starts once the Lease is `a`'s.
     let mut a = spawn(&cluster, "celgate-a");
     a.wait_ready().await;
-    wait_for("celgate-a to hold the Lease", Duration::from_secs(60), || async {
-        (holder(&client).await.as_deref() == Some("celgate-a")).then_some(())
-    })
+    wait_for(
+        "celgate-a to hold the Lease",
+        Duration::from_secs(60),
+        || async { (holder(&client).await.as_deref() == Some("celgate-a")).then_some(()) },
+    )
     .await;
     let b = spawn(&cluster, "celgate-b");
     b.wait_ready().await;
@@ -127,7 +129,10 @@ async fn only_the_leader_writes_status_and_the_other_takes_over() {
         "events about the policy come from other replicas than the leader: {before:?}"
     );
     assert_eq!(holder(&client).await.as_deref(), Some("celgate-a"));
-    assert!(a.logs().contains(ACQUIRED), "celgate-a never logged leading");
+    assert!(
+        a.logs().contains(ACQUIRED),
+        "celgate-a never logged leading"
+    );
     assert!(
         !b.logs().contains(ACQUIRED),
         "celgate-b leads while celgate-a holds the Lease:\n{}",
@@ -140,7 +145,11 @@ async fn only_the_leader_writes_status_and_the_other_takes_over() {
     let fixed: Value = serde_saphyr::from_str(&policy("object.spec.replicas > 1"))
         .unwrap_or_else(|e| panic!("policy fixture: {e}"));
     policies
-        .patch(POLICY, &PatchParams::apply("leader-e2e").force(), &Patch::Apply(&fixed))
+        .patch(
+            POLICY,
+            &PatchParams::apply("leader-e2e").force(),
+            &Patch::Apply(&fixed),
+        )
         .await
         .unwrap_or_else(|e| panic!("cannot change the policy: {e}"));
 

@@ -117,7 +117,8 @@ async fn the_committed_builtin_schemas_are_what_make_schemas_generates() {
     let fresh: Value = serde_json::from_str(&fresh_text)
         .unwrap_or_else(|e| panic!("the fresh snapshot is not JSON: {e}"));
     let dir = workspace().join("target/schemas-drift");
-    std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
     let written = dir.join(path.file_name().unwrap_or_default());
     std::fs::write(&written, &fresh_text)
         .unwrap_or_else(|e| panic!("cannot write {}: {e}", written.display()));
@@ -143,7 +144,11 @@ fn differing_parts_are_named() {
         "openapi": {"api/v1": 1, "apis/apps/v1": 3, "apis/batch/v1": 4}});
     assert_eq!(
         differing_parts(&a, &b),
-        ["discovery[1]", "openapi/apis/apps/v1", "openapi/apis/batch/v1"]
+        [
+            "discovery[1]",
+            "openapi/apis/apps/v1",
+            "openapi/apis/batch/v1"
+        ]
     );
     assert!(differing_parts(&a, &a).is_empty());
 }

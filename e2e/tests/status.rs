@@ -91,7 +91,9 @@ fn policy_yaml(api: &str, name: &str, spec: &str) -> String {
             }
         })
         .collect();
-    format!("apiVersion: {api}\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n{spec}")
+    format!(
+        "apiVersion: {api}\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n{spec}"
+    )
 }
 
 /// `matchConstraints` with one rule on CREATE and UPDATE.
@@ -209,10 +211,8 @@ spec:
 "#;
 
 fn cases() -> Vec<Case> {
-    let mut c = Vec::new();
-
-    // ------------------------------------------------------------ undefined fields, overloads
-    c.push(
+    vec![
+        // ------------------------------------------------------------ undefined fields, overloads
         Case::new(
             "undefined-field",
             "an undefined field",
@@ -220,25 +220,21 @@ fn cases() -> Vec<Case> {
         )
         .upstream(&[V0])
         .type_checked(&["apps/v1, Kind=Deployment"]),
-    );
-    c.push(
         Case::new(
             "wrong-overload",
             "int + string",
             deployments() + &v("object.spec.replicas + 'a' == 'b'"),
         )
         .upstream(&[V0]),
-    );
-    c.push(
         Case::new(
             "two-errors",
             "two errors in one expression, sorted by position",
             deployments()
-                + &v("object.spec.replicas.startsWith('a') || object.spec.selector.matchLabel == {}"),
+                + &v(
+                    "object.spec.replicas.startsWith('a') || object.spec.selector.matchLabel == {}",
+                ),
         )
         .upstream(&[V0]),
-    );
-    c.push(
         Case::new(
             "macros",
             "errors inside comprehensions and optionals",
@@ -256,16 +252,13 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .upstream(&[V0, V1]),
-    );
-    c.push(
         Case::new(
             "old-object",
             "oldObject has the object's type",
-            deployments() + &v("oldObject == null || oldObject.spec.replicas == object.spec.replica"),
+            deployments()
+                + &v("oldObject == null || oldObject.spec.replicas == object.spec.replica"),
         )
         .upstream(&[V0]),
-    );
-    c.push(
         Case::new(
             "multiline-unicode",
             "carets under a second line after wide characters and a tab",
@@ -273,31 +266,27 @@ fn cases() -> Vec<Case> {
                 + &v("object.metadata.name != '名前' &&\n\t'名前' == object.spec.replicas"),
         )
         .upstream(&[V0]),
-    );
 
-    // ------------------------------------------------------------ several kinds
-    c.push(
+        // ------------------------------------------------------------ several kinds
         Case::new(
             "several-kinds",
             "one rule, four kinds of apps/v1",
-            rule("apps", "v1", "deployments, replicasets, statefulsets, daemonsets")
-                + &validations(&[
-                    ("object.spec.replicas > 1", None),
-                    ("object.spec.paused == true", None),
-                ]),
+            rule(
+                "apps",
+                "v1",
+                "deployments, replicasets, statefulsets, daemonsets",
+            ) + &validations(&[
+                ("object.spec.replicas > 1", None),
+                ("object.spec.paused == true", None),
+            ]),
         )
         .upstream(&[V0, V1]),
-    );
-    c.push(
         Case::new(
             "groups-cross-product",
             "groups × resources, kinds sorted by group",
-            rule("\"\", apps", "v1", "pods, deployments")
-                + &v("object.spec.containers.size() > 0"),
+            rule("\"\", apps", "v1", "pods, deployments") + &v("object.spec.containers.size() > 0"),
         )
         .upstream(&[V0]),
-    );
-    c.push(
         Case::new(
             "type-names",
             "object types named in messages",
@@ -311,8 +300,6 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .upstream(&[V0, V1, V2, V3]),
-    );
-    c.push(
         Case::new(
             "two-versions",
             "autoscaling v1 and v2 differ",
@@ -320,8 +307,6 @@ fn cases() -> Vec<Case> {
                 + &v("object.spec.targetCPUUtilizationPercentage > 50"),
         )
         .upstream(&[V0]),
-    );
-    c.push(
         Case::new(
             "cluster-scoped",
             "Namespace and ClusterRole",
@@ -331,8 +316,6 @@ fn cases() -> Vec<Case> {
             ]) + &v("object.status.phase == 1"),
         )
         .upstream(&[V0]),
-    );
-    c.push(
         Case::new(
             "more-than-10-kinds",
             "12 resources, 13 kinds in one rule (core `events` also resolves to events.k8s.io): upstream checks the first 10",
@@ -341,8 +324,6 @@ fn cases() -> Vec<Case> {
         .upstream(&[V0])
         .additional(&[(V0, "/v1, Kind=Secret:"), (V0, "/v1, Kind=ServiceAccount:")])
         .type_checked(&["/v1, Kind=Secret", "/v1, Kind=ServiceAccount"]),
-    );
-    c.push(
         Case::new(
             "more-than-10-kinds-two-rules",
             "12 kinds in two rules: the limit counts per rule",
@@ -360,26 +341,20 @@ fn cases() -> Vec<Case> {
             ]) + &v("object.metadata.nam == 'x'"),
         )
         .upstream(&[V0]),
-    );
 
-    // ------------------------------------------------------------ wildcards, subresources
-    c.push(
+        // ------------------------------------------------------------ wildcards, subresources
         Case::new(
             "wildcard-group",
             "a wildcard group: upstream skips the rule",
             rule("\"*\"", "v1", "deployments") + &v("object.spec.replica > 1"),
         )
         .additional(&[(V0, "apps/v1, Kind=Deployment:")]),
-    );
-    c.push(
         Case::new(
             "wildcard-resource",
             "a wildcard resource: upstream drops it",
             rule("apps", "v1", "\"*\"") + &v("object.spec.replica > 1"),
         )
         .additional(&[(V0, "apps/v1, Kind=Deployment:")]),
-    );
-    c.push(
         Case::new(
             "subresource",
             "deployments/scale: upstream drops it; the kind is autoscaling/v1 Scale",
@@ -390,18 +365,14 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .additional(&[(V1, "Kind=Scale:")]),
-    );
-    c.push(
         Case::new(
             "unknown-resource",
             "a resource nobody serves is skipped",
             rule("apps", "v1", "nonexistents") + &v("object.foo == 1"),
         )
         .type_checked(&["resourceRules[0]"]),
-    );
 
-    // ------------------------------------------------------------ messageExpression
-    c.push(
+        // ------------------------------------------------------------ messageExpression
         Case::new(
             "message-expressions",
             "messageExpression is checked after its expression",
@@ -422,10 +393,8 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .upstream(&[V0M, V1, V1M]),
-    );
 
-    // ------------------------------------------------------------ params
-    c.push(
+        // ------------------------------------------------------------ params
         Case::new(
             "params-configmap",
             "params typed as a ConfigMap",
@@ -438,8 +407,6 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .upstream(&[V0, V2]),
-    );
-    c.push(
         Case::new(
             "params-crd",
             "params typed from a CRD's schema",
@@ -456,8 +423,6 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .upstream(&[V1, V2]),
-    );
-    c.push(
         Case::new(
             "params-not-served",
             "an unserved paramKind types params as dyn",
@@ -469,10 +434,8 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .upstream(&[V1]),
-    );
 
-    // ------------------------------------------------------------ variables
-    c.push(
+        // ------------------------------------------------------------ variables
         Case::new(
             "variables",
             "variables typed from the object",
@@ -485,8 +448,6 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .upstream(&[V0, V2]),
-    );
-    c.push(
         Case::new(
             "beyond-upstream",
             "a bad matchCondition, variable and auditAnnotation: only celgate reports them",
@@ -497,28 +458,30 @@ fn cases() -> Vec<Case> {
                 + &v("object.spec.replicas >= 0"),
         )
         .additional(&[
-            ("spec.matchConditions[0].expression", "undefined field 'replica'"),
+            (
+                "spec.matchConditions[0].expression",
+                "undefined field 'replica'",
+            ),
             ("spec.variables[0].expression", "undefined field 'replic'"),
             (
                 "spec.auditAnnotations[0].valueExpression",
                 "found no matching overload for '_+_'",
             ),
         ]),
-    );
-    c.push(
         Case::new(
             "bad-variable-used",
             "a validation using a variable that does not type check",
             deployments()
                 + "variables:\n- name: bad\n  expression: object.spec.replic\n"
-                + &validations(&[("variables.bad == 1", None), ("object.spec.paused == 1", None)]),
+                + &validations(&[
+                    ("variables.bad == 1", None),
+                    ("object.spec.paused == 1", None),
+                ]),
         )
         .upstream(&[V1])
         .additional(&[("spec.variables[0].expression", "undefined field 'replic'")]),
-    );
 
-    // ------------------------------------------------------------ request, namespace, authorizer
-    c.push(
+        // ------------------------------------------------------------ request, namespace, authorizer
         Case::new(
             "request-namespace",
             "request and namespaceObject are typed",
@@ -533,8 +496,6 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .upstream(&[V1, V2]),
-    );
-    c.push(
         Case::new(
             "authorizer",
             "authorizer is declared, authorizer.requestResource is not",
@@ -548,10 +509,8 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .upstream(&[V1]),
-    );
 
-    // ------------------------------------------------------------ schemas
-    c.push(
+        // ------------------------------------------------------------ schemas
         Case::new(
             "crd-kind",
             "a CRD's kind: lists with map keys, maps, preserve-unknown-fields, int-or-string",
@@ -561,19 +520,14 @@ fn cases() -> Vec<Case> {
                     ("object.spec.color == 'red'", None),
                     ("object.spec.extra.anything == 1", None),
                     ("object.spec.ports.all(p, p.port < 'x')", None),
-                    ("object.spec.labels.all(k, object.spec.labels[k] == 1)", None),
+                    (
+                        "object.spec.labels.all(k, object.spec.labels[k] == 1)",
+                        None,
+                    ),
                     ("object.spec.amount == 1 || object.spec.amount == '1'", None),
                 ]),
         )
-        .upstream(&[
-            V0,
-            V1,
-            V2,
-            V3,
-            "spec.validations[4].expression",
-        ]),
-    );
-    c.push(
+        .upstream(&[V0, V1, V2, V3, "spec.validations[4].expression"]),
         Case::new(
             "int-or-string-quantity",
             "int-or-string and quantities in built-in kinds",
@@ -594,10 +548,9 @@ fn cases() -> Vec<Case> {
                 ]),
         )
         .upstream(&[V0, V1, V2]),
-    );
 
-    // ------------------------------------------------------------ clean
-    c.push(Case::new(
+        // ------------------------------------------------------------ clean
+        Case::new(
         "clean-deployment",
         "a clean policy with a message expression",
         deployments()
@@ -605,8 +558,8 @@ fn cases() -> Vec<Case> {
                 "object.spec.replicas <= 5",
                 Some("'too many replicas: ' + string(object.spec.replicas)"),
             )]),
-    ));
-    c.push(Case::new(
+    ),
+        Case::new(
         "clean-configmap",
         "a clean policy on ConfigMaps",
         rule("\"\"", "v1", "configmaps")
@@ -614,8 +567,8 @@ fn cases() -> Vec<Case> {
                 ("!has(object.data) || object.data.size() < 100", None),
                 ("object.metadata.name.startsWith('a') || true", None),
             ]),
-    ));
-    c
+    ),
+    ]
 }
 
 // ------------------------------------------------------------------------------------------
@@ -703,7 +656,8 @@ fn normalise(text: &str, kinds: &BTreeSet<String>) -> String {
                 let Some(after) = rest.strip_prefix(kind.as_str()) else {
                     continue;
                 };
-                let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+                let digits =
+                    after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
                 let ends_word = after[digits..]
                     .chars()
                     .next()
@@ -736,7 +690,9 @@ fn differences(upstream: &[Warning], celgate: &[Warning]) -> Vec<(String, String
         if u != c {
             let at = u.or(c).map_or(String::new(), |w| w.field_ref.clone());
             let show = |w: Option<&Warning>| {
-                w.map_or("(none)".to_string(), |w| format!("{}: {}", w.field_ref, w.text))
+                w.map_or("(none)".to_string(), |w| {
+                    format!("{}: {}", w.field_ref, w.text)
+                })
             };
             out.push((format!("#{i} {at}"), show(u), show(c)));
         }
@@ -791,13 +747,17 @@ fn celgate_only_failures(case: &Case, status: &Value, generation: i64) -> Vec<St
         let message = c["message"].as_str().unwrap_or_default();
         for text in case.type_checked {
             if !message.contains(text) {
-                failures.push(format!("{name}: TypeChecked message lacks {text:?}: {message:?}"));
+                failures.push(format!(
+                    "{name}: TypeChecked message lacks {text:?}: {message:?}"
+                ));
             }
         }
     }
     let upstream = warnings(status, "expressionWarnings");
     let additional = warnings(status, "additionalExpressionWarnings");
-    let count = status.pointer("/typeChecking/warningCount").and_then(Value::as_u64);
+    let count = status
+        .pointer("/typeChecking/warningCount")
+        .and_then(Value::as_u64);
     if count != Some((upstream.len() + additional.len()) as u64) {
         failures.push(format!(
             "{name}: warningCount {count:?}, but the lists hold {} + {}",
@@ -810,7 +770,8 @@ fn celgate_only_failures(case: &Case, status: &Value, generation: i64) -> Vec<St
             .iter()
             .any(|w| w.field_ref == *field_ref && w.text.contains(text))
         {
-            let checked = condition(status, "TypeChecked").map_or(Value::Null, |c| c["message"].clone());
+            let checked =
+                condition(status, "TypeChecked").map_or(Value::Null, |c| c["message"].clone());
             failures.push(format!(
                 "{name}: no additional warning at {field_ref} containing {text:?}; got {additional:?} (TypeChecked: {checked})"
             ));
@@ -851,7 +812,10 @@ fn compare(
             case.topic
         );
         for (at, u, c) in &diffs {
-            let _ = writeln!(table, "    {at}\n      upstream: {u:?}\n      celgate:  {c:?}");
+            let _ = writeln!(
+                table,
+                "    {at}\n      upstream: {u:?}\n      celgate:  {c:?}"
+            );
         }
         let refs: Vec<&str> = up.iter().map(|w| w.field_ref.as_str()).collect();
         if refs != case.upstream {
@@ -903,7 +867,10 @@ async fn install_test_crds(cluster: &Cluster) {
         "the test CRDs' schemas in /openapi/v3",
         Duration::from_secs(60),
         || async {
-            let out = cluster.kubectl(&["get", "--raw", "/openapi/v3/apis/status.example.com/v1"], "");
+            let out = cluster.kubectl(
+                &["get", "--raw", "/openapi/v3/apis/status.example.com/v1"],
+                "",
+            );
             let text = String::from_utf8_lossy(&out.stdout);
             (out.status.success()
                 && text.contains("\"kind\":\"Limit\"")
@@ -954,13 +921,20 @@ async fn celgate_type_checks_like_kube_controller_manager() {
     cluster.apply(&all_ours.join("---\n"));
     let statuses = wait_statuses(&ours, &names, "celgate").await;
     let case_refs: Vec<&Case> = cases.iter().collect();
-    let (diffs, mut failures) =
-        compare(&case_refs, &upstream, &statuses, &generations(&ours, &names).await);
+    let (diffs, mut failures) = compare(
+        &case_refs,
+        &upstream,
+        &statuses,
+        &generations(&ours, &names).await,
+    );
 
     // An unbound policy is not Ready; a bound one becomes Ready once it is enforced.
     for (case, status) in cases.iter().zip(&statuses) {
         if condition(status, "Ready").is_some_and(|c| c["status"] != "False") {
-            failures.push(format!("{}: Ready is not False without a binding", case.name));
+            failures.push(format!(
+                "{}: Ready is not False without a binding",
+                case.name
+            ));
         }
     }
     create_namespace(&client, "status-bound", "status").await;
@@ -972,7 +946,9 @@ async fn celgate_type_checks_like_kube_controller_manager() {
         || async {
             let object = ours.get("st-clean-deployment").await.ok()?;
             let status = current_status(&object)?;
-            condition(&status, "Ready").is_some_and(|c| c["status"] == "True").then_some(())
+            condition(&status, "Ready")
+                .is_some_and(|c| c["status"] == "True")
+                .then_some(())
         },
     )
     .await;
@@ -1023,7 +999,11 @@ async fn celgate_type_checks_like_kube_controller_manager() {
         failures.len(),
         failures.join("\n")
     );
-    assert_eq!(diffs + diffs2, 0, "celgate's expressionWarnings differ from upstream's");
+    assert_eq!(
+        diffs + diffs2,
+        0,
+        "celgate's expressionWarnings differ from upstream's"
+    );
 }
 
 #[test]
