@@ -89,7 +89,7 @@ bench-memory: deps ## celgate's resident memory when idle, against a local contr
 # The release build of celgate, wherever CARGO_TARGET_DIR puts it.
 CELGATE_RELEASE := $(abspath $(or $(CARGO_TARGET_DIR),target))/release/celgate
 
-bench-apply: deps ## Binding created → first denial, celgate (release) vs in-tree, on a local control plane: p50/p99; writes target/bench/apply.json
+bench-apply: deps ## Binding created → first denial and policy changed → status written, celgate (release) vs in-tree, and Ready never True before enforcement: p50/p99; writes target/bench/apply.json
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench apply

@@ -1,27 +1,41 @@
 //! `make bench-apply`: how long a binding takes from its creation to the first request it denies,
-//! for celgate and for the in-tree plugin, against one local control plane.
+//! and how long a policy change takes until its status is written, for celgate and for the
+//! in-tree plugin, against one local control plane; and, for celgate, whether `Ready` was ever
+//! True before the binding was enforced.
 //!
-//! The demo policy is applied once per engine; then, per sample, its binding is created with the
-//! kube client (no kubectl start-up in the measurement), a dry-run Deployment over the limit is
-//! sent every `POLL` until one is denied, and the binding is deleted and seen gone before the
-//! next sample. celgate's time includes its snapshot rebuild and, when the binding changes the
-//! rules it registers, kube-apiserver picking up the new webhook configuration.
+//! The demo policy is applied once per engine; then, per sample:
+//! 1. its binding is created with the kube client (no kubectl start-up in the measurement) and a
+//!    dry-run Deployment over the limit is sent every `POLL` until one is denied. celgate's time
+//!    includes its snapshot rebuild and, when the binding changes the rules it registers,
+//!    kube-apiserver picking up the new webhook configuration. For celgate each poll first reads
+//!    the `Ready` condition of the binding and of the policy, then sends the request: a request
+//!    sent after `Ready` was seen True (for the generation it describes) and admitted is a
+//!    violation. Polling goes on until the binding's status describes its generation (apply →
+//!    binding status written).
+//! 2. the policy's message is changed (a new generation) and its status is read every `POLL`
+//!    until `observedGeneration` reaches it (apply → policy status written; kube-controller-manager
+//!    writes the in-tree one).
+//! 3. the binding is deleted and requests are seen admitted (and, for celgate, the policy seen
+//!    not Ready) before the next sample.
 //!
-//! Prints p50/p99/max per engine and writes them to `target/bench/apply.json`. With fewer than
-//! 100 samples p99 is the slowest sample. Environment: `BENCH_APPLY_SAMPLES` (per engine, default
-//! 20), `BENCH_APPLY_REPORT` (report path), `CELGATE_BIN` (the celgate binary; `make bench-apply`
-//! passes the release build).
+//! Prints p50/p99/max per engine and measure, and the violations, and writes them to
+//! `target/bench/apply.json`; exits non-zero when `Ready` was True before enforcement. With fewer
+//! than 100 samples p99 is the slowest sample. Environment: `BENCH_APPLY_SAMPLES` (per engine,
+//! default 20), `BENCH_APPLY_REPORT` (report path), `CELGATE_BIN` (the celgate binary; `make
+//! bench-apply` passes the release build).
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-use celgate_e2e::demo::{BINDING_NAME, CELGATE_API, IN_TREE_API, binding, policy};
+use celgate_e2e::demo::{BINDING_NAME, CELGATE_API, IN_TREE_API, POLICY_NAME, binding, policy};
 use celgate_e2e::{
-    Celgate, Cluster, create_namespace, dry_run_deployment, wait_admitted, workspace,
+    Celgate, Cluster, create_namespace, dry_run_deployment, policies_api, wait_admitted, wait_for,
+    workspace,
 };
-use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
-use serde_json::json;
+use serde_json::{Value, json};
 
 /// How often a sample asks whether the binding is enforced yet.
 const POLL: Duration = Duration::from_millis(2);
@@ -61,33 +75,167 @@ fn bindings(client: &kube::Client, api_version: &str) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &resource)
 }
 
-/// Creates the binding, waits for the first denial and returns the time between; then deletes
-/// the binding and waits until requests are admitted again.
-async fn sample(client: &kube::Client, engine: &Engine) -> Duration {
+/// What one sample measured.
+struct Sample {
+    /// Binding created → first request denied.
+    enforced: Duration,
+    /// Binding created → its status describes its generation (celgate only).
+    binding_status: Option<Duration>,
+    /// Policy changed → its status describes the new generation.
+    policy_status: Duration,
+    /// Each time a request sent after `Ready` was seen True was admitted: what was Ready, when.
+    violations: Vec<String>,
+}
+
+/// Whether `object`'s status describes its generation, and whether its `Ready` is True then.
+fn status_of(object: &DynamicObject) -> (bool, bool) {
+    let status = object.data.get("status");
+    let current = status
+        .and_then(|s| s["observedGeneration"].as_i64())
+        .is_some_and(|g| Some(g) == object.metadata.generation);
+    let ready = current
+        && status
+            .and_then(|s| s["conditions"].as_array())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            });
+    (current, ready)
+}
+
+/// Creates the binding and polls until a request is denied (and, for celgate, until the
+/// binding's status is written), checking that `Ready` is never True before a denial.
+async fn bind(client: &kube::Client, engine: &Engine, sample: &mut Sample) {
     let api = bindings(client, engine.api);
+    let policies = policies_api(client, engine.api);
+    let celgate = engine.api == CELGATE_API;
     let object: DynamicObject = serde_saphyr::from_str(&binding(engine.api, engine.name))
         .unwrap_or_else(|e| panic!("binding fixture: {e}"));
     let started = Instant::now();
     api.create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("{}: cannot create the binding: {e}", engine.name));
-    while dry_run_deployment(client, engine.namespace, 6)
-        .await
-        .is_ok()
-    {
+    let mut enforced = None;
+    loop {
+        let at = started.elapsed();
+        let mut ready = Vec::new();
+        if celgate {
+            if let Ok(b) = api.get(BINDING_NAME).await {
+                let (current, is_ready) = status_of(&b);
+                if current && sample.binding_status.is_none() {
+                    sample.binding_status = Some(at);
+                }
+                if is_ready {
+                    ready.push("binding");
+                }
+            }
+            if let Ok(p) = policies.get(POLICY_NAME).await
+                && status_of(&p).1
+            {
+                ready.push("policy");
+            }
+        }
+        let denied = dry_run_deployment(client, engine.namespace, 6)
+            .await
+            .is_err();
+        if denied && enforced.is_none() {
+            enforced = Some(started.elapsed());
+        }
+        if !denied && !ready.is_empty() {
+            sample.violations.push(format!(
+                "{} Ready at {:.1} ms, a request after it admitted",
+                ready.join(" and "),
+                ms(at)
+            ));
+        }
+        if enforced.is_some() && (!celgate || sample.binding_status.is_some()) {
+            break;
+        }
         assert!(
             started.elapsed() < GIVE_UP,
-            "{}: the binding was not enforced within {GIVE_UP:?}; giving up",
+            "{}: the binding was not enforced (or its status not written) within {GIVE_UP:?}; giving up",
             engine.name
         );
         tokio::time::sleep(POLL).await;
     }
-    let took = started.elapsed();
-    api.delete(BINDING_NAME, &DeleteParams::default())
+    sample.enforced = enforced.unwrap_or_default();
+}
+
+/// Changes the policy's message (a new generation) and polls until its status describes it.
+async fn change_policy(client: &kube::Client, engine: &Engine, round: usize) -> Duration {
+    let policies = policies_api(client, engine.api);
+    let mut body: Value = serde_saphyr::from_str(&policy(engine.api, 5))
+        .unwrap_or_else(|e| panic!("policy fixture: {e}"));
+    body["spec"]["validations"][0]["message"] = json!(format!("too many replicas ({round})"));
+    let started = Instant::now();
+    let changed = policies
+        .patch(
+            POLICY_NAME,
+            &PatchParams::apply("bench-apply").force(),
+            &Patch::Apply(&body),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{}: cannot change the policy: {e}", engine.name));
+    let generation = changed.metadata.generation;
+    loop {
+        if let Ok(p) = policies.get(POLICY_NAME).await
+            && p.metadata.generation == generation
+            && status_of(&p).0
+        {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < GIVE_UP,
+            "{}: the policy's status was not written within {GIVE_UP:?}; giving up",
+            engine.name
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// One sample: bind, change the policy, unbind.
+async fn sample(client: &kube::Client, engine: &Engine, round: usize) -> Sample {
+    let mut sample = Sample {
+        enforced: Duration::ZERO,
+        binding_status: None,
+        policy_status: Duration::ZERO,
+        violations: Vec::new(),
+    };
+    bind(client, engine, &mut sample).await;
+    sample.policy_status = change_policy(client, engine, round).await;
+    bindings(client, engine.api)
+        .delete(BINDING_NAME, &DeleteParams::default())
         .await
         .unwrap_or_else(|e| panic!("{}: cannot delete the binding: {e}", engine.name));
     wait_admitted(client, engine.namespace, 6).await;
-    took
+    if engine.api == CELGATE_API {
+        let policies = policies_api(client, engine.api);
+        wait_for("the unbound policy to be not Ready", GIVE_UP, || async {
+            let p = policies.get(POLICY_NAME).await.ok()?;
+            let (current, ready) = status_of(&p);
+            (current && !ready).then_some(())
+        })
+        .await;
+    }
+    sample
+}
+
+/// p50/p99/max of `times`, printed as `what` and returned as JSON.
+fn summary(engine: &str, what: &str, mut times: Vec<Duration>) -> Value {
+    times.sort();
+    let (p50, p99, max) = (
+        percentile(&times, 0.50),
+        percentile(&times, 0.99),
+        times.last().copied().unwrap_or_default(),
+    );
+    println!(
+        "{what} ({engine}): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({} samples)",
+        ms(p50),
+        ms(p99),
+        ms(max),
+        times.len()
+    );
+    json!({"samples": times.len(), "p50_ms": ms(p50), "p99_ms": ms(p99), "max_ms": ms(max)})
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -121,40 +269,72 @@ fn report_path() -> PathBuf {
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
+async fn main() -> ExitCode {
     let samples = samples();
     let cluster = Cluster::start();
     cluster.install_crds();
     let _celgate = Celgate::start(&cluster).await;
     let client = cluster.client().await;
     let mut report = serde_json::Map::new();
+    let mut violations = Vec::new();
     for engine in &ENGINES {
         create_namespace(&client, engine.namespace, engine.name).await;
         cluster.apply(&policy(engine.api, 5));
-        let mut times = Vec::with_capacity(samples);
-        for _ in 0..samples {
-            times.push(sample(&client, engine).await);
+        let mut runs = Vec::with_capacity(samples);
+        for round in 0..samples {
+            runs.push(sample(&client, engine, round).await);
         }
-        times.sort();
-        let (p50, p99, max) = (
-            percentile(&times, 0.50),
-            percentile(&times, 0.99),
-            times.last().copied().unwrap_or_default(),
+        let mut entry = serde_json::Map::new();
+        entry.insert(
+            "binding_created_to_enforced".into(),
+            summary(
+                engine.name,
+                "binding created → enforced",
+                runs.iter().map(|r| r.enforced).collect(),
+            ),
         );
-        println!(
-            "apply → enforced ({}): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms ({samples} samples)",
-            engine.name,
-            ms(p50),
-            ms(p99),
-            ms(max)
+        entry.insert(
+            "policy_changed_to_status_written".into(),
+            summary(
+                engine.name,
+                "policy changed → status written",
+                runs.iter().map(|r| r.policy_status).collect(),
+            ),
         );
-        report.insert(
-            engine.name.to_string(),
-            json!({"samples": samples, "p50_ms": ms(p50), "p99_ms": ms(p99), "max_ms": ms(max)}),
-        );
+        if engine.api == CELGATE_API {
+            entry.insert(
+                "binding_created_to_status_written".into(),
+                summary(
+                    engine.name,
+                    "binding created → status written",
+                    runs.iter().filter_map(|r| r.binding_status).collect(),
+                ),
+            );
+            let found: Vec<String> = runs
+                .iter()
+                .enumerate()
+                .flat_map(|(i, r)| r.violations.iter().map(move |v| format!("sample {i}: {v}")))
+                .collect();
+            println!(
+                "Ready True before enforced ({}): {} times in {samples} samples",
+                engine.name,
+                found.len()
+            );
+            for v in &found {
+                println!("  {v}");
+            }
+            entry.insert("ready_before_enforced".into(), json!(found));
+            violations.extend(found);
+        }
+        report.insert(engine.name.to_string(), Value::Object(entry));
     }
     let report = json!({
-        "measure": "binding created → first dry-run Deployment denied",
+        "measures": {
+            "binding_created_to_enforced": "binding created → first dry-run Deployment denied",
+            "binding_created_to_status_written": "binding created → its status.observedGeneration is its generation",
+            "policy_changed_to_status_written": "policy message changed → its status.observedGeneration is the new generation",
+            "ready_before_enforced": "requests admitted after Ready was seen True on the binding or the policy (must be empty)",
+        },
         "poll_ms": ms(POLL),
         "celgate_bin": Celgate::binary().display().to_string(),
         "engines": report,
@@ -169,4 +349,13 @@ async fn main() {
     std::fs::write(&path, text + "\n")
         .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     println!("report: {}", path.display());
+    if violations.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        eprintln!(
+            "Ready was True before the binding was enforced {} times",
+            violations.len()
+        );
+        ExitCode::FAILURE
+    }
 }

@@ -224,15 +224,28 @@ impl Celgate {
     }
 
     /// Starts `celgate run` serving on `port` (registered as `https://127.0.0.1:<port>`) without
-    /// waiting for it; the log is appended to, so a restart keeps the earlier lines.
+    /// waiting for it; the log (`celgate.log`) is appended to, so a restart keeps the earlier lines.
     pub fn spawn(cluster: &Cluster, port: u16) -> Self {
+        Self::spawn_with(cluster, port, "celgate", &[], "info")
+    }
+
+    /// Like [`Celgate::spawn`], with `args` added to `celgate run`, the log in `<name>.log` in the
+    /// cluster's directory and `rust_log` as the log filter (`RUST_LOG`): several processes on
+    /// one control plane each get their own log.
+    pub fn spawn_with(
+        cluster: &Cluster,
+        port: u16,
+        name: &str,
+        args: &[&str],
+        rust_log: &str,
+    ) -> Self {
         let bin = Self::binary();
         assert!(
             bin.exists(),
             "{} is missing; run `cargo build -p celgate` (make e2e does)",
             bin.display()
         );
-        let log = cluster.dir().join("celgate.log");
+        let log = cluster.dir().join(format!("{name}.log"));
         let file = std::fs::File::options()
             .create(true)
             .append(true)
@@ -250,13 +263,20 @@ impl Celgate {
                 &port.to_string(),
             ])
             .arg(format!("--webhook-url=https://127.0.0.1:{port}"))
+            .args(args)
             .env("KUBECONFIG", &cluster.kubeconfig)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", rust_log)
             .stdout(file)
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
         Celgate { child, port, log }
+    }
+
+    /// Kills the process at once (SIGKILL: no shutdown, nothing released) and reaps it.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     /// Waits until `/readyz` answers 200 (the first snapshot is published).
@@ -299,6 +319,20 @@ pub fn inner_message(message: &str) -> &str {
     message
         .split_once(" is forbidden: ")
         .map_or(message, |(_, inner)| inner)
+}
+
+/// The ValidatingAdmissionPolicies of `api_version` (the in-tree group's or celgate's), as
+/// dynamic objects.
+pub fn policies_api(client: &Client, api_version: &str) -> kube::Api<kube::api::DynamicObject> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let resource = kube::discovery::ApiResource {
+        group: group.into(),
+        version: version.into(),
+        api_version: api_version.into(),
+        kind: "ValidatingAdmissionPolicy".into(),
+        plural: "validatingadmissionpolicies".into(),
+    };
+    kube::Api::all_with(client.clone(), &resource)
 }
 
 /// Creates a namespace labelled `engine=<engine>` (bindings select engines by that label).
