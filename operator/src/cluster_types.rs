@@ -52,7 +52,7 @@ impl ClusterTypes {
         cache: &SchemaCache,
         kinds: impl IntoIterator<Item = &'a Gvk>,
     ) -> Result<Self, SchemaFetchError> {
-        let fetched = cache.fetch(kinds).await?;
+        let fetched = cache.fetch(kinds, &served).await?;
         Ok(Self {
             served,
             schemas: fetched.schemas,

@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use celgate_engine::schema::{Gvk, Schema, SchemaError, schemas_from_openapi};
+
+use crate::discovery::ServedResources;
 use kube::Client;
 use serde::Deserialize;
 use thiserror::Error;
@@ -144,19 +146,34 @@ impl SchemaCache {
     }
 
     /// The schemas of `kinds`: reads the index, then each needed group version's document
-    /// unless it is cached under the same URL. A group version the index does not list, or
-    /// whose document is not found, has no schemas (upstream skips such kinds silently). Only
-    /// a failure to read the index is an error; other failures are listed in the result.
+    /// unless it is cached under the same URL. A kind is looked up in its own group version's
+    /// document and in those of the resources `served` reports it for (a subresource's kind,
+    /// such as `autoscaling/v1` Scale, is published with the resource that serves it, e.g.
+    /// in `apis/apps/v1`). A group version the index does not list, or whose document is not
+    /// found, has no schemas (upstream skips such kinds silently). Only a failure to read the
+    /// index is an error; other failures are listed in the result.
     pub async fn fetch<'a>(
         &self,
         kinds: impl IntoIterator<Item = &'a Gvk>,
+        served: &ServedResources,
     ) -> Result<Fetched, SchemaFetchError> {
         let mut wanted: BTreeMap<(String, String), Vec<&Gvk>> = BTreeMap::new();
         for gvk in kinds {
-            wanted
-                .entry((gvk.group.clone(), gvk.version.clone()))
-                .or_default()
-                .push(gvk);
+            let serving = served.resources().iter().filter(|r| {
+                r.kind.group == gvk.group
+                    && r.kind.version == gvk.version
+                    && r.kind.kind == gvk.kind
+            });
+            let mut at: Vec<(String, String)> = vec![(gvk.group.clone(), gvk.version.clone())];
+            for r in serving {
+                let gv = (r.group.clone(), r.version.clone());
+                if !at.contains(&gv) {
+                    at.push(gv);
+                }
+            }
+            for gv in at {
+                wanted.entry(gv).or_default().push(gvk);
+            }
         }
         let mut fetched = Fetched::default();
         if wanted.is_empty() {
@@ -178,7 +195,10 @@ impl SchemaCache {
                 Ok(Some(document)) => {
                     for gvk in kinds {
                         if let Some(schema) = document.get(*gvk) {
-                            fetched.schemas.insert((*gvk).clone(), schema.clone());
+                            fetched
+                                .schemas
+                                .entry((*gvk).clone())
+                                .or_insert_with(|| schema.clone());
                         }
                     }
                 }
@@ -381,7 +401,8 @@ mod tests {
         script: &mut Script,
         kinds: &[Gvk],
     ) -> Result<Fetched, SchemaFetchError> {
-        let fetching = tokio::time::timeout(Duration::from_secs(60), cache.fetch(kinds));
+        let served = ServedResources::default();
+        let fetching = tokio::time::timeout(Duration::from_secs(60), cache.fetch(kinds, &served));
         api.serve_until(|c| script.answer(c), fetching)
             .await
             .expect("the fetch did not finish")
@@ -392,6 +413,62 @@ mod tests {
             .property("spec")
             .and_then(|spec| spec.property(field))
             .is_some()
+    }
+
+    #[tokio::test]
+    async fn a_subresource_kind_is_found_in_the_document_of_the_resource_serving_it() {
+        // kube-apiserver publishes autoscaling/v1 Scale with the resources whose `scale`
+        // subresource returns it (apps/v1 here), not in autoscaling/v1's document.
+        let discovery: kube::core::discovery::v2::APIGroupDiscoveryList = serde_json::from_value(json!({
+            "kind": "APIGroupDiscoveryList", "apiVersion": "apidiscovery.k8s.io/v2", "items": [
+            {"metadata": {"name": "apps"}, "versions": [{"version": "v1", "freshness": "Current", "resources": [
+                {"resource": "deployments", "responseKind": {"group": "", "version": "", "kind": "Deployment"},
+                 "scope": "Namespaced", "verbs": ["get"], "subresources": [
+                    {"subresource": "scale", "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"}, "verbs": ["get"]}]}]}]}]}))
+        .unwrap();
+        let served = ServedResources::from_discovery([&discovery]);
+        let mut apps = document("apps", "v1", "Deployment", &["replicas"]);
+        apps["components"]["schemas"]["io.k8s.api.autoscaling.v1.Scale"] = document(
+            "autoscaling",
+            "v1",
+            "Scale",
+            &["replicas"],
+        )["components"]["schemas"]["io.k8s.api.autoscaling.v1.Scale"]
+            .clone();
+        let mut script = Script {
+            index: (
+                200,
+                index(&[("apis/apps/v1", "a1"), ("apis/autoscaling/v1", "s1")]),
+            ),
+            documents: HashMap::from([
+                ("/openapi/v3/apis/apps/v1?hash=a1".into(), (200, apps)),
+                (
+                    "/openapi/v3/apis/autoscaling/v1?hash=s1".into(),
+                    (
+                        200,
+                        document("autoscaling", "v1", "HorizontalPodAutoscaler", &["x"]),
+                    ),
+                ),
+            ]),
+            calls: Vec::new(),
+        };
+        let scale = Gvk::new("autoscaling", "v1", "Scale");
+        let (cache, mut api) = start();
+        let fetching =
+            tokio::time::timeout(Duration::from_secs(60), cache.fetch([&scale], &served));
+        let fetched = api
+            .serve_until(|c| script.answer(c), fetching)
+            .await
+            .expect("the fetch did not finish")
+            .unwrap();
+        assert!(has_spec_field(&fetched, &scale, "replicas"));
+
+        // Without knowing what serves it, only its own group version is read: no schema.
+        let (cache, mut api) = start();
+        let fetched = fetch(&cache, &mut api, &mut script, std::slice::from_ref(&scale))
+            .await
+            .unwrap();
+        assert!(fetched.schemas.is_empty());
     }
 
     #[tokio::test]

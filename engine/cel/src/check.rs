@@ -585,6 +585,13 @@ impl<'e> Checker<'_, 'e> {
                 Type::Dyn
             }
             t if t.is_dyn() => Type::Dyn,
+            // Kubernetes declares its library types (quantities, URLs, IPs, authorizer
+            // checks, …) as cel-go object types without a provider entry, so selecting a
+            // field of one fails the provider lookup.
+            Type::Opaque(name, params) if params.is_empty() && name.contains('.') => {
+                self.error(e.id, format!("unexpected failed resolution of '{name}'"));
+                Type::Error
+            }
             t => {
                 let t = t.clone();
                 self.error(

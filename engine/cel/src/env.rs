@@ -401,6 +401,19 @@ mod tests {
         assert_eq!(compile(at(35), lists), Ok(()));
     }
 
+    #[test]
+    fn selecting_a_field_of_a_library_type_fails_as_a_provider_lookup() {
+        let env = Env::kubernetes().build();
+        let err = |src: &str| env.check(src).expect_err("does not check").to_string();
+        assert_eq!(
+            err("quantity('1').value"),
+            "ERROR: <input>:1:14: unexpected failed resolution of 'kubernetes.Quantity'\n | quantity('1').value\n | .............^"
+        );
+        assert!(err("ip('1.2.3.4').family").contains("unexpected failed resolution of 'net.IP'"));
+        // A type that is not an object type keeps cel-go's field selection error.
+        assert!(err("'s'.x").contains("type 'string' does not support field selection"));
+    }
+
     fn deployment() -> serde_json::Value {
         serde_json::json!({
             "apiVersion": "apps/v1",

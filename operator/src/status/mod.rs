@@ -54,7 +54,7 @@ const IDLE: Duration = Duration::from_secs(300);
 /// How long a pass waits after a change for the changes that come with it (a `kubectl apply`
 /// of a policy and its binding arrives as two events), so a policy applied with its binding
 /// is not reported unbound for a moment.
-const COALESCE: Duration = Duration::from_millis(200);
+const COALESCE: Duration = Duration::from_millis(50);
 
 /// What the status is computed from.
 pub struct Sources {
