@@ -144,15 +144,23 @@ pub fn type_checked(report: &TypeCheckReport) -> Want {
         n => format!("checked {n} kinds: {}", checked.join("; ")),
     };
     if !report.skipped.is_empty() {
-        let skipped: Vec<String> = report
-            .skipped
+        // One reason per group of kinds (in the order the reasons first appear), so a cap
+        // that skips many kinds says why once.
+        let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+        for s in &report.skipped {
+            match groups.iter_mut().find(|(reason, _)| *reason == s.reason) {
+                Some((_, what)) => what.push(&s.what),
+                None => groups.push((&s.reason, vec![&s.what])),
+            }
+        }
+        let groups: Vec<String> = groups
             .iter()
-            .map(|s| format!("{} ({})", s.what, s.reason))
+            .map(|(reason, what)| format!("{} ({reason})", what.join("; ")))
             .collect();
         message.push_str(&format!(
             "; skipped {}: {}",
-            skipped.len(),
-            skipped.join("; ")
+            report.skipped.len(),
+            groups.join("; ")
         ));
     }
     Want {
@@ -240,10 +248,20 @@ mod tests {
                 Gvk::new("apps", "v1", "Deployment"),
                 Gvk::new("", "v1", "Pod"),
             ],
-            skipped: vec![SkippedKind {
-                what: "example.com/v1, Kind=Widget".into(),
-                reason: "its schema is not published".into(),
-            }],
+            skipped: vec![
+                SkippedKind {
+                    what: "example.com/v1, Kind=Widget".into(),
+                    reason: "its schema is not published".into(),
+                },
+                SkippedKind {
+                    what: "batch/v1, Kind=Job".into(),
+                    reason: "past the cap".into(),
+                },
+                SkippedKind {
+                    what: "example.com/v1, Kind=Gadget".into(),
+                    reason: "its schema is not published".into(),
+                },
+            ],
             ..TypeCheckReport::default()
         };
         let want = type_checked(&report);
@@ -253,7 +271,7 @@ mod tests {
         );
         assert_eq!(
             want.message,
-            "checked 2 kinds: apps/v1, Kind=Deployment; /v1, Kind=Pod; skipped 1: example.com/v1, Kind=Widget (its schema is not published)"
+            "checked 2 kinds: apps/v1, Kind=Deployment; /v1, Kind=Pod; skipped 3: example.com/v1, Kind=Widget; example.com/v1, Kind=Gadget (its schema is not published); batch/v1, Kind=Job (past the cap)"
         );
         let none = type_checked(&TypeCheckReport::default());
         assert_eq!(
