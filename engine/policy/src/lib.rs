@@ -6,6 +6,8 @@
 pub mod apivalidation;
 pub mod compile;
 pub mod declarations;
+mod evaluation;
+mod match_conditions;
 pub mod matching;
 pub mod model;
 pub mod paramaccess;

@@ -1,9 +1,9 @@
-//! The resources no ValidatingAdmissionPolicy ever applies to.
+//! The resources no admission policy (validating or mutating) ever applies to.
 
 use crate::request::Request;
 
 /// Resource groups the policies never see (kube-apiserver's excluded and policy resources).
-pub(super) fn exempt(req: &Request<'_>) -> bool {
+pub(crate) fn exempt(req: &Request<'_>) -> bool {
     let (g, r) = (req.resource.group, req.resource.name);
     g == crate::GROUP
         || (g == "admissionregistration.k8s.io"

@@ -5,7 +5,7 @@ use celgate_cel::{EvalError, RUNTIME_BUDGET, Value};
 
 use crate::compile::ValidatingPolicy;
 
-use super::evaluation::{Batch, Evaluation};
+use crate::evaluation::{Batch, Evaluation};
 use super::outcome::{CheckError, ErrorType};
 
 /// Longest evaluated message kept from a messageExpression, in bytes.
