@@ -1,5 +1,6 @@
 //! celgate's policy engine, with no IO: policies are compiled once ([`compile`]), requests are
-//! matched against them ([`matching`]) and evaluated into one admission outcome ([`mod@validate`]).
+//! matched against them ([`matching`]) and evaluated into one admission outcome
+//! ([`mod@validate`]), or mutated by mutating policies ([`mod@mutate`]).
 //! The operator feeds it plain data ([`model`]); the webhook feeds it decoded requests
 //! ([`request`]) and a [`PolicySet`] snapshot.
 
@@ -10,6 +11,7 @@ mod evaluation;
 mod match_conditions;
 pub mod matching;
 pub mod model;
+pub mod mutate;
 pub mod paramaccess;
 pub mod params;
 pub mod request;

@@ -5,9 +5,9 @@ use celgate_cel::{Activation, Budget, RUNTIME_BUDGET, Value};
 use crate::compile::CompiledExpr;
 use crate::model::ValidatingBindingSpec;
 
+use super::outcome::{CheckError, Outcome, deny_first, policy_message};
 use crate::compile::ValidatingPolicy;
 use crate::evaluation::{Batch, Evaluation};
-use super::outcome::{CheckError, Outcome, deny_first, policy_message};
 
 /// Longest audit annotation value, in bytes.
 pub const MAX_AUDIT_ANNOTATION_VALUE_BYTES: usize = 10 * 1024;

@@ -31,10 +31,10 @@ pub use audit_annotations::MAX_AUDIT_ANNOTATION_VALUE_BYTES;
 pub use outcome::{Check, CheckError, Denial, ErrorType, Outcome, VALIDATION_FAILURE_KEY};
 pub use validations::MAX_MESSAGE_EXPRESSION_BYTES;
 
-use audit_annotations::evaluate_audit_annotations;
-use enforcement::route_decision;
 use crate::evaluation::{Evaluation, namespace_object};
 use crate::match_conditions::{MatchConditions, evaluate_match_conditions};
+use audit_annotations::evaluate_audit_annotations;
+use enforcement::route_decision;
 use exempt::exempt;
 use outcome::{deny_first, policy_message};
 use validations::evaluate_validations;

@@ -5,8 +5,8 @@ use celgate_cel::{EvalError, RUNTIME_BUDGET, Value};
 
 use crate::compile::ValidatingPolicy;
 
-use crate::evaluation::{Batch, Evaluation};
 use super::outcome::{CheckError, ErrorType};
+use crate::evaluation::{Batch, Evaluation};
 
 /// Longest evaluated message kept from a messageExpression, in bytes.
 pub const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
