@@ -220,7 +220,7 @@ mod tests {
                 ),
                 (
                     "spec.mutations[4].jsonPatch.expression",
-                    "compilation failed: ERROR: <input>:1:8: Syntax error: mismatched input '<EOF>' expecting {'}', IDENT, ESC_IDENTIFIER}".to_string()
+                    "compilation failed: ERROR: <input>:1:8: Syntax error: mismatched input '<EOF>' expecting {'}', ',', '?', IDENTIFIER, ESC_IDENTIFIER}".to_string()
                 ),
             ]
         );

@@ -379,3 +379,263 @@ pub(super) fn number_text(n: &serde_json::Number) -> String {
         format!("{f}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::{Operation, PatchError, apply};
+
+    fn op(o: &str, path: &str, from: Option<&str>, value: Option<Value>) -> Operation {
+        Operation {
+            op: o.into(),
+            path: path.into(),
+            from: from.map(String::from),
+            value,
+        }
+    }
+
+    /// The document every case starts from.
+    fn doc() -> Value {
+        json!({"metadata": {"labels": {"x": "1", "a/b": "s", "t~": "n"}, "nil": null},
+            "spec": {"replicas": 3, "ratio": 1.5, "args": ["a", "b", "c"], "data": {}}})
+    }
+
+    #[test]
+    fn operations_apply_as_kube_apiservers_library_applies_them() {
+        type Want = Result<Value, PatchError>;
+        let failed = |s: &str| Err(PatchError::Failed(s.into()));
+        let skipped = |p: &str| Err(PatchError::TestFailed(p.into()));
+        let with = |f: &dyn Fn(&mut Value)| -> Want {
+            let mut d = doc();
+            f(&mut d);
+            Ok(d)
+        };
+        let cases: Vec<(&str, Vec<Operation>, Want)> = vec![
+            (
+                "add a label",
+                vec![op("add", "/metadata/labels/y", None, Some(json!("2")))],
+                with(&|d| d["metadata"]["labels"]["y"] = json!("2")),
+            ),
+            (
+                "add replaces an existing member",
+                vec![op("add", "/spec/replicas", None, Some(json!(5)))],
+                with(&|d| d["spec"]["replicas"] = json!(5)),
+            ),
+            (
+                "escaped keys",
+                vec![
+                    op("replace", "/metadata/labels/a~1b", None, Some(json!("t"))),
+                    op("remove", "/metadata/labels/t~0", None, None),
+                ],
+                with(&|d| {
+                    d["metadata"]["labels"]["a/b"] = json!("t");
+                    d["metadata"]["labels"]
+                        .as_object_mut()
+                        .unwrap()
+                        .remove("t~");
+                }),
+            ),
+            (
+                "add at an index, at the end, at a negative index",
+                vec![
+                    op("add", "/spec/args/0", None, Some(json!("z"))),
+                    op("add", "/spec/args/-", None, Some(json!("e"))),
+                    op("add", "/spec/args/-1", None, Some(json!("m"))),
+                ],
+                // -1 counts from the end of the list with the new item: it goes last.
+                with(&|d| d["spec"]["args"] = json!(["z", "a", "b", "c", "e", "m"])),
+            ),
+            (
+                "add past the end",
+                vec![op("add", "/spec/args/4", None, Some(json!("z")))],
+                failed(
+                    "error in add for path: '/spec/args/4': Unable to access invalid index: 4: invalid index referenced",
+                ),
+            ),
+            (
+                "add under a missing parent",
+                vec![op("add", "/spec/x/y", None, Some(json!(1)))],
+                failed(
+                    "add operation does not apply: doc is missing path: \"/spec/x/y\": missing value",
+                ),
+            ),
+            (
+                "add under a null member",
+                vec![op("add", "/metadata/nil/y", None, Some(json!(1)))],
+                failed(
+                    "add operation does not apply: doc is missing path: \"/metadata/nil/y\": missing value",
+                ),
+            ),
+            (
+                "a path without a leading slash ignores its first token",
+                vec![op("add", "spec/y", None, Some(json!(1)))],
+                with(&|d| d["y"] = json!(1)),
+            ),
+            (
+                "an empty path",
+                vec![op("add", "", None, Some(json!(1)))],
+                failed("add operation does not apply: doc is missing path: \"\": missing value"),
+            ),
+            (
+                "add with a bad index",
+                vec![op("add", "/spec/args/x", None, Some(json!(1)))],
+                failed(
+                    "error in add for path: '/spec/args/x': value was not a proper array index: 'x': strconv.Atoi: parsing \"x\": invalid syntax",
+                ),
+            ),
+            (
+                "remove a list item",
+                vec![op("remove", "/spec/args/1", None, None)],
+                with(&|d| d["spec"]["args"] = json!(["a", "c"])),
+            ),
+            (
+                "remove an absent member",
+                vec![op("remove", "/spec/x", None, None)],
+                failed(
+                    "error in remove for path: '/spec/x': Unable to remove nonexistent key: x: missing value",
+                ),
+            ),
+            (
+                "replace an absent member adds it",
+                vec![op("replace", "/spec/x", None, Some(json!(1)))],
+                with(&|d| d["spec"]["x"] = json!(1)),
+            ),
+            (
+                "replace the end of a list",
+                vec![op("replace", "/spec/args/-", None, Some(json!(1)))],
+                failed(
+                    "replace operation does not apply: doc is missing key: /spec/args/-: missing value",
+                ),
+            ),
+            (
+                "replace the whole document",
+                vec![op("replace", "", None, Some(json!({"a": 1})))],
+                Ok(json!({"a": 1})),
+            ),
+            (
+                "move a label",
+                vec![op(
+                    "move",
+                    "/metadata/labels/z",
+                    Some("/metadata/labels/x"),
+                    None,
+                )],
+                with(&|d| {
+                    let l = d["metadata"]["labels"].as_object_mut().unwrap();
+                    l.remove("x");
+                    l.insert("z".into(), json!("1"));
+                }),
+            ),
+            (
+                "move the first item to the end",
+                vec![op("move", "/spec/args/-", Some("/spec/args/0"), None)],
+                with(&|d| d["spec"]["args"] = json!(["b", "c", "a"])),
+            ),
+            (
+                "move an absent member",
+                vec![op("move", "/spec/y", Some("/spec/x"), None)],
+                failed(
+                    "error in move for path: 'x': Unable to remove nonexistent key: x: missing value",
+                ),
+            ),
+            (
+                "move without from",
+                vec![op("move", "/spec/y", None, None)],
+                failed(
+                    "move operation failed to decode from: operation, missing from field: missing value",
+                ),
+            ),
+            (
+                "copy a label",
+                vec![op(
+                    "copy",
+                    "/metadata/labels/y",
+                    Some("/metadata/labels/x"),
+                    None,
+                )],
+                with(&|d| d["metadata"]["labels"]["y"] = json!("1")),
+            ),
+            (
+                "copy an absent member copies null",
+                vec![op("copy", "/spec/y", Some("/spec/x"), None)],
+                with(&|d| d["spec"]["y"] = json!(null)),
+            ),
+            (
+                "copy to a missing parent",
+                vec![op("copy", "/x/y", Some("/spec/replicas"), None)],
+                failed(
+                    "copy operation does not apply: doc is missing destination path: /x/y: missing value",
+                ),
+            ),
+            (
+                "a true test, then a change",
+                vec![
+                    op("test", "/spec/replicas", None, Some(json!(3.0))),
+                    op("replace", "/spec/replicas", None, Some(json!(4))),
+                ],
+                with(&|d| d["spec"]["replicas"] = json!(4)),
+            ),
+            (
+                "a test compares whole values",
+                vec![op(
+                    "test",
+                    "/spec",
+                    None,
+                    Some(json!({"replicas": 3, "ratio": 1.5, "args": ["a", "b", "c"], "data": {}})),
+                )],
+                Ok(doc()),
+            ),
+            (
+                "a false test",
+                vec![
+                    op("replace", "/spec/replicas", None, Some(json!(4))),
+                    op("test", "/spec/replicas", None, Some(json!(3))),
+                ],
+                skipped("/spec/replicas"),
+            ),
+            (
+                "a test of an absent member with a value fails",
+                vec![op("test", "/spec/data/color", None, Some(json!("red")))],
+                skipped("/spec/data/color"),
+            ),
+            (
+                "a test of an absent member without a value passes",
+                vec![op("test", "/spec/data/color", None, None)],
+                Ok(doc()),
+            ),
+            (
+                "a test under a missing parent is an error",
+                vec![op("test", "/data/color", None, Some(json!("red")))],
+                failed(
+                    "test operation does not apply: is missing path: /data/color: missing value",
+                ),
+            ),
+            (
+                "a test of a bad index is an error",
+                vec![op("test", "/spec/args/9", None, Some(json!("a")))],
+                failed(
+                    "error in test for path: '/spec/args/9': Unable to access invalid index: 9: invalid index referenced",
+                ),
+            ),
+            (
+                "an unknown operation",
+                vec![op("merge", "/spec", None, None)],
+                failed("Unexpected kind: merge"),
+            ),
+        ];
+        for (name, ops, want) in cases {
+            let mut d = doc();
+            let got = apply(&mut d, &ops).map(|()| d);
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn failed_tests_read_as_upstream() {
+        assert_eq!(
+            PatchError::TestFailed("/a".into()).to_string(),
+            "testing value /a failed: test failed"
+        );
+    }
+}
