@@ -379,10 +379,7 @@ pub(super) fn item_element(list: &ListAtom, index: usize, item: &Value) -> Resul
         Value::Object(m) => m,
         _ => return Err("associative list with keys may not have non-map elements".into()),
     };
-    let defaults = match list.elem.atom().map {
-        Some(m) => Some(m),
-        None => None,
-    };
+    let defaults = list.elem.atom().map;
     let mut key = Vec::new();
     for name in &list.keys {
         if let Some(v) = map.get(name) {
