@@ -201,13 +201,6 @@ pub fn mutating_policy(p: &api::MutatingAdmissionPolicy) -> model::MutatingPolic
 }
 
 /// Converts a MutatingAdmissionPolicyBinding.
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "read by the mutating dispatch (issue 10 and later)"
-    )
-)]
 pub fn mutating_binding(b: &api::MutatingAdmissionPolicyBinding) -> model::MutatingBindingSpec {
     let s = &b.spec;
     model::MutatingBindingSpec {

@@ -100,6 +100,8 @@ pub struct ServedResource {
     /// The kind discovery reports for it (a subresource's may be in another group, as
     /// `autoscaling/v1` Scale for `deployments/scale`).
     pub kind: GroupVersionKind,
+    /// Whether its objects live in a namespace (a subresource's are its resource's).
+    pub namespaced: bool,
 }
 
 /// The resource names of one group version and the kind each maps to, as client-go's
@@ -187,6 +189,7 @@ impl ServedResources {
                         continue;
                     };
                     let kind = kind_of(resource.response_kind.as_ref());
+                    let namespaced = resource.scope.as_deref() == Some("Namespaced");
                     // As client-go's NewDiscoveryRESTMapper: the plural and the singular name
                     // (guessed from the kind when discovery gives none) map to the kind in
                     // this group version, and the guessed names of `<Kind>List` to that.
@@ -202,6 +205,7 @@ impl ServedResources {
                         version: version_name.clone(),
                         resource: name.to_string(),
                         kind,
+                        namespaced,
                     });
                     for sub in &resource.subresources {
                         if let Some(sub_name) = sub.subresource.as_deref() {
@@ -210,6 +214,7 @@ impl ServedResources {
                                 version: version_name.clone(),
                                 resource: format!("{name}/{sub_name}"),
                                 kind: kind_of(sub.response_kind.as_ref()),
+                                namespaced,
                             });
                         }
                     }
@@ -252,6 +257,24 @@ impl ServedResources {
             }
         }
         kinds
+    }
+
+    /// The resource (not a subresource) of kind `kind` in group version `group`/`version`, as
+    /// client-go's discovery RESTMapper `RESTMapping` finds it: the first in discovery order
+    /// whose group version is the kind's and whose kind has that name. `None` when no served
+    /// resource has the kind.
+    pub fn resource_for_kind(
+        &self,
+        group: &str,
+        version: &str,
+        kind: &str,
+    ) -> Option<&ServedResource> {
+        self.resources.iter().find(|r| {
+            r.group == group
+                && r.version == version
+                && r.kind.kind == kind
+                && !r.resource.contains('/')
+        })
     }
 }
 
@@ -539,6 +562,36 @@ mod tests {
         );
         assert!(served.kinds_for("apps", "v1", "widgets").is_empty());
         assert!(served.kinds_for("apps", "v1", "").is_empty());
+    }
+
+    #[test]
+    fn resource_for_kind_finds_the_resource_and_its_scope() {
+        let gadgets = json!({"metadata": {"name": "example.com"}, "versions": [{"version": "v1",
+            "freshness": "Current", "resources": [{"resource": "gadgets", "singularResource": "gadget",
+            "responseKind": kind("example.com", "v1", "Gadget"), "scope": "Cluster", "verbs": ["get"],
+            "subresources": [{"subresource": "report", "verbs": ["get"],
+                "responseKind": kind("example.com", "v1", "GadgetReport")}]}]}]});
+        let served = served(&[gadgets]);
+        let found = |g, v, k| {
+            served
+                .resource_for_kind(g, v, k)
+                .map(|r| (r.resource.as_str(), r.namespaced))
+        };
+        assert_eq!(
+            found("apps", "v1", "Deployment"),
+            Some(("deployments", true))
+        );
+        assert_eq!(found("", "v1", "Pod"), Some(("pods", true)));
+        assert_eq!(
+            found("example.com", "v1", "Gadget"),
+            Some(("gadgets", false))
+        );
+        // Only a subresource has this kind; other groups, versions and stale versions do not
+        // serve these.
+        assert_eq!(found("example.com", "v1", "GadgetReport"), None);
+        assert_eq!(found("", "v1", "Deployment"), None);
+        assert_eq!(found("apps", "v1beta1", "Deployment"), None);
+        assert_eq!(found("metrics.k8s.io", "v1beta1", "PodMetrics"), None);
     }
 
     #[test]

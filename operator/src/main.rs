@@ -4,6 +4,7 @@ mod authorizer;
 mod backoff;
 mod certs;
 mod changes;
+mod cli;
 mod cluster_types;
 mod controllers;
 mod convert;
@@ -40,11 +41,15 @@ use registration::{Endpoint, Registration};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// celgate: ValidatingAdmissionPolicy and MutatingAdmissionPolicy for any cluster, as CRDs.
+///
+/// Without a command, celgate runs the operator (as `celgate run`).
 #[derive(Parser, Debug)]
-#[command(version, about)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
 }
 
 #[derive(Subcommand, Debug)]
@@ -53,6 +58,12 @@ enum Command {
     Run(Box<RunArgs>),
     /// Print the CRDs of celgate's four kinds as YAML, ready for `kubectl apply -f -`.
     Crds,
+    /// Decide one admission request offline, with a trace of every expression
+    /// (exit code 0 allowed, 1 denied, 2 wrong input).
+    Eval(cli::eval::EvalArgs),
+    /// Type-check policy files offline against the built-in kinds and CRD files
+    /// (exit code 0 clean, 1 findings, 2 wrong input).
+    Check(cli::check::CheckArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -323,8 +334,14 @@ fn print_crds() -> Result<(), RunError> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
+    let result = match cli.command.unwrap_or(Command::Run(Box::new(cli.run))) {
         Command::Crds => print_crds(),
+        Command::Check(args) => {
+            return cli::run(move || cli::check::run(&args, &mut std::io::stdout().lock()));
+        }
+        Command::Eval(args) => {
+            return cli::run(move || cli::eval::run(&args, &mut std::io::stdout().lock()));
+        }
         Command::Run(args) => {
             let args = *args;
             init_logging(args.log_json);
@@ -364,6 +381,53 @@ mod tests {
     #[test]
     fn cli_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn no_command_runs_the_operator_and_offline_commands_parse_their_arguments() {
+        let cli = Cli::try_parse_from(["celgate", "--webhook-port", "9444"]).expect("parses");
+        assert!(cli.command.is_none());
+        assert_eq!(cli.run.webhook_port, 9444);
+        let cli = Cli::try_parse_from(["celgate", "run", "--log-json"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Run(args)) if args.log_json));
+
+        let cli = Cli::try_parse_from([
+            "celgate",
+            "eval",
+            "--policy",
+            "p.yaml",
+            "--binding",
+            "b1.yaml",
+            "b2.yaml",
+            "--object",
+            "o.yaml",
+            "--params",
+            "a.yaml",
+            "b.yaml",
+            "--operation",
+            "delete",
+            "-o",
+            "json",
+        ])
+        .expect("parses");
+        let Some(Command::Eval(args)) = cli.command else {
+            panic!("not eval: {:?}", cli.command);
+        };
+        assert_eq!(args.binding.len(), 2);
+        assert_eq!(args.params.len(), 2);
+        assert_eq!(args.operation, Some(cli::eval::Operation::Delete));
+        assert_eq!(args.output, cli::Format::Json);
+        assert_eq!(args.user, "celgate-eval");
+        assert_eq!(args.groups, vec!["system:authenticated".to_string()]);
+
+        let missing = Cli::try_parse_from(["celgate", "eval", "--policy", "p.yaml"]);
+        let err = missing.expect_err("--binding and --object are required");
+        assert_eq!(err.exit_code(), i32::from(cli::EXIT_USAGE));
+        let mixed = Cli::try_parse_from(["celgate", "--webhook-port", "1", "eval"]);
+        assert!(
+            mixed.is_err(),
+            "operator flags do not go with an offline command"
+        );
     }
 
     #[test]

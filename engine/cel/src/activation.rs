@@ -17,24 +17,43 @@ pub struct Activation<'a> {
     composited: Option<Memoized<'a>>,
 }
 
+/// A composited variable an activation has evaluated, with what it gave.
+#[derive(Debug)]
+pub struct EvaluatedVariable<'v, 'a> {
+    /// Its position in the variable list.
+    pub index: usize,
+    /// Its name.
+    pub name: &'v str,
+    /// Its value, or why it has none.
+    pub result: &'v Result<Value<'a>, EvalError>,
+    /// The cost its own expression was charged (variables it read are charged separately).
+    pub cost: u64,
+}
+
 /// Variables an activation evaluates on first use, by index: Kubernetes' composited
 /// variables (`variables.<name>`).
 pub(crate) trait LazyVariables: Send + Sync {
     /// How many there are.
     fn len(&self) -> usize;
-    /// Evaluates variable `index` against `act`, charging `budget`.
+    /// The name of variable `index`.
+    fn name(&self, index: usize) -> &str;
+    /// Evaluates variable `index` against `act`, charging `budget`; also returns the cost
+    /// charged for its own expression.
     fn evaluate<'a>(
         &self,
         index: usize,
         act: &Activation<'a>,
         budget: &mut Budget,
-    ) -> Result<Value<'a>, EvalError>;
+    ) -> (Result<Value<'a>, EvalError>, u64);
 }
 
-/// Lazily evaluated variables and the results of those evaluated so far.
+/// A variable's result and the cost its own expression was charged.
+type Evaluated<'a> = (Result<Value<'a>, EvalError>, u64);
+
+/// Lazily evaluated variables and the results (with their costs) of those evaluated so far.
 struct Memoized<'a> {
     defs: Arc<dyn LazyVariables>,
-    memo: Box<[OnceCell<Result<Value<'a>, EvalError>>]>,
+    memo: Box<[OnceCell<Evaluated<'a>>]>,
 }
 
 impl<'a> Activation<'a> {
@@ -81,16 +100,31 @@ impl<'a> Activation<'a> {
         let Some(cell) = c.memo.get(index) else {
             return Err(EvalError::NoSuchAttribute("variables".into()));
         };
-        if let Some(r) = cell.get() {
+        if let Some((r, _)) = cell.get() {
             return r.clone();
         }
-        let r = c.defs.evaluate(index, self, budget);
+        let (r, cost) = c.defs.evaluate(index, self, budget);
         // A fatal error (cost, cancellation) is not a property of the variable: do not memoise.
         if let Err(e) = &r
             && e.is_fatal()
         {
             return r;
         }
-        cell.get_or_init(|| r).clone()
+        cell.get_or_init(|| (r, cost)).0.clone()
+    }
+
+    /// The composited variables evaluated so far, in declaration order (for tracing tools;
+    /// one that stopped on a cost or cancellation error is not listed).
+    pub fn evaluated_variables(&self) -> impl Iterator<Item = EvaluatedVariable<'_, 'a>> {
+        self.composited.iter().flat_map(|c| {
+            c.memo.iter().enumerate().filter_map(|(index, cell)| {
+                cell.get().map(|(result, cost)| EvaluatedVariable {
+                    index,
+                    name: c.defs.name(index),
+                    result,
+                    cost: *cost,
+                })
+            })
+        })
     }
 }

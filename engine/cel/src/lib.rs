@@ -35,7 +35,7 @@ pub mod value;
 mod variables;
 mod version;
 
-pub use activation::Activation;
+pub use activation::{Activation, EvaluatedVariable};
 pub use cost::{Budget, MATCH_CONDITIONS_BUDGET, PER_CALL_LIMIT, RUNTIME_BUDGET};
 pub use env::{Env, EnvBuilder, Program};
 pub use error::{CompileError, EvalError, Issue, NoSuchOverload, OverloadShown};

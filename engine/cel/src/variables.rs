@@ -173,24 +173,35 @@ impl LazyVariables for Variables {
         self.defs.len()
     }
 
+    fn name(&self, index: usize) -> &str {
+        self.defs.get(index).map_or("", |d| d.name.as_str())
+    }
+
     fn evaluate<'a>(
         &self,
         index: usize,
         act: &Activation<'a>,
         budget: &mut Budget,
-    ) -> Result<Value<'a>, EvalError> {
+    ) -> (Result<Value<'a>, EvalError>, u64) {
         let Some(def) = self.defs.get(index) else {
-            return Err(EvalError::NoSuchAttribute("variables".into()));
+            return (Err(EvalError::NoSuchAttribute("variables".into())), 0);
         };
         match &def.program {
-            Err(e) => Err(EvalError::VariableCompile {
-                name: def.name.clone(),
-                error: e.kubernetes_detail(),
-            }),
-            Ok(p) => p.eval(act, budget).map_err(|e| EvalError::VariableEval {
-                name: def.name.clone(),
-                error: Box::new(e),
-            }),
+            Err(e) => (
+                Err(EvalError::VariableCompile {
+                    name: def.name.clone(),
+                    error: e.kubernetes_detail(),
+                }),
+                0,
+            ),
+            Ok(p) => {
+                let (r, cost) = p.eval_with_cost(act, budget);
+                let r = r.map_err(|e| EvalError::VariableEval {
+                    name: def.name.clone(),
+                    error: Box::new(e),
+                });
+                (r, cost)
+            }
         }
     }
 }
@@ -219,7 +230,18 @@ mod tests {
         act.bind_json("object", &obj);
         act.bind_variables(&vars);
         let mut budget = Budget::default();
-        assert!(matches!(p.eval(&act, &mut budget), Ok(Value::Bool(true))));
+        let before = budget.remaining();
+        let (result, own_cost) = p.eval_with_cost(&act, &mut budget);
+        assert!(matches!(result, Ok(Value::Bool(true))));
+        let seen: Vec<(usize, &str, bool)> = act
+            .evaluated_variables()
+            .map(|v| (v.index, v.name, v.result.is_ok()))
+            .collect();
+        assert_eq!(seen, vec![(0, "replicas", true), (1, "many", true)]);
+        // Each evaluated variable's own cost plus the expression's is what the budget paid.
+        let variables_cost: u64 = act.evaluated_variables().map(|v| v.cost).sum();
+        assert!(act.evaluated_variables().all(|v| v.cost > 0));
+        assert_eq!(own_cost + variables_cost, before - budget.remaining());
 
         let later = vars.env().compile("variables.broken == 1");
         let err = later

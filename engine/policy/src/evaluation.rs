@@ -11,6 +11,8 @@ use celgate_cel::{Activation, Authorizer, Budget, PER_CALL_LIMIT, Variables};
 use crate::matching::Namespaces;
 use crate::request::Request;
 
+use crate::validate::trace::Trace;
+
 static NULL: serde_json::Value = serde_json::Value::Null;
 
 /// The Namespace object of a namespaced request (null for cluster-scoped requests and for
@@ -45,6 +47,8 @@ pub(crate) struct Evaluation<'a> {
     pub(crate) message_variables: &'a Arc<Variables>,
     pub(crate) authorizer: Option<&'a Arc<dyn Authorizer>>,
     pub(crate) deadline: Option<Instant>,
+    /// Receives each evaluated expression (offline tools); `None` in the webhook.
+    pub(crate) trace: Option<&'a dyn Trace>,
 }
 
 /// Which expressions an activation serves: they differ in `authorizer` and variables.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use celgate_cel::Authorizer;
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::model::FailurePolicy;
+use celgate_engine::validate::trace::Trace;
 use celgate_engine::{Context, Outcome, Request, RequestError};
 use serde_json::Value;
 use thiserror::Error;
@@ -120,13 +121,38 @@ pub fn decide(
     deadline: Option<std::time::Instant>,
     only: Option<FailurePolicy>,
 ) -> Outcome {
-    let ctx = Context {
+    snapshot
+        .policies
+        .validate(req, &context(snapshot, authorizer, deadline, None), only)
+}
+
+/// Decides a request against one snapshot as [`decide`] does, with no deadline, reporting
+/// each expression evaluated to `trace` (offline tools: `celgate eval`).
+pub fn decide_traced(
+    snapshot: &Snapshot,
+    req: &Request<'_>,
+    authorizer: Option<&Arc<dyn Authorizer>>,
+    trace: &dyn Trace,
+) -> Outcome {
+    snapshot
+        .policies
+        .validate(req, &context(snapshot, authorizer, None, Some(trace)), None)
+}
+
+/// The evaluation context over one snapshot.
+fn context<'c>(
+    snapshot: &'c Snapshot,
+    authorizer: Option<&'c Arc<dyn Authorizer>>,
+    deadline: Option<std::time::Instant>,
+    trace: Option<&'c dyn Trace>,
+) -> Context<'c> {
+    Context {
         namespaces: snapshot.namespaces.as_ref(),
         params: snapshot.params.as_ref(),
         authorizer,
         deadline,
-    };
-    snapshot.policies.validate(req, &ctx, only)
+        trace,
+    }
 }
 
 /// Validates an AdmissionReview (already checked to be one) against the current snapshot.

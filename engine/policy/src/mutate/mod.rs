@@ -26,7 +26,7 @@ use celgate_cel::{EvalError, RUNTIME_BUDGET};
 use serde_json::Value;
 
 use crate::evaluation::{Batch, Evaluation, namespace_object};
-use crate::match_conditions::{MatchConditions, evaluate_match_conditions};
+use crate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use crate::matching;
 use crate::model::{FailurePolicy, MutatingBindingSpec, ReinvocationPolicy};
 use crate::params::{self, Collected, ParamKindState};
@@ -320,7 +320,11 @@ impl Run<'_> {
     ) -> Result<(), Immediate> {
         let conditions = {
             let evaluation = self.evaluation(policy, namespace_object, param, &self.object);
-            evaluate_match_conditions(&evaluation, &policy.match_conditions)
+            let sources = Sources {
+                match_conditions: &policy.spec.match_conditions,
+                variables: &policy.spec.variables,
+            };
+            evaluate_match_conditions(&evaluation, &policy.match_conditions, sources)
         };
         match conditions {
             MatchConditions::Apply => {}
@@ -404,6 +408,7 @@ impl Run<'_> {
             message_variables: &policy.variables,
             authorizer: self.ctx.authorizer,
             deadline: self.ctx.deadline,
+            trace: None,
         }
     }
 

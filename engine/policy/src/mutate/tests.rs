@@ -101,6 +101,7 @@ fn run_on(policies: &[BoundMutatingPolicy], object: &Value, schemas: &Schemas) -
         params: &crate::params::NoParams,
         authorizer: None,
         deadline: None,
+        trace: None,
     };
     mutate(policies, &req, &ctx, schemas)
 }

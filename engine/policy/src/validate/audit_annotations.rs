@@ -2,10 +2,11 @@
 
 use celgate_cel::{Activation, Budget, RUNTIME_BUDGET, Value};
 
-use crate::compile::CompiledExpr;
+use crate::compile::CompiledAuditAnnotation;
 use crate::model::ValidatingBindingSpec;
 
 use super::outcome::{CheckError, Outcome, deny_first, policy_message};
+use super::trace::{self, Effect, Phase, Step, StepKind, StepResult, Trace};
 use crate::compile::ValidatingPolicy;
 use crate::evaluation::{Batch, Evaluation};
 
@@ -27,8 +28,8 @@ pub(super) fn evaluate_audit_annotations(
     }
     let act = &evaluation.activation(Batch::AuditAnnotations);
     let mut budget = evaluation.budget(RUNTIME_BUDGET);
-    for a in &policy.audit_annotations {
-        let value = eval_annotation(&a.program, &a.expression, act, &mut budget);
+    for (index, a) in policy.audit_annotations.iter().enumerate() {
+        let value = eval_annotation(a, index, act, &mut budget, evaluation.trace);
         match value {
             Ok(None) => {}
             Ok(Some(mut v)) => {
@@ -58,33 +59,67 @@ pub(super) fn evaluate_audit_annotations(
             }
         }
     }
+    if let Some(t) = evaluation.trace {
+        trace::variables(t, &policy.spec.variables, Phase::AuditAnnotations, act);
+    }
 }
 
 /// An annotation value: `Ok(None)` when omitted.
 fn eval_annotation(
-    program: &CompiledExpr,
-    expression: &str,
+    a: &CompiledAuditAnnotation,
+    index: usize,
     act: &Activation<'_>,
     budget: &mut Budget,
+    trace: Option<&dyn Trace>,
 ) -> Result<Option<String>, CheckError> {
-    let p = program
-        .as_ref()
-        .map_err(|e| CheckError::Compile(e.clone()))?;
-    match p.eval(act, budget) {
+    let step = |result, cost, effect| Step {
+        phase: Phase::AuditAnnotations,
+        kind: StepKind::AuditAnnotation,
+        index,
+        name: &a.key,
+        expression: &a.expression,
+        result,
+        cost,
+        effect,
+    };
+    let p = match &a.program {
+        Ok(p) => p,
+        Err(e) => {
+            if let Some(t) = trace {
+                t.step(&step(StepResult::NotCompiled(e), 0, Effect::Error));
+            }
+            return Err(CheckError::Compile(e.clone()));
+        }
+    };
+    let (result, cost) = p.eval_with_cost(act, budget);
+    let value = match &result {
         Ok(Value::Null) => Ok(None),
         Ok(Value::String(s)) => {
             let s = s.trim();
             Ok((!s.is_empty()).then(|| s.to_string()))
         }
         Ok(other) => Err(CheckError::AnnotationType {
-            expression: expression.to_string(),
+            expression: a.expression.clone(),
             type_name: other.type_name().to_string(),
         }),
         Err(error) => Err(CheckError::Eval {
-            expression: expression.to_string(),
-            error,
+            expression: a.expression.clone(),
+            error: error.clone(),
         }),
+    };
+    if let Some(t) = trace {
+        let effect = match &value {
+            Ok(Some(_)) => Effect::Used,
+            Ok(None) => Effect::Ignored("null or empty: the annotation is omitted"),
+            Err(_) => Effect::Error,
+        };
+        let traced = match &result {
+            Ok(v) => StepResult::Value(v),
+            Err(e) => StepResult::Error(e),
+        };
+        t.step(&step(traced, cost, effect));
     }
+    value
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 
 use crate::request::Request;
 
-/// Resource groups the policies never see (kube-apiserver's excluded and policy resources).
-pub(crate) fn exempt(req: &Request<'_>) -> bool {
+/// Whether no policy ever sees the request's resource (kube-apiserver's excluded resources and
+/// the policy kinds themselves).
+pub fn exempt(req: &Request<'_>) -> bool {
     let (g, r) = (req.resource.group, req.resource.name);
     g == crate::GROUP
         || (g == "admissionregistration.k8s.io"

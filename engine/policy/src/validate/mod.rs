@@ -13,6 +13,7 @@ pub(crate) mod exempt;
 mod outcome;
 #[cfg(test)]
 pub(crate) mod test_policies;
+pub mod trace;
 mod validations;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -28,15 +29,16 @@ use crate::params::{self, Collected, ParamKindState, Params};
 use crate::request::Request;
 
 pub use audit_annotations::MAX_AUDIT_ANNOTATION_VALUE_BYTES;
+pub use exempt::exempt;
 pub use outcome::{Check, CheckError, Denial, ErrorType, Outcome, VALIDATION_FAILURE_KEY};
 pub use validations::MAX_MESSAGE_EXPRESSION_BYTES;
 
 use crate::evaluation::{Evaluation, namespace_object};
-use crate::match_conditions::{MatchConditions, evaluate_match_conditions};
+use crate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use audit_annotations::evaluate_audit_annotations;
 use enforcement::route_decision;
-use exempt::exempt;
 use outcome::{deny_first, policy_message};
+use trace::{Skip, Trace};
 use validations::evaluate_validations;
 
 /// A bound policy in a snapshot: the compiled policy and its bindings, in list order.
@@ -59,6 +61,8 @@ pub struct Context<'c> {
     pub authorizer: Option<&'c Arc<dyn Authorizer>>,
     /// When evaluation must stop (the API server's webhook timeout), if any.
     pub deadline: Option<Instant>,
+    /// Receives each evaluated expression (offline tools); `None` in the webhook.
+    pub trace: Option<&'c dyn Trace>,
 }
 
 /// Validates a request against the bound policies.
@@ -121,7 +125,12 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         Some(c) => matching::matches(c, req, ctx.namespaces).map_err(|e| e.to_string()),
     };
     match policy_match {
-        Ok(false) => return,
+        Ok(false) => {
+            if let Some(t) = ctx.trace {
+                t.skipped(&policy.name, None, Skip::PolicyNotMatched);
+            }
+            return;
+        }
         Ok(true) => {}
         Err(e) => {
             if fail {
@@ -156,8 +165,13 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         // A binding whose match or params cannot be worked out is a configuration error.
         let params = binding_params(policy, binding, req, ctx);
         let params = match params {
-            Ok(Some(list)) => list,
-            Ok(None) => continue,
+            Ok(Ok(list)) => list,
+            Ok(Err(why)) => {
+                if let Some(t) = ctx.trace {
+                    t.skipped(&policy.name, Some(&binding.name), why);
+                }
+                continue;
+            }
             Err(e) => {
                 if fail {
                     let msg = format!("failed to configure binding: {e}");
@@ -173,6 +187,9 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         let binding_name: Arc<str> = Arc::from(binding.name.as_str());
         // Each param is its own evaluation with its own budget; any failing param denies.
         for param in params {
+            if let Some(t) = ctx.trace {
+                t.evaluation(&policy.name, &binding.name, param);
+            }
             let evaluation = Evaluation {
                 req,
                 object: req.object,
@@ -183,8 +200,13 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                 message_variables: &policy.message_variables,
                 authorizer: ctx.authorizer,
                 deadline: ctx.deadline,
+                trace: ctx.trace,
             };
-            match evaluate_match_conditions(&evaluation, &policy.match_conditions) {
+            let sources = Sources {
+                match_conditions: &policy.spec.match_conditions,
+                variables: &policy.spec.variables,
+            };
+            match evaluate_match_conditions(&evaluation, &policy.match_conditions, sources) {
                 MatchConditions::Apply => {}
                 MatchConditions::Skip => continue,
                 MatchConditions::Error(msg) => {
@@ -224,20 +246,23 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
     }
 }
 
-/// The params to evaluate a binding with; `None` when the binding does not apply (its match
+/// The params to evaluate a binding with, or why the binding does not apply (its match
 /// resources miss, or no param and `Allow`).
+type BindingParams<'p> = Result<Vec<Option<&'p serde_json::Value>>, Skip>;
+
+/// The params to evaluate a binding with; `Err` is a binding configuration error.
 fn binding_params<'p>(
     policy: &ValidatingPolicy,
     binding: &ValidatingBindingSpec,
     req: &Request<'_>,
     ctx: &Context<'p>,
-) -> Result<Option<Vec<Option<&'p serde_json::Value>>>, String> {
+) -> Result<BindingParams<'p>, String> {
     let selected = match &binding.match_resources {
         None => true,
         Some(m) => matching::matches(m, req, ctx.namespaces).map_err(|e| e.to_string())?,
     };
     if !selected {
-        return Ok(None);
+        return Ok(Err(Skip::BindingNotMatched));
     }
     let collected = params::collect(
         policy.spec.param_kind.as_ref(),
@@ -246,8 +271,8 @@ fn binding_params<'p>(
         ctx.params,
     )?;
     Ok(match collected {
-        Collected::Evaluate(list) => Some(list),
-        Collected::Skip => None,
+        Collected::Evaluate(list) => Ok(list),
+        Collected::Skip => Err(Skip::NoParams),
     })
 }
 

@@ -82,6 +82,7 @@ pub(crate) fn context(namespaces: &Cache) -> Context<'_> {
         params: &crate::params::NoParams,
         authorizer: None,
         deadline: None,
+        trace: None,
     }
 }
 

@@ -6,6 +6,7 @@ use celgate_cel::{EvalError, RUNTIME_BUDGET, Value};
 use crate::compile::ValidatingPolicy;
 
 use super::outcome::{CheckError, ErrorType};
+use super::trace::{self, Effect, Phase, Step, StepKind, StepResult};
 use crate::evaluation::{Batch, Evaluation};
 
 /// Longest evaluated message kept from a messageExpression, in bytes.
@@ -33,6 +34,40 @@ fn error_decision(fail: bool, error: &CheckError, index: usize) -> Decision {
     }
 }
 
+/// The message a message expression's string gives (trimmed), or why it gives none.
+fn usable_message(s: &str) -> Result<String, &'static str> {
+    let s = s.trim();
+    if s.is_empty() {
+        Err("it is empty: the message or the expression's text is used instead")
+    } else if s.len() > MAX_MESSAGE_EXPRESSION_BYTES {
+        Err("it is longer than 5120 bytes: the message or the expression's text is used instead")
+    } else if s.contains('\n') {
+        Err("it has a line break: the message or the expression's text is used instead")
+    } else {
+        Ok(s.to_string())
+    }
+}
+
+/// A traced message expression.
+fn message_step<'t, 'a>(
+    expression: &'t str,
+    index: usize,
+    result: StepResult<'t, 'a>,
+    cost: u64,
+    effect: Effect,
+) -> Step<'t, 'a> {
+    Step {
+        phase: Phase::Messages,
+        kind: StepKind::MessageExpression,
+        index,
+        name: "",
+        expression,
+        result,
+        cost,
+        effect,
+    }
+}
+
 /// Evaluates a policy's validations and their message expressions into one decision per failed
 /// or errored validation (one in all when the shared budget runs out).
 pub(super) fn evaluate_validations(
@@ -42,52 +77,133 @@ pub(super) fn evaluate_validations(
 ) -> Vec<Decision> {
     let act = evaluation.activation(Batch::Checks);
     let mut budget = evaluation.budget(RUNTIME_BUDGET);
+    let trace = evaluation.trace;
     let mut results: Vec<Result<bool, CheckError>> = Vec::with_capacity(policy.validations.len());
-    for v in &policy.validations {
-        let result = match &v.program {
-            Err(e) => Err(CheckError::Compile(e.clone())),
-            Ok(p) => match p.eval(&act, &mut budget) {
-                Ok(Value::Bool(b)) => Ok(b),
-                Ok(other) => Err(CheckError::NotBool {
-                    expression: p.source().to_string(),
-                    type_name: other.type_name().to_string(),
-                }),
-                Err(EvalError::BudgetExhausted) => {
-                    return vec![error_decision(fail, &CheckError::OutOfBudget, 0)];
+    for (index, v) in policy.validations.iter().enumerate() {
+        let step = |result, cost, effect| Step {
+            phase: Phase::Validations,
+            kind: StepKind::Validation,
+            index,
+            name: "",
+            expression: &v.expression,
+            result,
+            cost,
+            effect,
+        };
+        let p = match &v.program {
+            Err(e) => {
+                if let Some(t) = trace {
+                    t.step(&step(StepResult::NotCompiled(e), 0, Effect::Error));
                 }
-                Err(error) => Err(CheckError::Eval {
-                    expression: p.source().to_string(),
-                    error,
-                }),
-            },
+                results.push(Err(CheckError::Compile(e.clone())));
+                continue;
+            }
+            Ok(p) => p,
+        };
+        let (result, cost) = p.eval_with_cost(&act, &mut budget);
+        if let Some(t) = trace {
+            let (traced, effect) = match &result {
+                Ok(v) => (
+                    StepResult::Value(v),
+                    match v {
+                        Value::Bool(true) => Effect::Passed,
+                        Value::Bool(false) => Effect::Failed,
+                        _ => Effect::Error,
+                    },
+                ),
+                Err(e) => (StepResult::Error(e), Effect::Error),
+            };
+            t.step(&step(traced, cost, effect));
+        }
+        let result = match result {
+            Ok(Value::Bool(b)) => Ok(b),
+            Ok(other) => Err(CheckError::NotBool {
+                expression: p.source().to_string(),
+                type_name: other.type_name().to_string(),
+            }),
+            Err(EvalError::BudgetExhausted) => {
+                if let Some(t) = trace {
+                    trace::variables(t, &policy.spec.variables, Phase::Validations, &act);
+                }
+                return vec![error_decision(fail, &CheckError::OutOfBudget, 0)];
+            }
+            Err(error) => Err(CheckError::Eval {
+                expression: p.source().to_string(),
+                error,
+            }),
         };
         results.push(result);
+    }
+    if let Some(t) = trace {
+        trace::variables(t, &policy.spec.variables, Phase::Validations, &act);
     }
     // Message expressions run for every validation that has one, with the remaining budget and
     // their own variable memo (an activation built only when a validation has one).
     let mut act = None;
     let mut messages: Vec<Option<String>> = Vec::with_capacity(results.len());
-    for v in &policy.validations {
+    for (index, v) in policy.validations.iter().enumerate() {
+        let failed = matches!(results.get(index), Some(Ok(false)));
         let msg = match &v.message_expression {
-            Some(Ok(p)) => match p.eval(
-                act.get_or_insert_with(|| evaluation.activation(Batch::Messages)),
-                &mut budget,
-            ) {
-                Ok(Value::String(s)) => {
-                    let s = s.trim();
-                    (!s.is_empty() && s.len() <= MAX_MESSAGE_EXPRESSION_BYTES && !s.contains('\n'))
-                        .then(|| s.to_string())
+            Some(Ok(p)) => {
+                let act = act.get_or_insert_with(|| evaluation.activation(Batch::Messages));
+                let (result, cost) = p.eval_with_cost(act, &mut budget);
+                let message = match &result {
+                    Ok(Value::String(s)) => usable_message(s),
+                    _ => Err("it did not evaluate to a string"),
+                };
+                if let Some(t) = trace {
+                    let effect = match (&result, &message) {
+                        (Err(EvalError::BudgetExhausted), _) => Effect::Error,
+                        (Err(_), _) => Effect::Ignored(
+                            "it failed: the message or the expression's text is used instead",
+                        ),
+                        (_, Err(why)) => Effect::Ignored(why),
+                        (_, Ok(_)) if failed => Effect::Used,
+                        (_, Ok(_)) => Effect::Ignored("the validation did not fail"),
+                    };
+                    let traced = match &result {
+                        Ok(v) => StepResult::Value(v),
+                        Err(e) => StepResult::Error(e),
+                    };
+                    t.step(&message_step(p.source(), index, traced, cost, effect));
                 }
-                Err(EvalError::BudgetExhausted) => {
+                if let Err(EvalError::BudgetExhausted) = result {
+                    if let Some(t) = trace {
+                        trace::variables(t, &policy.spec.variables, Phase::Messages, act);
+                    }
                     return (0..policy.validations.len())
                         .map(|i| error_decision(fail, &CheckError::MessageOutOfBudget, i))
                         .collect();
                 }
-                _ => None,
-            },
-            _ => None,
+                message.ok()
+            }
+            Some(Err(e)) => {
+                if let Some(t) = trace {
+                    let source = policy
+                        .spec
+                        .validations
+                        .get(index)
+                        .and_then(|v| v.message_expression.as_deref())
+                        .unwrap_or_default();
+                    let effect = Effect::Ignored(
+                        "it does not compile: the message or the expression's text is used instead",
+                    );
+                    t.step(&message_step(
+                        source,
+                        index,
+                        StepResult::NotCompiled(e),
+                        0,
+                        effect,
+                    ));
+                }
+                None
+            }
+            None => None,
         };
         messages.push(msg);
+    }
+    if let (Some(t), Some(act)) = (trace, &act) {
+        trace::variables(t, &policy.spec.variables, Phase::Messages, act);
     }
     let mut decisions = Vec::new();
     for (index, (v, result)) in policy.validations.iter().zip(results).enumerate() {

@@ -1,0 +1,440 @@
+//! The offline commands, run as the real `celgate` binary on the fixture files.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn fixture(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+fn celgate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .args(args)
+        .output()
+        .expect("the celgate binary runs")
+}
+
+fn json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not JSON ({e}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn eval(object: &str, extra: &[&str]) -> Output {
+    let (policy, binding, object) = (
+        fixture("eval/policy.yaml"),
+        fixture("eval/binding.yaml"),
+        fixture(object),
+    );
+    let mut args = vec![
+        "eval",
+        "--policy",
+        &policy,
+        "--binding",
+        &binding,
+        "--object",
+        &object,
+    ];
+    args.extend_from_slice(extra);
+    celgate(&args)
+}
+
+/// The steps of the first evaluation, as (kind, outcome, value or error).
+fn steps(report: &Value) -> Vec<(String, String, String)> {
+    report["trace"][0]["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| {
+            let shown = s
+                .get("value")
+                .map(Value::to_string)
+                .or_else(|| s["error"].as_str().map(str::to_string))
+                .unwrap_or_default();
+            (
+                s["kind"].as_str().unwrap_or_default().to_string(),
+                s["outcome"].as_str().unwrap_or_default().to_string(),
+                shown,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn eval_denies_with_the_upstream_message_and_traces_every_expression() {
+    let out = eval("eval/deployment-10.yaml", &["-o", "json"]);
+    assert_eq!(out.status.code(), Some(1), "denied exits 1");
+    let report = json(&out);
+    assert_eq!(report["allowed"], false);
+    assert_eq!(
+        report["denial"]["message"],
+        "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-binding' denied request: failed expression: variables.replicas <= 5"
+    );
+    assert_eq!(report["denial"]["code"], 422);
+    assert_eq!(report["request"], "CREATE apps/v1 Deployment default/web");
+    let s = |k: &str, o: &str, v: &str| (k.to_string(), o.to_string(), v.to_string());
+    assert_eq!(
+        steps(&report),
+        vec![
+            s("matchCondition", "passed", "true"),
+            s("validation", "failed", "false"),
+            s("variable", "used", "10"),
+            s("auditAnnotation", "used", "\"replicas: 10\""),
+            s("variable", "used", "10"),
+        ]
+    );
+    let first = &report["trace"][0]["steps"][0];
+    assert!(first["cost"].as_u64().expect("cost") > 0, "{first}");
+    assert_eq!(
+        report["auditAnnotations"][0]["key"],
+        "replica-limit/replicas"
+    );
+}
+
+#[test]
+fn eval_prints_the_decision_and_trace_for_people() {
+    let out = eval("eval/deployment-10.yaml", &[]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    for line in [
+        "request: CREATE apps/v1 Deployment default/web",
+        "DENIED (422 Invalid)",
+        "  ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-binding' denied request: failed expression: variables.replicas <= 5",
+        "  policy replica-limit, binding replica-limit-binding:",
+        "    validations[0]: variables.replicas <= 5",
+        "    variables.replicas (for validations): object.spec.replicas",
+        "    variables.replicas (for auditAnnotations): object.spec.replicas",
+    ] {
+        assert!(
+            text.lines().any(|l| l == line),
+            "no line {line:?} in:\n{text}"
+        );
+    }
+    assert!(text.contains("= false  (cost "), "{text}");
+}
+
+#[test]
+fn eval_allows_a_request_that_passes() {
+    let out = eval("eval/deployment-2.yaml", &["-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "allowed exits 0");
+    let report = json(&out);
+    assert_eq!(report["allowed"], true);
+    assert_eq!(report["denial"], Value::Null);
+    assert_eq!(
+        steps(&report)[1],
+        ("validation".into(), "passed".into(), "true".into())
+    );
+}
+
+#[test]
+fn eval_with_params_uses_the_message_expression() {
+    let (policy, binding, object, params) = (
+        fixture("eval/params-policy.yaml"),
+        fixture("eval/params-binding.yaml"),
+        fixture("eval/deployment-10.yaml"),
+        fixture("eval/params.yaml"),
+    );
+    let out = celgate(&[
+        "eval",
+        "--policy",
+        &policy,
+        "--binding",
+        &binding,
+        "--object",
+        &object,
+        "--params",
+        &params,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out);
+    assert_eq!(
+        report["denial"]["message"],
+        "ValidatingAdmissionPolicy 'replica-limit-params' with binding 'replica-limit-params-binding' denied request: at most 3 replicas, got 10"
+    );
+    assert_eq!(
+        report["trace"][0]["param"],
+        serde_json::json!({"namespace": "default", "name": "replica-limits"})
+    );
+    assert_eq!(
+        steps(&report),
+        vec![
+            ("validation".into(), "failed".into(), "false".into()),
+            (
+                "messageExpression".into(),
+                "used".into(),
+                "\"at most 3 replicas, got 10\"".into()
+            ),
+        ]
+    );
+    // Without the param, the binding's parameterNotFoundAction (Deny) decides.
+    let out = celgate(&[
+        "eval",
+        "--policy",
+        &policy,
+        "--binding",
+        &binding,
+        "--object",
+        &object,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let message = json(&out)["denial"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(message.contains("failed to configure binding: no params found for policy binding with `Deny` parameterNotFoundAction"), "{message}");
+}
+
+#[test]
+fn eval_decides_a_custom_kind_served_by_its_crd() {
+    let (policy, binding, object, crd) = (
+        fixture("eval/widget-policy.yaml"),
+        fixture("eval/widget-binding.yaml"),
+        fixture("eval/widget-12.yaml"),
+        fixture("check/widget-crd.yaml"),
+    );
+    let args = [
+        "eval",
+        "--policy",
+        &policy,
+        "--binding",
+        &binding,
+        "--object",
+        &object,
+        "-o",
+        "json",
+    ];
+    let with_crd = [&args[..], &["--crd", &crd]].concat();
+    let out = celgate(&with_crd);
+    assert_eq!(out.status.code(), Some(1), "denied exits 1");
+    let report = json(&out);
+    // The policy matches `widgets` only: the CRD gave the kind's resource, and its scope put
+    // the object in the default namespace.
+    assert_eq!(
+        report["request"],
+        "CREATE example.com/v1 Widget default/big"
+    );
+    assert_eq!(
+        report["denial"]["message"],
+        "ValidatingAdmissionPolicy 'widget-size' with binding 'widget-size-binding' denied request: a widget is at most 10 big"
+    );
+
+    // Without the CRD the kind is unknown, and the error says how to make it known.
+    let out = celgate(&args);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("Widget (example.com/v1) is neither a built-in kind of Kubernetes v1.")
+            && err.contains("pass its CustomResourceDefinition with --crd FILE, or its resource with --resource <plural>"),
+        "{err}"
+    );
+    // --resource stands in for the CRD; with no namespace on the object, it is cluster-scoped.
+    let out = celgate(&[&args[..], &["--resource", "widgets"]].concat());
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(json(&out)["request"], "CREATE example.com/v1 Widget big");
+    // --crd takes CRDs only.
+    let out = celgate(&[&args[..], &["--crd", &object]].concat());
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--crd takes CustomResourceDefinitions (apiextensions.k8s.io/v1), not example.com/v1 Widget"),
+        "{err}"
+    );
+}
+
+#[test]
+fn eval_input_errors_exit_2_and_say_what_to_change() {
+    let out = eval("eval/missing.yaml", &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.starts_with("celgate: cannot read "), "{err}");
+
+    let (policy, binding, object) = (
+        fixture("eval/mutating-policy.yaml"),
+        fixture("eval/binding.yaml"),
+        fixture("eval/deployment-2.yaml"),
+    );
+    let out = celgate(&[
+        "eval",
+        "--policy",
+        &policy,
+        "--binding",
+        &binding,
+        "--object",
+        &object,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("does not enforce MutatingAdmissionPolicy yet (issue 11)"),
+        "{err}"
+    );
+
+    let out = celgate(&["eval", "--policy", &policy]);
+    assert_eq!(out.status.code(), Some(2), "a usage error");
+}
+
+fn check(args: &[&str]) -> (Option<i32>, Value) {
+    let mut all = vec!["check"];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["-o", "json"]);
+    let out = celgate(&all);
+    (out.status.code(), json(&out))
+}
+
+#[test]
+fn check_reports_a_misspelt_deployment_field_as_upstream_and_a_missing_policy() {
+    let (code, report) = check(&[&fixture("check/deployment-typo.yaml")]);
+    assert_eq!(code, Some(1), "findings exit 1");
+    let policy = &report["objects"][0];
+    assert_eq!(policy["kind"], "ValidatingAdmissionPolicy");
+    assert_eq!(
+        policy["expressionWarnings"],
+        serde_json::json!([{
+            "fieldRef": "spec.validations[0].expression",
+            "message": "apps/v1, Kind=Deployment: ERROR: <input>:1:7: undefined field 'replicas'\n | object.replicas <= 5\n | ......^\n"
+        }])
+    );
+    // The variable is checked beyond upstream, in its own list.
+    assert_eq!(
+        policy["additionalWarnings"][0]["fieldRef"],
+        "spec.variables[0].expression"
+    );
+    assert_eq!(
+        policy["checked"],
+        serde_json::json!(["apps/v1, Kind=Deployment"])
+    );
+    let binding = &report["objects"][1];
+    assert_eq!(binding["errors"][0]["fieldRef"], "spec.policyName");
+    assert_eq!(report["findings"], 3);
+}
+
+#[test]
+fn check_passes_a_clean_policy_and_binding() {
+    let (code, report) = check(&[&fixture("check/clean.yaml")]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(report["findings"], 0);
+    assert_eq!(report["objects"].as_array().map(Vec::len), Some(2));
+    assert_eq!(
+        report["objects"][0]["checked"],
+        serde_json::json!(["apps/v1, Kind=Deployment"])
+    );
+
+    let out = celgate(&["check", &fixture("check/clean.yaml")]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.ends_with("2 object(s) checked against Kubernetes v1.36.3 schemas: 0 finding(s)\n"),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_types_a_policy_on_a_custom_kind_from_its_crd() {
+    let (policy, crd) = (
+        fixture("check/widget-policy.yaml"),
+        fixture("check/widget-crd.yaml"),
+    );
+    let (code, report) = check(&[&policy, "--crd", &crd]);
+    assert_eq!(code, Some(1));
+    let warnings = &report["objects"][0]["expressionWarnings"];
+    assert_eq!(warnings.as_array().map(Vec::len), Some(1), "{warnings}");
+    assert_eq!(warnings[0]["fieldRef"], "spec.validations[1].expression");
+    assert!(
+        warnings[0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(
+                "example.com/v1, Kind=Widget: ERROR: <input>:1:12: undefined field 'colour'"
+            ),
+        "{warnings}"
+    );
+    // Without the CRD the kind is unknown: nothing is checked, and the report says so.
+    let (code, report) = check(&[&policy]);
+    assert_eq!(code, Some(0));
+    assert_eq!(report["objects"][0]["checked"], Value::Null);
+    assert!(
+        report["objects"][0]["skipped"]
+            .as_array()
+            .is_some_and(|s| !s.is_empty()),
+        "{report}"
+    );
+}
+
+#[test]
+fn check_rejects_what_kube_apiserver_rejects() {
+    let dir = std::env::temp_dir().join(format!("celgate-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("invalid.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n\
+         metadata: {name: p}\nspec:\n  failurePolicy: Fail\n  validations:\n  - expression: '1 +'\n    mesage: typo\n",
+    )
+    .expect("written");
+    let enum_file = dir.join("enum.yaml");
+    std::fs::write(
+        &enum_file,
+        "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\n\
+         metadata: {name: q}\nspec:\n  failurePolicy: Sometimes\n",
+    )
+    .expect("written");
+    let (code, report) = check(&[&file.display().to_string()]);
+    let (enum_code, enum_report) = check(&[&enum_file.display().to_string()]);
+    std::fs::remove_dir_all(&dir).expect("removed");
+    assert_eq!(enum_code, Some(1));
+    let message = enum_report["objects"][0]["errors"][0]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(message.contains("Sometimes"), "{enum_report}");
+    assert_eq!(code, Some(1));
+    let fields: Vec<&str> = report["objects"][0]["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|e| e["fieldRef"].as_str())
+        .collect();
+    assert!(fields.contains(&"spec.validations[0].mesage"), "{fields:?}");
+    assert!(
+        fields.contains(&"spec.validations[0].expression"),
+        "{fields:?}"
+    );
+}
+
+#[test]
+fn check_types_a_mutating_policys_apply_configuration_beyond_upstream() {
+    let (code, report) = check(&[&fixture("check/mutating-typo.yaml")]);
+    assert_eq!(code, Some(1));
+    let object = &report["objects"][0];
+    assert_eq!(object["kind"], "MutatingAdmissionPolicy");
+    assert_eq!(
+        object["expressionWarnings"],
+        serde_json::json!([]),
+        "upstream checks no MAP"
+    );
+    assert_eq!(
+        object["additionalWarnings"][0]["fieldRef"],
+        "spec.mutations[0].applyConfiguration.expression"
+    );
+    assert!(
+        object["additionalWarnings"][0]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("undefined field 'labelz'"),
+        "{object}"
+    );
+}
