@@ -574,7 +574,11 @@ mod tests {
     fn mutating_webhooks_split_by_failure_and_reinvocation_policy() {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let empty = mutating_configuration(&PolicySet::default(), &endpoint, "ca", "celgate");
-        assert_eq!(empty.webhooks, Some(Vec::new()), "no bound policy, no webhook");
+        assert_eq!(
+            empty.webhooks,
+            Some(Vec::new()),
+            "no bound policy, no webhook"
+        );
 
         let bound = |name: &str, failure: &str, reinvocation: &str, resource: &str| {
             let policy = fixtures::mutating_policy(name, failure, reinvocation, resource);

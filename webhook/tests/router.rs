@@ -311,11 +311,15 @@ fn publish_mutating(state: &AppState) {
         "spec": {"type": "object", "properties": {"replicas": {"type": "integer"}}}},
         "x-kubernetes-group-version-kind": [{"group": "apps", "version": "v1", "kind": "Deployment"}]}}}});
     let schemas = schemas_from_openapi(&doc).unwrap();
-    let schemas = KindSchemaView::new(
-        schemas
-            .into_iter()
-            .map(|(gvk, schema)| (gvk, KindSchema { schema, built_in: true })),
-    );
+    let schemas = KindSchemaView::new(schemas.into_iter().map(|(gvk, schema)| {
+        (
+            gvk,
+            KindSchema {
+                schema,
+                built_in: true,
+            },
+        )
+    }));
     state
         .store
         .publish_policies(Arc::new(set), Arc::default(), Arc::new(schemas));
@@ -325,7 +329,11 @@ fn publish_mutating(state: &AppState) {
 async fn mutate_answers_a_json_patch_from_the_webhook_of_the_policys_group() {
     let state = new_state();
     let (status, _) = post(&state, "/mutate", review("deployments", 1).to_string()).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "not ready before the first set");
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not ready before the first set"
+    );
     publish_mutating(&state);
 
     let (status, body) = post(
@@ -365,7 +373,12 @@ async fn mutate_answers_a_json_patch_from_the_webhook_of_the_policys_group() {
     let answer: Value = serde_json::from_str(&body).unwrap();
     assert!(answer["response"].get("patch").is_none(), "{body}");
 
-    let (status, _) = post(&state, "/mutate/fail/sometimes", review("deployments", 1).to_string()).await;
+    let (status, _) = post(
+        &state,
+        "/mutate/fail/sometimes",
+        review("deployments", 1).to_string(),
+    )
+    .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
     let (_, metrics) = get(&state, "/metrics").await;

@@ -9,8 +9,8 @@ use std::time::Duration;
 use celgate_cel::authz::Decision;
 use celgate_cel::{Authorizer, AuthzDecision, AuthzRequest};
 use celgate_engine::model::{
-    FailurePolicy, MatchResources, MutatingBindingSpec, MutatingPolicySpec, Mutation,
-    ParamKind, ParamRef, ParameterNotFoundAction, PatchType, ReinvocationPolicy, ResourceRule,
+    FailurePolicy, MatchResources, MutatingBindingSpec, MutatingPolicySpec, Mutation, ParamKind,
+    ParamRef, ParameterNotFoundAction, PatchType, ReinvocationPolicy, ResourceRule,
     ValidatingBindingSpec, ValidatingPolicySpec, Validation, ValidationAction,
 };
 use celgate_engine::mutate::{ApplySemantics, KindSchema, compile_mutating};
@@ -378,7 +378,10 @@ fn configmap_review(data: Value) -> Value {
 }
 
 /// A store that knows `default`, holds these mutating policies and, if given, the schemas.
-fn mutating_store(policies: Vec<BoundMutatingPolicy>, schemas: KindSchemaView) -> Arc<SnapshotStore> {
+fn mutating_store(
+    policies: Vec<BoundMutatingPolicy>,
+    schemas: KindSchemaView,
+) -> Arc<SnapshotStore> {
     let store = SnapshotStore::new();
     store.publish_namespaces(NamespaceView::new([(
         "default".to_string(),
@@ -408,9 +411,7 @@ async fn mutating_policies_patch_in_name_order_each_seeing_the_previous_result()
             mutating(
                 "b-owner",
                 FailurePolicy::Fail,
-                apply_configuration(
-                    "Object{data: {'owner': object.metadata.labels['team']}}",
-                ),
+                apply_configuration("Object{data: {'owner': object.metadata.labels['team']}}"),
             ),
         ],
         configmap_schemas(),
