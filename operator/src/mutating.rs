@@ -94,7 +94,10 @@ impl SchemaSource {
     /// Fetches the schemas of `kinds` into a view; `complete` is false when a group version
     /// (or the index) could not be read, so some kinds lack a schema they may have.
     async fn fetch(&self, kinds: &BTreeSet<Gvk>) -> (KindSchemaView, bool) {
-        match self.cache.fetch(kinds).await {
+        // A subresource's kind is published with the resource serving it; without discovery
+        // only the kinds' own group versions are read.
+        let served = self.discovery.ready().await.unwrap_or_default();
+        match self.cache.fetch(kinds, &served).await {
             Ok(fetched) => {
                 for failure in &fetched.failures {
                     warn!(error = %failure, "cannot read the schemas of a kind a mutating policy matches; its requests get 503 until they can be read");
