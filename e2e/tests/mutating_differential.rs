@@ -804,20 +804,28 @@ fn scenarios() -> Vec<Scenario> {
     ));
     s.push(Scenario::new(
         "jsonpatch",
-        "jsonpatch-escape-annotations",
+        "jsonpatch-escape-tilde",
         mpb(
-            "jsonpatch-escape-annotations",
+            "jsonpatch-escape-tilde",
             &format!(
                 "{}mutations:\n{}",
-                cm_rule("\"CREATE\""),
+                rule("diff.example.com", "\"CREATE\"", "\"widgets\""),
                 patch(
-                    r#"[JSONPatch{op: "add", path: "/metadata/annotations", value: {}}, JSONPatch{op: "add", path: "/metadata/annotations/" + jsonpatch.escapeKey("example.com/a~b"), value: "x"}, JSONPatch{op: "add", path: "/data/" + jsonpatch.escapeKey("k~/"), value: "y"}]"#
+                    r#"[JSONPatch{op: "add", path: "/spec/settings/" + jsonpatch.escapeKey("a~b/c"), value: "x"}, JSONPatch{op: "copy", from: "/spec/settings/" + jsonpatch.escapeKey("a~b/c"), path: "/spec/settings/" + jsonpatch.escapeKey("~/")}]"#
                 )
             ),
         ),
         vec![
-            create("with data", CMS, cm("c", json!({"a": "1"}))),
-            create("without data", CMS, cm("nodata", Value::Null)),
+            create(
+                "widget with settings",
+                WIDGETS,
+                widget("set", Some(json!({"settings": {"k": "v"}}))),
+            ),
+            create(
+                "widget without settings (no parent)",
+                WIDGETS,
+                widget("unset", Some(json!({"size": 1}))),
+            ),
         ],
     ));
     s.push(Scenario::new(
@@ -1160,7 +1168,7 @@ fn scenarios() -> Vec<Scenario> {
                     "{}matchConditions:\n- name: is-update\n  expression: \"oldObject != null\"\nmutations:\n{}",
                     cm_rule("\"CREATE\", \"UPDATE\""),
                     apply(
-                        r#"Object{metadata: Object.metadata{annotations: {"previous-x": oldObject.data.x, "operation": request.operation}}}"#
+                        r#"Object{metadata: Object.metadata{annotations: {"previous-x": string(oldObject.data.x), "operation": request.operation}}}"#
                     )
                 ),
             ),
@@ -1552,8 +1560,8 @@ impl Harness<'_> {
 // Global fixtures
 // ------------------------------------------------------------------------------------------
 
-/// A namespaced kind with a structural schema: a granular map, a `set` list, a `map` list keyed
-/// by name, an atomic struct and an atomic (default) list.
+/// A namespaced kind with a structural schema: a granular map (`settings`, any keys), a `set`
+/// list, a `map` list keyed by name, an atomic struct and an atomic (default) list.
 const WIDGET_CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -1600,6 +1608,9 @@ spec:
               args:
                 type: array
                 items: {type: string}
+              settings:
+                type: object
+                additionalProperties: {type: string}
 "#;
 
 /// An in-tree MutatingAdmissionPolicy that keeps the ConfigMap paramKind bound for the whole run
