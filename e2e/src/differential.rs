@@ -424,7 +424,11 @@ impl<'c> Driver<'c> {
             attempts += 1;
             let r = self.http("POST", &path, Some(&body), &[]);
             let done = if mutating {
-                r.allowed() && r.body["metadata"]["labels"]["sentinel-step"] == step.to_string()
+                r.allowed()
+                    && r.body["metadata"]["labels"]["sentinel-step"]
+                        .as_str()
+                        .and_then(|v| v.parse::<u32>().ok())
+                        == Some(step)
             } else {
                 r.message().ends_with(&want)
             };
@@ -635,7 +639,7 @@ mod tests {
         assert!(missing_rules(&cfg, &[(Some("a"), rule.clone())]).is_empty());
         assert_eq!(
             missing_rules(&cfg, &[(Some("b"), rule.clone())]),
-            [rule.clone()]
+            std::slice::from_ref(&rule)
         );
         let other = json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
             "resources": ["configmaps"]});

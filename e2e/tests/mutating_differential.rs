@@ -1794,6 +1794,91 @@ async fn in_tree_and_celgate_mutate_alike() {
     );
 }
 
+/// celgate's opt-in (beyond upstream, issue 11 item 6): the annotation that gives a policy full
+/// server-side-apply semantics for atomic values.
+const APPLY_SEMANTICS: &str = "admission.celgate.io/apply-semantics: server-side";
+
+/// The documentation's sidecar example is rejected in-tree (an initContainer's `args` is an
+/// atomic list); under celgate's opt-in it works as documented, and without the opt-in celgate
+/// gives the in-tree rejection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "issue 11: needs celgate to enforce MutatingAdmissionPolicy; run with `make map-differential`"]
+async fn the_opt_in_runs_the_docs_sidecar_example_and_its_absence_keeps_upstream_behaviour() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let celgate = Celgate::start(&cluster).await;
+    let driver = Driver::new(&cluster).await;
+    driver.sentinel_namespaces().await;
+    let mut h = Harness {
+        driver,
+        celgate_mutates: true,
+    };
+    let sc = Scenario::new(
+        "opt-in",
+        "opt-in-sidecar",
+        mpb("opt-in-sidecar", &docs_sidecar(true)),
+        vec![create("pod of the docs", PODS, docs_pod("myapp"))],
+    );
+    h.driver.namespace(&sc.ns(), &json!({})).await;
+    let plain = sc.render(&sc.policies, Some(Engine::Celgate));
+    let opted_in = plain.replacen(
+        "  name: opt-in-sidecar\n",
+        &format!("  name: opt-in-sidecar\n  annotations: {{{APPLY_SEMANTICS}}}\n"),
+        1,
+    );
+    assert_ne!(plain, opted_in, "the annotation was not placed");
+
+    for (yaml, opt_in) in [(&opted_in, true), (&plain, false)] {
+        h.driver.apply_policies(yaml).await;
+        h.driver
+            .wait_mutating_rules(yaml, IN_FORCE)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        h.driver
+            .bump_mutating_sentinel(Engine::Celgate, IN_FORCE)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        let o = h
+            .play(&sc, Phase::With(Engine::Celgate), &sc.requests[0])
+            .await;
+        if opt_in {
+            assert!(o.allowed, "opted in: {}", describe(&o));
+            let init = o.object["spec"]["initContainers"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default();
+            let names: Vec<&str> = init.iter().filter_map(|c| c["name"].as_str()).collect();
+            assert!(
+                names.contains(&"myapp-initializer") && names.contains(&"mesh-proxy"),
+                "opted in: initContainers {names:?}"
+            );
+            let proxy = init
+                .iter()
+                .find(|c| c["name"] == "mesh-proxy")
+                .cloned()
+                .unwrap_or_default();
+            assert_eq!(proxy["args"], json!(["proxy", "sidecar"]), "{proxy}");
+            assert_eq!(proxy["restartPolicy"], "Always", "{proxy}");
+            assert_eq!(proxy["image"], "mesh/proxy:v1.0.0", "{proxy}");
+        } else {
+            assert!(!o.allowed, "without the opt-in: {}", describe(&o));
+            assert_eq!(o.code, 403, "{}", describe(&o));
+            assert_eq!(
+                o.message,
+                "policy 'opt-in-sidecar' with binding 'opt-in-sidecar-binding' denied request: \
+                 error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, \
+                 maps or structs: .spec.initContainers[0].args"
+            );
+        }
+        h.driver.delete_policies(yaml).await;
+    }
+    assert!(
+        !celgate.logs().contains("panicked"),
+        "celgate panicked:\n{}",
+        celgate.logs()
+    );
+}
+
 // ------------------------------------------------------------------------------------------
 // The checks above, without a cluster
 // ------------------------------------------------------------------------------------------
