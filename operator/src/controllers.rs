@@ -33,6 +33,7 @@ pub async fn run(
     store: Arc<SnapshotStore>,
     registration: Registration,
     status: StatusConfig,
+    schemas: mutating::SchemaSource,
 ) {
     let (policies, policy_writer) = reflector::store();
     let (bindings, binding_writer) = reflector::store();
@@ -43,11 +44,16 @@ pub async fn run(
     let ctx = Arc::new(policies::Context::new(
         client.clone(),
         store.clone(),
-        policies,
-        bindings,
+        policies::Stores {
+            policies,
+            bindings,
+            mutating,
+            mutating_bindings,
+        },
         published,
     ));
     let (validating, validating_bindings) = ctx.stores();
+    let (mutating, mutating_bindings) = ctx.mutating_stores();
     let writer = StatusWriter::new(
         client.clone(),
         status::Sources {
@@ -68,7 +74,8 @@ pub async fn run(
             client.clone(),
             ctx,
             mutating_writer,
-            mutating_binding_writer
+            mutating_binding_writer,
+            schemas
         ),
         namespaces::run(client.clone(), store),
         registration.keep_applied(client, sets, applied_sender),

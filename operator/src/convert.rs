@@ -3,6 +3,7 @@
 
 use celgate_crds as api;
 use celgate_engine::model;
+use celgate_engine::mutate::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 
@@ -198,6 +199,18 @@ pub fn mutating_policy(p: &api::MutatingAdmissionPolicy) -> model::MutatingPolic
             _ => model::ReinvocationPolicy::Never,
         },
     }
+}
+
+/// How a MutatingAdmissionPolicy's apply configurations treat atomic values, from its
+/// `admission.celgate.io/apply-semantics` annotation (`server-side`: full server-side apply;
+/// absent or anything else: upstream's).
+pub fn apply_semantics(p: &api::MutatingAdmissionPolicy) -> ApplySemantics {
+    let value = p
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(APPLY_SEMANTICS_ANNOTATION));
+    ApplySemantics::from_annotation(value.map(String::as_str))
 }
 
 /// Converts a MutatingAdmissionPolicyBinding.

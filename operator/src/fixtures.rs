@@ -7,7 +7,10 @@
 
 use std::future::Future;
 
-use celgate_crds::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+use celgate_crds::{
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+};
 use http::{Method, Request, Response};
 use kube::Client;
 use kube::client::Body;
@@ -66,6 +69,40 @@ pub fn binding_json(name: &str, policy: &str) -> Value {
 /// [`binding_json`] as the CRD type.
 pub fn binding(name: &str, policy: &str) -> ValidatingAdmissionPolicyBinding {
     serde_json::from_value(binding_json(name, policy)).unwrap()
+}
+
+/// A MutatingAdmissionPolicy of `failure` and `reinvocation` policy adding the label
+/// `team: a` to created `resource` objects (core group), as the API server returns it.
+pub fn mutating_policy(
+    name: &str,
+    failure: &str,
+    reinvocation: &str,
+    resource: &str,
+) -> MutatingAdmissionPolicy {
+    serde_json::from_value(json!({
+        "apiVersion": "admission.celgate.io/v1", "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "generation": 1,
+            "resourceVersion": "1"},
+        "spec": {
+            "failurePolicy": failure,
+            "reinvocationPolicy": reinvocation,
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": [resource]}]},
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {
+                "expression": "Object{metadata: Object.metadata{labels: {'team': 'a'}}}"}}],
+        },
+    }))
+    .unwrap()
+}
+
+/// A MutatingAdmissionPolicyBinding of `policy`, as the API server returns it.
+pub fn mutating_binding(name: &str, policy: &str) -> MutatingAdmissionPolicyBinding {
+    serde_json::from_value(json!({
+        "apiVersion": "admission.celgate.io/v1", "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "uid": format!("uid-{name}"), "generation": 1, "resourceVersion": "1"},
+        "spec": {"policyName": policy},
+    }))
+    .unwrap()
 }
 
 /// The test's side of the mocked API server.

@@ -24,6 +24,7 @@ mod fixtures;
 
 use std::net::{IpAddr, SocketAddr};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
@@ -137,6 +138,8 @@ enum RunError {
     Server(#[from] celgate_webhook::ServerError),
     #[error("cannot render CRD YAML: {0}")]
     Yaml(#[from] celgate_crds::YamlError),
+    #[error(transparent)]
+    Cli(#[from] cli::CliError),
 }
 
 fn init_logging(json: bool) {
@@ -285,15 +288,23 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
             identity: identity.clone(),
         },
     );
+    // One discovery and one schema cache serve the type checker and the mutated kinds.
+    let discovery = discovery::Discovery::spawn(client.clone());
+    let schema_cache = Arc::new(schemas::SchemaCache::new(client.clone()));
     let status = controllers::StatusConfig {
         leadership: election.leadership.clone(),
-        checker: status::ClusterChecker::start(client.clone()),
+        checker: status::ClusterChecker::start(discovery.clone(), schema_cache.clone()),
         identity,
+    };
+    let schema_source = mutating::SchemaSource {
+        discovery,
+        cache: schema_cache,
+        built_in_groups: Arc::new(cli::types::builtin_groups()?),
     };
     let serving = server.clone();
     let outcome = tokio::select! {
         r = serving.serve() => r.map_err(RunError::from),
-        () = controllers::run(client.clone(), store, registration, status) => Ok(()),
+        () = controllers::run(client.clone(), store, registration, status, schema_source) => Ok(()),
         () = rotation => Ok(()),
         () = shutdown_signal() => {
             info!("shutting down");

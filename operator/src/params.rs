@@ -52,10 +52,16 @@ impl ParamWatches {
     /// new kind is published as syncing before this returns, so a policy published after it
     /// finds its params syncing (requests wait for them) rather than unknown.
     pub fn sync(&mut self, set: &PolicySet) {
-        let wanted: HashSet<ParamKey> = set
+        let validating = set
             .validating
             .iter()
-            .filter_map(|b| b.policy.spec.param_kind.as_ref())
+            .filter_map(|b| b.policy.spec.param_kind.as_ref());
+        let mutating = set
+            .mutating
+            .iter()
+            .filter_map(|b| b.policy.spec.param_kind.as_ref());
+        let wanted: HashSet<ParamKey> = validating
+            .chain(mutating)
             .map(|k| (k.api_version.clone(), k.kind.clone()))
             .collect();
         self.running.retain(|key, task| {
@@ -327,6 +333,7 @@ mod tests {
                     bindings: Vec::new(),
                 })
                 .collect(),
+            mutating: Vec::new(),
         }
     }
 

@@ -1,5 +1,6 @@
 //! The policy controller: a kube-runtime `Controller` over ValidatingAdmissionPolicies that
-//! also watches their bindings (each mapped to the policy it names). Reconciling a policy
+//! also watches their bindings (MutatingAdmissionPolicies and theirs are followed by
+//! `mutating`, which compiles into and publishes through this controller's context) (each mapped to the policy it names). Reconciling a policy
 //! compiles it when its uid or generation changed and republishes the policy set built from
 //! the reflector stores, which are the source of truth. A deletion (or a policy missing when a
 //! binding names it) reaches the controller as an object it cannot find, and republishes too.
@@ -16,10 +17,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use celgate_crds::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+use celgate_crds::{
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+};
 use celgate_engine::PolicySet;
-use celgate_engine::model::ParamKind;
-use celgate_snapshot::SnapshotStore;
+use celgate_snapshot::{KindSchemaView, SnapshotStore};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, stream};
 use kube::runtime::controller::{self, Action, Controller};
@@ -49,11 +52,29 @@ pub enum ReconcileError {
     NotListed(&'static str),
 }
 
-/// One of the controller's two watches.
+/// One of the four watches a policy set is built from.
 #[derive(Clone, Copy, Debug)]
-enum Watched {
+pub enum Watched {
+    /// ValidatingAdmissionPolicies.
     Policies,
+    /// ValidatingAdmissionPolicyBindings.
     Bindings,
+    /// MutatingAdmissionPolicies.
+    MutatingPolicies,
+    /// MutatingAdmissionPolicyBindings.
+    MutatingBindings,
+}
+
+/// The reflector stores of the four kinds.
+pub struct Stores {
+    /// ValidatingAdmissionPolicies.
+    pub policies: Store<ValidatingAdmissionPolicy>,
+    /// ValidatingAdmissionPolicyBindings.
+    pub bindings: Store<ValidatingAdmissionPolicyBinding>,
+    /// MutatingAdmissionPolicies.
+    pub mutating: Store<MutatingAdmissionPolicy>,
+    /// MutatingAdmissionPolicyBindings.
+    pub mutating_bindings: Store<MutatingAdmissionPolicyBinding>,
 }
 
 /// What the policy controller reads and writes.
@@ -61,6 +82,8 @@ pub struct Context {
     store: Arc<SnapshotStore>,
     policies: Store<ValidatingAdmissionPolicy>,
     bindings: Store<ValidatingAdmissionPolicyBinding>,
+    mutating: Store<MutatingAdmissionPolicy>,
+    mutating_bindings: Store<MutatingAdmissionPolicyBinding>,
     state: Mutex<State>,
     /// Each published policy set, for the webhook registration.
     published: watch::Sender<Option<Arc<PolicySet>>>,
@@ -77,6 +100,10 @@ struct State {
     /// Whether each watch completed its first list.
     policies_listed: bool,
     bindings_listed: bool,
+    mutating_listed: bool,
+    mutating_bindings_listed: bool,
+    /// The schemas of the kinds the mutating policies match, published with every set.
+    schemas: Arc<KindSchemaView>,
     /// Whether a policy set was published yet.
     published: bool,
 }
@@ -88,6 +115,10 @@ impl State {
             Some("ValidatingAdmissionPolicies")
         } else if !self.bindings_listed {
             Some("ValidatingAdmissionPolicyBindings")
+        } else if !self.mutating_listed {
+            Some("MutatingAdmissionPolicies")
+        } else if !self.mutating_bindings_listed {
+            Some("MutatingAdmissionPolicyBindings")
         } else {
             None
         }
@@ -99,13 +130,12 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Context {
-    /// A context over the reflector stores of policies and bindings; param watches use
-    /// `client`, and every published set is sent on `published`.
+    /// A context over the reflector stores of the four kinds; param watches use `client`,
+    /// and every published set is sent on `published`.
     pub fn new(
         client: Client,
         store: Arc<SnapshotStore>,
-        policies: Store<ValidatingAdmissionPolicy>,
-        bindings: Store<ValidatingAdmissionPolicyBinding>,
+        stores: Stores,
         published: watch::Sender<Option<Arc<PolicySet>>>,
     ) -> Self {
         Self {
@@ -114,11 +144,16 @@ impl Context {
                 params: ParamWatches::new(client, store.clone()),
                 policies_listed: false,
                 bindings_listed: false,
+                mutating_listed: false,
+                mutating_bindings_listed: false,
+                schemas: Arc::default(),
                 published: false,
             }),
             store,
-            policies,
-            bindings,
+            policies: stores.policies,
+            bindings: stores.bindings,
+            mutating: stores.mutating,
+            mutating_bindings: stores.mutating_bindings,
             published,
             retries: Mutex::new(HashMap::new()),
             touched: watch::Sender::new(()),
@@ -145,17 +180,71 @@ impl Context {
         self.touched.subscribe()
     }
 
+    /// The stores of mutating policies and bindings.
+    pub fn mutating_stores(
+        &self,
+    ) -> (
+        Store<MutatingAdmissionPolicy>,
+        Store<MutatingAdmissionPolicyBinding>,
+    ) {
+        (self.mutating.clone(), self.mutating_bindings.clone())
+    }
+
     /// Records a completed list of one watch (its store holds the list now) and publishes:
-    /// an empty cluster gets its empty set as soon as both watches listed.
-    fn listed(&self, watched: Watched) {
+    /// an empty cluster gets its empty set as soon as the four watches listed.
+    pub fn listed(&self, watched: Watched) {
+        self.record_listed(watched);
+        self.publish();
+    }
+
+    /// Records a completed list of one watch without publishing (the caller publishes).
+    pub fn record_listed(&self, watched: Watched) {
+        let mut state = lock(&self.state);
+        match watched {
+            Watched::Policies => state.policies_listed = true,
+            Watched::Bindings => state.bindings_listed = true,
+            Watched::MutatingPolicies => state.mutating_listed = true,
+            Watched::MutatingBindings => state.mutating_bindings_listed = true,
+        }
+    }
+
+    /// Whether the mutating `policy` is compiled at its current uid, generation and apply
+    /// semantics.
+    pub fn is_current_mutating(&self, policy: &MutatingAdmissionPolicy) -> bool {
+        lock(&self.state).cache.is_current_mutating(policy)
+    }
+
+    /// Takes in compiled mutating policies and, when given, the schemas of the kinds the
+    /// bound ones match, then publishes: all under one lock, so no set holds a newly
+    /// compiled policy without the schemas fetched for it.
+    pub fn publish_mutating(
+        &self,
+        compiled: Vec<(
+            Arc<MutatingAdmissionPolicy>,
+            Arc<celgate_engine::MutatingPolicy>,
+        )>,
+        schemas: Option<Arc<KindSchemaView>>,
+    ) {
         {
             let mut state = lock(&self.state);
-            match watched {
-                Watched::Policies => state.policies_listed = true,
-                Watched::Bindings => state.bindings_listed = true,
+            for (policy, compiled) in compiled {
+                info!(policy = %compiled.name, generation = policy.metadata.generation.unwrap_or_default(), "compiled mutating policy");
+                state.cache.insert_mutating(&policy, compiled);
+            }
+            if let Some(schemas) = schemas {
+                state.schemas = schemas;
             }
         }
         self.publish();
+    }
+
+    fn stored(&self) -> policy_set::Stored {
+        policy_set::Stored {
+            validating: self.policies.state(),
+            validating_bindings: self.bindings.state(),
+            mutating: self.mutating.state(),
+            mutating_bindings: self.mutating_bindings.state(),
+        }
     }
 
     /// Compiles `policy` unless it is compiled at its current uid and generation.
@@ -170,17 +259,15 @@ impl Context {
         lock(&self.state).cache.insert(policy, compiled);
     }
 
-    /// Publishes the policy set built from the stores, once both listed and (for the first
-    /// publish) every stored policy is compiled.
-    fn publish(&self) {
+    /// Publishes the policy set built from the stores, once the four watches listed and (for
+    /// the first publish) every stored policy is compiled.
+    pub fn publish(&self) {
         let mut state = lock(&self.state);
         if let Some(watch) = state.not_listed() {
             debug!(watch, "no policy set is published before the first list");
             return;
         }
-        let built = state
-            .cache
-            .build(self.policies.state(), self.bindings.state());
+        let built = state.cache.build(self.stored());
         if !state.published && built.pending > 0 {
             debug!(
                 pending = built.pending,
@@ -193,26 +280,17 @@ impl Context {
         state.params.sync(&built.set);
         let set = Arc::new(built.set);
         let param_kinds = state.cache.param_kinds();
-        let revision = self.store.publish_policies(set.clone(), param_kinds);
+        let revision = self
+            .store
+            .publish_policies(set.clone(), param_kinds, state.schemas.clone());
         state.published = true;
         info!(
             revision,
             bound_policies = set.validating.len(),
+            bound_mutating_policies = set.mutating.len(),
             "published policy set"
         );
         self.published.send_replace(Some(set));
-    }
-
-    /// Replaces the MutatingAdmissionPolicies' paramKinds (published at once if a policy set
-    /// was, else with the first one).
-    pub fn set_mutating_param_kinds(&self, kinds: HashMap<String, Option<ParamKind>>) {
-        let mut state = lock(&self.state);
-        state.cache.set_mutating_param_kinds(kinds);
-        if state.published {
-            let param_kinds = state.cache.param_kinds();
-            self.store
-                .update(|s| s.policy_param_kinds = param_kinds.clone());
-        }
     }
 
     /// Every stored policy, to requeue after a list.
@@ -394,10 +472,11 @@ mod tests {
             let ctx = Arc::new(Context::new(
                 client,
                 store.clone(),
-                policy_reader,
-                binding_reader,
+                stores(policy_reader, binding_reader),
                 published,
             ));
+            ctx.listed(Watched::MutatingPolicies);
+            ctx.listed(Watched::MutatingBindings);
             ctx.listed(Watched::Policies);
             ctx.listed(Watched::Bindings);
             Self {
@@ -472,6 +551,19 @@ mod tests {
                 .iter()
                 .find(|b| &*b.policy.name == name)
                 .map(|b| b.policy.clone())
+        }
+    }
+
+    /// The stores of these validating policies and bindings, with empty mutating ones.
+    fn stores(
+        policies: Store<ValidatingAdmissionPolicy>,
+        bindings: Store<ValidatingAdmissionPolicyBinding>,
+    ) -> Stores {
+        Stores {
+            policies,
+            bindings,
+            mutating: reflector::store().0,
+            mutating_bindings: reflector::store().0,
         }
     }
 
@@ -633,10 +725,11 @@ mod tests {
         let ctx = Arc::new(Context::new(
             client,
             store.clone(),
-            policies,
-            bindings,
+            stores(policies, bindings),
             published,
         ));
+        ctx.record_listed(Watched::MutatingPolicies);
+        ctx.record_listed(Watched::MutatingBindings);
         ctx.listed(Watched::Policies);
 
         // The bindings' first list has not completed.
@@ -679,10 +772,12 @@ mod tests {
         let ctx = Arc::new(Context::new(
             client.clone(),
             store.clone(),
-            policies,
-            bindings,
+            stores(policies, bindings),
             published,
         ));
+        // No mutating policy is stored (their watch is not part of this controller).
+        ctx.record_listed(Watched::MutatingPolicies);
+        ctx.record_listed(Watched::MutatingBindings);
         Wired {
             store,
             ctx,

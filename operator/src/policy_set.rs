@@ -1,13 +1,24 @@
-//! The bound validating policy set, built from the reflector stores of policies and bindings.
-//! A policy is compiled once per uid and generation and a binding converted once per uid and
-//! generation, so building the set again after any change costs a sort and `Arc` clones.
+//! The bound policy set (validating and mutating), built from the reflector stores of the four
+//! kinds. A policy is compiled once per uid and generation (and, for a mutating policy, apply
+//! semantics annotation) and a binding converted once per uid and generation, so building the
+//! set again after any change costs a sort and `Arc` clones.
+//!
+//! Order: policies by name, each policy's bindings by binding name. For mutating policies this
+//! is the order they run in (within each of celgate's mutating webhooks).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use celgate_crds::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
-use celgate_engine::model::{ParamKind, ValidatingBindingSpec};
-use celgate_engine::{BoundPolicy, PolicySet, ValidatingPolicy, compile_validating};
+use celgate_crds::{
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+};
+use celgate_engine::model::{MutatingBindingSpec, ValidatingBindingSpec};
+use celgate_engine::mutate::{ApplySemantics, compile_mutating};
+use celgate_engine::{
+    BoundMutatingPolicy, BoundPolicy, MutatingPolicy, PolicySet, ValidatingPolicy,
+    compile_validating,
+};
 use celgate_snapshot::PolicyParamKinds;
 use kube::ResourceExt;
 use tracing::{debug, warn};
@@ -21,11 +32,31 @@ struct Compiled {
     policy: Arc<ValidatingPolicy>,
 }
 
-/// A binding converted at one uid and generation.
-struct Converted {
+/// A mutating policy compiled at one uid, generation and apply semantics.
+struct CompiledMutating {
     uid: String,
     generation: i64,
-    binding: Arc<ValidatingBindingSpec>,
+    semantics: ApplySemantics,
+    policy: Arc<MutatingPolicy>,
+}
+
+/// A binding converted at one uid and generation.
+struct Converted<B> {
+    uid: String,
+    generation: i64,
+    binding: Arc<B>,
+}
+
+/// The stored objects of the four kinds, as the reflector stores hold them.
+pub struct Stored {
+    /// ValidatingAdmissionPolicies.
+    pub validating: Vec<Arc<ValidatingAdmissionPolicy>>,
+    /// ValidatingAdmissionPolicyBindings.
+    pub validating_bindings: Vec<Arc<ValidatingAdmissionPolicyBinding>>,
+    /// MutatingAdmissionPolicies.
+    pub mutating: Vec<Arc<MutatingAdmissionPolicy>>,
+    /// MutatingAdmissionPolicyBindings.
+    pub mutating_bindings: Vec<Arc<MutatingAdmissionPolicyBinding>>,
 }
 
 /// A policy set built from the stores.
@@ -40,7 +71,9 @@ pub struct Built {
 #[derive(Default)]
 pub struct PolicyCache {
     policies: HashMap<String, Compiled>,
-    bindings: HashMap<String, Converted>,
+    bindings: HashMap<String, Converted<ValidatingBindingSpec>>,
+    mutating: HashMap<String, CompiledMutating>,
+    mutating_bindings: HashMap<String, Converted<MutatingBindingSpec>>,
     param_kinds: Arc<PolicyParamKinds>,
     /// Bindings already reported as naming a missing policy.
     orphans: HashSet<String>,
@@ -57,6 +90,20 @@ fn uid_and_generation<K: kube::Resource>(object: &K) -> (String, i64) {
 /// errors so its failurePolicy decides matching requests.
 pub fn compile(policy: &ValidatingAdmissionPolicy) -> Arc<ValidatingPolicy> {
     let compiled = Arc::new(compile_validating(convert::validating_policy(policy)));
+    for (field, error) in compiled.compile_errors() {
+        warn!(policy = %compiled.name, %field, %error, "expression does not compile; the policy's failurePolicy decides matching requests");
+    }
+    compiled
+}
+
+/// Compiles a mutating policy with the apply semantics its annotation selects; expressions
+/// that do not compile are logged, and the policy keeps them as errors.
+pub fn compile_mutating_policy(policy: &MutatingAdmissionPolicy) -> Arc<MutatingPolicy> {
+    let semantics = convert::apply_semantics(policy);
+    let compiled = Arc::new(compile_mutating(
+        convert::mutating_policy(policy),
+        semantics,
+    ));
     for (field, error) in compiled.compile_errors() {
         warn!(policy = %compiled.name, %field, %error, "expression does not compile; the policy's failurePolicy decides matching requests");
     }
@@ -92,53 +139,93 @@ impl PolicyCache {
         );
     }
 
-    /// Every policy's paramKind (validating ones as compiled, mutating ones as last set).
-    pub fn param_kinds(&self) -> Arc<PolicyParamKinds> {
-        self.param_kinds.clone()
+    /// Whether the mutating `policy` is compiled at its current uid, generation and apply
+    /// semantics.
+    pub fn is_current_mutating(&self, policy: &MutatingAdmissionPolicy) -> bool {
+        let (uid, generation) = uid_and_generation(policy);
+        let semantics = convert::apply_semantics(policy);
+        self.mutating
+            .get(&policy.name_any())
+            .is_some_and(|c| c.uid == uid && c.generation == generation && c.semantics == semantics)
     }
 
-    /// Replaces the MutatingAdmissionPolicies' paramKinds.
-    pub fn set_mutating_param_kinds(&mut self, kinds: HashMap<String, Option<ParamKind>>) {
-        if self.param_kinds.mutating != kinds {
-            Arc::make_mut(&mut self.param_kinds).mutating = kinds;
+    /// Keeps `compiled` as the compiled form of the mutating `policy` at its current uid,
+    /// generation and apply semantics.
+    pub fn insert_mutating(
+        &mut self,
+        policy: &MutatingAdmissionPolicy,
+        compiled: Arc<MutatingPolicy>,
+    ) {
+        let name = policy.name_any();
+        let (uid, generation) = uid_and_generation(policy);
+        let kind = compiled.spec.param_kind.clone();
+        if self.param_kinds.mutating.get(&name) != Some(&kind) {
+            Arc::make_mut(&mut self.param_kinds)
+                .mutating
+                .insert(name.clone(), kind);
         }
+        self.mutating.insert(
+            name,
+            CompiledMutating {
+                uid,
+                generation,
+                semantics: compiled.apply_semantics,
+                policy: compiled,
+            },
+        );
+    }
+
+    /// Every stored policy's paramKind, as compiled.
+    pub fn param_kinds(&self) -> Arc<PolicyParamKinds> {
+        self.param_kinds.clone()
     }
 
     /// The bound policy set for these stored objects: each policy as last compiled (a stored
     /// policy not compiled yet is left out and counted as pending) with the bindings that name
     /// it. Bindings naming a missing policy are ignored, as upstream. What left the stores is
     /// forgotten.
-    pub fn build(
-        &mut self,
-        mut policies: Vec<Arc<ValidatingAdmissionPolicy>>,
-        mut bindings: Vec<Arc<ValidatingAdmissionPolicyBinding>>,
-    ) -> Built {
-        let stored: HashMap<String, String> = policies
+    pub fn build(&mut self, stored: Stored) -> Built {
+        let Stored {
+            validating: mut policies,
+            validating_bindings: mut bindings,
+            mutating: mut mutating_policies,
+            mutating_bindings,
+        } = stored;
+        let names: HashMap<String, String> = policies
             .iter()
             .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
             .collect();
-        self.forget_policies(&stored);
+        let mutating_names: HashMap<String, String> = mutating_policies
+            .iter()
+            .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+            .collect();
+        self.forget_policies(&names, &mutating_names);
 
         bindings.sort_by_key(|b| b.name_any());
-        let mut by_policy: HashMap<String, Vec<Arc<ValidatingBindingSpec>>> = HashMap::new();
         let mut orphans = HashSet::new();
-        for binding in &bindings {
-            let spec = self.converted(binding);
-            if stored.contains_key(&spec.policy_name) {
-                by_policy
-                    .entry(spec.policy_name.clone())
-                    .or_default()
-                    .push(spec);
-            } else {
-                if !self.orphans.contains(&spec.name) {
-                    debug!(binding = %spec.name, policy = %spec.policy_name, "binding names a policy that does not exist; it is ignored until the policy does");
-                }
-                orphans.insert(spec.name.clone());
-            }
-        }
+        let mut by_policy = group_bindings(
+            &bindings,
+            |b| self_converted(&mut self.bindings, b, convert::validating_binding),
+            |b: &ValidatingBindingSpec| (&b.name, &b.policy_name),
+            &names,
+            &mut orphans,
+            &self.orphans,
+        );
+        let mut mutating_bindings = mutating_bindings;
+        mutating_bindings.sort_by_key(|b| b.name_any());
+        let mut mutating_by_policy = group_bindings(
+            &mutating_bindings,
+            |b| self_converted(&mut self.mutating_bindings, b, convert::mutating_binding),
+            |b: &MutatingBindingSpec| (&b.name, &b.policy_name),
+            &mutating_names,
+            &mut orphans,
+            &self.orphans,
+        );
         self.orphans = orphans;
-        let names: HashSet<String> = bindings.iter().map(|b| b.name_any()).collect();
-        self.bindings.retain(|name, _| names.contains(name));
+        let kept: HashSet<String> = bindings.iter().map(|b| b.name_any()).collect();
+        self.bindings.retain(|name, _| kept.contains(name));
+        let kept: HashSet<String> = mutating_bindings.iter().map(|b| b.name_any()).collect();
+        self.mutating_bindings.retain(|name, _| kept.contains(name));
 
         policies.sort_by_key(|p| p.name_any());
         let mut validating = Vec::new();
@@ -157,21 +244,50 @@ impl PolicyCache {
                 None => pending += 1,
             }
         }
+        mutating_policies.sort_by_key(|p| p.name_any());
+        let mut mutating = Vec::new();
+        for policy in &mutating_policies {
+            let name = policy.name_any();
+            match self.mutating.get(&name) {
+                Some(compiled) => {
+                    if let Some(bindings) = mutating_by_policy.remove(&name) {
+                        mutating.push(BoundMutatingPolicy {
+                            policy: compiled.policy.clone(),
+                            bindings,
+                        });
+                    }
+                }
+                None => pending += 1,
+            }
+        }
         Built {
-            set: PolicySet { validating },
+            set: PolicySet {
+                validating,
+                mutating,
+            },
             pending,
         }
     }
 
     /// Forgets compiled policies that are no longer stored under the same uid.
-    fn forget_policies(&mut self, stored: &HashMap<String, String>) {
+    fn forget_policies(
+        &mut self,
+        validating: &HashMap<String, String>,
+        mutating: &HashMap<String, String>,
+    ) {
         let gone: Vec<String> = self
             .policies
             .iter()
-            .filter(|(name, c)| stored.get(*name) != Some(&c.uid))
+            .filter(|(name, c)| validating.get(*name) != Some(&c.uid))
             .map(|(name, _)| name.clone())
             .collect();
-        if gone.is_empty() {
+        let gone_mutating: Vec<String> = self
+            .mutating
+            .iter()
+            .filter(|(name, c)| mutating.get(*name) != Some(&c.uid))
+            .map(|(name, _)| name.clone())
+            .collect();
+        if gone.is_empty() && gone_mutating.is_empty() {
             return;
         }
         let kinds = Arc::make_mut(&mut self.param_kinds);
@@ -179,30 +295,62 @@ impl PolicyCache {
             self.policies.remove(&name);
             kinds.validating.remove(&name);
         }
-    }
-
-    /// A binding as the engine sees it, converted again only when its uid or generation changed.
-    fn converted(
-        &mut self,
-        binding: &ValidatingAdmissionPolicyBinding,
-    ) -> Arc<ValidatingBindingSpec> {
-        let name = binding.name_any();
-        let (uid, generation) = uid_and_generation(binding);
-        if let Some(c) = self.bindings.get(&name)
-            && c.uid == uid
-            && c.generation == generation
-        {
-            return c.binding.clone();
+        for name in gone_mutating {
+            self.mutating.remove(&name);
+            kinds.mutating.remove(&name);
         }
-        let converted = Arc::new(convert::validating_binding(binding));
-        self.bindings.insert(
-            name,
-            Converted {
-                uid,
-                generation,
-                binding: converted.clone(),
-            },
-        );
-        converted
     }
+}
+
+/// A binding as the engine sees it, converted again only when its uid or generation changed.
+fn self_converted<K: kube::Resource, B>(
+    cache: &mut HashMap<String, Converted<B>>,
+    binding: &K,
+    convert: impl Fn(&K) -> B,
+) -> Arc<B> {
+    let name = binding.name_any();
+    let (uid, generation) = uid_and_generation(binding);
+    if let Some(c) = cache.get(&name)
+        && c.uid == uid
+        && c.generation == generation
+    {
+        return c.binding.clone();
+    }
+    let converted = Arc::new(convert(binding));
+    cache.insert(
+        name,
+        Converted {
+            uid,
+            generation,
+            binding: converted.clone(),
+        },
+    );
+    converted
+}
+
+/// Bindings (sorted by name) converted and grouped by the stored policy they name; the names
+/// of bindings naming a missing policy go to `orphans` (logged once, `reported` holds those
+/// logged before).
+fn group_bindings<K, B>(
+    bindings: &[Arc<K>],
+    mut convert: impl FnMut(&K) -> Arc<B>,
+    names: impl Fn(&B) -> (&String, &String),
+    policies: &HashMap<String, String>,
+    orphans: &mut HashSet<String>,
+    reported: &HashSet<String>,
+) -> HashMap<String, Vec<Arc<B>>> {
+    let mut by_policy: HashMap<String, Vec<Arc<B>>> = HashMap::new();
+    for binding in bindings {
+        let spec = convert(binding);
+        let (name, policy) = names(&spec);
+        if policies.contains_key(policy) {
+            by_policy.entry(policy.clone()).or_default().push(spec);
+        } else {
+            if !reported.contains(name) {
+                debug!(binding = %name, %policy, "binding names a policy that does not exist; it is ignored until the policy does");
+            }
+            orphans.insert(name.clone());
+        }
+    }
+    by_policy
 }

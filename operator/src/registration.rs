@@ -1,18 +1,20 @@
 //! The ValidatingWebhookConfiguration and MutatingWebhookConfiguration celgate owns: their rules
 //! are the union of the bound policies' match constraints (so only relevant traffic reaches the
 //! webhook), split into a fail-closed and a fail-open webhook by failurePolicy, and they exclude
-//! celgate's own namespace so a broken webhook cannot lock celgate out.
+//! celgate's own namespace so a broken webhook cannot lock celgate out. The mutating side is
+//! split further by reinvocationPolicy, since the API server reinvokes a webhook as a whole:
+//! policies that must run once are never served by a webhook it may call again.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use celgate_engine::PolicySet;
-use celgate_engine::model::FailurePolicy;
+use celgate_engine::model::{FailurePolicy, MatchResources, ReinvocationPolicy};
+use celgate_engine::{MutatingWebhookGroup, PolicySet};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, RuleWithOperations, ServiceReference, ValidatingWebhook,
-    ValidatingWebhookConfiguration, WebhookClientConfig,
+    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
+    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{ObjectMeta, Patch, PatchParams};
@@ -31,6 +33,31 @@ pub const VALIDATE_IGNORE: &str = "validate-ignore.celgate.io";
 /// The webhook validating celgate's own policies and bindings. It fails open: when celgate is
 /// down, its own objects can still be written (the CRD schema still holds what it can express).
 pub const VALIDATE_POLICIES: &str = "validate-policies.celgate.io";
+
+/// The mutating webhooks, in the order the API server calls them (list order), with the
+/// group of policies each serves and its path.
+pub const MUTATING_WEBHOOKS: [(&str, MutatingWebhookGroup, &str); 4] = [
+    (
+        "mutate.celgate.io",
+        MutatingWebhookGroup::ALL[0],
+        "/mutate/fail/never",
+    ),
+    (
+        "mutate-reinvoke.celgate.io",
+        MutatingWebhookGroup::ALL[1],
+        "/mutate/fail/ifneeded",
+    ),
+    (
+        "mutate-ignore.celgate.io",
+        MutatingWebhookGroup::ALL[2],
+        "/mutate/ignore/never",
+    ),
+    (
+        "mutate-ignore-reinvoke.celgate.io",
+        MutatingWebhookGroup::ALL[3],
+        "/mutate/ignore/ifneeded",
+    ),
+];
 
 /// Where the API server reaches the webhook.
 #[derive(Clone, Debug)]
@@ -77,19 +104,37 @@ impl Endpoint {
 
 const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
 
-/// Webhook rules for one failure policy: every well-formed resource rule of the bound policies.
-/// A malformed rule is left out (the engine still rejects what it cannot match), so one bad
-/// policy cannot make the whole configuration invalid.
+/// Webhook rules for one failure policy: every well-formed resource rule of the bound
+/// validating policies.
 fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
+    union_of_rules(
+        set.validating
+            .iter()
+            .filter(|b| b.policy.failure_policy() == failure)
+            .map(|b| b.policy.spec.match_constraints.as_ref()),
+    )
+}
+
+/// Webhook rules for one mutating webhook group: every well-formed resource rule of the
+/// bound mutating policies of that group.
+fn mutating_rules(set: &PolicySet, group: MutatingWebhookGroup) -> Vec<RuleWithOperations> {
+    union_of_rules(
+        set.mutating
+            .iter()
+            .filter(|b| MutatingWebhookGroup::of(&b.policy) == group)
+            .map(|b| b.policy.spec.match_constraints.as_ref()),
+    )
+}
+
+/// Every well-formed resource rule of these match constraints, once each, in order. A
+/// malformed rule is left out (the engine still rejects what it cannot match), so one bad
+/// policy cannot make the whole configuration invalid.
+fn union_of_rules<'a>(
+    constraints: impl Iterator<Item = Option<&'a MatchResources>>,
+) -> Vec<RuleWithOperations> {
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
-    for bound in &set.validating {
-        if bound.policy.failure_policy() != failure {
-            continue;
-        }
-        let Some(constraints) = &bound.policy.spec.match_constraints else {
-            continue;
-        };
+    for constraints in constraints.flatten() {
         for r in &constraints.resource_rules {
             let well_formed = !r.operations.is_empty()
                 && r.operations
@@ -169,18 +214,22 @@ impl Registration {
         mut sets: watch::Receiver<Option<Arc<PolicySet>>>,
         applied_sets: watch::Sender<Applied>,
     ) {
-        let mut applied: Option<ValidatingWebhookConfiguration> = None;
+        let mut applied: Option<(ValidatingWebhookConfiguration, MutatingWebhookConfiguration)> =
+            None;
         let mut retry = Backoff::new(RETRY_FIRST, RETRY_MAX);
         loop {
             let set = sets.borrow_and_update().clone();
             if let Some(set) = set {
-                let desired =
-                    validating_configuration(&set, &self.endpoint, &self.ca_pem, &self.namespace);
+                let desired = (
+                    validating_configuration(&set, &self.endpoint, &self.ca_pem, &self.namespace),
+                    mutating_configuration(&set, &self.endpoint, &self.ca_pem, &self.namespace),
+                );
                 if applied.as_ref() != Some(&desired) {
-                    match apply(&client, &desired, &mutating_configuration()).await {
+                    match apply(&client, &desired.0, &desired.1).await {
                         Ok(()) => {
                             info!(
                                 bound_policies = set.validating.len(),
+                                bound_mutating_policies = set.mutating.len(),
                                 "webhook configurations applied"
                             );
                             applied = Some(desired);
@@ -283,9 +332,44 @@ pub fn validating_configuration(
     }
 }
 
-/// The desired MutatingWebhookConfiguration. It has no webhooks until mutating policies are
-/// enforced, so no request waits on celgate for a mutation it would not make.
-pub fn mutating_configuration() -> MutatingWebhookConfiguration {
+/// The desired MutatingWebhookConfiguration for a policy set: one webhook per group of bound
+/// mutating policies (failure policy × reinvocation policy) that has rules, in
+/// [`MUTATING_WEBHOOKS`] order; with no bound mutating policy it has no webhooks, so no
+/// request waits on celgate for a mutation.
+pub fn mutating_configuration(
+    set: &PolicySet,
+    endpoint: &Endpoint,
+    ca_pem: &str,
+    own_namespace: &str,
+) -> MutatingWebhookConfiguration {
+    let webhooks = MUTATING_WEBHOOKS
+        .iter()
+        .filter_map(|(name, group, path)| {
+            let rules = mutating_rules(set, *group);
+            let failure = match group.failure {
+                FailurePolicy::Fail => "Fail",
+                FailurePolicy::Ignore => "Ignore",
+            };
+            let reinvocation = match group.reinvocation {
+                ReinvocationPolicy::Never => "Never",
+                ReinvocationPolicy::IfNeeded => "IfNeeded",
+            };
+            (!rules.is_empty()).then(|| MutatingWebhook {
+                name: (*name).to_string(),
+                admission_review_versions: vec!["v1".to_string()],
+                client_config: endpoint.client_config(path, ca_pem),
+                failure_policy: Some(failure.to_string()),
+                match_policy: Some("Equivalent".to_string()),
+                namespace_selector: Some(exclude_namespace(own_namespace)),
+                object_selector: Some(LabelSelector::default()),
+                reinvocation_policy: Some(reinvocation.to_string()),
+                rules: Some(rules),
+                side_effects: "None".to_string(),
+                timeout_seconds: Some(10),
+                match_conditions: None,
+            })
+        })
+        .collect();
     MutatingWebhookConfiguration {
         metadata: ObjectMeta {
             name: Some(CONFIGURATION_NAME.to_string()),
@@ -298,7 +382,7 @@ pub fn mutating_configuration() -> MutatingWebhookConfiguration {
             ),
             ..Default::default()
         },
-        webhooks: Some(Vec::new()),
+        webhooks: Some(webhooks),
     }
 }
 
@@ -368,6 +452,7 @@ mod tests {
                     "b", "p",
                 )))],
             }],
+            mutating: Vec::new(),
         }))
     }
 

@@ -7,9 +7,9 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request as HttpRequest};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use celgate_engine::Request;
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
+use celgate_engine::{MutationOutcome, Request};
 use celgate_snapshot::DispatchError;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -167,6 +167,59 @@ pub fn response(uid: &str, outcome: &Outcome) -> Vec<u8> {
     };
     // Serializing strings, numbers and maps of strings into memory cannot fail.
     serde_json::to_vec(&review).unwrap_or_default()
+}
+
+/// The response review for a mutation, serialized: allowed with the JSON patch from the
+/// request's object to the mutated one (base64, `patchType: JSONPatch`) when it changed, or
+/// the denial.
+pub fn mutation_response(uid: &str, outcome: &MutationOutcome) -> Vec<u8> {
+    use base64::Engine as _;
+    let patch = (outcome.allowed() && !outcome.patch.is_empty()).then(|| {
+        // Serializing JSON values into memory cannot fail.
+        let json = serde_json::to_vec(&outcome.patch).unwrap_or_default();
+        base64::engine::general_purpose::STANDARD.encode(json)
+    });
+    let review = MutationReview {
+        api_version: "admission.k8s.io/v1",
+        kind: "AdmissionReview",
+        response: MutationResponse {
+            allowed: outcome.allowed(),
+            patch_type: patch.as_ref().map(|_| "JSONPatch"),
+            patch,
+            status: outcome.denial.as_ref().map(|d| Status {
+                code: d.code,
+                message: &d.message,
+                metadata: Empty {},
+                reason: &d.reason,
+                status: "Failure",
+            }),
+            uid,
+        },
+    };
+    serde_json::to_vec(&review).unwrap_or_default()
+}
+
+/// An AdmissionReview carrying a mutation's response.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MutationReview<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: MutationResponse<'a>,
+}
+
+/// An AdmissionResponse to a mutating call (fields sorted by their JSON names).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MutationResponse<'a> {
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    patch_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<Status<'a>>,
+    uid: &'a str,
 }
 
 /// An AdmissionReview carrying a response.

@@ -13,7 +13,8 @@ use axum_server::accept::NoDelayAcceptor;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use thiserror::Error;
 
-use celgate_engine::model::FailurePolicy;
+use celgate_engine::MutatingWebhookGroup;
+use celgate_engine::model::{FailurePolicy, ReinvocationPolicy};
 
 use celgate_snapshot::Deps;
 use celgate_snapshot::SnapshotStore;
@@ -140,7 +141,8 @@ pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate_all))
         .route("/validate/{failure}", post(validate_by_failure_policy))
-        .route("/mutate", post(mutate))
+        .route("/mutate", post(mutate_all))
+        .route("/mutate/{failure}/{reinvocation}", post(mutate_by_group))
         .route("/validate-policies", post(validate_policies))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
@@ -159,7 +161,6 @@ fn dispatch_error(e: &DispatchError) -> Response {
     let status = match e {
         DispatchError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
         DispatchError::Request(_) | DispatchError::NoRequest => StatusCode::BAD_REQUEST,
-        DispatchError::MutationNotEnforced => StatusCode::NOT_IMPLEMENTED,
         DispatchError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, format!("{e}\n")).into_response()
@@ -226,9 +227,59 @@ async fn validate(
     }
 }
 
-async fn mutate(AxumState(state): AxumState<Arc<AppState>>, Review(review): Review) -> Response {
-    match dispatch::mutate(&state.store, &review) {
-        Ok(decided) => json_response(review::response(&decided.uid, &decided.outcome)),
+/// Every bound mutating policy (for direct use and tests).
+async fn mutate_all(
+    state: AxumState<Arc<AppState>>,
+    uri: axum::http::Uri,
+    review: Review,
+) -> Response {
+    mutate(state, uri, review, None).await
+}
+
+/// The mutating policies of one webhook group: `/mutate/<fail|ignore>/<never|ifneeded>`
+/// (the failure and reinvocation policy of the webhook that calls it).
+async fn mutate_by_group(
+    state: AxumState<Arc<AppState>>,
+    Path((failure, reinvocation)): Path<(String, String)>,
+    uri: axum::http::Uri,
+    review: Review,
+) -> Response {
+    let failure = match failure.as_str() {
+        "fail" => Some(FailurePolicy::Fail),
+        "ignore" => Some(FailurePolicy::Ignore),
+        _ => None,
+    };
+    let reinvocation = match reinvocation.as_str() {
+        "never" => Some(ReinvocationPolicy::Never),
+        "ifneeded" => Some(ReinvocationPolicy::IfNeeded),
+        _ => None,
+    };
+    let (Some(failure), Some(reinvocation)) = (failure, reinvocation) else {
+        return (
+            StatusCode::NOT_FOUND,
+            "use /mutate/<fail|ignore>/<never|ifneeded>\n",
+        )
+            .into_response();
+    };
+    let group = MutatingWebhookGroup::new(failure, reinvocation);
+    mutate(state, uri, review, Some(group)).await
+}
+
+async fn mutate(
+    AxumState(state): AxumState<Arc<AppState>>,
+    uri: axum::http::Uri,
+    Review(review): Review,
+    only: Option<MutatingWebhookGroup>,
+) -> Response {
+    let call = Call {
+        started: tokio::time::Instant::now(),
+        timeout: call_timeout(uri.query()),
+    };
+    match dispatch::mutate(&state.store, &state.deps, review, call, only).await {
+        Ok(mutated) => {
+            state.metrics.record_mutations(&mutated.outcome.checks);
+            json_response(review::mutation_response(&mutated.uid, &mutated.outcome))
+        }
         Err(e) => dispatch_error(&e),
     }
 }

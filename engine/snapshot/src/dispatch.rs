@@ -9,7 +9,9 @@ use celgate_cel::Authorizer;
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::model::FailurePolicy;
 use celgate_engine::validate::trace::Trace;
-use celgate_engine::{Context, Outcome, Request, RequestError};
+use celgate_engine::{
+    Context, MutatingWebhookGroup, MutationOutcome, Outcome, Request, RequestError,
+};
 use serde_json::Value;
 use thiserror::Error;
 use tokio::time::Instant;
@@ -77,12 +79,6 @@ pub enum DispatchError {
     /// The review has no request object.
     #[error("AdmissionReview has no request")]
     NoRequest,
-    /// Mutation is not enforced by this version; answering "allowed" would hide that.
-    #[error(
-        "celgate does not enforce MutatingAdmissionPolicy yet: this webhook path cannot mutate \
-         and allows nothing; remove it from the MutatingWebhookConfiguration that calls it"
-    )]
-    MutationNotEnforced,
     /// The evaluation thread failed outside any one policy.
     #[error("internal error deciding the request: {0}")]
     Internal(String),
@@ -95,6 +91,15 @@ pub struct Decided {
     pub uid: String,
     /// The decision.
     pub outcome: Outcome,
+}
+
+/// A decided mutation.
+#[derive(Debug)]
+pub struct Mutated {
+    /// The request's uid, echoed in the response.
+    pub uid: String,
+    /// The mutated object and its patch, or the denial.
+    pub outcome: MutationOutcome,
 }
 
 /// The result of validating a write of one of celgate's own kinds.
@@ -167,6 +172,76 @@ pub async fn validate(
     call: Call,
     only: Option<FailurePolicy>,
 ) -> Result<Decided, DispatchError> {
+    let deadline = Some(call.evaluation_deadline());
+    over_snapshot(
+        store,
+        deps,
+        review,
+        &call,
+        move |snapshot, req, authorizer| Decided {
+            uid: req.uid.to_string(),
+            outcome: decide(snapshot, req, authorizer, deadline, only),
+        },
+    )
+    .await
+}
+
+/// Mutates a request against one snapshot, with no waiting: the pure core of [`mutate`].
+/// With `only`, just the mutating policies of that webhook group (each of celgate's mutating
+/// webhooks serves one).
+pub fn decide_mutation(
+    snapshot: &Snapshot,
+    req: &Request<'_>,
+    authorizer: Option<&Arc<dyn Authorizer>>,
+    deadline: Option<std::time::Instant>,
+    only: Option<MutatingWebhookGroup>,
+) -> MutationOutcome {
+    let ctx = context(snapshot, authorizer, deadline, None);
+    snapshot
+        .policies
+        .mutate(req, &ctx, snapshot.schemas.as_ref(), only)
+}
+
+/// Mutates the object of an AdmissionReview (already checked to be one) with the bound
+/// mutating policies of the current snapshot, in their order, each seeing the previous ones'
+/// result. Params, namespaces and the authorizer are waited for and used exactly as
+/// [`validate`] does; the kinds' schemas are those published with the policies.
+pub async fn mutate(
+    store: &SnapshotStore,
+    deps: &Deps,
+    review: Value,
+    call: Call,
+    only: Option<MutatingWebhookGroup>,
+) -> Result<Mutated, DispatchError> {
+    let deadline = Some(call.evaluation_deadline());
+    over_snapshot(
+        store,
+        deps,
+        review,
+        &call,
+        move |snapshot, req, authorizer| Mutated {
+            uid: req.uid.to_string(),
+            outcome: decide_mutation(snapshot, req, authorizer, deadline, only),
+        },
+    )
+    .await
+}
+
+/// Runs `decide` over one snapshot: waits, until the call's sync deadline, for the param kinds
+/// and the namespace the request needs, loads the snapshot once, and calls `decide` with the
+/// request's authorizer when a bound policy may use it (then on a blocking thread, since each
+/// check may wait for the API server).
+async fn over_snapshot<T, F>(
+    store: &SnapshotStore,
+    deps: &Deps,
+    review: Value,
+    call: &Call,
+    decide: F,
+) -> Result<T, DispatchError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Snapshot, &Request<'_>, Option<&Arc<dyn Authorizer>>) -> T + Send + 'static,
+{
     let (snapshot, source) = {
         let req = request_of(&review)?;
         // A snapshot that is not ready has no policies, so this returns at once.
@@ -178,42 +253,17 @@ pub async fn validate(
         }
         let authorizers = deps.authorizers.as_ref();
         let Some(source) = authorizers.filter(|_| snapshot.policies.uses_authorizer()) else {
-            return Ok(decided(&snapshot, &req, None, &call, only));
+            return Ok(decide(&snapshot, &req, None));
         };
         (snapshot, source.clone())
     };
     tokio::task::spawn_blocking(move || {
         let req = request_of(&review)?;
         let authorizer = source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null));
-        Ok(decided(&snapshot, &req, Some(&authorizer), &call, only))
+        Ok(decide(&snapshot, &req, Some(&authorizer)))
     })
     .await
     .map_err(|e| DispatchError::Internal(e.to_string()))?
-}
-
-/// [`decide`] within the call's evaluation deadline, with the uid the response echoes.
-fn decided(
-    snapshot: &Snapshot,
-    req: &Request<'_>,
-    authorizer: Option<&Arc<dyn Authorizer>>,
-    call: &Call,
-    only: Option<FailurePolicy>,
-) -> Decided {
-    let deadline = Some(call.evaluation_deadline());
-    Decided {
-        uid: req.uid.to_string(),
-        outcome: decide(snapshot, req, authorizer, deadline, only),
-    }
-}
-
-/// Answers a mutating review. Mutation is not enforced yet, so a ready webhook answers with
-/// [`DispatchError::MutationNotEnforced`] rather than a silent allow.
-pub fn mutate(store: &SnapshotStore, review: &Value) -> Result<Decided, DispatchError> {
-    request_of(review)?;
-    if !store.load().ready {
-        return Err(DispatchError::NotReady);
-    }
-    Err(DispatchError::MutationNotEnforced)
 }
 
 /// Validates a write of one of celgate's own policies or bindings exactly where kube-apiserver

@@ -12,6 +12,8 @@ mod store;
 mod view;
 
 pub use deps::{AuthorizerSource, Deps};
-pub use dispatch::{Call, Decided, DispatchError, PolicyWriteVerdict};
+pub use dispatch::{Call, Decided, DispatchError, Mutated, PolicyWriteVerdict};
 pub use store::SnapshotStore;
-pub use view::{NamespaceView, ParamKey, ParamKindEntry, ParamViews, PolicyParamKinds, Snapshot};
+pub use view::{
+    KindSchemaView, NamespaceView, ParamKey, ParamKindEntry, ParamViews, PolicyParamKinds, Snapshot,
+};

@@ -10,7 +10,9 @@ use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::view::{NamespaceView, ParamKey, ParamKindEntry, PolicyParamKinds, Snapshot};
+use crate::view::{
+    KindSchemaView, NamespaceView, ParamKey, ParamKindEntry, PolicyParamKinds, Snapshot,
+};
 
 /// The current snapshot, shared by the operator (writer) and the webhook (reader).
 #[derive(Debug, Default)]
@@ -44,16 +46,20 @@ impl SnapshotStore {
         published.revision + 1
     }
 
-    /// Publishes a new policy set with the paramKinds of every stored policy; the webhook is
-    /// ready from the first call on. Returns the new revision.
+    /// Publishes a new policy set with the paramKinds of every stored policy and the schemas
+    /// of the kinds its mutating policies match, in one swap (so no request sees a mutating
+    /// policy without the schemas it was published with); the webhook is ready from the first
+    /// call on. Returns the new revision.
     pub fn publish_policies(
         &self,
         policies: Arc<PolicySet>,
         param_kinds: Arc<PolicyParamKinds>,
+        schemas: Arc<KindSchemaView>,
     ) -> u64 {
         self.update(|s| {
             s.policies = policies.clone();
             s.policy_param_kinds = param_kinds.clone();
+            s.schemas = schemas.clone();
             s.ready = true;
         })
     }
@@ -143,7 +149,7 @@ mod tests {
         store.publish_namespace("a", None);
         assert!(store.load().namespaces.get("a").is_none());
         assert!(!store.load().ready);
-        store.publish_policies(Arc::default(), Arc::default());
+        store.publish_policies(Arc::default(), Arc::default(), Arc::default());
         assert!(store.load().ready);
     }
 

@@ -6,7 +6,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use celgate_engine::model::ParamKind;
-use celgate_engine::{Namespaces, ParamKindState, ParamObjects, Params, PolicySet};
+use celgate_engine::mutate::KindSchema;
+use celgate_engine::schema::Gvk;
+use celgate_engine::{KindSchemas, Namespaces, ParamKindState, ParamObjects, Params, PolicySet};
 use serde_json::Value;
 
 /// Everything one admission decision reads, from one moment.
@@ -18,6 +20,8 @@ pub struct Snapshot {
     pub ready: bool,
     /// The compiled, bound policies.
     pub policies: Arc<PolicySet>,
+    /// The schemas of the kinds the bound mutating policies match, published with them.
+    pub schemas: Arc<KindSchemaView>,
     /// Every policy (bound or not) by name with its paramKind, for checks on binding writes.
     pub policy_param_kinds: Arc<PolicyParamKinds>,
     /// Every namespace, as CEL's `namespaceObject` sees it.
@@ -31,17 +35,48 @@ impl Snapshot {
     /// with caches that have caught up: every param kind the bound policies use has listed,
     /// and the namespace is known.
     pub fn caught_up_for(&self, namespace: &str) -> bool {
-        if self.policies.validating.is_empty() {
+        let (validating, mutating) = (&self.policies.validating, &self.policies.mutating);
+        if validating.is_empty() && mutating.is_empty() {
             return true;
         }
-        let params_synced = !self.policies.validating.iter().any(|b| {
-            b.policy
-                .spec
-                .param_kind
-                .as_ref()
-                .is_some_and(|k| matches!(self.params.kind(k), ParamKindState::Syncing))
-        });
+        let syncing = |kind: Option<&ParamKind>| {
+            kind.is_some_and(|k| matches!(self.params.kind(k), ParamKindState::Syncing))
+        };
+        let params_synced = !validating
+            .iter()
+            .any(|b| syncing(b.policy.spec.param_kind.as_ref()))
+            && !mutating
+                .iter()
+                .any(|b| syncing(b.policy.spec.param_kind.as_ref()));
         params_synced && (namespace.is_empty() || self.namespaces.get(namespace).is_some())
+    }
+}
+
+/// The schemas of kinds by group, version and kind: those the bound mutating policies can
+/// match that the API server publishes an OpenAPI v3 schema for.
+#[derive(Clone, Debug, Default)]
+pub struct KindSchemaView(HashMap<Gvk, KindSchema>);
+
+impl KindSchemaView {
+    /// A view of these schemas.
+    pub fn new(schemas: impl IntoIterator<Item = (Gvk, KindSchema)>) -> Self {
+        Self(schemas.into_iter().collect())
+    }
+
+    /// How many kinds have a schema.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when no kind has a schema.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl KindSchemas for KindSchemaView {
+    fn schema(&self, gvk: &Gvk) -> Option<&KindSchema> {
+        self.0.get(gvk)
     }
 }
 

@@ -5,7 +5,7 @@
 //! serve them. `celgate eval` maps an object's kind to its resource with them, `celgate check`
 //! types policies with them.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io::Read as _;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -63,6 +63,20 @@ pub fn read_crds(paths: &[PathBuf]) -> Result<Vec<Document>, CliError> {
 /// Splits an `apiVersion` into group and version (`v1` → `("", "v1")`).
 pub fn group_version(api_version: &str) -> (&str, &str) {
     api_version.split_once('/').unwrap_or(("", api_version))
+}
+
+/// The API groups Kubernetes itself serves (the embedded snapshot's discovery); any other
+/// group is a custom resource's or an aggregated API's.
+pub fn builtin_groups() -> Result<HashSet<String>, CliError> {
+    let snapshot: DiscoverySnapshot = read_snapshot()?;
+    Ok(snapshot
+        .discovery
+        .iter()
+        .flat_map(|list| &list.items)
+        .filter_map(|group| group.metadata.as_ref().and_then(|m| m.name.clone()))
+        // The core group (its discovery may carry no name).
+        .chain(std::iter::once(String::new()))
+        .collect())
 }
 
 /// The served resources: the built-in kinds' and those of the CustomResourceDefinitions.

@@ -24,7 +24,8 @@ use celgate_crds::{
     BindingStatus, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use celgate_engine::{ValidatingPolicy, compile_validating};
+use celgate_engine::mutate::compile_mutating;
+use celgate_engine::{MutatingPolicy, ValidatingPolicy, compile_validating};
 use celgate_snapshot::{Snapshot, SnapshotStore};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
@@ -92,10 +93,10 @@ struct Checked {
 }
 
 /// A policy compiled by the status writer because the snapshot does not hold it (unbound).
-struct Compiled {
+struct Compiled<P> {
     uid: String,
     generation: i64,
-    policy: Arc<ValidatingPolicy>,
+    policy: Arc<P>,
 }
 
 /// A status write that failed, retried after a delay.
@@ -112,7 +113,9 @@ pub struct StatusWriter {
     schemas: watch::Receiver<u64>,
     recorder: Recorder,
     checked: HashMap<(Kind, String), Checked>,
-    compiled: HashMap<String, Compiled>,
+    compiled: HashMap<String, Compiled<ValidatingPolicy>>,
+    /// Mutating policies compiled for status while unbound.
+    compiled_mutating: HashMap<String, Compiled<MutatingPolicy>>,
     retries: HashMap<(Kind, String), Retry>,
     /// The snapshot parts the last pass read.
     seen: Option<Arc<Snapshot>>,
@@ -184,6 +187,7 @@ impl StatusWriter {
             recorder,
             checked: HashMap::new(),
             compiled: HashMap::new(),
+            compiled_mutating: HashMap::new(),
             retries: HashMap::new(),
             seen: None,
         }
@@ -395,6 +399,49 @@ impl StatusWriter {
         compiled
     }
 
+    /// The compiled form of a mutating policy the snapshot does not hold.
+    fn unbound_mutating(&mut self, policy: &MutatingAdmissionPolicy) -> Arc<MutatingPolicy> {
+        let (uid, generation) = uid_and_generation(policy);
+        let name = policy.name_any();
+        if let Some(c) = self.compiled_mutating.get(&name)
+            && c.uid == uid
+            && c.generation == generation
+        {
+            return c.policy.clone();
+        }
+        let compiled = Arc::new(compile_mutating(
+            convert::mutating_policy(policy),
+            convert::apply_semantics(policy),
+        ));
+        self.compiled_mutating.insert(
+            name,
+            Compiled {
+                uid,
+                generation,
+                policy: compiled.clone(),
+            },
+        );
+        compiled
+    }
+
+    fn mutating_readiness(&mut self, policy: &MutatingAdmissionPolicy, world: &World) -> Readiness {
+        let (uid, generation) = uid_and_generation(policy);
+        let name = policy.name_any();
+        let has_bindings = world
+            .mutating_bindings
+            .iter()
+            .any(|b| b.spec.policy_name.as_deref() == Some(name.as_str()));
+        readiness::mutating_policy(
+            &name,
+            &uid,
+            generation,
+            &world.snapshot,
+            &world.applied,
+            || self.unbound_mutating(policy),
+            has_bindings,
+        )
+    }
+
     fn validating_readiness(
         &mut self,
         policy: &ValidatingAdmissionPolicy,
@@ -486,7 +533,8 @@ impl StatusWriter {
         if self.waiting(&key) {
             return;
         }
-        let Some(ready) = ready_want(&readiness::mutating_policy()) else {
+        let readiness = self.mutating_readiness(policy, world);
+        let Some(ready) = ready_want(&readiness) else {
             return;
         };
         let (uid, generation) = uid_and_generation(policy);
@@ -500,8 +548,8 @@ impl StatusWriter {
             return;
         }
         let events = events::changes(
-            &Observed::policy(policy.status.as_ref(), false),
-            &Observed::policy(Some(&status), false),
+            &Observed::policy(policy.status.as_ref(), true),
+            &Observed::policy(Some(&status), true),
         );
         self.write(key, policy, &status, &events).await;
     }
@@ -511,15 +559,32 @@ impl StatusWriter {
         if self.waiting(&key) {
             return;
         }
-        let policy_name = binding.spec.policy_name.clone().unwrap_or_default();
-        let policy = world.mutating.iter().find(|p| p.name_any() == policy_name);
-        let readiness = readiness::mutating_binding(&policy_name, policy.is_some());
+        let spec = convert::mutating_binding(binding);
+        let policy = world
+            .mutating
+            .iter()
+            .find(|p| p.name_any() == spec.policy_name)
+            .cloned();
+        let policy_readiness = policy.as_ref().map(|p| self.mutating_readiness(p, world));
+        let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
+        let readiness = readiness::mutating_binding(
+            &spec,
+            policy_ids
+                .as_ref()
+                .zip(policy_readiness)
+                .map(|((uid, generation), r)| (uid.as_str(), *generation, r)),
+            &world.snapshot,
+            &world.applied,
+        );
         let param_kind = policy
+            .as_ref()
             .and_then(|p| p.spec.param_kind.as_ref())
             .map(convert::param_kind);
-        let param_ref = binding.spec.param_ref.as_ref().map(convert::param_ref);
-        let resolved =
-            readiness::resolved_params(&world.snapshot, param_kind.as_ref(), param_ref.as_ref());
+        let resolved = readiness::resolved_params(
+            &world.snapshot,
+            param_kind.as_ref(),
+            spec.param_ref.as_ref(),
+        );
         self.binding_status(key, binding, readiness, resolved).await;
     }
 
@@ -687,8 +752,9 @@ mod tests {
                 policy: policy_set::compile(&policy),
                 bindings: vec![Arc::new(convert::validating_binding(&binding))],
             }],
+            mutating: Vec::new(),
         });
-        snapshot.publish_policies(set.clone(), Arc::default());
+        snapshot.publish_policies(set.clone(), Arc::default(), Arc::default());
         let (applied_sender, applied) = watch::channel(Applied {
             set: Some(set),
             error: None,

@@ -4,9 +4,11 @@
 
 use std::sync::Arc;
 
-use celgate_engine::ValidatingPolicy;
 use celgate_engine::matching::selector_matches;
-use celgate_engine::model::{ParamKind, ParamRef, ValidatingBindingSpec};
+use celgate_engine::model::{MutatingBindingSpec, ParamKind, ParamRef, ValidatingBindingSpec};
+use celgate_engine::{
+    BoundMutatingPolicy, BoundPolicy, MutatingPolicy, PolicySet, ValidatingPolicy,
+};
 use celgate_snapshot::{ParamKindEntry, Snapshot};
 
 use crate::registration::Applied;
@@ -25,8 +27,6 @@ pub const PARAM_KIND_NOT_SERVED: &str = "ParamKindNotServed";
 pub const PARAM_KIND_FORBIDDEN: &str = "ParamKindForbidden";
 /// NotReady reason: the webhook configurations covering this generation could not be applied.
 pub const WEBHOOK_NOT_REGISTERED: &str = "WebhookNotRegistered";
-/// NotReady reason: celgate does not enforce MutatingAdmissionPolicies yet.
-pub const MUTATION_NOT_ENFORCED: &str = "MutationNotEnforced";
 
 /// How an object stands.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -93,18 +93,177 @@ fn registered(
     }
 }
 
+/// A bound policy of either kind, as readiness reads it from a policy set.
+trait Bound: Sized {
+    /// Its binding's converted spec.
+    type Binding: PartialEq;
+    /// The policy kind, for messages.
+    const KIND: &'static str;
+    /// The binding kind, for messages.
+    const BINDING_KIND: &'static str;
+    /// The bound policies of this kind in `set`.
+    fn all(set: &PolicySet) -> &[Self];
+    /// Name, uid and generation of the compiled policy.
+    fn identity(&self) -> (&str, &str, i64);
+    /// Compile errors with their fields.
+    fn compile_errors(&self) -> Vec<(String, String)>;
+    /// The paramKind.
+    fn param_kind(&self) -> Option<&ParamKind>;
+    /// The bindings.
+    fn bindings(&self) -> &[Arc<Self::Binding>];
+    /// Whether `other` holds the same compiled policy.
+    fn same_policy(&self, other: &Self) -> bool;
+}
+
+impl Bound for BoundPolicy {
+    type Binding = ValidatingBindingSpec;
+    const KIND: &'static str = "ValidatingAdmissionPolicy";
+    const BINDING_KIND: &'static str = "ValidatingAdmissionPolicyBinding";
+    fn all(set: &PolicySet) -> &[Self] {
+        &set.validating
+    }
+    fn identity(&self) -> (&str, &str, i64) {
+        let spec = &self.policy.spec;
+        (&self.policy.name, &spec.uid, spec.generation)
+    }
+    fn compile_errors(&self) -> Vec<(String, String)> {
+        self.policy.compile_errors()
+    }
+    fn param_kind(&self) -> Option<&ParamKind> {
+        self.policy.spec.param_kind.as_ref()
+    }
+    fn bindings(&self) -> &[Arc<Self::Binding>] {
+        &self.bindings
+    }
+    fn same_policy(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.policy, &other.policy)
+    }
+}
+
+impl Bound for BoundMutatingPolicy {
+    type Binding = MutatingBindingSpec;
+    const KIND: &'static str = "MutatingAdmissionPolicy";
+    const BINDING_KIND: &'static str = "MutatingAdmissionPolicyBinding";
+    fn all(set: &PolicySet) -> &[Self] {
+        &set.mutating
+    }
+    fn identity(&self) -> (&str, &str, i64) {
+        let spec = &self.policy.spec;
+        (&self.policy.name, &spec.uid, spec.generation)
+    }
+    fn compile_errors(&self) -> Vec<(String, String)> {
+        self.policy.compile_errors()
+    }
+    fn param_kind(&self) -> Option<&ParamKind> {
+        self.policy.spec.param_kind.as_ref()
+    }
+    fn bindings(&self) -> &[Arc<Self::Binding>] {
+        &self.bindings
+    }
+    fn same_policy(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.policy, &other.policy)
+    }
+}
+
 /// The compiled policy bound in `set` under `name`, if it is that uid and generation.
-fn bound<'a>(
-    set: &'a celgate_engine::PolicySet,
+fn bound<'a, B: Bound>(
+    set: &'a PolicySet,
     name: &str,
     uid: &str,
     generation: i64,
-) -> Option<&'a celgate_engine::BoundPolicy> {
-    set.validating.iter().find(|b| {
-        &*b.policy.name == name
-            && b.policy.spec.uid == uid
-            && b.policy.spec.generation == generation
-    })
+) -> Option<&'a B> {
+    B::all(set)
+        .iter()
+        .find(|b| b.identity() == (name, uid, generation))
+}
+
+/// A policy of either kind at `uid` and `generation`: `unbound_errors` gives its compile
+/// errors when the snapshot does not hold it (an unbound policy); `has_bindings` says whether
+/// a stored binding names it (then the snapshot will hold it once published).
+fn policy<B: Bound>(
+    name: &str,
+    uid: &str,
+    generation: i64,
+    snapshot: &Snapshot,
+    applied: &Applied,
+    unbound_errors: impl FnOnce() -> Vec<(String, String)>,
+    has_bindings: bool,
+) -> Readiness {
+    let Some(published) = bound::<B>(&snapshot.policies, name, uid, generation) else {
+        if has_bindings {
+            return Readiness::Pending;
+        }
+        let errors = unbound_errors();
+        if !errors.is_empty() {
+            return Readiness::not_ready(COMPILE_ERROR, compile_message(&errors));
+        }
+        return Readiness::not_ready(
+            NOT_BOUND,
+            format!(
+                "no {} names this policy, so it applies to no request",
+                B::BINDING_KIND
+            ),
+        );
+    };
+    let errors = published.compile_errors();
+    if !errors.is_empty() {
+        return Readiness::not_ready(COMPILE_ERROR, compile_message(&errors));
+    }
+    if let Some(kind) = published.param_kind()
+        && let Some(problem) = param_kind_problem(snapshot, kind)
+    {
+        return problem;
+    }
+    match registered(applied, |set| {
+        bound::<B>(set, name, uid, generation).is_some_and(|b| b.same_policy(published))
+    }) {
+        Readiness::Ready(_) => Readiness::Ready(format!(
+            "generation {generation} is compiled and enforced through {} binding(s)",
+            published.bindings().len()
+        )),
+        other => other,
+    }
+}
+
+/// A binding of either kind whose converted spec is `binding`, naming `policy_name`. `policy`
+/// is the readiness of the policy it names at that policy's stored uid and generation, `None`
+/// when no such policy is stored.
+fn binding<B: Bound>(
+    binding: &B::Binding,
+    policy_name: &str,
+    policy: Option<(&str, i64, Readiness)>,
+    snapshot: &Snapshot,
+    applied: &Applied,
+) -> Readiness {
+    let Some((uid, generation, policy_readiness)) = policy else {
+        return Readiness::not_ready(
+            POLICY_NOT_FOUND,
+            format!(
+                "{} '{policy_name}' does not exist; this binding applies to no request until it does",
+                B::KIND
+            ),
+        );
+    };
+    match policy_readiness {
+        Readiness::Pending => return Readiness::Pending,
+        Readiness::NotReady { reason, message } if reason != NOT_BOUND => {
+            return Readiness::not_ready(reason, format!("policy '{policy_name}': {message}"));
+        }
+        _ => {}
+    }
+    let in_set = |set: &PolicySet| {
+        bound::<B>(set, policy_name, uid, generation)
+            .is_some_and(|b| b.bindings().iter().any(|b| **b == *binding))
+    };
+    if !in_set(&snapshot.policies) {
+        return Readiness::Pending;
+    }
+    match registered(applied, in_set) {
+        Readiness::Ready(_) => Readiness::Ready(format!(
+            "enforced with policy '{policy_name}' generation {generation}"
+        )),
+        other => other,
+    }
 }
 
 /// A ValidatingAdmissionPolicy at `uid` and `generation`. `compiled` is its compiled form
@@ -119,105 +278,61 @@ pub fn validating_policy(
     unbound: impl FnOnce() -> Arc<ValidatingPolicy>,
     has_bindings: bool,
 ) -> Readiness {
-    let Some(published) = bound(&snapshot.policies, name, uid, generation) else {
-        if has_bindings {
-            return Readiness::Pending;
-        }
-        let errors = unbound().compile_errors();
-        if !errors.is_empty() {
-            return Readiness::not_ready(COMPILE_ERROR, compile_message(&errors));
-        }
-        return Readiness::not_ready(
-            NOT_BOUND,
-            "no ValidatingAdmissionPolicyBinding names this policy, so it applies to no request",
-        );
-    };
-    let errors = published.policy.compile_errors();
-    if !errors.is_empty() {
-        return Readiness::not_ready(COMPILE_ERROR, compile_message(&errors));
-    }
-    if let Some(kind) = &published.policy.spec.param_kind
-        && let Some(problem) = param_kind_problem(snapshot, kind)
-    {
-        return problem;
-    }
-    match registered(applied, |set| {
-        bound(set, name, uid, generation).is_some_and(|b| Arc::ptr_eq(&b.policy, &published.policy))
-    }) {
-        Readiness::Ready(_) => Readiness::Ready(format!(
-            "generation {generation} is compiled and enforced through {} binding(s)",
-            published.bindings.len()
-        )),
-        other => other,
-    }
+    policy::<BoundPolicy>(
+        name,
+        uid,
+        generation,
+        snapshot,
+        applied,
+        || unbound().compile_errors(),
+        has_bindings,
+    )
 }
 
 /// A ValidatingAdmissionPolicyBinding whose converted spec is `binding`. `policy` is the
 /// readiness of the policy it names at that policy's stored uid and generation, `None` when
 /// no such policy is stored.
 pub fn validating_binding(
-    binding: &ValidatingBindingSpec,
+    spec: &ValidatingBindingSpec,
     policy: Option<(&str, i64, Readiness)>,
     snapshot: &Snapshot,
     applied: &Applied,
 ) -> Readiness {
-    let Some((uid, generation, policy_readiness)) = policy else {
-        return Readiness::not_ready(
-            POLICY_NOT_FOUND,
-            format!(
-                "ValidatingAdmissionPolicy '{}' does not exist; this binding applies to no request until it does",
-                binding.policy_name
-            ),
-        );
-    };
-    match policy_readiness {
-        Readiness::Pending => return Readiness::Pending,
-        Readiness::NotReady { reason, message } if reason != NOT_BOUND => {
-            return Readiness::not_ready(
-                reason,
-                format!("policy '{}': {message}", binding.policy_name),
-            );
-        }
-        _ => {}
-    }
-    let in_set = |set: &celgate_engine::PolicySet| {
-        bound(set, &binding.policy_name, uid, generation)
-            .is_some_and(|b| b.bindings.iter().any(|b| **b == *binding))
-    };
-    if !in_set(&snapshot.policies) {
-        return Readiness::Pending;
-    }
-    match registered(applied, in_set) {
-        Readiness::Ready(_) => Readiness::Ready(format!(
-            "enforced with policy '{}' generation {generation}",
-            binding.policy_name
-        )),
-        other => other,
-    }
+    binding::<BoundPolicy>(spec, &spec.policy_name, policy, snapshot, applied)
 }
 
-/// A MutatingAdmissionPolicy: stored and type checked, never enforced by this version.
-pub fn mutating_policy() -> Readiness {
-    Readiness::not_ready(
-        MUTATION_NOT_ENFORCED,
-        "celgate does not enforce MutatingAdmissionPolicies yet: the policy is type checked, but no request is mutated",
+/// A MutatingAdmissionPolicy at `uid` and `generation`: Ready by the same rule as a
+/// ValidatingAdmissionPolicy (compiled, bound, in the snapshot the webhook serves and covered
+/// by the applied mutating webhook configuration).
+pub fn mutating_policy(
+    name: &str,
+    uid: &str,
+    generation: i64,
+    snapshot: &Snapshot,
+    applied: &Applied,
+    unbound: impl FnOnce() -> Arc<MutatingPolicy>,
+    has_bindings: bool,
+) -> Readiness {
+    policy::<BoundMutatingPolicy>(
+        name,
+        uid,
+        generation,
+        snapshot,
+        applied,
+        || unbound().compile_errors(),
+        has_bindings,
     )
 }
 
-/// A MutatingAdmissionPolicyBinding naming `policy_name`, which is stored or not.
-pub fn mutating_binding(policy_name: &str, policy_stored: bool) -> Readiness {
-    if !policy_stored {
-        return Readiness::not_ready(
-            POLICY_NOT_FOUND,
-            format!(
-                "MutatingAdmissionPolicy '{policy_name}' does not exist; this binding applies to no request until it does"
-            ),
-        );
-    }
-    Readiness::not_ready(
-        MUTATION_NOT_ENFORCED,
-        "celgate does not enforce MutatingAdmissionPolicies yet: no request is mutated through this binding",
-    )
+/// A MutatingAdmissionPolicyBinding whose converted spec is `binding`, as
+/// [`validating_binding`].
+pub fn mutating_binding(
+    spec: &MutatingBindingSpec,
+    policy: Option<(&str, i64, Readiness)>,
+    snapshot: &Snapshot,
+    applied: &Applied,
+) -> Readiness {
+    binding::<BoundMutatingPolicy>(spec, &spec.policy_name, policy, snapshot, applied)
 }
 
 /// How many objects of `kind` the `param_ref` selects now (all namespaces when a namespaced
@@ -275,6 +390,7 @@ mod tests {
                 policy,
                 bindings: vec![binding],
             }],
+            mutating: Vec::new(),
         });
         let snapshot = Snapshot {
             ready: true,
@@ -478,10 +594,87 @@ mod tests {
     }
 
     #[test]
-    fn mutating_objects_are_never_ready() {
-        assert_eq!(reason(&mutating_policy()), MUTATION_NOT_ENFORCED);
-        assert_eq!(reason(&mutating_binding("m", true)), MUTATION_NOT_ENFORCED);
-        assert_eq!(reason(&mutating_binding("m", false)), POLICY_NOT_FOUND);
+    fn a_mutating_policy_is_ready_by_the_validating_rule() {
+        let map = fixtures::mutating_policy("m", "Fail", "Never", "configmaps");
+        let compiled = policy_set::compile_mutating_policy(&map);
+        let binding = Arc::new(convert::mutating_binding(&fixtures::mutating_binding(
+            "mb", "m",
+        )));
+        let set = Arc::new(PolicySet {
+            mutating: vec![celgate_engine::BoundMutatingPolicy {
+                policy: compiled.clone(),
+                bindings: vec![binding.clone()],
+            }],
+            ..PolicySet::default()
+        });
+        let snapshot = Snapshot {
+            ready: true,
+            policies: set.clone(),
+            ..Snapshot::default()
+        };
+        let readiness = |applied: &Applied| {
+            mutating_policy(
+                "m",
+                "uid-m",
+                1,
+                &snapshot,
+                applied,
+                || unreachable!("m is bound"),
+                true,
+            )
+        };
+        // Published but its webhook configuration not applied yet: nothing is reported.
+        assert_eq!(readiness(&Applied::default()), Readiness::Pending);
+        let ready = readiness(&covering(&set));
+        assert_eq!(reason(&ready), ENFORCED, "{ready:?}");
+        assert_ne!(reason(&ready), "MutationNotEnforced");
+        let failed = Applied {
+            set: None,
+            error: Some("cannot apply".into()),
+        };
+        assert_eq!(reason(&readiness(&failed)), WEBHOOK_NOT_REGISTERED);
+
+        // Its binding follows it.
+        let bound = mutating_binding(
+            &binding,
+            Some(("uid-m", 1, ready)),
+            &snapshot,
+            &covering(&set),
+        );
+        assert_eq!(reason(&bound), ENFORCED);
+        let orphan = convert::mutating_binding(&fixtures::mutating_binding("mb2", "absent"));
+        let missing = mutating_binding(&orphan, None, &snapshot, &covering(&set));
+        assert_eq!(reason(&missing), POLICY_NOT_FOUND);
+
+        // Unbound: NotBound, or its compile error.
+        let empty = Snapshot::default();
+        let unbound = mutating_policy(
+            "m",
+            "uid-m",
+            1,
+            &empty,
+            &Applied::default(),
+            || compiled.clone(),
+            false,
+        );
+        assert_eq!(reason(&unbound), NOT_BOUND);
+        let mut broken = fixtures::mutating_policy("m", "Fail", "Never", "configmaps");
+        broken.spec.mutations.as_mut().unwrap()[0]
+            .apply_configuration
+            .as_mut()
+            .unwrap()
+            .expression = Some("Object{".into());
+        let broken = policy_set::compile_mutating_policy(&broken);
+        let unbound = mutating_policy(
+            "m",
+            "uid-m",
+            1,
+            &empty,
+            &Applied::default(),
+            || broken,
+            false,
+        );
+        assert_eq!(reason(&unbound), COMPILE_ERROR);
     }
 
     #[test]

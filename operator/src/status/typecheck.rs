@@ -11,7 +11,6 @@ use celgate_engine::typecheck::{
     ExpressionWarning, SkippedKind, TypeCheckReport, check_mutating, check_validating,
 };
 use futures::future::BoxFuture;
-use kube::Client;
 use tokio::sync::watch;
 use tracing::warn;
 
@@ -45,20 +44,20 @@ pub trait Checker: Send + Sync {
 /// `/openapi/v3`, fetched before each check; the check itself runs on a blocking thread.
 pub struct ClusterChecker {
     discovery: Discovery,
-    schemas: SchemaCache,
+    schemas: Arc<SchemaCache>,
     revisions: watch::Receiver<u64>,
 }
 
 impl ClusterChecker {
-    /// Starts discovering what the cluster `client` talks to serves. Every discovery that may
-    /// have changed what is served (after a CRD change, periodically) is a new revision, so
-    /// every policy is checked again against the schemas then current.
-    pub fn start(client: Client) -> Arc<dyn Checker> {
-        let discovery = Discovery::spawn(client.clone());
+    /// A checker over the cluster's served resources (`discovery`) and OpenAPI schemas
+    /// (`schemas`). Every discovery that may have changed what is served (after a CRD change,
+    /// periodically) is a new revision, so every policy is checked again against the schemas
+    /// then current.
+    pub fn start(discovery: Discovery, schemas: Arc<SchemaCache>) -> Arc<dyn Checker> {
         Arc::new(Self {
             revisions: discovery.revisions(),
             discovery,
-            schemas: SchemaCache::new(client),
+            schemas,
         })
     }
 

@@ -140,6 +140,8 @@ struct Node {
     list_type: Option<ListType>,
     list_map_keys: Vec<String>,
     map_type: Option<MapType>,
+    patch_strategy: String,
+    patch_merge_key: Option<String>,
     int_or_string: bool,
     preserve_unknown_fields: bool,
     embedded_resource: bool,
@@ -300,6 +302,17 @@ impl Schema {
     /// `x-kubernetes-map-type` (an unrecognised value reads as absent).
     pub fn map_type(&self) -> Option<MapType> {
         self.node().map_type
+    }
+
+    /// `x-kubernetes-patch-strategy` (e.g. `merge`); empty when unset. Server-side apply
+    /// reads it for lists without `x-kubernetes-list-type`.
+    pub fn patch_strategy(&self) -> &str {
+        &self.node().patch_strategy
+    }
+
+    /// `x-kubernetes-patch-merge-key`, if set.
+    pub fn patch_merge_key(&self) -> Option<&str> {
+        self.node().patch_merge_key.as_deref()
     }
 
     /// Whether the value is an int or a string: `x-kubernetes-int-or-string`, or the

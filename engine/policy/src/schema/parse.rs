@@ -253,6 +253,11 @@ impl Builder<'_> {
                 "granular" => Some(MapType::Granular),
                 _ => None,
             },
+            patch_strategy: string("x-kubernetes-patch-strategy").to_string(),
+            patch_merge_key: obj
+                .get("x-kubernetes-patch-merge-key")
+                .and_then(Value::as_str)
+                .map(String::from),
             int_or_string: flag("x-kubernetes-int-or-string"),
             preserve_unknown_fields: flag("x-kubernetes-preserve-unknown-fields"),
             embedded_resource: flag("x-kubernetes-embedded-resource"),

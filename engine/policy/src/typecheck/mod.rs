@@ -27,7 +27,7 @@ use crate::model::{MutatingPolicySpec, ParamKind, ValidatingPolicySpec};
 use crate::schema::{Gvk, Schema, resource_type};
 use environment::{Declarations, Flavour, environment};
 
-pub use selection::{KindSelection, MAX_KINDS, UPSTREAM_MAX_KINDS, kinds_to_check};
+pub use selection::{KindSelection, MAX_KINDS, UPSTREAM_MAX_KINDS, kinds_to_check, matched_kinds};
 
 /// A served resource or subresource, as discovery lists it.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -92,6 +92,24 @@ pub fn kinds_to_check(
     selection
 }
 
+/// Every kind the resource rules of `match_constraints` can match in a cluster serving what
+/// `source` serves (wildcards and subresources included, no limit): the kinds whose schemas a
+/// mutating policy's requests need.
+pub fn matched_kinds(
+    match_constraints: Option<&MatchResources>,
+    source: &dyn TypeSource,
+) -> BTreeSet<Gvk> {
+    let rules = match_constraints.map_or(&[][..], |m| &m.resource_rules[..]);
+    if rules.is_empty() {
+        return BTreeSet::new();
+    }
+    let served = source.resources();
+    rules
+        .iter()
+        .flat_map(|rule| rule_kinds(rule, &served, source))
+        .collect()
+}
+
 /// kube-controller-manager's `typesToCheck`.
 fn upstream_kinds(rules: &[ResourceRule], source: &dyn TypeSource) -> Vec<Gvk> {
     let mut kinds = BTreeSet::new();

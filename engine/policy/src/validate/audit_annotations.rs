@@ -5,9 +5,10 @@ use celgate_cel::{Activation, Budget, RUNTIME_BUDGET, Value};
 use crate::compile::CompiledAuditAnnotation;
 use crate::model::ValidatingBindingSpec;
 
-use super::evaluation::{Batch, Evaluation};
 use super::outcome::{CheckError, Outcome, deny_first, policy_message};
 use super::trace::{self, Effect, Phase, Step, StepKind, StepResult, Trace};
+use crate::compile::ValidatingPolicy;
+use crate::evaluation::{Batch, Evaluation};
 
 /// Longest audit annotation value, in bytes.
 pub const MAX_AUDIT_ANNOTATION_VALUE_BYTES: usize = 10 * 1024;
@@ -15,13 +16,13 @@ pub const MAX_AUDIT_ANNOTATION_VALUE_BYTES: usize = 10 * 1024;
 /// Evaluates a policy's audit annotations, adding each value to its key's distinct values;
 /// an error denies under failurePolicy Fail (an unsupported type always).
 pub(super) fn evaluate_audit_annotations(
+    policy: &ValidatingPolicy,
     evaluation: &Evaluation<'_>,
     binding: &ValidatingBindingSpec,
     fail: bool,
     collected: &mut Vec<(String, Vec<String>)>,
     out: &mut Outcome,
 ) {
-    let policy = evaluation.policy;
     if policy.audit_annotations.is_empty() {
         return;
     }
@@ -59,7 +60,7 @@ pub(super) fn evaluate_audit_annotations(
         }
     }
     if let Some(t) = evaluation.trace {
-        trace::variables(t, policy, Phase::AuditAnnotations, act);
+        trace::variables(t, &policy.spec.variables, Phase::AuditAnnotations, act);
     }
 }
 

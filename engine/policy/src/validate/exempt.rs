@@ -1,4 +1,4 @@
-//! The resources no ValidatingAdmissionPolicy ever applies to.
+//! The resources no admission policy (validating or mutating) ever applies to.
 
 use crate::request::Request;
 

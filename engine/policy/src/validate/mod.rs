@@ -2,18 +2,17 @@
 //! one outcome, with kube-apiserver's messages, codes, warnings and audit annotations.
 //!
 //! Each file holds one step: `outcome` the result and its error types, `exempt` the resources
-//! no policy sees, `evaluation` the activation and budgets of one evaluation, `match_conditions`,
-//! `validations` (with their message expressions), `enforcement` (Deny, Warn, Audit) and
-//! `audit_annotations`; this module runs the policy and binding loop.
+//! no policy sees, `validations` (with their message expressions), `enforcement` (Deny, Warn,
+//! Audit) and `audit_annotations`; this module runs the policy and binding loop. The activation
+//! and budgets of one evaluation and the match conditions are shared with mutating policies
+//! (`crate::evaluation`, `crate::match_conditions`).
 
 mod audit_annotations;
 mod enforcement;
-mod evaluation;
-mod exempt;
-mod match_conditions;
+pub(crate) mod exempt;
 mod outcome;
 #[cfg(test)]
-mod test_policies;
+pub(crate) mod test_policies;
 pub mod trace;
 mod validations;
 
@@ -34,10 +33,10 @@ pub use exempt::exempt;
 pub use outcome::{Check, CheckError, Denial, ErrorType, Outcome, VALIDATION_FAILURE_KEY};
 pub use validations::MAX_MESSAGE_EXPRESSION_BYTES;
 
+use crate::evaluation::{Evaluation, namespace_object};
+use crate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use audit_annotations::evaluate_audit_annotations;
 use enforcement::route_decision;
-use evaluation::{Evaluation, namespace_object};
-use match_conditions::match_conditions_pass;
 use outcome::{deny_first, policy_message};
 use trace::{Skip, Trace};
 use validations::evaluate_validations;
@@ -193,15 +192,30 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
             }
             let evaluation = Evaluation {
                 req,
+                object: req.object,
                 namespace_object,
-                policy,
+                has_params: policy.spec.param_kind.is_some(),
                 param,
+                variables: &policy.variables,
+                message_variables: &policy.message_variables,
                 authorizer: ctx.authorizer,
                 deadline: ctx.deadline,
                 trace: ctx.trace,
             };
-            if !match_conditions_pass(&evaluation, fail, binding, out) {
-                continue;
+            let sources = Sources {
+                match_conditions: &policy.spec.match_conditions,
+                variables: &policy.spec.variables,
+            };
+            match evaluate_match_conditions(&evaluation, &policy.match_conditions, sources) {
+                MatchConditions::Apply => {}
+                MatchConditions::Skip => continue,
+                MatchConditions::Error(msg) => {
+                    if fail {
+                        let msg = policy_message(&policy.name, Some(&binding.name), &msg);
+                        deny_first(out, msg, None);
+                    }
+                    continue;
+                }
             }
             let decisions = evaluate_validations(policy, &evaluation, fail);
             for d in &decisions {
@@ -222,7 +236,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                     });
                 }
             }
-            evaluate_audit_annotations(&evaluation, binding, fail, &mut annotations, out);
+            evaluate_audit_annotations(policy, &evaluation, binding, fail, &mut annotations, out);
         }
     }
     // Distinct values of one key across bindings and params are joined with ", ".

@@ -17,7 +17,7 @@ use crate::request::Request;
 use super::{BoundPolicy, Context, Outcome, validate};
 
 /// Namespaces held in a map.
-pub(super) struct Cache(HashMap<String, serde_json::Value>);
+pub(crate) struct Cache(HashMap<String, serde_json::Value>);
 
 impl Namespaces for Cache {
     fn get(&self, name: &str) -> Option<&serde_json::Value> {
@@ -26,7 +26,7 @@ impl Namespaces for Cache {
 }
 
 /// The namespace `staging-ns`, labelled `environment: staging`.
-pub(super) fn cache() -> Cache {
+pub(crate) fn cache() -> Cache {
     Cache(HashMap::from([(
         "staging-ns".to_string(),
         json!({"metadata": {"name": "staging-ns", "labels": {"environment": "staging"}}}),
@@ -34,7 +34,7 @@ pub(super) fn cache() -> Cache {
 }
 
 /// Policy `p` matching every operation on apps/v1 deployments, with these validations.
-pub(super) fn spec(validations: Vec<Validation>) -> ValidatingPolicySpec {
+pub(crate) fn spec(validations: Vec<Validation>) -> ValidatingPolicySpec {
     ValidatingPolicySpec {
         name: "p".into(),
         match_constraints: Some(MatchResources {
@@ -54,7 +54,7 @@ pub(super) fn spec(validations: Vec<Validation>) -> ValidatingPolicySpec {
 }
 
 /// The policy compiled, with one binding `b` of these actions.
-pub(super) fn bound(spec: ValidatingPolicySpec, actions: Vec<ValidationAction>) -> BoundPolicy {
+pub(crate) fn bound(spec: ValidatingPolicySpec, actions: Vec<ValidationAction>) -> BoundPolicy {
     BoundPolicy {
         bindings: vec![Arc::new(ValidatingBindingSpec {
             name: "b".into(),
@@ -68,7 +68,7 @@ pub(super) fn bound(spec: ValidatingPolicySpec, actions: Vec<ValidationAction>) 
 }
 
 /// An admission request creating this Deployment in `staging-ns`.
-pub(super) fn create_deployment(object: serde_json::Value) -> serde_json::Value {
+pub(crate) fn create_deployment(object: serde_json::Value) -> serde_json::Value {
     json!({"uid": "u", "operation": "CREATE", "namespace": "staging-ns",
         "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
         "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
@@ -76,7 +76,7 @@ pub(super) fn create_deployment(object: serde_json::Value) -> serde_json::Value 
 }
 
 /// A context over these namespaces, with no params, no authorizer and no deadline.
-pub(super) fn context(namespaces: &Cache) -> Context<'_> {
+pub(crate) fn context(namespaces: &Cache) -> Context<'_> {
     Context {
         namespaces,
         params: &crate::params::NoParams,
@@ -88,7 +88,7 @@ pub(super) fn context(namespaces: &Cache) -> Context<'_> {
 
 /// Validates the creation of Deployment `web` (3 replicas, one container of this image) against
 /// the policy bound with these actions.
-pub(super) fn run(
+pub(crate) fn run(
     spec: ValidatingPolicySpec,
     actions: &[ValidationAction],
     image: &str,

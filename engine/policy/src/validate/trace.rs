@@ -5,7 +5,8 @@
 
 use celgate_cel::{Activation, EvalError, Value};
 
-use crate::compile::{ExprError, ValidatingPolicy};
+use crate::compile::ExprError;
+use crate::model::NamedExpression;
 
 /// Receives the steps of a validation as they happen. Methods take `&self` so a tracer can sit
 /// in the [`Context`](super::Context) that evaluation shares; implementations collect with
@@ -113,10 +114,11 @@ pub enum Skip {
     NoParams,
 }
 
-/// Reports, after a batch, the variables of `policy` its activation evaluated.
-pub(super) fn variables(
+/// Reports, after a batch, the variables its activation evaluated (`sources`: the policy's
+/// `spec.variables`).
+pub(crate) fn variables(
     trace: &dyn Trace,
-    policy: &ValidatingPolicy,
+    sources: &[NamedExpression],
     phase: Phase,
     act: &Activation<'_>,
 ) {
@@ -130,11 +132,7 @@ pub(super) fn variables(
             kind: StepKind::Variable,
             index: v.index,
             name: v.name,
-            expression: policy
-                .spec
-                .variables
-                .get(v.index)
-                .map_or("", |d| d.expression.as_str()),
+            expression: sources.get(v.index).map_or("", |d| d.expression.as_str()),
             result,
             cost: v.cost,
             effect,

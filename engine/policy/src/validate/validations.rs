@@ -5,9 +5,9 @@ use celgate_cel::{EvalError, RUNTIME_BUDGET, Value};
 
 use crate::compile::ValidatingPolicy;
 
-use super::evaluation::{Batch, Evaluation};
 use super::outcome::{CheckError, ErrorType};
 use super::trace::{self, Effect, Phase, Step, StepKind, StepResult};
+use crate::evaluation::{Batch, Evaluation};
 
 /// Longest evaluated message kept from a messageExpression, in bytes.
 pub const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;
@@ -123,7 +123,7 @@ pub(super) fn evaluate_validations(
             }),
             Err(EvalError::BudgetExhausted) => {
                 if let Some(t) = trace {
-                    trace::variables(t, policy, Phase::Validations, &act);
+                    trace::variables(t, &policy.spec.variables, Phase::Validations, &act);
                 }
                 return vec![error_decision(fail, &CheckError::OutOfBudget, 0)];
             }
@@ -135,7 +135,7 @@ pub(super) fn evaluate_validations(
         results.push(result);
     }
     if let Some(t) = trace {
-        trace::variables(t, policy, Phase::Validations, &act);
+        trace::variables(t, &policy.spec.variables, Phase::Validations, &act);
     }
     // Message expressions run for every validation that has one, with the remaining budget and
     // their own variable memo (an activation built only when a validation has one).
@@ -169,7 +169,7 @@ pub(super) fn evaluate_validations(
                 }
                 if let Err(EvalError::BudgetExhausted) = result {
                     if let Some(t) = trace {
-                        trace::variables(t, policy, Phase::Messages, act);
+                        trace::variables(t, &policy.spec.variables, Phase::Messages, act);
                     }
                     return (0..policy.validations.len())
                         .map(|i| error_decision(fail, &CheckError::MessageOutOfBudget, i))
@@ -203,7 +203,7 @@ pub(super) fn evaluate_validations(
         messages.push(msg);
     }
     if let (Some(t), Some(act)) = (trace, &act) {
-        trace::variables(t, policy, Phase::Messages, act);
+        trace::variables(t, &policy.spec.variables, Phase::Messages, act);
     }
     let mut decisions = Vec::new();
     for (index, (v, result)) in policy.validations.iter().zip(results).enumerate() {

@@ -218,7 +218,9 @@ pub fn build(
         ready: true,
         policies: Arc::new(PolicySet {
             validating: vec![bound],
+            mutating: Vec::new(),
         }),
+        schemas: Arc::default(),
         policy_param_kinds: Arc::default(),
         namespaces: Arc::new(NamespaceView::new(namespaces)),
         params: Arc::new(views),

@@ -1,23 +1,23 @@
-//! One evaluation of a policy (the request, its namespace, one param, the authorizer): the
-//! activation each batch of expressions runs in, and the cost budgets.
+//! One evaluation of a policy (the request, the object as it stands, its namespace, one param,
+//! the authorizer): the activation each batch of expressions runs in, and the cost budgets.
+//! Shared by validating and mutating policies.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use celgate_cel::authz::ResourceAttributes;
-use celgate_cel::{Activation, Authorizer, Budget, PER_CALL_LIMIT};
+use celgate_cel::{Activation, Authorizer, Budget, PER_CALL_LIMIT, Variables};
 
-use crate::compile::ValidatingPolicy;
 use crate::matching::Namespaces;
 use crate::request::Request;
 
-use super::trace::Trace;
+use crate::validate::trace::Trace;
 
 static NULL: serde_json::Value = serde_json::Value::Null;
 
 /// The Namespace object of a namespaced request (null for cluster-scoped requests and for
 /// Namespace objects themselves); an unknown namespace is an error returned as is, as upstream.
-pub(super) fn namespace_object<'n>(
+pub(crate) fn namespace_object<'n>(
     req: &Request<'_>,
     namespaces: &'n dyn Namespaces,
 ) -> Result<&'n serde_json::Value, String> {
@@ -30,23 +30,31 @@ pub(super) fn namespace_object<'n>(
         .ok_or_else(|| format!("namespaces \"{}\" not found", req.namespace))
 }
 
-/// One evaluation of a policy: the request, its namespace, one param and the authorizer. Each
-/// expression batch gets a fresh activation from it, so composited variables are memoised per
-/// batch as upstream.
-pub(super) struct Evaluation<'a> {
-    pub(super) req: &'a Request<'a>,
-    pub(super) namespace_object: &'a serde_json::Value,
-    pub(super) policy: &'a ValidatingPolicy,
-    pub(super) param: Option<&'a serde_json::Value>,
-    pub(super) authorizer: Option<&'a Arc<dyn Authorizer>>,
-    pub(super) deadline: Option<Instant>,
-    pub(super) trace: Option<&'a dyn Trace>,
+/// One evaluation of a policy: the request, the object its expressions see as `object` (the
+/// request's, or a mutating policy's result so far), its namespace, one param and the
+/// authorizer. Each expression batch gets a fresh activation from it, so composited variables
+/// are memoised per batch as upstream.
+pub(crate) struct Evaluation<'a> {
+    pub(crate) req: &'a Request<'a>,
+    pub(crate) object: &'a serde_json::Value,
+    pub(crate) namespace_object: &'a serde_json::Value,
+    /// Whether the policy has a paramKind (so `params` is declared).
+    pub(crate) has_params: bool,
+    pub(crate) param: Option<&'a serde_json::Value>,
+    /// The policy's variables, for expressions that may read `authorizer`.
+    pub(crate) variables: &'a Arc<Variables>,
+    /// The policy's variables as message expressions see them (no `authorizer`).
+    pub(crate) message_variables: &'a Arc<Variables>,
+    pub(crate) authorizer: Option<&'a Arc<dyn Authorizer>>,
+    pub(crate) deadline: Option<Instant>,
+    /// Receives each evaluated expression (offline tools); `None` in the webhook.
+    pub(crate) trace: Option<&'a dyn Trace>,
 }
 
 /// Which expressions an activation serves: they differ in `authorizer` and variables.
 #[derive(Clone, Copy, PartialEq, Eq)]
-pub(super) enum Batch {
-    /// Validations, match conditions: `authorizer` bound.
+pub(crate) enum Batch {
+    /// Validations, match conditions, mutations: `authorizer` bound.
     Checks,
     /// Message expressions: no `authorizer` declared.
     Messages,
@@ -56,7 +64,7 @@ pub(super) enum Batch {
 
 impl<'a> Evaluation<'a> {
     /// A fresh budget of `total`, stopping at the request's deadline.
-    pub(super) fn budget(&self, total: u64) -> Budget {
+    pub(crate) fn budget(&self, total: u64) -> Budget {
         let budget = Budget::new(PER_CALL_LIMIT, total);
         match self.deadline {
             Some(at) => budget.with_deadline(at),
@@ -65,19 +73,19 @@ impl<'a> Evaluation<'a> {
     }
 
     /// A fresh activation for one batch of expressions.
-    pub(super) fn activation(&self, batch: Batch) -> Activation<'a> {
+    pub(crate) fn activation(&self, batch: Batch) -> Activation<'a> {
         let mut act = Activation::new();
-        act.bind_json("object", self.req.object);
+        act.bind_json("object", self.object);
         act.bind_json("oldObject", self.req.old_object);
         act.bind_json("request", self.req.raw);
         act.bind_json("namespaceObject", self.namespace_object);
-        if self.policy.spec.param_kind.is_some() {
+        if self.has_params {
             act.bind_json("params", self.param.unwrap_or(&NULL));
         }
         if batch == Batch::Messages {
-            act.bind_variables(&self.policy.message_variables);
+            act.bind_variables(self.message_variables);
         } else {
-            act.bind_variables(&self.policy.variables);
+            act.bind_variables(self.variables);
         }
         if let (Batch::Checks, Some(authz)) = (batch, self.authorizer) {
             let r = self.req;

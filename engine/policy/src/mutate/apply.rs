@@ -1,0 +1,304 @@
+//! An apply configuration merged into the object as kube-apiserver's mutating policies merge
+//! it (structured-merge-diff's `Merge`, no field ownership kept): the configuration must fit
+//! the kind's schema and, under upstream's semantics, set nothing atomic; the object is then
+//! merged with it. Under celgate's opt-in server-side semantics atomic values are set or
+//! replaced whole, as server-side apply does for the field manager that applies them.
+
+use serde_json::Value;
+
+use super::merge::merge;
+use super::typed::{Ty, atomic_paths, join_errors, validate};
+use crate::schema::Schema;
+
+/// Annotation on a mutating policy selecting its apply semantics.
+pub const APPLY_SEMANTICS_ANNOTATION: &str = "admission.celgate.io/apply-semantics";
+
+/// How a policy's apply configurations treat atomic lists, maps and structs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ApplySemantics {
+    /// As kube-apiserver: a configuration that sets anything atomic is an error
+    /// (`may not mutate atomic arrays, maps or structs: …`).
+    #[default]
+    Upstream,
+    /// Full server-side apply: atomic values in the configuration replace the object's, as
+    /// they would for the field manager applying them (celgate's opt-in, selected by
+    /// [`APPLY_SEMANTICS_ANNOTATION`]`: server-side`).
+    ServerSide,
+}
+
+impl ApplySemantics {
+    /// The semantics the annotation's value selects (`server-side`; anything else or none is
+    /// upstream's).
+    pub fn from_annotation(value: Option<&str>) -> Self {
+        match value {
+            Some("server-side") => ApplySemantics::ServerSide,
+            _ => ApplySemantics::Upstream,
+        }
+    }
+}
+
+/// Merges `config` into `object`, whose kind's schema is `schema`. The error is upstream's
+/// text after `error applying patch: `.
+pub(super) fn apply(
+    schema: &Schema,
+    object: &Value,
+    mut config: Value,
+    semantics: ApplySemantics,
+) -> Result<Value, String> {
+    // The configuration is of the object's kind, whatever it says.
+    if let Value::Object(c) = &mut config {
+        for field in ["apiVersion", "kind"] {
+            match object.get(field) {
+                Some(v) => c.insert(field.to_string(), v.clone()),
+                None => c.remove(field),
+            };
+        }
+    }
+    let root = Ty::root(schema);
+    let errors = validate(&root, &config, false);
+    if !errors.is_empty() {
+        return Err(format!(
+            "failed to convert patch object to typed object: {}",
+            join_errors(&errors)
+        ));
+    }
+    if semantics == ApplySemantics::Upstream {
+        let atomics = atomic_paths(&root, &config);
+        if !atomics.is_empty() {
+            return Err(format!(
+                "invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {}",
+                atomics.join(", ")
+            ));
+        }
+    }
+    let errors = validate(&root, object, true);
+    if !errors.is_empty() {
+        return Err(format!(
+            "failed to convert original object to typed object: {}",
+            join_errors(&errors)
+        ));
+    }
+    match merge(&root, Some(object), Some(&config)) {
+        Ok(merged) => Ok(merged.unwrap_or_else(|| Value::Object(serde_json::Map::new()))),
+        Err(errors) => Err(format!("failed to merge patch: {}", join_errors(&errors))),
+    }
+}
+
+/// Fields a strict decoding of a built-in kind rejects: members its schema does not declare,
+/// as `unknown field "<path>"` (paths dotted, list items `[i]`).
+pub(super) fn unknown_fields(schema: &Schema, object: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    walk_unknown(&Ty::root(schema), object, &mut String::new(), 0, &mut out);
+    out
+}
+
+fn walk_unknown(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut Vec<String>) {
+    if depth > super::typed::MAX_DEPTH {
+        return;
+    }
+    let atom = ty.atom();
+    match (v, &atom.map, &atom.list) {
+        (Value::Object(map), Some(m), _) => {
+            for (key, item) in map {
+                let len = path.len();
+                if !path.is_empty() {
+                    path.push('.');
+                }
+                path.push_str(key);
+                match m.entry(key) {
+                    Some(t) => walk_unknown(&t, item, path, depth + 1, out),
+                    None => out.push(format!("unknown field {:?}", path.as_str())),
+                }
+                path.truncate(len);
+            }
+        }
+        (Value::Array(items), _, Some(list)) => {
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                path.push_str(&format!("[{i}]"));
+                walk_unknown(&list.elem, item, path, depth + 1, out);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::sync::Arc;
+
+    use serde_json::{Value, json};
+
+    use super::{ApplySemantics, apply};
+    use crate::schema::{Schema, schemas_from_openapi};
+
+    /// A Pod-like kind: granular labels, containers merged by name with atomic `args`, an
+    /// atomic selector, a set of finalizers, ports keyed by port and protocol (protocol
+    /// defaulted), an int-or-string, a quantity and a block preserving unknown fields.
+    pub(crate) fn pod_schema() -> Arc<Schema> {
+        let doc = json!({"components": {"schemas": {
+            "Pod": {"type": "object", "properties": {
+                "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+                "metadata": {"type": "object", "properties": {
+                    "name": {"type": "string"},
+                    "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                    "finalizers": {"type": "array", "items": {"type": "string"},
+                        "x-kubernetes-list-type": "set"}
+                }},
+                "spec": {"type": "object", "properties": {
+                    "replicas": {"type": "integer"},
+                    "selector": {"$ref": "#/components/schemas/Selector"},
+                    "surge": {"type": "string", "format": "int-or-string"},
+                    "memory": {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.api.resource.Quantity"},
+                    "config": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                        "properties": {"mode": {"type": "string"}}},
+                    "containers": {"$ref": "#/components/schemas/Containers"},
+                    "initContainers": {"$ref": "#/components/schemas/Containers"},
+                    "volumes": {"type": "array", "x-kubernetes-patch-strategy": "merge",
+                        "x-kubernetes-patch-merge-key": "name",
+                        "items": {"type": "object", "properties": {"name": {"type": "string"},
+                            "path": {"type": "string"}}}}
+                }}
+            },
+            "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": "Pod"}]},
+            "Selector": {"type": "object", "x-kubernetes-map-type": "atomic", "properties": {
+                "matchLabels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+            "io.k8s.apimachinery.pkg.api.resource.Quantity": {"type": "string"},
+            "Containers": {"type": "array", "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {
+                    "name": {"type": "string"}, "image": {"type": "string"},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                        "x-kubernetes-list-map-keys": ["containerPort", "protocol"],
+                        "items": {"type": "object", "properties": {
+                            "containerPort": {"type": "integer"},
+                            "protocol": {"type": "string", "default": "TCP"}}}}
+                }}}
+        }}});
+        let schemas = schemas_from_openapi(&doc).expect("schema");
+        schemas[0].1.clone()
+    }
+
+    /// The object every case starts from.
+    pub(crate) fn pod() -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "labels": {"app": "web"}, "finalizers": ["a"]},
+            "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "web"}},
+                "containers": [{"name": "main", "image": "nginx", "args": ["-v"],
+                    "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
+                "volumes": [{"name": "data", "path": "/d"}]}})
+    }
+
+    fn with(f: &dyn Fn(&mut Value)) -> Result<Value, String> {
+        let mut p = pod();
+        f(&mut p);
+        Ok(p)
+    }
+
+    #[test]
+    fn apply_configurations_merge_as_server_side_apply() {
+        let schema = pod_schema();
+        let cases: Vec<(&str, Value, Result<Value, String>)> = vec![
+            ("a label is added, the others kept",
+                json!({"metadata": {"labels": {"env": "prod"}}}),
+                with(&|p| p["metadata"]["labels"]["env"] = json!("prod"))),
+            ("a scalar is replaced", json!({"spec": {"replicas": 3}}),
+                with(&|p| p["spec"]["replicas"] = json!(3))),
+            ("apiVersion and kind are the object's", json!({"kind": "Other", "spec": {"replicas": 3}}),
+                with(&|p| p["spec"]["replicas"] = json!(3))),
+            ("a container is merged by name",
+                json!({"spec": {"containers": [{"name": "main", "image": "nginx:2"}]}}),
+                with(&|p| p["spec"]["containers"][0]["image"] = json!("nginx:2"))),
+            ("a new container is appended",
+                json!({"spec": {"containers": [{"name": "sidecar", "image": "envoy"}]}}),
+                with(&|p| p["spec"]["containers"].as_array_mut().unwrap()
+                    .push(json!({"name": "sidecar", "image": "envoy"})))),
+            ("a new container before a shared one goes before it",
+                json!({"spec": {"containers": [{"name": "first"}, {"name": "main"}]}}),
+                with(&|p| p["spec"]["containers"].as_array_mut().unwrap()
+                    .insert(0, json!({"name": "first"})))),
+            ("an init container without args merges",
+                json!({"spec": {"initContainers": [{"name": "init", "image": "busybox"}]}}),
+                with(&|p| p["spec"]["initContainers"] = json!([{"name": "init", "image": "busybox"}]))),
+            ("an init container with args is rejected",
+                json!({"spec": {"initContainers": [{"name": "init", "args": ["x"]}]}}),
+                Err("invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.initContainers[0].args".into())),
+            ("every atomic path is named",
+                json!({"spec": {"selector": {"matchLabels": {"a": "b"}},
+                    "containers": [{"name": "main", "args": []}]}}),
+                Err("invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.containers[0].args, .spec.selector".into())),
+            ("a port keyed with its defaulted protocol merges into the existing one",
+                json!({"spec": {"containers": [{"name": "main", "ports": [{"containerPort": 80}]}]}}),
+                Ok(pod())),
+            ("a set merges by value",
+                json!({"metadata": {"finalizers": ["b", "a"]}}),
+                with(&|p| p["metadata"]["finalizers"] = json!(["b", "a"]))),
+            ("a set adds new values after the shared ones",
+                json!({"metadata": {"finalizers": ["a", "c"]}}),
+                with(&|p| p["metadata"]["finalizers"] = json!(["a", "c"]))),
+            ("a list with a merge patch strategy merges by its key",
+                json!({"spec": {"volumes": [{"name": "data", "path": "/e"}]}}),
+                with(&|p| p["spec"]["volumes"][0]["path"] = json!("/e"))),
+            ("int-or-string and quantities take either",
+                json!({"spec": {"surge": 2, "memory": "1Gi"}}),
+                with(&|p| { p["spec"]["surge"] = json!(2); p["spec"]["memory"] = json!("1Gi"); })),
+            ("unknown fields are kept where the schema preserves them",
+                json!({"spec": {"config": {"mode": "a", "extra": {"deep": [1]}}}}),
+                with(&|p| p["spec"]["config"] = json!({"mode": "a", "extra": {"deep": [1]}}))),
+            ("an undeclared field",
+                json!({"spec": {"replicasx": 1}}),
+                Err("failed to convert patch object to typed object: .spec.replicasx: field not declared in schema".into())),
+            ("a string for an integer",
+                json!({"spec": {"replicas": "3"}}),
+                Err("failed to convert patch object to typed object: .spec.replicas: expected numeric (int or float), got string".into())),
+            ("an integer for a string",
+                json!({"metadata": {"labels": {"a": 1}}}),
+                Err("failed to convert patch object to typed object: .metadata.labels.a: expected string, got &value.valueUnstructured{Value:1}".into())),
+            ("duplicate keys in the configuration",
+                json!({"spec": {"containers": [{"name": "a"}, {"name": "a"}]}}),
+                Err("failed to convert patch object to typed object: .spec.containers: duplicate entries for key [name=\"a\"]".into())),
+            ("a list-map item without its key",
+                json!({"spec": {"containers": [{"image": "x"}]}}),
+                Err("failed to convert patch object to typed object: .spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)".into())),
+        ];
+        for (name, config, want) in cases {
+            let got = apply(&schema, &pod(), config.clone(), ApplySemantics::Upstream);
+            assert_eq!(got, want, "{name}");
+            // Applying the same configuration again changes nothing.
+            if let Ok(once) = got {
+                let twice = apply(&schema, &once, config, ApplySemantics::Upstream);
+                assert_eq!(twice, Ok(once), "{name}, twice");
+            }
+        }
+    }
+
+    #[test]
+    fn server_side_semantics_set_atomic_values_whole() {
+        let schema = pod_schema();
+        let config = json!({"spec": {"selector": {"matchLabels": {"tier": "a"}},
+            "containers": [{"name": "main", "args": ["-q"]}],
+            "initContainers": [{"name": "init", "args": ["x"]}]}});
+        let want = with(&|p| {
+            p["spec"]["selector"] = json!({"matchLabels": {"tier": "a"}});
+            p["spec"]["containers"][0]["args"] = json!(["-q"]);
+            p["spec"]["initContainers"] = json!([{"name": "init", "args": ["x"]}]);
+        });
+        let got = apply(&schema, &pod(), config.clone(), ApplySemantics::ServerSide);
+        assert_eq!(got, want);
+        let once = got.unwrap_or_default();
+        assert_eq!(
+            apply(&schema, &once, config, ApplySemantics::ServerSide),
+            Ok(once.clone())
+        );
+        assert_eq!(
+            ApplySemantics::from_annotation(Some("server-side")),
+            ApplySemantics::ServerSide
+        );
+        assert_eq!(
+            ApplySemantics::from_annotation(Some("other")),
+            ApplySemantics::Upstream
+        );
+    }
+}

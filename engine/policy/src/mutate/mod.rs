@@ -1,0 +1,540 @@
+//! Evaluates the MutatingAdmissionPolicies that match a request, in the order given, each
+//! mutation seeing the object as the previous ones left it, and folds their errors into one
+//! outcome with kube-apiserver's messages; the result is the mutated object and the JSON patch
+//! (RFC 6902) from the request's object to it.
+//!
+//! Each file holds one job: `compile` the policy's expressions, `patch_values` a mutation's
+//! CEL result as a patch, `typed` the kind's schema as server-side apply sees it (and the
+//! checks of an apply configuration), `merge` server-side apply's merge, `apply` the two put
+//! together with upstream's errors, `json_patch` RFC 6902 as kube-apiserver's library applies
+//! it; this module runs the policy, binding, param and mutation loops.
+
+mod apply;
+mod compile;
+pub mod json_patch;
+mod merge;
+mod patch_values;
+#[cfg(test)]
+mod tests;
+mod typed;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use celgate_cel::{EvalError, RUNTIME_BUDGET};
+use serde_json::Value;
+
+use crate::evaluation::{Batch, Evaluation, namespace_object};
+use crate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
+use crate::matching;
+use crate::model::{FailurePolicy, MutatingBindingSpec, ReinvocationPolicy};
+use crate::params::{self, Collected, ParamKindState};
+use crate::request::{Operation, Request};
+use crate::schema::{Gvk, Schema};
+use crate::validate::exempt::exempt;
+use crate::validate::{Context, Denial, ErrorType};
+
+pub use apply::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
+pub use compile::{CompiledMutation, MutatingPolicy, compile_mutating};
+
+/// A bound mutating policy in a snapshot: the compiled policy and its bindings, in list order.
+#[derive(Debug, Clone)]
+pub struct BoundMutatingPolicy {
+    /// The compiled policy.
+    pub policy: Arc<MutatingPolicy>,
+    /// Its bindings.
+    pub bindings: Vec<Arc<MutatingBindingSpec>>,
+}
+
+/// The schema of a kind, as mutations need it.
+#[derive(Debug, Clone)]
+pub struct KindSchema {
+    /// The kind's structural schema.
+    pub schema: Arc<Schema>,
+    /// Whether the kind is built into the API server (its objects are decoded strictly after
+    /// a JSON patch, so unknown fields are an error); false for custom resources.
+    pub built_in: bool,
+}
+
+/// The schemas of the kinds the API server serves (its OpenAPI v3 discovery).
+pub trait KindSchemas {
+    /// The schema of `gvk`, if the API server publishes one.
+    fn schema(&self, gvk: &Gvk) -> Option<&KindSchema>;
+}
+
+/// One mutation's metric observation
+/// (`apiserver_mutating_admission_policy_check_total` and `…_duration_seconds`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MutationCheck {
+    /// Policy name.
+    pub policy: Arc<str>,
+    /// Binding name.
+    pub binding: Arc<str>,
+    /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error`.
+    pub error_type: ErrorType,
+    /// Time spent on the mutation.
+    pub elapsed: Duration,
+}
+
+/// One evaluation of a policy under a binding with one param, for reinvocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invocation {
+    /// Policy name.
+    pub policy: Arc<str>,
+    /// Binding name.
+    pub binding: Arc<str>,
+    /// The param's namespace and name, when the policy has params.
+    pub param: Option<(String, String)>,
+    /// The policy's reinvocation policy.
+    pub reinvocation: ReinvocationPolicy,
+    /// Whether its mutations changed the object.
+    pub changed: bool,
+}
+
+/// The result of mutating one request.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct MutationOutcome {
+    /// The object after every mutation, when it differs from the request's.
+    pub object: Option<Value>,
+    /// The JSON patch (RFC 6902 operations) from the request's object to `object`; empty
+    /// when unchanged.
+    pub patch: Vec<Value>,
+    /// Set when the request is rejected: a policy error under failurePolicy Fail (code 403,
+    /// the first error's message), or an error upstream returns at once (no schema for the
+    /// kind: 503; a patch a built-in kind cannot decode: 500; an unknown namespace: 404).
+    pub denial: Option<Denial>,
+    /// Metric observations, one per mutation evaluated.
+    pub checks: Vec<MutationCheck>,
+    /// The invocations, in order.
+    pub invocations: Vec<Invocation>,
+}
+
+impl MutationOutcome {
+    /// True when the request is admitted.
+    pub fn allowed(&self) -> bool {
+        self.denial.is_none()
+    }
+}
+
+/// A policy error, subject to the policy's failurePolicy.
+struct PolicyError {
+    message: String,
+    /// `Invalid` for errors of mutations and match conditions; none (`Forbidden`) for
+    /// configuration errors.
+    reason: Option<&'static str>,
+    fail: bool,
+}
+
+/// An error upstream returns at once, whatever the failurePolicy.
+struct Immediate(Denial);
+
+impl Immediate {
+    fn new(code: u16, reason: &str, message: String) -> Self {
+        Immediate(Denial {
+            message,
+            reason: reason.to_string(),
+            code,
+        })
+    }
+}
+
+/// The loop's state: the object as it stands and what was observed.
+struct Run<'r> {
+    req: &'r Request<'r>,
+    ctx: &'r Context<'r>,
+    schemas: &'r dyn KindSchemas,
+    object: Value,
+    errors: Vec<PolicyError>,
+    checks: Vec<MutationCheck>,
+    invocations: Vec<Invocation>,
+}
+
+/// Mutates a request with the bound policies, in their order.
+pub fn mutate(
+    policies: &[BoundMutatingPolicy],
+    req: &Request<'_>,
+    ctx: &Context<'_>,
+    schemas: &dyn KindSchemas,
+) -> MutationOutcome {
+    let mut out = MutationOutcome::default();
+    if exempt(req) || req.operation == Operation::Delete || req.object.is_null() {
+        return out;
+    }
+    let mut run = Run {
+        req,
+        ctx,
+        schemas,
+        object: req.object.clone(),
+        errors: Vec::new(),
+        checks: Vec::new(),
+        invocations: Vec::new(),
+    };
+    for bound in policies {
+        if let Err(Immediate(denial)) = run.policy_guarded(bound) {
+            out.denial = Some(denial);
+            out.checks = run.checks;
+            out.invocations = run.invocations;
+            return out;
+        }
+    }
+    out.checks = run.checks;
+    out.invocations = run.invocations;
+    if let Some(first) = run.errors.iter().find(|e| e.fail) {
+        out.denial = Some(Denial {
+            message: first.message.clone(),
+            reason: first.reason.unwrap_or("Forbidden").to_string(),
+            code: 403,
+        });
+    }
+    if run.object != *req.object {
+        let patch = json_patch_crate_diff(req.object, &run.object);
+        out.patch = patch;
+        out.object = Some(run.object);
+    }
+    out
+}
+
+/// The RFC 6902 operations from `from` to `to`.
+fn json_patch_crate_diff(from: &Value, to: &Value) -> Vec<Value> {
+    let patch = ::json_patch::diff(from, to);
+    match serde_json::to_value(&patch) {
+        Ok(Value::Array(ops)) => ops,
+        _ => Vec::new(),
+    }
+}
+
+/// A policy error's message: `policy '<p>' with binding '<b>' denied request: …`, or
+/// `policy "<p>" denied request: …` for the policy's own configuration errors.
+fn policy_message(policy: &str, binding: Option<&str>, message: &str) -> String {
+    match binding {
+        Some(b) => format!("policy '{policy}' with binding '{b}' denied request: {message}"),
+        None => format!("policy {policy:?} denied request: {message}"),
+    }
+}
+
+/// The metric error type of a mutation's error text, as upstream classifies it.
+fn error_type(message: &str) -> ErrorType {
+    if message.starts_with("compilation") {
+        ErrorType::CompileError
+    } else if message.starts_with("validation failed due to running out of cost budget") {
+        ErrorType::OutOfBudget
+    } else {
+        ErrorType::InvalidError
+    }
+}
+
+impl Run<'_> {
+    fn error(
+        &mut self,
+        policy: &MutatingPolicy,
+        binding: Option<&str>,
+        message: &str,
+        reason: Option<&'static str>,
+    ) {
+        self.errors.push(PolicyError {
+            message: policy_message(&policy.name, binding, message),
+            reason,
+            fail: policy.failure_policy() == FailurePolicy::Fail,
+        });
+    }
+
+    /// Runs one policy so that a panic inside it (a defect in celgate) becomes that policy's
+    /// error under its failurePolicy; the object keeps what the policy's earlier invocations
+    /// did.
+    fn policy_guarded(&mut self, bound: &BoundMutatingPolicy) -> Result<(), Immediate> {
+        let ran = catch_unwind(AssertUnwindSafe(|| self.policy(bound)));
+        match ran {
+            Ok(result) => result,
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a panic without a message".to_string());
+                let msg = format!("internal error in celgate while evaluating the policy: {what}");
+                self.error(&bound.policy, None, &msg, None);
+                Ok(())
+            }
+        }
+    }
+
+    fn policy(&mut self, bound: &BoundMutatingPolicy) -> Result<(), Immediate> {
+        let policy = &bound.policy;
+        let (req, ctx) = (self.req, self.ctx);
+        let policy_match = match &policy.spec.match_constraints {
+            None => Err("policy contained no match constraints, a required field".to_string()),
+            Some(c) => matching::matches(c, req, ctx.namespaces).map_err(|e| e.to_string()),
+        };
+        match policy_match {
+            Ok(false) => return Ok(()),
+            Ok(true) => {}
+            Err(e) => {
+                self.error(
+                    policy,
+                    None,
+                    &format!("failed to configure policy: {e}"),
+                    None,
+                );
+                return Ok(());
+            }
+        }
+        if let Some(kind) = policy
+            .spec
+            .param_kind
+            .as_ref()
+            .filter(|kind| matches!(ctx.params.kind(kind), ParamKindState::NotServed))
+        {
+            let msg = format!("failed to configure policy: {}", params::not_served(kind));
+            self.error(policy, None, &msg, None);
+            return Ok(());
+        }
+        let namespace_object = namespace_object(req, ctx.namespaces)
+            .map_err(|e| Immediate::new(404, "NotFound", e))?;
+        for binding in &bound.bindings {
+            let list = match binding_params(policy, binding, req, ctx) {
+                Ok(Some(list)) => list,
+                Ok(None) => continue,
+                Err(e) => {
+                    let msg = format!("failed to configure binding: {e}");
+                    self.error(policy, Some(&binding.name), &msg, None);
+                    continue;
+                }
+            };
+            let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+            for param in list {
+                self.invocation(policy, binding, &binding_name, namespace_object, param)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One (policy, binding, param): its match conditions, then its mutations in order.
+    fn invocation(
+        &mut self,
+        policy: &MutatingPolicy,
+        binding: &MutatingBindingSpec,
+        binding_name: &Arc<str>,
+        namespace_object: &Value,
+        param: Option<&Value>,
+    ) -> Result<(), Immediate> {
+        let conditions = {
+            let evaluation = self.evaluation(policy, namespace_object, param, &self.object);
+            let sources = Sources {
+                match_conditions: &policy.spec.match_conditions,
+                variables: &policy.spec.variables,
+            };
+            evaluate_match_conditions(&evaluation, &policy.match_conditions, sources)
+        };
+        match conditions {
+            MatchConditions::Apply => {}
+            MatchConditions::Skip => return Ok(()),
+            MatchConditions::Error(msg) => {
+                self.error(policy, Some(&binding.name), &msg, Some("Invalid"));
+                return Ok(());
+            }
+        }
+        let before = self.object.clone();
+        if policy
+            .mutations
+            .iter()
+            .any(|m| matches!(m, CompiledMutation::Missing))
+        {
+            let got = policy
+                .mutations
+                .iter()
+                .filter(|m| !matches!(m, CompiledMutation::Missing))
+                .count();
+            return Err(Immediate::new(
+                500,
+                "InternalError",
+                format!(
+                    "Internal error occurred: expected {} compiled evaluators for policy {}, got {got}",
+                    policy.mutations.len(),
+                    policy.name
+                ),
+            ));
+        }
+        for mutation in &policy.mutations {
+            let started = Instant::now();
+            let result = self.mutation(policy, mutation, namespace_object, param)?;
+            let error_type = match &result {
+                Ok(()) => ErrorType::NoError,
+                Err(msg) => error_type(msg),
+            };
+            self.checks.push(MutationCheck {
+                policy: policy.name.clone(),
+                binding: binding_name.clone(),
+                error_type,
+                elapsed: started.elapsed(),
+            });
+            if let Err(msg) = result {
+                self.error(policy, Some(&binding.name), &msg, Some("Invalid"));
+            }
+        }
+        let param_key = param.map(|p| {
+            let meta = |f: &str| {
+                p.pointer(&format!("/metadata/{f}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            (meta("namespace"), meta("name"))
+        });
+        self.invocations.push(Invocation {
+            policy: policy.name.clone(),
+            binding: binding_name.clone(),
+            param: param_key,
+            reinvocation: policy.spec.reinvocation_policy,
+            changed: before != self.object,
+        });
+        Ok(())
+    }
+
+    fn evaluation<'e>(
+        &'e self,
+        policy: &'e MutatingPolicy,
+        namespace_object: &'e Value,
+        param: Option<&'e Value>,
+        object: &'e Value,
+    ) -> Evaluation<'e> {
+        Evaluation {
+            req: self.req,
+            object,
+            namespace_object,
+            has_params: policy.spec.param_kind.is_some(),
+            param,
+            variables: &policy.variables,
+            message_variables: &policy.variables,
+            authorizer: self.ctx.authorizer,
+            deadline: self.ctx.deadline,
+            trace: None,
+        }
+    }
+
+    /// Evaluates one mutation and applies its patch to the object. The inner `Err` is a policy
+    /// error's text; the outer one an error upstream returns at once.
+    fn mutation(
+        &mut self,
+        policy: &MutatingPolicy,
+        mutation: &CompiledMutation,
+        namespace_object: &Value,
+        param: Option<&Value>,
+    ) -> Result<Result<(), String>, Immediate> {
+        let gvk = Gvk::new(
+            self.req.kind.group,
+            self.req.kind.version,
+            self.req.kind.name,
+        );
+        let Some(kind) = self.schemas.schema(&gvk) else {
+            return Err(Immediate::new(
+                503,
+                "ServiceUnavailable",
+                format!(
+                    "Resource kind {gvk} not found. There can be a delay between when CustomResourceDefinitions are created and when they are available."
+                ),
+            ));
+        };
+        let (compiled, is_apply) = match mutation {
+            CompiledMutation::ApplyConfiguration(c) => (c, true),
+            CompiledMutation::JsonPatch(c) => (c, false),
+            CompiledMutation::Missing => return Ok(Err("policy evaluator is nil".into())),
+        };
+        let program = match compiled {
+            Ok(p) => p,
+            Err(e) => return Ok(Err(e.to_string())),
+        };
+        // The patch, as JSON, computed while the activation borrows the object.
+        enum Patch {
+            Apply(Value),
+            Json(Vec<json_patch::Operation>),
+        }
+        let patch = {
+            let evaluation = self.evaluation(policy, namespace_object, param, &self.object);
+            let act = evaluation.activation(Batch::Checks);
+            let mut budget = evaluation.budget(RUNTIME_BUDGET);
+            let value = match program.eval(&act, &mut budget) {
+                Ok(v) => v,
+                Err(EvalError::BudgetExhausted) => {
+                    return Ok(Err(
+                        "validation failed due to running out of cost budget, no further validation rules will be run".into(),
+                    ));
+                }
+                Err(e) => {
+                    return Ok(Err(format!(
+                        "expression '{}' resulted in error: {e}",
+                        program.source()
+                    )));
+                }
+            };
+            let converted = if is_apply {
+                patch_values::apply_configuration(&value).map(Patch::Apply)
+            } else {
+                patch_values::json_patch(&value).map(Patch::Json)
+            };
+            match converted {
+                Ok(p) => p,
+                Err(e) => return Ok(Err(e)),
+            }
+        };
+        match patch {
+            Patch::Apply(config) => {
+                match apply::apply(&kind.schema, &self.object, config, policy.apply_semantics) {
+                    Ok(merged) => self.object = merged,
+                    Err(e) => return Ok(Err(format!("error applying patch: {e}"))),
+                }
+            }
+            Patch::Json(ops) => {
+                let mut patched = self.object.clone();
+                match json_patch::apply(&mut patched, &ops) {
+                    Ok(()) => {}
+                    // A failed test leaves the object as it was.
+                    Err(json_patch::PatchError::TestFailed(_)) => return Ok(Ok(())),
+                    Err(e) => return Ok(Err(format!("JSON Patch: {e}"))),
+                }
+                if kind.built_in {
+                    let unknown = apply::unknown_fields(&kind.schema, &patched);
+                    if !unknown.is_empty() {
+                        return Err(Immediate::new(
+                            500,
+                            "InternalError",
+                            format!(
+                                "Internal error occurred: strict decoding error: {}",
+                                unknown.join(", ")
+                            ),
+                        ));
+                    }
+                }
+                self.object = patched;
+            }
+        }
+        Ok(Ok(()))
+    }
+}
+
+/// The params to evaluate a binding with; `None` when the binding does not apply (its match
+/// resources miss, or no param and `Allow`).
+fn binding_params<'p>(
+    policy: &MutatingPolicy,
+    binding: &MutatingBindingSpec,
+    req: &Request<'_>,
+    ctx: &Context<'p>,
+) -> Result<Option<Vec<Option<&'p Value>>>, String> {
+    let selected = match &binding.match_resources {
+        None => true,
+        Some(m) => matching::matches(m, req, ctx.namespaces).map_err(|e| e.to_string())?,
+    };
+    if !selected {
+        return Ok(None);
+    }
+    let collected = params::collect(
+        policy.spec.param_kind.as_ref(),
+        binding.param_ref.as_ref(),
+        req,
+        ctx.params,
+    )?;
+    Ok(match collected {
+        Collected::Evaluate(list) => Some(list),
+        Collected::Skip => None,
+    })
+}

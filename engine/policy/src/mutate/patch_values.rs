@@ -1,0 +1,189 @@
+//! A mutation's CEL result as the patch kube-apiserver builds from it: an `Object{…}` as a
+//! JSON apply configuration, a `list(JSONPatch)` as RFC 6902 operations. Both first check that
+//! every nested `Object` literal is named after its field path from the root
+//! (`Object.spec.template`), as upstream does at run time.
+
+use base64::Engine as _;
+use celgate_cel::Value;
+
+use super::json_patch::Operation;
+
+/// The name of the root apply-configuration type.
+const ROOT: &str = "Object";
+/// Deepest value converted (a guard against stack exhaustion).
+const MAX_DEPTH: usize = 256;
+
+/// Type-name mismatches of the `Object` literals inside `v`, with `path` the type name its
+/// position calls for: upstream's `unexpected type name …` errors, joined by newlines.
+fn check_type_names(v: &Value<'_>, path: &mut Vec<String>, depth: usize, errors: &mut Vec<String>) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    match v {
+        Value::Struct(s) if s.type_name() == ROOT || s.type_name().starts_with("Object.") => {
+            let want = path.join(".");
+            if s.type_name() != want {
+                errors.push(format!(
+                    "unexpected type name {:?}, expected {want:?}, which matches field name path from root Object type",
+                    s.type_name()
+                ));
+            }
+            for (name, field) in s.fields() {
+                path.push(name.to_string());
+                check_type_names(field, path, depth + 1, errors);
+                path.pop();
+            }
+        }
+        Value::List(l) => {
+            for item in l.iter() {
+                check_type_names(&item, path, depth + 1, errors);
+            }
+        }
+        Value::Map(m) => {
+            for (_, item) in m.entries() {
+                check_type_names(&item, path, depth + 1, errors);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `Ok` when the `Object` literals in `v` (rooted at type `root`) are named by their paths;
+/// else `type mismatch: <errors>`.
+fn type_names_match(v: &Value<'_>, root: &str) -> Result<(), String> {
+    let mut errors = Vec::new();
+    check_type_names(v, &mut vec![root.to_string()], 0, &mut errors);
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("type mismatch: {}", errors.join("\n")))
+    }
+}
+
+/// An `ApplyConfiguration` result as JSON, or upstream's error text.
+pub(super) fn apply_configuration(v: &Value<'_>) -> Result<serde_json::Value, String> {
+    let Value::Struct(s) = v else {
+        return Err(format!(
+            "unsupported return type from ApplyConfiguration expression: {}",
+            v.type_name()
+        ));
+    };
+    type_names_match(v, s.type_name())?;
+    v.to_json()
+        .map_err(|e| format!("invalid return type: {e}"))
+        .and_then(|j| match j {
+            serde_json::Value::Object(_) => Ok(j),
+            _ => Err("invalid return type: not an object".to_string()),
+        })
+}
+
+/// A `JSONPatch` expression's result as operations, or upstream's error text.
+pub(super) fn json_patch(v: &Value<'_>) -> Result<Vec<Operation>, String> {
+    let Value::List(list) = v else {
+        return Err("type mismatch: JSONPatchType.expression should evaluate to array".into());
+    };
+    let mut ops = Vec::with_capacity(list.len());
+    for item in list.iter() {
+        let Value::Struct(s) = &item else {
+            return Err(format!(
+                "type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch: type conversion error from '{}' to 'JSONPatch'",
+                item.type_name()
+            ));
+        };
+        let text = |f: &str| {
+            s.field(f)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let value = match s.field("value") {
+            None => None,
+            Some(val) => {
+                if let Value::Struct(o) = val {
+                    type_names_match(val, o.type_name())?;
+                }
+                Some(json_value(val, 0).map_err(|e| {
+                    format!(
+                        "JSONPath valueExpression evaluated to a type that could not marshal to JSON: {e}"
+                    )
+                })?)
+            }
+        };
+        let from = text("from");
+        ops.push(Operation {
+            op: text("op"),
+            path: text("path"),
+            from: (!from.is_empty()).then_some(from),
+            value,
+        });
+    }
+    Ok(ops)
+}
+
+/// A value as upstream passes it through protobuf's `Value`: every number a double (so
+/// integers above 2^53 lose precision), bytes base64, timestamps and durations as text.
+fn json_value(v: &Value<'_>, depth: usize) -> Result<serde_json::Value, String> {
+    use serde_json::Value as J;
+    if depth > MAX_DEPTH {
+        return Err("value nests too deeply".into());
+    }
+    Ok(match v {
+        Value::Null => J::Null,
+        Value::Bool(b) => J::Bool(*b),
+        Value::Int(i) => number(*i as f64)?,
+        Value::Uint(u) => number(*u as f64)?,
+        Value::Double(d) => number(*d)?,
+        Value::String(s) => J::String(s.to_string()),
+        Value::Bytes(b) => J::String(base64::engine::general_purpose::STANDARD.encode(b)),
+        Value::Timestamp(t) => J::String(t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)),
+        Value::Duration(d) => {
+            let secs = d
+                .num_nanoseconds()
+                .map_or(d.num_seconds() as f64, |n| n as f64 / 1e9);
+            J::String(format!("{secs}s"))
+        }
+        Value::List(l) => J::Array(
+            l.iter()
+                .map(|e| json_value(&e, depth + 1))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Map(m) => {
+            let mut out = serde_json::Map::new();
+            for (k, item) in m.entries() {
+                let Value::String(k) = k else {
+                    return Err(format!("unsupported map key type: {}", k.type_name()));
+                };
+                out.insert(k.to_string(), json_value(&item, depth + 1)?);
+            }
+            J::Object(out)
+        }
+        Value::Struct(s) => {
+            let mut out = serde_json::Map::new();
+            for (k, item) in s.fields() {
+                out.insert(k.to_string(), json_value(item, depth + 1)?);
+            }
+            J::Object(out)
+        }
+        Value::Optional(Some(inner)) => json_value(inner, depth + 1)?,
+        Value::Optional(None) => J::Null,
+        other => {
+            return Err(format!(
+                "type conversion error from '{}' to 'google.protobuf.Value'",
+                other.type_name()
+            ));
+        }
+    })
+}
+
+/// A double as JSON: integral values as integers (Go writes them without a fraction).
+fn number(f: f64) -> Result<serde_json::Value, String> {
+    if !f.is_finite() {
+        return Err(format!("json: unsupported value: {f}"));
+    }
+    if f.fract() == 0.0 && f.abs() < 9.2e18 {
+        return Ok(serde_json::Value::from(f as i64));
+    }
+    serde_json::Number::from_f64(f)
+        .map(serde_json::Value::Number)
+        .ok_or_else(|| format!("json: unsupported value: {f}"))
+}

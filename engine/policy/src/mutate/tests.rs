@@ -1,0 +1,327 @@
+//! The mutation loop end to end: policies, bindings and mutations in order, failurePolicy,
+//! upstream's messages and codes, the response patch and idempotence.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::apply::tests::{pod, pod_schema};
+use super::{
+    ApplySemantics, BoundMutatingPolicy, KindSchema, KindSchemas, MutationOutcome,
+    compile_mutating, mutate,
+};
+use crate::matching::Namespaces;
+use crate::model::{
+    FailurePolicy, MatchResources, MutatingBindingSpec, MutatingPolicySpec, Mutation,
+    NamedExpression, PatchType, ResourceRule,
+};
+use crate::request::Request;
+use crate::schema::Gvk;
+use crate::validate::{Context, ErrorType};
+
+struct Cache(HashMap<String, Value>);
+
+impl Namespaces for Cache {
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.0.get(name)
+    }
+}
+
+/// The Pod schema for `/v1, Kind=Pod`, or no schema at all.
+struct Schemas(Option<KindSchema>);
+
+impl KindSchemas for Schemas {
+    fn schema(&self, gvk: &Gvk) -> Option<&KindSchema> {
+        self.0
+            .as_ref()
+            .filter(|_| *gvk == Gvk::new("", "v1", "Pod"))
+    }
+}
+
+fn apply_config(expr: &str) -> Mutation {
+    Mutation {
+        patch_type: PatchType::ApplyConfiguration,
+        apply_configuration: Some(expr.into()),
+        json_patch: None,
+    }
+}
+
+fn json_patch(expr: &str) -> Mutation {
+    Mutation {
+        patch_type: PatchType::JsonPatch,
+        apply_configuration: None,
+        json_patch: Some(expr.into()),
+    }
+}
+
+/// Policy `name` matching pod creation and update, bound by `<name>-b`.
+fn policy(name: &str, mutations: Vec<Mutation>) -> MutatingPolicySpec {
+    MutatingPolicySpec {
+        name: name.into(),
+        match_constraints: Some(MatchResources {
+            resource_rules: vec![ResourceRule {
+                operations: vec!["CREATE".into(), "UPDATE".into()],
+                api_groups: vec!["".into()],
+                api_versions: vec!["v1".into()],
+                resources: vec!["pods".into()],
+                scope: "*".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        mutations,
+        ..Default::default()
+    }
+}
+
+fn bound(spec: MutatingPolicySpec, semantics: ApplySemantics) -> BoundMutatingPolicy {
+    BoundMutatingPolicy {
+        bindings: vec![Arc::new(MutatingBindingSpec {
+            name: format!("{}-b", spec.name),
+            policy_name: spec.name.clone(),
+            ..Default::default()
+        })],
+        policy: Arc::new(compile_mutating(spec, semantics)),
+    }
+}
+
+fn run_on(policies: &[BoundMutatingPolicy], object: &Value, schemas: &Schemas) -> MutationOutcome {
+    let raw = json!({"uid": "u", "operation": "CREATE", "namespace": "ns", "name": "web",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "object": object});
+    let req = Request::from_json(&raw).expect("valid request");
+    let namespaces = Cache(HashMap::from([(
+        "ns".to_string(),
+        json!({"metadata": {"name": "ns", "labels": {"team": "a"}}}),
+    )]));
+    let ctx = Context {
+        namespaces: &namespaces,
+        params: &crate::params::NoParams,
+        authorizer: None,
+        deadline: None,
+        trace: None,
+    };
+    mutate(policies, &req, &ctx, schemas)
+}
+
+fn run(policies: &[BoundMutatingPolicy]) -> MutationOutcome {
+    let schemas = Schemas(Some(KindSchema {
+        schema: pod_schema(),
+        built_in: true,
+    }));
+    run_on(policies, &pod(), &schemas)
+}
+
+fn upstream(spec: MutatingPolicySpec) -> BoundMutatingPolicy {
+    bound(spec, ApplySemantics::Upstream)
+}
+
+#[test]
+fn mutations_apply_in_order_each_seeing_the_last() {
+    let mut p = policy(
+        "p",
+        vec![
+            apply_config(
+                "Object{metadata: Object.metadata{labels: {'team': namespaceObject.metadata.labels.team}}}",
+            ),
+            json_patch(
+                "[JSONPatch{op: 'add', path: '/metadata/labels/copy', value: object.metadata.labels.team + '!'}]",
+            ),
+        ],
+    );
+    p.variables = vec![NamedExpression {
+        name: "unused".into(),
+        expression: "object.metadata.name".into(),
+    }];
+    let second = policy(
+        "q",
+        vec![apply_config(
+            "Object{spec: Object.spec{replicas: size(object.metadata.labels)}}",
+        )],
+    );
+    let out = run(&[upstream(p), upstream(second)]);
+    assert!(out.allowed(), "{:?}", out.denial);
+    let object = out.object.expect("mutated");
+    assert_eq!(
+        object["metadata"]["labels"],
+        json!({"app": "web", "team": "a", "copy": "a!"})
+    );
+    assert_eq!(object["spec"]["replicas"], json!(3));
+    let ops: Vec<(&str, &str)> = out
+        .patch
+        .iter()
+        .map(|o| {
+            (
+                o["op"].as_str().unwrap_or(""),
+                o["path"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ops,
+        vec![
+            ("add", "/metadata/labels/copy"),
+            ("add", "/metadata/labels/team"),
+            ("replace", "/spec/replicas"),
+        ]
+    );
+    let errors: Vec<ErrorType> = out.checks.iter().map(|c| c.error_type).collect();
+    assert_eq!(errors, vec![ErrorType::NoError; 3]);
+    assert_eq!(out.invocations.len(), 2);
+    assert!(out.invocations.iter().all(|i| i.changed));
+}
+
+#[test]
+fn errors_deny_with_upstreams_messages_under_fail_only() {
+    /// A case: its name, the mutation, and the denial's reason and message (none: allowed).
+    type Case = (&'static str, Mutation, Option<(&'static str, &'static str)>);
+    let cases: Vec<Case> = vec![
+        (
+            "the docs' sidecar with args",
+            apply_config(
+                "Object{spec: Object.spec{initContainers: [Object.spec.initContainers{name: 'mesh-proxy', args: ['proxy']}]}}",
+            ),
+            Some((
+                "Invalid",
+                "policy 'p' with binding 'p-b' denied request: error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.initContainers[0].args",
+            )),
+        ),
+        (
+            "a misnamed nested type",
+            apply_config("Object{spec: Object.spec{selector: Object.spec.wrong{}}}"),
+            Some((
+                "Invalid",
+                "policy 'p' with binding 'p-b' denied request: type mismatch: unexpected type name \"Object.spec.wrong\", expected \"Object.spec.selector\", which matches field name path from root Object type",
+            )),
+        ),
+        (
+            "a runtime error",
+            apply_config("Object{spec: Object.spec{replicas: object.spec.missing}}"),
+            Some((
+                "Invalid",
+                "policy 'p' with binding 'p-b' denied request: expression 'Object{spec: Object.spec{replicas: object.spec.missing}}' resulted in error: no such key: missing",
+            )),
+        ),
+        (
+            "a failed JSON patch",
+            json_patch("[JSONPatch{op: 'replace', path: '/spec/containers/-', value: {}}]"),
+            Some((
+                "Invalid",
+                "policy 'p' with binding 'p-b' denied request: JSON Patch: replace operation does not apply: doc is missing key: /spec/containers/-: missing value",
+            )),
+        ),
+        (
+            "a test under a missing parent",
+            json_patch("[JSONPatch{op: 'test', path: '/data/color', value: 'red'}]"),
+            Some((
+                "Invalid",
+                "policy 'p' with binding 'p-b' denied request: JSON Patch: test operation does not apply: is missing path: /data/color: missing value",
+            )),
+        ),
+        (
+            "a compile error",
+            json_patch("Object{}"),
+            Some((
+                "Invalid",
+                "policy 'p' with binding 'p-b' denied request: must evaluate to list(JSONPatch) but got Object",
+            )),
+        ),
+        (
+            "a false test skips the whole patch",
+            json_patch(
+                "[JSONPatch{op: 'add', path: '/spec/replicas', value: 9}, JSONPatch{op: 'test', path: '/metadata/name', value: 'other'}]",
+            ),
+            None,
+        ),
+    ];
+    for (name, mutation, want) in cases {
+        let mut spec = policy("p", vec![mutation]);
+        let out = run(&[upstream(spec.clone())]);
+        let got = out
+            .denial
+            .as_ref()
+            .map(|d| (d.reason.as_str(), d.message.as_str()));
+        assert_eq!(got, want, "{name}");
+        assert!(out.object.is_none(), "{name}: nothing changes");
+        if let Some(d) = &out.denial {
+            assert_eq!(d.code, 403, "{name}");
+        }
+        spec.failure_policy = FailurePolicy::Ignore;
+        assert!(run(&[upstream(spec)]).allowed(), "{name} under Ignore");
+    }
+}
+
+#[test]
+fn configuration_errors_and_immediate_errors() {
+    let mut spec = policy("p", vec![apply_config("Object{}")]);
+    spec.match_constraints = None;
+    let out = run(&[upstream(spec)]);
+    let d = out.denial.expect("denied");
+    assert_eq!(
+        (d.code, d.reason.as_str(), d.message.as_str()),
+        (
+            403,
+            "Forbidden",
+            "policy \"p\" denied request: failed to configure policy: policy contained no match constraints, a required field"
+        )
+    );
+    let p = upstream(policy("p", vec![json_patch("[]")]));
+    let none = Schemas(None);
+    let d = run_on(&[p], &pod(), &none).denial.expect("denied");
+    assert_eq!(
+        (d.code, d.message.as_str()),
+        (
+            503,
+            "Resource kind /v1, Kind=Pod not found. There can be a delay between when CustomResourceDefinitions are created and when they are available."
+        )
+    );
+    let p = upstream(policy(
+        "p",
+        vec![json_patch(
+            "[JSONPatch{op: 'add', path: '/spec/containers/0/portz', value: 1}]",
+        )],
+    ));
+    let d = run(&[p]).denial.expect("denied");
+    assert_eq!(
+        (d.code, d.message.as_str()),
+        (
+            500,
+            "Internal error occurred: strict decoding error: unknown field \"spec.containers[0].portz\""
+        )
+    );
+}
+
+#[test]
+fn mutating_twice_gives_the_same_object() {
+    let sidecar = "Object{spec: Object.spec{initContainers: [Object.spec.initContainers{name: 'mesh-proxy', image: 'proxy:1', args: ['--in']}]}}";
+    let policies = [
+        bound(
+            policy("p", vec![apply_config(sidecar)]),
+            ApplySemantics::ServerSide,
+        ),
+        upstream(policy(
+            "q",
+            vec![json_patch(
+                "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('example.com/x'), value: 'y'}]",
+            )],
+        )),
+    ];
+    let once = run(&policies);
+    assert!(once.allowed(), "{:?}", once.denial);
+    let object = once.object.expect("mutated");
+    assert_eq!(
+        object["spec"]["initContainers"],
+        json!([{"name": "mesh-proxy", "image": "proxy:1", "args": ["--in"]}])
+    );
+    assert_eq!(object["metadata"]["labels"]["example.com/x"], json!("y"));
+    let schemas = Schemas(Some(KindSchema {
+        schema: pod_schema(),
+        built_in: true,
+    }));
+    let twice = run_on(&policies, &object, &schemas);
+    assert!(twice.allowed());
+    assert_eq!(twice.object, None, "the second pass changes nothing");
+    assert!(twice.patch.is_empty());
+}

@@ -1,0 +1,578 @@
+//! A kind's schema as server-side apply (structured-merge-diff) sees it: each position is a
+//! scalar, list and/or map "atom" with element relationships (lists atomic unless
+//! `x-kubernetes-list-type` or a merge patch strategy says otherwise; maps and structs
+//! granular unless `x-kubernetes-map-type: atomic`), unknown fields accepted only below
+//! `x-kubernetes-preserve-unknown-fields`. Also the two checks upstream makes of an apply
+//! configuration before merging: that it fits the schema, and that it sets nothing atomic.
+
+use std::fmt::Write as _;
+
+use serde_json::Value;
+
+use crate::schema::{AdditionalProperties, ListType, MapType, Schema};
+
+/// The component kube-openapi treats as an untyped scalar.
+const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
+/// The component kube-openapi treats as untyped (atomic) data.
+const RAW_EXTENSION: &str = "io.k8s.apimachinery.pkg.runtime.RawExtension";
+/// How deep a value may nest before it is refused (a guard against stack exhaustion).
+pub(super) const MAX_DEPTH: usize = 256;
+
+/// A position in the schema.
+#[derive(Clone, Debug)]
+pub(super) enum Ty {
+    /// A schema node; `preserve` is whether an enclosing node of the same named type preserves
+    /// unknown fields.
+    Node { schema: Schema, preserve: bool },
+    /// Data of unknown shape, as below `x-kubernetes-preserve-unknown-fields`: maps granular,
+    /// lists atomic.
+    Deduced,
+    /// Untyped data: maps and lists atomic.
+    Untyped,
+}
+
+/// The scalar a position accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Scalar {
+    Numeric,
+    String,
+    Boolean,
+    Untyped,
+}
+
+/// A list position.
+#[derive(Clone, Debug)]
+pub(super) struct ListAtom {
+    /// Replaced as a whole.
+    pub(super) atomic: bool,
+    /// For associative lists: the key fields (none for a set).
+    pub(super) keys: Vec<String>,
+    pub(super) elem: Ty,
+}
+
+/// A map or struct position.
+#[derive(Clone, Debug)]
+pub(super) struct MapAtom {
+    /// Replaced as a whole.
+    pub(super) atomic: bool,
+    /// The node whose `properties` are the struct's fields, with its preserve flag.
+    fields: Option<(Schema, bool)>,
+    /// The type of keys that are not fields; `None`: they are not allowed.
+    elem: Option<Ty>,
+}
+
+impl MapAtom {
+    /// The declared field `name`, if any.
+    pub(super) fn field(&self, name: &str) -> Option<Ty> {
+        let (node, preserve) = self.fields.as_ref()?;
+        node.property(name).map(|schema| Ty::Node {
+            schema,
+            preserve: *preserve,
+        })
+    }
+
+    /// The type of `key`: its field's, else the element type.
+    pub(super) fn entry(&self, key: &str) -> Option<Ty> {
+        self.field(key).or_else(|| self.elem.clone())
+    }
+
+    /// The default of the declared field `name` (for list-map keys left out).
+    fn field_default(&self, name: &str) -> Option<Value> {
+        let (node, _) = self.fields.as_ref()?;
+        node.property(name)?.default_value().cloned()
+    }
+}
+
+/// What a position may hold.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Atom {
+    pub(super) scalar: Option<Scalar>,
+    pub(super) list: Option<ListAtom>,
+    pub(super) map: Option<MapAtom>,
+}
+
+impl Ty {
+    /// The root of a kind's schema.
+    pub(super) fn root(schema: &Schema) -> Ty {
+        Ty::Node {
+            schema: schema.clone(),
+            preserve: false,
+        }
+    }
+
+    /// What the position may hold, as kube-openapi converts the schema.
+    pub(super) fn atom(&self) -> Atom {
+        match self {
+            Ty::Deduced => Atom {
+                scalar: Some(Scalar::Untyped),
+                list: Some(ListAtom {
+                    atomic: true,
+                    keys: Vec::new(),
+                    elem: Ty::Untyped,
+                }),
+                map: Some(MapAtom {
+                    atomic: false,
+                    fields: None,
+                    elem: Some(Ty::Deduced),
+                }),
+            },
+            Ty::Untyped => untyped(),
+            Ty::Node { schema, preserve } => node_atom(schema, *preserve),
+        }
+    }
+}
+
+fn untyped() -> Atom {
+    Atom {
+        scalar: Some(Scalar::Untyped),
+        list: Some(ListAtom {
+            atomic: true,
+            keys: Vec::new(),
+            elem: Ty::Untyped,
+        }),
+        map: Some(MapAtom {
+            atomic: true,
+            fields: None,
+            elem: Some(Ty::Untyped),
+        }),
+    }
+}
+
+fn node_atom(s: &Schema, inherited: bool) -> Atom {
+    match s.component() {
+        Some(QUANTITY) => {
+            return Atom {
+                scalar: Some(Scalar::Untyped),
+                ..Atom::default()
+            };
+        }
+        Some(RAW_EXTENSION) => return untyped(),
+        _ => {}
+    }
+    // A named type is converted on its own: what encloses it does not carry over.
+    let preserve = (inherited && s.component().is_none()) || s.preserves_unknown_fields();
+    match s.type_name().unwrap_or_default() {
+        "" => Atom {
+            scalar: Some(Scalar::Untyped),
+            list: Some(list_atom(s, preserve)),
+            map: Some(map_atom(s, preserve)),
+        },
+        "object" => Atom {
+            map: Some(map_atom(s, preserve)),
+            ..Atom::default()
+        },
+        "array" => Atom {
+            list: Some(list_atom(s, preserve)),
+            ..Atom::default()
+        },
+        "integer" | "number" => scalar(Scalar::Numeric),
+        "boolean" => scalar(Scalar::Boolean),
+        "string" => match s.format() {
+            "" | "byte" => scalar(Scalar::String),
+            _ => scalar(Scalar::Untyped),
+        },
+        _ => scalar(Scalar::Untyped),
+    }
+}
+
+fn scalar(s: Scalar) -> Atom {
+    Atom {
+        scalar: Some(s),
+        ..Atom::default()
+    }
+}
+
+fn map_atom(s: &Schema, preserve: bool) -> MapAtom {
+    let has_fields = s.properties().next().is_some();
+    let elem = match s.additional_properties() {
+        None if preserve || !has_fields => Some(Ty::Deduced),
+        None | Some(AdditionalProperties::Allowed(false)) => None,
+        Some(AdditionalProperties::Allowed(true)) => Some(Ty::Deduced),
+        Some(AdditionalProperties::Schema(schema)) => Some(Ty::Node { schema, preserve }),
+    };
+    MapAtom {
+        atomic: s.map_type() == Some(MapType::Atomic),
+        fields: Some((s.clone(), preserve)),
+        elem,
+    }
+}
+
+fn list_atom(s: &Schema, preserve: bool) -> ListAtom {
+    let (atomic, keys) = match s.list_type() {
+        Some(ListType::Atomic) => (true, Vec::new()),
+        Some(ListType::Set) => (false, Vec::new()),
+        Some(ListType::Map) => (false, s.list_map_keys().to_vec()),
+        None => match s.patch_strategy() {
+            "merge" | "merge,retainKeys" => (
+                false,
+                s.patch_merge_key()
+                    .map(|k| vec![k.to_string()])
+                    .unwrap_or_default(),
+            ),
+            _ => (true, Vec::new()),
+        },
+    };
+    let elem = match s.items() {
+        Some(schema) => Ty::Node { schema, preserve },
+        None => Ty::Untyped,
+    };
+    ListAtom { atomic, keys, elem }
+}
+
+/// An error at a path, as structured-merge-diff reports it (`<path>: <message>`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct PathError {
+    pub(super) path: String,
+    pub(super) message: String,
+}
+
+/// Several path errors as one text, as structured-merge-diff joins them.
+pub(super) fn join_errors(errors: &[PathError]) -> String {
+    let one = |e: &PathError| {
+        if e.path.is_empty() {
+            e.message.clone()
+        } else {
+            format!("{}: {}", e.path, e.message)
+        }
+    };
+    match errors {
+        [e] => one(e),
+        many => {
+            let mut out = String::from("errors:");
+            for e in many {
+                let _ = write!(out, "\n  {}", one(e));
+            }
+            out
+        }
+    }
+}
+
+/// Narrows an atom to the kind of `v` when it allows that kind (else keeps it whole).
+pub(super) fn deduce(atom: &Atom, v: Option<&Value>) -> Atom {
+    match v {
+        Some(Value::Number(_) | Value::String(_) | Value::Bool(_)) if atom.scalar.is_some() => {
+            Atom {
+                scalar: atom.scalar,
+                ..Atom::default()
+            }
+        }
+        Some(Value::Array(_)) if atom.list.is_some() => Atom {
+            list: atom.list.clone(),
+            ..Atom::default()
+        },
+        Some(Value::Object(_)) if atom.map.is_some() => Atom {
+            map: atom.map.clone(),
+            ..Atom::default()
+        },
+        _ => atom.clone(),
+    }
+}
+
+/// Go's `%T` of an unstructured value.
+fn go_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "<nil>",
+        Value::Bool(_) => "bool",
+        Value::Number(n) if n.is_f64() => "float64",
+        Value::Number(_) => "int64",
+        Value::String(_) => "string",
+        Value::Array(_) => "[]interface {}",
+        Value::Object(_) => "map[string]interface {}",
+    }
+}
+
+/// Go's `%v` of an unstructured value.
+fn go_plain(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".into(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => format!("[{}]", a.iter().map(go_plain).collect::<Vec<_>>().join(" ")),
+        Value::Object(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", go_plain(v)))
+                .collect();
+            format!("map[{}]", items.join(" "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// How structured-merge-diff prints a value in its errors (`%v` of its value wrapper).
+pub(super) fn shown(v: &Value) -> String {
+    format!("&{{{}}}", go_plain(v))
+}
+
+/// Checks a scalar against the scalar type of its position; `prefix` names the operand.
+pub(super) fn check_scalar(t: Scalar, v: &Value, prefix: &str) -> Option<String> {
+    let ok = match (t, v) {
+        (_, Value::Null) => true,
+        (Scalar::Numeric, Value::Number(_))
+        | (Scalar::String, Value::String(_))
+        | (Scalar::Boolean, Value::Bool(_)) => true,
+        (Scalar::Untyped, v) => !matches!(v, Value::Array(_) | Value::Object(_)),
+        _ => false,
+    };
+    if ok {
+        return None;
+    }
+    Some(match t {
+        Scalar::Numeric => format!(
+            "{prefix}expected numeric (int or float), got {}",
+            go_type(v)
+        ),
+        Scalar::String => format!(
+            "{prefix}expected string, got &value.valueUnstructured{{Value:{}}}",
+            go_sharp(v)
+        ),
+        Scalar::Boolean => format!("{prefix}expected boolean, got {}", shown(v)),
+        Scalar::Untyped => format!("{prefix}expected any scalar, got {}", shown(v)),
+    })
+}
+
+/// Go's `%#v` of an unstructured value.
+fn go_sharp(v: &Value) -> String {
+    match v {
+        Value::Null => "interface {}(nil)".into(),
+        Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
+        Value::Array(a) => format!(
+            "[]interface {{}}{{{}}}",
+            a.iter().map(go_sharp).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| {
+                    format!(
+                        "{}:{}",
+                        serde_json::to_string(k).unwrap_or_default(),
+                        go_sharp(v)
+                    )
+                })
+                .collect();
+            format!("map[string]interface {{}}{{{}}}", items.join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+/// The path element of a list item: `[i]` for atomic lists, `[k=v,…]` for list maps,
+/// `[=v]` for sets; `Err` when an associative item cannot be keyed.
+pub(super) fn item_element(list: &ListAtom, index: usize, item: &Value) -> Result<Element, String> {
+    if list.atomic {
+        return Ok(Element::Index(index));
+    }
+    if list.keys.is_empty() {
+        return match item {
+            Value::Object(_) => {
+                Err("associative list without keys has an element that's a map type".into())
+            }
+            Value::Array(_) => Err("not supported: associative list with lists as elements".into()),
+            Value::Null => {
+                Err("associative list without keys has an element that's an explicit null".into())
+            }
+            v => Ok(Element::Value(v.clone())),
+        };
+    }
+    let map = match item {
+        Value::Null => return Err("associative list with keys may not have a null element".into()),
+        Value::Object(m) => m,
+        _ => return Err("associative list with keys may not have non-map elements".into()),
+    };
+    let defaults = list.elem.atom().map;
+    let mut key = Vec::new();
+    for name in &list.keys {
+        if let Some(v) = map.get(name) {
+            key.push((name.clone(), v.clone()));
+        } else if let Some(d) = defaults.as_ref().and_then(|m| m.field_default(name)) {
+            key.push((name.clone(), d));
+        }
+    }
+    if key.is_empty() {
+        let quoted: Vec<String> = list.keys.iter().map(|k| format!("{k:?}")).collect();
+        return Err(format!(
+            "associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)",
+            quoted.join(" ")
+        ));
+    }
+    key.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(Element::Key(key))
+}
+
+/// The identity of a list item, and its step in a field path.
+#[derive(Clone, Debug)]
+pub(super) enum Element {
+    Index(usize),
+    Key(Vec<(String, Value)>),
+    Value(Value),
+}
+
+impl Element {
+    /// Whether two list items have the same identity (numbers compare by value).
+    pub(super) fn same(&self, other: &Element) -> bool {
+        match (self, other) {
+            (Element::Index(a), Element::Index(b)) => a == b,
+            (Element::Key(a), Element::Key(b)) => {
+                a.len() == b.len()
+                    && a.iter()
+                        .zip(b)
+                        .all(|(x, y)| x.0 == y.0 && json_equal(&x.1, &y.1))
+            }
+            (Element::Value(a), Element::Value(b)) => json_equal(a, b),
+            _ => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Element {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Element::Index(i) => write!(f, "[{i}]"),
+            Element::Key(fields) => {
+                let parts: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                write!(f, "[{}]", parts.join(","))
+            }
+            Element::Value(v) => write!(f, "[={v}]"),
+        }
+    }
+}
+
+/// JSON equality with numbers compared by value (`1` equals `1.0`), as structured-merge-diff.
+pub(super) fn json_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
+            (Some(i), Some(j)) => i == j,
+            _ => x.as_f64() == y.as_f64(),
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(a, b)| json_equal(a, b))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+/// Checks that `v` fits `ty` (structured-merge-diff's conversion to a typed value); with
+/// `allow_duplicates`, list maps may repeat a key (as live objects may).
+pub(super) fn validate(ty: &Ty, v: &Value, allow_duplicates: bool) -> Vec<PathError> {
+    let mut errors = Vec::new();
+    validate_at(ty, v, allow_duplicates, &mut String::new(), 0, &mut errors);
+    errors
+}
+
+fn validate_at(
+    ty: &Ty,
+    v: &Value,
+    dups: bool,
+    path: &mut String,
+    depth: usize,
+    errors: &mut Vec<PathError>,
+) {
+    fn err(errors: &mut Vec<PathError>, path: &str, message: String) {
+        errors.push(PathError {
+            path: path.to_string(),
+            message,
+        })
+    }
+    if depth > MAX_DEPTH {
+        err(errors, path, "value nests too deeply".into());
+        return;
+    }
+    let atom = deduce(&ty.atom(), Some(v));
+    if let Some(m) = &atom.map {
+        let map = match v {
+            Value::Null => return,
+            Value::Object(map) => map,
+            other => return err(errors, path, format!("expected map, got {}", shown(other))),
+        };
+        for (key, item) in map {
+            let len = path.len();
+            let _ = write!(path, ".{key}");
+            match m.entry(key) {
+                Some(t) => validate_at(&t, item, dups, path, depth + 1, errors),
+                None => {
+                    errors.push(PathError {
+                        path: path.clone(),
+                        message: "field not declared in schema".into(),
+                    });
+                    path.truncate(len);
+                    return;
+                }
+            }
+            path.truncate(len);
+        }
+    } else if let Some(t) = atom.scalar {
+        if let Some(message) = check_scalar(t, v, "") {
+            err(errors, path, message);
+        }
+    } else if let Some(list) = &atom.list {
+        let items = match v {
+            Value::Null => return,
+            Value::Array(items) => items,
+            other => return err(errors, path, format!("expected list, got {}", shown(other))),
+        };
+        let mut seen: Vec<Element> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let element = match item_element(list, i, item) {
+                Ok(e) => e,
+                Err(e) => return err(errors, path, format!("element {i}: {e}")),
+            };
+            if !list.atomic {
+                if !dups && seen.iter().any(|s| s.same(&element)) {
+                    err(errors, path, format!("duplicate entries for key {element}"));
+                }
+                seen.push(element.clone());
+            }
+            let len = path.len();
+            let _ = write!(path, "{element}");
+            validate_at(&list.elem, item, dups, path, depth + 1, errors);
+            path.truncate(len);
+        }
+    }
+}
+
+/// The paths of atomic lists, maps and structs an apply configuration sets, as upstream
+/// finds them: through declared fields and list items only (not through map values).
+pub(super) fn atomic_paths(ty: &Ty, v: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    find_atomics(ty, v, &mut String::new(), 0, &mut out);
+    out
+}
+
+fn find_atomics(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut Vec<String>) {
+    if depth > MAX_DEPTH {
+        return;
+    }
+    let atom = ty.atom();
+    match (v, &atom.map, &atom.list) {
+        (Value::Object(map), Some(m), _) => {
+            if m.atomic {
+                out.push(path.clone());
+            }
+            for (key, item) in map {
+                if let Some(t) = m.field(key) {
+                    let len = path.len();
+                    let _ = write!(path, ".{key}");
+                    find_atomics(&t, item, path, depth + 1, out);
+                    path.truncate(len);
+                }
+            }
+        }
+        (Value::Array(items), _, Some(list)) => {
+            if list.atomic {
+                out.push(path.clone());
+            }
+            for (i, item) in items.iter().enumerate() {
+                let len = path.len();
+                let _ = write!(path, "[{i}]");
+                find_atomics(&list.elem, item, path, depth + 1, out);
+                path.truncate(len);
+            }
+        }
+        _ => {}
+    }
+}
