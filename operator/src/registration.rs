@@ -569,4 +569,76 @@ mod tests {
             ]
         );
     }
+
+    #[test]
+    fn mutating_webhooks_split_by_failure_and_reinvocation_policy() {
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
+        let empty = mutating_configuration(&PolicySet::default(), &endpoint, "ca", "celgate");
+        assert_eq!(
+            empty.webhooks,
+            Some(Vec::new()),
+            "no bound policy, no webhook"
+        );
+
+        let bound = |name: &str, failure: &str, reinvocation: &str, resource: &str| {
+            let policy = fixtures::mutating_policy(name, failure, reinvocation, resource);
+            celgate_engine::BoundMutatingPolicy {
+                policy: policy_set::compile_mutating_policy(&policy),
+                bindings: vec![Arc::new(convert::mutating_binding(
+                    &fixtures::mutating_binding(&format!("{name}-b"), name),
+                ))],
+            }
+        };
+        let set = PolicySet {
+            mutating: vec![
+                bound("a", "Fail", "Never", "configmaps"),
+                bound("b", "Fail", "Never", "secrets"),
+                bound("c", "Fail", "Never", "configmaps"),
+                bound("d", "Ignore", "IfNeeded", "pods"),
+            ],
+            ..PolicySet::default()
+        };
+        let cfg = mutating_configuration(&set, &endpoint, "ca", "celgate-system");
+        let hooks = cfg.webhooks.unwrap();
+        let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["mutate.celgate.io", "mutate-ignore-reinvoke.celgate.io"]
+        );
+        let (closed, open) = (&hooks[0], &hooks[1]);
+        // The union of the group's rules, each once.
+        let resources = |w: &MutatingWebhook| -> Vec<String> {
+            w.rules
+                .iter()
+                .flatten()
+                .flat_map(|r| r.resources.clone().unwrap_or_default())
+                .collect()
+        };
+        assert_eq!(resources(closed), ["configmaps", "secrets"]);
+        assert_eq!(resources(open), ["pods"]);
+        assert_eq!(closed.failure_policy.as_deref(), Some("Fail"));
+        assert_eq!(closed.reinvocation_policy.as_deref(), Some("Never"));
+        assert_eq!(open.failure_policy.as_deref(), Some("Ignore"));
+        assert_eq!(open.reinvocation_policy.as_deref(), Some("IfNeeded"));
+        assert_eq!(
+            open.client_config.url.as_deref(),
+            Some("https://127.0.0.1:9443/mutate/ignore/ifneeded")
+        );
+        for hook in &hooks {
+            assert_eq!(hook.side_effects, "None");
+            assert_eq!(
+                hook.namespace_selector,
+                Some(exclude_namespace("celgate-system"))
+            );
+        }
+        // The validating configuration has no webhook for mutating policies.
+        let validating = validating_configuration(&set, &endpoint, "ca", "celgate-system");
+        let names: Vec<String> = validating
+            .webhooks
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| w.name)
+            .collect();
+        assert_eq!(names, [VALIDATE_POLICIES]);
+    }
 }

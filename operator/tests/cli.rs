@@ -281,7 +281,9 @@ fn eval_input_errors_exit_2_and_say_what_to_change() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("does not enforce MutatingAdmissionPolicy yet (issue 11)"),
+        err.contains(
+            "MutatingAdmissionPolicies are enforced by `celgate run` but not evaluated offline yet"
+        ),
         "{err}"
     );
 

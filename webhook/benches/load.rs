@@ -110,6 +110,7 @@ fn policies() -> PolicySet {
         ),
     ];
     PolicySet {
+        mutating: Vec::new(),
         validating: specs
             .into_iter()
             .map(|(name, variables, validations)| {
@@ -410,7 +411,7 @@ fn main() {
             "shop".to_string(),
             json!({"metadata": {"name": "shop"}}),
         )]));
-        store.publish_policies(Arc::new(policies()), Arc::default());
+        store.publish_policies(Arc::new(policies()), Arc::default(), Arc::default());
         let (material, roots) = tls_material();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())

@@ -7,12 +7,15 @@ use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
+use base64::Engine as _;
 use celgate_engine::model::{
-    FailurePolicy, MatchResources, ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec,
-    Validation, ValidationAction,
+    FailurePolicy, MatchResources, MutatingBindingSpec, MutatingPolicySpec, Mutation, PatchType,
+    ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec, Validation, ValidationAction,
 };
-use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
-use celgate_snapshot::{Deps, NamespaceView, SnapshotStore};
+use celgate_engine::mutate::{ApplySemantics, KindSchema, compile_mutating};
+use celgate_engine::schema::schemas_from_openapi;
+use celgate_engine::{BoundMutatingPolicy, BoundPolicy, PolicySet, compile_validating};
+use celgate_snapshot::{Deps, KindSchemaView, NamespaceView, SnapshotStore};
 use celgate_webhook::AppState;
 use celgate_webhook::server::router;
 use http_body_util::BodyExt;
@@ -51,6 +54,7 @@ fn policy(limit: i64, failure_policy: FailurePolicy) -> PolicySet {
                 validation_actions: vec![ValidationAction::Deny],
             })],
         }],
+        mutating: Vec::new(),
     }
 }
 
@@ -79,7 +83,7 @@ fn new_state() -> Arc<AppState> {
 fn publish(state: &AppState, policies: PolicySet) {
     state
         .store
-        .publish_policies(Arc::new(policies), Arc::default());
+        .publish_policies(Arc::new(policies), Arc::default(), Arc::default());
 }
 
 async fn post(state: &Arc<AppState>, path: &str, body: String) -> (StatusCode, String) {
@@ -90,6 +94,16 @@ async fn post(state: &Arc<AppState>, path: &str, body: String) -> (StatusCode, S
                 .body(Body::from(body))
                 .expect("request builds"),
         )
+        .await
+        .expect("router answers");
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+async fn get(state: &Arc<AppState>, path: &str) -> (StatusCode, String) {
+    let resp = router(state.clone())
+        .oneshot(Request::get(path).body(Body::empty()).expect("builds"))
         .await
         .expect("router answers");
     let status = resp.status();
@@ -263,17 +277,120 @@ fn objects_nested_as_deep_as_kube_apiserver_allows_are_evaluated() {
     });
 }
 
+/// A mutating policy setting deployments' replicas to 5, bound, with the Deployment schema.
+fn publish_mutating(state: &AppState) {
+    let spec = MutatingPolicySpec {
+        name: "replicas.example.com".into(),
+        match_constraints: policy(0, FailurePolicy::Fail).validating[0]
+            .policy
+            .spec
+            .match_constraints
+            .clone(),
+        mutations: vec![Mutation {
+            patch_type: PatchType::ApplyConfiguration,
+            apply_configuration: Some("Object{spec: Object.spec{replicas: 5}}".into()),
+            json_patch: None,
+        }],
+        failure_policy: FailurePolicy::Fail,
+        ..Default::default()
+    };
+    let set = PolicySet {
+        mutating: vec![BoundMutatingPolicy {
+            policy: Arc::new(compile_mutating(spec, ApplySemantics::Upstream)),
+            bindings: vec![Arc::new(MutatingBindingSpec {
+                name: "replicas-binding".into(),
+                policy_name: "replicas.example.com".into(),
+                ..Default::default()
+            })],
+        }],
+        ..PolicySet::default()
+    };
+    let doc = json!({"components": {"schemas": {"Deployment": {"type": "object", "properties": {
+        "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+        "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
+        "spec": {"type": "object", "properties": {"replicas": {"type": "integer"}}}},
+        "x-kubernetes-group-version-kind": [{"group": "apps", "version": "v1", "kind": "Deployment"}]}}}});
+    let schemas = schemas_from_openapi(&doc).unwrap();
+    let schemas = KindSchemaView::new(schemas.into_iter().map(|(gvk, schema)| {
+        (
+            gvk,
+            KindSchema {
+                schema,
+                built_in: true,
+            },
+        )
+    }));
+    state
+        .store
+        .publish_policies(Arc::new(set), Arc::default(), Arc::new(schemas));
+}
+
 #[tokio::test]
-async fn mutate_says_mutation_is_not_enforced_instead_of_allowing() {
+async fn mutate_answers_a_json_patch_from_the_webhook_of_the_policys_group() {
     let state = new_state();
     let (status, _) = post(&state, "/mutate", review("deployments", 1).to_string()).await;
-    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-    publish(&state, policy(5, FailurePolicy::Fail));
-    let (status, text) = post(&state, "/mutate", review("deployments", 1).to_string()).await;
-    assert_eq!(status, StatusCode::NOT_IMPLEMENTED, "{text}");
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "not ready before the first set"
+    );
+    publish_mutating(&state);
+
+    let (status, body) = post(
+        &state,
+        "/mutate/fail/never",
+        review("deployments", 1).to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    let response = &answer["response"];
+    assert_eq!(response["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+    assert_eq!(response["allowed"], true);
+    assert_eq!(response["patchType"], "JSONPatch");
+    let patch = base64::engine::general_purpose::STANDARD
+        .decode(response["patch"].as_str().unwrap())
+        .unwrap();
+    let patch: Value = serde_json::from_slice(&patch).unwrap();
+    assert_eq!(
+        patch,
+        json!([{"op": "replace", "path": "/spec/replicas", "value": 5}])
+    );
+
+    // The fail-open webhook serves no policy here: allowed, no patch.
+    let (_, body) = post(
+        &state,
+        "/mutate/ignore/never",
+        review("deployments", 1).to_string(),
+    )
+    .await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(answer["response"]["allowed"], true);
+    assert!(answer["response"].get("patch").is_none(), "{body}");
+
+    // An object already mutated gets no patch (the same mutation twice is the same object).
+    let (_, body) = post(&state, "/mutate", review("deployments", 5).to_string()).await;
+    let answer: Value = serde_json::from_str(&body).unwrap();
+    assert!(answer["response"].get("patch").is_none(), "{body}");
+
+    let (status, _) = post(
+        &state,
+        "/mutate/fail/sometimes",
+        review("deployments", 1).to_string(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let (_, metrics) = get(&state, "/metrics").await;
     assert!(
-        text.contains("celgate does not enforce MutatingAdmissionPolicy yet"),
-        "{text}"
+        metrics.contains(
+            "celgate_mutating_admission_policy_check_total{policy=\"replicas.example.com\",policy_binding=\"replicas-binding\",error_type=\"no_error\"} 2"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("celgate_mutating_admission_policy_check_duration_seconds_bucket"),
+        "{metrics}"
     );
 }
 

@@ -9,13 +9,20 @@ use std::time::Duration;
 use celgate_cel::authz::Decision;
 use celgate_cel::{Authorizer, AuthzDecision, AuthzRequest};
 use celgate_engine::model::{
-    FailurePolicy, MatchResources, ParamKind, ParamRef, ParameterNotFoundAction, ResourceRule,
+    FailurePolicy, MatchResources, MutatingBindingSpec, MutatingPolicySpec, Mutation, ParamKind,
+    ParamRef, ParameterNotFoundAction, PatchType, ReinvocationPolicy, ResourceRule,
     ValidatingBindingSpec, ValidatingPolicySpec, Validation, ValidationAction,
 };
-use celgate_engine::{BoundPolicy, ParamObjects, PolicySet, Request, compile_validating};
+use celgate_engine::mutate::{ApplySemantics, KindSchema, compile_mutating};
+use celgate_engine::schema::schemas_from_openapi;
+use celgate_engine::{
+    BoundMutatingPolicy, BoundPolicy, MutatingWebhookGroup, ParamObjects, PolicySet, Request,
+    compile_validating,
+};
 use celgate_snapshot::dispatch::{self, Call};
 use celgate_snapshot::{
-    AuthorizerSource, Deps, DispatchError, NamespaceView, ParamKindEntry, SnapshotStore,
+    AuthorizerSource, Deps, DispatchError, KindSchemaView, NamespaceView, ParamKindEntry,
+    SnapshotStore,
 };
 use serde_json::{Value, json};
 use tokio::time::Instant;
@@ -53,6 +60,7 @@ fn policy(expression: &str) -> PolicySet {
                 validation_actions: vec![ValidationAction::Deny],
             })],
         }],
+        mutating: Vec::new(),
     }
 }
 
@@ -110,7 +118,7 @@ fn store_with(policies: PolicySet) -> Arc<SnapshotStore> {
         "default".to_string(),
         json!({"metadata": {"name": "default"}}),
     )]));
-    store.publish_policies(Arc::new(policies), Arc::default());
+    store.publish_policies(Arc::new(policies), Arc::default(), Arc::default());
     store
 }
 
@@ -211,6 +219,7 @@ async fn a_decision_reads_one_snapshot_even_while_new_ones_are_published() {
     store.publish_policies(
         Arc::new(policy("object.spec.replicas <= 10")),
         Arc::default(),
+        Arc::default(),
     );
     let raw = review("default", 6);
     let req = Request::from_json(&raw["request"]).unwrap();
@@ -239,8 +248,12 @@ async fn errors_that_are_not_decisions() {
         err.to_string(),
         "invalid AdmissionReview: request.uid must be a string"
     );
-    let err = dispatch::mutate(&store, &review("default", 1)).unwrap_err();
-    assert!(matches!(err, DispatchError::MutationNotEnforced), "{err}");
+    // A ready snapshot with no mutating policy leaves the object as it is.
+    let mutated = dispatch::mutate(&store, &deps, review("default", 1), Call::now(), None)
+        .await
+        .unwrap();
+    assert!(mutated.outcome.allowed());
+    assert!(mutated.outcome.patch.is_empty());
 }
 
 /// Answers every check with Allow, after blocking its thread on the runtime as the operator's
@@ -283,4 +296,266 @@ async fn authorizer_checks_block_a_blocking_thread_never_a_runtime_worker() {
         .await
         .unwrap();
     assert!(decided.outcome.allowed(), "{:?}", decided.outcome);
+}
+
+// Mutating policies.
+
+/// The schema of `v1 ConfigMap` (data, and metadata with labels), as OpenAPI v3 publishes it.
+fn configmap_schemas() -> KindSchemaView {
+    let doc = json!({"components": {"schemas": {
+        "ConfigMap": {"type": "object", "properties": {
+            "apiVersion": {"type": "string"}, "kind": {"type": "string"},
+            "metadata": {"type": "object", "properties": {
+                "name": {"type": "string"}, "namespace": {"type": "string"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}}}},
+            "data": {"type": "object", "additionalProperties": {"type": "string"}}},
+            "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": "ConfigMap"}]}
+    }}});
+    let schemas = schemas_from_openapi(&doc).unwrap();
+    KindSchemaView::new(schemas.into_iter().map(|(gvk, schema)| {
+        (
+            gvk,
+            KindSchema {
+                schema,
+                built_in: true,
+            },
+        )
+    }))
+}
+
+/// Mutating policy `name` over ConfigMap creates with one mutation, bound by `<name>-binding`.
+fn mutating(name: &str, failure_policy: FailurePolicy, mutation: Mutation) -> BoundMutatingPolicy {
+    let spec = MutatingPolicySpec {
+        name: name.into(),
+        match_constraints: Some(MatchResources {
+            resource_rules: vec![ResourceRule {
+                operations: vec!["CREATE".into()],
+                api_groups: vec!["".into()],
+                api_versions: vec!["v1".into()],
+                resources: vec!["configmaps".into()],
+                scope: "*".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        mutations: vec![mutation],
+        failure_policy,
+        ..Default::default()
+    };
+    BoundMutatingPolicy {
+        policy: Arc::new(compile_mutating(spec, ApplySemantics::Upstream)),
+        bindings: vec![Arc::new(MutatingBindingSpec {
+            name: format!("{name}-binding"),
+            policy_name: name.into(),
+            ..Default::default()
+        })],
+    }
+}
+
+fn apply_configuration(expression: &str) -> Mutation {
+    Mutation {
+        patch_type: PatchType::ApplyConfiguration,
+        apply_configuration: Some(expression.into()),
+        json_patch: None,
+    }
+}
+
+fn label(team: &str) -> Mutation {
+    apply_configuration(&format!(
+        "Object{{metadata: Object.metadata{{labels: {{'team': '{team}'}}}}}}"
+    ))
+}
+
+fn configmap_review(data: Value) -> Value {
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+        "uid": "cm-1", "operation": "CREATE", "dryRun": true,
+        "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+        "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+        "name": "cm", "namespace": "default",
+        "userInfo": {"username": "alice"},
+        "object": {"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "cm", "namespace": "default"}, "data": data}}})
+}
+
+/// A store that knows `default`, holds these mutating policies and, if given, the schemas.
+fn mutating_store(
+    policies: Vec<BoundMutatingPolicy>,
+    schemas: KindSchemaView,
+) -> Arc<SnapshotStore> {
+    let store = SnapshotStore::new();
+    store.publish_namespaces(NamespaceView::new([(
+        "default".to_string(),
+        json!({"metadata": {"name": "default"}}),
+    )]));
+    let set = PolicySet {
+        mutating: policies,
+        ..PolicySet::default()
+    };
+    store.publish_policies(Arc::new(set), Arc::default(), Arc::new(schemas));
+    store
+}
+
+async fn mutate(store: &SnapshotStore, review: Value) -> celgate_engine::MutationOutcome {
+    dispatch::mutate(store, &Deps::default(), review, Call::now(), None)
+        .await
+        .unwrap()
+        .outcome
+}
+
+#[tokio::test(start_paused = true)]
+async fn mutating_policies_patch_in_name_order_each_seeing_the_previous_result() {
+    // Published out of order on purpose: the set's order is what runs; the operator sorts.
+    let store = mutating_store(
+        vec![
+            mutating("a-team", FailurePolicy::Fail, label("a")),
+            mutating(
+                "b-owner",
+                FailurePolicy::Fail,
+                apply_configuration("Object{data: {'owner': object.metadata.labels['team']}}"),
+            ),
+        ],
+        configmap_schemas(),
+    );
+    // A dry run is mutated as any request (the webhooks have no side effects).
+    let outcome = mutate(&store, configmap_review(json!({"k": "v"}))).await;
+    assert!(outcome.allowed(), "{:?}", outcome.denial);
+    assert_eq!(
+        outcome.patch,
+        [
+            json!({"op": "add", "path": "/data/owner", "value": "a"}),
+            json!({"op": "add", "path": "/metadata/labels", "value": {"team": "a"}}),
+        ]
+    );
+    assert_eq!(
+        outcome.object.unwrap()["metadata"]["labels"],
+        json!({"team": "a"})
+    );
+    let policies: Vec<&str> = outcome.checks.iter().map(|c| &*c.policy).collect();
+    assert_eq!(policies, ["a-team", "b-owner"]);
+    assert!(
+        outcome
+            .checks
+            .iter()
+            .all(|c| c.error_type == celgate_engine::validate::ErrorType::NoError)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_mutation_denies_under_fail_and_is_dropped_under_ignore() {
+    let atomic = || apply_configuration("Object{spec: Object.spec{x: 1}}");
+    let store = mutating_store(
+        vec![mutating("broken", FailurePolicy::Fail, atomic())],
+        configmap_schemas(),
+    );
+    let outcome = mutate(&store, configmap_review(json!({}))).await;
+    let denial = outcome.denial.unwrap();
+    assert_eq!(denial.code, 403);
+    assert_eq!(denial.reason, "Invalid");
+    assert_eq!(
+        denial.message,
+        "policy 'broken' with binding 'broken-binding' denied request: error applying patch: \
+         failed to convert patch object to typed object: .spec: field not declared in schema"
+    );
+    assert!(outcome.patch.is_empty());
+
+    let store = mutating_store(
+        vec![
+            mutating("broken", FailurePolicy::Ignore, atomic()),
+            mutating("c-label", FailurePolicy::Fail, label("c")),
+        ],
+        configmap_schemas(),
+    );
+    let outcome = mutate(&store, configmap_review(json!({}))).await;
+    assert!(outcome.allowed(), "{:?}", outcome.denial);
+    assert_eq!(
+        outcome.patch,
+        [json!({"op": "add", "path": "/metadata/labels", "value": {"team": "c"}})]
+    );
+    assert_eq!(
+        outcome.checks[0].error_type,
+        celgate_engine::validate::ErrorType::InvalidError
+    );
+
+    // Only one webhook group's policies: the fail-closed, run-once webhook skips the
+    // fail-open policy.
+    let group = MutatingWebhookGroup::new(FailurePolicy::Fail, ReinvocationPolicy::Never);
+    let mutated = dispatch::mutate(
+        &store,
+        &Deps::default(),
+        configmap_review(json!({})),
+        Call::now(),
+        Some(group),
+    )
+    .await
+    .unwrap();
+    let policies: Vec<&str> = mutated.outcome.checks.iter().map(|c| &*c.policy).collect();
+    assert_eq!(policies, ["c-label"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_kind_without_a_schema_gets_upstreams_503_whatever_the_failure_policy() {
+    let store = mutating_store(
+        vec![mutating("a-team", FailurePolicy::Ignore, label("a"))],
+        KindSchemaView::default(),
+    );
+    let outcome = mutate(&store, configmap_review(json!({}))).await;
+    let denial = outcome.denial.unwrap();
+    assert_eq!(denial.code, 503);
+    assert_eq!(
+        denial.message,
+        "Resource kind /v1, Kind=ConfigMap not found. There can be a delay between when \
+         CustomResourceDefinitions are created and when they are available."
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn mutation_waits_for_params_as_validation_does_and_is_not_ready_before_the_first_set() {
+    let store = SnapshotStore::new();
+    let err = dispatch::mutate(
+        &store,
+        &Deps::default(),
+        configmap_review(json!({})),
+        Call::now(),
+        None,
+    )
+    .await
+    .unwrap_err();
+    assert!(matches!(err, DispatchError::NotReady));
+
+    let mut bound = mutating(
+        "from-param",
+        FailurePolicy::Fail,
+        apply_configuration("Object{data: {'max': params.data.max}}"),
+    );
+    let mut spec = bound.policy.spec.clone();
+    spec.param_kind = Some(ParamKind {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+    });
+    bound.policy = Arc::new(compile_mutating(spec, ApplySemantics::Upstream));
+    let mut binding = MutatingBindingSpec::clone(&bound.bindings[0]);
+    binding.param_ref = Some(ParamRef {
+        name: Some("limits".into()),
+        namespace: Some("default".into()),
+        selector: None,
+        parameter_not_found_action: ParameterNotFoundAction::Deny,
+    });
+    bound.bindings[0] = Arc::new(binding);
+    let store = mutating_store(vec![bound], configmap_schemas());
+    store.publish_param_kind(&configmaps(), Some(ParamKindEntry::Syncing));
+    let started = Instant::now();
+    let syncer = {
+        let store = store.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            store.publish_param_kind(&configmaps(), configmaps_ready("7"));
+        })
+    };
+    let outcome = mutate(&store, configmap_review(json!({}))).await;
+    syncer.await.unwrap();
+    assert_eq!(Instant::now() - started, Duration::from_millis(300));
+    assert_eq!(
+        outcome.patch,
+        [json!({"op": "add", "path": "/data/max", "value": "7"})]
+    );
 }

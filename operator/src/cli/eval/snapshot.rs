@@ -20,8 +20,8 @@ use crate::cli::types::OfflineKinds;
 use crate::convert;
 
 /// What `celgate eval` tells a user who gives it a MutatingAdmissionPolicy.
-const MUTATION_NOT_ENFORCED: &str = "celgate does not enforce MutatingAdmissionPolicy yet \
-     (issue 11), so `celgate eval` decides ValidatingAdmissionPolicies only";
+const MUTATION_NOT_EVALUATED: &str = "`celgate eval` decides ValidatingAdmissionPolicies only: \
+     MutatingAdmissionPolicies are enforced by `celgate run` but not evaluated offline yet";
 
 /// The policy and bindings, compiled and checked.
 pub struct Policy {
@@ -46,7 +46,7 @@ pub fn load_policy(policy: &Path, bindings: &[PathBuf]) -> Result<Policy, CliErr
     let mut notes = Vec::new();
     match PolicyKind::of(doc) {
         Some(PolicyKind::Validating) => {}
-        Some(PolicyKind::Mutating) => return Err(CliError::Usage(MUTATION_NOT_ENFORCED.into())),
+        Some(PolicyKind::Mutating) => return Err(CliError::Usage(MUTATION_NOT_EVALUATED.into())),
         _ => {
             return Err(doc
                 .error(format!(
@@ -75,7 +75,7 @@ pub fn load_policy(policy: &Path, bindings: &[PathBuf]) -> Result<Policy, CliErr
         match PolicyKind::of(&doc) {
             Some(PolicyKind::ValidatingBinding) => {}
             Some(PolicyKind::MutatingBinding) => {
-                return Err(CliError::Usage(MUTATION_NOT_ENFORCED.into()));
+                return Err(CliError::Usage(MUTATION_NOT_EVALUATED.into()));
             }
             _ => {
                 return Err(doc
