@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory bench-apply deps differential fuzz
+.PHONY: help build test unit e2e lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory bench-apply deps differential map-differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -85,6 +85,11 @@ bench-memory: deps ## celgate's resident memory when idle, against a local contr
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	e2e/bench/idle-rss.sh
+
+map-differential: deps ## MutatingAdmissionPolicy: in-tree vs celgate on one control plane (CELGATE_DIFF_ONLY=<prefix,…> to pick scenarios)
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) build -p celgate
+	$(CARGO) test -p celgate-e2e --test mutating_differential -- --ignored --nocapture
 
 # The release build of celgate, wherever CARGO_TARGET_DIR puts it.
 CELGATE_RELEASE := $(abspath $(or $(CARGO_TARGET_DIR),target))/release/celgate

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+pub mod differential;
 pub mod schemas;
 
 /// celgate's CRDs, as `kubectl` names them.

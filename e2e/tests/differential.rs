@@ -27,41 +27,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
+use celgate_e2e::differential::{self, Driver, Engine, docs, indent, parse_docs};
 use celgate_e2e::{Celgate, Cluster};
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
-use kube::discovery::ApiResource;
 use serde_json::{Value, json};
-
-// ------------------------------------------------------------------------------------------
-// Engines
-// ------------------------------------------------------------------------------------------
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Engine {
-    InTree,
-    Celgate,
-}
-
-impl Engine {
-    fn api(self) -> &'static str {
-        match self {
-            Engine::InTree => "admissionregistration.k8s.io/v1",
-            Engine::Celgate => "admission.celgate.io/v1",
-        }
-    }
-
-    fn tag(self) -> &'static str {
-        match self {
-            Engine::InTree => "intree",
-            Engine::Celgate => "celgate",
-        }
-    }
-}
 
 // ------------------------------------------------------------------------------------------
 // Scenarios and requests
@@ -237,22 +207,6 @@ fn deployment(name: &str, replicas: i64) -> Value {
 
 // YAML builders. Specs are written at column 0 and indented here.
 
-fn indent(text: &str, by: usize) -> String {
-    let pad = " ".repeat(by);
-    text.trim_start_matches('\n')
-        .lines()
-        .map(|l| {
-            if l.is_empty() {
-                String::new()
-            } else {
-                format!("{pad}{l}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-        + "\n"
-}
-
 fn policy(name: &str, spec: &str) -> String {
     format!(
         "apiVersion: \"{{{{api}}}}\"\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n{}",
@@ -265,10 +219,6 @@ fn binding(name: &str, policy: &str, spec: &str) -> String {
         "apiVersion: \"{{{{api}}}}\"\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: {name}\nspec:\n  policyName: {policy}\n{}",
         indent(spec, 2)
     )
-}
-
-fn docs(parts: &[String]) -> String {
-    parts.join("---\n")
 }
 
 /// A policy `<name>` and its binding `<name>-binding`.
@@ -2019,150 +1969,20 @@ impl AuditLog {
 // The harness
 // ------------------------------------------------------------------------------------------
 
-struct Response {
-    code: u16,
-    body: Value,
-    warnings: Vec<String>,
-}
-
-/// Parses one `Warning` header value: `299 - "text"` (text quoted with `\"` and `\\`).
-fn parse_warning(v: &str) -> String {
-    let Some(start) = v.find('"') else {
-        return v.to_string();
-    };
-    let inner = &v[start + 1..];
-    let inner = inner.strip_suffix('"').unwrap_or(inner);
-    let mut out = String::new();
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        if c == '\\' {
-            if let Some(n) = chars.next() {
-                out.push(n);
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 struct Harness<'c> {
-    cluster: &'c Cluster,
-    client: kube::Client,
-    base: String,
-    pki: PathBuf,
+    driver: Driver<'c>,
     audit: AuditLog,
-    step: u32,
-    /// The sentinel binding currently in place, per engine.
-    sentinel_binding: HashMap<&'static str, String>,
     seq: u64,
     run_id: u32,
 }
 
-fn api_resource(api_version: &str, kind: &str) -> ApiResource {
-    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let plural = match kind {
-        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
-        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
-        other => panic!("policies YAML may only hold policies and bindings, not {other}"),
-    };
-    ApiResource {
-        group: group.into(),
-        version: version.into(),
-        api_version: api_version.into(),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
-
-fn parse_docs(yaml: &str) -> Vec<Value> {
-    yaml.split("\n---\n")
-        .flat_map(|d| d.split("---\n"))
-        .filter(|d| !d.trim().is_empty())
-        .map(|d| {
-            serde_saphyr::from_str::<Value>(d)
-                .unwrap_or_else(|e| panic!("invalid YAML document: {e}\n{d}"))
-        })
-        .collect()
-}
-
 impl<'c> Harness<'c> {
     async fn new(cluster: &'c Cluster) -> Self {
-        let port = std::fs::read_to_string(cluster.dir().join("apiserver-port"))
-            .unwrap_or_else(|e| panic!("no apiserver-port: {e}"));
         Harness {
-            cluster,
-            client: cluster.client().await,
-            base: format!("https://127.0.0.1:{}", port.trim()),
-            pki: cluster.dir().join("pki"),
+            driver: Driver::new(cluster).await,
             audit: AuditLog::new(cluster.dir().join("audit.log")),
-            step: 0,
-            sentinel_binding: HashMap::new(),
             seq: 0,
             run_id: std::process::id(),
-        }
-    }
-
-    /// One HTTPS request as the admin (optionally impersonating), with curl.
-    fn http(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<&Value>,
-        headers: &[(String, String)],
-    ) -> Response {
-        let mut cmd = Command::new("curl");
-        cmd.args(["-sS", "-i", "--max-time", "30", "-X", method])
-            .arg("--cacert")
-            .arg(self.pki.join("ca.crt"))
-            .arg("--cert")
-            .arg(self.pki.join("admin.crt"))
-            .arg("--key")
-            .arg(self.pki.join("admin.key"))
-            .env("NO_PROXY", "127.0.0.1")
-            .env("no_proxy", "127.0.0.1");
-        for (k, v) in headers {
-            cmd.arg("-H").arg(format!("{k}: {v}"));
-        }
-        if let Some(b) = body {
-            let ct = if method == "PATCH" {
-                "application/merge-patch+json"
-            } else {
-                "application/json"
-            };
-            cmd.arg("-H")
-                .arg(format!("Content-Type: {ct}"))
-                .arg("--data-binary")
-                .arg(b.to_string());
-        }
-        cmd.arg(format!("{}{path}", self.base));
-        let out = cmd
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run curl: {e}"));
-        assert!(
-            out.status.success(),
-            "curl {method} {path} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .unwrap_or_else(|| panic!("no HTTP header in curl output: {text}"));
-        let mut lines = head.lines();
-        let code = lines
-            .next()
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("no status line: {head}"));
-        let warnings = lines
-            .filter_map(|l| l.split_once(':'))
-            .filter(|(k, _)| k.trim().eq_ignore_ascii_case("warning"))
-            .map(|(_, v)| parse_warning(v.trim()))
-            .collect();
-        Response {
-            code,
-            body: serde_json::from_str(body).unwrap_or(Value::Null),
-            warnings,
         }
     }
 
@@ -2196,7 +2016,7 @@ impl<'c> Harness<'c> {
             serde_json::from_str(&sc.render(&b.to_string(), Some(engine)))
                 .unwrap_or_else(|e| panic!("{e}"))
         });
-        let resp = self.http(req.method, &path, body.as_ref(), &headers);
+        let resp = self.driver.http(req.method, &path, body.as_ref(), &headers);
         let allowed = (200..300).contains(&resp.code);
         let full = if allowed {
             String::new()
@@ -2240,230 +2060,20 @@ impl<'c> Harness<'c> {
         }
     }
 
-    /// Applies policies and bindings with server-side apply.
-    async fn apply_policies(&self, yaml: &str) {
-        for doc in parse_docs(yaml) {
-            let ar = api_resource(
-                doc["apiVersion"].as_str().unwrap_or_default(),
-                doc["kind"].as_str().unwrap_or_default(),
-            );
-            let name = doc["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            Api::<DynamicObject>::all_with(self.client.clone(), &ar)
-                .patch(
-                    &name,
-                    &PatchParams::apply("celgate-differential").force(),
-                    &Patch::Apply(&doc),
-                )
-                .await
-                .unwrap_or_else(|e| panic!("cannot apply {} {name}: {e}\n{yaml}", ar.kind));
-        }
-    }
-
-    async fn delete_policies(&self, yaml: &str) {
-        // Bindings first, then policies.
-        let mut docs = parse_docs(yaml);
-        docs.sort_by_key(|d| d["kind"] != "ValidatingAdmissionPolicyBinding");
-        for doc in docs {
-            let ar = api_resource(
-                doc["apiVersion"].as_str().unwrap_or_default(),
-                doc["kind"].as_str().unwrap_or_default(),
-            );
-            let name = doc["metadata"]["name"].as_str().unwrap_or_default();
-            match Api::<DynamicObject>::all_with(self.client.clone(), &ar)
-                .delete(name, &DeleteParams::default())
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => panic!("cannot delete {} {name}: {e}", ar.kind),
-            }
-        }
-    }
-
-    fn kubectl_apply(&self, yaml: &str) {
-        let out = self.cluster.kubectl(&["apply", "-f", "-"], yaml);
-        assert!(
-            out.status.success(),
-            "kubectl apply failed: {}\n{yaml}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-
-    async fn namespace(&self, name: &str, labels: &Value) {
-        let ns: Namespace =
-            serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}}))
-                .unwrap_or_else(|e| panic!("namespace fixture: {e}"));
-        match Api::<Namespace>::all(self.client.clone())
-            .create(&PostParams::default(), &ns)
-            .await
-        {
-            Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
-            Err(e) => panic!("cannot create namespace {name}: {e}"),
-        }
-    }
-
-    /// The sentinel policy of `engine` at the current step. Its rule alternates between two
-    /// resources no scenario touches, so that in celgate's phase a probe is routed only once
-    /// kube-apiserver has a webhook configuration written after this step's changes.
-    fn sentinel(&self, engine: Engine) -> String {
-        let resource = if self.step.is_multiple_of(2) {
-            "resourcequotas"
-        } else {
-            "limitranges"
-        };
-        let tag = engine.tag();
-        let step = self.step;
-        docs(&[
-            policy(
-                &format!("sentinel-{tag}"),
-                &format!(
-                    "matchConstraints:\n  resourceRules:\n  - {{apiGroups: [\"\"], apiVersions: [\"v1\"], operations: [\"CREATE\"], resources: [\"{resource}\"]}}\nvalidations:\n- expression: \"false\"\n  message: \"step-{step}\"\n"
-                ),
-            ),
-            binding(
-                &format!("sentinel-{tag}-{step}"),
-                &format!("sentinel-{tag}"),
-                &format!(
-                    "validationActions: [Deny]\nmatchResources:\n  namespaceSelector:\n    matchLabels: {{kubernetes.io/metadata.name: sentinel-{tag}}}\n"
-                ),
-            ),
-        ])
-        .replace("{{api}}", engine.api())
-    }
-
-    /// Moves the sentinel of `engine` to a new step (new message, new binding name, the other
-    /// probe resource) and waits until a probe is denied with exactly the new step's message.
-    /// Everything applied or deleted before the call is then in force in that engine: the
-    /// policy and binding streams are each ordered, and the sentinel changes both.
-    async fn bump_sentinel(&mut self, engine: Engine) {
-        let old = self
-            .sentinel_binding
-            .insert(
-                engine.tag(),
-                format!("sentinel-{}-{}", engine.tag(), self.step + 1),
-            )
-            .unwrap_or_default();
-        self.step += 1;
-        let yaml = self.sentinel(engine);
-        self.apply_policies(&yaml).await;
-        let ar = api_resource(engine.api(), "ValidatingAdmissionPolicyBinding");
-        if !old.is_empty() {
-            match Api::<DynamicObject>::all_with(self.client.clone(), &ar)
-                .delete(&old, &DeleteParams::default())
-                .await
-            {
-                Ok(_) => {}
-                Err(kube::Error::Api(s)) if s.code == 404 => {}
-                Err(e) => panic!("cannot delete {old}: {e}"),
-            }
-        }
-        let tag = engine.tag();
-        let step = self.step;
-        let want = format!(
-            "ValidatingAdmissionPolicy 'sentinel-{tag}' with binding 'sentinel-{tag}-{step}' denied request: step-{step}"
-        );
-        let (path, body) = if step.is_multiple_of(2) {
-            (
-                format!("/api/v1/namespaces/sentinel-{tag}/resourcequotas?dryRun=All"),
-                json!({"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "probe"}, "spec": {}}),
-            )
-        } else {
-            (
-                format!("/api/v1/namespaces/sentinel-{tag}/limitranges?dryRun=All"),
-                json!({"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "probe"},
-                    "spec": {"limits": [{"type": "Container", "max": {"cpu": "1"}}]}}),
-            )
-        };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let r = self.http("POST", &path, Some(&body), &[]);
-            let msg = r.body["message"].as_str().unwrap_or_default().to_string();
-            if msg.ends_with(&want) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline && attempts < 600,
-                "{tag}: sentinel step {step} not in force after 30s ({attempts} probes); last: {} {msg}",
-                r.code
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Waits until celgate's ValidatingWebhookConfiguration holds every resource rule of the
-    /// given policies under the webhook of their failurePolicy.
-    async fn wait_webhook_rules(&self, yaml: &str) {
-        let mut wanted = Vec::new();
-        for doc in parse_docs(yaml) {
-            if doc["kind"] != "ValidatingAdmissionPolicy" {
-                continue;
-            }
-            let webhook = if doc["spec"]["failurePolicy"] == "Ignore" {
-                "validate-ignore.celgate.io"
-            } else {
-                "validate.celgate.io"
-            };
-            for r in doc["spec"]["matchConstraints"]["resourceRules"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-            {
-                wanted.push((webhook, r));
-            }
-        }
-        let api = Api::<ValidatingWebhookConfiguration>::all(self.client.clone());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let cfg = api.get_opt("celgate").await.ok().flatten();
-            let cfg = cfg
-                .map(|c| serde_json::to_value(c).unwrap_or_default())
-                .unwrap_or_default();
-            let missing: Vec<_> = wanted
-                .iter()
-                .filter(|(webhook, rule)| {
-                    !cfg["webhooks"].as_array().into_iter().flatten().any(|w| {
-                        w["name"] == *webhook
-                            && w["rules"].as_array().into_iter().flatten().any(|have| {
-                                ["operations", "apiGroups", "apiVersions", "resources"]
-                                    .iter()
-                                    .all(|f| have[f] == rule[f])
-                                    && have["scope"].as_str().unwrap_or("*")
-                                        == rule["scope"].as_str().unwrap_or("*")
-                            })
-                    })
-                })
-                .collect();
-            if missing.is_empty() {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "celgate's webhook configuration lacks {missing:?} after 30s"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
     /// One phase: apply, prove in force, play, delete, prove gone.
     async fn phase(&mut self, sc: &Scenario, engine: Engine) -> Vec<Outcome> {
         let yaml = sc.render(&sc.policies, Some(engine));
-        self.apply_policies(&yaml).await;
+        self.driver.apply_policies(&yaml).await;
         if engine == Engine::Celgate {
-            self.wait_webhook_rules(&yaml).await;
+            self.driver.wait_validating_rules(&yaml).await;
         }
-        self.bump_sentinel(engine).await;
+        self.driver.bump_sentinel(engine).await;
         let mut outcomes = Vec::new();
         for req in &sc.requests {
             outcomes.push(self.play(sc, engine, req).await);
         }
-        self.delete_policies(&yaml).await;
-        self.bump_sentinel(engine).await;
+        self.driver.delete_policies(&yaml).await;
+        self.driver.bump_sentinel(engine).await;
         outcomes
     }
 }
@@ -2528,34 +2138,9 @@ fn keepers() -> String {
 // Selection and proof of action
 // ------------------------------------------------------------------------------------------
 
-/// The scenarios `only` selects: comma-separated name prefixes (`None`: every scenario). A
-/// prefix that selects nothing (a typo, a renamed scenario) is an error, and so is an empty one,
-/// which would select everything.
+/// The scenarios `only` selects (see [`celgate_e2e::differential::select`]).
 fn select<'a>(table: &'a [Scenario], only: Option<&str>) -> Result<Vec<&'a Scenario>, String> {
-    let Some(only) = only else {
-        return Ok(table.iter().collect());
-    };
-    let prefixes: Vec<&str> = only.split(',').map(str::trim).collect();
-    if prefixes.iter().any(|p| p.is_empty()) {
-        return Err(format!(
-            "CELGATE_DIFF_ONLY={only:?} holds an empty name; unset it to play every scenario"
-        ));
-    }
-    let unmatched: Vec<&str> = prefixes
-        .iter()
-        .copied()
-        .filter(|p| !table.iter().any(|sc| sc.name.starts_with(p)))
-        .collect();
-    if !unmatched.is_empty() {
-        let names: Vec<&str> = table.iter().map(|sc| sc.name).collect();
-        return Err(format!(
-            "CELGATE_DIFF_ONLY: {unmatched:?} select(s) no scenario; the scenarios are {names:?}"
-        ));
-    }
-    Ok(table
-        .iter()
-        .filter(|sc| prefixes.iter().any(|p| sc.name.starts_with(p)))
-        .collect())
+    differential::select(table, |sc| sc.name, only)
 }
 
 /// The names of the ValidatingAdmissionPolicies a scenario applies.
@@ -2606,7 +2191,7 @@ async fn in_tree_and_celgate_decide_alike() {
     cluster.install_crds();
     let celgate = Celgate::start(&cluster).await;
     let mut h = Harness::new(&cluster).await;
-    h.kubectl_apply(PARAM_CRD);
+    h.driver.kubectl_apply(PARAM_CRD);
     let out = cluster.kubectl(
         &[
             "wait",
@@ -2621,13 +2206,10 @@ async fn in_tree_and_celgate_decide_alike() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    h.driver.sentinel_namespaces().await;
+    h.driver.apply_policies(&keepers()).await;
     for e in [Engine::InTree, Engine::Celgate] {
-        h.namespace(&format!("sentinel-{}", e.tag()), &json!({}))
-            .await;
-    }
-    h.apply_policies(&keepers()).await;
-    for e in [Engine::InTree, Engine::Celgate] {
-        h.bump_sentinel(e).await;
+        h.driver.bump_sentinel(e).await;
     }
     eprintln!(
         "differential: control plane and celgate ready after {:?}",
@@ -2641,10 +2223,10 @@ async fn in_tree_and_celgate_decide_alike() {
     let mut inert = Vec::new();
     for &sc in &selected {
         let t = Instant::now();
-        h.namespace(&sc.ns(), &sc.ns_labels).await;
-        h.namespace(&sc.ns2(), &sc.ns2_labels).await;
+        h.driver.namespace(&sc.ns(), &sc.ns_labels).await;
+        h.driver.namespace(&sc.ns2(), &sc.ns2_labels).await;
         if !sc.setup.trim().is_empty() {
-            h.kubectl_apply(&sc.render(&sc.setup, None));
+            h.driver.kubectl_apply(&sc.render(&sc.setup, None));
         }
         let theirs = h.phase(sc, Engine::InTree).await;
         let ours = h.phase(sc, Engine::Celgate).await;
