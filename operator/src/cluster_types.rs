@@ -109,30 +109,13 @@ fn names_unserved(match_constraints: Option<&MatchResources>, served: &ServedRes
     })
 }
 
-fn gvk(kind: &kube::api::GroupVersionKind) -> Gvk {
-    Gvk::new(&kind.group, &kind.version, &kind.kind)
-}
-
 impl TypeSource for ClusterTypes {
     fn kinds_for(&self, group: &str, version: &str, resource: &str) -> Vec<Gvk> {
-        self.served
-            .kinds_for(group, version, resource)
-            .iter()
-            .map(gvk)
-            .collect()
+        self.served.checker_kinds_for(group, version, resource)
     }
 
     fn resources(&self) -> Vec<ApiResource> {
-        self.served
-            .resources()
-            .iter()
-            .map(|r| ApiResource {
-                group: r.group.clone(),
-                version: r.version.clone(),
-                resource: r.resource.clone(),
-                kind: gvk(&r.kind),
-            })
-            .collect()
+        self.served.checker_resources()
     }
 
     fn schema(&self, gvk: &Gvk) -> Option<Arc<Schema>> {

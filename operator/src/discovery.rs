@@ -11,6 +11,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use celgate_engine::schema::Gvk;
+use celgate_engine::typecheck::ApiResource;
 use futures::StreamExt;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
@@ -231,6 +233,27 @@ impl ServedResources {
         &self.resources
     }
 
+    /// [`kinds_for`](Self::kinds_for) as the type checker names kinds.
+    pub fn checker_kinds_for(&self, group: &str, version: &str, resource: &str) -> Vec<Gvk> {
+        self.kinds_for(group, version, resource)
+            .iter()
+            .map(checker_gvk)
+            .collect()
+    }
+
+    /// Every served resource and subresource as the type checker describes them.
+    pub fn checker_resources(&self) -> Vec<ApiResource> {
+        self.resources
+            .iter()
+            .map(|r| ApiResource {
+                group: r.group.clone(),
+                version: r.version.clone(),
+                resource: r.resource.clone(),
+                kind: checker_gvk(&r.kind),
+            })
+            .collect()
+    }
+
     /// The kinds of `resource` (no subresource) as client-go's discovery RESTMapper `KindsFor`
     /// answers: the resource name matches plural or singular names, case-insensitively; an
     /// empty group or version matches any (so the core group's `v1` `events` also finds
@@ -439,6 +462,11 @@ async fn refresh_loop(
             }
         }
     }
+}
+
+/// A discovered kind as the type checker names it.
+fn checker_gvk(kind: &GroupVersionKind) -> Gvk {
+    Gvk::new(&kind.group, &kind.version, &kind.kind)
 }
 
 #[cfg(test)]

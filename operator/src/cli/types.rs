@@ -209,32 +209,15 @@ fn discovery_of(crd: &Document) -> Result<APIGroupDiscoveryList, CliError> {
     serde_json::from_value(list).map_err(|e| crd.error(e.to_string()).into())
 }
 
-fn gvk(kind: &kube::api::GroupVersionKind) -> Gvk {
-    Gvk::new(&kind.group, &kind.version, &kind.kind)
-}
-
 impl TypeSource for OfflineTypes {
     fn kinds_for(&self, group: &str, version: &str, resource: &str) -> Vec<Gvk> {
         self.kinds
             .served
-            .kinds_for(group, version, resource)
-            .iter()
-            .map(gvk)
-            .collect()
+            .checker_kinds_for(group, version, resource)
     }
 
     fn resources(&self) -> Vec<ApiResource> {
-        self.kinds
-            .served
-            .resources()
-            .iter()
-            .map(|r| ApiResource {
-                group: r.group.clone(),
-                version: r.version.clone(),
-                resource: r.resource.clone(),
-                kind: gvk(&r.kind),
-            })
-            .collect()
+        self.kinds.served.checker_resources()
     }
 
     fn schema(&self, gvk: &Gvk) -> Option<Arc<Schema>> {

@@ -109,32 +109,9 @@ pub(super) fn path_segment_errors(name: &str) -> Vec<String> {
 
 /// Whether `name` can name a CEL variable: an identifier that is not a reserved word.
 pub(super) fn is_cel_identifier(name: &str) -> bool {
-    const RESERVED: [&str; 21] = [
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
     let b = name.as_bytes();
     !b.is_empty()
         && (b[0].is_ascii_alphabetic() || b[0] == b'_')
         && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
-        && !RESERVED.contains(&name)
+        && !crate::schema::escape::RESERVED.contains(&name)
 }

@@ -2,7 +2,8 @@
 //! environments (`__` → `__underscores__`, `.` → `__dot__`, `-` → `__dash__`, `/` →
 //! `__slash__`, a reserved word `w` → `__w__`).
 
-/// The words CEL reserves; a property with one of these names is escaped as `__<word>__`.
+/// The words CEL reserves: a property with one of these names is escaped as `__<word>__`, and
+/// no variable may be named after one.
 pub(crate) const RESERVED: [&str; 21] = [
     "true",
     "false",

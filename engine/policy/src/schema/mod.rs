@@ -11,7 +11,7 @@
 
 mod apply;
 mod cel_types;
-mod escape;
+pub(crate) mod escape;
 mod parse;
 
 use std::collections::BTreeMap;
