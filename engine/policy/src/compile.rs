@@ -85,12 +85,7 @@ impl ValidatingPolicy {
 
     /// Compile errors of the policy's expressions, with their field paths, for status and logs.
     pub fn compile_errors(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for (i, (_, compiled)) in self.variables.iter().enumerate() {
-            if let Err(e) = compiled {
-                out.push((format!("spec.variables[{i}].expression"), e.to_string()));
-            }
-        }
+        let mut out = variable_errors(&self.variables);
         for (i, v) in self.validations.iter().enumerate() {
             if let Err(e) = &v.program {
                 out.push((format!("spec.validations[{i}].expression"), e.to_string()));
@@ -102,14 +97,7 @@ impl ValidatingPolicy {
                 ));
             }
         }
-        for (i, c) in self.match_conditions.iter().enumerate() {
-            if let Err(e) = &c.program {
-                out.push((
-                    format!("spec.matchConditions[{i}].expression"),
-                    e.to_string(),
-                ));
-            }
-        }
+        out.extend(match_condition_errors(&self.match_conditions));
         for (i, a) in self.audit_annotations.iter().enumerate() {
             if let Err(e) = &a.program {
                 out.push((
@@ -120,6 +108,31 @@ impl ValidatingPolicy {
         }
         out
     }
+}
+
+/// Compile errors of a policy's variables, with their field paths.
+pub(crate) fn variable_errors(variables: &Variables) -> Vec<(String, String)> {
+    variables
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, compiled))| {
+            let e = compiled.as_ref().err()?;
+            Some((format!("spec.variables[{i}].expression"), e.to_string()))
+        })
+        .collect()
+}
+
+/// Compile errors of a policy's match conditions, with their field paths.
+pub(crate) fn match_condition_errors(
+    conditions: &[CompiledMatchCondition],
+) -> impl Iterator<Item = (String, String)> + '_ {
+    conditions.iter().enumerate().filter_map(|(i, c)| {
+        let e = c.program.as_ref().err()?;
+        Some((
+            format!("spec.matchConditions[{i}].expression"),
+            e.to_string(),
+        ))
+    })
 }
 
 /// The policy environment, with `params` declared when the policy has a paramKind and

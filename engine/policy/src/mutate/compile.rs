@@ -9,8 +9,8 @@ use celgate_cel::{Variables, authz};
 
 use super::apply::ApplySemantics;
 use crate::compile::{
-    CompiledExpr, CompiledMatchCondition, base_environment, compile_checked, mutation_environment,
-    result_types,
+    CompiledExpr, CompiledMatchCondition, base_environment, compile_checked,
+    match_condition_errors, mutation_environment, result_types, variable_errors,
 };
 use crate::model::{FailurePolicy, MutatingPolicySpec, PatchType};
 
@@ -63,20 +63,8 @@ impl MutatingPolicy {
 
     /// Compile errors of the policy's expressions, with their field paths, for status and logs.
     pub fn compile_errors(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        for (i, (_, compiled)) in self.variables.iter().enumerate() {
-            if let Err(e) = compiled {
-                out.push((format!("spec.variables[{i}].expression"), e.to_string()));
-            }
-        }
-        for (i, c) in self.match_conditions.iter().enumerate() {
-            if let Err(e) = &c.program {
-                out.push((
-                    format!("spec.matchConditions[{i}].expression"),
-                    e.to_string(),
-                ));
-            }
-        }
+        let mut out = variable_errors(&self.variables);
+        out.extend(match_condition_errors(&self.match_conditions));
         for (i, m) in self.mutations.iter().enumerate() {
             let (field, compiled) = match m {
                 CompiledMutation::ApplyConfiguration(c) => ("applyConfiguration", c),
