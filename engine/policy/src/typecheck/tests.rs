@@ -823,7 +823,10 @@ fn matched_kinds_are_every_kind_the_resource_rules_can_match() {
             .collect();
         assert_eq!(found, want, "{name}");
     }
-    assert!(matched_kinds(None, &cluster).is_empty(), "no matchConstraints");
+    assert!(
+        matched_kinds(None, &cluster).is_empty(),
+        "no matchConstraints"
+    );
 
     // excludeResourceRules do not narrow the set: a kind excluded for some requests (one
     // name, one operation) may still be mutated in others, and an extra schema costs nothing.
