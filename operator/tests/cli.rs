@@ -264,6 +264,7 @@ fn eval_input_errors_exit_2_and_say_what_to_change() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.starts_with("celgate: cannot read "), "{err}");
 
+    // A mutating policy takes mutating bindings.
     let (policy, binding, object) = (
         fixture("eval/mutating-policy.yaml"),
         fixture("eval/binding.yaml"),
@@ -282,13 +283,116 @@ fn eval_input_errors_exit_2_and_say_what_to_change() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains(
-            "MutatingAdmissionPolicies are enforced by `celgate run` but not evaluated offline yet"
+            "admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding is not a MutatingAdmissionPolicyBinding"
         ),
         "{err}"
     );
 
     let out = celgate(&["eval", "--policy", &policy]);
     assert_eq!(out.status.code(), Some(2), "a usage error");
+}
+
+/// `celgate eval` of a mutating policy on an object.
+fn eval_mutating(policy: &str, binding: &str, object: &str, extra: &[&str]) -> Output {
+    let (policy, binding, object) = (fixture(policy), fixture(binding), fixture(object));
+    let mut args = vec![
+        "eval",
+        "--policy",
+        &policy,
+        "--binding",
+        &binding,
+        "--object",
+        &object,
+    ];
+    args.extend_from_slice(extra);
+    celgate(&args)
+}
+
+#[test]
+fn eval_of_a_mutating_policy_shows_the_patch_and_the_mutated_object() {
+    let (policy, binding) = ("eval/mutating-policy.yaml", "eval/mutating-binding.yaml");
+    let out = eval_mutating(policy, binding, "eval/configmap.yaml", &["-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "allowed");
+    let report = json(&out);
+    assert_eq!(report["allowed"], true);
+    assert_eq!(report["request"], "CREATE v1 ConfigMap team-a/settings");
+    assert_eq!(
+        report["patch"],
+        serde_json::json!([{"op": "add", "path": "/metadata/labels", "value": {"seen": "yes"}}])
+    );
+    assert_eq!(report["object"]["metadata"]["labels"]["seen"], "yes");
+    assert_eq!(
+        report["object"]["data"]["color"], "blue",
+        "the rest is kept"
+    );
+    assert_eq!(
+        report["invocations"],
+        serde_json::json!([{"policy": "add-label", "binding": "add-label-binding",
+            "mutations": ["no_error"], "changed": true}])
+    );
+
+    let out = eval_mutating(policy, binding, "eval/configmap.yaml", &[]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    for part in [
+        "ALLOWED\n",
+        "patch:\n  {\"op\":\"add\",\"path\":\"/metadata/labels\",\"value\":{\"seen\":\"yes\"}}\n",
+        "  metadata:\n    labels:\n      seen: \"yes\"\n    name: settings\n",
+        "policy add-label, binding add-label-binding: changed the object\n    mutations[0] → no_error\n",
+    ] {
+        assert!(text.contains(part), "{part:?} not in:\n{text}");
+    }
+
+    // A request the policy does not match is allowed unchanged.
+    let out = eval_mutating(policy, binding, "eval/pod.yaml", &["-o", "json"]);
+    assert_eq!(out.status.code(), Some(0));
+    let report = json(&out);
+    assert_eq!(report["patch"], serde_json::json!([]));
+    assert_eq!(report["invocations"], serde_json::json!([]));
+    assert_eq!(report["object"]["metadata"]["name"], "web");
+}
+
+#[test]
+fn eval_denies_an_apply_configuration_on_an_atomic_list_unless_opted_in() {
+    let binding = "eval/args-binding.yaml";
+    let out = eval_mutating(
+        "eval/args-policy.yaml",
+        binding,
+        "eval/pod.yaml",
+        &["-o", "json"],
+    );
+    assert_eq!(out.status.code(), Some(1), "denied");
+    let report = json(&out);
+    assert_eq!(report["allowed"], false);
+    assert_eq!(report["denial"]["code"], 403);
+    assert_eq!(report["denial"]["reason"], "Invalid");
+    assert_eq!(
+        report["denial"]["message"],
+        "policy 'verbose-args' with binding 'verbose-args-binding' denied request: error applying patch: \
+         invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: .spec.containers[0].args"
+    );
+    assert_eq!(report["patch"], serde_json::json!([]));
+    assert_eq!(
+        report["invocations"][0]["mutations"],
+        serde_json::json!(["invalid_error"])
+    );
+
+    let out = eval_mutating(
+        "eval/args-policy-server-side.yaml",
+        binding,
+        "eval/pod.yaml",
+        &["-o", "json"],
+    );
+    assert_eq!(out.status.code(), Some(0), "allowed with server-side apply");
+    let report = json(&out);
+    assert_eq!(
+        report["patch"],
+        serde_json::json!([{"op": "add", "path": "/spec/containers/0/args", "value": ["--verbose"]}])
+    );
+    assert_eq!(
+        report["object"]["spec"]["containers"],
+        serde_json::json!([{"name": "web", "image": "nginx:1.27", "args": ["--verbose"]}])
+    );
 }
 
 fn check(args: &[&str]) -> (Option<i32>, Value) {

@@ -69,14 +69,19 @@ pub fn group_version(api_version: &str) -> (&str, &str) {
 /// group is a custom resource's or an aggregated API's.
 pub fn builtin_groups() -> Result<HashSet<String>, CliError> {
     let snapshot: DiscoverySnapshot = read_snapshot()?;
-    Ok(snapshot
+    Ok(groups_of(&snapshot))
+}
+
+/// The API groups of a discovery snapshot, with the core group.
+fn groups_of(snapshot: &DiscoverySnapshot) -> HashSet<String> {
+    snapshot
         .discovery
         .iter()
         .flat_map(|list| &list.items)
         .filter_map(|group| group.metadata.as_ref().and_then(|m| m.name.clone()))
         // The core group (its discovery may carry no name).
         .chain(std::iter::once(String::new()))
-        .collect())
+        .collect()
 }
 
 /// The served resources: the built-in kinds' and those of the CustomResourceDefinitions.
@@ -118,6 +123,7 @@ pub struct OfflineTypes {
     /// The served resources.
     pub kinds: OfflineKinds,
     schemas: HashMap<Gvk, Arc<Schema>>,
+    builtin_groups: HashSet<String>,
 }
 
 impl OfflineTypes {
@@ -142,9 +148,15 @@ impl OfflineTypes {
             schemas.extend(found);
         }
         Ok(OfflineTypes {
+            builtin_groups: groups_of(&snapshot.discovery),
             kinds: OfflineKinds::serve(snapshot.discovery, crds)?,
             schemas,
         })
+    }
+
+    /// Whether Kubernetes itself serves `group` (see [`builtin_groups`]).
+    pub fn is_builtin_group(&self, group: &str) -> bool {
+        self.builtin_groups.contains(group)
     }
 }
 
@@ -281,6 +293,8 @@ spec:
             vec![widget.clone()]
         );
         assert!(types.schema(&widget).is_some());
+        assert!(types.is_builtin_group("apps") && types.is_builtin_group(""));
+        assert!(!types.is_builtin_group("example.com"));
         assert!(
             types
                 .resources()

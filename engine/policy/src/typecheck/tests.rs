@@ -746,3 +746,97 @@ fn mutations_are_checked_against_the_kind_schema() {
             .contains("found no matching overload for '_+_' applied to '(int, string)'")
     );
 }
+
+#[test]
+fn matched_kinds_are_every_kind_the_resource_rules_can_match() {
+    let cluster = Cluster::new();
+    let deployment = "apps/v1, Kind=Deployment";
+    let replica_set = "apps/v1, Kind=ReplicaSet";
+    let scale = "autoscaling/v1, Kind=Scale";
+    /// A case: its name, the resource rules and the kinds matched (sorted as `Gvk` sorts).
+    type Case = (&'static str, Vec<ResourceRule>, Vec<&'static str>);
+    let cases: Vec<Case> = vec![
+        (
+            "an exact rule",
+            vec![rule(&["apps"], &["v1"], &["deployments"])],
+            vec![deployment],
+        ),
+        (
+            "several resources of the core group",
+            vec![rule(&[""], &["v1"], &["configmaps", "pods"])],
+            vec!["/v1, Kind=ConfigMap", "/v1, Kind=Pod"],
+        ),
+        (
+            "a subresource is its discovery kind, not its resource's",
+            vec![rule(&["apps"], &["v1"], &["deployments/scale"])],
+            vec![scale],
+        ),
+        (
+            "res/* is the resource and each of its subresources",
+            vec![rule(&["apps"], &["v1"], &["deployments/*"])],
+            vec![deployment, scale],
+        ),
+        (
+            "* is every resource of the group, without subresources",
+            vec![rule(&["apps"], &["v1"], &["*"])],
+            vec![deployment, replica_set],
+        ),
+        (
+            "*/* is every resource and subresource",
+            vec![rule(&["apps"], &["v1"], &["*/*"])],
+            vec![deployment, replica_set, scale],
+        ),
+        (
+            "*/sub is that subresource of any resource, in any group",
+            vec![rule(&["*"], &["*"], &["*/scale"])],
+            vec![scale],
+        ),
+        (
+            "wildcard groups and versions",
+            vec![rule(&["*"], &["*"], &["deployments", "widgets"])],
+            vec![deployment, "example.com/v1, Kind=Widget"],
+        ),
+        (
+            "the rules' kinds together, each once",
+            vec![
+                rule(&["apps"], &["v1"], &["deployments"]),
+                rule(&["apps"], &["v1"], &["deployments", "replicasets"]),
+            ],
+            vec![deployment, replica_set],
+        ),
+        (
+            "a version the group does not serve",
+            vec![rule(&["apps"], &["v2"], &["deployments"])],
+            vec![],
+        ),
+        (
+            "a resource no group serves",
+            vec![rule(&["nowhere.io"], &["v1"], &["things"])],
+            vec![],
+        ),
+        ("no resource rule", vec![], vec![]),
+    ];
+    for (name, rules, want) in cases {
+        let found: Vec<String> = matched_kinds(constraints(rules).as_ref(), &cluster)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(found, want, "{name}");
+    }
+    assert!(
+        matched_kinds(None, &cluster).is_empty(),
+        "no matchConstraints"
+    );
+
+    // excludeResourceRules do not narrow the set: a kind excluded for some requests (one
+    // name, one operation) may still be mutated in others, and an extra schema costs nothing.
+    let mut excluding = constraints(vec![rule(&["apps"], &["v1"], &["*"])]);
+    if let Some(m) = excluding.as_mut() {
+        m.exclude_resource_rules = vec![rule(&["apps"], &["v1"], &["replicasets"])];
+    }
+    let found: Vec<String> = matched_kinds(excluding.as_ref(), &cluster)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(found, [deployment, replica_set]);
+}

@@ -1,6 +1,9 @@
 //! `celgate eval`: decides one admission request offline, with the webhook's own dispatch over
-//! a snapshot built from files, and prints the decision with a trace of every expression.
+//! a snapshot built from files, and prints the decision with a trace of every expression (for
+//! a ValidatingAdmissionPolicy) or the patch and the mutated object (for a
+//! MutatingAdmissionPolicy).
 
+mod mutation;
 mod report;
 mod request;
 mod snapshot;
@@ -10,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::documents::{Document, read_file, read_files};
-use super::types::{OfflineKinds, read_crds};
+use super::types::{OfflineKinds, OfflineTypes, read_crds};
 use super::{CliError, EXIT_FINDINGS, EXIT_OK, Format};
 
 pub use request::Operation;
@@ -18,11 +21,12 @@ pub use request::Operation;
 /// Arguments of `celgate eval`.
 #[derive(clap::Args, Debug)]
 pub struct EvalArgs {
-    /// The ValidatingAdmissionPolicy (YAML or JSON; admissionregistration.k8s.io/v1 or
-    /// admission.celgate.io/v1).
+    /// The ValidatingAdmissionPolicy or MutatingAdmissionPolicy (YAML or JSON;
+    /// admissionregistration.k8s.io/v1 or admission.celgate.io/v1).
     #[arg(long, value_name = "FILE")]
     pub policy: PathBuf,
-    /// Its bindings (one or more files, each with one or more documents).
+    /// Its bindings, of the matching kind (one or more files, each with one or more
+    /// documents).
     #[arg(long, value_name = "FILE", required = true, num_args = 1..)]
     pub binding: Vec<PathBuf>,
     /// The object of the request (for DELETE: the object being deleted).
@@ -73,6 +77,24 @@ fn single_object(path: &Path) -> Result<Document, CliError> {
     }
 }
 
+/// Writes a report in the output format.
+fn write_report(
+    format: Format,
+    report: &impl serde::Serialize,
+    human: impl FnOnce() -> String,
+    out: &mut dyn std::io::Write,
+) -> Result<(), CliError> {
+    match format {
+        Format::Human => out.write_all(human().as_bytes())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, report)
+                .map_err(|e| CliError::Internal(e.to_string()))?;
+            out.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
 /// Runs `celgate eval`; the exit code is 0 when the request is allowed, 1 when denied.
 pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
     let object = single_object(&args.object)?;
@@ -85,7 +107,17 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
     }
     let policy = snapshot::load_policy(&args.policy, &args.binding)?;
     let params = read_files(&args.params)?;
-    let kinds = OfflineKinds::load(&read_crds(&args.crd)?)?;
+    let crds = read_crds(&args.crd)?;
+    let mut notes = policy.notes.clone();
+    // Only mutations need the kind's schema, and reading the schemas takes a while.
+    let (kinds, schemas) = match &policy.bound {
+        snapshot::Bound::Validating(_) => (OfflineKinds::load(&crds)?, Default::default()),
+        snapshot::Bound::Mutating(_) => {
+            let types = OfflineTypes::load(&crds)?;
+            let schemas = snapshot::schemas(&types, &object.object, &mut notes);
+            (types.kinds, schemas)
+        }
+    };
 
     let built = request::build(&request::RequestInput {
         object: &object.object,
@@ -97,7 +129,6 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
         groups: &args.groups,
         kinds: &kinds,
     })?;
-    let mut notes = policy.notes.clone();
     let ns_object: Option<&Value> = namespace.as_ref().map(|d| &d.object);
     let request_namespace = if built.namespaced {
         built.namespace.as_str()
@@ -107,6 +138,7 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
     let snapshot = snapshot::build(
         &policy,
         &kinds,
+        schemas,
         &params,
         ns_object,
         request_namespace,
@@ -120,26 +152,34 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
             req.resource.name
         ));
     }
-    if policy.compiled.uses_authorizer {
+    if policy.uses_authorizer() {
         notes.push("there is no authorizer offline: expressions that call it fail".into());
     }
-    let recorder = report::Recorder::default();
-    let outcome = celgate_snapshot::dispatch::decide_traced(&snapshot, &req, None, &recorder);
     let described = describe(&req);
-    let report = report::Report::new(outcome, described, notes, recorder.into_entries());
-    match args.output {
-        Format::Human => out.write_all(report.human().as_bytes())?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, &report)
-                .map_err(|e| CliError::Internal(e.to_string()))?;
-            out.write_all(b"\n")?;
+    let allowed = match &policy.bound {
+        snapshot::Bound::Validating(_) => {
+            let recorder = report::Recorder::default();
+            let outcome =
+                celgate_snapshot::dispatch::decide_traced(&snapshot, &req, None, &recorder);
+            let report = report::Report::new(outcome, described, notes, recorder.into_entries());
+            write_report(args.output, &report, || report.human(), out)?;
+            report.allowed
         }
-    }
-    Ok(if report.allowed {
-        EXIT_OK
-    } else {
-        EXIT_FINDINGS
-    })
+        snapshot::Bound::Mutating(bound) => {
+            let outcome =
+                celgate_snapshot::dispatch::decide_mutation(&snapshot, &req, None, None, None);
+            let report = mutation::MutationReport::new(
+                outcome,
+                req.object,
+                bound.policy.mutations.len(),
+                described,
+                notes,
+            );
+            write_report(args.output, &report, || report.human(), out)?;
+            report.allowed
+        }
+    };
+    Ok(if allowed { EXIT_OK } else { EXIT_FINDINGS })
 }
 
 /// `OPERATION group/version Kind namespace/name`.

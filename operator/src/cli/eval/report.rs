@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use celgate_cel::Value;
 use celgate_engine::Outcome;
+use celgate_engine::validate::Denial;
 use celgate_engine::validate::trace::{Effect, Phase, Skip, Step, StepKind, StepResult, Trace};
 use serde::Serialize;
 use serde_json::Value as Json;
@@ -235,6 +236,16 @@ pub struct DenialRecord {
     pub code: u16,
 }
 
+impl From<Denial> for DenialRecord {
+    fn from(d: Denial) -> Self {
+        DenialRecord {
+            message: d.message,
+            reason: d.reason,
+            code: d.code,
+        }
+    }
+}
+
 /// An audit annotation.
 #[derive(Debug, Serialize)]
 pub struct AnnotationRecord {
@@ -254,11 +265,7 @@ impl Report {
     ) -> Self {
         Report {
             allowed: outcome.allowed(),
-            denial: outcome.denial.map(|d| DenialRecord {
-                message: d.message,
-                reason: d.reason,
-                code: d.code,
-            }),
+            denial: outcome.denial.map(DenialRecord::from),
             warnings: outcome.warnings,
             audit_annotations: outcome
                 .audit_annotations

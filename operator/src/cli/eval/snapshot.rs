@@ -1,116 +1,262 @@
 //! The snapshot `celgate eval` decides against, built from files as the operator builds it
 //! from the cluster: the policy compiled with its bindings, the params of each param kind and
-//! the namespaces.
+//! the namespaces, and for a mutating policy the schema of the object's kind.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use celgate_crds::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
-use celgate_engine::apivalidation::{Environments, validate_binding, validate_policy};
-use celgate_engine::model::ValidatingBindingSpec;
-use celgate_engine::{BoundPolicy, ParamObjects, PolicySet, ValidatingPolicy, compile_validating};
-use celgate_snapshot::{NamespaceView, ParamKindEntry, ParamViews, Snapshot};
+use celgate_crds::{
+    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+};
+use celgate_engine::apivalidation::{
+    Environments, FieldError, validate_binding, validate_mutating_binding,
+    validate_mutating_policy, validate_policy,
+};
+use celgate_engine::model::ParamKind;
+use celgate_engine::mutate::{KindSchema, compile_mutating};
+use celgate_engine::schema::Gvk;
+use celgate_engine::typecheck::TypeSource;
+use celgate_engine::{
+    BoundMutatingPolicy, BoundPolicy, ParamObjects, PolicySet, compile_validating,
+};
+use celgate_snapshot::{KindSchemaView, NamespaceView, ParamKindEntry, ParamViews, Snapshot};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::cli::CliError;
 use crate::cli::defaults::with_defaults;
 use crate::cli::documents::{Document, PolicyKind, metadata_str, read_file, read_files, typed};
-use crate::cli::types::OfflineKinds;
+use crate::cli::types::{OfflineKinds, OfflineTypes, group_version};
 use crate::convert;
 
-/// What `celgate eval` tells a user who gives it a MutatingAdmissionPolicy.
-const MUTATION_NOT_EVALUATED: &str = "`celgate eval` decides ValidatingAdmissionPolicies only: \
-     MutatingAdmissionPolicies are enforced by `celgate run` but not evaluated offline yet";
+/// The policy compiled, with its bindings.
+pub enum Bound {
+    /// A ValidatingAdmissionPolicy.
+    Validating(BoundPolicy),
+    /// A MutatingAdmissionPolicy.
+    Mutating(BoundMutatingPolicy),
+}
 
 /// The policy and bindings, compiled and checked.
 pub struct Policy {
-    /// The policy, compiled.
-    pub compiled: Arc<ValidatingPolicy>,
-    /// Its bindings, in the order given.
-    pub bindings: Vec<Arc<ValidatingBindingSpec>>,
+    /// The policy, compiled, with its bindings in the order given.
+    pub bound: Bound,
     /// What kube-apiserver would reject in them, and fields their types do not know.
     pub notes: Vec<String>,
 }
 
-/// Reads the policy file and the binding files.
+impl Policy {
+    /// The policy's paramKind.
+    fn param_kind(&self) -> Option<&ParamKind> {
+        match &self.bound {
+            Bound::Validating(b) => b.policy.spec.param_kind.as_ref(),
+            Bound::Mutating(b) => b.policy.spec.param_kind.as_ref(),
+        }
+    }
+
+    /// The first namespace a binding's paramRef names.
+    fn param_ref_namespace(&self) -> Option<&str> {
+        let names: Vec<Option<&str>> = match &self.bound {
+            Bound::Validating(b) => b
+                .bindings
+                .iter()
+                .map(|b| b.param_ref.as_ref()?.namespace.as_deref())
+                .collect(),
+            Bound::Mutating(b) => b
+                .bindings
+                .iter()
+                .map(|b| b.param_ref.as_ref()?.namespace.as_deref())
+                .collect(),
+        };
+        names.into_iter().flatten().find(|n| !n.is_empty())
+    }
+
+    /// Whether the policy may call the authorizer.
+    pub fn uses_authorizer(&self) -> bool {
+        match &self.bound {
+            Bound::Validating(b) => b.policy.uses_authorizer,
+            Bound::Mutating(b) => b.policy.uses_authorizer,
+        }
+    }
+}
+
+/// The name of a policy kind.
+fn kind_name(kind: PolicyKind) -> &'static str {
+    match kind {
+        PolicyKind::Validating => "ValidatingAdmissionPolicy",
+        PolicyKind::ValidatingBinding => "ValidatingAdmissionPolicyBinding",
+        PolicyKind::Mutating => "MutatingAdmissionPolicy",
+        PolicyKind::MutatingBinding => "MutatingAdmissionPolicyBinding",
+    }
+}
+
+/// Reads the policy file (a ValidatingAdmissionPolicy or a MutatingAdmissionPolicy) and the
+/// binding files (bindings of the same kind).
 pub fn load_policy(policy: &Path, bindings: &[PathBuf]) -> Result<Policy, CliError> {
     let docs = read_file(policy)?;
     let [doc] = docs.as_slice() else {
         return Err(CliError::Usage(format!(
-            "{} must hold one ValidatingAdmissionPolicy, not {} objects",
+            "{} must hold one ValidatingAdmissionPolicy or MutatingAdmissionPolicy, not {} objects",
             policy.display(),
             docs.len()
         )));
     };
     let mut notes = Vec::new();
-    match PolicyKind::of(doc) {
-        Some(PolicyKind::Validating) => {}
-        Some(PolicyKind::Mutating) => return Err(CliError::Usage(MUTATION_NOT_EVALUATED.into())),
+    let envs = Environments::new(celgate_cel::Compatibility::DEFAULT, None);
+    let bound = match PolicyKind::of(doc) {
+        Some(PolicyKind::Validating) => {
+            let (typed_policy, unknown) = typed::<ValidatingAdmissionPolicy>(doc)?;
+            reject_unknown(doc, &unknown)?;
+            let defaulted = with_defaults(PolicyKind::Validating, &doc.object);
+            notes.extend(
+                validate_policy(&defaulted, &envs)
+                    .iter()
+                    .map(|e| format!("kube-apiserver would reject policy {}: {e}", doc.name())),
+            );
+            let compiled = Arc::new(compile_validating(convert::validating_policy(
+                &typed_policy,
+            )));
+            let bindings = load_bindings(
+                bindings,
+                PolicyKind::ValidatingBinding,
+                &compiled.name,
+                |b: &ValidatingAdmissionPolicyBinding| {
+                    let spec = convert::validating_binding(b);
+                    let names = (spec.name.clone(), spec.policy_name.clone());
+                    (spec, names)
+                },
+                validate_binding,
+                &mut notes,
+            )?;
+            Bound::Validating(BoundPolicy {
+                policy: compiled,
+                bindings,
+            })
+        }
+        Some(PolicyKind::Mutating) => {
+            let (typed_policy, unknown) = typed::<MutatingAdmissionPolicy>(doc)?;
+            reject_unknown(doc, &unknown)?;
+            let defaulted = with_defaults(PolicyKind::Mutating, &doc.object);
+            notes.extend(
+                validate_mutating_policy(&defaulted, &envs)
+                    .iter()
+                    .map(|e| format!("kube-apiserver would reject policy {}: {e}", doc.name())),
+            );
+            let compiled = Arc::new(compile_mutating(
+                convert::mutating_policy(&typed_policy),
+                convert::apply_semantics(&typed_policy),
+            ));
+            notes.extend(
+                compiled
+                    .compile_errors()
+                    .into_iter()
+                    .map(|(field, error)| format!("{field} does not compile: {error}")),
+            );
+            let bindings = load_bindings(
+                bindings,
+                PolicyKind::MutatingBinding,
+                &compiled.name,
+                |b: &MutatingAdmissionPolicyBinding| {
+                    let spec = convert::mutating_binding(b);
+                    let names = (spec.name.clone(), spec.policy_name.clone());
+                    (spec, names)
+                },
+                validate_mutating_binding,
+                &mut notes,
+            )?;
+            Bound::Mutating(BoundMutatingPolicy {
+                policy: compiled,
+                bindings,
+            })
+        }
         _ => {
             return Err(doc
                 .error(format!(
-                    "{} {} is not a ValidatingAdmissionPolicy of admissionregistration.k8s.io/v1 or admission.celgate.io/v1",
+                    "{} {} is not a ValidatingAdmissionPolicy or MutatingAdmissionPolicy of admissionregistration.k8s.io/v1 or admission.celgate.io/v1",
                     doc.api_version(),
                     doc.kind()
                 ))
                 .into());
         }
-    }
-    let (typed_policy, unknown) = typed::<ValidatingAdmissionPolicy>(doc)?;
-    reject_unknown(doc, &unknown)?;
-    let envs = Environments::new(celgate_cel::Compatibility::DEFAULT, None);
-    let defaulted = with_defaults(PolicyKind::Validating, &doc.object);
-    notes.extend(
-        validate_policy(&defaulted, &envs)
-            .iter()
-            .map(|e| format!("kube-apiserver would reject policy {}: {e}", doc.name())),
-    );
-    let compiled = Arc::new(compile_validating(convert::validating_policy(
-        &typed_policy,
-    )));
+    };
+    Ok(Policy { bound, notes })
+}
 
+/// Reads the binding files: each document a binding of `kind` (typed as `B`, converted by
+/// `convert` into its spec with its name and policy name) naming `policy`, in the order given.
+fn load_bindings<B, S>(
+    paths: &[PathBuf],
+    kind: PolicyKind,
+    policy: &str,
+    convert: impl Fn(&B) -> (S, (String, String)),
+    validate: fn(&Value) -> Vec<FieldError>,
+    notes: &mut Vec<String>,
+) -> Result<Vec<Arc<S>>, CliError>
+where
+    B: DeserializeOwned + Serialize,
+{
     let mut specs = Vec::new();
-    for doc in read_files(bindings)? {
-        match PolicyKind::of(&doc) {
-            Some(PolicyKind::ValidatingBinding) => {}
-            Some(PolicyKind::MutatingBinding) => {
-                return Err(CliError::Usage(MUTATION_NOT_EVALUATED.into()));
-            }
-            _ => {
-                return Err(doc
-                    .error(format!(
-                        "{} {} is not a ValidatingAdmissionPolicyBinding",
-                        doc.api_version(),
-                        doc.kind()
-                    ))
-                    .into());
-            }
-        }
-        let (binding, unknown) = typed::<ValidatingAdmissionPolicyBinding>(&doc)?;
-        reject_unknown(&doc, &unknown)?;
-        let spec = convert::validating_binding(&binding);
-        if spec.policy_name != *compiled.name {
+    for doc in read_files(paths)? {
+        if PolicyKind::of(&doc) != Some(kind) {
             return Err(doc
                 .error(format!(
-                    "binding {} binds policy {:?}, not {:?}",
-                    spec.name, spec.policy_name, compiled.name
+                    "{} {} is not a {}",
+                    doc.api_version(),
+                    doc.kind(),
+                    kind_name(kind)
                 ))
                 .into());
         }
-        let defaulted = with_defaults(PolicyKind::ValidatingBinding, &doc.object);
+        let (binding, unknown) = typed::<B>(&doc)?;
+        reject_unknown(&doc, &unknown)?;
+        let (spec, (name, policy_name)) = convert(&binding);
+        if policy_name != policy {
+            return Err(doc
+                .error(format!(
+                    "binding {name} binds policy {policy_name:?}, not {policy:?}"
+                ))
+                .into());
+        }
+        let defaulted = with_defaults(kind, &doc.object);
         notes.extend(
-            validate_binding(&defaulted)
+            validate(&defaulted)
                 .iter()
-                .map(|e| format!("kube-apiserver would reject binding {}: {e}", spec.name)),
+                .map(|e| format!("kube-apiserver would reject binding {name}: {e}")),
         );
         specs.push(Arc::new(spec));
     }
-    Ok(Policy {
-        compiled,
-        bindings: specs,
-        notes,
-    })
+    Ok(specs)
+}
+
+/// The schema of the object's kind, as a mutation needs it: from the built-in kinds or a
+/// CRD given; none (noted) when neither has it, and the mutation is then refused as
+/// kube-apiserver refuses it.
+pub fn schemas(types: &OfflineTypes, object: &Value, notes: &mut Vec<String>) -> KindSchemaView {
+    let api_version = object
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    let (group, version) = group_version(api_version);
+    let gvk = Gvk::new(group, version, kind);
+    match types.schema(&gvk) {
+        Some(schema) => KindSchemaView::new([(
+            gvk,
+            KindSchema {
+                schema,
+                built_in: types.is_builtin_group(group),
+            },
+        )]),
+        None => {
+            notes.push(format!(
+                "{gvk} has no schema among the built-in kinds or the --crd files: its objects cannot be mutated"
+            ));
+            KindSchemaView::default()
+        }
+    }
 }
 
 /// Fields the kind does not have are an input error: `kubectl apply` rejects them.
@@ -138,6 +284,7 @@ fn reject_unknown(doc: &Document, unknown: &[String]) -> Result<(), CliError> {
 pub fn build(
     policy: &Policy,
     kinds: &OfflineKinds,
+    schemas: KindSchemaView,
     params: &[Document],
     namespace_file: Option<&Value>,
     request_namespace: &str,
@@ -156,11 +303,7 @@ pub fn build(
             json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": request_namespace}}),
         ));
     }
-    let ref_namespace = policy
-        .bindings
-        .iter()
-        .filter_map(|b| b.param_ref.as_ref()?.namespace.as_deref())
-        .find(|n| !n.is_empty());
+    let ref_namespace = policy.param_ref_namespace();
     let param_namespace = ref_namespace.unwrap_or(request_namespace);
 
     let mut by_kind: BTreeMap<(String, String), ParamObjects> = BTreeMap::new();
@@ -189,7 +332,7 @@ pub fn build(
         );
     }
     // The paramKind is served even when no param file holds one of its objects.
-    if let Some(kind) = &policy.compiled.spec.param_kind {
+    if let Some(kind) = policy.param_kind() {
         let key = (kind.api_version.clone(), kind.kind.clone());
         if let std::collections::btree_map::Entry::Vacant(entry) = by_kind.entry(key) {
             notes.push(format!(
@@ -209,18 +352,21 @@ pub fn build(
     for (key, objects) in by_kind {
         views.set(&key, Some(ParamKindEntry::Ready(Arc::new(objects))));
     }
-    let bound = BoundPolicy {
-        policy: policy.compiled.clone(),
-        bindings: policy.bindings.clone(),
+    let policies = match &policy.bound {
+        Bound::Validating(b) => PolicySet {
+            validating: vec![b.clone()],
+            mutating: Vec::new(),
+        },
+        Bound::Mutating(b) => PolicySet {
+            validating: Vec::new(),
+            mutating: vec![b.clone()],
+        },
     };
     Snapshot {
         revision: 1,
         ready: true,
-        policies: Arc::new(PolicySet {
-            validating: vec![bound],
-            mutating: Vec::new(),
-        }),
-        schemas: Arc::default(),
+        policies: Arc::new(policies),
+        schemas: Arc::new(schemas),
         policy_param_kinds: Arc::default(),
         namespaces: Arc::new(NamespaceView::new(namespaces)),
         params: Arc::new(views),
