@@ -78,7 +78,7 @@ bench-cel: $(DIFF_BIN) ## celgate vs cel-go on the policy corpus: ns/op, ratios,
 	CEL_BENCH_CORPUS=$(DIFF_DIR)/corpus.json CEL_BENCH_CEL_GO=$(DIFF_DIR)/bench-cel-go.json \
 		CEL_BENCH_REPORT=$(DIFF_DIR)/bench.json $(CARGO) bench -p celgate-cel --bench versus
 
-bench-webhook: ## Load-test the HTTPS webhook in-process: reviews/s and p50/p99 at 2,000/s; writes target/bench/webhook.json
+bench-webhook: ## Load-test the HTTPS webhook in-process (validating and mutating): reviews/s and p50/p99 at 2,000/s; writes target/bench/webhook.json
 	$(CARGO) bench -p celgate-webhook --bench load
 
 bench-memory: deps ## celgate's resident memory when idle, against a local control plane with the docs' policies

@@ -8,6 +8,11 @@
 //! - latency at a fixed rate: reviews sent on a schedule at `RATE` per second, kept by a thread
 //!   of its own (open loop: the latency of a late send counts from when it was due), p50/p99/max.
 //!
+//! Both are taken twice: on `/validate` (the five validating policies) and on
+//! `/mutate/fail/never` with one bound MutatingAdmissionPolicy that mutates the same review
+//! (two apply configurations and a JSON patch, against the Deployment schema of the committed
+//! built-in snapshot `operator/schemas/builtin-1.36.json`).
+//!
 //! The client runs in the same process on the same cores as the server, so both numbers are
 //! pessimistic for a server that has the machine to itself. Run with `make bench-webhook`.
 //! Environment: `WEBHOOK_BENCH_SECONDS` (default 10), `WEBHOOK_BENCH_CONNECTIONS` (default 32),
@@ -23,11 +28,14 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use celgate_engine::model::{
-    FailurePolicy, MatchResources, NamedExpression, ResourceRule, ValidatingBindingSpec,
-    ValidatingPolicySpec, Validation, ValidationAction,
+    FailurePolicy, MatchResources, MutatingBindingSpec, MutatingPolicySpec, Mutation,
+    NamedExpression, PatchType, ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec,
+    Validation, ValidationAction,
 };
-use celgate_engine::{BoundPolicy, PolicySet, compile_validating};
-use celgate_snapshot::{Deps, NamespaceView, SnapshotStore};
+use celgate_engine::mutate::{ApplySemantics, KindSchema, compile_mutating};
+use celgate_engine::schema::schemas_from_openapi;
+use celgate_engine::{BoundMutatingPolicy, BoundPolicy, PolicySet, compile_validating};
+use celgate_snapshot::{Deps, KindSchemaView, NamespaceView, SnapshotStore};
 use celgate_webhook::server::{Server, TlsMaterial};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::{http1, http2};
@@ -48,10 +56,13 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Five policies over deployments: a replica limit, required labels, an image registry, a
-/// variable-based resource check and a message expression.
-fn policies() -> PolicySet {
-    let rules = MatchResources {
+/// Where the measurements send reviews.
+const VALIDATE_PATH: &str = "/validate";
+const MUTATE_PATH: &str = "/mutate/fail/never";
+
+/// Creates and updates of deployments.
+fn deployment_rules() -> MatchResources {
+    MatchResources {
         resource_rules: vec![ResourceRule {
             operations: vec!["CREATE".into(), "UPDATE".into()],
             api_groups: vec!["apps".into()],
@@ -61,7 +72,14 @@ fn policies() -> PolicySet {
             ..Default::default()
         }],
         ..Default::default()
-    };
+    }
+}
+
+/// Five validating policies over deployments (a replica limit, required labels, an image
+/// registry, a variable-based resource check and a message expression) and one mutating
+/// policy (see [`mutating_policy`]).
+fn policies() -> PolicySet {
+    let rules = deployment_rules();
     let validation = |expression: &str, message_expression: Option<&str>| Validation {
         expression: expression.into(),
         message_expression: message_expression.map(str::to_string),
@@ -110,7 +128,7 @@ fn policies() -> PolicySet {
         ),
     ];
     PolicySet {
-        mutating: Vec::new(),
+        mutating: vec![mutating_policy()],
         validating: specs
             .into_iter()
             .map(|(name, variables, validations)| {
@@ -141,6 +159,78 @@ fn policies() -> PolicySet {
             })
             .collect(),
     }
+}
+
+/// A mutating policy over deployments of the kind users write: a label and a default
+/// container security context (applied to the containers, a list keyed by name, that set
+/// none) as apply configurations, and an annotation as a JSON patch. Failure policy Fail,
+/// reinvocation Never: served on `/mutate/fail/never`.
+fn mutating_policy() -> BoundMutatingPolicy {
+    let apply = |expression: &str| Mutation {
+        patch_type: PatchType::ApplyConfiguration,
+        apply_configuration: Some(expression.into()),
+        json_patch: None,
+    };
+    let spec = MutatingPolicySpec {
+        name: "deployment-defaults".into(),
+        match_constraints: Some(deployment_rules()),
+        mutations: vec![
+            apply("Object{metadata: Object.metadata{labels: {'policy.example.com/defaulted': 'true'}}}"),
+            apply(
+                "Object{spec: Object.spec{template: Object.spec.template{spec: Object.spec.template.spec{\
+                 containers: object.spec.template.spec.containers.filter(c, !has(c.securityContext)).map(c, \
+                 Object.spec.template.spec.containers{name: c.name, securityContext: \
+                 Object.spec.template.spec.containers.securityContext{allowPrivilegeEscalation: false}})}}}}",
+            ),
+            Mutation {
+                patch_type: PatchType::JsonPatch,
+                apply_configuration: None,
+                json_patch: Some(
+                    "[JSONPatch{op: 'add', path: '/metadata/annotations/' + \
+                     jsonpatch.escapeKey('policy.example.com/admitted-by'), value: request.userInfo.username}]"
+                        .into(),
+                ),
+            },
+        ],
+        failure_policy: FailurePolicy::Fail,
+        ..Default::default()
+    };
+    let policy = compile_mutating(spec, ApplySemantics::Upstream);
+    assert!(
+        policy.compile_errors().is_empty(),
+        "deployment-defaults: {:?}",
+        policy.compile_errors()
+    );
+    BoundMutatingPolicy {
+        policy: Arc::new(policy),
+        bindings: vec![Arc::new(MutatingBindingSpec {
+            name: "deployment-defaults-binding".into(),
+            policy_name: "deployment-defaults".into(),
+            ..Default::default()
+        })],
+    }
+}
+
+/// The schemas of `apps/v1` from the committed built-in snapshot, as the operator publishes
+/// them for the kinds mutating policies match.
+fn apps_v1_schemas() -> KindSchemaView {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../operator/schemas/builtin-1.36.json"
+    );
+    let snapshot: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let schemas = schemas_from_openapi(&snapshot["openapi"]["apis/apps/v1"]).unwrap();
+    assert!(!schemas.is_empty(), "no apps/v1 schemas in {path}");
+    KindSchemaView::new(schemas.into_iter().map(|(gvk, schema)| {
+        (
+            gvk,
+            KindSchema {
+                schema,
+                built_in: true,
+            },
+        )
+    }))
 }
 
 /// A Deployment create as kube-apiserver sends it (admitted by every policy above).
@@ -233,8 +323,8 @@ async fn connect(addr: SocketAddr, tls: &TlsConnector) -> Sender {
     }
 }
 
-/// Sends one review and checks the answer admits it.
-async fn send(sender: &mut Sender, body: &Bytes) {
+/// Sends one review to `path` and checks the answer admits it; returns the answer.
+async fn send(sender: &mut Sender, path: &str, body: &Bytes) -> Bytes {
     let post = |uri: &str| {
         hyper::Request::post(uri)
             .header("content-type", "application/json")
@@ -245,14 +335,14 @@ async fn send(sender: &mut Sender, body: &Bytes) {
         Sender::H1(s) => {
             s.ready().await.unwrap();
             // HTTP/1.1 sends the path alone, with a host header.
-            let mut req = post("/validate?timeout=10s");
+            let mut req = post(&format!("{path}?timeout=10s"));
             req.headers_mut()
                 .insert("host", hyper::header::HeaderValue::from_static("localhost"));
             s.send_request(req).await.unwrap()
         }
         Sender::H2(s) => {
             s.ready().await.unwrap();
-            s.send_request(post("https://localhost/validate?timeout=10s"))
+            s.send_request(post(&format!("https://localhost{path}?timeout=10s")))
                 .await
                 .unwrap()
         }
@@ -264,11 +354,43 @@ async fn send(sender: &mut Sender, body: &Bytes) {
         "{}",
         String::from_utf8_lossy(&bytes)
     );
+    bytes
+}
+
+/// Sends the review to `path` once and panics unless the answer carries a non-empty JSON
+/// patch, so the mutation measurements cannot time errors or no-ops. Returns the patch.
+async fn checked_patch(
+    addr: SocketAddr,
+    tls: &TlsConnector,
+    path: &str,
+    body: &Bytes,
+) -> serde_json::Value {
+    use base64::Engine as _;
+    let mut sender = connect(addr, tls).await;
+    let answer: serde_json::Value =
+        serde_json::from_slice(&send(&mut sender, path, body).await).unwrap();
+    let response = &answer["response"];
+    let encoded = response["patch"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{path} answered without a patch: {answer}"));
+    assert_eq!(response["patchType"], "JSONPatch", "{answer}");
+    let patch: serde_json::Value = serde_json::from_slice(
+        &base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(
+        patch.as_array().is_some_and(|ops| !ops.is_empty()),
+        "{path} answered an empty patch: {patch}"
+    );
+    patch
 }
 
 async fn throughput(
     addr: SocketAddr,
     tls: &TlsConnector,
+    path: &'static str,
     body: &Bytes,
     conns: u64,
     secs: u64,
@@ -281,7 +403,7 @@ async fn throughput(
         let (done, stop, body) = (done.clone(), stop.clone(), body.clone());
         tasks.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
-                send(&mut sender, &body).await;
+                send(&mut sender, path, &body).await;
                 done.fetch_add(1, Ordering::Relaxed);
             }
         }));
@@ -335,6 +457,7 @@ fn process_cpu_seconds() -> f64 {
 async fn latency_at(
     addr: SocketAddr,
     tls: &TlsConnector,
+    path: &'static str,
     body: &Bytes,
     rate: u64,
     secs: u64,
@@ -352,7 +475,7 @@ async fn latency_at(
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity((total / conns) as usize + 1);
             while let Some(due) = due_rx.recv().await {
-                send(&mut sender, &body).await;
+                send(&mut sender, path, &body).await;
                 latencies.push(due.elapsed());
             }
             latencies
@@ -376,6 +499,65 @@ async fn latency_at(
     pacer.join().unwrap();
     all.sort();
     all
+}
+
+fn protocol() -> &'static str {
+    if http2_wanted() { "HTTP/2" } else { "HTTP/1.1" }
+}
+
+/// What one pair of measurements sends, and how its lines name it.
+struct Measure<'a> {
+    addr: SocketAddr,
+    tls: &'a TlsConnector,
+    path: &'static str,
+    body: &'a Bytes,
+    /// The lines' prefix.
+    label: &'static str,
+    /// The policies the path runs, for the throughput line.
+    policies: &'static str,
+}
+
+/// Throughput, then latency at `rate`, on one path: prints one line each and returns their
+/// report fields.
+async fn measure(m: &Measure<'_>, conns: u64, rate: u64, secs: u64) -> serde_json::Value {
+    let Throughput {
+        per_second,
+        cpu_us_per_review,
+    } = throughput(m.addr, m.tls, m.path, m.body, conns, secs).await;
+    println!(
+        "{} throughput: {per_second:.0} reviews/s, {cpu_us_per_review:.1} µs CPU per review ({conns} {} connections, {secs} s, {} byte reviews, {})",
+        m.label,
+        protocol(),
+        m.body.len(),
+        m.policies
+    );
+    let latencies = latency_at(m.addr, m.tls, m.path, m.body, rate, secs).await;
+    let (p50, p99, max) = (
+        percentile(&latencies, 0.50),
+        percentile(&latencies, 0.99),
+        latencies.last().copied().unwrap_or_default(),
+    );
+    println!(
+        "{} latency at {rate}/s: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({} reviews)",
+        m.label,
+        ms(p50),
+        ms(p99),
+        ms(max),
+        latencies.len()
+    );
+    json!({
+        "throughput_reviews_per_second": per_second.round(),
+        "cpu_us_per_review": (cpu_us_per_review * 10.0).round() / 10.0,
+        "latency": {"rate_per_second": rate, "reviews": latencies.len(),
+            "p50_ms": ms(p50), "p99_ms": ms(p99), "max_ms": ms(max)},
+    })
+}
+
+/// Adds the fields of the object `from` to the object `into`.
+fn merge(into: &mut serde_json::Value, from: serde_json::Value) {
+    if let (Some(into), serde_json::Value::Object(from)) = (into.as_object_mut(), from) {
+        into.extend(from);
+    }
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
@@ -411,14 +593,20 @@ fn main() {
             "shop".to_string(),
             json!({"metadata": {"name": "shop"}}),
         )]));
-        store.publish_policies(Arc::new(policies()), Arc::default(), Arc::default());
+        store.publish_policies(
+            Arc::new(policies()),
+            Arc::default(),
+            Arc::new(apps_v1_schemas()),
+        );
         let (material, roots) = tls_material();
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .unwrap()
             .port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let server = Server::new(addr, store, Deps::default(), material).await.unwrap();
+        let server = Server::new(addr, store, Deps::default(), material)
+            .await
+            .unwrap();
         let serving = server.clone();
         tokio::spawn(async move { serving.serve().await });
         let mut client = rustls::ClientConfig::builder()
@@ -437,39 +625,46 @@ fn main() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
 
-        let Throughput {
-            per_second,
-            cpu_us_per_review,
-        } = throughput(addr, &tls, &body, conns, secs).await;
-        println!(
-            "webhook throughput: {per_second:.0} reviews/s, {cpu_us_per_review:.1} µs CPU per review ({conns} {} connections, {secs} s, {} byte reviews, 5 policies)",
-            if http2_wanted() { "HTTP/2" } else { "HTTP/1.1" },
-            body.len()
-        );
-        let latencies = latency_at(addr, &tls, &body, rate, secs).await;
-        let (p50, p99, max) = (
-            percentile(&latencies, 0.50),
-            percentile(&latencies, 0.99),
-            latencies.last().copied().unwrap_or_default(),
-        );
-        println!(
-            "webhook latency at {rate}/s: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({} reviews)",
-            ms(p50),
-            ms(p99),
-            ms(max),
-            latencies.len()
-        );
-        let report = json!({
-            "throughput_reviews_per_second": per_second.round(),
-            "cpu_us_per_review": (cpu_us_per_review * 10.0).round() / 10.0,
+        let patch = checked_patch(addr, &tls, MUTATE_PATH, &body).await;
+        let validating = measure(
+            &Measure {
+                addr,
+                tls: &tls,
+                path: VALIDATE_PATH,
+                body: &body,
+                label: "webhook",
+                policies: "5 policies",
+            },
+            conns,
+            rate,
+            secs,
+        )
+        .await;
+        let mutating = measure(
+            &Measure {
+                addr,
+                tls: &tls,
+                path: MUTATE_PATH,
+                body: &body,
+                label: "webhook mutation",
+                policies: "1 mutating policy",
+            },
+            conns,
+            rate,
+            secs,
+        )
+        .await;
+        let mut report = json!({
             "connections": conns,
             "seconds": secs,
             "review_bytes": body.len(),
-            "protocol": if http2_wanted() { "HTTP/2" } else { "HTTP/1.1" },
+            "protocol": protocol(),
             "policies": 5,
-            "latency": {"rate_per_second": rate, "reviews": latencies.len(),
-                "p50_ms": ms(p50), "p99_ms": ms(p99), "max_ms": ms(max)},
+            "mutation": {"path": MUTATE_PATH, "mutating_policies": 1,
+                "patch_operations": patch.as_array().map_or(0, Vec::len)},
         });
+        merge(&mut report, validating);
+        merge(&mut report["mutation"], mutating);
         let path = std::env::var("WEBHOOK_BENCH_REPORT").map_or_else(
             |_| {
                 let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
