@@ -170,7 +170,26 @@ pub fn mutate(
         checks: Vec::new(),
         invocations: Vec::new(),
     };
+    // The object as each `IfNeeded` policy found it, for the reinvocation below.
+    let mut found: Vec<(&BoundMutatingPolicy, Value)> = Vec::new();
     for bound in policies {
+        if bound.policy.spec.reinvocation_policy == ReinvocationPolicy::IfNeeded {
+            found.push((bound, run.object.clone()));
+        }
+        if let Err(Immediate(denial)) = run.policy_guarded(bound) {
+            out.denial = Some(denial);
+            out.checks = run.checks;
+            out.invocations = run.invocations;
+            return out;
+        }
+    }
+    // Reinvocation as kube-apiserver does it for its in-tree policies: once every policy
+    // ran, an `IfNeeded` policy runs once more, in order, when the object changed after
+    // it was first given it (by itself or by a later policy).
+    for (bound, before) in &found {
+        if run.object == *before {
+            continue;
+        }
         if let Err(Immediate(denial)) = run.policy_guarded(bound) {
             out.denial = Some(denial);
             out.checks = run.checks;

@@ -325,3 +325,53 @@ fn mutating_twice_gives_the_same_object() {
     assert_eq!(twice.object, None, "the second pass changes nothing");
     assert!(twice.patch.is_empty());
 }
+
+#[test]
+fn an_if_needed_policy_runs_again_when_the_object_changed_after_it_was_invoked() {
+    use crate::model::ReinvocationPolicy;
+    // Appends "x" to a label: not idempotent, so every run shows.
+    let append = |name: &str, reinvocation| {
+        let mut p = policy(
+            name,
+            vec![apply_config(
+                "Object{metadata: Object.metadata{labels: {'count': ('count' in object.metadata.labels ? object.metadata.labels['count'] : '') + 'x'}}}",
+            )],
+        );
+        p.reinvocation_policy = reinvocation;
+        p
+    };
+    let count = |out: &MutationOutcome| {
+        out.object
+            .as_ref()
+            .map(|o| o["metadata"]["labels"]["count"].clone())
+    };
+
+    // Never: once. IfNeeded: it changed the object itself, so once more (kube-apiserver 1.36.3
+    // gives `xx` for this policy alone).
+    assert_eq!(
+        count(&run(&[upstream(append("p", ReinvocationPolicy::Never))])),
+        Some(json!("x"))
+    );
+    let twice = run(&[upstream(append("p", ReinvocationPolicy::IfNeeded))]);
+    assert_eq!(count(&twice), Some(json!("xx")));
+    assert_eq!(twice.invocations.len(), 2);
+
+    // An IfNeeded policy that changes nothing, followed by one that changes the object: the
+    // first runs again (and sees the change); the second, Never, does not.
+    let mut reader = policy(
+        "a",
+        vec![apply_config(
+            "Object{metadata: Object.metadata{labels: {'seen': 'count' in object.metadata.labels ? 'yes' : 'no'}}}",
+        )],
+    );
+    reader.reinvocation_policy = ReinvocationPolicy::IfNeeded;
+    let out = run(&[
+        upstream(reader),
+        upstream(append("b", ReinvocationPolicy::Never)),
+    ]);
+    let object = out.object.expect("mutated");
+    assert_eq!(object["metadata"]["labels"]["seen"], json!("yes"));
+    assert_eq!(object["metadata"]["labels"]["count"], json!("x"));
+    let order: Vec<&str> = out.invocations.iter().map(|i| &*i.policy).collect();
+    assert_eq!(order, ["a", "b", "a"]);
+}
