@@ -89,7 +89,7 @@ bench-memory: deps ## celgate's resident memory when idle, against a local contr
 map-differential: deps ## MutatingAdmissionPolicy: in-tree vs celgate on one control plane (CELGATE_DIFF_ONLY=<prefix,…> to pick scenarios)
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build -p celgate
-	$(CARGO) test -p celgate-e2e --test mutating_differential -- --ignored --nocapture
+	$(CARGO) test -p celgate-e2e --test mutating_differential -- --nocapture
 
 # The release build of celgate, wherever CARGO_TARGET_DIR puts it.
 CELGATE_RELEASE := $(abspath $(or $(CARGO_TARGET_DIR),target))/release/celgate

@@ -17,11 +17,9 @@
 //!
 //! Each phase is proven in force by sentinels (see [`celgate_e2e::differential`]): the mutating
 //! sentinel of the engine, and the validating one for scenarios that also hold
-//! ValidatingAdmissionPolicies. When celgate does not enforce MutatingAdmissionPolicy (a build
-//! without it), its mutating sentinel never takes effect: the suite then says so once, plays
-//! celgate's phases without waiting, and reports every difference. It is `#[ignore]`d while
-//! scenarios still differ (issue 11); `make map-differential` runs it. `CELGATE_DIFF_ONLY=<prefix>[,<prefix>…]` plays only the
-//! scenarios whose names start with one of the prefixes.
+//! ValidatingAdmissionPolicies. It runs in `make e2e`; `make map-differential` runs it alone, and
+//! `CELGATE_DIFF_ONLY=<prefix>[,<prefix>…]` plays only the scenarios whose names start with one
+//! of the prefixes.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -1490,9 +1488,6 @@ enum Phase {
 
 struct Harness<'c> {
     driver: Driver<'c>,
-    /// Whether celgate's mutating sentinel took effect at start; when it did not, celgate's
-    /// phases are played without waiting for mutating policies to be in force.
-    celgate_mutates: bool,
 }
 
 impl Harness<'_> {
@@ -1524,12 +1519,10 @@ impl Harness<'_> {
 
     /// Proves the engine's objects (applied or deleted just before) in force.
     async fn settle(&mut self, sc: &Scenario, engine: Engine) {
-        if engine == Engine::InTree || self.celgate_mutates {
-            self.driver
-                .bump_mutating_sentinel(engine, IN_FORCE)
-                .await
-                .unwrap_or_else(|e| panic!("[{}] {e}", sc.name));
-        }
+        self.driver
+            .bump_mutating_sentinel(engine, IN_FORCE)
+            .await
+            .unwrap_or_else(|e| panic!("[{}] {e}", sc.name));
         if sc.has_validating() {
             self.driver.bump_sentinel(engine).await;
         }
@@ -1547,12 +1540,10 @@ impl Harness<'_> {
         let yaml = sc.render(&sc.policies, Some(engine));
         self.driver.apply_policies(&yaml).await;
         if engine == Engine::Celgate {
-            if self.celgate_mutates {
-                self.driver
-                    .wait_mutating_rules(&yaml, IN_FORCE)
-                    .await
-                    .unwrap_or_else(|e| panic!("[{}] {e}", sc.name));
-            }
+            self.driver
+                .wait_mutating_rules(&yaml, IN_FORCE)
+                .await
+                .unwrap_or_else(|e| panic!("[{}] {e}", sc.name));
             if sc.has_validating() {
                 self.driver.wait_validating_rules(&yaml).await;
             }
@@ -1652,7 +1643,6 @@ fn keeper() -> String {
 // ------------------------------------------------------------------------------------------
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "issue 11: 2 scenarios still differ (reinvoke-self, subresource-scale); run with `make map-differential`"]
 async fn in_tree_and_celgate_mutate_alike() {
     let started = Instant::now();
     let table = scenarios();
@@ -1681,23 +1671,12 @@ async fn in_tree_and_celgate_mutate_alike() {
     );
     driver.sentinel_namespaces().await;
     driver.apply_policies(&keeper()).await;
-    let mut h = Harness {
-        driver,
-        celgate_mutates: true,
-    };
-    h.driver
-        .bump_mutating_sentinel(Engine::InTree, IN_FORCE)
-        .await
-        .unwrap_or_else(|e| panic!("{e}"));
-    if let Err(e) = h
-        .driver
-        .bump_mutating_sentinel(Engine::Celgate, IN_FORCE)
-        .await
-    {
-        eprintln!(
-            "mutating differential: celgate does not enforce MutatingAdmissionPolicy ({e}); its phases are played without waiting and will differ"
-        );
-        h.celgate_mutates = false;
+    let mut h = Harness { driver };
+    for e in [Engine::InTree, Engine::Celgate] {
+        h.driver
+            .bump_mutating_sentinel(e, IN_FORCE)
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
     }
     for e in [Engine::InTree, Engine::Celgate] {
         h.driver.bump_sentinel(e).await;
@@ -1820,10 +1799,7 @@ async fn the_opt_in_runs_the_docs_sidecar_example_and_its_absence_keeps_upstream
     let celgate = Celgate::start(&cluster).await;
     let driver = Driver::new(&cluster).await;
     driver.sentinel_namespaces().await;
-    let mut h = Harness {
-        driver,
-        celgate_mutates: true,
-    };
+    let mut h = Harness { driver };
     let sc = Scenario::new(
         "opt-in",
         "opt-in-sidecar",
