@@ -144,6 +144,16 @@ fn uid_and_generation<K: Resource>(object: &K) -> (String, i64) {
     )
 }
 
+/// The named policy's stored uid and generation with its readiness, as the binding rules
+/// take them; `None` when no such policy is stored.
+fn policy_state(
+    ids: Option<&(String, i64)>,
+    readiness: Option<Readiness>,
+) -> Option<(&str, i64, Readiness)> {
+    ids.zip(readiness)
+        .map(|((uid, generation), r)| (uid.as_str(), *generation, r))
+}
+
 /// `Ready` as a condition to write, or `None` while pending.
 fn ready_want(readiness: &Readiness) -> Option<Want> {
     match readiness {
@@ -509,23 +519,14 @@ impl StatusWriter {
         let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
         let readiness = readiness::validating_binding(
             &spec,
-            policy_ids
-                .as_ref()
-                .zip(policy_readiness)
-                .map(|((uid, generation), r)| (uid.as_str(), *generation, r)),
+            policy_state(policy_ids.as_ref(), policy_readiness),
             &world.snapshot,
             &world.applied,
         );
-        let param_kind = policy
-            .as_ref()
-            .and_then(|p| p.spec.param_kind.as_ref())
-            .map(convert::param_kind);
-        let resolved = readiness::resolved_params(
-            &world.snapshot,
-            param_kind.as_ref(),
-            spec.param_ref.as_ref(),
-        );
-        self.binding_status(key, binding, readiness, resolved).await;
+        let param_kind = policy.as_ref().and_then(|p| p.spec.param_kind.as_ref());
+        let param_ref = spec.param_ref.as_ref();
+        self.binding_status(key, binding, readiness, world, param_kind, param_ref)
+            .await;
     }
 
     async fn mutating_policy(&mut self, policy: &MutatingAdmissionPolicy, world: &World) {
@@ -569,38 +570,34 @@ impl StatusWriter {
         let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
         let readiness = readiness::mutating_binding(
             &spec,
-            policy_ids
-                .as_ref()
-                .zip(policy_readiness)
-                .map(|((uid, generation), r)| (uid.as_str(), *generation, r)),
+            policy_state(policy_ids.as_ref(), policy_readiness),
             &world.snapshot,
             &world.applied,
         );
-        let param_kind = policy
-            .as_ref()
-            .and_then(|p| p.spec.param_kind.as_ref())
-            .map(convert::param_kind);
-        let resolved = readiness::resolved_params(
-            &world.snapshot,
-            param_kind.as_ref(),
-            spec.param_ref.as_ref(),
-        );
-        self.binding_status(key, binding, readiness, resolved).await;
+        let param_kind = policy.as_ref().and_then(|p| p.spec.param_kind.as_ref());
+        let param_ref = spec.param_ref.as_ref();
+        self.binding_status(key, binding, readiness, world, param_kind, param_ref)
+            .await;
     }
 
-    /// Writes a binding's status if it changed.
+    /// Writes a binding's status (its params counted from the snapshot) if it changed.
     async fn binding_status<K>(
         &mut self,
         key: (Kind, String),
         binding: &K,
         readiness: Readiness,
-        resolved_params: Option<i32>,
+        world: &World,
+        param_kind: Option<&celgate_crds::ParamKind>,
+        param_ref: Option<&celgate_engine::model::ParamRef>,
     ) where
         K: apply::Object + BindingObject,
     {
         let Some(ready) = ready_want(&readiness) else {
             return;
         };
+        let param_kind = param_kind.map(convert::param_kind);
+        let resolved_params =
+            readiness::resolved_params(&world.snapshot, param_kind.as_ref(), param_ref);
         let generation = binding.meta().generation.unwrap_or_default();
         let previous = binding.status();
         let status = BindingStatus {
