@@ -25,6 +25,23 @@ use serde_json::{Value, json};
 
 use crate::Cluster;
 
+/// The line a difference between the in-tree and the celgate value of `what` adds to a report:
+/// on one line for short values, on two indented lines otherwise; `None` when they agree.
+pub fn difference<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    in_tree: &T,
+    celgate: &T,
+    short: bool,
+) -> Option<String> {
+    (in_tree != celgate).then(|| {
+        if short {
+            format!("{what}: in-tree {in_tree:?} vs celgate {celgate:?}")
+        } else {
+            format!("{what}:\n        in-tree {in_tree:?}\n        celgate {celgate:?}")
+        }
+    })
+}
+
 /// The engine a phase plays with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Engine {
@@ -607,6 +624,19 @@ fn probe_body(resource: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_difference_is_reported_only_when_the_values_differ() {
+        assert_eq!(difference("code", &403, &403, true), None);
+        assert_eq!(
+            difference("code", &403, &500, true).as_deref(),
+            Some("code: in-tree 403 vs celgate 500")
+        );
+        assert_eq!(
+            difference("message", &"a", &"b", false).as_deref(),
+            Some("message:\n        in-tree \"a\"\n        celgate \"b\"")
+        );
+    }
 
     #[test]
     fn a_warning_header_is_unquoted() {

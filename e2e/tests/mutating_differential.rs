@@ -1440,34 +1440,16 @@ fn json_differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
 }
 
 fn differences(a: &Outcome, b: &Outcome) -> Vec<String> {
-    let mut d = Vec::new();
-    if a.allowed != b.allowed {
-        d.push(format!(
-            "allowed: in-tree {} vs celgate {}",
-            a.allowed, b.allowed
-        ));
-    }
-    if a.code != b.code {
-        d.push(format!("code: in-tree {} vs celgate {}", a.code, b.code));
-    }
-    if a.reason != b.reason {
-        d.push(format!(
-            "reason: in-tree {:?} vs celgate {:?}",
-            a.reason, b.reason
-        ));
-    }
-    if a.message != b.message {
-        d.push(format!(
-            "message:\n        in-tree {:?}\n        celgate {:?}",
-            a.message, b.message
-        ));
-    }
-    if a.warnings != b.warnings {
-        d.push(format!(
-            "warnings:\n        in-tree {:?}\n        celgate {:?}",
-            a.warnings, b.warnings
-        ));
-    }
+    let mut d: Vec<String> = [
+        differential::difference("allowed", &a.allowed, &b.allowed, true),
+        differential::difference("code", &a.code, &b.code, true),
+        differential::difference("reason", &a.reason, &b.reason, true),
+        differential::difference("message", &a.message, &b.message, false),
+        differential::difference("warnings", &a.warnings, &b.warnings, false),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     json_differences("", &a.object, &b.object, &mut d);
     d
 }
