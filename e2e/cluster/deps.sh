@@ -6,6 +6,8 @@ for tool in curl openssl python3; do
   command -v "$tool" >/dev/null || missing+=("$tool")
 done
 command -v go >/dev/null || missing+=(golang-go)
+# The load balancer in front of several celgate processes in the HA test.
+command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "deps.sh: installing ${missing[*]}" >&2
 sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo

@@ -112,7 +112,8 @@ wait_for() { # description seconds command...
 }
 wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
 
-start kube-apiserver "$bin/kube-apiserver" \
+# The API server's command line is kept, so restart-apiserver.sh can start it again as it was.
+apiserver=("$bin/kube-apiserver" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
   --etcd-servers "http://127.0.0.1:$etcd_port" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
@@ -124,7 +125,9 @@ start kube-apiserver "$bin/kube-apiserver" \
   --disable-admission-plugins ServiceAccount \
   --endpoint-reconciler-type none \
   --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
-  --profiling=false
+  --profiling=false)
+printf '%s\0' "${apiserver[@]}" > "$dir/kube-apiserver.args"
+start kube-apiserver "${apiserver[@]}"
 
 ready() { curl -sf --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key" \
   "https://127.0.0.1:$api_port/readyz" ; }

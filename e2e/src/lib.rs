@@ -167,6 +167,21 @@ impl Cluster {
         );
     }
 
+    /// Restarts kube-apiserver (same port, same etcd) and waits until it is ready again;
+    /// returns how many seconds it was away.
+    pub fn restart_apiserver(&self) -> f64 {
+        let out = Command::new(workspace().join("e2e/cluster/restart-apiserver.sh"))
+            .arg(self.dir.path())
+            .stderr(Stdio::inherit())
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run e2e/cluster/restart-apiserver.sh: {e}"));
+        assert!(out.status.success(), "restart-apiserver.sh failed");
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .unwrap_or_else(|e| panic!("restart-apiserver.sh printed no duration: {e}"))
+    }
+
     /// Installs celgate's CRDs from `config/crd` and waits until they are served.
     pub fn install_crds(&self) {
         let dir = workspace().join("config/crd");
@@ -255,15 +270,19 @@ impl Celgate {
         let err = file
             .try_clone()
             .unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
-        let child = Command::new(&bin)
-            .args([
-                "run",
-                "--bind-address",
-                "127.0.0.1",
-                "--webhook-port",
-                &port.to_string(),
-            ])
-            .arg(format!("--webhook-url=https://127.0.0.1:{port}"))
+        let mut command = Command::new(&bin);
+        command.args([
+            "run",
+            "--bind-address",
+            "127.0.0.1",
+            "--webhook-port",
+            &port.to_string(),
+        ]);
+        // Registered at its own port unless the caller names another URL (a load balancer).
+        if !args.iter().any(|a| a.starts_with("--webhook-url")) {
+            command.arg(format!("--webhook-url=https://127.0.0.1:{port}"));
+        }
+        let child = command
             .args(args)
             .env("KUBECONFIG", &cluster.kubeconfig)
             .env("RUST_LOG", rust_log)
@@ -278,6 +297,26 @@ impl Celgate {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM (what the kubelet sends a stopping pod) and waits up to `limit` for the
+    /// process to exit; returns how long it took and its exit status (`None`: still running,
+    /// then killed).
+    pub fn terminate(&mut self, limit: Duration) -> (Duration, Option<std::process::ExitStatus>) {
+        let started = std::time::Instant::now();
+        let sent = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap_or_else(|e| panic!("cannot run kill: {e}"));
+        assert!(sent.success(), "kill -TERM failed");
+        while started.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return (started.elapsed(), Some(status));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        self.kill();
+        (started.elapsed(), None)
     }
 
     /// Waits until `/readyz` answers 200 (the first snapshot is published).

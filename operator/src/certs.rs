@@ -40,6 +40,11 @@ pub enum CertError {
         /// The API error.
         source: kube::Error,
     },
+    /// cert-manager has not written the Secret yet.
+    #[error(
+        "Secret {0} does not exist yet: with --cert-source=cert-manager, a Certificate must write it (see config/cert-manager)"
+    )]
+    NotIssued(String),
     /// The Secret exists but misses a key.
     #[error("Secret {0} exists but has no {1}; delete it and celgate creates a new one")]
     Incomplete(String, &'static str),
@@ -107,6 +112,10 @@ fn data(secret: &Secret, key: &'static str) -> Result<String, CertError> {
         .ok_or(CertError::Incomplete(name, key))
 }
 
+fn has(secret: &Secret, key: &str) -> bool {
+    secret.data.as_ref().is_some_and(|d| d.contains_key(key))
+}
+
 fn needs_new_serving(secret: &Secret, hosts: &[String]) -> bool {
     let annotations = secret.metadata.annotations.clone().unwrap_or_default();
     let same_hosts =
@@ -119,8 +128,73 @@ fn needs_new_serving(secret: &Secret, hosts: &[String]) -> bool {
     !(same_hosts && fresh)
 }
 
-/// Returns the certificates in the Secret, creating or renewing them as needed.
-pub async fn ensure(
+/// Where the serving certificate comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CertSource {
+    /// celgate keeps its own CA and serving certificate in the Secret: created when absent,
+    /// renewed before expiry, re-created when the Secret is deleted.
+    #[value(name = "self")]
+    SelfManaged,
+    /// cert-manager (or anything else) writes `tls.crt`, `tls.key` and `ca.crt` into the Secret;
+    /// celgate only reads and follows it.
+    CertManager,
+}
+
+/// Most tries of one [`load`] when other replicas write the Secret at the same time.
+const WRITE_TRIES: usize = 3;
+
+/// The certificates in the Secret: in self-managed mode created or renewed as needed (a
+/// replica that loses a race with another re-reads what the other wrote), with cert-manager
+/// read only.
+pub async fn load(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    hosts: &[String],
+    source: CertSource,
+) -> Result<Certificates, CertError> {
+    if source == CertSource::CertManager {
+        return read_issued(client, namespace, name).await;
+    }
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match ensure(client, namespace, name, hosts).await {
+            Err(CertError::Secret {
+                source: kube::Error::Api(status),
+                ..
+            }) if status.code == 409 && tries < WRITE_TRIES => continue,
+            other => return other,
+        }
+    }
+}
+
+/// The certificates an issuer (cert-manager) wrote into the Secret.
+async fn read_issued(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Certificates, CertError> {
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = api
+        .get_opt(name)
+        .await
+        .map_err(|source| CertError::Secret {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            source,
+        })?
+        .ok_or_else(|| CertError::NotIssued(format!("{namespace}/{name}")))?;
+    Ok(Certificates {
+        ca_pem: data(&secret, "ca.crt")?,
+        cert_pem: data(&secret, "tls.crt")?,
+        key_pem: data(&secret, "tls.key")?,
+    })
+}
+
+/// Returns the certificates in the Secret, creating or renewing them as needed. A Secret the
+/// user filled without the CA's key is used as it is: celgate cannot renew it.
+async fn ensure(
     client: &Client,
     namespace: &str,
     name: &str,
@@ -134,6 +208,13 @@ pub async fn ensure(
     };
     let existing = api.get_opt(name).await.map_err(api_err)?;
     let (ca_pem, ca_key_pem) = match &existing {
+        Some(s) if !has(s, "ca.key") => {
+            return Ok(Certificates {
+                ca_pem: data(s, "ca.crt")?,
+                cert_pem: data(s, "tls.crt")?,
+                key_pem: data(s, "tls.key")?,
+            });
+        }
         Some(s) => (data(s, "ca.crt")?, data(s, "ca.key")?),
         None => new_ca()?,
     };

@@ -12,7 +12,7 @@ use kube::runtime::reflector;
 use tokio::sync::watch;
 
 use crate::leader::Leadership;
-use crate::registration::{Applied, Registration};
+use crate::registration::{Applied, Inputs, Registration};
 use crate::status::{self, Checker, StatusWriter};
 use crate::{mutating, namespaces, policies};
 
@@ -27,11 +27,13 @@ pub struct StatusConfig {
 }
 
 /// Runs the operator's controllers against `client`, publishing into `store`, registers the
-/// webhooks as `registration` says, and writes status as `status` says.
+/// webhooks as `registration` says (trusting the CA bundle on `ca`) while this replica leads,
+/// and writes status as `status` says.
 pub async fn run(
     client: Client,
     store: Arc<SnapshotStore>,
     registration: Registration,
+    ca: watch::Receiver<String>,
     status: StatusConfig,
     schemas: mutating::SchemaSource,
 ) {
@@ -78,7 +80,15 @@ pub async fn run(
             schemas
         ),
         namespaces::run(client.clone(), store),
-        registration.keep_applied(client, sets, applied_sender),
+        registration.keep_applied(
+            client,
+            Inputs {
+                sets,
+                ca,
+                leadership: status.leadership.clone(),
+            },
+            applied_sender
+        ),
         writer.run(status.leadership),
     );
 }

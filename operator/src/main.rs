@@ -2,6 +2,7 @@
 
 mod authorizer;
 mod backoff;
+mod cert_watch;
 mod certs;
 mod changes;
 mod cli;
@@ -32,7 +33,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 use thiserror::Error;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use registration::{Endpoint, Registration};
 
@@ -95,6 +96,19 @@ struct RunArgs {
         default_value = "celgate-webhook-tls"
     )]
     cert_secret: String,
+    /// Who writes the certificate Secret: `self` (celgate keeps its own CA, renews and
+    /// re-creates it) or `cert-manager` (a Certificate writes tls.crt, tls.key and ca.crt;
+    /// celgate only follows it).
+    #[arg(long, env = "CELGATE_CERT_SOURCE", value_enum, default_value = "self")]
+    cert_source: certs::CertSource,
+    /// On SIGTERM, seconds `/readyz` fails while requests are still served, so load balancers
+    /// and Service endpoints stop sending new connections before the listener closes.
+    #[arg(long, env = "CELGATE_SHUTDOWN_DELAY_SECONDS", default_value_t = 5)]
+    shutdown_delay_seconds: u64,
+    /// After that, seconds in-flight reviews may take to finish before the process exits
+    /// (delay + grace must stay below the pod's terminationGracePeriodSeconds).
+    #[arg(long, env = "CELGATE_SHUTDOWN_GRACE_SECONDS", default_value_t = 15)]
+    shutdown_grace_seconds: u64,
     /// Log as JSON lines.
     #[arg(long, env = "CELGATE_LOG_JSON")]
     log_json: bool,
@@ -140,6 +154,8 @@ enum RunError {
     Yaml(#[from] celgate_crds::YamlError),
     #[error(transparent)]
     Cli(#[from] cli::CliError),
+    #[error("the webhook server task ended abnormally: {0}")]
+    Task(#[source] tokio::task::JoinError),
 }
 
 fn init_logging(json: bool) {
@@ -214,7 +230,13 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
             )
         }
     };
-    let certificates = certs::ensure(&client, &args.namespace, &args.cert_secret, &hosts).await?;
+    let secret = cert_watch::SecretRef {
+        namespace: args.namespace.clone(),
+        name: args.cert_secret.clone(),
+        hosts,
+        source: args.cert_source,
+    };
+    let certificates = first_certificates(&client, &secret).await?;
     let store = celgate_snapshot::SnapshotStore::new();
     let deps = celgate_snapshot::Deps {
         authorizers: Some(std::sync::Arc::new(authorizer::SarAuthorizers::new(
@@ -235,43 +257,6 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
     .await?;
     info!(%addr, "webhook listening");
 
-    let registration = Registration {
-        endpoint,
-        ca_pem: certificates.ca_pem.clone(),
-        namespace: args.namespace.clone(),
-    };
-    let rotation = {
-        let (client, server, ns, secret) = (
-            client.clone(),
-            server.clone(),
-            args.namespace.clone(),
-            args.cert_secret.clone(),
-        );
-        async move {
-            let mut current = certificates;
-            loop {
-                tokio::time::sleep(Duration::from_secs(3600)).await;
-                match certs::ensure(&client, &ns, &secret, &hosts).await {
-                    Ok(next) if next != current => {
-                        if let Err(e) = server
-                            .reload_tls(celgate_webhook::TlsMaterial {
-                                cert_pem: next.cert_pem.clone(),
-                                key_pem: next.key_pem.clone(),
-                            })
-                            .await
-                        {
-                            error!(error = %e, "cannot load the renewed serving certificate");
-                        } else {
-                            info!("serving certificate renewed");
-                            current = next;
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(e) => error!(error = %e, "cannot check the serving certificate"),
-                }
-            }
-        }
-    };
     let identity = args
         .identity
         .clone()
@@ -288,6 +273,12 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
             identity: identity.clone(),
         },
     );
+    let (ca_sender, ca) = tokio::sync::watch::channel(certificates.ca_pem.clone());
+    let registration = Registration {
+        create_missing: matches!(endpoint, Endpoint::Url(_)),
+        endpoint,
+        namespace: args.namespace.clone(),
+    };
     // One discovery and one schema cache serve the type checker and the mutated kinds.
     let discovery = discovery::Discovery::spawn(client.clone());
     let schema_cache = Arc::new(schemas::SchemaCache::new(client.clone()));
@@ -301,20 +292,101 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         cache: schema_cache,
         built_in_groups: Arc::new(cli::types::builtin_groups()?),
     };
-    let serving = server.clone();
+    // Serving and the controllers run as tasks of their own, so both go on while a stopping
+    // replica drains.
+    let mut serving = tokio::spawn({
+        let server = server.clone();
+        async move { server.serve().await }
+    });
+    let controllers = tokio::spawn(controllers::run(
+        client.clone(),
+        store,
+        registration,
+        ca,
+        status,
+        schema_source,
+    ));
+    let certificates_followed = tokio::spawn(cert_watch::follow(
+        client.clone(),
+        secret,
+        server.clone(),
+        certificates,
+        ca_sender,
+    ));
     let outcome = tokio::select! {
-        r = serving.serve() => r.map_err(RunError::from),
-        () = controllers::run(client.clone(), store, registration, status, schema_source) => Ok(()),
-        () = rotation => Ok(()),
-        () = shutdown_signal() => {
-            info!("shutting down");
-            server.shutdown();
+        served = &mut serving => Some(served),
+        () = shutdown_signal() => None,
+    };
+    let outcome = match outcome {
+        Some(served) => served.map_err(RunError::Task).and_then(|r| r.map_err(RunError::from)),
+        None => {
+            stop_gracefully(
+                &server,
+                &mut serving,
+                election,
+                Duration::from_secs(args.shutdown_delay_seconds),
+                Duration::from_secs(args.shutdown_grace_seconds),
+            )
+            .await;
             Ok(())
         }
     };
-    // Another replica takes over status at once instead of after the Lease expires.
-    election.stop().await;
+    controllers.abort();
+    certificates_followed.abort();
     outcome
+}
+
+/// The certificates to start serving with. With cert-manager, waits (logging) until the
+/// Secret is issued; the probes fail meanwhile, since nothing listens yet.
+async fn first_certificates(
+    client: &Client,
+    secret: &cert_watch::SecretRef,
+) -> Result<certs::Certificates, RunError> {
+    let mut retry = backoff::Backoff::new(Duration::from_secs(1), Duration::from_secs(30));
+    loop {
+        match secret.load(client).await {
+            Ok(certificates) => return Ok(certificates),
+            Err(e @ (certs::CertError::NotIssued(_) | certs::CertError::Incomplete(..)))
+                if secret.source == certs::CertSource::CertManager =>
+            {
+                let delay = retry.next_delay();
+                info!(error = %e, retry_in_s = delay.as_secs_f64(), "waiting for the serving certificate");
+                tokio::time::sleep(delay).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// A graceful stop: `/readyz` fails at once and the Lease is released, requests are served for
+/// `delay` more (endpoints and load balancers stop sending new connections), then the listener
+/// closes, HTTP/2 clients are told to go elsewhere, and in-flight reviews get `grace` to finish.
+async fn stop_gracefully(
+    server: &celgate_webhook::Server,
+    serving: &mut tokio::task::JoinHandle<Result<(), celgate_webhook::ServerError>>,
+    election: leader::Election,
+    delay: Duration,
+    grace: Duration,
+) {
+    info!(
+        delay_s = delay.as_secs(),
+        grace_s = grace.as_secs(),
+        "stopping: readiness off, still serving"
+    );
+    server.drain();
+    tokio::join!(election.stop(), tokio::time::sleep(delay));
+    info!(
+        connections = server.connections(),
+        "closing the listener; in-flight reviews finish"
+    );
+    server.shutdown(grace);
+    match tokio::time::timeout(grace + Duration::from_secs(1), serving).await {
+        Ok(_) => info!("stopped"),
+        Err(_) => warn!(
+            connections = server.connections(),
+            "stopped with reviews still in flight after the grace period"
+        ),
+    }
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM (what the kubelet sends a stopping pod).

@@ -19,10 +19,12 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{ObjectMeta, Patch, PatchParams};
 use kube::{Api, Client};
+use thiserror::Error;
 use tokio::sync::watch;
 use tracing::{info, warn};
 
 use crate::backoff::Backoff;
+use crate::leader::Leadership;
 
 /// Name of both webhook configurations and the field manager of their fields.
 pub const CONFIGURATION_NAME: &str = "celgate";
@@ -197,35 +199,67 @@ pub struct Applied {
 pub struct Registration {
     /// Where the API server reaches the webhook.
     pub endpoint: Endpoint,
-    /// The CA the API server must trust.
-    pub ca_pem: String,
     /// celgate's own namespace, excluded from the webhooks.
     pub namespace: String,
+    /// Whether celgate creates the configurations when they are missing (out of cluster), or
+    /// only fills in the ones its manifests ship (in a cluster: `kubectl delete -k` then
+    /// removes them, and a stopping replica can never bring them back).
+    pub create_missing: bool,
+}
+
+/// What the registration follows: the published policy sets, the CA the API server must
+/// trust (it changes when the certificate Secret does), and whether this replica leads.
+pub struct Inputs {
+    /// The latest published policy set.
+    pub sets: watch::Receiver<Option<Arc<PolicySet>>>,
+    /// The CA certificate (PEM) of the serving certificate.
+    pub ca: watch::Receiver<String>,
+    /// Whether this replica holds the Lease: only the leader writes the configurations.
+    pub leadership: Leadership,
+}
+
+/// Why the webhook configurations could not be applied.
+#[derive(Debug, Error)]
+pub enum RegistrationError {
+    /// The API server refused or could not be reached.
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    /// A configuration celgate only patches does not exist.
+    #[error(
+        "{0} {CONFIGURATION_NAME:?} does not exist; celgate only fills in the configurations its manifests ship: apply config/webhook (part of `kubectl apply -k config/default`)"
+    )]
+    Missing(&'static str),
 }
 
 impl Registration {
-    /// Keeps both webhook configurations in step with the published policy sets (the latest
-    /// one on `sets`): applies them whenever the desired configuration differs from the one
-    /// last applied, and after a failure retries the latest set with growing delays. Each set
-    /// the applied configurations cover, and each failure, is sent on `applied`.
+    /// Keeps both webhook configurations in step with the published policy sets and the CA
+    /// while this replica leads: applies them whenever the desired configuration differs from
+    /// the one last applied, and after a failure retries the latest set with growing delays.
+    /// Each set the applied configurations cover, and each failure, is sent on `applied`.
     pub async fn keep_applied(
         self,
         client: Client,
-        mut sets: watch::Receiver<Option<Arc<PolicySet>>>,
+        mut inputs: Inputs,
         applied_sets: watch::Sender<Applied>,
     ) {
         let mut applied: Option<(ValidatingWebhookConfiguration, MutatingWebhookConfiguration)> =
             None;
         let mut retry = Backoff::new(RETRY_FIRST, RETRY_MAX);
         loop {
-            let set = sets.borrow_and_update().clone();
-            if let Some(set) = set {
+            let set = inputs.sets.borrow_and_update().clone();
+            let ca = inputs.ca.borrow_and_update().clone();
+            let leading = *inputs.leadership.borrow_and_update();
+            if !leading {
+                // Another replica writes; what it wrote is unknown here, so apply again once
+                // this one leads.
+                applied = None;
+            } else if let Some(set) = set {
                 let desired = (
-                    validating_configuration(&set, &self.endpoint, &self.ca_pem, &self.namespace),
-                    mutating_configuration(&set, &self.endpoint, &self.ca_pem, &self.namespace),
+                    validating_configuration(&set, &self.endpoint, &ca, &self.namespace),
+                    mutating_configuration(&set, &self.endpoint, &ca, &self.namespace),
                 );
                 if applied.as_ref() != Some(&desired) {
-                    match apply(&client, &desired.0, &desired.1).await {
+                    match apply(&client, &desired.0, &desired.1, self.create_missing).await {
                         Ok(()) => {
                             info!(
                                 bound_policies = set.validating.len(),
@@ -243,7 +277,10 @@ impl Registration {
                                     "cannot apply the webhook configurations: {error}"
                                 ));
                             });
-                            tokio::time::sleep(delay).await;
+                            tokio::select! {
+                                () = tokio::time::sleep(delay) => {}
+                                Ok(()) = inputs.leadership.changed() => {}
+                            }
                             continue;
                         }
                     }
@@ -253,8 +290,10 @@ impl Registration {
                     error: None,
                 });
             }
-            if sets.changed().await.is_err() {
-                return;
+            tokio::select! {
+                changed = inputs.sets.changed() => if changed.is_err() { return },
+                changed = inputs.ca.changed() => if changed.is_err() { return },
+                changed = inputs.leadership.changed() => if changed.is_err() { return },
             }
         }
     }
@@ -387,32 +426,59 @@ pub fn mutating_configuration(
 }
 
 /// Applies both configurations with server-side apply (celgate owns every field it sets).
+/// Without `create_missing`, a configuration that does not exist is an error, and the apply
+/// names the object read (by uid), so one deleted in between is not created again.
 async fn apply(
     client: &Client,
     validating: &ValidatingWebhookConfiguration,
     mutating: &MutatingWebhookConfiguration,
-) -> Result<(), kube::Error> {
+    create_missing: bool,
+) -> Result<(), RegistrationError> {
     let params = PatchParams::apply(CONFIGURATION_NAME).force();
+    let validating_api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+    let mutating_api = Api::<MutatingWebhookConfiguration>::all(client.clone());
     let mut v = validating.clone();
+    let mut m = mutating.clone();
     v.metadata.managed_fields = None;
-    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+    m.metadata.managed_fields = None;
+    if !create_missing {
+        v.metadata.uid = Some(
+            existing_uid(&validating_api)
+                .await?
+                .ok_or(RegistrationError::Missing("ValidatingWebhookConfiguration"))?,
+        );
+        m.metadata.uid = Some(
+            existing_uid(&mutating_api)
+                .await?
+                .ok_or(RegistrationError::Missing("MutatingWebhookConfiguration"))?,
+        );
+    }
+    validating_api
         .patch(
             CONFIGURATION_NAME,
             &params,
             &Patch::Apply(&with_type(v, "ValidatingWebhookConfiguration")?),
         )
         .await?;
-    Api::<MutatingWebhookConfiguration>::all(client.clone())
+    mutating_api
         .patch(
             CONFIGURATION_NAME,
             &params,
-            &Patch::Apply(&with_type(
-                mutating.clone(),
-                "MutatingWebhookConfiguration",
-            )?),
+            &Patch::Apply(&with_type(m, "MutatingWebhookConfiguration")?),
         )
         .await?;
     Ok(())
+}
+
+/// The uid of the configuration named celgate, if it exists.
+async fn existing_uid<K>(api: &Api<K>) -> Result<Option<String>, kube::Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    Ok(api
+        .get_metadata_opt(CONFIGURATION_NAME)
+        .await?
+        .and_then(|m| m.metadata.uid))
 }
 
 /// Server-side apply needs apiVersion and kind in the body.
@@ -474,13 +540,20 @@ mod tests {
         let scenario = async {
             let (client, mut api) = fixtures::pair();
             let (sets, receiver) = watch::channel(None);
+            let (_ca, ca) = watch::channel("ca".to_string());
+            let (_leading, leadership) = watch::channel(true);
             let registration = Registration {
                 endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
-                ca_pem: "ca".into(),
                 namespace: "celgate-system".into(),
+                create_missing: true,
+            };
+            let inputs = Inputs {
+                sets: receiver,
+                ca,
+                leadership,
             };
             let (applied, mut covered) = watch::channel(Applied::default());
-            let _task = tokio::spawn(registration.keep_applied(client, receiver, applied));
+            let _task = tokio::spawn(registration.keep_applied(client, inputs, applied));
 
             sets.send_replace(matching("configmaps"));
             let call = api.next().await;
@@ -537,6 +610,100 @@ mod tests {
             let call = api.next().await;
             assert_eq!(call.path, VALIDATING);
             assert_eq!(resources(&call.body), ["secrets"]);
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
+    /// The caBundle of the fail-closed validating webhook in an applied configuration.
+    fn ca_bundle(body: &Value) -> String {
+        let cfg: ValidatingWebhookConfiguration = serde_json::from_value(body.clone()).unwrap();
+        cfg.webhooks
+            .unwrap_or_default()
+            .into_iter()
+            .find(|w| w.name == VALIDATE_FAIL)
+            .and_then(|w| w.client_config.ca_bundle)
+            .map(|b| String::from_utf8(b.0).unwrap())
+            .unwrap_or_default()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_the_leader_writes_and_a_new_ca_is_applied_to_the_shipped_configurations() {
+        let scenario = async {
+            let (client, mut api) = fixtures::pair();
+            let (sets, receiver) = watch::channel(matching("configmaps"));
+            let (ca_sender, ca) = watch::channel("ca-1".to_string());
+            let (leading, leadership) = watch::channel(false);
+            let registration = Registration {
+                endpoint: Endpoint::Service {
+                    namespace: "celgate-system".into(),
+                    name: "celgate-webhook".into(),
+                    port: 443,
+                },
+                namespace: "celgate-system".into(),
+                create_missing: false,
+            };
+            let inputs = Inputs {
+                sets: receiver,
+                ca,
+                leadership,
+            };
+            let (applied, mut covered) = watch::channel(Applied::default());
+            let _task = tokio::spawn(registration.keep_applied(client, inputs, applied));
+
+            // Not leading: nothing is read or written, whatever changes.
+            sets.send_replace(matching("secrets"));
+            ca_sender.send_replace("ca-2".into());
+            let idle = tokio::time::timeout(Duration::from_secs(3600), api.next()).await;
+            assert!(idle.is_err(), "a replica that does not lead wrote");
+
+            // Leading, and the shipped configuration is missing: an error that says what to
+            // apply, and nothing is created.
+            leading.send_replace(true);
+            let call = api.next().await;
+            assert_eq!((&call.method, call.path.as_str()), (&Method::GET, VALIDATING));
+            call.reply(404, status(404, "NotFound"));
+            covered.changed().await.unwrap();
+            let error = covered.borrow_and_update().error.clone().unwrap();
+            assert!(
+                error.contains("ValidatingWebhookConfiguration \"celgate\" does not exist")
+                    && error.contains("config/webhook"),
+                "{error}"
+            );
+
+            // Shipped: both are read, then patched by uid with the current CA and rules.
+            let call = api.next().await;
+            assert_eq!((&call.method, call.path.as_str()), (&Method::GET, VALIDATING));
+            call.reply(200, json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "celgate", "uid": "v-uid"}}));
+            let call = api.next().await;
+            assert_eq!((&call.method, call.path.as_str()), (&Method::GET, MUTATING));
+            call.reply(200, json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration", "metadata": {"name": "celgate", "uid": "m-uid"}}));
+            let call = api.next().await;
+            assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, VALIDATING));
+            assert_eq!(call.body["metadata"]["uid"], "v-uid");
+            assert_eq!(ca_bundle(&call.body), "ca-2");
+            assert_eq!(resources(&call.body), ["secrets"]);
+            let body = call.body.clone();
+            call.reply(200, body);
+            let call = api.next().await;
+            assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, MUTATING));
+            assert_eq!(call.body["metadata"]["uid"], "m-uid");
+            let body = call.body.clone();
+            call.reply(200, body);
+            covered.changed().await.unwrap();
+            assert!(covered.borrow_and_update().error.is_none());
+
+            // A new CA (the Secret was replaced): applied at once.
+            ca_sender.send_replace("ca-3".into());
+            let call = api.next().await;
+            assert_eq!(call.method, Method::GET);
+            call.reply(200, json!({"metadata": {"name": "celgate", "uid": "v-uid"}}));
+            let call = api.next().await;
+            call.reply(200, json!({"metadata": {"name": "celgate", "uid": "m-uid"}}));
+            let call = api.next().await;
+            assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, VALIDATING));
+            assert_eq!(ca_bundle(&call.body), "ca-3");
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)
             .await

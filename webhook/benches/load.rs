@@ -679,6 +679,6 @@ fn main() {
         }
         std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap()).unwrap();
         println!("report: {}", path.display());
-        server.shutdown();
+        server.shutdown(std::time::Duration::from_secs(5));
     });
 }

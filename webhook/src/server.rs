@@ -2,6 +2,8 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Path, State as AxumState};
@@ -37,6 +39,9 @@ pub struct AppState {
     pub deps: Deps,
     /// The webhook's metrics.
     pub metrics: Metrics,
+    /// Set once the process is stopping: `/readyz` answers 503 so load balancers and Service
+    /// endpoints stop sending new connections, while requests keep being decided.
+    draining: AtomicBool,
 }
 
 impl AppState {
@@ -46,6 +51,7 @@ impl AppState {
             store,
             deps,
             metrics: Metrics::default(),
+            draining: AtomicBool::new(false),
         })
     }
 }
@@ -129,10 +135,21 @@ impl Server {
             })
     }
 
-    /// Stops accepting connections and lets in-flight requests finish.
-    pub fn shutdown(&self) {
-        self.handle
-            .graceful_shutdown(Some(std::time::Duration::from_secs(5)));
+    /// Marks the server as stopping: `/readyz` fails from now on, and everything else is
+    /// served as before (the first step of a graceful stop).
+    pub fn drain(&self) {
+        self.state.draining.store(true, Ordering::Relaxed);
+    }
+
+    /// Stops accepting connections, tells HTTP/2 clients to go elsewhere (GOAWAY) and lets
+    /// in-flight requests finish for at most `grace`; [`Server::serve`] returns once they have.
+    pub fn shutdown(&self, grace: Duration) {
+        self.handle.graceful_shutdown(Some(grace));
+    }
+
+    /// Connections open now (in-flight and idle keep-alive ones).
+    pub fn connections(&self) -> usize {
+        self.handle.connection_count()
     }
 }
 
@@ -300,7 +317,9 @@ async fn validate_policies(
 }
 
 async fn readyz(AxumState(state): AxumState<Arc<AppState>>) -> Response {
-    if state.store.load().ready {
+    if state.draining.load(Ordering::Relaxed) {
+        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
+    } else if state.store.load().ready {
         "ok".into_response()
     } else {
         dispatch_error(&DispatchError::NotReady)
