@@ -10,7 +10,8 @@ pid=$(awk '$1=="kube-apiserver"{print $2}' "$dir/pids")
 [ -n "$pid" ] || { echo "restart-apiserver.sh: no kube-apiserver in $dir/pids" >&2; exit 1; }
 start=$(date +%s.%N)
 kill -TERM "$pid" 2>/dev/null || true
-deadline=$(( $(date +%s) + 60 ))
+# It drains in-flight requests first; under load that can last long, so after 15 s it is killed.
+deadline=$(( $(date +%s) + 15 ))
 while kill -0 "$pid" 2>/dev/null; do
   if [ "$(date +%s)" -ge "$deadline" ]; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.5; break; fi
   sleep 0.1

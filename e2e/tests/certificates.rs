@@ -22,7 +22,8 @@ use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 
 const NAMESPACE: &str = "celgate-system";
 const SECRET: &str = "celgate-webhook-tls";
-const DENIED: &str = "ValidatingAdmissionPolicy 'cert-policy' with binding 'cert-binding' denied request";
+const DENIED: &str =
+    "ValidatingAdmissionPolicy 'cert-policy' with binding 'cert-binding' denied request";
 
 const POLICY: &str = r#"
 kind: ValidatingAdmissionPolicy
@@ -69,13 +70,35 @@ fn openssl_certificates(dir: &Path, name: &str) -> (String, String, String) {
         assert!(out.status.success(), "openssl {args:?}: {out:?}");
     };
     run(&[
-        "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "30", "-subj",
-        &format!("/CN={name}-ca"), "-addext", "basicConstraints=critical,CA:TRUE", "-addext",
-        "keyUsage=critical,keyCertSign,cRLSign", "-keyout", "ca.key", "-out", "ca.crt",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "30",
+        "-subj",
+        &format!("/CN={name}-ca"),
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
     ]);
     run(&[
-        "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1", "-keyout", "tls.key",
-        "-out", "tls.csr",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=127.0.0.1",
+        "-keyout",
+        "tls.key",
+        "-out",
+        "tls.csr",
     ]);
     std::fs::write(
         dir.join("tls.ext"),
@@ -83,8 +106,21 @@ fn openssl_certificates(dir: &Path, name: &str) -> (String, String, String) {
     )
     .expect("ext");
     run(&[
-        "x509", "-req", "-in", "tls.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-        "-days", "30", "-extfile", "tls.ext", "-out", "tls.crt",
+        "x509",
+        "-req",
+        "-in",
+        "tls.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        "30",
+        "-extfile",
+        "tls.ext",
+        "-out",
+        "tls.crt",
     ]);
     let read = |f: &str| std::fs::read_to_string(dir.join(f)).expect("read pem");
     (read("ca.crt"), read("tls.crt"), read("tls.key"))
@@ -103,14 +139,10 @@ async fn write_issued(client: &kube::Client, (ca, crt, key): &(String, String, S
         },
         type_: Some("kubernetes.io/tls".into()),
         data: Some(
-            [
-                ("ca.crt", ca),
-                ("tls.crt", crt),
-                ("tls.key", key),
-            ]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), ByteString(v.clone().into_bytes())))
-            .collect(),
+            [("ca.crt", ca), ("tls.crt", crt), ("tls.key", key)]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), ByteString(v.clone().into_bytes())))
+                .collect(),
         ),
         ..Default::default()
     };
@@ -168,8 +200,7 @@ async fn bundles(client: &kube::Client) -> Vec<String> {
 async fn wait_bundle_follows(client: &kube::Client, ca: &str, what: &str) {
     wait_for(what, Duration::from_secs(60), || async {
         let all = bundles(client).await;
-        (!all.is_empty() && all.iter().all(|b| b.trim_start().starts_with(ca.trim())))
-            .then_some(())
+        (!all.is_empty() && all.iter().all(|b| b.trim_start().starts_with(ca.trim()))).then_some(())
     })
     .await;
 }
@@ -219,9 +250,11 @@ async fn the_ca_bundle_follows_the_secret_when_deleted_or_replaced() {
         .delete(SECRET, &DeleteParams::default())
         .await
         .expect("delete the Secret");
-    let second = wait_for("a new CA in a new Secret", Duration::from_secs(60), || async {
-        secret_ca(&client).await.filter(|ca| *ca != first)
-    })
+    let second = wait_for(
+        "a new CA in a new Secret",
+        Duration::from_secs(60),
+        || async { secret_ca(&client).await.filter(|ca| *ca != first) },
+    )
     .await;
     wait_bundle_follows(&client, &second, "the caBundle to follow the new CA").await;
     let all = bundles(&client).await;
@@ -266,9 +299,14 @@ async fn with_cert_manager_celgate_waits_for_the_secret_and_follows_its_renewals
         !curl(&["-skf", &readyz]).status.success(),
         "ready without a certificate"
     );
-    assert!(secret_ca(&client).await.is_none(), "celgate wrote the Secret");
     assert!(
-        celgate.logs().contains("waiting for the serving certificate"),
+        secret_ca(&client).await.is_none(),
+        "celgate wrote the Secret"
+    );
+    assert!(
+        celgate
+            .logs()
+            .contains("waiting for the serving certificate"),
         "{}",
         celgate.logs()
     );
@@ -290,6 +328,14 @@ async fn with_cert_manager_celgate_waits_for_the_secret_and_follows_its_renewals
         .get(SECRET)
         .await
         .expect("secret");
-    let keys: Vec<&String> = secret.data.as_ref().map(|d| d.keys().collect()).unwrap_or_default();
-    assert_eq!(keys, ["ca.crt", "tls.crt", "tls.key"], "celgate wrote into the issuer's Secret");
+    let keys: Vec<&String> = secret
+        .data
+        .as_ref()
+        .map(|d| d.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(
+        keys,
+        ["ca.crt", "tls.crt", "tls.key"],
+        "celgate wrote into the issuer's Secret"
+    );
 }

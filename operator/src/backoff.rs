@@ -5,6 +5,9 @@
 
 use std::time::Duration;
 
+use kube::runtime::utils::ResetTimerBackoff;
+use kube::runtime::watcher::ExponentialBackoff;
+
 /// The retry delays of one operation.
 #[derive(Debug, Clone)]
 pub struct Backoff {
@@ -48,4 +51,18 @@ mod tests {
         backoff.reset();
         assert_eq!(backoff.next_delay(), Duration::from_secs(1));
     }
+}
+
+/// The retry delays of a watch that failed (the API server restarting, a network blip): from
+/// 200 ms doubling to at most 2 s, with jitter, back to 200 ms after a minute without errors.
+/// kube-runtime's default grows to 30 s, which would leave policy changes unseen for that long
+/// after a brief outage; a handful of watches retrying every 2 s costs the API server nothing.
+pub fn watch() -> ResetTimerBackoff<ExponentialBackoff> {
+    let delays = backon::ExponentialBuilder::default()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(2))
+        .with_factor(2.0)
+        .without_max_times()
+        .with_jitter();
+    ResetTimerBackoff::new(delays.into(), Duration::from_secs(60))
 }

@@ -33,7 +33,14 @@ pub struct SecretRef {
 impl SecretRef {
     /// The certificates in the Secret now (created or renewed in self-managed mode).
     pub async fn load(&self, client: &Client) -> Result<Certificates, certs::CertError> {
-        certs::load(client, &self.namespace, &self.name, &self.hosts, self.source).await
+        certs::load(
+            client,
+            &self.namespace,
+            &self.name,
+            &self.hosts,
+            self.source,
+        )
+        .await
     }
 }
 
@@ -58,7 +65,7 @@ pub async fn follow(
 ) {
     let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", secret.name));
-    let events = watcher(api, config).default_backoff();
+    let events = watcher(api, config).backoff(crate::backoff::watch());
     futures::pin_mut!(events);
     let mut renew = tokio::time::interval(RENEW_CHECK);
     renew.tick().await;

@@ -411,7 +411,7 @@ async fn refresh_loop(
     // Whether the next discovery follows a CRD change or the period (not only requests).
     let mut changed = true;
     let crds: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(client.clone());
-    let events = watcher(crds, watcher::Config::default()).default_backoff();
+    let events = watcher(crds, watcher::Config::default()).backoff(crate::backoff::watch());
     let mut events = std::pin::pin!(events);
     let mut retry = Backoff::new(RETRY_FIRST, RETRY_MAX);
     let mut due = Instant::now();

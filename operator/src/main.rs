@@ -318,7 +318,9 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         () = shutdown_signal() => None,
     };
     let outcome = match outcome {
-        Some(served) => served.map_err(RunError::Task).and_then(|r| r.map_err(RunError::from)),
+        Some(served) => served
+            .map_err(RunError::Task)
+            .and_then(|r| r.map_err(RunError::from)),
         None => {
             stop_gracefully(
                 &server,

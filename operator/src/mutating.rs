@@ -208,11 +208,11 @@ pub async fn run(
     source: SchemaSource,
 ) {
     let policies = watcher(Api::all(client.clone()), watcher::Config::default())
-        .default_backoff()
+        .backoff(crate::backoff::watch())
         .reflect(policy_writer)
         .map_ok(Event::Policy);
     let bindings = watcher(Api::all(client), watcher::Config::default())
-        .default_backoff()
+        .backoff(crate::backoff::watch())
         .reflect(binding_writer)
         .map_ok(Event::Binding);
     let events = futures::stream::select(policies, bindings);

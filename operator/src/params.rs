@@ -150,7 +150,7 @@ impl Kind {
         retry: &mut Backoff,
     ) {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
-        let events = watcher(api, watcher::Config::default()).default_backoff();
+        let events = watcher(api, watcher::Config::default()).backoff(crate::backoff::watch());
         let mut events = std::pin::pin!(events);
         let mut changes = Changes::default();
         while let Some(event) = events.next().await {

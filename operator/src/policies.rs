@@ -389,7 +389,7 @@ pub fn controller(
 ) -> impl Stream<Item = ()> {
     let (requeue, lists) = mpsc::unbounded();
     let policies = watcher(Api::all(client.clone()), watcher::Config::default())
-        .default_backoff()
+        .backoff(crate::backoff::watch())
         .reflect(policy_writer)
         .inspect(on_list_done(
             ctx.clone(),
@@ -398,7 +398,7 @@ pub fn controller(
         ))
         .touched_objects();
     let bindings = watcher(Api::all(client), watcher::Config::default())
-        .default_backoff()
+        .backoff(crate::backoff::watch())
         .reflect(binding_writer)
         .inspect(on_list_done(ctx.clone(), Watched::Bindings, requeue))
         .touched_objects();

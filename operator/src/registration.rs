@@ -662,7 +662,10 @@ mod tests {
             // apply, and nothing is created.
             leading.send_replace(true);
             let call = api.next().await;
-            assert_eq!((&call.method, call.path.as_str()), (&Method::GET, VALIDATING));
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
             call.reply(404, status(404, "NotFound"));
             covered.changed().await.unwrap();
             let error = covered.borrow_and_update().error.clone().unwrap();
@@ -674,20 +677,29 @@ mod tests {
 
             // Shipped: both are read, then patched by uid with the current CA and rules.
             let call = api.next().await;
-            assert_eq!((&call.method, call.path.as_str()), (&Method::GET, VALIDATING));
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
             call.reply(200, json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "celgate", "uid": "v-uid"}}));
             let call = api.next().await;
             assert_eq!((&call.method, call.path.as_str()), (&Method::GET, MUTATING));
             call.reply(200, json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration", "metadata": {"name": "celgate", "uid": "m-uid"}}));
             let call = api.next().await;
-            assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, VALIDATING));
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, VALIDATING)
+            );
             assert_eq!(call.body["metadata"]["uid"], "v-uid");
             assert_eq!(ca_bundle(&call.body), "ca-2");
             assert_eq!(resources(&call.body), ["secrets"]);
             let body = call.body.clone();
             call.reply(200, body);
             let call = api.next().await;
-            assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, MUTATING));
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, MUTATING)
+            );
             assert_eq!(call.body["metadata"]["uid"], "m-uid");
             let body = call.body.clone();
             call.reply(200, body);
@@ -698,11 +710,20 @@ mod tests {
             ca_sender.send_replace("ca-3".into());
             let call = api.next().await;
             assert_eq!(call.method, Method::GET);
-            call.reply(200, json!({"metadata": {"name": "celgate", "uid": "v-uid"}}));
+            call.reply(
+                200,
+                json!({"metadata": {"name": "celgate", "uid": "v-uid"}}),
+            );
             let call = api.next().await;
-            call.reply(200, json!({"metadata": {"name": "celgate", "uid": "m-uid"}}));
+            call.reply(
+                200,
+                json!({"metadata": {"name": "celgate", "uid": "m-uid"}}),
+            );
             let call = api.next().await;
-            assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, VALIDATING));
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, VALIDATING)
+            );
             assert_eq!(ca_bundle(&call.body), "ca-3");
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)
