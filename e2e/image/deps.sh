@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Installs what `make image` uses, when missing: buildah (builds the image without a daemon or a
+# container runtime) and file (checks that the binary is static).
+set -euo pipefail
+missing=()
+command -v buildah >/dev/null || missing+=(buildah)
+command -v file >/dev/null || missing+=(file)
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "image/deps.sh: installing ${missing[*]}" >&2
+sudo=""; [ "$(id -u)" = 0 ] || sudo=sudo
+$sudo apt-get update -qq && $sudo apt-get install -y -qq "${missing[@]}"
