@@ -45,6 +45,10 @@ context=$out/context
 rm -rf "$context" && mkdir -p "$context"
 cp "$bin" "$context/celgate"
 store=(--storage-driver vfs --root "$out/storage" --runroot "$out/run")
+# A rebuild replaces the image of the same tag instead of leaving it dangling in the store.
+if buildah "${store[@]}" inspect --type image "$ref" >/dev/null 2>&1; then
+  buildah "${store[@]}" rmi --force "$ref" >/dev/null
+fi
 buildah "${store[@]}" build --isolation chroot --layers=false --build-arg "VERSION=$version" \
   -f "$root/Containerfile" -t "$ref" "$context" >&2
 rm -f "$archive"
