@@ -186,6 +186,18 @@ fn config_default_installs_meets_restricted_pod_security_and_uninstalls_cleanly(
         2,
         "both webhook configurations carry the app.kubernetes.io/name=celgate label"
     );
+    for kind in [
+        "validatingwebhookconfiguration",
+        "mutatingwebhookconfiguration",
+    ] {
+        let out = kubectl_ok(&cluster, &["get", kind, "celgate", "-o", "json"], "");
+        let configuration: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let webhooks = configuration["webhooks"].as_array().map_or(0, Vec::len);
+        assert_eq!(
+            webhooks, 0,
+            "the installed {kind} has webhooks before celgate runs: {configuration}"
+        );
+    }
 
     // The pod the Deployment would create is admitted by the namespace's `restricted` enforcement
     // without a warning; without its seccomp profile it is refused, so the enforcement is in force.
