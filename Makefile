@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory bench-apply deps differential map-differential fuzz
+.PHONY: help build test unit e2e lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory bench-apply deps differential image map-differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ e2e: deps ## The black-box suite against a real control plane (built on first us
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build -p celgate
 	$(CARGO) test -p celgate-e2e -- --test-threads=1
+
+image: ## The container image (static binary, FROM scratch) as an OCI archive in target/image/; prints its reference
+	@CARGO=$(CARGO) e2e/image/build.sh
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all --check
