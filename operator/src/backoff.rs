@@ -39,20 +39,6 @@ impl Backoff {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn delays_double_up_to_the_cap_and_restart_after_a_reset() {
-        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(5));
-        let delays: Vec<u64> = (0..5).map(|_| backoff.next_delay().as_secs()).collect();
-        assert_eq!(delays, [1, 2, 4, 5, 5]);
-        backoff.reset();
-        assert_eq!(backoff.next_delay(), Duration::from_secs(1));
-    }
-}
-
 /// The retry delays of a watch that failed (the API server restarting, a network blip): from
 /// 200 ms doubling to at most 2 s, with jitter, back to 200 ms after a minute without errors.
 /// kube-runtime's default grows to 30 s, which would leave policy changes unseen for that long
@@ -65,4 +51,18 @@ pub fn watch() -> ResetTimerBackoff<ExponentialBackoff> {
         .without_max_times()
         .with_jitter();
     ResetTimerBackoff::new(delays.into(), Duration::from_secs(60))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delays_double_up_to_the_cap_and_restart_after_a_reset() {
+        let mut backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(5));
+        let delays: Vec<u64> = (0..5).map(|_| backoff.next_delay().as_secs()).collect();
+        assert_eq!(delays, [1, 2, 4, 5, 5]);
+        backoff.reset();
+        assert_eq!(backoff.next_delay(), Duration::from_secs(1));
+    }
 }
