@@ -210,7 +210,10 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
     Api::<celgate_crds::ValidatingAdmissionPolicy>::all(client.clone())
         .list(&ListParams::default().limit(1))
         .await
-        .map_err(RunError::CrdsMissing)?;
+        .map_err(|e| match e {
+            kube::Error::Api(ref s) if s.code == 404 => RunError::CrdsMissing(e),
+            other => RunError::Client(other),
+        })?;
     ensure_namespace(&client, &args.namespace).await?;
 
     let (endpoint, hosts) = match &args.webhook_url {
