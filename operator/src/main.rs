@@ -10,6 +10,7 @@ mod controllers;
 mod convert;
 mod discovery;
 mod leader;
+mod metrics;
 mod mutating;
 mod namespaces;
 mod params;
@@ -95,6 +96,13 @@ struct RunArgs {
         default_value = "celgate-webhook-tls"
     )]
     cert_secret: String,
+    /// Plain-HTTP port serving `/metrics` (OpenMetrics text) on the bind address; 0 disables it.
+    #[arg(long, env = "CELGATE_METRICS_PORT", default_value_t = 8080)]
+    metrics_port: u16,
+    /// Denials written to the decision log per second, at most (target `celgate::decision`);
+    /// the rest are counted in `celgate_decision_log_dropped_total`. 0 disables the log.
+    #[arg(long, env = "CELGATE_DECISION_LOG_RATE", default_value_t = 10)]
+    decision_log_rate: u32,
     /// Log as JSON lines.
     #[arg(long, env = "CELGATE_LOG_JSON")]
     log_json: bool,
@@ -215,6 +223,17 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         }
     };
     let certificates = certs::ensure(&client, &args.namespace, &args.cert_secret, &hosts).await?;
+    record_certificates(&certificates);
+    let (registry, webhook_metrics) = metrics::registry(args.decision_log_rate);
+    let metrics_server = match args.metrics_port {
+        0 => None,
+        port => {
+            let addr = SocketAddr::new(args.bind_address, port);
+            let server = celgate_webhook::MetricsServer::bind(addr, Arc::new(registry)).await?;
+            info!(%addr, "metrics listening");
+            Some(server)
+        }
+    };
     let store = celgate_snapshot::SnapshotStore::new();
     let deps = celgate_snapshot::Deps {
         authorizers: Some(std::sync::Arc::new(authorizer::SarAuthorizers::new(
@@ -231,6 +250,7 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
             cert_pem: certificates.cert_pem.clone(),
             key_pem: certificates.key_pem.clone(),
         },
+        webhook_metrics,
     )
     .await?;
     info!(%addr, "webhook listening");
@@ -263,6 +283,7 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
                             error!(error = %e, "cannot load the renewed serving certificate");
                         } else {
                             info!("serving certificate renewed");
+                            record_certificates(&next);
                             current = next;
                         }
                     }
@@ -302,8 +323,16 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         built_in_groups: Arc::new(cli::types::builtin_groups()?),
     };
     let serving = server.clone();
+    tokio::spawn(metrics::follow_leadership(election.leadership.clone()));
+    let serving_metrics = async move {
+        match metrics_server {
+            Some(server) => server.serve().await,
+            None => std::future::pending().await,
+        }
+    };
     let outcome = tokio::select! {
         r = serving.serve() => r.map_err(RunError::from),
+        r = serving_metrics => r.map_err(RunError::from),
         () = controllers::run(client.clone(), store, registration, status, schema_source) => Ok(()),
         () = rotation => Ok(()),
         () = shutdown_signal() => {
@@ -315,6 +344,14 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
     // Another replica takes over status at once instead of after the Lease expires.
     election.stop().await;
     outcome
+}
+
+/// Records the certificates' expiry in the metrics (a certificate that cannot be read is
+/// logged: the webhook would not serve with it anyway).
+fn record_certificates(certificates: &certs::Certificates) {
+    if let Err(e) = metrics::certificates(&certificates.ca_pem, &certificates.cert_pem) {
+        error!(error = %e, "cannot read the expiry of the webhook certificates");
+    }
 }
 
 /// Completes on SIGINT (Ctrl-C) or SIGTERM (what the kubelet sends a stopping pod).

@@ -4,8 +4,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Path, State as AxumState};
+use axum::extract::{DefaultBodyLimit, Path, Request, State as AxumState};
 use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum_server::Handle;
@@ -20,7 +21,8 @@ use celgate_snapshot::Deps;
 use celgate_snapshot::SnapshotStore;
 use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, DispatchError};
 
-use crate::metrics::Metrics;
+use crate::decision_log::Denied;
+use crate::metrics::{AdmissionKind, Metrics, admission_path};
 use crate::review::{self, Review};
 
 /// Largest AdmissionReview body accepted: an object and its old version at the API server's
@@ -40,12 +42,12 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Handler state over `store`.
-    pub fn new(store: Arc<SnapshotStore>, deps: Deps) -> Arc<Self> {
+    /// Handler state over `store`, recording into `metrics`.
+    pub fn new(store: Arc<SnapshotStore>, deps: Deps, metrics: Metrics) -> Arc<Self> {
         Arc::new(Self {
             store,
             deps,
-            metrics: Metrics::default(),
+            metrics,
         })
     }
 }
@@ -86,14 +88,15 @@ pub struct Server {
 
 impl Server {
     /// Prepares a server on `addr` with an initial certificate, deciding over the snapshots
-    /// published into `store`.
+    /// published into `store` and recording into `metrics`.
     pub async fn new(
         addr: SocketAddr,
         store: Arc<SnapshotStore>,
         deps: Deps,
         tls: TlsMaterial,
+        metrics: Metrics,
     ) -> Result<Self, ServerError> {
-        let state = AppState::new(store, deps);
+        let state = AppState::new(store, deps, metrics);
         let tls = RustlsConfig::from_pem(tls.cert_pem.into_bytes(), tls.key_pem.into_bytes())
             .await
             .map_err(ServerError::Tls)?;
@@ -136,7 +139,8 @@ impl Server {
     }
 }
 
-/// The routes, over shared state (public for in-process tests).
+/// The routes, over shared state (public for in-process tests). Metrics are served on their
+/// own plain-HTTP port ([`crate::MetricsServer`]), not here.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate_all))
@@ -146,13 +150,39 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/validate-policies", post(validate_policies))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
+}
+
+/// Counts and times every request on an admission route (by route and HTTP code answered,
+/// including rejections of the body before a handler runs).
+async fn observe(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let Some(path) = admission_path(req.uri().path()) else {
+        return next.run(req).await;
+    };
+    let started = std::time::Instant::now();
+    let response = next.run(req).await;
+    state
+        .metrics
+        .request(path, response.status().as_u16(), started.elapsed());
+    response
 }
 
 fn json_response(body: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// A review dispatch could not decide on `path`, counted and answered as kube-apiserver reads
+/// it: a call failure (which it resolves by the webhook's failurePolicy) that says why.
+fn failed(state: &AppState, path: &'static str, e: &DispatchError) -> Response {
+    let reason = match e {
+        DispatchError::NotReady => "not_ready",
+        DispatchError::Request(_) | DispatchError::NoRequest => "bad_request",
+        DispatchError::Internal(_) => "internal",
+    };
+    state.metrics.error(path, reason);
+    dispatch_error(e)
 }
 
 /// A review dispatch could not decide, as the HTTP answer kube-apiserver reads: a call
@@ -183,7 +213,7 @@ async fn validate_all(
     uri: axum::http::Uri,
     review: Review,
 ) -> Response {
-    validate(state, uri, review, None).await
+    validate(state, uri, review, None, "/validate").await
 }
 
 /// The policies of one failure policy: `/validate/fail` (the fail-closed webhook) and
@@ -194,9 +224,9 @@ async fn validate_by_failure_policy(
     uri: axum::http::Uri,
     review: Review,
 ) -> Response {
-    let only = match failure.as_str() {
-        "fail" => FailurePolicy::Fail,
-        "ignore" => FailurePolicy::Ignore,
+    let (only, path) = match failure.as_str() {
+        "fail" => (FailurePolicy::Fail, "/validate/fail"),
+        "ignore" => (FailurePolicy::Ignore, "/validate/ignore"),
         _ => {
             return (
                 StatusCode::NOT_FOUND,
@@ -205,7 +235,7 @@ async fn validate_by_failure_policy(
                 .into_response();
         }
     };
-    validate(state, uri, review, Some(only)).await
+    validate(state, uri, review, Some(only), path).await
 }
 
 async fn validate(
@@ -213,6 +243,7 @@ async fn validate(
     uri: axum::http::Uri,
     Review(review): Review,
     only: Option<FailurePolicy>,
+    path: &'static str,
 ) -> Response {
     let call = Call {
         started: tokio::time::Instant::now(),
@@ -220,10 +251,30 @@ async fn validate(
     };
     match dispatch::validate(&state.store, &state.deps, review, call, only).await {
         Ok(decided) => {
-            state.metrics.record(&decided.outcome.checks);
-            json_response(review::response(&decided.uid, &decided.outcome))
+            let outcome = &decided.outcome;
+            state.metrics.record(&outcome.checks);
+            state
+                .metrics
+                .decision(AdmissionKind::Validating, outcome.allowed());
+            if let Some(denial) = &outcome.denial {
+                // The first check that denied is the denial reported.
+                let by = outcome
+                    .checks
+                    .iter()
+                    .find(|c| c.enforcement_action == "deny");
+                state.metrics.decision_log.denied(
+                    &decided.review,
+                    Denied {
+                        kind: AdmissionKind::Validating,
+                        policy: by.map_or("", |c| &*c.policy),
+                        binding: by.map_or("", |c| &*c.binding),
+                        message: &denial.message,
+                    },
+                );
+            }
+            json_response(review::response(&decided.uid, outcome))
         }
-        Err(e) => dispatch_error(&e),
+        Err(e) => failed(&state, path, &e),
     }
 }
 
@@ -233,7 +284,7 @@ async fn mutate_all(
     uri: axum::http::Uri,
     review: Review,
 ) -> Response {
-    mutate(state, uri, review, None).await
+    mutate(state, uri, review, None, "/mutate").await
 }
 
 /// The mutating policies of one webhook group: `/mutate/<fail|ignore>/<never|ifneeded>`
@@ -254,6 +305,12 @@ async fn mutate_by_group(
         "ifneeded" => Some(ReinvocationPolicy::IfNeeded),
         _ => None,
     };
+    let path = match (failure, reinvocation) {
+        (Some(FailurePolicy::Fail), Some(ReinvocationPolicy::Never)) => "/mutate/fail/never",
+        (Some(FailurePolicy::Fail), Some(ReinvocationPolicy::IfNeeded)) => "/mutate/fail/ifneeded",
+        (Some(FailurePolicy::Ignore), Some(ReinvocationPolicy::Never)) => "/mutate/ignore/never",
+        _ => "/mutate/ignore/ifneeded",
+    };
     let (Some(failure), Some(reinvocation)) = (failure, reinvocation) else {
         return (
             StatusCode::NOT_FOUND,
@@ -262,7 +319,7 @@ async fn mutate_by_group(
             .into_response();
     };
     let group = MutatingWebhookGroup::new(failure, reinvocation);
-    mutate(state, uri, review, Some(group)).await
+    mutate(state, uri, review, Some(group), path).await
 }
 
 async fn mutate(
@@ -270,6 +327,7 @@ async fn mutate(
     uri: axum::http::Uri,
     Review(review): Review,
     only: Option<MutatingWebhookGroup>,
+    path: &'static str,
 ) -> Response {
     let call = Call {
         started: tokio::time::Instant::now(),
@@ -277,10 +335,30 @@ async fn mutate(
     };
     match dispatch::mutate(&state.store, &state.deps, review, call, only).await {
         Ok(mutated) => {
-            state.metrics.record_mutations(&mutated.outcome.checks);
-            json_response(review::mutation_response(&mutated.uid, &mutated.outcome))
+            let outcome = &mutated.outcome;
+            state.metrics.record_mutations(&outcome.checks);
+            state
+                .metrics
+                .decision(AdmissionKind::Mutating, outcome.allowed());
+            if let Some(denial) = &outcome.denial {
+                // The first mutation that failed is the denial reported.
+                let by = outcome
+                    .checks
+                    .iter()
+                    .find(|c| c.error_type != celgate_engine::validate::ErrorType::NoError);
+                state.metrics.decision_log.denied(
+                    &mutated.review,
+                    Denied {
+                        kind: AdmissionKind::Mutating,
+                        policy: by.map_or("", |c| &*c.policy),
+                        binding: by.map_or("", |c| &*c.binding),
+                        message: &denial.message,
+                    },
+                );
+            }
+            json_response(review::mutation_response(&mutated.uid, outcome))
         }
-        Err(e) => dispatch_error(&e),
+        Err(e) => failed(&state, path, &e),
     }
 }
 
@@ -290,12 +368,13 @@ async fn validate_policies(
     AxumState(state): AxumState<Arc<AppState>>,
     Review(review): Review,
 ) -> Response {
+    const PATH: &str = "/validate-policies";
     match dispatch::validate_policy_write(&state.store, &state.deps, review).await {
         Ok(verdict) => match review::policy_validation_response(&verdict.review, &verdict.errors) {
             Ok(body) => json_response(body),
-            Err(e) => dispatch_error(&e),
+            Err(e) => failed(&state, PATH, &e),
         },
-        Err(e) => dispatch_error(&e),
+        Err(e) => failed(&state, PATH, &e),
     }
 }
 
@@ -304,20 +383,6 @@ async fn readyz(AxumState(state): AxumState<Arc<AppState>>) -> Response {
         "ok".into_response()
     } else {
         dispatch_error(&DispatchError::NotReady)
-    }
-}
-
-async fn metrics(AxumState(state): AxumState<Arc<AppState>>) -> Response {
-    match state.metrics.encode() {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 
