@@ -233,6 +233,25 @@ impl Prometheus {
             .unwrap_or_default()
     }
 
+    /// The scrapes of celgate stored so far.
+    fn scrapes(&self) -> u64 {
+        self.query("sum(count_over_time(up[10m]))")
+            .first()
+            .and_then(|r| r["value"][1].as_str()?.parse::<f64>().ok())
+            .map_or(0, |n| n as u64)
+    }
+
+    /// Waits until `n` more scrapes are stored, so rates see what happened before.
+    async fn wait_scrapes(&self, n: u64) {
+        let target = self.scrapes() + n;
+        wait_for(
+            &format!("{n} more scrapes"),
+            Duration::from_secs(60),
+            move || async move { (self.scrapes() >= target).then_some(()) },
+        )
+        .await;
+    }
+
     async fn wait_ready(&self) {
         let url = format!("http://127.0.0.1:{}/-/ready", self.port);
         wait_for("prometheus /-/ready", Duration::from_secs(60), || {
@@ -372,12 +391,26 @@ fn denied(result: &Result<ConfigMap, kube::Error>) -> bool {
 fn check_kustomize(cluster: &Cluster) {
     let overlay = cluster.dir().join("monitoring-overlay");
     std::fs::create_dir_all(&overlay).unwrap_or_else(|e| panic!("overlay dir: {e}"));
+    // kustomize takes relative paths only: up to the root, then down to the config.
+    let overlay = overlay
+        .canonicalize()
+        .unwrap_or_else(|e| panic!("overlay dir: {e}"));
+    let relative = |target: PathBuf| {
+        let target = target
+            .canonicalize()
+            .unwrap_or_else(|e| panic!("{}: {e}", target.display()));
+        let up = "../".repeat(overlay.components().count() - 1);
+        format!(
+            "{up}{}",
+            target.strip_prefix("/").unwrap_or(&target).display()
+        )
+    };
     std::fs::write(
         overlay.join("kustomization.yaml"),
         format!(
             "resources: [{:?}]\ncomponents: [{:?}]\n",
-            workspace().join("config/default").display().to_string(),
-            monitoring_dir().display().to_string()
+            relative(workspace().join("config/default")),
+            relative(monitoring_dir())
         ),
     )
     .unwrap_or_else(|e| panic!("overlay: {e}"));
@@ -446,6 +479,7 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_evaluates_every_rul
         &format!("127.0.0.1:{}", celgate.metrics_port),
     );
     prometheus.wait_ready().await;
+    prometheus.wait_scrapes(2).await;
     let started = unix_now();
 
     let client = cluster.client().await;
@@ -468,6 +502,8 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_evaluates_every_rul
         })
     })
     .await;
+    // The series the policies created are scraped before the load, so rates show the load.
+    prometheus.wait_scrapes(2).await;
 
     // Load: 240 creates, half denied (by the label policy or the param policy), and a policy
     // change midway (its propagation is observed).
@@ -547,6 +583,8 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_evaluates_every_rul
     )
     .await;
 
+    prometheus.wait_scrapes(3).await;
+
     // Every panel query answers, each with at least one number.
     let dashboard: Value = serde_json::from_str(&read(&monitoring_dir().join("dashboard.json")))
         .unwrap_or_else(|e| panic!("dashboard.json: {e}"));
@@ -569,8 +607,14 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_evaluates_every_rul
     }
     assert!(
         empty.is_empty(),
-        "panel queries without data:\n{}",
-        empty.join("\n")
+        "panel queries without data:\n{}\nscrapes stored, successful, seconds since the start: {:?}\ntargets: {}",
+        empty.join("\n"),
+        (
+            prometheus.query("count_over_time(up[5m])"),
+            prometheus.query("sum_over_time(up[5m])"),
+            unix_now() - started
+        ),
+        prometheus.get("/api/v1/targets", &[])
     );
 
     // Every alert rule is loaded and evaluates without error.

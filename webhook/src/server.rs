@@ -163,26 +163,30 @@ async fn observe(AxumState(state): AxumState<Arc<AppState>>, req: Request, next:
     };
     let started = std::time::Instant::now();
     let response = next.run(req).await;
+    let status = response.status();
     state
         .metrics
-        .request(path, response.status().as_u16(), started.elapsed());
+        .request(path, status.as_u16(), started.elapsed());
+    if !status.is_success() {
+        state.metrics.error(path, error_reason(status));
+    }
     response
+}
+
+/// The `reason` label of a review answered with HTTP `status`: the webhook was not ready (503),
+/// the review could not be read (another 4xx), or celgate failed (another 5xx).
+fn error_reason(status: StatusCode) -> &'static str {
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        "not_ready"
+    } else if status.is_client_error() {
+        "bad_request"
+    } else {
+        "internal"
+    }
 }
 
 fn json_response(body: Vec<u8>) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], body).into_response()
-}
-
-/// A review dispatch could not decide on `path`, counted and answered as kube-apiserver reads
-/// it: a call failure (which it resolves by the webhook's failurePolicy) that says why.
-fn failed(state: &AppState, path: &'static str, e: &DispatchError) -> Response {
-    let reason = match e {
-        DispatchError::NotReady => "not_ready",
-        DispatchError::Request(_) | DispatchError::NoRequest => "bad_request",
-        DispatchError::Internal(_) => "internal",
-    };
-    state.metrics.error(path, reason);
-    dispatch_error(e)
 }
 
 /// A review dispatch could not decide, as the HTTP answer kube-apiserver reads: a call
@@ -213,7 +217,7 @@ async fn validate_all(
     uri: axum::http::Uri,
     review: Review,
 ) -> Response {
-    validate(state, uri, review, None, "/validate").await
+    validate(state, uri, review, None).await
 }
 
 /// The policies of one failure policy: `/validate/fail` (the fail-closed webhook) and
@@ -224,9 +228,9 @@ async fn validate_by_failure_policy(
     uri: axum::http::Uri,
     review: Review,
 ) -> Response {
-    let (only, path) = match failure.as_str() {
-        "fail" => (FailurePolicy::Fail, "/validate/fail"),
-        "ignore" => (FailurePolicy::Ignore, "/validate/ignore"),
+    let only = match failure.as_str() {
+        "fail" => FailurePolicy::Fail,
+        "ignore" => FailurePolicy::Ignore,
         _ => {
             return (
                 StatusCode::NOT_FOUND,
@@ -235,7 +239,7 @@ async fn validate_by_failure_policy(
                 .into_response();
         }
     };
-    validate(state, uri, review, Some(only), path).await
+    validate(state, uri, review, Some(only)).await
 }
 
 async fn validate(
@@ -243,7 +247,6 @@ async fn validate(
     uri: axum::http::Uri,
     Review(review): Review,
     only: Option<FailurePolicy>,
-    path: &'static str,
 ) -> Response {
     let call = Call {
         started: tokio::time::Instant::now(),
@@ -274,7 +277,7 @@ async fn validate(
             }
             json_response(review::response(&decided.uid, outcome))
         }
-        Err(e) => failed(&state, path, &e),
+        Err(e) => dispatch_error(&e),
     }
 }
 
@@ -284,7 +287,7 @@ async fn mutate_all(
     uri: axum::http::Uri,
     review: Review,
 ) -> Response {
-    mutate(state, uri, review, None, "/mutate").await
+    mutate(state, uri, review, None).await
 }
 
 /// The mutating policies of one webhook group: `/mutate/<fail|ignore>/<never|ifneeded>`
@@ -305,12 +308,6 @@ async fn mutate_by_group(
         "ifneeded" => Some(ReinvocationPolicy::IfNeeded),
         _ => None,
     };
-    let path = match (failure, reinvocation) {
-        (Some(FailurePolicy::Fail), Some(ReinvocationPolicy::Never)) => "/mutate/fail/never",
-        (Some(FailurePolicy::Fail), Some(ReinvocationPolicy::IfNeeded)) => "/mutate/fail/ifneeded",
-        (Some(FailurePolicy::Ignore), Some(ReinvocationPolicy::Never)) => "/mutate/ignore/never",
-        _ => "/mutate/ignore/ifneeded",
-    };
     let (Some(failure), Some(reinvocation)) = (failure, reinvocation) else {
         return (
             StatusCode::NOT_FOUND,
@@ -319,7 +316,7 @@ async fn mutate_by_group(
             .into_response();
     };
     let group = MutatingWebhookGroup::new(failure, reinvocation);
-    mutate(state, uri, review, Some(group), path).await
+    mutate(state, uri, review, Some(group)).await
 }
 
 async fn mutate(
@@ -327,7 +324,6 @@ async fn mutate(
     uri: axum::http::Uri,
     Review(review): Review,
     only: Option<MutatingWebhookGroup>,
-    path: &'static str,
 ) -> Response {
     let call = Call {
         started: tokio::time::Instant::now(),
@@ -358,7 +354,7 @@ async fn mutate(
             }
             json_response(review::mutation_response(&mutated.uid, outcome))
         }
-        Err(e) => failed(&state, path, &e),
+        Err(e) => dispatch_error(&e),
     }
 }
 
@@ -368,13 +364,12 @@ async fn validate_policies(
     AxumState(state): AxumState<Arc<AppState>>,
     Review(review): Review,
 ) -> Response {
-    const PATH: &str = "/validate-policies";
     match dispatch::validate_policy_write(&state.store, &state.deps, review).await {
         Ok(verdict) => match review::policy_validation_response(&verdict.review, &verdict.errors) {
             Ok(body) => json_response(body),
-            Err(e) => failed(&state, PATH, &e),
+            Err(e) => dispatch_error(&e),
         },
-        Err(e) => failed(&state, PATH, &e),
+        Err(e) => dispatch_error(&e),
     }
 }
 
