@@ -222,7 +222,7 @@ async fn unmatched_kinds_are_allowed() {
 
 #[tokio::test]
 async fn malformed_reviews_get_400_saying_what_is_wrong() {
-    let state = new_state();
+    let (state, registry) = state_and_registry();
     publish(&state, PolicySet::default());
     for (body, says) in [
         ("{".to_string(), "not valid JSON"),
@@ -235,6 +235,14 @@ async fn malformed_reviews_get_400_saying_what_is_wrong() {
             assert_eq!(status, StatusCode::BAD_REQUEST, "{path} {body}");
             assert!(text.contains(says), "{path} {body}: {text}");
         }
+    }
+    // Counted by route, whether the body or the dispatch rejected it.
+    let metrics = scrape(&registry).await;
+    for line in [
+        "celgate_webhook_requests_total{path=\"/validate\",code=\"400\"} 4",
+        "celgate_webhook_errors_total{path=\"/mutate\",reason=\"bad_request\"} 4",
+    ] {
+        assert!(metrics.contains(line), "missing {line}:\n{metrics}");
     }
 }
 
