@@ -617,6 +617,33 @@ async fn a_real_prometheus_answers_every_dashboard_query_and_evaluates_every_rul
         prometheus.get("/api/v1/targets", &[])
     );
 
+    // The gauges say what happened: one replica leading, two fail-closed policies (one
+    // validating, one mutating) and one fail-open bound, none failing to compile, a serving
+    // certificate valid for about a year, and the policy changes' propagation observed.
+    let value = |expr: &str| {
+        let result = prometheus.query(expr);
+        result
+            .first()
+            .and_then(|r| r["value"][1].as_str()?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{expr}: {result:?}"))
+    };
+    assert_eq!(value("max(celgate_leader)"), 1.0);
+    assert_eq!(
+        value("sum(celgate_bound_policies{failure_policy=\"Fail\"})"),
+        2.0
+    );
+    assert_eq!(
+        value("sum(celgate_bound_policies{failure_policy=\"Ignore\"})"),
+        1.0
+    );
+    assert_eq!(value("sum(celgate_policy_compile_errors)"), 0.0);
+    let days_left = value(
+        "(max(celgate_certificate_expiry_timestamp_seconds{certificate=\"serving\"}) - time()) / 86400",
+    );
+    assert!((360.0..366.0).contains(&days_left), "{days_left} days");
+    assert!(value("sum(celgate_policy_propagation_seconds_count)") >= 6.0);
+    assert_eq!(value("sum(celgate_policy_changes_pending)"), 0.0);
+
     // Every alert rule is loaded and evaluates without error.
     let expected = alerts(&yaml(&read(
         &monitoring_dir().join("prometheus-rules.yaml"),
