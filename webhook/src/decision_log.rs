@@ -28,14 +28,24 @@ pub struct DecisionLog {
 /// One denial, as the decision log names it.
 #[derive(Debug, Clone, Copy)]
 pub struct Denied<'a> {
-    /// Validating or mutating.
-    pub kind: AdmissionKind,
-    /// The policy that denied, when one policy did.
+    /// The policy that denied, when one policy did ("" otherwise).
     pub policy: &'a str,
     /// Its binding.
     pub binding: &'a str,
     /// The denial message answered.
     pub message: &'a str,
+}
+
+impl<'a> Denied<'a> {
+    /// A denial answered with `message`, by the (policy, binding) `by` when one is known.
+    pub fn by(by: Option<(&'a str, &'a str)>, message: &'a str) -> Self {
+        let (policy, binding) = by.unwrap_or(("", ""));
+        Self {
+            policy,
+            binding,
+            message,
+        }
+    }
 }
 
 impl DecisionLog {
@@ -91,9 +101,9 @@ impl DecisionLog {
         }
     }
 
-    /// Logs the denial of the AdmissionReview `review` (its request names the object and the
-    /// user), or counts it as dropped when this second's lines are spent.
-    pub fn denied(&self, review: &Value, denied: Denied<'_>) {
+    /// Logs the `kind` denial of the AdmissionReview `review` (its request names the object
+    /// and the user), or counts it as dropped when this second's lines are spent.
+    pub fn denied(&self, kind: AdmissionKind, review: &Value, denied: Denied<'_>) {
         if !self.admit(Instant::now()) {
             self.dropped.inc();
             return;
@@ -112,7 +122,7 @@ impl DecisionLog {
         };
         tracing::info!(
             target: "celgate::decision",
-            kind = denied.kind.as_str(),
+            kind = kind.as_str(),
             policy = denied.policy,
             binding = denied.binding,
             namespace = text(request.get("namespace")),
@@ -171,14 +181,9 @@ mod tests {
         let review = serde_json::json!({"request": {"namespace": "ns", "name": "web",
             "operation": "CREATE", "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
             "userInfo": {"username": "alice"}}});
-        let denied = Denied {
-            kind: AdmissionKind::Validating,
-            policy: "p",
-            binding: "b",
-            message: "no",
-        };
+        let denied = Denied::by(Some(("p", "b")), "no");
         for _ in 0..5 {
-            log.denied(&review, denied);
+            log.denied(AdmissionKind::Validating, &review, denied);
         }
         let text = crate::metrics::encode(&registry).unwrap();
         // Five denials within one second (the test runs well inside one, or straddles two

@@ -15,7 +15,9 @@ use prometheus_client::registry::Registry;
 use celgate_engine::mutate::MutationCheck;
 use celgate_engine::validate::Check;
 
-use crate::decision_log::DecisionLog;
+use serde_json::Value;
+
+use crate::decision_log::{DecisionLog, Denied};
 
 /// Labels of the policy check metrics (upstream: policy, policy_binding, error_type, enforcement_action).
 /// Shared and static strings: looking a series up allocates nothing.
@@ -139,7 +141,7 @@ pub struct Metrics {
     errors: Family<ErrorLabels, Counter>,
     decisions: Family<DecisionLabels, Counter>,
     /// One structured line per denial, at most a set number per second.
-    pub decision_log: DecisionLog,
+    decision_log: DecisionLog,
 }
 
 impl Metrics {
@@ -275,15 +277,23 @@ impl Metrics {
             .inc();
     }
 
-    /// Records one admission decision.
-    pub fn decision(&self, kind: AdmissionKind, allowed: bool) {
-        let decision = if allowed { "allowed" } else { "denied" };
+    /// Records one admission decision of `review`: allowed, or `denied` (which also goes to
+    /// the decision log).
+    pub fn decided(&self, kind: AdmissionKind, review: &Value, denied: Option<Denied<'_>>) {
+        let decision = if denied.is_some() {
+            "denied"
+        } else {
+            "allowed"
+        };
         self.decisions
             .get_or_create(&DecisionLabels {
                 kind: kind.as_str(),
                 decision,
             })
             .inc();
+        if let Some(denied) = denied {
+            self.decision_log.denied(kind, review, denied);
+        }
     }
 }
 
@@ -318,7 +328,11 @@ mod tests {
         metrics.request("/validate/fail", 200, Duration::from_millis(3));
         metrics.request("/validate/fail", 503, Duration::from_millis(1));
         metrics.error("/validate/fail", "not_ready");
-        metrics.decision(AdmissionKind::Mutating, false);
+        metrics.decided(
+            AdmissionKind::Mutating,
+            &Value::Null,
+            Some(Denied::by(None, "denied")),
+        );
         let text = encode(&registry).unwrap();
         for line in [
             "celgate_webhook_requests_total{path=\"/validate/fail\",code=\"200\"} 1",
@@ -327,6 +341,7 @@ mod tests {
             "celgate_webhook_errors_total{path=\"/validate/fail\",reason=\"not_ready\"} 1",
             "celgate_admission_decisions_total{kind=\"mutating\",decision=\"denied\"} 1",
             "celgate_admission_decisions_total{kind=\"validating\",decision=\"allowed\"} 0",
+            "celgate_decision_log_lines_total 1",
             "celgate_decision_log_dropped_total 0",
         ] {
             assert!(text.contains(line), "missing {line}:\n{text}");

@@ -256,25 +256,17 @@ async fn validate(
         Ok(decided) => {
             let outcome = &decided.outcome;
             state.metrics.record(&outcome.checks);
-            state
-                .metrics
-                .decision(AdmissionKind::Validating, outcome.allowed());
-            if let Some(denial) = &outcome.denial {
+            let denied = outcome.denial.as_ref().map(|denial| {
                 // The first check that denied is the denial reported.
                 let by = outcome
                     .checks
                     .iter()
                     .find(|c| c.enforcement_action == "deny");
-                state.metrics.decision_log.denied(
-                    &decided.review,
-                    Denied {
-                        kind: AdmissionKind::Validating,
-                        policy: by.map_or("", |c| &*c.policy),
-                        binding: by.map_or("", |c| &*c.binding),
-                        message: &denial.message,
-                    },
-                );
-            }
+                Denied::by(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
+            });
+            state
+                .metrics
+                .decided(AdmissionKind::Validating, &decided.review, denied);
             json_response(review::response(&decided.uid, outcome))
         }
         Err(e) => dispatch_error(&e),
@@ -333,25 +325,17 @@ async fn mutate(
         Ok(mutated) => {
             let outcome = &mutated.outcome;
             state.metrics.record_mutations(&outcome.checks);
-            state
-                .metrics
-                .decision(AdmissionKind::Mutating, outcome.allowed());
-            if let Some(denial) = &outcome.denial {
+            let denied = outcome.denial.as_ref().map(|denial| {
                 // The first mutation that failed is the denial reported.
                 let by = outcome
                     .checks
                     .iter()
                     .find(|c| c.error_type != celgate_engine::validate::ErrorType::NoError);
-                state.metrics.decision_log.denied(
-                    &mutated.review,
-                    Denied {
-                        kind: AdmissionKind::Mutating,
-                        policy: by.map_or("", |c| &*c.policy),
-                        binding: by.map_or("", |c| &*c.binding),
-                        message: &denial.message,
-                    },
-                );
-            }
+                Denied::by(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
+            });
+            state
+                .metrics
+                .decided(AdmissionKind::Mutating, &mutated.review, denied);
             json_response(review::mutation_response(&mutated.uid, outcome))
         }
         Err(e) => dispatch_error(&e),
