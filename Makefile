@@ -4,13 +4,14 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory bench-apply deps differential image map-differential fuzz
+.PHONY: help build test unit e2e monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory bench-apply deps differential image map-differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
-deps: ## Install the system packages the tests need (curl, openssl, python3) when missing
+deps: ## Install the system packages the tests need (curl, openssl, python3, prometheus) when missing
 	@e2e/cluster/deps.sh
+	@e2e/monitoring/deps.sh
 
 build: ## Build every crate
 	$(CARGO) build --workspace
@@ -30,6 +31,17 @@ e2e: deps ## The black-box suite against a real control plane (built on first us
 
 image: ## The container image (static binary, FROM scratch) as an OCI archive in target/image/; prints its reference
 	@CARGO=$(CARGO) e2e/image/build.sh
+
+monitoring-rules: deps ## promtool check and test the alert rules (config/monitoring); part of make e2e
+	$(CARGO) test -p celgate-e2e --test monitoring alert_rules
+
+dashboard-png: deps ## Render the Grafana dashboard's panels from a real run to target/dashboard.png (needs matplotlib)
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) build -p celgate
+	CELGATE_DASHBOARD_DATA=$(abspath $(or $(CARGO_TARGET_DIR),target))/dashboard-data.json \
+		$(CARGO) test -p celgate-e2e --test monitoring a_real_prometheus
+	python3 e2e/monitoring/render.py $(abspath $(or $(CARGO_TARGET_DIR),target))/dashboard-data.json \
+		$(abspath $(or $(CARGO_TARGET_DIR),target))/dashboard.png
 
 lint: ## rustfmt and clippy, warnings are errors
 	$(CARGO) fmt --all --check

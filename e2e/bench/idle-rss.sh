@@ -33,7 +33,9 @@ for f in "$root"/e2e/testdata/docs/*.yaml "$root"/config/samples/*.yaml; do
     | "$kubectl" apply -f - >/dev/null 2>&1 && policies=$((policies + 1)) || true
 done
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
+metrics_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()')
 "$celgate" run --bind-address 127.0.0.1 --webhook-port "$port" --webhook-url "https://127.0.0.1:$port" \
+  --metrics-port "$metrics_port" \
   >"$dir/celgate.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 300); do

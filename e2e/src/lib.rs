@@ -215,6 +215,9 @@ pub struct Celgate {
     child: Child,
     /// The webhook's port on 127.0.0.1.
     pub port: u16,
+    /// The plain-HTTP metrics port on 127.0.0.1 (`--metrics-port`, a free port unless `args`
+    /// name one).
+    pub metrics_port: u16,
     /// Log file of the process.
     pub log: PathBuf,
 }
@@ -270,6 +273,16 @@ impl Celgate {
         let err = file
             .try_clone()
             .unwrap_or_else(|e| panic!("cannot clone log handle: {e}"));
+        let named = args
+            .iter()
+            .position(|a| *a == "--metrics-port")
+            .and_then(|i| args.get(i + 1))
+            .map(|p| {
+                p.parse()
+                    .unwrap_or_else(|e| panic!("--metrics-port {p}: {e}"))
+            });
+        let metrics_port = named.unwrap_or_else(free_port);
+        let metrics_arg = format!("--metrics-port={metrics_port}");
         let mut command = Command::new(&bin);
         command.args([
             "run",
@@ -283,6 +296,7 @@ impl Celgate {
             command.arg(format!("--webhook-url=https://127.0.0.1:{port}"));
         }
         let child = command
+            .args(named.is_none().then_some(&metrics_arg))
             .args(args)
             .env("KUBECONFIG", &cluster.kubeconfig)
             .env("RUST_LOG", rust_log)
@@ -290,7 +304,12 @@ impl Celgate {
             .stderr(err)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
-        Celgate { child, port, log }
+        Celgate {
+            child,
+            port,
+            metrics_port,
+            log,
+        }
     }
 
     /// Kills the process at once (SIGKILL: no shutdown, nothing released) and reaps it.
@@ -327,6 +346,14 @@ impl Celgate {
             async move { curl(&["-skf", &url]).status.success().then_some(()) }
         })
         .await;
+    }
+
+    /// The text `/metrics` on the metrics port answers now.
+    pub fn metrics(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        let out = curl(&["-sf", &url]);
+        assert!(out.status.success(), "GET {url} failed");
+        String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
     /// The process log so far.

@@ -72,9 +72,8 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
     let (ours, _) = wait_denied(&client, "celgate-demo", 6).await;
     assert_eq!(inner_message(&ours), inner_message(&in_tree));
 
-    // The metrics endpoint counts the denials with upstream's labels.
-    let url = format!("https://127.0.0.1:{}/metrics", celgate.port);
-    let metrics = String::from_utf8_lossy(&curl(&["-sk", &url]).stdout).into_owned();
+    // The metrics endpoint (its own plain-HTTP port) counts the denials with upstream's labels.
+    let metrics = celgate.metrics();
     assert!(
         metrics.contains("celgate_validating_admission_policy_check_total{policy=\"demo-policy.example.com\",policy_binding=\"demo-binding-test.example.com\",error_type=\"invalid_error\",enforcement_action=\"deny\"}"),
         "metrics lack the deny count:\n{metrics}"

@@ -44,6 +44,14 @@ impl SecretRef {
     }
 }
 
+/// Records the certificates' expiry in the metrics (a certificate that cannot be read is
+/// logged: the webhook would not serve with it anyway).
+pub fn record(certificates: &Certificates) {
+    if let Err(error) = crate::metrics::certificates(&certificates.ca_pem, &certificates.cert_pem) {
+        error!(%error, "cannot read the expiry of the webhook certificates");
+    }
+}
+
 /// The caBundle for a CA that replaces `previous` (PEM): both, the new one first.
 pub fn bundle(ca_pem: &str, previous: Option<&str>) -> String {
     match previous {
@@ -101,6 +109,7 @@ pub async fn follow(
             error!(%error, "cannot load the certificate from the Secret; serving the one loaded before");
             continue;
         }
+        record(&next);
         let ca_changed = next.ca_pem != current.ca_pem;
         if ca_changed {
             ca.send_replace(bundle(&next.ca_pem, Some(&current.ca_pem)));

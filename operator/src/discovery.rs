@@ -26,6 +26,7 @@ use tokio::time::Instant;
 use tracing::{debug, warn};
 
 use crate::backoff::Backoff;
+use crate::metrics::{self, resource};
 
 /// How often the served resources are discovered again without a CRD change (aggregated APIs
 /// come and go without one).
@@ -411,7 +412,9 @@ async fn refresh_loop(
     // Whether the next discovery follows a CRD change or the period (not only requests).
     let mut changed = true;
     let crds: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(client.clone());
-    let events = watcher(crds, watcher::Config::default()).backoff(crate::backoff::watch());
+    let events = watcher(crds, watcher::Config::default())
+        .backoff(crate::backoff::watch())
+        .inspect(metrics::watch(resource::CRDS, false));
     let mut events = std::pin::pin!(events);
     let mut retry = Backoff::new(RETRY_FIRST, RETRY_MAX);
     let mut due = Instant::now();

@@ -11,6 +11,7 @@ mod controllers;
 mod convert;
 mod discovery;
 mod leader;
+mod metrics;
 mod mutating;
 mod namespaces;
 mod params;
@@ -109,6 +110,13 @@ struct RunArgs {
     /// (delay + grace must stay below the pod's terminationGracePeriodSeconds).
     #[arg(long, env = "CELGATE_SHUTDOWN_GRACE_SECONDS", default_value_t = 15)]
     shutdown_grace_seconds: u64,
+    /// Plain-HTTP port serving `/metrics` (OpenMetrics text) on the bind address; 0 disables it.
+    #[arg(long, env = "CELGATE_METRICS_PORT", default_value_t = 8080)]
+    metrics_port: u16,
+    /// Denials written to the decision log per second, at most (target `celgate::decision`);
+    /// the rest are counted in `celgate_decision_log_dropped_total`. 0 disables the log.
+    #[arg(long, env = "CELGATE_DECISION_LOG_RATE", default_value_t = 10)]
+    decision_log_rate: u32,
     /// Log as JSON lines.
     #[arg(long, env = "CELGATE_LOG_JSON")]
     log_json: bool,
@@ -240,6 +248,17 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         source: args.cert_source,
     };
     let certificates = first_certificates(&client, &secret).await?;
+    cert_watch::record(&certificates);
+    let (registry, webhook_metrics) = metrics::registry(args.decision_log_rate);
+    let metrics_server = match args.metrics_port {
+        0 => None,
+        port => {
+            let addr = SocketAddr::new(args.bind_address, port);
+            let server = celgate_webhook::MetricsServer::bind(addr, Arc::new(registry)).await?;
+            info!(%addr, "metrics listening");
+            Some(server)
+        }
+    };
     let store = celgate_snapshot::SnapshotStore::new();
     let deps = celgate_snapshot::Deps {
         authorizers: Some(std::sync::Arc::new(authorizer::SarAuthorizers::new(
@@ -256,6 +275,7 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
             cert_pem: certificates.cert_pem.clone(),
             key_pem: certificates.key_pem.clone(),
         },
+        webhook_metrics,
     )
     .await?;
     info!(%addr, "webhook listening");
@@ -316,8 +336,16 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         certificates,
         ca_sender,
     ));
+    tokio::spawn(metrics::follow_leadership(election.leadership.clone()));
+    let serving_metrics = async move {
+        match metrics_server {
+            Some(server) => server.serve().await,
+            None => std::future::pending().await,
+        }
+    };
     let outcome = tokio::select! {
         served = &mut serving => Some(served),
+        served = serving_metrics => Some(Ok(served)),
         () = shutdown_signal() => None,
     };
     let outcome = match outcome {

@@ -29,6 +29,7 @@ use crate::backoff::Backoff;
 use crate::changes::{Change, Changes};
 use crate::cluster_types::ClusterTypes;
 use crate::discovery::Discovery;
+use crate::metrics::{self, resource};
 use crate::policies::{Context, Watched};
 use crate::schemas::SchemaCache;
 use crate::{convert, policy_set};
@@ -137,6 +138,7 @@ impl Schemas {
         staged: Vec<Arc<MutatingAdmissionPolicy>>,
         refetch: bool,
     ) {
+        metrics::reconciled(metrics::MUTATING_POLICIES);
         let compiled = staged
             .into_iter()
             .filter(|p| !ctx.is_current_mutating(p))
@@ -193,6 +195,7 @@ impl Schemas {
     }
 
     fn schedule_retry(&mut self) {
+        metrics::reconcile_failed(metrics::MUTATING_POLICIES);
         self.retry_at = Some(Instant::now() + self.retry.next_delay());
     }
 }
@@ -210,10 +213,12 @@ pub async fn run(
     let policies = watcher(Api::all(client.clone()), watcher::Config::default())
         .backoff(crate::backoff::watch())
         .reflect(policy_writer)
+        .inspect(metrics::watch(resource::MUTATING_POLICIES, true))
         .map_ok(Event::Policy);
     let bindings = watcher(Api::all(client), watcher::Config::default())
         .backoff(crate::backoff::watch())
         .reflect(binding_writer)
+        .inspect(metrics::watch(resource::MUTATING_BINDINGS, true))
         .map_ok(Event::Binding);
     let events = futures::stream::select(policies, bindings);
     let mut events = std::pin::pin!(events);

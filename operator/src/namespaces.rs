@@ -12,12 +12,14 @@ use serde_json::{Map, Value};
 use tracing::warn;
 
 use crate::changes::{Change, Changes};
+use crate::metrics::{self, resource};
 
 /// Follows every namespace into `store` until the process stops. A failed watch keeps the
 /// last view and is retried with backoff.
 pub async fn run(client: Client, store: Arc<SnapshotStore>) {
     let events = watcher(Api::<Namespace>::all(client), watcher::Config::default())
-        .backoff(crate::backoff::watch());
+        .backoff(crate::backoff::watch())
+        .inspect(metrics::watch(resource::NAMESPACES, false));
     let mut events = std::pin::pin!(events);
     let mut changes = Changes::default();
     while let Some(event) = events.next().await {

@@ -35,6 +35,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::backoff::Backoff;
+use crate::metrics::{self, resource};
 use crate::params::ParamWatches;
 use crate::policy_set::{self, PolicyCache};
 
@@ -284,6 +285,7 @@ impl Context {
             .store
             .publish_policies(set.clone(), param_kinds, state.schemas.clone());
         state.published = true;
+        self.published_metrics(&state.cache, revision, &set);
         info!(
             revision,
             bound_policies = set.validating.len(),
@@ -291,6 +293,27 @@ impl Context {
             "published policy set"
         );
         self.published.send_replace(Some(set));
+    }
+
+    /// Records a published set in the metrics: a policy change is carried once the policy is
+    /// compiled at its stored generation (or gone); a binding change by any set built after it.
+    fn published_metrics(&self, cache: &PolicyCache, revision: u64, set: &PolicySet) {
+        let published = metrics::Published {
+            revision,
+            set,
+            failing: cache.failing(),
+        };
+        metrics::published(&published, |watched, name| match watched {
+            resource::VALIDATING_POLICIES => self
+                .policies
+                .get(&ObjectRef::new(name))
+                .is_none_or(|p| cache.is_current(&p)),
+            resource::MUTATING_POLICIES => self
+                .mutating
+                .get(&ObjectRef::new(name))
+                .is_none_or(|p| cache.is_current_mutating(&p)),
+            _ => true,
+        });
     }
 
     /// Every stored policy, to requeue after a list.
@@ -332,6 +355,7 @@ pub async fn reconcile(
     policy: Arc<ValidatingAdmissionPolicy>,
     ctx: Arc<Context>,
 ) -> Result<Action, ReconcileError> {
+    metrics::reconciled(metrics::VALIDATING_POLICIES);
     if let Some(watch) = lock(&ctx.state).not_listed() {
         return Err(ReconcileError::NotListed(watch));
     }
@@ -347,6 +371,7 @@ pub fn error_policy(
     error: &ReconcileError,
     ctx: Arc<Context>,
 ) -> Action {
+    metrics::reconcile_failed(metrics::VALIDATING_POLICIES);
     let name = policy.name_any();
     let delay = lock(&ctx.retries)
         .entry(name.clone())
@@ -391,6 +416,7 @@ pub fn controller(
     let policies = watcher(Api::all(client.clone()), watcher::Config::default())
         .backoff(crate::backoff::watch())
         .reflect(policy_writer)
+        .inspect(metrics::watch(resource::VALIDATING_POLICIES, true))
         .inspect(on_list_done(
             ctx.clone(),
             Watched::Policies,
@@ -400,6 +426,7 @@ pub fn controller(
     let bindings = watcher(Api::all(client), watcher::Config::default())
         .backoff(crate::backoff::watch())
         .reflect(binding_writer)
+        .inspect(metrics::watch(resource::VALIDATING_BINDINGS, true))
         .inspect(on_list_done(ctx.clone(), Watched::Bindings, requeue))
         .touched_objects();
     let requeued = {

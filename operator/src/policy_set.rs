@@ -30,6 +30,8 @@ struct Compiled {
     uid: String,
     generation: i64,
     policy: Arc<ValidatingPolicy>,
+    /// Whether some expression does not compile.
+    failing: bool,
 }
 
 /// A mutating policy compiled at one uid, generation and apply semantics.
@@ -38,6 +40,8 @@ struct CompiledMutating {
     generation: i64,
     semantics: ApplySemantics,
     policy: Arc<MutatingPolicy>,
+    /// Whether some expression does not compile.
+    failing: bool,
 }
 
 /// A binding converted at one uid and generation.
@@ -134,6 +138,7 @@ impl PolicyCache {
             Compiled {
                 uid,
                 generation,
+                failing: !compiled.compile_errors().is_empty(),
                 policy: compiled,
             },
         );
@@ -170,9 +175,18 @@ impl PolicyCache {
                 uid,
                 generation,
                 semantics: compiled.apply_semantics,
+                failing: !compiled.compile_errors().is_empty(),
                 policy: compiled,
             },
         );
+    }
+
+    /// How many compiled validating and mutating policies have expressions that do not compile.
+    pub fn failing(&self) -> (usize, usize) {
+        (
+            self.policies.values().filter(|c| c.failing).count(),
+            self.mutating.values().filter(|c| c.failing).count(),
+        )
     }
 
     /// Every stored policy's paramKind, as compiled.

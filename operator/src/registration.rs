@@ -25,6 +25,7 @@ use tracing::{info, warn};
 
 use crate::backoff::Backoff;
 use crate::leader::Leadership;
+use crate::metrics;
 
 /// Name of both webhook configurations and the field manager of their fields.
 pub const CONFIGURATION_NAME: &str = "celgate";
@@ -259,6 +260,7 @@ impl Registration {
                     mutating_configuration(&set, &self.endpoint, &ca, &self.namespace),
                 );
                 if applied.as_ref() != Some(&desired) {
+                    metrics::reconciled(metrics::REGISTRATION);
                     match apply(&client, &desired.0, &desired.1, self.create_missing).await {
                         Ok(()) => {
                             info!(
@@ -270,6 +272,7 @@ impl Registration {
                             retry.reset();
                         }
                         Err(error) => {
+                            metrics::reconcile_failed(metrics::REGISTRATION);
                             let delay = retry.next_delay();
                             warn!(%error, retry_in_s = delay.as_secs_f64(), "cannot apply the webhook configurations");
                             applied_sets.send_modify(|a| {

@@ -604,7 +604,11 @@ fn main() {
             .unwrap()
             .port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let server = Server::new(addr, store, Deps::default(), material)
+        let metrics = celgate_webhook::metrics::Metrics::register(
+            &mut prometheus_client::registry::Registry::default(),
+            10,
+        );
+        let server = Server::new(addr, store, Deps::default(), material, metrics)
             .await
             .unwrap();
         let serving = server.clone();

@@ -1,7 +1,10 @@
-//! Prometheus metrics with upstream's names and labels under a `celgate_` prefix, so dashboards
-//! for the in-tree plugin work for celgate too.
+//! The webhook's Prometheus metric families, registered into the process's one registry:
+//! upstream's policy check families under a `celgate_` prefix (so dashboards for the in-tree
+//! plugin work for celgate too), and the webhook's requests, latency and admission decisions.
+//! Every label is a shared or static string (or a number), so recording allocates nothing.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -11,6 +14,10 @@ use prometheus_client::registry::Registry;
 
 use celgate_engine::mutate::MutationCheck;
 use celgate_engine::validate::Check;
+
+use serde_json::Value;
+
+use crate::decision_log::{DecisionLog, Denied};
 
 /// Labels of the policy check metrics (upstream: policy, policy_binding, error_type, enforcement_action).
 /// Shared and static strings: looking a series up allocates nothing.
@@ -37,23 +44,111 @@ pub struct MutationLabels {
     pub error_type: &'static str,
 }
 
+/// Labels of one webhook request: the route it was sent to and the HTTP code answered.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    /// One of [`ADMISSION_PATHS`].
+    pub path: &'static str,
+    /// The HTTP status code.
+    pub code: u16,
+}
+
+/// Labels of the request latency: the route.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PathLabels {
+    /// One of [`ADMISSION_PATHS`].
+    pub path: &'static str,
+}
+
+/// Labels of the requests the webhook could not decide: the route and why.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ErrorLabels {
+    /// One of [`ADMISSION_PATHS`].
+    pub path: &'static str,
+    /// `not_ready`, `bad_request` or `internal`.
+    pub reason: &'static str,
+}
+
+/// Labels of an admission decision.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DecisionLabels {
+    /// `validating` or `mutating`.
+    pub kind: &'static str,
+    /// `allowed` or `denied`.
+    pub decision: &'static str,
+}
+
+/// The routes the request metrics count (every other path, such as `/healthz`, is not counted),
+/// so the `path` label has a fixed set of values.
+pub const ADMISSION_PATHS: [&str; 9] = [
+    "/validate",
+    "/validate/fail",
+    "/validate/ignore",
+    "/mutate",
+    "/mutate/fail/never",
+    "/mutate/fail/ifneeded",
+    "/mutate/ignore/never",
+    "/mutate/ignore/ifneeded",
+    "/validate-policies",
+];
+
+/// The [`ADMISSION_PATHS`] entry `path` is, if any.
+pub fn admission_path(path: &str) -> Option<&'static str> {
+    ADMISSION_PATHS.into_iter().find(|p| *p == path)
+}
+
+/// Which admission a decision is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdmissionKind {
+    /// A ValidatingAdmissionPolicy decision.
+    Validating,
+    /// A MutatingAdmissionPolicy decision.
+    Mutating,
+}
+
+impl AdmissionKind {
+    /// The `kind` label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdmissionKind::Validating => "validating",
+            AdmissionKind::Mutating => "mutating",
+        }
+    }
+}
+
 fn check_histogram() -> Histogram {
     Histogram::new([0.0000005, 0.001, 0.01, 0.1, 1.0])
 }
 
-/// The webhook's metric families and their registry.
+/// Buckets of the webhook's request latency: from well under a millisecond (a request no
+/// policy matches) to the API server's default 10 s timeout.
+fn request_histogram() -> Histogram {
+    Histogram::new([
+        0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
+}
+
+/// The webhook's metric families (registered into the process registry by [`Metrics::register`])
+/// and its decision log.
 #[derive(Debug)]
 pub struct Metrics {
-    registry: Registry,
     checks: Family<CheckLabels, Counter>,
     check_duration: Family<CheckLabels, Histogram, fn() -> Histogram>,
     mutations: Family<MutationLabels, Counter>,
     mutation_duration: Family<MutationLabels, Histogram, fn() -> Histogram>,
+    requests: Family<RequestLabels, Counter>,
+    request_duration: Family<PathLabels, Histogram, fn() -> Histogram>,
+    errors: Family<ErrorLabels, Counter>,
+    decisions: Family<DecisionLabels, Counter>,
+    /// One structured line per denial, at most a set number per second.
+    decision_log: DecisionLog,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        let mut registry = Registry::with_prefix("celgate");
+impl Metrics {
+    /// Registers the webhook's families into `registry` (the process's one registry, prefixed
+    /// `celgate`); denials are logged at most `decision_log_rate` times per second, the rest
+    /// counted as dropped.
+    pub fn register(registry: &mut Registry, decision_log_rate: u32) -> Self {
         let checks = Family::<CheckLabels, Counter>::default();
         let check_duration =
             Family::<CheckLabels, Histogram, fn() -> Histogram>::new_with_constructor(
@@ -61,12 +156,12 @@ impl Default for Metrics {
             );
         registry.register(
             "validating_admission_policy_check",
-            "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken.",
+            "Validation admission policy check total, labeled by policy and further identified by binding and enforcement action taken",
             checks.clone(),
         );
         registry.register(
             "validating_admission_policy_check_duration_seconds",
-            "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken.",
+            "Validation admission latency for individual validation expressions in seconds, labeled by policy and further including binding and enforcement action taken",
             check_duration.clone(),
         );
         let mutations = Family::<MutationLabels, Counter>::default();
@@ -76,25 +171,64 @@ impl Default for Metrics {
             );
         registry.register(
             "mutating_admission_policy_check",
-            "Mutation admission policy check total, labeled by policy and further identified by binding.",
+            "Mutation admission policy check total, labeled by policy and further identified by binding",
             mutations.clone(),
         );
         registry.register(
             "mutating_admission_policy_check_duration_seconds",
-            "Mutation admission latency for individual mutation expressions in seconds, labeled by policy and binding.",
+            "Mutation admission latency for individual mutation expressions in seconds, labeled by policy and binding",
             mutation_duration.clone(),
         );
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "webhook_requests",
+            "Admission webhook requests, by route and HTTP code answered",
+            requests.clone(),
+        );
+        let request_duration =
+            Family::<PathLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+                request_histogram,
+            );
+        registry.register(
+            "webhook_request_duration_seconds",
+            "Admission webhook request latency in seconds, from the request's headers to the answer, by route",
+            request_duration.clone(),
+        );
+        let errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "webhook_errors",
+            "Admission webhook requests that could not be decided (the API server applies the webhook's failurePolicy), by route and reason",
+            errors.clone(),
+        );
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "admission_decisions",
+            "Admission decisions of celgate's policies, by kind (validating, mutating) and decision (allowed, denied)",
+            decisions.clone(),
+        );
+        // Every decision series exists from the start, so a rate over it is 0, not absent.
+        for kind in [AdmissionKind::Validating, AdmissionKind::Mutating] {
+            for decision in ["allowed", "denied"] {
+                drop(decisions.get_or_create(&DecisionLabels {
+                    kind: kind.as_str(),
+                    decision,
+                }));
+            }
+        }
+        let decision_log = DecisionLog::register(registry, decision_log_rate);
         Self {
-            registry,
             checks,
             check_duration,
             mutations,
             mutation_duration,
+            requests,
+            request_duration,
+            errors,
+            decisions,
+            decision_log,
         }
     }
-}
 
-impl Metrics {
     /// Records the policy checks of one request.
     pub fn record(&self, checks: &[Check]) {
         for c in checks {
@@ -126,10 +260,91 @@ impl Metrics {
         }
     }
 
-    /// The OpenMetrics text exposition of every metric.
-    pub fn encode(&self) -> Result<String, std::fmt::Error> {
-        let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
-        Ok(out)
+    /// Records one answered request on an admission route.
+    pub fn request(&self, path: &'static str, code: u16, elapsed: Duration) {
+        self.requests
+            .get_or_create(&RequestLabels { path, code })
+            .inc();
+        self.request_duration
+            .get_or_create(&PathLabels { path })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records a request on `path` that could not be decided, for `reason`.
+    pub fn error(&self, path: &'static str, reason: &'static str) {
+        self.errors
+            .get_or_create(&ErrorLabels { path, reason })
+            .inc();
+    }
+
+    /// Records one admission decision of `review`: allowed, or `denied` (which also goes to
+    /// the decision log).
+    pub fn decided(&self, kind: AdmissionKind, review: &Value, denied: Option<Denied<'_>>) {
+        let decision = if denied.is_some() {
+            "denied"
+        } else {
+            "allowed"
+        };
+        self.decisions
+            .get_or_create(&DecisionLabels {
+                kind: kind.as_str(),
+                decision,
+            })
+            .inc();
+        if let Some(denied) = denied {
+            self.decision_log.denied(kind, review, denied);
+        }
+    }
+}
+
+/// The OpenMetrics text exposition of every metric in `registry`.
+pub fn encode(registry: &Registry) -> Result<String, std::fmt::Error> {
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, registry)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn every_admission_route_and_nothing_else_is_a_path_label() {
+        assert_eq!(admission_path("/validate/fail"), Some("/validate/fail"));
+        assert_eq!(
+            admission_path("/mutate/ignore/ifneeded"),
+            Some("/mutate/ignore/ifneeded")
+        );
+        assert_eq!(admission_path("/healthz"), None);
+        assert_eq!(admission_path("/validate/sometimes"), None);
+    }
+
+    #[test]
+    fn requests_and_decisions_are_exposed_with_bounded_labels() {
+        let mut registry = Registry::with_prefix("celgate");
+        let metrics = Metrics::register(&mut registry, 10);
+        metrics.request("/validate/fail", 200, Duration::from_millis(3));
+        metrics.request("/validate/fail", 503, Duration::from_millis(1));
+        metrics.error("/validate/fail", "not_ready");
+        metrics.decided(
+            AdmissionKind::Mutating,
+            &Value::Null,
+            Some(Denied::by(None, "denied")),
+        );
+        let text = encode(&registry).unwrap();
+        for line in [
+            "celgate_webhook_requests_total{path=\"/validate/fail\",code=\"200\"} 1",
+            "celgate_webhook_requests_total{path=\"/validate/fail\",code=\"503\"} 1",
+            "celgate_webhook_request_duration_seconds_count{path=\"/validate/fail\"} 2",
+            "celgate_webhook_errors_total{path=\"/validate/fail\",reason=\"not_ready\"} 1",
+            "celgate_admission_decisions_total{kind=\"mutating\",decision=\"denied\"} 1",
+            "celgate_admission_decisions_total{kind=\"validating\",decision=\"allowed\"} 0",
+            "celgate_decision_log_lines_total 1",
+            "celgate_decision_log_dropped_total 0",
+        ] {
+            assert!(text.contains(line), "missing {line}:\n{text}");
+        }
     }
 }

@@ -6,8 +6,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, Path, State as AxumState};
+use axum::extract::{DefaultBodyLimit, Path, Request, State as AxumState};
 use axum::http::{StatusCode, header};
+use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum_server::Handle;
@@ -22,7 +23,8 @@ use celgate_snapshot::Deps;
 use celgate_snapshot::SnapshotStore;
 use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, DispatchError};
 
-use crate::metrics::Metrics;
+use crate::decision_log::Denied;
+use crate::metrics::{AdmissionKind, Metrics, admission_path};
 use crate::review::{self, Review};
 
 /// Largest AdmissionReview body accepted: an object and its old version at the API server's
@@ -45,12 +47,12 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Handler state over `store`.
-    pub fn new(store: Arc<SnapshotStore>, deps: Deps) -> Arc<Self> {
+    /// Handler state over `store`, recording into `metrics`.
+    pub fn new(store: Arc<SnapshotStore>, deps: Deps, metrics: Metrics) -> Arc<Self> {
         Arc::new(Self {
             store,
             deps,
-            metrics: Metrics::default(),
+            metrics,
             draining: AtomicBool::new(false),
         })
     }
@@ -92,14 +94,15 @@ pub struct Server {
 
 impl Server {
     /// Prepares a server on `addr` with an initial certificate, deciding over the snapshots
-    /// published into `store`.
+    /// published into `store` and recording into `metrics`.
     pub async fn new(
         addr: SocketAddr,
         store: Arc<SnapshotStore>,
         deps: Deps,
         tls: TlsMaterial,
+        metrics: Metrics,
     ) -> Result<Self, ServerError> {
-        let state = AppState::new(store, deps);
+        let state = AppState::new(store, deps, metrics);
         let tls = RustlsConfig::from_pem(tls.cert_pem.into_bytes(), tls.key_pem.into_bytes())
             .await
             .map_err(ServerError::Tls)?;
@@ -153,7 +156,8 @@ impl Server {
     }
 }
 
-/// The routes, over shared state (public for in-process tests).
+/// The routes, over shared state (public for in-process tests). Metrics are served on their
+/// own plain-HTTP port ([`crate::MetricsServer`]), not here.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate_all))
@@ -163,9 +167,39 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/validate-policies", post(validate_policies))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
+}
+
+/// Counts and times every request on an admission route (by route and HTTP code answered,
+/// including rejections of the body before a handler runs).
+async fn observe(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let Some(path) = admission_path(req.uri().path()) else {
+        return next.run(req).await;
+    };
+    let started = std::time::Instant::now();
+    let response = next.run(req).await;
+    let status = response.status();
+    state
+        .metrics
+        .request(path, status.as_u16(), started.elapsed());
+    if !status.is_success() {
+        state.metrics.error(path, error_reason(status));
+    }
+    response
+}
+
+/// The `reason` label of a review answered with HTTP `status`: the webhook was not ready (503),
+/// the review could not be read (another 4xx), or celgate failed (another 5xx).
+fn error_reason(status: StatusCode) -> &'static str {
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        "not_ready"
+    } else if status.is_client_error() {
+        "bad_request"
+    } else {
+        "internal"
+    }
 }
 
 fn json_response(body: Vec<u8>) -> Response {
@@ -237,8 +271,20 @@ async fn validate(
     };
     match dispatch::validate(&state.store, &state.deps, review, call, only).await {
         Ok(decided) => {
-            state.metrics.record(&decided.outcome.checks);
-            json_response(review::response(&decided.uid, &decided.outcome))
+            let outcome = &decided.outcome;
+            state.metrics.record(&outcome.checks);
+            let denied = outcome.denial.as_ref().map(|denial| {
+                // The first check that denied is the denial reported.
+                let by = outcome
+                    .checks
+                    .iter()
+                    .find(|c| c.enforcement_action == "deny");
+                Denied::by(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
+            });
+            state
+                .metrics
+                .decided(AdmissionKind::Validating, &decided.review, denied);
+            json_response(review::response(&decided.uid, outcome))
         }
         Err(e) => dispatch_error(&e),
     }
@@ -294,8 +340,20 @@ async fn mutate(
     };
     match dispatch::mutate(&state.store, &state.deps, review, call, only).await {
         Ok(mutated) => {
-            state.metrics.record_mutations(&mutated.outcome.checks);
-            json_response(review::mutation_response(&mutated.uid, &mutated.outcome))
+            let outcome = &mutated.outcome;
+            state.metrics.record_mutations(&outcome.checks);
+            let denied = outcome.denial.as_ref().map(|denial| {
+                // The first mutation that failed is the denial reported.
+                let by = outcome
+                    .checks
+                    .iter()
+                    .find(|c| c.error_type != celgate_engine::validate::ErrorType::NoError);
+                Denied::by(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
+            });
+            state
+                .metrics
+                .decided(AdmissionKind::Mutating, &mutated.review, denied);
+            json_response(review::mutation_response(&mutated.uid, outcome))
         }
         Err(e) => dispatch_error(&e),
     }
@@ -323,20 +381,6 @@ async fn readyz(AxumState(state): AxumState<Arc<AppState>>) -> Response {
         "ok".into_response()
     } else {
         dispatch_error(&DispatchError::NotReady)
-    }
-}
-
-async fn metrics(AxumState(state): AxumState<Arc<AppState>>) -> Response {
-    match state.metrics.encode() {
-        Ok(text) => (
-            [(
-                header::CONTENT_TYPE,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-            )],
-            text,
-        )
-            .into_response(),
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
     }
 }
 

@@ -17,8 +17,11 @@ use celgate_engine::schema::schemas_from_openapi;
 use celgate_engine::{BoundMutatingPolicy, BoundPolicy, PolicySet, compile_validating};
 use celgate_snapshot::{Deps, KindSchemaView, NamespaceView, SnapshotStore};
 use celgate_webhook::AppState;
+use celgate_webhook::metrics::Metrics;
+use celgate_webhook::metrics_server;
 use celgate_webhook::server::router;
 use http_body_util::BodyExt;
+use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -71,12 +74,37 @@ fn review(resource: &str, replicas: i64) -> Value {
 
 /// Handler state whose snapshot knows the fixtures' namespace (and no policies yet).
 fn new_state() -> Arc<AppState> {
+    state_and_registry().0
+}
+
+/// Like [`new_state`], with the registry its metrics are in.
+fn state_and_registry() -> (Arc<AppState>, Arc<Registry>) {
     let store = SnapshotStore::new();
     store.publish_namespaces(NamespaceView::new([(
         "default".to_string(),
         json!({"metadata": {"name": "default"}}),
     )]));
-    AppState::new(store, Deps::default())
+    let mut registry = Registry::with_prefix("celgate");
+    let metrics = Metrics::register(&mut registry, 10);
+    (
+        AppState::new(store, Deps::default(), metrics),
+        Arc::new(registry),
+    )
+}
+
+/// What the metrics endpoint over `registry` answers.
+async fn scrape(registry: &Arc<Registry>) -> String {
+    let resp = metrics_server::router(registry.clone())
+        .oneshot(
+            Request::get("/metrics")
+                .body(Body::empty())
+                .expect("builds"),
+        )
+        .await
+        .expect("answers");
+    assert_eq!(resp.status(), StatusCode::OK);
+    let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+    String::from_utf8_lossy(&bytes).into_owned()
 }
 
 /// Publishes a policy set, as the operator does after compiling.
@@ -137,7 +165,7 @@ async fn not_ready_until_the_first_snapshot() {
 
 #[tokio::test]
 async fn denies_with_upstream_message_and_reloads_without_restart() {
-    let state = new_state();
+    let (state, registry) = state_and_registry();
     publish(&state, policy(5, FailurePolicy::Fail));
     let resp = validate(&state, &review("deployments", 6)).await;
     assert_eq!(resp["kind"], "AdmissionReview");
@@ -167,24 +195,20 @@ async fn denies_with_upstream_message_and_reloads_without_restart() {
         false
     );
 
-    let metrics = router(state.clone())
-        .oneshot(
-            Request::get("/metrics")
-                .body(Body::empty())
-                .expect("builds"),
-        )
-        .await
-        .expect("answers");
-    let text = String::from_utf8_lossy(
-        &metrics
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes(),
-    )
-    .into_owned();
+    let text = scrape(&registry).await;
     assert!(text.contains("celgate_validating_admission_policy_check_total{policy=\"demo-policy.example.com\",policy_binding=\"demo-binding-test.example.com\",error_type=\"invalid_error\",enforcement_action=\"deny\"} 2"), "{text}");
+    for line in [
+        "celgate_webhook_requests_total{path=\"/validate\",code=\"200\"} 4",
+        "celgate_webhook_request_duration_seconds_count{path=\"/validate\"} 4",
+        "celgate_admission_decisions_total{kind=\"validating\",decision=\"denied\"} 2",
+        "celgate_admission_decisions_total{kind=\"validating\",decision=\"allowed\"} 2",
+        "celgate_decision_log_lines_total 2",
+    ] {
+        assert!(text.contains(line), "missing {line}:\n{text}");
+    }
+    // The admission port serves no metrics.
+    let (status, _) = get(&state, "/metrics").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -198,7 +222,7 @@ async fn unmatched_kinds_are_allowed() {
 
 #[tokio::test]
 async fn malformed_reviews_get_400_saying_what_is_wrong() {
-    let state = new_state();
+    let (state, registry) = state_and_registry();
     publish(&state, PolicySet::default());
     for (body, says) in [
         ("{".to_string(), "not valid JSON"),
@@ -211,6 +235,14 @@ async fn malformed_reviews_get_400_saying_what_is_wrong() {
             assert_eq!(status, StatusCode::BAD_REQUEST, "{path} {body}");
             assert!(text.contains(says), "{path} {body}: {text}");
         }
+    }
+    // Counted by route, whether the body or the dispatch rejected it.
+    let metrics = scrape(&registry).await;
+    for line in [
+        "celgate_webhook_requests_total{path=\"/validate\",code=\"400\"} 4",
+        "celgate_webhook_errors_total{path=\"/mutate\",reason=\"bad_request\"} 4",
+    ] {
+        assert!(metrics.contains(line), "missing {line}:\n{metrics}");
     }
 }
 
@@ -327,7 +359,7 @@ fn publish_mutating(state: &AppState) {
 
 #[tokio::test]
 async fn mutate_answers_a_json_patch_from_the_webhook_of_the_policys_group() {
-    let state = new_state();
+    let (state, registry) = state_and_registry();
     let (status, _) = post(&state, "/mutate", review("deployments", 1).to_string()).await;
     assert_eq!(
         status,
@@ -381,7 +413,7 @@ async fn mutate_answers_a_json_patch_from_the_webhook_of_the_policys_group() {
     .await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 
-    let (_, metrics) = get(&state, "/metrics").await;
+    let metrics = scrape(&registry).await;
     assert!(
         metrics.contains(
             "celgate_mutating_admission_policy_check_total{policy=\"replicas.example.com\",policy_binding=\"replicas-binding\",error_type=\"no_error\"} 2"

@@ -91,6 +91,8 @@ pub struct Decided {
     pub uid: String,
     /// The decision.
     pub outcome: Outcome,
+    /// The review it decides (returned, so a denial can be logged with the request's names).
+    pub review: Value,
 }
 
 /// A decided mutation.
@@ -100,6 +102,8 @@ pub struct Mutated {
     pub uid: String,
     /// The mutated object and its patch, or the denial.
     pub outcome: MutationOutcome,
+    /// The review it answers (returned, so a denial can be logged with the request's names).
+    pub review: Value,
 }
 
 /// The result of validating a write of one of celgate's own kinds.
@@ -173,17 +177,24 @@ pub async fn validate(
     only: Option<FailurePolicy>,
 ) -> Result<Decided, DispatchError> {
     let deadline = Some(call.evaluation_deadline());
-    over_snapshot(
+    let ((uid, outcome), review) = over_snapshot(
         store,
         deps,
         review,
         &call,
-        move |snapshot, req, authorizer| Decided {
-            uid: req.uid.to_string(),
-            outcome: decide(snapshot, req, authorizer, deadline, only),
+        move |snapshot, req, authorizer| {
+            (
+                req.uid.to_string(),
+                decide(snapshot, req, authorizer, deadline, only),
+            )
         },
     )
-    .await
+    .await?;
+    Ok(Decided {
+        uid,
+        outcome,
+        review,
+    })
 }
 
 /// Mutates a request against one snapshot, with no waiting: the pure core of [`mutate`].
@@ -214,30 +225,37 @@ pub async fn mutate(
     only: Option<MutatingWebhookGroup>,
 ) -> Result<Mutated, DispatchError> {
     let deadline = Some(call.evaluation_deadline());
-    over_snapshot(
+    let ((uid, outcome), review) = over_snapshot(
         store,
         deps,
         review,
         &call,
-        move |snapshot, req, authorizer| Mutated {
-            uid: req.uid.to_string(),
-            outcome: decide_mutation(snapshot, req, authorizer, deadline, only),
+        move |snapshot, req, authorizer| {
+            (
+                req.uid.to_string(),
+                decide_mutation(snapshot, req, authorizer, deadline, only),
+            )
         },
     )
-    .await
+    .await?;
+    Ok(Mutated {
+        uid,
+        outcome,
+        review,
+    })
 }
 
 /// Runs `decide` over one snapshot: waits, until the call's sync deadline, for the param kinds
 /// and the namespace the request needs, loads the snapshot once, and calls `decide` with the
 /// request's authorizer when a bound policy may use it (then on a blocking thread, since each
-/// check may wait for the API server).
+/// check may wait for the API server). Returns the decision with the review it decided.
 async fn over_snapshot<T, F>(
     store: &SnapshotStore,
     deps: &Deps,
     review: Value,
     call: &Call,
     decide: F,
-) -> Result<T, DispatchError>
+) -> Result<(T, Value), DispatchError>
 where
     T: Send + 'static,
     F: FnOnce(&Snapshot, &Request<'_>, Option<&Arc<dyn Authorizer>>) -> T + Send + 'static,
@@ -253,14 +271,18 @@ where
         }
         let authorizers = deps.authorizers.as_ref();
         let Some(source) = authorizers.filter(|_| snapshot.policies.uses_authorizer()) else {
-            return Ok(decide(&snapshot, &req, None));
+            let decided = decide(&snapshot, &req, None);
+            return Ok((decided, review));
         };
         (snapshot, source.clone())
     };
     tokio::task::spawn_blocking(move || {
-        let req = request_of(&review)?;
-        let authorizer = source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null));
-        Ok(decide(&snapshot, &req, Some(&authorizer)))
+        let decided = {
+            let req = request_of(&review)?;
+            let authorizer = source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null));
+            decide(&snapshot, &req, Some(&authorizer))
+        };
+        Ok((decided, review))
     })
     .await
     .map_err(|e| DispatchError::Internal(e.to_string()))?

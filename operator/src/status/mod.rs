@@ -37,6 +37,7 @@ use tracing::{debug, info, warn};
 use crate::backoff::Backoff;
 use crate::convert;
 use crate::leader::Leadership;
+use crate::metrics;
 use crate::registration::Applied;
 use conditions::{READY, Want};
 use events::Observed;
@@ -632,6 +633,7 @@ impl StatusWriter {
         K: apply::Object,
         S: serde::Serialize,
     {
+        metrics::reconciled(metrics::STATUS);
         match apply::status(&self.client, object, status).await {
             Ok(()) => {
                 debug!(kind = %K::kind(&()), name = %key.1, "status written");
@@ -643,6 +645,7 @@ impl StatusWriter {
                 self.retries.remove(&key);
             }
             Err(error) => {
+                metrics::reconcile_failed(metrics::STATUS);
                 let retry = self.retries.entry(key.clone()).or_insert_with(|| Retry {
                     backoff: Backoff::new(RETRY_FIRST, RETRY_MAX),
                     at: Instant::now(),
