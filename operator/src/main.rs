@@ -9,6 +9,7 @@ mod cluster_types;
 mod controllers;
 mod convert;
 mod discovery;
+mod identity;
 mod leader;
 mod mutating;
 mod namespaces;
