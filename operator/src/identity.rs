@@ -3,12 +3,19 @@
 //! needs it.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::api::PostParams;
 use kube::{Api, Client};
 use tokio::sync::OnceCell;
 use tracing::warn;
+
+/// How long the API server may take to say who celgate is.
+const ASK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The subject named when the API server cannot say who celgate is.
+const UNKNOWN: &str = "the user celgate runs as";
 
 /// The prefix of a ServiceAccount's user name.
 const SERVICE_ACCOUNT_PREFIX: &str = "system:serviceaccount:";
@@ -31,27 +38,32 @@ impl Identity {
     }
 
     /// The subject celgate runs as, as an admin would grant to it: `ServiceAccount <ns>/<name>`
-    /// or `user "<name>"`; `the user celgate runs as` when the API server cannot say.
+    /// or `user "<name>"`; `the user celgate runs as` when the API server cannot say (within
+    /// ten seconds).
     pub async fn subject(&self) -> String {
         let asked = self
             .subject
             .get_or_try_init(|| async {
-                let review = Api::<SelfSubjectReview>::all(self.client.clone())
-                    .create(&PostParams::default(), &SelfSubjectReview::default())
-                    .await?;
+                let api = Api::<SelfSubjectReview>::all(self.client.clone());
+                let (params, review) = (PostParams::default(), SelfSubjectReview::default());
+                let create = api.create(&params, &review);
+                let review = tokio::time::timeout(ASK_TIMEOUT, create)
+                    .await
+                    .map_err(|_| "the API server did not answer in time".to_string())?
+                    .map_err(|e| e.to_string())?;
                 let user = review
                     .status
                     .and_then(|s| s.user_info)
                     .and_then(|u| u.username)
                     .unwrap_or_default();
-                Ok::<_, kube::Error>(subject_of(&user))
+                Ok::<_, String>(subject_of(&user))
             })
             .await;
         match asked {
             Ok(subject) => subject.clone(),
             Err(error) => {
                 warn!(%error, "cannot ask the API server who celgate is (SelfSubjectReview)");
-                "the user celgate runs as".into()
+                UNKNOWN.into()
             }
         }
     }
@@ -64,7 +76,7 @@ fn subject_of(user: &str) -> String {
         .and_then(|rest| rest.split_once(':'))
     {
         Some((namespace, name)) => format!("ServiceAccount {namespace}/{name}"),
-        None if user.is_empty() => "the user celgate runs as".into(),
+        None if user.is_empty() => UNKNOWN.into(),
         None => format!("user {user:?}"),
     }
 }

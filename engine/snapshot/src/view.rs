@@ -32,8 +32,9 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Whether a request in `namespace` (empty for cluster-scoped requests) could be decided
-    /// with caches that have caught up: every param kind the bound policies use has listed,
-    /// and the namespace is known.
+    /// with caches that have caught up: no param kind the bound policies use is still syncing
+    /// (each has listed, or is known not to be served or to be forbidden to celgate), and the
+    /// namespace is known.
     pub fn caught_up_for(&self, namespace: &str) -> bool {
         let (validating, mutating) = (&self.policies.validating, &self.policies.mutating);
         if validating.is_empty() && mutating.is_empty() {
