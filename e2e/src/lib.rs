@@ -307,15 +307,11 @@ impl Celgate {
             })
     }
 
-    /// Starts `celgate run` serving on `port` (registered as `https://127.0.0.1:<port>`) without
-    /// waiting for it; the log (`celgate.log`) is appended to, so a restart keeps the earlier lines.
-    pub fn spawn(cluster: &Cluster, port: u16) -> Self {
-        Self::spawn_with(cluster, port, "celgate", &[], "info")
-    }
-
-    /// Like [`Celgate::spawn`], with `args` added to `celgate run`, the log in `<name>.log` in the
-    /// cluster's directory and `rust_log` as the log filter (`RUST_LOG`): several processes on
-    /// one control plane each get their own log.
+    /// Starts `celgate run` as the admin serving on `port` (registered as
+    /// `https://127.0.0.1:<port>`) without waiting for it, with `args` added, the log in
+    /// `<name>.log` in the cluster's directory (appended to, so a restart keeps the earlier
+    /// lines) and `rust_log` as the log filter (`RUST_LOG`): several processes on one control
+    /// plane each get their own log.
     pub fn spawn_with(
         cluster: &Cluster,
         port: u16,
