@@ -135,7 +135,7 @@ wait_for kube-apiserver 90 ready
 
 start kube-controller-manager "$bin/kube-controller-manager" \
   --kubeconfig "$dir/controller-manager.kubeconfig" \
-  --controllers namespace-controller,serviceaccount-controller,serviceaccount-token-controller,garbage-collector-controller,root-ca-certificate-publisher-controller,validatingadmissionpolicy-status-controller \
+  --controllers namespace-controller,serviceaccount-controller,clusterrole-aggregation-controller,serviceaccount-token-controller,garbage-collector-controller,root-ca-certificate-publisher-controller,validatingadmissionpolicy-status-controller \
   --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
   --use-service-account-credentials --leader-elect=false --secure-port 0
 

@@ -1,6 +1,7 @@
 //! The e2e harness: a real control plane on loopback ports (started by `cluster/up.sh`, stopped on
-//! drop), a celgate process running out of cluster against it, kubectl of the same version, and
-//! bounded waits. Tests treat celgate as a black box.
+//! drop), a celgate process running out of cluster against it (as the admin, or as its
+//! ServiceAccount with the shipped RBAC), kubectl of the same version, and bounded waits. Tests
+//! treat celgate as a black box.
 
 use std::io::Write;
 use std::net::TcpListener;
@@ -21,6 +22,16 @@ pub const CRDS: [&str; 4] = [
     "crd/mutatingadmissionpolicies.admission.celgate.io",
     "crd/mutatingadmissionpolicybindings.admission.celgate.io",
 ];
+
+/// celgate's ServiceAccount as config/rbac binds it: namespace, name.
+pub const SERVICE_ACCOUNT: (&str, &str) = ("celgate-system", "celgate");
+
+/// The user name the API server gives celgate's ServiceAccount (in the audit log, for one).
+pub const SERVICE_ACCOUNT_USER: &str = "system:serviceaccount:celgate-system:celgate";
+
+/// The kustomize directories of celgate's RBAC for a run out of cluster as its ServiceAccount:
+/// what a cluster install ships, and what registering the webhooks by URL adds.
+pub const RBAC_DIRS: [&str; 2] = ["config/rbac", "config/rbac/out-of-cluster"];
 
 /// The workspace root.
 pub fn workspace() -> PathBuf {
@@ -182,6 +193,61 @@ impl Cluster {
             .unwrap_or_else(|e| panic!("restart-apiserver.sh printed no duration: {e}"))
     }
 
+    /// `kubectl` with `args`, asserting success; its stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args, "");
+        assert!(
+            out.status.success(),
+            "kubectl {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Installs celgate's shipped RBAC ([`RBAC_DIRS`]) for its ServiceAccount (the namespace
+    /// and the ServiceAccount are created here: config/manager ships them), waits (up to 30 s)
+    /// until the controller manager has aggregated the default param kinds into
+    /// `celgate-params`, and writes a kubeconfig that authenticates with a two-hour token of
+    /// the ServiceAccount (server and CA as in the admin kubeconfig); returns its path.
+    pub async fn service_account_kubeconfig(&self) -> PathBuf {
+        let (namespace, name) = SERVICE_ACCOUNT;
+        self.apply(&format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {namespace}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  namespace: {namespace}\n"
+        ));
+        for dir in RBAC_DIRS {
+            self.kubectl_ok(&["apply", "-k", &workspace().join(dir).to_string_lossy()]);
+        }
+        let user = format!("--as={SERVICE_ACCOUNT_USER}");
+        wait_for(
+            "celgate-params to aggregate the default param kinds",
+            Duration::from_secs(30),
+            || async {
+                let out = self.kubectl(&["auth", "can-i", "watch", "configmaps", "-A", &user], "");
+                out.status.success().then_some(())
+            },
+        )
+        .await;
+        let token = self.kubectl_ok(&["create", "token", name, "-n", namespace, "--duration=2h"]);
+        let admin = Kubeconfig::read_from(&self.kubeconfig)
+            .unwrap_or_else(|e| panic!("cannot read kubeconfig: {e}"));
+        let cluster = admin
+            .clusters
+            .first()
+            .and_then(|c| c.cluster.as_ref())
+            .unwrap_or_else(|| panic!("the admin kubeconfig names no cluster"));
+        let server = cluster.server.clone().unwrap_or_default();
+        let ca = cluster.certificate_authority.clone().unwrap_or_default();
+        let path = self.dir().join("celgate-sa.kubeconfig");
+        let config = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: {name}\n  user:\n    token: {}\ncontexts:\n- name: local\n  context: {{cluster: local, user: {name}}}\ncurrent-context: local\n",
+            token.trim()
+        );
+        std::fs::write(&path, config)
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+        path
+    }
+
     /// Installs celgate's CRDs from `config/crd` and waits until they are served.
     pub fn install_crds(&self) {
         let dir = workspace().join("config/crd");
@@ -210,6 +276,16 @@ impl Drop for Cluster {
     }
 }
 
+/// Whom a celgate process authenticates as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Identity {
+    /// The cluster's admin (system:masters): allowed everything.
+    Admin,
+    /// celgate's ServiceAccount, with only the shipped RBAC
+    /// ([`Cluster::service_account_kubeconfig`] installs it).
+    ServiceAccount,
+}
+
 /// A celgate process running out of cluster; killed when dropped.
 pub struct Celgate {
     child: Child,
@@ -223,9 +299,16 @@ pub struct Celgate {
 }
 
 impl Celgate {
-    /// Starts `celgate run` against the cluster, registered by URL, and waits until it is ready.
+    /// Starts `celgate run` against the cluster as the admin, registered by URL, and waits
+    /// until it is ready.
     pub async fn start(cluster: &Cluster) -> Self {
-        let celgate = Self::spawn(cluster, free_port());
+        Self::start_as(cluster, Identity::Admin).await
+    }
+
+    /// Starts `celgate run` against the cluster as `identity`, registered by URL, and waits
+    /// until it is ready.
+    pub async fn start_as(cluster: &Cluster, identity: Identity) -> Self {
+        let celgate = Self::spawn_as(cluster, identity, free_port(), "celgate", &[], "info").await;
         celgate.wait_ready().await;
         celgate
     }
@@ -242,17 +325,41 @@ impl Celgate {
             })
     }
 
-    /// Starts `celgate run` serving on `port` (registered as `https://127.0.0.1:<port>`) without
-    /// waiting for it; the log (`celgate.log`) is appended to, so a restart keeps the earlier lines.
-    pub fn spawn(cluster: &Cluster, port: u16) -> Self {
-        Self::spawn_with(cluster, port, "celgate", &[], "info")
-    }
-
-    /// Like [`Celgate::spawn`], with `args` added to `celgate run`, the log in `<name>.log` in the
-    /// cluster's directory and `rust_log` as the log filter (`RUST_LOG`): several processes on
-    /// one control plane each get their own log.
+    /// Starts `celgate run` as the admin serving on `port` (registered as
+    /// `https://127.0.0.1:<port>`) without waiting for it, with `args` added, the log in
+    /// `<name>.log` in the cluster's directory (appended to, so a restart keeps the earlier
+    /// lines) and `rust_log` as the log filter (`RUST_LOG`): several processes on one control
+    /// plane each get their own log.
     pub fn spawn_with(
         cluster: &Cluster,
+        port: u16,
+        name: &str,
+        args: &[&str],
+        rust_log: &str,
+    ) -> Self {
+        Self::spawn_kubeconfig(cluster, &cluster.kubeconfig, port, name, args, rust_log)
+    }
+
+    /// Like [`Celgate::spawn_with`], authenticated as `identity` (as the ServiceAccount, the
+    /// shipped RBAC is installed first and a fresh token made).
+    pub async fn spawn_as(
+        cluster: &Cluster,
+        identity: Identity,
+        port: u16,
+        name: &str,
+        args: &[&str],
+        rust_log: &str,
+    ) -> Self {
+        let kubeconfig = match identity {
+            Identity::Admin => cluster.kubeconfig.clone(),
+            Identity::ServiceAccount => cluster.service_account_kubeconfig().await,
+        };
+        Self::spawn_kubeconfig(cluster, &kubeconfig, port, name, args, rust_log)
+    }
+
+    fn spawn_kubeconfig(
+        cluster: &Cluster,
+        kubeconfig: &Path,
         port: u16,
         name: &str,
         args: &[&str],
@@ -298,7 +405,7 @@ impl Celgate {
         let child = command
             .args(named.is_none().then_some(&metrics_arg))
             .args(args)
-            .env("KUBECONFIG", &cluster.kubeconfig)
+            .env("KUBECONFIG", kubeconfig)
             .env("RUST_LOG", rust_log)
             .stdout(file)
             .stderr(err)

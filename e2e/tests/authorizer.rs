@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use celgate_e2e::{Celgate, Cluster, inner_message, wait_for};
+use celgate_e2e::{Celgate, Cluster, Identity, inner_message, wait_for};
 
 const POLICY: &str = r#"
 apiVersion: API
@@ -62,7 +62,7 @@ fn create_as(cluster: &Cluster, ns: &str, user: Option<&str>) -> Option<String> 
 async fn authorizer_checks_the_requesting_user_like_in_tree() {
     let cluster = Cluster::start();
     cluster.install_crds();
-    let _celgate = Celgate::start(&cluster).await;
+    let _celgate = Celgate::start_as(&cluster, Identity::ServiceAccount).await;
     for (ns, engine, api) in [
         ("ours", "celgate", "admission.celgate.io/v1"),
         ("theirs", "intree", "admissionregistration.k8s.io/v1"),

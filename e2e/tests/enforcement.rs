@@ -4,8 +4,8 @@
 
 use celgate_e2e::demo::{BINDING_NAME, CELGATE_API, IN_TREE_API, binding, policy};
 use celgate_e2e::{
-    Celgate, Cluster, create_namespace, curl, dry_run_deployment, inner_message, wait_admitted,
-    wait_denied,
+    Celgate, Cluster, Identity, create_namespace, curl, dry_run_deployment, inner_message,
+    wait_admitted, wait_denied,
 };
 
 const DEMO_DENIAL: &str = "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5";
@@ -14,7 +14,7 @@ const DEMO_DENIAL: &str = "ValidatingAdmissionPolicy 'demo-policy.example.com' w
 async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
     let cluster = Cluster::start();
     cluster.install_crds();
-    let celgate = Celgate::start(&cluster).await;
+    let celgate = Celgate::start_as(&cluster, Identity::ServiceAccount).await;
     let client = cluster.client().await;
     create_namespace(&client, "celgate-demo", "celgate").await;
     create_namespace(&client, "intree-demo", "intree").await;
@@ -121,7 +121,7 @@ spec:
 "#
         ));
     }
-    let celgate = Celgate::start(&cluster).await;
+    let celgate = Celgate::start_as(&cluster, Identity::ServiceAccount).await;
 
     // Malformed AdmissionReviews posted straight to the webhook: HTTP 400 saying what is wrong.
     let url = format!("https://127.0.0.1:{}/validate", celgate.port);

@@ -1,14 +1,16 @@
-//! Params: a ConfigMap paramKind read by name, a missing param under `Deny`, an unserved kind
-//! that heals, and param watches that follow use (a kind unbound and bound again is watched
-//! afresh). Each decision is compared with the in-tree plugin's where the in-tree plugin is a
-//! valid oracle (its paramKind stays bound for the whole run, kubernetes#130887). After a
-//! restart, a request whose params are still syncing waits for them instead of being denied
-//! (kubernetes#141367).
+//! Params, with celgate running as its ServiceAccount under the shipped RBAC: a ConfigMap
+//! paramKind read by name, a missing param under `Deny`, an unserved kind that heals, a kind
+//! celgate may not read (denied at once with the permission to grant, reported in status and an
+//! event) that heals when an admin grants it through the aggregated ClusterRole, and param
+//! watches that follow use (a kind unbound and bound again is watched afresh). Each decision is
+//! compared with the in-tree plugin's where the in-tree plugin is a valid oracle (its paramKind
+//! stays bound for the whole run, kubernetes#130887). After a restart, a request whose params
+//! are still syncing waits for them instead of being denied (kubernetes#141367).
 
 use std::time::Duration;
 
 use celgate_e2e::{
-    Celgate, Cluster, create_namespace, dry_run_deployment, inner_message, wait_for,
+    Celgate, Cluster, Identity, create_namespace, dry_run_deployment, inner_message, wait_for,
 };
 
 const POLICY: &str = r#"
@@ -64,9 +66,20 @@ async fn try_create(client: &kube::Client, ns: &str, replicas: i32) -> Result<()
 
 /// Waits until a create of `replicas` in `ns` gives `want` (`None` = admitted).
 async fn expect(client: &kube::Client, ns: &str, replicas: i32, want: Option<&str>) {
+    expect_within(client, ns, replicas, want, Duration::from_secs(30)).await;
+}
+
+/// [`expect`], waiting up to `limit`.
+async fn expect_within(
+    client: &kube::Client,
+    ns: &str,
+    replicas: i32,
+    want: Option<&str>,
+    limit: Duration,
+) {
     let want = want.map(str::to_string);
     let what = format!("{replicas} replicas in {ns} → {want:?}");
-    wait_for(&what, Duration::from_secs(30), || {
+    wait_for(&what, limit, || {
         let want = want.clone();
         async move { (try_create(client, ns, replicas).await.err() == want).then_some(()) }
     })
@@ -85,7 +98,7 @@ const PREFIX: &str = "ValidatingAdmissionPolicy 'replicalimit-policy.example.com
 async fn params_decide_like_in_tree_and_follow_the_cluster() {
     let cluster = Cluster::start();
     cluster.install_crds();
-    let _celgate = Celgate::start(&cluster).await;
+    let _celgate = Celgate::start_as(&cluster, Identity::ServiceAccount).await;
     let client = cluster.client().await;
     for (ns, engine) in [
         ("params", "none"),
@@ -203,7 +216,82 @@ spec:
         String::from_utf8_lossy(&out.stderr)
     );
     cluster.apply("apiVersion: example.invalid/v1\nkind: Nope\nmetadata:\n  name: replica-limit-test.example.com\n  namespace: params\ndata:\n  maxreplicas: \"2\"\n");
-    expect(&client, "ours", 2, None).await;
+
+    // The shipped RBAC lets celgate read ConfigMaps only: the binding fails at once with the
+    // permission to grant, ...
+    let forbidden = "celgate may not list nopes.example.invalid (RBAC: grant list, watch on \"nopes\" in API group \"example.invalid\" to ServiceAccount celgate-system/celgate, e.g. with a ClusterRole labelled admission.celgate.io/aggregate-to-params=true)";
+    let denied = format!("{PREFIX}failed to configure binding: {forbidden}");
+    // (engine/snapshot's dispatch tests prove on a paused clock that it is not waited for).
+    expect(&client, "ours", 2, Some(&denied)).await;
+    // ... which the policy's Ready condition and a Warning event say too.
+    wait_for(
+        "Ready=False ParamKindForbidden on the policy",
+        Duration::from_secs(30),
+        || async {
+            let out = cluster.kubectl(
+                &[
+                    "get",
+                    "cvap",
+                    "replicalimit-policy.example.com",
+                    "-o",
+                    "json",
+                ],
+                "",
+            );
+            let policy: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            let ready = policy["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready")?
+                .clone();
+            (ready["status"] == "False"
+                && ready["reason"] == "ParamKindForbidden"
+                && ready["message"] == forbidden)
+                .then_some(())
+        },
+    )
+    .await;
+    wait_for(
+        "a ParamKindForbidden Warning event on the policy",
+        Duration::from_secs(30),
+        || async {
+            let out = cluster.kubectl(
+                &["get", "events.events.k8s.io", "-n", "default", "-o", "json"],
+                "",
+            );
+            let events: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            events["items"]
+                .as_array()?
+                .iter()
+                .any(|e| {
+                    e["reason"] == "ParamKindForbidden"
+                        && e["type"] == "Warning"
+                        && e["note"] == forbidden
+                        && e["regarding"]["name"] == "replicalimit-policy.example.com"
+                })
+                .then_some(())
+        },
+    )
+    .await;
+
+    // An admin grants the kind with a labelled ClusterRole (as config/samples/param-kind-rbac.yaml
+    // shows): celgate's next list succeeds and the params decide. The watch retries a forbidden
+    // list with kube's backoff (up to 30 s between tries), hence the longer wait.
+    cluster.apply(
+        r#"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: celgate-params-nopes
+  labels:
+    admission.celgate.io/aggregate-to-params: "true"
+rules:
+- apiGroups: ["example.invalid"]
+  resources: ["nopes"]
+  verbs: ["list", "watch"]
+"#,
+    );
+    expect_within(&client, "ours", 2, None, Duration::from_secs(90)).await;
     expect(&client, "ours", 3, Some(&too_many)).await;
 }
 
@@ -227,7 +315,7 @@ fn filler_configmaps(cluster: &Cluster, count: usize) {
 async fn after_a_restart_requests_wait_for_params_still_syncing_instead_of_denying() {
     let cluster = Cluster::start();
     cluster.install_crds();
-    let celgate = Celgate::start(&cluster).await;
+    let celgate = Celgate::start_as(&cluster, Identity::ServiceAccount).await;
     let client = cluster.client().await;
     create_namespace(&client, "params", "none").await;
     create_namespace(&client, "ours", "celgate").await;
@@ -248,7 +336,15 @@ async fn after_a_restart_requests_wait_for_params_still_syncing_instead_of_denyi
     // answer celgate gives must already use the param, not "not yet synced".
     let port = celgate.port;
     drop(celgate);
-    let celgate = Celgate::spawn(&cluster, port);
+    let celgate = Celgate::spawn_as(
+        &cluster,
+        Identity::ServiceAccount,
+        port,
+        "celgate",
+        &[],
+        "info",
+    )
+    .await;
     // Asked in a tight loop (bounded by count and time), so the first request celgate answers
     // lands as close to its start as the API server allows.
     let mut unreachable = 0;

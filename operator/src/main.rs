@@ -10,6 +10,7 @@ mod cluster_types;
 mod controllers;
 mod convert;
 mod discovery;
+mod identity;
 mod leader;
 mod metrics;
 mod mutating;

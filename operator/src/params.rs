@@ -4,9 +4,11 @@
 //!
 //! Whether a kind is served is asked of discovery, and only a definite answer that it is not
 //! (the API server's 404, or a group version without the kind) marks it NotServed, which fails
-//! requests under failurePolicy Fail. Any other failure (RBAC, a timeout, a server error) keeps
-//! the kind's last known state and is retried with backoff; a kind never listed that the API
-//! server forbids celgate to read is marked Forbidden (for status), which requests see as syncing.
+//! requests under failurePolicy Fail. Any other failure (a timeout, a server error) keeps the
+//! kind's last known state and is retried with backoff. A kind never listed that the API server
+//! forbids celgate to read is marked Forbidden with a message naming the permission to grant:
+//! requests do not wait for it, a binding with a paramRef fails at once under its failurePolicy
+//! (a kind already listed keeps its objects, as after any other failure).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -25,6 +27,11 @@ use tracing::{debug, info, warn};
 
 use crate::backoff::Backoff;
 use crate::changes::{Change, Changes};
+use crate::identity::Identity;
+
+/// The label that aggregates a ClusterRole into `celgate-params`, the role bound to celgate's
+/// ServiceAccount for reading param kinds (config/rbac).
+pub const AGGREGATE_TO_PARAMS_LABEL: &str = "admission.celgate.io/aggregate-to-params";
 
 /// First delay before a param kind is looked up again after a failed or negative lookup.
 const LOOKUP_RETRY_FIRST: Duration = Duration::from_secs(1);
@@ -34,6 +41,7 @@ const LOOKUP_RETRY_MAX: Duration = Duration::from_secs(10);
 /// The running param watches.
 pub struct ParamWatches {
     client: Client,
+    identity: Identity,
     store: Arc<SnapshotStore>,
     running: HashMap<ParamKey, JoinHandle<()>>,
 }
@@ -42,6 +50,7 @@ impl ParamWatches {
     /// No watches yet.
     pub fn new(client: Client, store: Arc<SnapshotStore>) -> Self {
         Self {
+            identity: Identity::new(client.clone()),
             client,
             store,
             running: HashMap::new(),
@@ -81,8 +90,10 @@ impl ParamWatches {
                 .publish_param_kind(&key, Some(ParamKindEntry::Syncing));
             let kind = Kind {
                 store: self.store.clone(),
+                identity: self.identity.clone(),
                 key: key.clone(),
                 shown: ParamKindEntry::Syncing,
+                forbidden_logged: None,
             };
             let task = tokio::spawn(kind.run(self.client.clone()));
             self.running.insert(key, task);
@@ -101,8 +112,12 @@ impl Drop for ParamWatches {
 /// One watched param kind and what was last published for it.
 struct Kind {
     store: Arc<SnapshotStore>,
+    identity: Identity,
     key: ParamKey,
     shown: ParamKindEntry,
+    /// The last forbidden message logged, until the kind lists again (so a retry that is
+    /// forbidden the same way is not logged again).
+    forbidden_logged: Option<String>,
 }
 
 impl Kind {
@@ -126,7 +141,10 @@ impl Kind {
                     )
                     .await;
                 }
-                Err(e) if is_forbidden(&e) => self.forbidden(&e),
+                Err(e) if is_forbidden(&e) => {
+                    let subject = self.identity.subject().await;
+                    self.forbidden(discovery_forbidden(&self.key, &subject), &e);
+                }
                 Err(e) if is_not_found(&e) => {
                     if !matches!(self.shown, ParamKindEntry::NotServed) {
                         warn!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param kind is not served; policies using it fail per their failurePolicy until it is");
@@ -166,11 +184,16 @@ impl Kind {
                     info!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param kind is gone; looking it up again");
                     return;
                 }
-                Err(
-                    watcher::Error::InitialListFailed(e)
-                    | watcher::Error::WatchStartFailed(e)
-                    | watcher::Error::WatchFailed(e),
-                ) if is_forbidden(&e) => self.forbidden(&e),
+                Err(watcher::Error::InitialListFailed(e)) if is_forbidden(&e) => {
+                    let subject = self.identity.subject().await;
+                    self.forbidden(forbidden(Verb::List, resource, &subject), &e);
+                }
+                Err(watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e))
+                    if is_forbidden(&e) =>
+                {
+                    let subject = self.identity.subject().await;
+                    self.forbidden(forbidden(Verb::Watch, resource, &subject), &e);
+                }
                 Err(e) => {
                     warn!(api_version = %self.key.0, kind = %self.key.1, error = %e, "param watch failed; the kind keeps its last known objects until the watch recovers")
                 }
@@ -226,28 +249,28 @@ impl Kind {
         }
     }
 
-    /// Marks a kind that was never listed as forbidden; a kind with objects keeps them (its
-    /// last known state), as after any other failure.
-    fn forbidden(&mut self, error: &kube::Error) {
-        warn!(api_version = %self.key.0, kind = %self.key.1, %error, "celgate may not read this param kind; grant its ServiceAccount get, list and watch on it");
+    /// Marks a kind that was never listed as forbidden with `message` (logged when it is new);
+    /// a kind with objects keeps them (its last known state), as after any other failure.
+    fn forbidden(&mut self, message: String, error: &kube::Error) {
+        if self.forbidden_logged.as_deref() == Some(message.as_str()) {
+            debug!(api_version = %self.key.0, kind = %self.key.1, %error, "param kind still forbidden");
+            return;
+        }
+        warn!(api_version = %self.key.0, kind = %self.key.1, %error, "{message}");
         if matches!(
             self.shown,
             ParamKindEntry::Syncing | ParamKindEntry::Forbidden(_)
         ) {
-            let message = format!(
-                "celgate may not read param kind {} {}: {error}",
-                self.key.0, self.key.1
-            );
-            if !matches!(&self.shown, ParamKindEntry::Forbidden(m) if **m == *message) {
-                self.show(ParamKindEntry::Forbidden(message.into()));
-            }
+            self.show(ParamKindEntry::Forbidden(message.as_str().into()));
         }
+        self.forbidden_logged = Some(message);
     }
 
     /// Publishes the kind's new state.
     fn show(&mut self, entry: ParamKindEntry) {
         let state = match &entry {
             ParamKindEntry::Ready(objects) => {
+                self.forbidden_logged = None;
                 format!("ready with {} objects", objects.objects.len())
             }
             ParamKindEntry::Syncing => "syncing".into(),
@@ -259,6 +282,49 @@ impl Kind {
             .publish_param_kind(&self.key, Some(entry.clone()));
         self.shown = entry;
     }
+}
+
+/// What the API server forbade celgate to do with a param kind's objects.
+#[derive(Clone, Copy, Debug)]
+enum Verb {
+    List,
+    Watch,
+}
+
+/// The message of a param kind whose objects celgate may not `verb`: the permission to grant,
+/// to whom, and how.
+fn forbidden(verb: Verb, resource: &ApiResource, subject: &str) -> String {
+    let verb = match verb {
+        Verb::List => "list",
+        Verb::Watch => "watch",
+    };
+    let (plural, group) = (&resource.plural, &resource.group);
+    let qualified = if group.is_empty() {
+        plural.clone()
+    } else {
+        format!("{plural}.{group}")
+    };
+    format!(
+        "celgate may not {verb} {qualified} (RBAC: grant list, watch on {plural:?} in API \
+         group {group:?} to {subject}, e.g. with a ClusterRole labelled \
+         {AGGREGATE_TO_PARAMS_LABEL}=true)"
+    )
+}
+
+/// The message of a param kind celgate may not look up in discovery (which the default
+/// ClusterRole `system:discovery` allows every authenticated user).
+fn discovery_forbidden(key: &ParamKey, subject: &str) -> String {
+    let (api_version, kind) = key;
+    let path = if api_version.contains('/') {
+        format!("/apis/{api_version}")
+    } else {
+        format!("/api/{api_version}")
+    };
+    format!(
+        "celgate may not look up param kind {kind} in discovery of {api_version} (RBAC: grant \
+         get on the non-resource URL {path:?} to {subject}, as the default ClusterRole \
+         system:discovery does for every authenticated user)"
+    )
 }
 
 /// `(namespace, name)` of a param object; the namespace is empty for cluster-scoped kinds.
@@ -460,45 +526,130 @@ mod tests {
         .await;
     }
 
+    const SELF_SUBJECT_REVIEWS: &str = "/apis/authentication.k8s.io/v1/selfsubjectreviews";
+
+    /// The forbidden message the store shows for the kind.
+    fn forbidden_message(store: &SnapshotStore) -> String {
+        match store.load().params.entry(KIND.0, KIND.1) {
+            Some(ParamKindEntry::Forbidden(message)) => message.to_string(),
+            other => panic!("not forbidden: {other:?}"),
+        }
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn a_kind_celgate_may_not_read_is_forbidden_until_it_may() {
+    async fn a_kind_celgate_may_not_read_is_forbidden_with_the_permission_to_grant_until_it_may() {
         bounded(async {
             let (store, _watches, mut api) = start();
             let lookup = api.next().await;
             lookup.reply(403, status(403, "Forbidden"));
-            assert_eq!(shows(&store, "forbidden").await, "forbidden");
-            let Some(ParamKindEntry::Forbidden(message)) =
-                store.load().params.entry(KIND.0, KIND.1).cloned()
-            else {
-                panic!("forbidden");
-            };
-            assert!(
-                message.starts_with("celgate may not read param kind example.com/v1 Widget: "),
-                "{message}"
+            // celgate asks once who it is, to name the subject to grant to.
+            let review = api.next().await;
+            assert_eq!(
+                (review.method.as_str(), review.path.as_str()),
+                ("POST", SELF_SUBJECT_REVIEWS)
             );
-            // Requests see it as syncing, as before.
-            assert!(matches!(
-                celgate_engine::Params::kind(
-                    &*store.load().params,
-                    &celgate_engine::model::ParamKind {
-                        api_version: KIND.0.into(),
-                        kind: KIND.1.into()
-                    }
-                ),
-                celgate_engine::ParamKindState::Syncing
-            ));
+            review.reply(
+                201,
+                json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview",
+                       "metadata": {}, "status": {"userInfo": {
+                           "username": "system:serviceaccount:celgate-system:celgate"}}}),
+            );
+            assert_eq!(shows(&store, "forbidden").await, "forbidden");
+            assert_eq!(
+                forbidden_message(&store),
+                "celgate may not look up param kind Widget in discovery of example.com/v1 \
+                 (RBAC: grant get on the non-resource URL \"/apis/example.com/v1\" to \
+                 ServiceAccount celgate-system/celgate, as the default ClusterRole \
+                 system:discovery does for every authenticated user)"
+            );
 
-            // Discovery answers, the list is forbidden: still forbidden; then RBAC allows it.
+            // Discovery answers, the list is forbidden: forbidden with what to grant (the
+            // identity is not asked again).
             let lookup = api.next().await;
             lookup.reply(200, served());
             let list = api.next().await;
             assert_eq!((list.path.as_str(), list.is_watch()), (WIDGETS, false));
             list.reply(403, status(403, "Forbidden"));
-            assert_eq!(shown(&store.load()), "forbidden");
+            let message = "celgate may not list widgets.example.com (RBAC: grant list, \
+                           watch on \"widgets\" in API group \"example.com\" to ServiceAccount \
+                           celgate-system/celgate, e.g. with a ClusterRole labelled \
+                           admission.celgate.io/aggregate-to-params=true)";
+            let deadline = Instant::now() + Duration::from_secs(600);
+            store
+                .wait_until(deadline, |s| {
+                    matches!(s.params.entry(KIND.0, KIND.1),
+                        Some(ParamKindEntry::Forbidden(m)) if &**m == message)
+                })
+                .await;
+            assert_eq!(forbidden_message(&store), message);
+            // Requests do not wait for it: they see it forbidden, with the message.
+            let kind = celgate_engine::model::ParamKind {
+                api_version: KIND.0.into(),
+                kind: KIND.1.into(),
+            };
+            let snapshot = store.load();
+            assert!(matches!(
+                celgate_engine::Params::kind(&*snapshot.params, &kind),
+                celgate_engine::ParamKindState::Forbidden(m) if m == message
+            ));
+
+            // RBAC allows it now: the list succeeds and the kind is ready.
             let seen = api
-                .serve_until(serve(vec![widget("w1", 3)]), shows(&store, "ready w1=3"))
+                .serve_until(
+                    |call| {
+                        assert_ne!(call.path, SELF_SUBJECT_REVIEWS, "identity asked twice");
+                        serve(vec![widget("w1", 3)])(call)
+                    },
+                    shows(&store, "ready w1=3"),
+                )
                 .await;
             assert_eq!(seen, "ready w1=3");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_forbidden_core_kind_names_the_core_group_and_an_unknown_identity_says_so() {
+        bounded(async {
+            let (client, mut api) = fixtures::pair();
+            let store = SnapshotStore::new();
+            let mut watches = ParamWatches::new(client, store.clone());
+            watches.sync(&using(&[("v1", "ConfigMap")]));
+            let lookup = api.next().await;
+            assert_eq!(lookup.path, "/api/v1");
+            lookup.reply(
+                200,
+                json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "v1",
+                       "resources": [{"name": "configmaps", "singularName": "configmap",
+                                      "namespaced": true, "kind": "ConfigMap",
+                                      "verbs": ["get", "list", "watch"]}]}),
+            );
+            let list = api.next().await;
+            assert_eq!(list.path, "/api/v1/configmaps");
+            list.reply(403, status(403, "Forbidden"));
+            // The API server cannot say who celgate is: the message says so instead.
+            let review = api.next().await;
+            assert_eq!(review.path, SELF_SUBJECT_REVIEWS);
+            review.reply(500, status(500, "InternalError"));
+            let deadline = Instant::now() + Duration::from_secs(600);
+            let snapshot = store
+                .wait_until(deadline, |s| {
+                    matches!(
+                        s.params.entry("v1", "ConfigMap"),
+                        Some(ParamKindEntry::Forbidden(_))
+                    )
+                })
+                .await;
+            let Some(ParamKindEntry::Forbidden(message)) = snapshot.params.entry("v1", "ConfigMap")
+            else {
+                panic!("not forbidden");
+            };
+            assert_eq!(
+                &**message,
+                "celgate may not list configmaps (RBAC: grant list, watch on \"configmaps\" \
+                 in API group \"\" to the user celgate runs as, e.g. with a ClusterRole \
+                 labelled admission.celgate.io/aggregate-to-params=true)"
+            );
         })
         .await;
     }

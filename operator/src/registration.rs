@@ -428,9 +428,9 @@ pub fn mutating_configuration(
     }
 }
 
-/// Applies both configurations with server-side apply (celgate owns every field it sets).
-/// Without `create_missing`, a configuration that does not exist is an error, and the apply
-/// names the object read (by uid), so one deleted in between is not created again.
+/// Applies both configurations with server-side apply (celgate owns every field it sets). An
+/// existing configuration is named by the uid just read, so one deleted in between is not
+/// created again; a missing one is created only with `create_missing`, else it is an error.
 async fn apply(
     client: &Client,
     validating: &ValidatingWebhookConfiguration,
@@ -444,17 +444,15 @@ async fn apply(
     let mut m = mutating.clone();
     v.metadata.managed_fields = None;
     m.metadata.managed_fields = None;
+    v.metadata.uid = existing_uid(&validating_api).await?;
+    m.metadata.uid = existing_uid(&mutating_api).await?;
     if !create_missing {
-        v.metadata.uid = Some(
-            existing_uid(&validating_api)
-                .await?
-                .ok_or(RegistrationError::Missing("ValidatingWebhookConfiguration"))?,
-        );
-        m.metadata.uid = Some(
-            existing_uid(&mutating_api)
-                .await?
-                .ok_or(RegistrationError::Missing("MutatingWebhookConfiguration"))?,
-        );
+        if v.metadata.uid.is_none() {
+            return Err(RegistrationError::Missing("ValidatingWebhookConfiguration"));
+        }
+        if m.metadata.uid.is_none() {
+            return Err(RegistrationError::Missing("MutatingWebhookConfiguration"));
+        }
     }
     validating_api
         .patch(
@@ -559,11 +557,18 @@ mod tests {
             let _task = tokio::spawn(registration.keep_applied(client, inputs, applied));
 
             sets.send_replace(matching("configmaps"));
+            // Out of cluster: missing configurations are created (applied without a uid).
+            for path in [VALIDATING, MUTATING] {
+                let call = api.next().await;
+                assert_eq!((&call.method, call.path.as_str()), (&Method::GET, path));
+                call.reply(404, status(404, "NotFound"));
+            }
             let call = api.next().await;
             assert_eq!(
                 (&call.method, call.path.as_str()),
                 (&Method::PATCH, VALIDATING)
             );
+            assert!(call.body["metadata"].get("uid").is_none());
             call.reply(500, status(500, "InternalError"));
             let failed = Instant::now();
             covered.changed().await.unwrap();
@@ -580,6 +585,11 @@ mod tests {
             }
 
             // Retried after the first delay, with the same configuration.
+            for path in [VALIDATING, MUTATING] {
+                let call = api.next().await;
+                assert_eq!((&call.method, call.path.as_str()), (&Method::GET, path));
+                call.reply(404, status(404, "NotFound"));
+            }
             let call = api.next().await;
             assert_eq!(Instant::now() - failed, RETRY_FIRST);
             assert_eq!(call.path, VALIDATING);
@@ -608,10 +618,19 @@ mod tests {
             let second = sets.borrow().clone().unwrap();
             assert!(Arc::ptr_eq(covered.borrow().set.as_ref().unwrap(), &second));
 
-            // New rules are applied.
+            // New rules are applied, to the configurations that now exist (by uid).
             sets.send_replace(matching("secrets"));
+            for (path, uid) in [(VALIDATING, "v-uid"), (MUTATING, "m-uid")] {
+                let call = api.next().await;
+                assert_eq!((&call.method, call.path.as_str()), (&Method::GET, path));
+                call.reply(200, json!({"metadata": {"name": "celgate", "uid": uid}}));
+            }
             let call = api.next().await;
-            assert_eq!(call.path, VALIDATING);
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, VALIDATING)
+            );
+            assert_eq!(call.body["metadata"]["uid"], "v-uid");
             assert_eq!(resources(&call.body), ["secrets"]);
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)
@@ -670,6 +689,12 @@ mod tests {
                 (&Method::GET, VALIDATING)
             );
             call.reply(404, status(404, "NotFound"));
+            let call = api.next().await;
+            assert_eq!((&call.method, call.path.as_str()), (&Method::GET, MUTATING));
+            call.reply(
+                200,
+                json!({"metadata": {"name": "celgate", "uid": "m-uid"}}),
+            );
             covered.changed().await.unwrap();
             let error = covered.borrow_and_update().error.clone().unwrap();
             assert!(

@@ -29,6 +29,9 @@ pub enum ParamKindState<'a> {
     Syncing,
     /// The API server does not serve this kind.
     NotServed,
+    /// Served, but celgate may not read it; the message says which permission is missing.
+    /// Bindings with a paramRef fail at once with it under their failurePolicy.
+    Forbidden(&'a str),
 }
 
 /// The param kinds the engine can read, implemented by the operator's param cache.
@@ -97,6 +100,7 @@ pub fn collect<'p>(
                 go_param_kind(kind)
             ));
         }
+        ParamKindState::Forbidden(message) => return Err(message.to_string()),
     };
     let namespace = if store.namespaced {
         match param_ref.namespace.as_deref().filter(|n| !n.is_empty()) {
@@ -264,6 +268,34 @@ mod tests {
             run(true, ParamRef::default(), "team"),
             Err("one of name or selector must be provided".into())
         );
+    }
+
+    #[test]
+    fn a_forbidden_kind_fails_the_binding_with_its_message_and_a_binding_without_ref_evaluates() {
+        struct Forbidden;
+        impl Params for Forbidden {
+            fn kind(&self, _: &ParamKind) -> ParamKindState<'_> {
+                ParamKindState::Forbidden("celgate may not list configmaps (RBAC: …)")
+            }
+        }
+        let kind = ParamKind {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        };
+        let by_name = ParamRef {
+            name: Some("a".into()),
+            ..Default::default()
+        };
+        let raw = request("team");
+        let req = Request::from_json(&raw).expect("valid");
+        let got = collect(Some(&kind), Some(&by_name), &req, &Forbidden);
+        assert_eq!(
+            got.err().as_deref(),
+            Some("celgate may not list configmaps (RBAC: …)")
+        );
+        // A binding without a paramRef reads no param, so the kind's access does not matter.
+        let got = collect(Some(&kind), None, &req, &Forbidden).expect("no error");
+        assert!(matches!(got, Collected::Evaluate(v) if v == vec![None]));
     }
 
     #[test]

@@ -32,8 +32,9 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Whether a request in `namespace` (empty for cluster-scoped requests) could be decided
-    /// with caches that have caught up: every param kind the bound policies use has listed,
-    /// and the namespace is known.
+    /// with caches that have caught up: no param kind the bound policies use is still syncing
+    /// (each has listed, or is known not to be served or to be forbidden to celgate), and the
+    /// namespace is known.
     pub fn caught_up_for(&self, namespace: &str) -> bool {
         let (validating, mutating) = (&self.policies.validating, &self.policies.mutating);
         if validating.is_empty() && mutating.is_empty() {
@@ -131,9 +132,9 @@ pub enum ParamKindEntry {
     Syncing,
     /// Not served by the API server (retried until it is).
     NotServed,
-    /// Served, but the API server forbids celgate to look it up or list it (retried until it
-    /// allows it); the message says what was denied. Requests see it as still syncing, as
-    /// before the first list.
+    /// Served, but the API server forbids celgate to look it up, list or watch it (retried
+    /// until it allows it); the message says which permission is missing. Requests do not
+    /// wait for it: a binding with a paramRef fails at once under its failurePolicy with it.
     Forbidden(Arc<str>),
 }
 
@@ -178,9 +179,8 @@ impl Params for ParamViews {
         match self.entry(&kind.api_version, &kind.kind) {
             Some(ParamKindEntry::Ready(objects)) => ParamKindState::Ready(objects),
             Some(ParamKindEntry::NotServed) => ParamKindState::NotServed,
-            Some(ParamKindEntry::Syncing | ParamKindEntry::Forbidden(_)) | None => {
-                ParamKindState::Syncing
-            }
+            Some(ParamKindEntry::Forbidden(message)) => ParamKindState::Forbidden(message),
+            Some(ParamKindEntry::Syncing) | None => ParamKindState::Syncing,
         }
     }
 }

@@ -181,6 +181,74 @@ async fn params_that_never_sync_give_the_configuration_error_before_the_call_tim
     );
 }
 
+const FORBIDDEN: &str = "celgate may not list configmaps (RBAC: grant list, watch on \"configmaps\" in API group \"\" to ServiceAccount celgate-system/celgate, e.g. with a ClusterRole labelled admission.celgate.io/aggregate-to-params=true)";
+
+#[tokio::test(start_paused = true)]
+async fn a_param_kind_celgate_may_not_read_fails_the_binding_at_once_with_the_missing_permission() {
+    let store = store_with(param_policy());
+    store.publish_param_kind(
+        &configmaps(),
+        Some(ParamKindEntry::Forbidden(FORBIDDEN.into())),
+    );
+    let started = Instant::now();
+    let decided = dispatch::validate(
+        &store,
+        &Deps::default(),
+        review("default", 1),
+        Call::now(),
+        None,
+    )
+    .await
+    .unwrap();
+    // No wait: the kind is not syncing, it is denied to celgate until someone grants it.
+    assert_eq!(Instant::now() - started, Duration::ZERO);
+    assert_eq!(
+        message(&decided.outcome),
+        Some(
+            format!(
+                "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding' \
+                 denied request: failed to configure binding: {FORBIDDEN}"
+            )
+            .as_str()
+        )
+    );
+
+    // Under failurePolicy Ignore the binding is skipped: the request is admitted, at once.
+    let mut set = param_policy();
+    let mut spec = set.validating[0].policy.spec.clone();
+    spec.failure_policy = FailurePolicy::Ignore;
+    set.validating[0].policy = Arc::new(compile_validating(spec));
+    let store = store_with(set);
+    store.publish_param_kind(
+        &configmaps(),
+        Some(ParamKindEntry::Forbidden(FORBIDDEN.into())),
+    );
+    let decided = dispatch::validate(
+        &store,
+        &Deps::default(),
+        review("default", 1),
+        Call::now(),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(Instant::now() - started, Duration::ZERO);
+    assert!(decided.outcome.allowed(), "{:?}", decided.outcome);
+
+    // Granted: the kind lists, and its params decide.
+    store.publish_param_kind(&configmaps(), configmaps_ready("0"));
+    let decided = dispatch::validate(
+        &store,
+        &Deps::default(),
+        review("default", 1),
+        Call::now(),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(!decided.outcome.allowed());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_namespace_the_watch_has_not_seen_is_waited_for_up_to_five_seconds() {
     let store = store_with(policy("namespaceObject.metadata.name == 'late'"));
@@ -557,5 +625,22 @@ async fn mutation_waits_for_params_as_validation_does_and_is_not_ready_before_th
     assert_eq!(
         outcome.patch,
         [json!({"op": "add", "path": "/data/max", "value": "7"})]
+    );
+
+    // A param kind celgate may not read fails the binding at once, as in validation.
+    store.publish_param_kind(
+        &configmaps(),
+        Some(ParamKindEntry::Forbidden(FORBIDDEN.into())),
+    );
+    let started = Instant::now();
+    let outcome = mutate(&store, configmap_review(json!({}))).await;
+    assert_eq!(Instant::now() - started, Duration::ZERO);
+    let denial = outcome.denial.unwrap();
+    assert_eq!(
+        denial.message,
+        format!(
+            "policy 'from-param' with binding 'from-param-binding' denied request: \
+             failed to configure binding: {FORBIDDEN}"
+        )
     );
 }

@@ -1,6 +1,8 @@
 //! Events on celgate's objects when what their status says changes: compilation (`Compiled`,
 //! `CompileFailed`), the number of type checking warnings (`TypeCheckWarnings`) and readiness
-//! (`Ready`, `NotReady`). Published by the leader only, after the status they describe.
+//! (`Ready`, `NotReady`, and `ParamKindForbidden` when the reason becomes that celgate may not
+//! read the paramKind, even if the policy was not ready before). Published by the leader only,
+//! after the status they describe.
 
 use celgate_crds::{BindingStatus, PolicyStatus};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -8,7 +10,7 @@ use kube::runtime::events::{Event, EventType, Recorder};
 use tracing::warn;
 
 use super::conditions::{self, READY, truncate};
-use super::readiness::COMPILE_ERROR;
+use super::readiness::{COMPILE_ERROR, PARAM_KIND_FORBIDDEN};
 
 /// The longest event note the API accepts.
 const NOTE_MAX_BYTES: usize = 1024;
@@ -116,14 +118,26 @@ pub fn changes(before: &Observed, after: &Observed) -> Vec<Event> {
             )
         });
     }
-    if let Some((ready, _, message)) = &after.ready
-        && before.ready.as_ref().map(|r| r.0) != Some(*ready)
-    {
-        out.push(if *ready {
-            event(EventType::Normal, "Ready", "Enforce", message.clone())
-        } else {
-            event(EventType::Warning, "NotReady", "Enforce", message.clone())
-        });
+    if let Some((ready, reason, message)) = &after.ready {
+        let flipped = before.ready.as_ref().map(|r| r.0) != Some(*ready);
+        // The one not-ready reason an admin must act on outside celgate's objects (RBAC): it is
+        // reported whenever it starts, in place of NotReady.
+        let newly_forbidden = reason == PARAM_KIND_FORBIDDEN
+            && before.ready.as_ref().map(|r| r.1.as_str()) != Some(PARAM_KIND_FORBIDDEN);
+        if newly_forbidden {
+            out.push(event(
+                EventType::Warning,
+                PARAM_KIND_FORBIDDEN,
+                "Enforce",
+                message.clone(),
+            ));
+        } else if flipped {
+            out.push(if *ready {
+                event(EventType::Normal, "Ready", "Enforce", message.clone())
+            } else {
+                event(EventType::Warning, "NotReady", "Enforce", message.clone())
+            });
+        }
     }
     out
 }
@@ -199,6 +213,53 @@ mod tests {
         assert_eq!(
             reasons(&changes(&before, &observed(2, Some(""), 2, true))),
             [("Compiled", EventType::Normal)]
+        );
+    }
+
+    #[test]
+    fn a_param_kind_celgate_may_not_read_is_reported_when_it_starts_even_if_not_ready_before() {
+        let not_served = Observed {
+            generation: Some(1),
+            compile_error: Some(String::new()),
+            warnings: Some(0),
+            ready: Some((false, "ParamKindNotServed".into(), "not served".into())),
+        };
+        let forbidden = Observed {
+            ready: Some((
+                false,
+                PARAM_KIND_FORBIDDEN.into(),
+                "celgate may not list nopes.example.invalid (RBAC: …)".into(),
+            )),
+            ..not_served.clone()
+        };
+        let events = changes(&not_served, &forbidden);
+        assert_eq!(
+            reasons(&events),
+            [(PARAM_KIND_FORBIDDEN, EventType::Warning)]
+        );
+        assert_eq!(
+            events[0].note.as_deref(),
+            Some("celgate may not list nopes.example.invalid (RBAC: …)")
+        );
+        // From no status at all: the one event, not NotReady besides; then nothing while it lasts.
+        let first = Observed {
+            compile_error: None,
+            warnings: None,
+            ..forbidden.clone()
+        };
+        assert_eq!(
+            reasons(&changes(&Observed::default(), &first)),
+            [(PARAM_KIND_FORBIDDEN, EventType::Warning)]
+        );
+        assert!(changes(&forbidden, &forbidden).is_empty());
+        // Granted: Ready as usual.
+        let ready = Observed {
+            ready: Some((true, "Enforced".into(), "enforced".into())),
+            ..forbidden.clone()
+        };
+        assert_eq!(
+            reasons(&changes(&forbidden, &ready)),
+            [("Ready", EventType::Normal)]
         );
     }
 

@@ -23,7 +23,8 @@ pub const NOT_BOUND: &str = "NotBound";
 pub const POLICY_NOT_FOUND: &str = "PolicyNotFound";
 /// NotReady reason: the API server does not serve the paramKind.
 pub const PARAM_KIND_NOT_SERVED: &str = "ParamKindNotServed";
-/// NotReady reason: celgate may not read the paramKind.
+/// NotReady reason: celgate may not read the paramKind; the message names the permission to
+/// grant and to whom.
 pub const PARAM_KIND_FORBIDDEN: &str = "ParamKindForbidden";
 /// NotReady reason: the webhook configurations covering this generation could not be applied.
 pub const WEBHOOK_NOT_REGISTERED: &str = "WebhookNotRegistered";
@@ -72,10 +73,9 @@ fn param_kind_problem(snapshot: &Snapshot, kind: &ParamKind) -> Option<Readiness
             PARAM_KIND_NOT_SERVED,
             celgate_engine::params::not_served(kind),
         )),
-        Some(ParamKindEntry::Forbidden(message)) => Some(Readiness::not_ready(
-            PARAM_KIND_FORBIDDEN,
-            format!("{message}; grant celgate's ServiceAccount get, list and watch on it"),
-        )),
+        Some(ParamKindEntry::Forbidden(message)) => {
+            Some(Readiness::not_ready(PARAM_KIND_FORBIDDEN, &**message))
+        }
         Some(ParamKindEntry::Syncing) | None => Some(Readiness::Pending),
     }
 }
@@ -498,14 +498,21 @@ mod tests {
                         .into()
             }
         );
+        let denied = "celgate may not list widgets.example.com (RBAC: grant list, watch on \
+                      \"widgets\" in API group \"example.com\" to ServiceAccount \
+                      celgate-system/celgate, e.g. with a ClusterRole labelled \
+                      admission.celgate.io/aggregate-to-params=true)";
         with(
             &mut snapshot,
-            Some(ParamKindEntry::Forbidden(
-                "celgate may not read param kind example.com/v1 Widget: forbidden".into(),
-            )),
+            Some(ParamKindEntry::Forbidden(denied.into())),
         );
-        let forbidden = policy_readiness(&snapshot, &covering(&set), 1);
-        assert_eq!(reason(&forbidden), PARAM_KIND_FORBIDDEN);
+        assert_eq!(
+            policy_readiness(&snapshot, &covering(&set), 1),
+            Readiness::NotReady {
+                reason: PARAM_KIND_FORBIDDEN,
+                message: denied.into()
+            }
+        );
         with(&mut snapshot, Some(ParamKindEntry::Ready(Arc::default())));
         assert_eq!(
             reason(&policy_readiness(&snapshot, &covering(&set), 1)),
