@@ -12,6 +12,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 pub mod differential;
+pub mod fixture;
 pub mod schemas;
 
 /// celgate's CRDs, as `kubectl` names them.
@@ -291,6 +292,11 @@ impl Celgate {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", bin.display()));
         Celgate { child, port, log }
+    }
+
+    /// The process id (for `/proc/<pid>/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Kills the process at once (SIGKILL: no shutdown, nothing released) and reaps it.
