@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale deps differential image map-differential fuzz
+.PHONY: help build test unit e2e lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e deps differential image map-differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -111,9 +111,14 @@ bench-scale: deps ## 1,000 VAPs + bindings (realistic mix) as celgate objects: m
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench scale
 
+bench-e2e: deps ## Creates through kube-apiserver: no policy, in-tree, celgate (release), interleaved rounds; prints celgate/in-tree p50/p99; writes target/bench/e2e.json
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) build --release -p celgate
+	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench creates
+
 # One run of every benchmark, then one table of figures beside issue 13's targets and the
 # machine's load. A benchmark that fails does not stop the others: its rows say "not run".
-BENCHES ?= bench-cel bench-webhook bench-memory bench-apply bench-scale
+BENCHES ?= bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e
 bench: export WEBHOOK_BENCH_HTTP2 ?= 1
 bench: deps ## Every benchmark once, then one table: figure, target, met or not, and the machine's load
 	@mkdir -p $(BENCH_DIR)
