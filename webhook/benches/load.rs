@@ -1,23 +1,34 @@
 //! Load generator for the admission webhook: the real HTTPS server (rustls, axum) on loopback,
-//! five bound policies of the kind users write, and AdmissionReviews of a Deployment as
-//! kube-apiserver sends them (managedFields included).
+//! the client in the same process. Three sets of measurements, printed a line each and written
+//! to `target/bench/webhook.json`:
 //!
-//! Two measurements, printed on one line each and written to `target/bench/webhook.json`:
-//! - throughput: `CONNECTIONS` keep-alive connections send reviews back to back for
-//!   `SECONDS`; reviews answered per second.
+//! 1. Five bound policies of the kind users write and AdmissionReviews of a 2 KB Deployment as
+//!    kube-apiserver sends them (managedFields included), on `/validate`, and on
+//!    `/mutate/fail/never` with one bound MutatingAdmissionPolicy mutating the same review (two
+//!    apply configurations and a JSON patch, against the Deployment schema of the committed
+//!    built-in snapshot `operator/schemas/builtin-1.36.json`). HTTP/1.1, or HTTP/2 with
+//!    `WEBHOOK_BENCH_HTTP2=1`. Top-level fields of the report.
+//! 2. The realistic fixture (issue 13, item 2; `e2e/src/fixture.rs`), always over HTTP/2: a 6 KB
+//!    Pod create against `WEBHOOK_BENCH_MATCHING` (20) matching of `WEBHOOK_BENCH_POLICIES`
+//!    (1,000) loaded validating policies (ConfigMap params published into the snapshot's param
+//!    views, variables, message expressions, match conditions, one wildcard rule), then the
+//!    same against as many mutating policies (apply configurations and JSON patches). The
+//!    `realistic` field.
+//! 3. Scale (issue 13, item 4): throughput for the Pod when 5 of 1,000 validating policies
+//!    match, and when 5 are loaded in all. The `scale` field, with their ratio.
+//!
+//! Each measurement is a pair:
+//! - throughput: `CONNECTIONS` keep-alive connections send reviews back to back (closed loop)
+//!   for `SECONDS`; reviews answered per second, and process CPU per review.
 //! - latency at a fixed rate: reviews sent on a schedule at `RATE` per second, kept by a thread
 //!   of its own (open loop: the latency of a late send counts from when it was due), p50/p99/max.
-//!
-//! Both are taken twice: on `/validate` (the five validating policies) and on
-//! `/mutate/fail/never` with one bound MutatingAdmissionPolicy that mutates the same review
-//! (two apply configurations and a JSON patch, against the Deployment schema of the committed
-//! built-in snapshot `operator/schemas/builtin-1.36.json`).
 //!
 //! The client runs in the same process on the same cores as the server, so both numbers are
 //! pessimistic for a server that has the machine to itself. Run with `make bench-webhook`.
 //! Environment: `WEBHOOK_BENCH_SECONDS` (default 10), `WEBHOOK_BENCH_CONNECTIONS` (default 32),
-//! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REPORT` (report path),
-//! `WEBHOOK_BENCH_HTTP2=1` (HTTP/2 over ALPN, as kube-apiserver calls webhooks; default HTTP/1.1).
+//! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REALISTIC_RATE` (default 5000),
+//! `WEBHOOK_BENCH_POLICIES` (default 1000), `WEBHOOK_BENCH_MATCHING` (default 20, at most 20),
+//! `WEBHOOK_BENCH_REPORT` (report path), `WEBHOOK_BENCH_HTTP2=1` (set 1 over HTTP/2).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
 
