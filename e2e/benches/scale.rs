@@ -7,7 +7,10 @@
 //! - resident memory (VmRSS, VmHWM from `/proc/<pid>/status`) idle after start-up, and after
 //!   `BENCH_SCALE_REVIEWS` dry-run Pod creates through kube-apiserver (each reviewed by the 20);
 //! - apply → enforced for one changed policy while all are loaded: a Pod policy's expression is
-//!   changed to deny a name, and a dry-run Pod of that name is created every `POLL` until denied.
+//!   changed to deny a name, and a dry-run Pod of that name is created every `POLL` until denied;
+//!   split, by celgate's JSON log (`compiled policy` with the new generation), into change →
+//!   compiled (watch delay and compile) and compiled → first denial (publish, and the request
+//!   through kube-apiserver).
 //!
 //! Targets (issue 13) are reported by `make bench`'s table, not asserted here. Writes
 //! `target/bench/scale.json`. Environment: `BENCH_SCALE_POLICIES` (default 1000),
@@ -17,7 +20,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use celgate_e2e::demo::CELGATE_API;
 use celgate_e2e::{Celgate, Cluster, curl, fixture, free_port, policies_api, wait_for, workspace};
@@ -188,21 +191,85 @@ async fn load(client: &kube::Client, reviews: usize) -> f64 {
     reviews as f64 / started.elapsed().as_secs_f64()
 }
 
+/// Seconds since the Unix epoch of an RFC 3339 UTC timestamp as `tracing`'s JSON log writes it
+/// (`2026-11-26T09:00:00.123456Z`).
+fn parse_utc(text: &str) -> Option<f64> {
+    let (date, time) = text.strip_suffix('Z')?.split_once('T')?;
+    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
+    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
+    let mut t = time.split(':');
+    let (h, min) = (
+        t.next()?.parse::<f64>().ok()?,
+        t.next()?.parse::<f64>().ok()?,
+    );
+    let sec = t.next()?.parse::<f64>().ok()?;
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days as f64 * 86_400.0 + h * 3600.0 + min * 60.0 + sec)
+}
+
+fn epoch_seconds(t: SystemTime) -> f64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The times (Unix seconds) of celgate's `compiled policy` log lines, with the policy and its
+/// generation.
+fn compiled_lines(log: &str) -> Vec<(f64, String, i64)> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|v| v["fields"]["message"] == "compiled policy")
+        .filter_map(|v| {
+            Some((
+                parse_utc(v["timestamp"].as_str()?)?,
+                v["fields"]["policy"].as_str()?.to_string(),
+                v["fields"]["generation"].as_i64()?,
+            ))
+        })
+        .collect()
+}
+
+/// One apply → enforced sample.
+struct Enforced {
+    /// Change → first denial.
+    total: Duration,
+    /// Change → celgate logged the new generation compiled (`None`: no such line found).
+    compiled: Option<f64>,
+}
+
 /// Changes `policy`'s validations to deny Pods named `probe-<round>` and polls with such a Pod
-/// until one is denied; returns the time from the change to the first denial.
-async fn change_to_enforced(client: &kube::Client, policy: &str, round: usize) -> Duration {
+/// until one is denied; returns the time from the change to the first denial, and to the log
+/// line of its compile.
+async fn change_to_enforced(
+    client: &kube::Client,
+    celgate: &Celgate,
+    policy: &str,
+    round: usize,
+) -> Enforced {
     let policies = policies_api(client, CELGATE_API);
     let name = format!("probe-{round}");
     let patch = json!({"spec": {"validations": [{
         "expression": format!("object.metadata.name != '{name}'"), "reason": "Invalid"}]}});
-    let started = Instant::now();
-    policies
+    let (started, wall) = (Instant::now(), SystemTime::now());
+    let changed = policies
         .patch(policy, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap_or_else(|e| panic!("cannot change {policy}: {e}"));
+    let generation = changed.metadata.generation.unwrap_or_default();
     loop {
         if dry_run_pod(client, &name).await.is_err() {
-            return started.elapsed();
+            let total = started.elapsed();
+            let compiled = compiled_lines(&celgate.logs())
+                .into_iter()
+                .find(|(_, p, g)| p == policy && *g == generation)
+                .map(|(t, _, _)| t - epoch_seconds(wall));
+            return Enforced { total, compiled };
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
@@ -257,8 +324,8 @@ async fn main() {
     let created_ms = ms(creating.elapsed());
     println!("created {total} policies and {total} bindings in {created_ms:.0} ms");
 
-    let started = Instant::now();
-    let celgate = Celgate::spawn(&cluster, free_port());
+    let (started, started_wall) = (Instant::now(), SystemTime::now());
+    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &["--log-json"], "info");
     let url = format!("https://127.0.0.1:{}/readyz", celgate.port);
     wait_for("celgate /readyz", GIVE_UP, || {
         let url = url.clone();
@@ -277,8 +344,23 @@ async fn main() {
     })
     .await;
     let all_ready_ms = ms(started.elapsed());
+    // The first and the last compile of the start-up, relative to the process start.
+    let compiles = compiled_lines(&celgate.logs());
+    let since_start = |t: f64| ((t - epoch_seconds(started_wall)) * 10_000.0).round() / 10.0;
+    let first_compiled_ms = compiles
+        .iter()
+        .map(|c| c.0)
+        .reduce(f64::min)
+        .map(since_start);
+    let last_compiled_ms = compiles
+        .iter()
+        .map(|c| c.0)
+        .reduce(f64::max)
+        .map(since_start);
     println!(
-        "start-up ({total} policies): /readyz after {ready_ms:.0} ms, every policy Ready after {all_ready_ms:.0} ms"
+        "start-up ({total} policies): /readyz after {ready_ms:.0} ms, every policy Ready after {all_ready_ms:.0} ms; \
+         compiles logged from {first_compiled_ms:?} to {last_compiled_ms:?} ms ({} lines)",
+        compiles.len()
     );
     tokio::time::sleep(settle).await;
     let idle = memory(celgate.pid());
@@ -290,9 +372,13 @@ async fn main() {
     );
 
     let mut times: Vec<Duration> = Vec::with_capacity(samples);
+    let mut to_compiled = Vec::with_capacity(samples);
     for round in 0..samples {
-        times.push(change_to_enforced(&client, &changed, round).await);
+        let sample = change_to_enforced(&client, &celgate, &changed, round).await;
+        times.push(sample.total);
+        to_compiled.push(sample.compiled.map(|s| (s * 10_000.0).round() / 10.0));
     }
+    let all_ms: Vec<f64> = times.iter().copied().map(ms).collect();
     times.sort();
     let pick = |p: f64| {
         let i = ((times.len().saturating_sub(1)) as f64 * p).round() as usize;
@@ -300,7 +386,7 @@ async fn main() {
     };
     let enforced = json!({"samples": times.len(), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
         "max_ms": times.last().copied().map(ms), "poll_ms": ms(POLL),
-        "all_ms": times.iter().copied().map(ms).collect::<Vec<_>>()});
+        "all_ms": all_ms, "change_to_compiled_log_ms": to_compiled});
     println!("one policy changed → first denial ({total} loaded): {enforced}");
     let after_changes = memory(celgate.pid());
 
@@ -310,7 +396,9 @@ async fn main() {
         "policies_matching_the_pod": 20.min(total),
         "celgate_bin": Celgate::binary().display().to_string(),
         "created_ms": created_ms,
-        "startup": {"ready_ms": ready_ms, "all_policies_ready_ms": all_ready_ms},
+        "startup": {"ready_ms": ready_ms, "all_policies_ready_ms": all_ready_ms,
+            "first_compiled_log_ms": first_compiled_ms, "last_compiled_log_ms": last_compiled_ms,
+            "compiled_log_lines": compiles.len()},
         "memory": {"idle": idle, "after_load": after_load, "after_changes": after_changes,
             "settle_seconds": settle.as_secs()},
         "load": {"dry_run_pod_creates": reviews, "per_second_through_apiserver": rate.round(),
@@ -324,6 +412,8 @@ async fn main() {
             "startup.all_policies_ready_ms": "celgate process started → every policy's status Ready True for its generation",
             "memory": "VmRSS and VmHWM of the celgate process, MB",
             "apply_to_enforced": "one policy's validations changed (merge patch) → first dry-run Pod denied by it",
+            "apply_to_enforced.change_to_compiled_log_ms": "per sample, in the order taken: change → celgate's `compiled policy` log line for the new generation (watch delay + compile); the rest of all_ms is publish + kube-apiserver",
+            "startup.*_compiled_log_ms": "process start → the first and the last `compiled policy` log line",
         },
     });
     let path = report_path();
