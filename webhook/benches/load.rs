@@ -461,7 +461,11 @@ fn process_cpu_seconds() -> f64 {
 /// instant to the connection's task: tokio's timer has a 1 ms tick, so `sleep_until` would wake
 /// up to a millisecond late and that lateness, the client's own, would be counted as the
 /// server's latency.
-async fn latency_at(m: &Measure<'_>, rate: u64, secs: u64) -> Vec<Duration> {
+///
+/// A server slower than `rate` falls ever further behind; a send due more than [`OVERLOADED`]
+/// ago is not made but counted as abandoned (the second value), so an overloaded run ends
+/// about when it was scheduled to instead of draining its backlog for minutes.
+async fn latency_at(m: &Measure<'_>, rate: u64, secs: u64) -> (Vec<Duration>, u64) {
     let path = m.path;
     let conns = 16u64;
     let period = Duration::from_secs_f64(1.0 / rate as f64);
@@ -475,11 +479,16 @@ async fn latency_at(m: &Measure<'_>, rate: u64, secs: u64) -> Vec<Duration> {
         schedules.push(due_tx);
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity((total / conns) as usize + 1);
+            let mut abandoned = 0u64;
             while let Some(due) = due_rx.recv().await {
+                if due.elapsed() > OVERLOADED {
+                    abandoned += 1;
+                    continue;
+                }
                 send(&mut sender, path, &body).await;
                 latencies.push(due.elapsed());
             }
-            latencies
+            (latencies, abandoned)
         }));
     }
     let pacer = std::thread::spawn(move || {
@@ -493,14 +502,19 @@ async fn latency_at(m: &Measure<'_>, rate: u64, secs: u64) -> Vec<Duration> {
         }
         // Dropping the senders ends the connections' loops.
     });
-    let mut all = Vec::new();
+    let (mut all, mut abandoned) = (Vec::new(), 0);
     for t in tasks {
-        all.extend(t.await.unwrap());
+        let (latencies, skipped) = t.await.unwrap();
+        all.extend(latencies);
+        abandoned += skipped;
     }
     pacer.join().unwrap();
     all.sort();
-    all
+    (all, abandoned)
 }
+
+/// How late a scheduled send may start before the latency run counts it abandoned.
+const OVERLOADED: Duration = Duration::from_secs(2);
 
 fn protocol(http2: bool) -> &'static str {
     if http2 { "HTTP/2" } else { "HTTP/1.1" }
@@ -534,14 +548,19 @@ async fn measure(m: &Measure<'_>, conns: u64, rate: u64, secs: u64) -> serde_jso
         m.body.len(),
         m.policies
     );
-    let latencies = latency_at(m, rate, secs).await;
+    let (latencies, abandoned) = latency_at(m, rate, secs).await;
     let (p50, p99, max) = (
         percentile(&latencies, 0.50),
         percentile(&latencies, 0.99),
         latencies.last().copied().unwrap_or_default(),
     );
+    let overloaded = if abandoned > 0 {
+        format!(", overloaded: {abandoned} sends abandoned, due over {OVERLOADED:?} ago")
+    } else {
+        String::new()
+    };
     println!(
-        "{} latency at {rate}/s: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({} reviews)",
+        "{} latency at {rate}/s: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({} reviews{overloaded})",
         m.label,
         ms(p50),
         ms(p99),
@@ -551,7 +570,7 @@ async fn measure(m: &Measure<'_>, conns: u64, rate: u64, secs: u64) -> serde_jso
     json!({
         "throughput_reviews_per_second": per_second.round(),
         "cpu_us_per_review": (cpu_us_per_review * 10.0).round() / 10.0,
-        "latency": {"rate_per_second": rate, "reviews": latencies.len(),
+        "latency": {"rate_per_second": rate, "reviews": latencies.len(), "abandoned": abandoned,
             "p50_ms": ms(p50), "p99_ms": ms(p99), "max_ms": ms(max)},
     })
 }
