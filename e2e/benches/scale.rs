@@ -20,9 +20,10 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use celgate_e2e::demo::CELGATE_API;
+use celgate_e2e::log::{compiled_lines, epoch_seconds};
 use celgate_e2e::{Celgate, Cluster, curl, fixture, free_port, policies_api, wait_for, workspace};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
@@ -189,50 +190,6 @@ async fn load(client: &kube::Client, reviews: usize) -> f64 {
             .unwrap_or_else(|e| panic!("a loading client failed: {e}"));
     }
     reviews as f64 / started.elapsed().as_secs_f64()
-}
-
-/// Seconds since the Unix epoch of an RFC 3339 UTC timestamp as `tracing`'s JSON log writes it
-/// (`2026-11-26T09:00:00.123456Z`).
-fn parse_utc(text: &str) -> Option<f64> {
-    let (date, time) = text.strip_suffix('Z')?.split_once('T')?;
-    let mut d = date.split('-').map(|p| p.parse::<i64>().ok());
-    let (y, m, day) = (d.next()??, d.next()??, d.next()??);
-    let mut t = time.split(':');
-    let (h, min) = (
-        t.next()?.parse::<f64>().ok()?,
-        t.next()?.parse::<f64>().ok()?,
-    );
-    let sec = t.next()?.parse::<f64>().ok()?;
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let mp = (m + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    Some(days as f64 * 86_400.0 + h * 3600.0 + min * 60.0 + sec)
-}
-
-fn epoch_seconds(t: SystemTime) -> f64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// The times (Unix seconds) of celgate's `compiled policy` log lines, with the policy and its
-/// generation.
-fn compiled_lines(log: &str) -> Vec<(f64, String, i64)> {
-    log.lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter(|v| v["fields"]["message"] == "compiled policy")
-        .filter_map(|v| {
-            Some((
-                parse_utc(v["timestamp"].as_str()?)?,
-                v["fields"]["policy"].as_str()?.to_string(),
-                v["fields"]["generation"].as_i64()?,
-            ))
-        })
-        .collect()
 }
 
 /// One apply → enforced sample.

@@ -13,6 +13,7 @@ use kube::{Client, Config};
 
 pub mod differential;
 pub mod fixture;
+pub mod log;
 pub mod schemas;
 
 /// celgate's CRDs, as `kubectl` names them.
