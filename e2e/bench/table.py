@@ -143,6 +143,15 @@ def main(argv):
     e2e = load(directory, "e2e.json")
     t.row("bench-e2e", e2e, "creates, celgate/in-tree p50", dig(e2e, "ratio", "p50"), "{:.2f}", "<= 1.05", "<=", 1.05)
     t.row("bench-e2e", e2e, "creates, celgate/in-tree p99", dig(e2e, "ratio", "p99"), "{:.2f}", "<= 1.15", "<=", 1.15)
+    a = dig(e2e, "apply_to_enforced")
+    t.row("bench-e2e", e2e, "policy + binding created -> first denial (new rule), max",
+          dig(a, "enforced", "max_ms"), "{:.1f} ms", "<= 30 ms", "<=", 30)
+    t.row("bench-e2e", e2e, "  part: created -> compiled (celgate log), p50",
+          dig(a, "compiled", "p50_ms"), "{:.1f} ms")
+    t.row("bench-e2e", e2e, "  part: created -> webhook configuration changed, p50",
+          dig(a, "webhook_configuration_changed", "p50_ms"), "{:.1f} ms")
+    t.row("bench-e2e", e2e, "  part: configuration changed -> first denial, p50",
+          dig(a, "apiserver_pickup", "p50_ms"), "{:.1f} ms")
 
     t.print()
     try:

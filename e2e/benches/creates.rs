@@ -12,6 +12,14 @@
 //! favour one side; each phase creates `BENCH_E2E_OBJECTS` ConfigMaps and as many Deployments
 //! (replicas 0) from `BENCH_E2E_CLIENTS` concurrent clients and times every create.
 //!
+//! Then apply → enforced with its parts, `BENCH_E2E_APPLY_SAMPLES` (default 5) times: a celgate
+//! policy and binding over Secrets (a resource no other policy matches, so celgate's webhook
+//! configuration must gain a rule) are created, and a dry-run Secret is sent every `POLL` until
+//! denied; each poll also reads celgate's ValidatingWebhookConfiguration. Parts: create →
+//! compiled (celgate's `compiled policy` log line: watch delay and compile), create → webhook
+//! configuration changed (publish and registration), and the rest up to the first denial
+//! (kube-apiserver picking the configuration up). The pair is deleted between samples.
+//!
 //! Prints `e2e: celgate/in-tree p50 R, p99 R` and the absolute figures per phase, and writes
 //! `target/bench/e2e.json`. Targets (p50 ≤ 1.05×, p99 ≤ 1.15×) are reported by `make bench`'s
 //! table, not asserted here. Environment: `BENCH_E2E_ROUNDS` (default 4), `BENCH_E2E_OBJECTS`
@@ -21,13 +29,18 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use celgate_e2e::demo::{CELGATE_API, IN_TREE_API};
-use celgate_e2e::{Celgate, Cluster, create_namespace, wait_for, workspace};
+use celgate_e2e::log::{compiled_lines, epoch_seconds};
+use celgate_e2e::{
+    Celgate, Cluster, create_namespace, free_port, policies_api, wait_for, workspace,
+};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
 /// The policies and their bindings, in `api`, bound to namespaces labelled `engine=<engine>`.
@@ -228,6 +241,140 @@ async fn wait_enforced(client: &kube::Client, phase: &Phase) {
     .await;
 }
 
+/// How often an apply → enforced sample polls.
+const POLL: Duration = Duration::from_millis(2);
+
+/// The probe policy and binding of sample `k`: Secrets named `probe` are denied in the celgate
+/// namespace.
+fn probe_objects(k: usize) -> (DynamicObject, DynamicObject) {
+    let policy = json!({"apiVersion": CELGATE_API, "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": format!("e2e-probe-{k}.example.com")},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["secrets"]}]},
+            "validations": [{"expression": "object.metadata.name != 'probe'"}]}});
+    let binding = json!({"apiVersion": CELGATE_API, "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": format!("e2e-probe-{k}-binding.example.com")},
+        "spec": {"policyName": format!("e2e-probe-{k}.example.com"), "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"engine": "celgate"}}}}});
+    let parse = |v: Value| {
+        serde_json::from_value::<DynamicObject>(v).unwrap_or_else(|e| panic!("probe fixture: {e}"))
+    };
+    (parse(policy), parse(binding))
+}
+
+fn bindings_api(client: &kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "admission.celgate.io".into(),
+        version: "v1".into(),
+        api_version: CELGATE_API.into(),
+        kind: "ValidatingAdmissionPolicyBinding".into(),
+        plural: "validatingadmissionpolicybindings".into(),
+    };
+    Api::all_with(client.clone(), &resource)
+}
+
+/// Whether a dry-run Secret named `probe` is denied in the celgate namespace.
+async fn probe_denied(client: &kube::Client) -> bool {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "e2e-celgate");
+    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "probe"}}))
+        .unwrap_or_else(|e| panic!("secret fixture: {e}"));
+    let params = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match secrets.create(&params, &secret).await {
+        Ok(_) => false,
+        Err(kube::Error::Api(_)) => true,
+        Err(e) => panic!("probe secret create failed: {e}"),
+    }
+}
+
+/// celgate's ValidatingWebhookConfiguration's resourceVersion.
+async fn configuration_version(client: &kube::Client) -> Option<String> {
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get_opt("celgate")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|c| c.metadata.resource_version)
+}
+
+/// One apply → enforced sample's parts, in ms from the policy's create.
+struct Parts {
+    enforced: f64,
+    compiled: Option<f64>,
+    configuration: Option<f64>,
+}
+
+/// Creates the probe pair `k`, polls until a probe Secret is denied, then deletes the pair and
+/// waits until probes are admitted again.
+async fn apply_sample(client: &kube::Client, celgate: &Celgate, k: usize) -> Parts {
+    let (policy, binding) = probe_objects(k);
+    let policies = policies_api(client, CELGATE_API);
+    let bindings = bindings_api(client);
+    let before = configuration_version(client).await;
+    let (started, wall) = (Instant::now(), SystemTime::now());
+    policies
+        .create(&PostParams::default(), &policy)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create the probe policy: {e}"));
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create the probe binding: {e}"));
+    let mut configuration = None;
+    let enforced = loop {
+        if configuration.is_none() && configuration_version(client).await != before {
+            configuration = Some(ms(started.elapsed()));
+        }
+        if probe_denied(client).await {
+            break ms(started.elapsed());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the probe policy was not enforced within 30 s; giving up"
+        );
+        tokio::time::sleep(POLL).await;
+    };
+    let name = format!("e2e-probe-{k}.example.com");
+    let compiled = compiled_lines(&celgate.logs())
+        .into_iter()
+        .find(|(_, p, _)| *p == name)
+        .map(|(t, _, _)| ((t - epoch_seconds(wall)) * 100_000.0).round() / 100.0);
+    let binding_name = binding.metadata.name.clone().unwrap_or_default();
+    bindings
+        .delete(&binding_name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("cannot delete the probe binding: {e}"));
+    policies
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("cannot delete the probe policy: {e}"));
+    wait_for(
+        "the probe to be admitted again",
+        Duration::from_secs(30),
+        || async { (!probe_denied(client).await).then_some(()) },
+    )
+    .await;
+    Parts {
+        enforced,
+        compiled,
+        configuration,
+    }
+}
+
+/// p50 and max of the figures present.
+fn spread(values: Vec<f64>) -> Value {
+    let mut values: Vec<f64> = values
+        .into_iter()
+        .map(|v| (v * 100.0).round() / 100.0)
+        .collect();
+    values.sort_by(f64::total_cmp);
+    let p50 = values.get(values.len().saturating_sub(1) / 2).copied();
+    json!({"samples": values.len(), "p50_ms": p50, "max_ms": values.last().copied()})
+}
+
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len().saturating_sub(1)) as f64 * p).round() as usize;
     sorted.get(i).copied().unwrap_or_default()
@@ -260,10 +407,12 @@ async fn main() {
     let rounds = env_usize("BENCH_E2E_ROUNDS", 4);
     let objects = env_usize("BENCH_E2E_OBJECTS", 100);
     let clients = env_usize("BENCH_E2E_CLIENTS", 4);
+    let apply_samples = env_usize("BENCH_E2E_APPLY_SAMPLES", 5);
     let load_before = loadavg();
     let cluster = Cluster::start();
     cluster.install_crds();
-    let _celgate = Celgate::start(&cluster).await;
+    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &["--log-json"], "info");
+    celgate.wait_ready().await;
     let client = cluster.client().await;
     for p in &PHASES {
         create_namespace(&client, p.namespace, engine_label(p)).await;
@@ -322,12 +471,34 @@ async fn main() {
         ratio(figures[2].1, figures[1].1),
     );
     println!("e2e: celgate/in-tree p50 {p50_ratio:.2}, p99 {p99_ratio:.2}");
+    let mut parts = Vec::with_capacity(apply_samples);
+    for k in 0..apply_samples {
+        parts.push(apply_sample(&client, &celgate, k).await);
+    }
+    let apply = json!({
+        "enforced": spread(parts.iter().map(|p| p.enforced).collect()),
+        "compiled": spread(parts.iter().filter_map(|p| p.compiled).collect()),
+        "webhook_configuration_changed": spread(parts.iter().filter_map(|p| p.configuration).collect()),
+        "apiserver_pickup": spread(parts.iter().filter_map(|p| p.configuration.map(|c| p.enforced - c)).collect()),
+        "samples": parts.iter().map(|p| json!({"enforced_ms": p.enforced, "compiled_ms": p.compiled,
+            "webhook_configuration_changed_ms": p.configuration})).collect::<Vec<_>>(),
+        "poll_ms": ms(POLL),
+        "measures": "ms from the policy's create: compiled = celgate's `compiled policy` log line (watch delay + compile); webhook_configuration_changed = celgate's ValidatingWebhookConfiguration seen with a new resourceVersion (publish + registration, at poll resolution); apiserver_pickup = enforced − webhook_configuration_changed",
+    });
+    println!(
+        "apply → enforced (celgate, new rule): {}; compiled {}; webhook configuration changed {}; kube-apiserver pickup {}",
+        apply["enforced"],
+        apply["compiled"],
+        apply["webhook_configuration_changed"],
+        apply["apiserver_pickup"]
+    );
     let report = json!({
         "rounds": rounds, "objects_per_kind_phase_round": objects, "clients": clients,
         "celgate_bin": Celgate::binary().display().to_string(),
         "phases": phases,
         "ratio": {"p50": p50_ratio, "p99": p99_ratio},
         "per_round": per_round,
+        "apply_to_enforced": apply,
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),
     });

@@ -57,7 +57,10 @@ mod tests {
     #[test]
     fn parses_tracing_timestamps_as_unix_seconds() {
         assert_eq!(parse_utc("1970-01-02T00:00:01.5Z"), Some(86_401.5));
-        assert_eq!(parse_utc("2026-11-26T09:00:00.000000Z"), Some(1_795_683_600.0));
+        assert_eq!(
+            parse_utc("2026-11-26T09:00:00.000000Z"),
+            Some(1_795_683_600.0)
+        );
         assert_eq!(parse_utc("2024-02-29T23:59:59Z"), Some(1_709_251_199.0));
         assert_eq!(parse_utc("2026-11-26 09:00:00"), None);
     }
