@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench-cel bench-webhook bench-memory bench-apply deps differential image map-differential fuzz
+.PHONY: help build test unit e2e monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e deps differential image map-differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -87,16 +87,20 @@ $(DIFF_BIN): $(wildcard engine/cel/differential/*.go engine/cel/differential/go.
 	@mkdir -p $(DIFF_DIR)
 	cd engine/cel/differential && GOTOOLCHAIN=local GOFLAGS=-mod=mod go build -o $(DIFF_BIN) .
 
-bench-cel: $(DIFF_BIN) ## celgate vs cel-go on the policy corpus: ns/op, ratios, geometric mean; writes target/differential/bench.json
+# Every benchmark writes its JSON report here (whatever CARGO_TARGET_DIR is).
+BENCH_DIR := $(CURDIR)/target/bench
+
+bench-cel: $(DIFF_BIN) ## celgate vs cel-go on the policy corpus: ns/op, ratios, geometric mean; writes target/bench/cel.json
 	$(DIFF_BIN) gen -out $(DIFF_DIR)/corpus.json
 	$(DIFF_BIN) bench -corpus $(DIFF_DIR)/corpus.json -out $(DIFF_DIR)/bench-cel-go.json
+	@mkdir -p $(BENCH_DIR)
 	CEL_BENCH_CORPUS=$(DIFF_DIR)/corpus.json CEL_BENCH_CEL_GO=$(DIFF_DIR)/bench-cel-go.json \
-		CEL_BENCH_REPORT=$(DIFF_DIR)/bench.json $(CARGO) bench -p celgate-cel --bench versus
+		CEL_BENCH_REPORT=$(BENCH_DIR)/cel.json $(CARGO) bench -p celgate-cel --bench versus
 
-bench-webhook: ## Load-test the HTTPS webhook in-process (validating and mutating): reviews/s and p50/p99 at 2,000/s; writes target/bench/webhook.json
+bench-webhook: ## Load-test the HTTPS webhook in-process: 2 KB review/5 policies, realistic 6 KB Pod/20 of 1,000 (HTTP/2), 5 of 1,000 vs 5; writes target/bench/webhook.json
 	$(CARGO) bench -p celgate-webhook --bench load
 
-bench-memory: deps ## celgate's resident memory when idle, against a local control plane with the docs' policies
+bench-memory: deps ## celgate's resident memory when idle, against a local control plane with the docs' policies; writes target/bench/memory.json
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	e2e/bench/idle-rss.sh
@@ -113,6 +117,32 @@ bench-apply: deps ## Binding created → first denial and policy changed → sta
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench apply
+
+bench-scale: deps ## 1,000 VAPs + bindings (realistic mix) as celgate objects: memory, start-up, apply → enforced; writes target/bench/scale.json
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) build --release -p celgate
+	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench scale
+
+bench-e2e: deps ## Creates through kube-apiserver: no policy, in-tree, celgate (release), interleaved rounds; prints celgate/in-tree p50/p99; writes target/bench/e2e.json
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) build --release -p celgate
+	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench creates
+
+# One run of every benchmark, then one table of figures beside issue 13's targets and the
+# machine's load. A benchmark that fails does not stop the others: its rows say "not run".
+BENCHES ?= bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e
+bench: export WEBHOOK_BENCH_HTTP2 ?= 1
+bench: deps ## Every benchmark once, then one table: figure, target, met or not, and the machine's load
+	@mkdir -p $(BENCH_DIR)
+	@rm -f $(BENCH_DIR)/{cel,webhook,memory,apply,scale,e2e,table}.json
+	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-before
+	@for b in $(BENCHES); do $(MAKE) --no-print-directory $$b || echo "make bench: $$b failed" >&2; done
+	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-after
+	@$(MAKE) --no-print-directory bench-table
+
+bench-table: ## Print the table of the JSON reports under target/bench/ (missing ones: "not run")
+	@python3 e2e/bench/table.py $(BENCH_DIR) --load-before "$$(cat $(BENCH_DIR)/loadavg-before 2>/dev/null)" \
+		--load-after "$$(cat $(BENCH_DIR)/loadavg-after 2>/dev/null)"
 
 differential: $(DIFF_BIN) ## Differential test against cel-go: prints a summary, writes target/differential/report.json
 	$(DIFF_BIN) gen -out $(DIFF_DIR)/corpus.json

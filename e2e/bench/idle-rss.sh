@@ -2,7 +2,8 @@
 # `make bench-memory`: celgate's resident memory when idle. Starts a local control plane, applies
 # celgate's CRDs and the docs' example policies (as celgate objects), runs the release build of
 # celgate against it, waits until it is ready and has settled, and prints VmRSS and VmHWM from
-# /proc. Everything it starts is stopped on exit; every wait is bounded.
+# /proc, and writes them to target/bench/memory.json (MEMORY_REPORT to change). Everything it
+# starts is stopped on exit; every wait is bounded.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -50,3 +51,8 @@ hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")
 objects=$("$kubectl" get celgate --no-headers 2>/dev/null | wc -l)
 mb() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
 echo "celgate idle: RSS $(mb "$rss") MB, peak $(mb "$hwm") MB (release build, $objects celgate objects from $policies files, ${settle}s after ready)"
+report=${MEMORY_REPORT:-$root/target/bench/memory.json}
+mkdir -p "$(dirname "$report")"
+printf '{"rss_mb": %s, "hwm_mb": %s, "celgate_objects": %s, "files": %s, "settle_seconds": %s, "loadavg": "%s"}\n' \
+  "$(mb "$rss")" "$(mb "$hwm")" "$objects" "$policies" "$settle" "$(cat /proc/loadavg)" >"$report"
+echo "report: $report"

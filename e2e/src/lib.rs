@@ -13,6 +13,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 pub mod differential;
+pub mod fixture;
+pub mod log;
 pub mod schemas;
 
 /// celgate's CRDs, as `kubectl` names them.
@@ -417,6 +419,11 @@ impl Celgate {
             metrics_port,
             log,
         }
+    }
+
+    /// The process id (for `/proc/<pid>/status`).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// Kills the process at once (SIGKILL: no shutdown, nothing released) and reaps it.

@@ -1,23 +1,34 @@
 //! Load generator for the admission webhook: the real HTTPS server (rustls, axum) on loopback,
-//! five bound policies of the kind users write, and AdmissionReviews of a Deployment as
-//! kube-apiserver sends them (managedFields included).
+//! the client in the same process. Three sets of measurements, printed a line each and written
+//! to `target/bench/webhook.json`:
 //!
-//! Two measurements, printed on one line each and written to `target/bench/webhook.json`:
-//! - throughput: `CONNECTIONS` keep-alive connections send reviews back to back for
-//!   `SECONDS`; reviews answered per second.
+//! 1. Five bound policies of the kind users write and AdmissionReviews of a 2 KB Deployment as
+//!    kube-apiserver sends them (managedFields included), on `/validate`, and on
+//!    `/mutate/fail/never` with one bound MutatingAdmissionPolicy mutating the same review (two
+//!    apply configurations and a JSON patch, against the Deployment schema of the committed
+//!    built-in snapshot `operator/schemas/builtin-1.36.json`). HTTP/1.1, or HTTP/2 with
+//!    `WEBHOOK_BENCH_HTTP2=1`. Top-level fields of the report.
+//! 2. The realistic fixture (issue 13, item 2; `e2e/src/fixture.rs`), always over HTTP/2: a 6 KB
+//!    Pod create against `WEBHOOK_BENCH_MATCHING` (20) matching of `WEBHOOK_BENCH_POLICIES`
+//!    (1,000) loaded validating policies (ConfigMap params published into the snapshot's param
+//!    views, variables, message expressions, match conditions, one wildcard rule), then the
+//!    same against as many mutating policies (apply configurations and JSON patches). The
+//!    `realistic` field.
+//! 3. Scale (issue 13, item 4): throughput for the Pod when 5 of 1,000 validating policies
+//!    match, and when 5 are loaded in all. The `scale` field, with their ratio.
+//!
+//! Each measurement is a pair:
+//! - throughput: `CONNECTIONS` keep-alive connections send reviews back to back (closed loop)
+//!   for `SECONDS`; reviews answered per second, and process CPU per review.
 //! - latency at a fixed rate: reviews sent on a schedule at `RATE` per second, kept by a thread
 //!   of its own (open loop: the latency of a late send counts from when it was due), p50/p99/max.
-//!
-//! Both are taken twice: on `/validate` (the five validating policies) and on
-//! `/mutate/fail/never` with one bound MutatingAdmissionPolicy that mutates the same review
-//! (two apply configurations and a JSON patch, against the Deployment schema of the committed
-//! built-in snapshot `operator/schemas/builtin-1.36.json`).
 //!
 //! The client runs in the same process on the same cores as the server, so both numbers are
 //! pessimistic for a server that has the machine to itself. Run with `make bench-webhook`.
 //! Environment: `WEBHOOK_BENCH_SECONDS` (default 10), `WEBHOOK_BENCH_CONNECTIONS` (default 32),
-//! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REPORT` (report path),
-//! `WEBHOOK_BENCH_HTTP2=1` (HTTP/2 over ALPN, as kube-apiserver calls webhooks; default HTTP/1.1).
+//! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REALISTIC_RATE` (default 5000),
+//! `WEBHOOK_BENCH_POLICIES` (default 1000), `WEBHOOK_BENCH_MATCHING` (default 20, at most 20),
+//! `WEBHOOK_BENCH_REPORT` (report path), `WEBHOOK_BENCH_HTTP2=1` (set 1 over HTTP/2).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
 
@@ -28,14 +39,16 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use celgate_engine::model::{
-    FailurePolicy, MatchResources, MutatingBindingSpec, MutatingPolicySpec, Mutation,
-    NamedExpression, PatchType, ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec,
-    Validation, ValidationAction,
+    FailurePolicy, LabelSelector, MatchResources, MutatingBindingSpec, MutatingPolicySpec,
+    Mutation, NamedExpression, ParamKind, ParamRef, ParameterNotFoundAction, PatchType,
+    ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec, Validation, ValidationAction,
 };
 use celgate_engine::mutate::{ApplySemantics, KindSchema, compile_mutating};
 use celgate_engine::schema::schemas_from_openapi;
-use celgate_engine::{BoundMutatingPolicy, BoundPolicy, PolicySet, compile_validating};
-use celgate_snapshot::{Deps, KindSchemaView, NamespaceView, SnapshotStore};
+use celgate_engine::{
+    BoundMutatingPolicy, BoundPolicy, ParamObjects, PolicySet, compile_validating,
+};
+use celgate_snapshot::{Deps, KindSchemaView, NamespaceView, ParamKindEntry, SnapshotStore};
 use celgate_webhook::server::{Server, TlsMaterial};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::{http1, http2};
@@ -44,6 +57,11 @@ use rustls::pki_types::ServerName;
 use serde_json::json;
 use tokio::net::TcpStream;
 use tokio_rustls::TlsConnector;
+
+/// The realistic fixture, shared with `make bench-scale`; its manifests are for that bench only.
+#[allow(dead_code)]
+#[path = "../../e2e/src/fixture.rs"]
+mod fixture;
 
 /// The celgate binary's allocator (operator/src/main.rs), so this measures the product.
 #[global_allocator]
@@ -292,8 +310,7 @@ fn tls_material() -> (TlsMaterial, rustls::RootCertStore) {
     )
 }
 
-/// One client connection: HTTP/1.1, or HTTP/2 (as kube-apiserver calls webhooks over TLS) when
-/// `WEBHOOK_BENCH_HTTP2=1`.
+/// One client connection: HTTP/1.1, or HTTP/2 (as kube-apiserver calls webhooks over TLS).
 enum Sender {
     H1(http1::SendRequest<Full<Bytes>>),
     H2(http2::SendRequest<Full<Bytes>>),
@@ -303,14 +320,14 @@ fn http2_wanted() -> bool {
     env_or("WEBHOOK_BENCH_HTTP2", 0) == 1
 }
 
-async fn connect(addr: SocketAddr, tls: &TlsConnector) -> Sender {
+async fn connect(addr: SocketAddr, tls: &TlsConnector, http2: bool) -> Sender {
     let tcp = TcpStream::connect(addr).await.unwrap();
     tcp.set_nodelay(true).unwrap();
     let stream = tls
         .connect(ServerName::try_from("localhost").unwrap(), tcp)
         .await
         .unwrap();
-    if http2_wanted() {
+    if http2 {
         let (sender, conn) = http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
             .await
             .unwrap();
@@ -359,16 +376,12 @@ async fn send(sender: &mut Sender, path: &str, body: &Bytes) -> Bytes {
 
 /// Sends the review to `path` once and panics unless the answer carries a non-empty JSON
 /// patch, so the mutation measurements cannot time errors or no-ops. Returns the patch.
-async fn checked_patch(
-    addr: SocketAddr,
-    tls: &TlsConnector,
-    path: &str,
-    body: &Bytes,
-) -> serde_json::Value {
+async fn checked_patch(m: &Measure<'_>) -> serde_json::Value {
     use base64::Engine as _;
-    let mut sender = connect(addr, tls).await;
+    let path = m.path;
+    let mut sender = connect(m.addr, m.tls, m.http2).await;
     let answer: serde_json::Value =
-        serde_json::from_slice(&send(&mut sender, path, body).await).unwrap();
+        serde_json::from_slice(&send(&mut sender, path, m.body).await).unwrap();
     let response = &answer["response"];
     let encoded = response["patch"]
         .as_str()
@@ -387,20 +400,14 @@ async fn checked_patch(
     patch
 }
 
-async fn throughput(
-    addr: SocketAddr,
-    tls: &TlsConnector,
-    path: &'static str,
-    body: &Bytes,
-    conns: u64,
-    secs: u64,
-) -> Throughput {
+async fn throughput(m: &Measure<'_>, conns: u64, secs: u64) -> Throughput {
+    let path = m.path;
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
     for _ in 0..conns {
-        let mut sender = connect(addr, tls).await;
-        let (done, stop, body) = (done.clone(), stop.clone(), body.clone());
+        let mut sender = connect(m.addr, m.tls, m.http2).await;
+        let (done, stop, body) = (done.clone(), stop.clone(), m.body.clone());
         tasks.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
                 send(&mut sender, path, &body).await;
@@ -454,31 +461,34 @@ fn process_cpu_seconds() -> f64 {
 /// instant to the connection's task: tokio's timer has a 1 ms tick, so `sleep_until` would wake
 /// up to a millisecond late and that lateness, the client's own, would be counted as the
 /// server's latency.
-async fn latency_at(
-    addr: SocketAddr,
-    tls: &TlsConnector,
-    path: &'static str,
-    body: &Bytes,
-    rate: u64,
-    secs: u64,
-) -> Vec<Duration> {
+///
+/// A server slower than `rate` falls ever further behind; a send due more than [`OVERLOADED`]
+/// ago is not made but counted as abandoned (the second value), so an overloaded run ends
+/// about when it was scheduled to instead of draining its backlog for minutes.
+async fn latency_at(m: &Measure<'_>, rate: u64, secs: u64) -> (Vec<Duration>, u64) {
+    let path = m.path;
     let conns = 16u64;
     let period = Duration::from_secs_f64(1.0 / rate as f64);
     let total = secs * rate;
     let mut tasks = Vec::new();
     let mut schedules = Vec::new();
     for _ in 0..conns {
-        let mut sender = connect(addr, tls).await;
-        let body = body.clone();
+        let mut sender = connect(m.addr, m.tls, m.http2).await;
+        let body = m.body.clone();
         let (due_tx, mut due_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
         schedules.push(due_tx);
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity((total / conns) as usize + 1);
+            let mut abandoned = 0u64;
             while let Some(due) = due_rx.recv().await {
+                if due.elapsed() > OVERLOADED {
+                    abandoned += 1;
+                    continue;
+                }
                 send(&mut sender, path, &body).await;
                 latencies.push(due.elapsed());
             }
-            latencies
+            (latencies, abandoned)
         }));
     }
     let pacer = std::thread::spawn(move || {
@@ -492,17 +502,22 @@ async fn latency_at(
         }
         // Dropping the senders ends the connections' loops.
     });
-    let mut all = Vec::new();
+    let (mut all, mut abandoned) = (Vec::new(), 0);
     for t in tasks {
-        all.extend(t.await.unwrap());
+        let (latencies, skipped) = t.await.unwrap();
+        all.extend(latencies);
+        abandoned += skipped;
     }
     pacer.join().unwrap();
     all.sort();
-    all
+    (all, abandoned)
 }
 
-fn protocol() -> &'static str {
-    if http2_wanted() { "HTTP/2" } else { "HTTP/1.1" }
+/// How late a scheduled send may start before the latency run counts it abandoned.
+const OVERLOADED: Duration = Duration::from_secs(2);
+
+fn protocol(http2: bool) -> &'static str {
+    if http2 { "HTTP/2" } else { "HTTP/1.1" }
 }
 
 /// What one pair of measurements sends, and how its lines name it.
@@ -514,7 +529,9 @@ struct Measure<'a> {
     /// The lines' prefix.
     label: &'static str,
     /// The policies the path runs, for the throughput line.
-    policies: &'static str,
+    policies: &'a str,
+    /// HTTP/2 (as kube-apiserver calls webhooks over TLS) rather than HTTP/1.1.
+    http2: bool,
 }
 
 /// Throughput, then latency at `rate`, on one path: prints one line each and returns their
@@ -523,22 +540,27 @@ async fn measure(m: &Measure<'_>, conns: u64, rate: u64, secs: u64) -> serde_jso
     let Throughput {
         per_second,
         cpu_us_per_review,
-    } = throughput(m.addr, m.tls, m.path, m.body, conns, secs).await;
+    } = throughput(m, conns, secs).await;
     println!(
         "{} throughput: {per_second:.0} reviews/s, {cpu_us_per_review:.1} µs CPU per review ({conns} {} connections, {secs} s, {} byte reviews, {})",
         m.label,
-        protocol(),
+        protocol(m.http2),
         m.body.len(),
         m.policies
     );
-    let latencies = latency_at(m.addr, m.tls, m.path, m.body, rate, secs).await;
+    let (latencies, abandoned) = latency_at(m, rate, secs).await;
     let (p50, p99, max) = (
         percentile(&latencies, 0.50),
         percentile(&latencies, 0.99),
         latencies.last().copied().unwrap_or_default(),
     );
+    let overloaded = if abandoned > 0 {
+        format!(", overloaded: {abandoned} sends abandoned, due over {OVERLOADED:?} ago")
+    } else {
+        String::new()
+    };
     println!(
-        "{} latency at {rate}/s: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({} reviews)",
+        "{} latency at {rate}/s: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms ({} reviews{overloaded})",
         m.label,
         ms(p50),
         ms(p99),
@@ -548,7 +570,7 @@ async fn measure(m: &Measure<'_>, conns: u64, rate: u64, secs: u64) -> serde_jso
     json!({
         "throughput_reviews_per_second": per_second.round(),
         "cpu_us_per_review": (cpu_us_per_review * 10.0).round() / 10.0,
-        "latency": {"rate_per_second": rate, "reviews": latencies.len(),
+        "latency": {"rate_per_second": rate, "reviews": latencies.len(), "abandoned": abandoned,
             "p50_ms": ms(p50), "p99_ms": ms(p99), "max_ms": ms(max)},
     })
 }
@@ -569,6 +591,434 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
+/// The schemas of `core/v1` and `apps/v1` from the committed built-in snapshot, as the operator
+/// publishes them for the kinds mutating policies match.
+fn builtin_schemas() -> KindSchemaView {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../operator/schemas/builtin-1.36.json"
+    );
+    let snapshot: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut all = Vec::new();
+    for group_version in ["api/v1", "apis/apps/v1"] {
+        let schemas = schemas_from_openapi(&snapshot["openapi"][group_version]).unwrap();
+        assert!(!schemas.is_empty(), "no {group_version} schemas in {path}");
+        all.extend(schemas);
+    }
+    KindSchemaView::new(all.into_iter().map(|(gvk, schema)| {
+        (
+            gvk,
+            KindSchema {
+                schema,
+                built_in: true,
+            },
+        )
+    }))
+}
+
+/// The engine's form of a fixture policy's match constraints.
+fn fixture_match(p: &fixture::Policy) -> MatchResources {
+    MatchResources {
+        resource_rules: vec![ResourceRule {
+            operations: p.rule.operations.clone(),
+            api_groups: p.rule.api_groups.clone(),
+            api_versions: p.rule.api_versions.clone(),
+            resources: p.rule.resources.clone(),
+            scope: "*".into(),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+fn fixture_named(items: &[(String, String)]) -> Vec<NamedExpression> {
+    items
+        .iter()
+        .map(|(name, expression)| NamedExpression {
+            name: name.clone(),
+            expression: expression.clone(),
+        })
+        .collect()
+}
+
+fn fixture_param_kind(p: &fixture::Policy) -> Option<ParamKind> {
+    p.param.as_ref().map(|_| ParamKind {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+    })
+}
+
+fn fixture_param_ref(p: &fixture::Policy) -> Option<ParamRef> {
+    p.param.as_ref().map(|name| ParamRef {
+        name: Some(name.clone()),
+        namespace: Some(fixture::PARAMS_NAMESPACE.into()),
+        selector: None,
+        parameter_not_found_action: ParameterNotFoundAction::Deny,
+    })
+}
+
+/// The binding's narrowing: its namespace selector, if the fixture gives it one.
+fn fixture_binding_match(p: &fixture::Policy) -> Option<MatchResources> {
+    (!p.namespace_labels.is_empty()).then(|| MatchResources {
+        namespace_selector: LabelSelector {
+            match_labels: p.namespace_labels.iter().cloned().collect(),
+            match_expressions: Vec::new(),
+        },
+        ..Default::default()
+    })
+}
+
+/// The fixture's validating policies, compiled and bound (each must compile).
+fn fixture_validating(policies: &[fixture::Policy]) -> Vec<BoundPolicy> {
+    policies
+        .iter()
+        .map(|p| {
+            let spec = ValidatingPolicySpec {
+                name: p.name.clone(),
+                param_kind: fixture_param_kind(p),
+                match_constraints: Some(fixture_match(p)),
+                validations: p
+                    .validations
+                    .iter()
+                    .map(|v| Validation {
+                        expression: v.expression.clone(),
+                        message_expression: v.message_expression.clone(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                variables: fixture_named(&p.variables),
+                match_conditions: fixture_named(&p.match_conditions),
+                failure_policy: FailurePolicy::Fail,
+                ..Default::default()
+            };
+            let policy = compile_validating(spec);
+            assert!(
+                policy.compile_errors().is_empty(),
+                "{}: {:?}",
+                p.name,
+                policy.compile_errors()
+            );
+            BoundPolicy {
+                policy: Arc::new(policy),
+                bindings: vec![Arc::new(ValidatingBindingSpec {
+                    name: format!("{}-binding", p.name),
+                    policy_name: p.name.clone(),
+                    match_resources: fixture_binding_match(p),
+                    param_ref: fixture_param_ref(p),
+                    validation_actions: vec![ValidationAction::Deny],
+                })],
+            }
+        })
+        .collect()
+}
+
+/// The fixture's mutating policies (failure policy Fail, reinvocation Never: served on
+/// `/mutate/fail/never`), compiled and bound (each must compile).
+fn fixture_mutating(policies: &[fixture::Policy]) -> Vec<BoundMutatingPolicy> {
+    policies
+        .iter()
+        .map(|p| {
+            let spec = MutatingPolicySpec {
+                name: p.name.clone(),
+                param_kind: fixture_param_kind(p),
+                match_constraints: Some(fixture_match(p)),
+                variables: fixture_named(&p.variables),
+                match_conditions: fixture_named(&p.match_conditions),
+                mutations: p
+                    .mutations
+                    .iter()
+                    .map(|m| match m {
+                        fixture::Mutation::Apply(e) => Mutation {
+                            patch_type: PatchType::ApplyConfiguration,
+                            apply_configuration: Some(e.clone()),
+                            json_patch: None,
+                        },
+                        fixture::Mutation::JsonPatch(e) => Mutation {
+                            patch_type: PatchType::JsonPatch,
+                            apply_configuration: None,
+                            json_patch: Some(e.clone()),
+                        },
+                    })
+                    .collect(),
+                failure_policy: FailurePolicy::Fail,
+                ..Default::default()
+            };
+            let policy = compile_mutating(spec, ApplySemantics::Upstream);
+            assert!(
+                policy.compile_errors().is_empty(),
+                "{}: {:?}",
+                p.name,
+                policy.compile_errors()
+            );
+            BoundMutatingPolicy {
+                policy: Arc::new(policy),
+                bindings: vec![Arc::new(MutatingBindingSpec {
+                    name: format!("{}-binding", p.name),
+                    policy_name: p.name.clone(),
+                    match_resources: fixture_binding_match(p),
+                    param_ref: fixture_param_ref(p),
+                })],
+            }
+        })
+        .collect()
+}
+
+/// A store holding `policies`, the fixture's namespaces and its param ConfigMaps (listed and
+/// watched, as the operator publishes them).
+fn fixture_store(policies: PolicySet) -> Arc<SnapshotStore> {
+    let store = SnapshotStore::new();
+    let namespace = fixture::review_namespace();
+    store.publish_namespaces(NamespaceView::new([
+        (fixture::REVIEW_NAMESPACE.to_string(), namespace),
+        (
+            fixture::PARAMS_NAMESPACE.to_string(),
+            json!({"metadata": {"name": fixture::PARAMS_NAMESPACE}}),
+        ),
+    ]));
+    let objects = fixture::param_configmaps()
+        .into_iter()
+        .map(|cm| {
+            let name = cm["metadata"]["name"].as_str().unwrap().to_string();
+            ((fixture::PARAMS_NAMESPACE.to_string(), name), Arc::new(cm))
+        })
+        .collect();
+    store.publish_param_kind(
+        &("v1".to_string(), "ConfigMap".to_string()),
+        Some(ParamKindEntry::Ready(Arc::new(ParamObjects {
+            namespaced: true,
+            objects,
+        }))),
+    );
+    store.publish_policies(
+        Arc::new(policies),
+        Arc::default(),
+        Arc::new(builtin_schemas()),
+    );
+    store
+}
+
+/// The client TLS configuration trusting `roots`, offering HTTP/2 by ALPN when `http2`.
+fn connector(roots: &rustls::RootCertStore, http2: bool) -> TlsConnector {
+    let mut client = rustls::ClientConfig::builder()
+        .with_root_certificates(roots.clone())
+        .with_no_client_auth();
+    if http2 {
+        client.alpn_protocols = vec![b"h2".to_vec()];
+    }
+    TlsConnector::from(Arc::new(client))
+}
+
+/// The real HTTPS server over `store` on a free loopback port, serving once this returns.
+async fn start_server(store: Arc<SnapshotStore>, material: TlsMaterial) -> (SocketAddr, Server) {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    // The product registers its families in the process's registry the same way.
+    let metrics = celgate_webhook::metrics::Metrics::register(
+        &mut prometheus_client::registry::Registry::default(),
+        10,
+    );
+    let server = Server::new(addr, store, Deps::default(), material, metrics)
+        .await
+        .unwrap();
+    let serving = server.clone();
+    tokio::spawn(async move { serving.serve().await });
+    for _ in 0..100 {
+        if TcpStream::connect(addr).await.is_ok() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    (addr, server)
+}
+
+/// Load parameters shared by every measurement.
+#[derive(Clone, Copy)]
+struct Load {
+    conns: u64,
+    secs: u64,
+}
+
+/// The first measurements (5 policies over a 2 KB Deployment, on `WEBHOOK_BENCH_HTTP2`'s
+/// protocol); returns their report.
+async fn small(
+    load: Load,
+    rate: u64,
+    roots: &rustls::RootCertStore,
+    material: TlsMaterial,
+) -> serde_json::Value {
+    let http2 = http2_wanted();
+    let store = SnapshotStore::new();
+    store.publish_namespaces(NamespaceView::new([(
+        "shop".to_string(),
+        json!({"metadata": {"name": "shop"}}),
+    )]));
+    store.publish_policies(
+        Arc::new(policies()),
+        Arc::default(),
+        Arc::new(apps_v1_schemas()),
+    );
+    let (addr, server) = start_server(store, material).await;
+    let tls = connector(roots, http2);
+    let body = review();
+    let at = |path, label, policies| Measure {
+        addr,
+        tls: &tls,
+        path,
+        body: &body,
+        label,
+        policies,
+        http2,
+    };
+    let patch = checked_patch(&at(MUTATE_PATH, "", "")).await;
+    let validating = measure(
+        &at(VALIDATE_PATH, "webhook", "5 policies"),
+        load.conns,
+        rate,
+        load.secs,
+    )
+    .await;
+    let mutating = measure(
+        &at(MUTATE_PATH, "webhook mutation", "1 mutating policy"),
+        load.conns,
+        rate,
+        load.secs,
+    )
+    .await;
+    server.shutdown(Duration::from_secs(5));
+    let mut report = json!({
+        "connections": load.conns,
+        "seconds": load.secs,
+        "review_bytes": body.len(),
+        "protocol": protocol(http2),
+        "policies": 5,
+        "mutation": {"path": MUTATE_PATH, "mutating_policies": 1,
+            "patch_operations": patch.as_array().map_or(0, Vec::len)},
+    });
+    merge(&mut report, validating);
+    merge(&mut report["mutation"], mutating);
+    report
+}
+
+/// The realistic fixture (issue 13, item 2) over HTTP/2: the 6 KB Pod review against
+/// `matching` of `total` validating policies, then of `total` mutating policies.
+async fn realistic(
+    load: Load,
+    rate: u64,
+    (total, matching): (usize, usize),
+    roots: &rustls::RootCertStore,
+    material: TlsMaterial,
+) -> serde_json::Value {
+    let validating_policies = fixture::validating(total, matching);
+    let mutating_policies = fixture::mutating(total, matching);
+    let compile_start = Instant::now();
+    let set = PolicySet {
+        validating: fixture_validating(&validating_policies),
+        mutating: fixture_mutating(&mutating_policies),
+    };
+    let compile_ms = ms(compile_start.elapsed());
+    let store = fixture_store(set);
+    let (addr, server) = start_server(store, material).await;
+    let tls = connector(roots, true);
+    let body = Bytes::from(fixture::pod_review().to_string());
+    let label_v = format!("{matching} of {total} validating policies match");
+    let label_m = format!("{matching} of {total} mutating policies match");
+    let at = |path, label, policies| Measure {
+        addr,
+        tls: &tls,
+        path,
+        body: &body,
+        label,
+        policies,
+        http2: true,
+    };
+    let patch = checked_patch(&at(MUTATE_PATH, "", "")).await;
+    let validating = measure(
+        &at(VALIDATE_PATH, "realistic", &label_v),
+        load.conns,
+        rate,
+        load.secs,
+    )
+    .await;
+    let mutating = measure(
+        &at(MUTATE_PATH, "realistic mutation", &label_m),
+        load.conns,
+        rate,
+        load.secs,
+    )
+    .await;
+    server.shutdown(Duration::from_secs(5));
+    let mut report = json!({
+        "protocol": "HTTP/2",
+        "connections": load.conns,
+        "seconds": load.secs,
+        "review_bytes": body.len(),
+        "policies_loaded": total,
+        "policies_matching": matching,
+        "compile_ms_validating_and_mutating": compile_ms,
+        "mutation": {"path": MUTATE_PATH, "mutating_policies_loaded": total,
+            "mutating_policies_matching": matching,
+            "patch_operations": patch.as_array().map_or(0, Vec::len)},
+    });
+    merge(&mut report, validating);
+    merge(&mut report["mutation"], mutating);
+    report
+}
+
+/// Throughput alone (HTTP/2, the Pod review) with `matching` of `total` validating policies
+/// matching: the scale comparison of issue 13, item 4 (5 of 1,000 vs 5 of 5).
+async fn scale_throughput(
+    load: Load,
+    (total, matching): (usize, usize),
+    roots: &rustls::RootCertStore,
+    material: TlsMaterial,
+) -> serde_json::Value {
+    let set = PolicySet {
+        validating: fixture_validating(&fixture::validating(total, matching)),
+        mutating: Vec::new(),
+    };
+    let (addr, server) = start_server(fixture_store(set), material).await;
+    let tls = connector(roots, true);
+    let body = Bytes::from(fixture::pod_review().to_string());
+    let label = format!("{matching} of {total} validating policies match");
+    let m = Measure {
+        addr,
+        tls: &tls,
+        path: VALIDATE_PATH,
+        body: &body,
+        label: "scale",
+        policies: &label,
+        http2: true,
+    };
+    let Throughput {
+        per_second,
+        cpu_us_per_review,
+    } = throughput(&m, load.conns, load.secs).await;
+    println!(
+        "scale throughput: {per_second:.0} reviews/s, {cpu_us_per_review:.1} µs CPU per review ({} HTTP/2 connections, {} s, {label})",
+        load.conns, load.secs
+    );
+    server.shutdown(Duration::from_secs(5));
+    json!({"policies_loaded": total, "policies_matching": matching,
+        "throughput_reviews_per_second": per_second.round(),
+        "cpu_us_per_review": (cpu_us_per_review * 10.0).round() / 10.0})
+}
+
+fn report_path() -> std::path::PathBuf {
+    std::env::var("WEBHOOK_BENCH_REPORT").map_or_else(
+        |_| {
+            let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap();
+            workspace.join("target/bench/webhook.json")
+        },
+        std::path::PathBuf::from,
+    )
+}
+
 fn main() {
     // `cargo bench` passes `--bench`; a filter naming another bench means "not me".
     if std::env::args()
@@ -578,9 +1028,14 @@ fn main() {
         return;
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let secs = env_or("WEBHOOK_BENCH_SECONDS", 10);
-    let conns = env_or("WEBHOOK_BENCH_CONNECTIONS", 32);
+    let load = Load {
+        secs: env_or("WEBHOOK_BENCH_SECONDS", 10),
+        conns: env_or("WEBHOOK_BENCH_CONNECTIONS", 32),
+    };
     let rate = env_or("WEBHOOK_BENCH_RATE", 2000);
+    let realistic_rate = env_or("WEBHOOK_BENCH_REALISTIC_RATE", 5000);
+    let total = env_or("WEBHOOK_BENCH_POLICIES", 1000) as usize;
+    let matching = env_or("WEBHOOK_BENCH_MATCHING", 20) as usize;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_stack_size(celgate_snapshot::dispatch::THREAD_STACK_BYTES)
@@ -588,101 +1043,38 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let store = SnapshotStore::new();
-        store.publish_namespaces(NamespaceView::new([(
-            "shop".to_string(),
-            json!({"metadata": {"name": "shop"}}),
-        )]));
-        store.publish_policies(
-            Arc::new(policies()),
-            Arc::default(),
-            Arc::new(apps_v1_schemas()),
-        );
         let (material, roots) = tls_material();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
-        let addr = SocketAddr::from(([127, 0, 0, 1], port));
-        let metrics = celgate_webhook::metrics::Metrics::register(
-            &mut prometheus_client::registry::Registry::default(),
-            10,
-        );
-        let server = Server::new(addr, store, Deps::default(), material, metrics)
-            .await
-            .unwrap();
-        let serving = server.clone();
-        tokio::spawn(async move { serving.serve().await });
-        let mut client = rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        if http2_wanted() {
-            client.alpn_protocols = vec![b"h2".to_vec()];
-        }
-        let tls = TlsConnector::from(Arc::new(client));
-        let body = review();
-        // Wait for the listener.
-        for _ in 0..100 {
-            if TcpStream::connect(addr).await.is_ok() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-
-        let patch = checked_patch(addr, &tls, MUTATE_PATH, &body).await;
-        let validating = measure(
-            &Measure {
-                addr,
-                tls: &tls,
-                path: VALIDATE_PATH,
-                body: &body,
-                label: "webhook",
-                policies: "5 policies",
-            },
-            conns,
-            rate,
-            secs,
+        let mut report = small(load, rate, &roots, material.clone()).await;
+        report["realistic"] = realistic(
+            load,
+            realistic_rate,
+            (total, matching),
+            &roots,
+            material.clone(),
         )
         .await;
-        let mutating = measure(
-            &Measure {
-                addr,
-                tls: &tls,
-                path: MUTATE_PATH,
-                body: &body,
-                label: "webhook mutation",
-                policies: "1 mutating policy",
-            },
-            conns,
-            rate,
-            secs,
-        )
-        .await;
-        let mut report = json!({
-            "connections": conns,
-            "seconds": secs,
-            "review_bytes": body.len(),
-            "protocol": protocol(),
-            "policies": 5,
-            "mutation": {"path": MUTATE_PATH, "mutating_policies": 1,
-                "patch_operations": patch.as_array().map_or(0, Vec::len)},
-        });
-        merge(&mut report, validating);
-        merge(&mut report["mutation"], mutating);
-        let path = std::env::var("WEBHOOK_BENCH_REPORT").map_or_else(
-            |_| {
-                let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                    .parent()
-                    .unwrap();
-                workspace.join("target/bench/webhook.json")
-            },
-            std::path::PathBuf::from,
+        let many = scale_throughput(load, (total, 5), &roots, material.clone()).await;
+        let few = scale_throughput(load, (5, 5), &roots, material).await;
+        let ratio = many["throughput_reviews_per_second"]
+            .as_f64()
+            .unwrap_or(0.0)
+            / few["throughput_reviews_per_second"]
+                .as_f64()
+                .unwrap_or(1.0)
+                .max(1.0);
+        println!("scale: 5 of {total} matching / 5 in total = {ratio:.2} of the throughput");
+        report["scale"] = json!({"five_of_many": many, "five_only": few,
+            "ratio": (ratio * 1000.0).round() / 1000.0});
+        report["loadavg"] = json!(
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
         );
+        let path = report_path();
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).unwrap();
         }
         std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap()).unwrap();
         println!("report: {}", path.display());
-        server.shutdown(std::time::Duration::from_secs(5));
     });
 }

@@ -1,0 +1,173 @@
+#!/usr/bin/env python3
+"""`make bench`'s record: reads the JSON reports under target/bench/ and prints one table of
+benchmark, figure, target (issue 13) and whether it is met. A report that is missing shows its
+rows as "not run"; a figure a report does not hold shows as "missing".
+
+Usage: table.py [BENCH_DIR] [--load-before "<loadavg>"] [--load-after "<loadavg>"]
+Writes the table as JSON to BENCH_DIR/table.json too.
+"""
+
+import json
+import math
+import os
+import sys
+
+
+def load(directory, name):
+    try:
+        with open(os.path.join(directory, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def dig(doc, *path):
+    for key in path:
+        if not isinstance(doc, dict) or key not in doc:
+            return None
+        doc = doc[key]
+    return doc
+
+
+class Table:
+    def __init__(self):
+        self.rows = []
+
+    def row(self, bench, report, figure, value, fmt, target=None, op=None, limit=None, note=None):
+        """One figure: `value` formatted with `fmt`, compared with `limit` by `op` ('<=' or '>=');
+        a `note` (an overload) is shown beside the value and fails the target."""
+        if report is None:
+            shown, verdict = "not run", "not run"
+        elif value is None or (isinstance(value, float) and math.isnan(value)):
+            shown, verdict = "missing", "not run"
+        else:
+            shown = fmt.format(value)
+            if note:
+                shown += f" ({note})"
+            if note and op is not None:
+                verdict = "NOT met"
+            elif op is None:
+                verdict = "reported"
+            elif (op == "<=" and value <= limit) or (op == ">=" and value >= limit):
+                verdict = "met"
+            else:
+                verdict = "NOT met"
+        self.rows.append(
+            {"benchmark": bench, "figure": figure, "value": shown, "target": target or "-", "verdict": verdict}
+        )
+
+    def print(self):
+        heads = ("benchmark", "figure", "value", "target", "verdict")
+        widths = [max(len(h), *(len(r[h]) for r in self.rows)) for h in heads]
+        line = "  ".join(h.ljust(w) for h, w in zip(heads, widths))
+        print(line)
+        print("  ".join("-" * w for w in widths))
+        for r in self.rows:
+            print("  ".join(r[h].ljust(w) for h, w in zip(heads, widths)))
+
+
+def overload(latency):
+    """A note when a latency run could not keep its rate (sends abandoned)."""
+    n = dig(latency, "abandoned")
+    return f"overloaded: {n} of {n + dig(latency, 'reviews')} sends abandoned" if n else None
+
+
+def main(argv):
+    directory = "target/bench"
+    before = after = None
+    args = iter(argv)
+    for a in args:
+        if a == "--load-before":
+            before = next(args, None)
+        elif a == "--load-after":
+            after = next(args, None)
+        else:
+            directory = a
+    t = Table()
+
+    cel = load(directory, "cel.json")
+    worst = None
+    if cel is not None:
+        ratios = [c["ratio"] for c in cel.get("cases", []) if isinstance(c.get("ratio"), (int, float))]
+        worst = max(ratios) if ratios else None
+    t.row("bench-cel", cel, "geometric mean celgate/cel-go", dig(cel, "geomean_ratio"), "{:.3f}", "<= 0.10", "<=", 0.10)
+    t.row("bench-cel", cel, "slowest case celgate/cel-go", worst, "{:.2f}", "<= 2.0 (no case < 0.5x)", "<=", 2.0)
+
+    web = load(directory, "webhook.json")
+    proto = dig(web, "protocol") or "?"
+    t.row("bench-webhook", web, f"2 KB review, 5 policies, {proto}: reviews/s",
+          dig(web, "throughput_reviews_per_second"), "{:,.0f}")
+    t.row("bench-webhook", web, f"2 KB review, 5 policies, {proto}: p99 at {dig(web, 'latency', 'rate_per_second')}/s",
+          dig(web, "latency", "p99_ms"), "{:.3f} ms", note=overload(dig(web, "latency")))
+    real = dig(web, "realistic")
+    label = "6 KB Pod, {} of {} VAPs, HTTP/2".format(dig(real, "policies_matching"), dig(real, "policies_loaded"))
+    t.row("bench-webhook", web, label + ": reviews/s", dig(real, "throughput_reviews_per_second"),
+          "{:,.0f}", ">= 30,000", ">=", 30000)
+    t.row("bench-webhook", web, label + ": p99 at {}/s".format(dig(real, "latency", "rate_per_second")),
+          dig(real, "latency", "p99_ms"), "{:.3f} ms", "<= 0.5 ms", "<=", 0.5, overload(dig(real, "latency")))
+    mlabel = "6 KB Pod, {} of {} MAPs, HTTP/2".format(
+        dig(real, "mutation", "mutating_policies_matching"), dig(real, "mutation", "mutating_policies_loaded"))
+    t.row("bench-webhook", web, mlabel + ": reviews/s", dig(real, "mutation", "throughput_reviews_per_second"),
+          "{:,.0f}", ">= 30,000 (as validating)", ">=", 30000)
+    t.row("bench-webhook", web, mlabel + ": p99 at {}/s".format(dig(real, "mutation", "latency", "rate_per_second")),
+          dig(real, "mutation", "latency", "p99_ms"), "{:.3f} ms", "<= 0.5 ms (as validating)", "<=", 0.5,
+          overload(dig(real, "mutation", "latency")))
+
+    mem = load(directory, "memory.json")
+    t.row("bench-memory", mem, "idle RSS, docs' policies", dig(mem, "rss_mb"), "{:.1f} MB")
+
+    apply = load(directory, "apply.json")
+    t.row("bench-apply", apply, "binding created -> first denial, celgate p99",
+          dig(apply, "engines", "celgate", "binding_created_to_enforced", "p99_ms"), "{:.1f} ms", "<= 30 ms", "<=", 30)
+    t.row("bench-apply", apply, "binding created -> first denial, in-tree p99",
+          dig(apply, "engines", "in-tree", "binding_created_to_enforced", "p99_ms"), "{:.1f} ms")
+
+    scale = load(directory, "scale.json")
+    n = dig(scale, "policies") or 1000
+    t.row("bench-scale", scale, f"RSS after load, {n} VAPs + bindings", dig(scale, "memory", "after_load", "rss_mb"),
+          "{:.1f} MB", "<= 64 MB", "<=", 64)
+    t.row("bench-scale", scale, f"peak RSS (VmHWM), {n} VAPs + bindings", dig(scale, "memory", "after_load", "hwm_mb"),
+          "{:.1f} MB")
+    t.row("bench-scale", scale, "idle RSS after start-up", dig(scale, "memory", "idle", "rss_mb"), "{:.1f} MB")
+    t.row("bench-scale", scale, "start-up: process start -> /readyz", dig(scale, "startup", "ready_ms"), "{:,.0f} ms")
+    t.row("bench-scale", scale, f"start-up: process start -> all {n} policies Ready",
+          dig(scale, "startup", "all_policies_ready_ms"), "{:,.0f} ms")
+    t.row("bench-scale", scale, "start-up: process start -> last policy compiled (log)",
+          dig(scale, "startup", "last_compiled_log_ms"), "{:,.0f} ms")
+    t.row("bench-scale", scale, f"one policy changed -> first denial ({n} loaded), p99",
+          dig(scale, "apply_to_enforced", "p99_ms"), "{:.1f} ms", "<= 30 ms", "<=", 30)
+
+    t.row("bench-scale", web, "in-process reviews/s, 5 of 1,000 match / 5 in total (bench-webhook)",
+          dig(web, "scale", "ratio"), "{:.2f}", ">= 0.80", ">=", 0.80)
+
+    e2e = load(directory, "e2e.json")
+    t.row("bench-e2e", e2e, "creates, celgate/in-tree p50", dig(e2e, "ratio", "p50"), "{:.2f}", "<= 1.05", "<=", 1.05)
+    t.row("bench-e2e", e2e, "creates, celgate/in-tree p99", dig(e2e, "ratio", "p99"), "{:.2f}", "<= 1.15", "<=", 1.15)
+    a = dig(e2e, "apply_to_enforced")
+    t.row("bench-e2e", e2e, "policy + binding created -> first denial (new rule), max",
+          dig(a, "enforced", "max_ms"), "{:.1f} ms", "<= 30 ms", "<=", 30)
+    t.row("bench-e2e", e2e, "  part: created -> compiled (celgate log), p50",
+          dig(a, "compiled", "p50_ms"), "{:.1f} ms")
+    t.row("bench-e2e", e2e, "  part: created -> webhook configuration changed, p50",
+          dig(a, "webhook_configuration_changed", "p50_ms"), "{:.1f} ms")
+    t.row("bench-e2e", e2e, "  part: configuration changed -> first denial, p50",
+          dig(a, "apiserver_pickup", "p50_ms"), "{:.1f} ms")
+
+    t.print()
+    try:
+        cpus = os.cpu_count()
+    except Exception:  # noqa: BLE001 - informational only
+        cpus = None
+    print()
+    print(f"machine: {cpus} CPUs; load average before: {before or 'unknown'}; after: {after or 'unknown'}")
+    print("figures come from one run of each benchmark on this machine; a shared, busy machine makes them noisy")
+    out = {"rows": t.rows, "nproc": cpus, "loadavg_before": before, "loadavg_after": after}
+    try:
+        with open(os.path.join(directory, "table.json"), "w") as f:
+            json.dump(out, f, indent=2)
+    except OSError as e:
+        print(f"table.py: cannot write {directory}/table.json: {e}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

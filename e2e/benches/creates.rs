@@ -1,0 +1,516 @@
+//! `make bench-e2e` (issue 13, item 1): what a policy engine adds to creates through
+//! kube-apiserver, celgate (the release build, `CELGATE_BIN`) beside the in-tree plugin, on one
+//! local control plane.
+//!
+//! The same two policies (Deployments: replica limit, required labels, trusted registry, memory
+//! limits through a variable, no `:latest` with a message expression; ConfigMaps: required
+//! label, a key count with a message expression) are stored in-tree and as celgate objects, each
+//! bound to the namespaces labelled `engine=<its engine>`. Three phases create objects that
+//! every policy admits: in a namespace no binding selects (`none`), in the in-tree one and in
+//! the celgate one. Each round runs the three phases once, in an order that rotates from round
+//! to round so that drift (compaction, controller work, other load on the machine) does not
+//! favour one side; each phase creates `BENCH_E2E_OBJECTS` ConfigMaps and as many Deployments
+//! (replicas 0) from `BENCH_E2E_CLIENTS` concurrent clients and times every create.
+//!
+//! Then apply → enforced with its parts, `BENCH_E2E_APPLY_SAMPLES` (default 5) times: a celgate
+//! policy and binding over Secrets (a resource no other policy matches, so celgate's webhook
+//! configuration must gain a rule) are created, and a dry-run Secret is sent every `POLL` until
+//! denied; each poll also reads celgate's ValidatingWebhookConfiguration. Parts: create →
+//! compiled (celgate's `compiled policy` log line: watch delay and compile), create → webhook
+//! configuration changed (publish and registration), and the rest up to the first denial
+//! (kube-apiserver picking the configuration up). The pair is deleted between samples.
+//!
+//! Prints `e2e: celgate/in-tree p50 R, p99 R` and the absolute figures per phase, and writes
+//! `target/bench/e2e.json`. Targets (p50 ≤ 1.05×, p99 ≤ 1.15×) are reported by `make bench`'s
+//! table, not asserted here. Environment: `BENCH_E2E_ROUNDS` (default 4), `BENCH_E2E_OBJECTS`
+//! (per kind, phase and round, default 100), `BENCH_E2E_CLIENTS` (default 4),
+//! `BENCH_E2E_REPORT` (report path), `CELGATE_BIN`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant, SystemTime};
+
+use celgate_e2e::demo::{CELGATE_API, IN_TREE_API};
+use celgate_e2e::log::{compiled_lines, epoch_seconds};
+use celgate_e2e::{
+    Celgate, Cluster, create_namespace, free_port, policies_api, wait_for, workspace,
+};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+/// The policies and their bindings, in `api`, bound to namespaces labelled `engine=<engine>`.
+fn policies(api: &str, engine: &str) -> String {
+    format!(
+        r#"
+apiVersion: {api}
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: e2e-deployments-{engine}.example.com
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["deployments"]
+  variables:
+  - name: containers
+    expression: object.spec.template.spec.containers
+  validations:
+  - expression: object.spec.replicas <= 50
+  - expression: "['app', 'team'].all(l, l in object.metadata.labels)"
+  - expression: "variables.containers.all(c, c.image.startsWith('registry.example.com/'))"
+  - expression: "variables.containers.all(c, has(c.resources) && has(c.resources.limits) && 'memory' in c.resources.limits)"
+  - expression: "!variables.containers.exists(c, c.image.endsWith(':latest'))"
+    messageExpression: "'an image of ' + object.metadata.name + ' uses :latest'"
+---
+apiVersion: {api}
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: e2e-deployments-{engine}-binding.example.com
+spec:
+  policyName: e2e-deployments-{engine}.example.com
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        engine: {engine}
+---
+apiVersion: {api}
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: e2e-configmaps-{engine}.example.com
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["configmaps"]
+  validations:
+  - expression: "has(object.metadata.labels) && 'app' in object.metadata.labels"
+  - expression: "!has(object.data) || object.data.size() <= 16"
+    messageExpression: "'configmap ' + object.metadata.name + ' has too many keys'"
+---
+apiVersion: {api}
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: e2e-configmaps-{engine}-binding.example.com
+spec:
+  policyName: e2e-configmaps-{engine}.example.com
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        engine: {engine}
+"#
+    )
+}
+
+/// One phase: where its objects go.
+struct Phase {
+    name: &'static str,
+    namespace: &'static str,
+}
+
+const PHASES: [Phase; 3] = [
+    Phase {
+        name: "none",
+        namespace: "e2e-none",
+    },
+    Phase {
+        name: "in-tree",
+        namespace: "e2e-intree",
+    },
+    Phase {
+        name: "celgate",
+        namespace: "e2e-celgate",
+    },
+];
+
+/// The engine label of a phase's namespace (bindings select `intree` and `celgate`).
+fn engine_label(phase: &Phase) -> &'static str {
+    match phase.name {
+        "in-tree" => "intree",
+        other => other,
+    }
+}
+
+fn configmap(name: &str, labelled: bool) -> ConfigMap {
+    let labels = if labelled {
+        json!({"app": "shop", "team": "storefront"})
+    } else {
+        json!({})
+    };
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": labels},
+        "data": {"LOG_LEVEL": "info", "REGION": "eu-west-1", "FEATURES": "a,b,c",
+                 "TIMEOUT": "30s", "ENDPOINT": "https://api.example.com"}}))
+    .unwrap_or_else(|e| panic!("configmap fixture: {e}"))
+}
+
+fn deployment(name: &str) -> Deployment {
+    serde_json::from_value(
+        json!({"metadata": {"name": name, "labels": {"app": name, "team": "storefront"}},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": {"app": name}},
+                "spec": {"containers": [{"name": "web", "image": "registry.example.com/web:1.4.2",
+                    "resources": {"limits": {"cpu": "500m", "memory": "256Mi"}}}]}}}}),
+    )
+    .unwrap_or_else(|e| panic!("deployment fixture: {e}"))
+}
+
+/// Creates `objects` ConfigMaps and as many Deployments in `namespace` from `clients` clients;
+/// returns the time of every create.
+async fn phase(
+    client: &kube::Client,
+    namespace: &'static str,
+    round: usize,
+    objects: usize,
+    clients: usize,
+) -> Vec<Duration> {
+    let next = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..clients {
+        let (client, next) = (client.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+            let deployments: Api<Deployment> = Api::namespaced(client, namespace);
+            let mut times = Vec::new();
+            loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                if k >= 2 * objects {
+                    break times;
+                }
+                let name = format!("r{round}-{k}");
+                let started = Instant::now();
+                let created = if k % 2 == 0 {
+                    maps.create(&PostParams::default(), &configmap(&name, true))
+                        .await
+                        .map(|_| ())
+                } else {
+                    deployments
+                        .create(&PostParams::default(), &deployment(&name))
+                        .await
+                        .map(|_| ())
+                };
+                times.push(started.elapsed());
+                if let Err(e) = created {
+                    panic!("create {name} in {namespace} failed: {e}");
+                }
+            }
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap_or_else(|e| panic!("a client failed: {e}")));
+    }
+    all
+}
+
+/// Waits until an unlabelled ConfigMap is denied in `namespace` (the engine enforces there), or,
+/// for the `none` phase, admitted.
+async fn wait_enforced(client: &kube::Client, phase: &Phase) {
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), phase.namespace);
+    let want_denied = phase.name != "none";
+    wait_for(
+        &format!("{} to enforce in {}", phase.name, phase.namespace),
+        Duration::from_secs(60),
+        || {
+            let maps = maps.clone();
+            async move {
+                let params = PostParams {
+                    dry_run: true,
+                    ..Default::default()
+                };
+                let denied = match maps.create(&params, &configmap("probe", false)).await {
+                    Ok(_) => false,
+                    Err(kube::Error::Api(_)) => true,
+                    Err(e) => panic!("probe create failed: {e}"),
+                };
+                (denied == want_denied).then_some(())
+            }
+        },
+    )
+    .await;
+}
+
+/// How often an apply → enforced sample polls.
+const POLL: Duration = Duration::from_millis(2);
+
+/// The probe policy and binding of sample `k`: Secrets named `probe` are denied in the celgate
+/// namespace.
+fn probe_objects(k: usize) -> (DynamicObject, DynamicObject) {
+    let policy = json!({"apiVersion": CELGATE_API, "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": format!("e2e-probe-{k}.example.com")},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE"], "resources": ["secrets"]}]},
+            "validations": [{"expression": "object.metadata.name != 'probe'"}]}});
+    let binding = json!({"apiVersion": CELGATE_API, "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": format!("e2e-probe-{k}-binding.example.com")},
+        "spec": {"policyName": format!("e2e-probe-{k}.example.com"), "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"engine": "celgate"}}}}});
+    let parse = |v: Value| {
+        serde_json::from_value::<DynamicObject>(v).unwrap_or_else(|e| panic!("probe fixture: {e}"))
+    };
+    (parse(policy), parse(binding))
+}
+
+fn bindings_api(client: &kube::Client) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: "admission.celgate.io".into(),
+        version: "v1".into(),
+        api_version: CELGATE_API.into(),
+        kind: "ValidatingAdmissionPolicyBinding".into(),
+        plural: "validatingadmissionpolicybindings".into(),
+    };
+    Api::all_with(client.clone(), &resource)
+}
+
+/// Whether a dry-run Secret named `probe` is denied in the celgate namespace.
+async fn probe_denied(client: &kube::Client) -> bool {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "e2e-celgate");
+    let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "probe"}}))
+        .unwrap_or_else(|e| panic!("secret fixture: {e}"));
+    let params = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    match secrets.create(&params, &secret).await {
+        Ok(_) => false,
+        Err(kube::Error::Api(_)) => true,
+        Err(e) => panic!("probe secret create failed: {e}"),
+    }
+}
+
+/// celgate's ValidatingWebhookConfiguration's resourceVersion.
+async fn configuration_version(client: &kube::Client) -> Option<String> {
+    Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get_opt("celgate")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|c| c.metadata.resource_version)
+}
+
+/// One apply → enforced sample's parts, in ms from the policy's create.
+struct Parts {
+    enforced: f64,
+    compiled: Option<f64>,
+    configuration: Option<f64>,
+}
+
+/// Creates the probe pair `k`, polls until a probe Secret is denied, then deletes the pair and
+/// waits until probes are admitted again.
+async fn apply_sample(client: &kube::Client, celgate: &Celgate, k: usize) -> Parts {
+    let (policy, binding) = probe_objects(k);
+    let policies = policies_api(client, CELGATE_API);
+    let bindings = bindings_api(client);
+    let before = configuration_version(client).await;
+    let (started, wall) = (Instant::now(), SystemTime::now());
+    policies
+        .create(&PostParams::default(), &policy)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create the probe policy: {e}"));
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create the probe binding: {e}"));
+    let mut configuration = None;
+    let enforced = loop {
+        if configuration.is_none() && configuration_version(client).await != before {
+            configuration = Some(ms(started.elapsed()));
+        }
+        if probe_denied(client).await {
+            break ms(started.elapsed());
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the probe policy was not enforced within 30 s; giving up"
+        );
+        tokio::time::sleep(POLL).await;
+    };
+    let name = format!("e2e-probe-{k}.example.com");
+    let compiled = compiled_lines(&celgate.logs())
+        .into_iter()
+        .find(|(_, p, _)| *p == name)
+        .map(|(t, _, _)| ((t - epoch_seconds(wall)) * 100_000.0).round() / 100.0);
+    let binding_name = binding.metadata.name.clone().unwrap_or_default();
+    bindings
+        .delete(&binding_name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("cannot delete the probe binding: {e}"));
+    policies
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("cannot delete the probe policy: {e}"));
+    wait_for(
+        "the probe to be admitted again",
+        Duration::from_secs(30),
+        || async { (!probe_denied(client).await).then_some(()) },
+    )
+    .await;
+    Parts {
+        enforced,
+        compiled,
+        configuration,
+    }
+}
+
+/// p50 and max of the figures present.
+fn spread(values: Vec<f64>) -> Value {
+    let mut values: Vec<f64> = values
+        .into_iter()
+        .map(|v| (v * 100.0).round() / 100.0)
+        .collect();
+    values.sort_by(f64::total_cmp);
+    let p50 = values.get(values.len().saturating_sub(1) / 2).copied();
+    json!({"samples": values.len(), "p50_ms": p50, "max_ms": values.last().copied()})
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len().saturating_sub(1)) as f64 * p).round() as usize;
+    sorted.get(i).copied().unwrap_or_default()
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 100_000.0).round() / 100.0
+}
+
+fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| panic!("{name}={v:?}: expected a positive integer")),
+        Err(_) => default,
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let rounds = env_usize("BENCH_E2E_ROUNDS", 4);
+    let objects = env_usize("BENCH_E2E_OBJECTS", 100);
+    let clients = env_usize("BENCH_E2E_CLIENTS", 4);
+    let apply_samples = env_usize("BENCH_E2E_APPLY_SAMPLES", 5);
+    let load_before = loadavg();
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &["--log-json"], "info");
+    celgate.wait_ready().await;
+    let client = cluster.client().await;
+    for p in &PHASES {
+        create_namespace(&client, p.namespace, engine_label(p)).await;
+    }
+    cluster.apply(&policies(IN_TREE_API, "intree"));
+    cluster.apply(&policies(CELGATE_API, "celgate"));
+    for p in &PHASES {
+        wait_enforced(&client, p).await;
+    }
+    // A warm-up round, not counted: connections, caches and the first compiles.
+    for p in &PHASES {
+        phase(&client, p.namespace, rounds, objects.min(20), clients).await;
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::new(); PHASES.len()];
+    let mut per_round = Vec::new();
+    for round in 0..rounds {
+        let mut this_round = serde_json::Map::new();
+        for k in 0..PHASES.len() {
+            let i = (k + round) % PHASES.len();
+            let p = &PHASES[i];
+            let mut t = phase(&client, p.namespace, round, objects, clients).await;
+            t.sort();
+            this_round.insert(
+                p.name.into(),
+                json!({"order": k, "p50_ms": ms(percentile(&t, 0.5)), "p99_ms": ms(percentile(&t, 0.99))}),
+            );
+            times[i].extend(t);
+        }
+        per_round.push(Value::Object(this_round));
+    }
+    let mut phases = serde_json::Map::new();
+    let mut figures = Vec::new();
+    for (p, t) in PHASES.iter().zip(times.iter_mut()) {
+        t.sort();
+        let (p50, p99) = (percentile(t, 0.5), percentile(t, 0.99));
+        println!(
+            "{}: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms ({} creates)",
+            p.name,
+            ms(p50),
+            ms(p99),
+            ms(t.last().copied().unwrap_or_default()),
+            t.len()
+        );
+        phases.insert(
+            p.name.into(),
+            json!({"creates": t.len(), "p50_ms": ms(p50), "p99_ms": ms(p99),
+                "max_ms": ms(t.last().copied().unwrap_or_default())}),
+        );
+        figures.push((p50, p99));
+    }
+    let ratio = |a: Duration, b: Duration| {
+        (a.as_secs_f64() / b.as_secs_f64().max(1e-9) * 1000.0).round() / 1000.0
+    };
+    let (p50_ratio, p99_ratio) = (
+        ratio(figures[2].0, figures[1].0),
+        ratio(figures[2].1, figures[1].1),
+    );
+    println!("e2e: celgate/in-tree p50 {p50_ratio:.2}, p99 {p99_ratio:.2}");
+    let mut parts = Vec::with_capacity(apply_samples);
+    for k in 0..apply_samples {
+        parts.push(apply_sample(&client, &celgate, k).await);
+    }
+    let apply = json!({
+        "enforced": spread(parts.iter().map(|p| p.enforced).collect()),
+        "compiled": spread(parts.iter().filter_map(|p| p.compiled).collect()),
+        "webhook_configuration_changed": spread(parts.iter().filter_map(|p| p.configuration).collect()),
+        "apiserver_pickup": spread(parts.iter().filter_map(|p| p.configuration.map(|c| p.enforced - c)).collect()),
+        "samples": parts.iter().map(|p| json!({"enforced_ms": p.enforced, "compiled_ms": p.compiled,
+            "webhook_configuration_changed_ms": p.configuration})).collect::<Vec<_>>(),
+        "poll_ms": ms(POLL),
+        "measures": "ms from the policy's create: compiled = celgate's `compiled policy` log line (watch delay + compile); webhook_configuration_changed = celgate's ValidatingWebhookConfiguration seen with a new resourceVersion (publish + registration, at poll resolution); apiserver_pickup = enforced − webhook_configuration_changed",
+    });
+    println!(
+        "apply → enforced (celgate, new rule): {}; compiled {}; webhook configuration changed {}; kube-apiserver pickup {}",
+        apply["enforced"],
+        apply["compiled"],
+        apply["webhook_configuration_changed"],
+        apply["apiserver_pickup"]
+    );
+    let report = json!({
+        "rounds": rounds, "objects_per_kind_phase_round": objects, "clients": clients,
+        "celgate_bin": Celgate::binary().display().to_string(),
+        "phases": phases,
+        "ratio": {"p50": p50_ratio, "p99": p99_ratio},
+        "per_round": per_round,
+        "apply_to_enforced": apply,
+        "loadavg_before": load_before,
+        "loadavg_after": loadavg(),
+    });
+    let path: PathBuf = std::env::var_os("BENCH_E2E_REPORT")
+        .map_or_else(|| workspace().join("target/bench/e2e.json"), PathBuf::from);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    }
+    let text = serde_json::to_string_pretty(&report)
+        .unwrap_or_else(|e| panic!("cannot serialise the report: {e}"));
+    std::fs::write(&path, text + "\n")
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    println!("report: {}", path.display());
+}

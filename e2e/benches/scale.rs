@@ -1,0 +1,386 @@
+//! `make bench-scale` (issue 13, item 4): celgate (the release build, `CELGATE_BIN`) with 1,000
+//! ValidatingAdmissionPolicies and 1,000 bindings of the realistic mix (`celgate_e2e::fixture`:
+//! ConfigMap params, variables, message expressions, match conditions, a wildcard rule; 20 of
+//! them match the fixture's Pod) on one local control plane. Measures:
+//! - start-up: the policies are created first, then celgate is started; process start →
+//!   `/readyz`, and → every policy's status `Ready` True for its generation;
+//! - resident memory (VmRSS, VmHWM from `/proc/<pid>/status`) idle after start-up, and after
+//!   `BENCH_SCALE_REVIEWS` dry-run Pod creates through kube-apiserver (each reviewed by the 20);
+//! - apply → enforced for one changed policy while all are loaded: a Pod policy's expression is
+//!   changed to deny a name, and a dry-run Pod of that name is created every `POLL` until denied;
+//!   split, by celgate's JSON log (`compiled policy` with the new generation), into change →
+//!   compiled (watch delay and compile) and compiled → first denial (publish, and the request
+//!   through kube-apiserver).
+//!
+//! Targets (issue 13) are reported by `make bench`'s table, not asserted here. Writes
+//! `target/bench/scale.json`. Environment: `BENCH_SCALE_POLICIES` (default 1000),
+//! `BENCH_SCALE_SAMPLES` (apply → enforced samples, default 5), `BENCH_SCALE_REVIEWS` (default
+//! 300), `BENCH_SCALE_SETTLE_SECONDS` (idle wait before the first memory reading, default 10),
+//! `BENCH_SCALE_REPORT` (report path), `CELGATE_BIN`.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use celgate_e2e::demo::CELGATE_API;
+use celgate_e2e::log::{compiled_lines, epoch_seconds};
+use celgate_e2e::{Celgate, Cluster, curl, fixture, free_port, policies_api, wait_for, workspace};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::{Value, json};
+
+/// How often a sample asks whether the changed policy is enforced yet.
+const POLL: Duration = Duration::from_millis(5);
+/// How long any one wait may take before the run is abandoned.
+const GIVE_UP: Duration = Duration::from_secs(600);
+/// Concurrent clients creating the policies and sending the load.
+const CLIENTS: usize = 8;
+
+fn env_usize(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .ok()
+            .filter(|&n| n > 0)
+            .unwrap_or_else(|| panic!("{name}={v:?}: expected a positive integer")),
+        Err(_) => default,
+    }
+}
+
+fn resource(kind: &str) -> ApiResource {
+    let plural = format!("{}s", kind.to_lowercase()).replace("policys", "policies");
+    ApiResource {
+        group: "admission.celgate.io".into(),
+        version: "v1".into(),
+        api_version: CELGATE_API.into(),
+        kind: kind.into(),
+        plural,
+    }
+}
+
+/// Creates `objects` (celgate policies and bindings) with `CLIENTS` concurrent clients.
+async fn create_all(client: &kube::Client, objects: Vec<Value>) {
+    let queue = Arc::new(Mutex::new(objects.into_iter()));
+    let mut tasks = Vec::new();
+    for _ in 0..CLIENTS {
+        let (queue, client) = (queue.clone(), client.clone());
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let next = queue.lock().ok().and_then(|mut q| q.next());
+                let Some(object) = next else { break };
+                let kind = object["kind"].as_str().unwrap_or_default().to_string();
+                let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(&kind));
+                let object: DynamicObject = serde_json::from_value(object)
+                    .unwrap_or_else(|e| panic!("fixture {kind}: {e}"));
+                api.create(&PostParams::default(), &object)
+                    .await
+                    .unwrap_or_else(|e| panic!("cannot create {kind}: {e}"));
+            }
+        }));
+    }
+    for t in tasks {
+        t.await
+            .unwrap_or_else(|e| panic!("a creating client failed: {e}"));
+    }
+}
+
+/// The fixture's namespaces, its service account and its param ConfigMaps.
+async fn create_surroundings(client: &kube::Client) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    for ns in [
+        fixture::review_namespace(),
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": fixture::PARAMS_NAMESPACE}}),
+    ] {
+        let ns: Namespace = serde_json::from_value(ns).unwrap_or_else(|e| panic!("{e}"));
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create a namespace: {e}"));
+    }
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), fixture::REVIEW_NAMESPACE);
+    let account: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": fixture::SERVICE_ACCOUNT}}))
+            .unwrap_or_else(|e| panic!("{e}"));
+    accounts
+        .create(&PostParams::default(), &account)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create the service account: {e}"));
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), fixture::PARAMS_NAMESPACE);
+    for cm in fixture::param_configmaps() {
+        let cm: ConfigMap = serde_json::from_value(cm).unwrap_or_else(|e| panic!("{e}"));
+        maps.create(&PostParams::default(), &cm)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create a param ConfigMap: {e}"));
+    }
+}
+
+/// The fixture's Pod named `name`, as a client sends it (no managed fields, no status).
+fn pod(name: &str) -> Pod {
+    let mut pod = fixture::pod(name);
+    if let Some(meta) = pod["metadata"].as_object_mut() {
+        meta.remove("managedFields");
+    }
+    if let Some(object) = pod.as_object_mut() {
+        object.remove("status");
+    }
+    serde_json::from_value(pod).unwrap_or_else(|e| panic!("fixture pod: {e}"))
+}
+
+/// A dry-run create of the fixture's Pod named `name`: `Ok` when admitted.
+async fn dry_run_pod(client: &kube::Client, name: &str) -> Result<(), String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), fixture::REVIEW_NAMESPACE);
+    let params = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    pods.create(&params, &pod(name))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Whether `object`'s status describes its generation with `Ready` True.
+fn ready(object: &DynamicObject) -> bool {
+    let status = object.data.get("status");
+    status
+        .and_then(|s| s["observedGeneration"].as_i64())
+        .is_some_and(|g| Some(g) == object.metadata.generation)
+        && status
+            .and_then(|s| s["conditions"].as_array())
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+}
+
+/// VmRSS and VmHWM of `pid` in MB.
+fn memory(pid: u32) -> Value {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/status: {e}"));
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|kb| kb.parse::<f64>().ok())
+            .map(|kb| (kb / 1024.0 * 10.0).round() / 10.0)
+    };
+    json!({"rss_mb": field("VmRSS:"), "hwm_mb": field("VmHWM:")})
+}
+
+/// `reviews` dry-run Pod creates over `CLIENTS` clients, each of which must be admitted;
+/// returns creates per second.
+async fn load(client: &kube::Client, reviews: usize) -> f64 {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            for k in (c..reviews).step_by(CLIENTS) {
+                let name = format!("load-{k}");
+                if let Err(e) = dry_run_pod(&client, &name).await {
+                    panic!("the fixture Pod was not admitted: {e}");
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        t.await
+            .unwrap_or_else(|e| panic!("a loading client failed: {e}"));
+    }
+    reviews as f64 / started.elapsed().as_secs_f64()
+}
+
+/// One apply → enforced sample.
+struct Enforced {
+    /// Change → first denial.
+    total: Duration,
+    /// Change → celgate logged the new generation compiled (`None`: no such line found).
+    compiled: Option<f64>,
+}
+
+/// Changes `policy`'s validations to deny Pods named `probe-<round>` and polls with such a Pod
+/// until one is denied; returns the time from the change to the first denial, and to the log
+/// line of its compile.
+async fn change_to_enforced(
+    client: &kube::Client,
+    celgate: &Celgate,
+    policy: &str,
+    round: usize,
+) -> Enforced {
+    let policies = policies_api(client, CELGATE_API);
+    let name = format!("probe-{round}");
+    let patch = json!({"spec": {"validations": [{
+        "expression": format!("object.metadata.name != '{name}'"), "reason": "Invalid"}]}});
+    let (started, wall) = (Instant::now(), SystemTime::now());
+    let changed = policies
+        .patch(policy, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("cannot change {policy}: {e}"));
+    let generation = changed.metadata.generation.unwrap_or_default();
+    loop {
+        if dry_run_pod(client, &name).await.is_err() {
+            let total = started.elapsed();
+            let compiled = compiled_lines(&celgate.logs())
+                .into_iter()
+                .find(|(_, p, g)| p == policy && *g == generation)
+                .map(|(t, _, _)| t - epoch_seconds(wall));
+            return Enforced { total, compiled };
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{policy}: the change was not enforced within 30 s; giving up"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    (d.as_secs_f64() * 10_000.0).round() / 10.0
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+fn report_path() -> PathBuf {
+    std::env::var_os("BENCH_SCALE_REPORT").map_or_else(
+        || workspace().join("target/bench/scale.json"),
+        PathBuf::from,
+    )
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let total = env_usize("BENCH_SCALE_POLICIES", 1000);
+    let samples = env_usize("BENCH_SCALE_SAMPLES", 5);
+    let reviews = env_usize("BENCH_SCALE_REVIEWS", 300);
+    let settle = Duration::from_secs(env_usize("BENCH_SCALE_SETTLE_SECONDS", 10) as u64);
+    let load_before = loadavg();
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let client = cluster.client().await;
+    create_surroundings(&client).await;
+
+    let policies = fixture::validating(total, 20.min(total));
+    let changed = policies
+        .iter()
+        .find(|p| p.matches_review && p.rule.resources == ["pods"])
+        .map(|p| p.name.clone())
+        .unwrap_or_else(|| panic!("the fixture has no Pod policy"));
+    let creating = Instant::now();
+    create_all(
+        &client,
+        fixture::validating_manifests(CELGATE_API, &policies),
+    )
+    .await;
+    let created_ms = ms(creating.elapsed());
+    println!("created {total} policies and {total} bindings in {created_ms:.0} ms");
+
+    let (started, started_wall) = (Instant::now(), SystemTime::now());
+    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &["--log-json"], "info");
+    let url = format!("https://127.0.0.1:{}/readyz", celgate.port);
+    wait_for("celgate /readyz", GIVE_UP, || {
+        let url = url.clone();
+        async move { curl(&["-skf", &url]).status.success().then_some(()) }
+    })
+    .await;
+    let ready_ms = ms(started.elapsed());
+    let api = policies_api(&client, CELGATE_API);
+    wait_for("every policy Ready", GIVE_UP, || {
+        let api = api.clone();
+        async move {
+            let list = api.list(&Default::default()).await.ok()?;
+            let n = list.items.iter().filter(|p| ready(p)).count();
+            (n >= total).then_some(())
+        }
+    })
+    .await;
+    let all_ready_ms = ms(started.elapsed());
+    // The first and the last compile of the start-up, relative to the process start.
+    let compiles = compiled_lines(&celgate.logs());
+    let since_start = |t: f64| ((t - epoch_seconds(started_wall)) * 10_000.0).round() / 10.0;
+    let first_compiled_ms = compiles
+        .iter()
+        .map(|c| c.0)
+        .reduce(f64::min)
+        .map(since_start);
+    let last_compiled_ms = compiles
+        .iter()
+        .map(|c| c.0)
+        .reduce(f64::max)
+        .map(since_start);
+    println!(
+        "start-up ({total} policies): /readyz after {ready_ms:.0} ms, every policy Ready after {all_ready_ms:.0} ms; \
+         compiles logged from {first_compiled_ms:?} to {last_compiled_ms:?} ms ({} lines)",
+        compiles.len()
+    );
+    tokio::time::sleep(settle).await;
+    let idle = memory(celgate.pid());
+    println!("idle after start-up: {idle}");
+    let rate = load(&client, reviews).await;
+    let after_load = memory(celgate.pid());
+    println!(
+        "after {reviews} dry-run Pod creates ({rate:.0}/s through kube-apiserver, {CLIENTS} clients): {after_load}"
+    );
+
+    let mut times: Vec<Duration> = Vec::with_capacity(samples);
+    let mut to_compiled = Vec::with_capacity(samples);
+    for round in 0..samples {
+        let sample = change_to_enforced(&client, &celgate, &changed, round).await;
+        times.push(sample.total);
+        to_compiled.push(sample.compiled.map(|s| (s * 10_000.0).round() / 10.0));
+    }
+    let all_ms: Vec<f64> = times.iter().copied().map(ms).collect();
+    times.sort();
+    let pick = |p: f64| {
+        let i = ((times.len().saturating_sub(1)) as f64 * p).round() as usize;
+        times.get(i).copied().map(ms)
+    };
+    let enforced = json!({"samples": times.len(), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
+        "max_ms": times.last().copied().map(ms), "poll_ms": ms(POLL),
+        "all_ms": all_ms, "change_to_compiled_log_ms": to_compiled});
+    println!("one policy changed → first denial ({total} loaded): {enforced}");
+    let after_changes = memory(celgate.pid());
+
+    let report = json!({
+        "policies": total,
+        "bindings": total,
+        "policies_matching_the_pod": 20.min(total),
+        "celgate_bin": Celgate::binary().display().to_string(),
+        "created_ms": created_ms,
+        "startup": {"ready_ms": ready_ms, "all_policies_ready_ms": all_ready_ms,
+            "first_compiled_log_ms": first_compiled_ms, "last_compiled_log_ms": last_compiled_ms,
+            "compiled_log_lines": compiles.len()},
+        "memory": {"idle": idle, "after_load": after_load, "after_changes": after_changes,
+            "settle_seconds": settle.as_secs()},
+        "load": {"dry_run_pod_creates": reviews, "per_second_through_apiserver": rate.round(),
+            "clients": CLIENTS},
+        "apply_to_enforced": enforced,
+        "changed_policy": changed,
+        "loadavg_before": load_before,
+        "loadavg_after": loadavg(),
+        "measures": {
+            "startup.ready_ms": "celgate process started (policies already stored) → /readyz answers 200",
+            "startup.all_policies_ready_ms": "celgate process started → every policy's status Ready True for its generation",
+            "memory": "VmRSS and VmHWM of the celgate process, MB",
+            "apply_to_enforced": "one policy's validations changed (merge patch) → first dry-run Pod denied by it",
+            "apply_to_enforced.change_to_compiled_log_ms": "per sample, in the order taken: change → celgate's `compiled policy` log line for the new generation (watch delay + compile); the rest of all_ms is publish + kube-apiserver",
+            "startup.*_compiled_log_ms": "process start → the first and the last `compiled policy` log line",
+        },
+    });
+    let path = report_path();
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
+    }
+    let text = serde_json::to_string_pretty(&report)
+        .unwrap_or_else(|e| panic!("cannot serialise the report: {e}"));
+    std::fs::write(&path, text + "\n")
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    println!("report: {}", path.display());
+}
