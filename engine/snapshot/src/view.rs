@@ -40,15 +40,28 @@ impl Snapshot {
         if validating.is_empty() && mutating.is_empty() {
             return true;
         }
-        let syncing = |kind: Option<&ParamKind>| {
-            kind.is_some_and(|k| matches!(self.params.kind(k), ParamKindState::Syncing))
-        };
-        let params_synced = !validating
+        // Policies mostly share a few param kinds: a kind just found not syncing is not
+        // looked up again for the next policy (this runs for every request).
+        let kinds = validating
             .iter()
-            .any(|b| syncing(b.policy.spec.param_kind.as_ref()))
-            && !mutating
-                .iter()
-                .any(|b| syncing(b.policy.spec.param_kind.as_ref()));
+            .filter_map(|b| b.policy.spec.param_kind.as_ref())
+            .chain(
+                mutating
+                    .iter()
+                    .filter_map(|b| b.policy.spec.param_kind.as_ref()),
+            );
+        let mut synced: Option<&ParamKind> = None;
+        let mut params_synced = true;
+        for kind in kinds {
+            if synced == Some(kind) {
+                continue;
+            }
+            if matches!(self.params.kind(kind), ParamKindState::Syncing) {
+                params_synced = false;
+                break;
+            }
+            synced = Some(kind);
+        }
         params_synced && (namespace.is_empty() || self.namespaces.get(namespace).is_some())
     }
 }

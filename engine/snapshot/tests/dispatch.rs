@@ -644,3 +644,36 @@ async fn mutation_waits_for_params_as_validation_does_and_is_not_ready_before_th
         )
     );
 }
+
+#[test]
+fn caught_up_only_once_every_param_kind_of_the_bound_policies_has_listed() {
+    // Two policies share ConfigMaps, a third reads Secrets: the shared kind is looked up once,
+    // and a later kind that is still syncing is still found.
+    let mut set = param_policy();
+    let shared = set.validating[0].clone();
+    let mut secrets = shared.clone();
+    let mut spec = secrets.policy.spec.clone();
+    spec.param_kind = Some(ParamKind {
+        api_version: "v1".into(),
+        kind: "Secret".into(),
+    });
+    secrets.policy = Arc::new(compile_validating(spec));
+    set.validating.extend([shared, secrets]);
+    let store = store_with(set);
+    store.publish_param_kind(&configmaps(), configmaps_ready("1"));
+    assert!(
+        !store.load().caught_up_for("default"),
+        "Secrets have not listed"
+    );
+    store.publish_param_kind(
+        &("v1".into(), "Secret".into()),
+        Some(ParamKindEntry::Syncing),
+    );
+    assert!(!store.load().caught_up_for("default"));
+    store.publish_param_kind(&("v1".into(), "Secret".into()), configmaps_ready("1"));
+    assert!(store.load().caught_up_for("default"));
+    assert!(
+        !store.load().caught_up_for("unknown-namespace"),
+        "the namespace is not known"
+    );
+}
