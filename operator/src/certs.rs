@@ -46,7 +46,9 @@ pub enum CertError {
     )]
     NotIssued(String),
     /// The Secret exists but misses a key.
-    #[error("Secret {0} exists but has no {1}; delete it and celgate creates a new one")]
+    #[error(
+        "Secret {0} exists but has no {1}; with --cert-source=self delete it and celgate creates a new one, with cert-manager check its Certificate"
+    )]
     Incomplete(String, &'static str),
 }
 
