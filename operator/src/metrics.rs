@@ -361,12 +361,12 @@ pub fn published(published: &Published<'_>, carried: impl Fn(&str, &str) -> bool
     };
     for failure in [FailurePolicy::Fail, FailurePolicy::Ignore] {
         let validating = set
-            .validating
+            .validating()
             .iter()
             .filter(|b| b.policy.failure_policy() == failure)
             .count();
         let mutating = set
-            .mutating
+            .mutating()
             .iter()
             .filter(|b| b.policy.failure_policy() == failure)
             .count();

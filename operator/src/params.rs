@@ -61,16 +61,9 @@ impl ParamWatches {
     /// new kind is published as syncing before this returns, so a policy published after it
     /// finds its params syncing (requests wait for them) rather than unknown.
     pub fn sync(&mut self, set: &PolicySet) {
-        let validating = set
-            .validating
+        let wanted: HashSet<ParamKey> = set
+            .param_kinds()
             .iter()
-            .filter_map(|b| b.policy.spec.param_kind.as_ref());
-        let mutating = set
-            .mutating
-            .iter()
-            .filter_map(|b| b.policy.spec.param_kind.as_ref());
-        let wanted: HashSet<ParamKey> = validating
-            .chain(mutating)
             .map(|k| (k.api_version.clone(), k.kind.clone()))
             .collect();
         self.running.retain(|key, task| {
@@ -385,8 +378,8 @@ mod tests {
 
     /// A policy set whose policies use these param kinds.
     fn using(kinds: &[(&str, &str)]) -> PolicySet {
-        PolicySet {
-            validating: kinds
+        PolicySet::new(
+            kinds
                 .iter()
                 .enumerate()
                 .map(|(i, kind)| BoundPolicy {
@@ -399,8 +392,8 @@ mod tests {
                     bindings: Vec::new(),
                 })
                 .collect(),
-            mutating: Vec::new(),
-        }
+            Vec::new(),
+        )
     }
 
     fn served() -> Value {

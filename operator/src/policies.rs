@@ -288,8 +288,8 @@ impl Context {
         self.published_metrics(&state.cache, revision, &set);
         info!(
             revision,
-            bound_policies = set.validating.len(),
-            bound_mutating_policies = set.mutating.len(),
+            bound_policies = set.validating().len(),
+            bound_mutating_policies = set.mutating().len(),
             "published policy set"
         );
         self.published.send_replace(Some(set));
@@ -574,7 +574,7 @@ mod tests {
         fn published(&self, name: &str) -> Option<Arc<celgate_engine::ValidatingPolicy>> {
             self.snapshot()
                 .policies
-                .validating
+                .validating()
                 .iter()
                 .find(|b| &*b.policy.name == name)
                 .map(|b| b.policy.clone())
@@ -610,7 +610,7 @@ mod tests {
     fn bound(snapshot: &Snapshot) -> Vec<(String, Vec<String>)> {
         snapshot
             .policies
-            .validating
+            .validating()
             .iter()
             .map(|b| {
                 (
@@ -635,7 +635,7 @@ mod tests {
             h.snapshot().ready,
             "an empty cluster publishes an empty set"
         );
-        assert!(h.snapshot().policies.validating.is_empty());
+        assert!(h.snapshot().policies.validating().is_empty());
 
         h.apply_binding(binding("b", "p")).await;
         h.apply_policy(policy("p", 1, "object.data.size() < 3", None))

@@ -275,10 +275,7 @@ impl PolicyCache {
             }
         }
         Built {
-            set: PolicySet {
-                validating,
-                mutating,
-            },
+            set: PolicySet::new(validating, mutating),
             pending,
         }
     }

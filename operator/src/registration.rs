@@ -111,7 +111,7 @@ const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
 /// validating policies.
 fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
     union_of_rules(
-        set.validating
+        set.validating()
             .iter()
             .filter(|b| b.policy.failure_policy() == failure)
             .map(|b| b.policy.spec.match_constraints.as_ref()),
@@ -122,7 +122,7 @@ fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
 /// bound mutating policies of that group.
 fn mutating_rules(set: &PolicySet, group: MutatingWebhookGroup) -> Vec<RuleWithOperations> {
     union_of_rules(
-        set.mutating
+        set.mutating()
             .iter()
             .filter(|b| MutatingWebhookGroup::of(&b.policy) == group)
             .map(|b| b.policy.spec.match_constraints.as_ref()),
@@ -264,8 +264,8 @@ impl Registration {
                     match apply(&client, &desired.0, &desired.1, self.create_missing).await {
                         Ok(()) => {
                             info!(
-                                bound_policies = set.validating.len(),
-                                bound_mutating_policies = set.mutating.len(),
+                                bound_policies = set.validating().len(),
+                                bound_mutating_policies = set.mutating().len(),
                                 "webhook configurations applied"
                             );
                             applied = Some(desired);
@@ -512,15 +512,15 @@ mod tests {
         let mut policy = fixtures::policy_json("p", 1, "true", None);
         policy["spec"]["matchConstraints"]["resourceRules"][0]["resources"] = json!([resource]);
         let policy = serde_json::from_value(policy).unwrap();
-        Some(Arc::new(PolicySet {
-            validating: vec![BoundPolicy {
+        Some(Arc::new(PolicySet::new(
+            vec![BoundPolicy {
                 policy: policy_set::compile(&policy),
                 bindings: vec![Arc::new(convert::validating_binding(&fixtures::binding(
                     "b", "p",
                 )))],
             }],
-            mutating: Vec::new(),
-        }))
+            Vec::new(),
+        )))
     }
 
     /// The resources of the fail-closed webhook's rules in an applied configuration.
@@ -805,15 +805,15 @@ mod tests {
                 ))],
             }
         };
-        let set = PolicySet {
-            mutating: vec![
+        let set = PolicySet::new(
+            Vec::new(),
+            vec![
                 bound("a", "Fail", "Never", "configmaps"),
                 bound("b", "Fail", "Never", "secrets"),
                 bound("c", "Fail", "Never", "configmaps"),
                 bound("d", "Ignore", "IfNeeded", "pods"),
             ],
-            ..PolicySet::default()
-        };
+        );
         let cfg = mutating_configuration(&set, &endpoint, "ca", "celgate-system");
         let hooks = cfg.webhooks.unwrap();
         let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();

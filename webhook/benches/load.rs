@@ -28,7 +28,8 @@
 //! Environment: `WEBHOOK_BENCH_SECONDS` (default 10), `WEBHOOK_BENCH_CONNECTIONS` (default 32),
 //! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REALISTIC_RATE` (default 5000),
 //! `WEBHOOK_BENCH_POLICIES` (default 1000), `WEBHOOK_BENCH_MATCHING` (default 20, at most 20),
-//! `WEBHOOK_BENCH_REPORT` (report path), `WEBHOOK_BENCH_HTTP2=1` (set 1 over HTTP/2).
+//! `WEBHOOK_BENCH_REPORT` (report path), `WEBHOOK_BENCH_HTTP2=1` (set 1 over HTTP/2),
+//! `WEBHOOK_BENCH_ONLY` (`small`, `realistic` or `scale`: run that set alone, for profiling).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
 
@@ -145,9 +146,8 @@ fn policies() -> PolicySet {
             )],
         ),
     ];
-    PolicySet {
-        mutating: vec![mutating_policy()],
-        validating: specs
+    PolicySet::new(
+        specs
             .into_iter()
             .map(|(name, variables, validations)| {
                 let spec = ValidatingPolicySpec {
@@ -176,7 +176,8 @@ fn policies() -> PolicySet {
                 }
             })
             .collect(),
-    }
+        vec![mutating_policy()],
+    )
 }
 
 /// A mutating policy over deployments of the kind users write: a label and a default
@@ -915,10 +916,10 @@ async fn realistic(
     let validating_policies = fixture::validating(total, matching);
     let mutating_policies = fixture::mutating(total, matching);
     let compile_start = Instant::now();
-    let set = PolicySet {
-        validating: fixture_validating(&validating_policies),
-        mutating: fixture_mutating(&mutating_policies),
-    };
+    let set = PolicySet::new(
+        fixture_validating(&validating_policies),
+        fixture_mutating(&mutating_policies),
+    );
     let compile_ms = ms(compile_start.elapsed());
     let store = fixture_store(set);
     let (addr, server) = start_server(store, material).await;
@@ -976,10 +977,10 @@ async fn scale_throughput(
     roots: &rustls::RootCertStore,
     material: TlsMaterial,
 ) -> serde_json::Value {
-    let set = PolicySet {
-        validating: fixture_validating(&fixture::validating(total, matching)),
-        mutating: Vec::new(),
-    };
+    let set = PolicySet::new(
+        fixture_validating(&fixture::validating(total, matching)),
+        Vec::new(),
+    );
     let (addr, server) = start_server(fixture_store(set), material).await;
     let tls = connector(roots, true);
     let body = Bytes::from(fixture::pod_review().to_string());
@@ -1042,29 +1043,27 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
+    let only = std::env::var("WEBHOOK_BENCH_ONLY").ok();
+    let wanted = |set: &str| only.as_deref().is_none_or(|o| o == set);
     runtime.block_on(async {
         let (material, roots) = tls_material();
-        let mut report = small(load, rate, &roots, material.clone()).await;
-        report["realistic"] = realistic(
-            load,
-            realistic_rate,
-            (total, matching),
-            &roots,
-            material.clone(),
-        )
-        .await;
-        let many = scale_throughput(load, (total, 5), &roots, material.clone()).await;
-        let few = scale_throughput(load, (5, 5), &roots, material).await;
-        let ratio = many["throughput_reviews_per_second"]
-            .as_f64()
-            .unwrap_or(0.0)
-            / few["throughput_reviews_per_second"]
-                .as_f64()
-                .unwrap_or(1.0)
-                .max(1.0);
-        println!("scale: 5 of {total} matching / 5 in total = {ratio:.2} of the throughput");
-        report["scale"] = json!({"five_of_many": many, "five_only": few,
-            "ratio": (ratio * 1000.0).round() / 1000.0});
+        let mut report = json!({});
+        if wanted("small") {
+            report = small(load, rate, &roots, material.clone()).await;
+        }
+        if wanted("realistic") {
+            report["realistic"] = realistic(
+                load,
+                realistic_rate,
+                (total, matching),
+                &roots,
+                material.clone(),
+            )
+            .await;
+        }
+        if wanted("scale") {
+            report["scale"] = scale(load, total, &roots, material).await;
+        }
         report["loadavg"] = json!(
             std::fs::read_to_string("/proc/loadavg")
                 .unwrap_or_default()
@@ -1077,4 +1076,25 @@ fn main() {
         std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap()).unwrap();
         println!("report: {}", path.display());
     });
+}
+
+/// Issue 13, item 4: 5 of `total` validating policies matching against 5 loaded in all.
+async fn scale(
+    load: Load,
+    total: usize,
+    roots: &rustls::RootCertStore,
+    material: TlsMaterial,
+) -> serde_json::Value {
+    let many = scale_throughput(load, (total, 5), roots, material.clone()).await;
+    let few = scale_throughput(load, (5, 5), roots, material).await;
+    let ratio = many["throughput_reviews_per_second"]
+        .as_f64()
+        .unwrap_or(0.0)
+        / few["throughput_reviews_per_second"]
+            .as_f64()
+            .unwrap_or(1.0)
+            .max(1.0);
+    println!("scale: 5 of {total} matching / 5 in total = {ratio:.2} of the throughput");
+    json!({"five_of_many": many, "five_only": few,
+            "ratio": (ratio * 1000.0).round() / 1000.0})
 }

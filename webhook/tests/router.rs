@@ -26,6 +26,11 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 fn policy(limit: i64, failure_policy: FailurePolicy) -> PolicySet {
+    PolicySet::new(vec![bound(limit, failure_policy)], Vec::new())
+}
+
+/// The demo policy over deployments allowing at most `limit` replicas, with its binding.
+fn bound(limit: i64, failure_policy: FailurePolicy) -> BoundPolicy {
     let spec = ValidatingPolicySpec {
         name: "demo-policy.example.com".into(),
         match_constraints: Some(MatchResources {
@@ -46,18 +51,15 @@ fn policy(limit: i64, failure_policy: FailurePolicy) -> PolicySet {
         failure_policy,
         ..Default::default()
     };
-    PolicySet {
-        validating: vec![BoundPolicy {
-            policy: Arc::new(compile_validating(spec)),
-            bindings: vec![Arc::new(ValidatingBindingSpec {
-                name: "demo-binding-test.example.com".into(),
-                policy_name: "demo-policy.example.com".into(),
-                match_resources: None,
-                param_ref: None,
-                validation_actions: vec![ValidationAction::Deny],
-            })],
-        }],
-        mutating: Vec::new(),
+    BoundPolicy {
+        policy: Arc::new(compile_validating(spec)),
+        bindings: vec![Arc::new(ValidatingBindingSpec {
+            name: "demo-binding-test.example.com".into(),
+            policy_name: "demo-policy.example.com".into(),
+            match_resources: None,
+            param_ref: None,
+            validation_actions: vec![ValidationAction::Deny],
+        })],
     }
 }
 
@@ -269,12 +271,12 @@ fn objects_nested_as_deep_as_kube_apiserver_allows_are_evaluated() {
     runtime.block_on(async {
         let answers = tokio::spawn(async {
             let state = new_state();
-            let mut set = policy(5, FailurePolicy::Fail);
-            let mut spec = set.validating[0].policy.spec.clone();
+            let mut deep = bound(5, FailurePolicy::Fail);
+            let mut spec = deep.policy.spec.clone();
             spec.validations[0].expression =
                 "object.spec.replicas <= 5 && object.spec.deep == object.spec.deep".into();
-            set.validating[0].policy = Arc::new(compile_validating(spec));
-            publish(&state, set);
+            deep.policy = Arc::new(compile_validating(spec));
+            publish(&state, PolicySet::new(vec![deep], Vec::new()));
             let mut answers = Vec::new();
             for replicas in [5, 6] {
                 let (status, body) =
@@ -313,7 +315,7 @@ fn objects_nested_as_deep_as_kube_apiserver_allows_are_evaluated() {
 fn publish_mutating(state: &AppState) {
     let spec = MutatingPolicySpec {
         name: "replicas.example.com".into(),
-        match_constraints: policy(0, FailurePolicy::Fail).validating[0]
+        match_constraints: bound(0, FailurePolicy::Fail)
             .policy
             .spec
             .match_constraints
@@ -326,8 +328,9 @@ fn publish_mutating(state: &AppState) {
         failure_policy: FailurePolicy::Fail,
         ..Default::default()
     };
-    let set = PolicySet {
-        mutating: vec![BoundMutatingPolicy {
+    let set = PolicySet::new(
+        Vec::new(),
+        vec![BoundMutatingPolicy {
             policy: Arc::new(compile_mutating(spec, ApplySemantics::Upstream)),
             bindings: vec![Arc::new(MutatingBindingSpec {
                 name: "replicas-binding".into(),
@@ -335,8 +338,7 @@ fn publish_mutating(state: &AppState) {
                 ..Default::default()
             })],
         }],
-        ..PolicySet::default()
-    };
+    );
     let doc = json!({"components": {"schemas": {"Deployment": {"type": "object", "properties": {
         "apiVersion": {"type": "string"}, "kind": {"type": "string"},
         "metadata": {"type": "object", "properties": {"name": {"type": "string"}}},
@@ -428,17 +430,17 @@ async fn mutate_answers_a_json_patch_from_the_webhook_of_the_policys_group() {
 
 #[tokio::test]
 async fn compile_errors_follow_the_failure_policy() {
-    let mut set = policy(5, FailurePolicy::Fail);
-    let base = set.validating[0].policy.spec.clone();
+    let mut one = bound(5, FailurePolicy::Fail);
+    let base = one.policy.spec.clone();
     let broken = |failure_policy| {
         let mut spec = base.clone();
         spec.validations[0].expression = "object.spec.replicas <".into();
         spec.failure_policy = failure_policy;
         Arc::new(compile_validating(spec))
     };
-    set.validating[0].policy = broken(FailurePolicy::Fail);
+    one.policy = broken(FailurePolicy::Fail);
     let state = new_state();
-    publish(&state, set.clone());
+    publish(&state, PolicySet::new(vec![one.clone()], Vec::new()));
     let resp = validate(&state, &review("deployments", 1)).await;
     assert_eq!(resp["response"]["allowed"], false);
     let message = resp["response"]["status"]["message"]
@@ -449,8 +451,8 @@ async fn compile_errors_follow_the_failure_policy() {
             .contains("denied request: compilation error: compilation failed: ERROR: <input>:1:"),
         "{message}"
     );
-    set.validating[0].policy = broken(FailurePolicy::Ignore);
-    publish(&state, set);
+    one.policy = broken(FailurePolicy::Ignore);
+    publish(&state, PolicySet::new(vec![one], Vec::new()));
     assert_eq!(
         validate(&state, &review("deployments", 1)).await["response"]["allowed"],
         true

@@ -36,32 +36,14 @@ impl Snapshot {
     /// (each has listed, or is known not to be served or to be forbidden to celgate), and the
     /// namespace is known.
     pub fn caught_up_for(&self, namespace: &str) -> bool {
-        let (validating, mutating) = (&self.policies.validating, &self.policies.mutating);
-        if validating.is_empty() && mutating.is_empty() {
+        if self.policies.is_empty() {
             return true;
         }
-        // Policies mostly share a few param kinds: a kind just found not syncing is not
-        // looked up again for the next policy (this runs for every request).
-        let kinds = validating
+        let params_synced = self
+            .policies
+            .param_kinds()
             .iter()
-            .filter_map(|b| b.policy.spec.param_kind.as_ref())
-            .chain(
-                mutating
-                    .iter()
-                    .filter_map(|b| b.policy.spec.param_kind.as_ref()),
-            );
-        let mut synced: Option<&ParamKind> = None;
-        let mut params_synced = true;
-        for kind in kinds {
-            if synced == Some(kind) {
-                continue;
-            }
-            if matches!(self.params.kind(kind), ParamKindState::Syncing) {
-                params_synced = false;
-                break;
-            }
-            synced = Some(kind);
-        }
+            .all(|kind| !matches!(self.params.kind(kind), ParamKindState::Syncing));
         params_synced && (namespace.is_empty() || self.namespaces.get(namespace).is_some())
     }
 }

@@ -29,6 +29,11 @@ use tokio::time::Instant;
 
 /// The docs' demo policy over deployments, bound with Deny, checking `expression`.
 fn policy(expression: &str) -> PolicySet {
+    PolicySet::new(vec![bound(expression)], Vec::new())
+}
+
+/// The demo policy of [`policy`] with its binding.
+fn bound(expression: &str) -> BoundPolicy {
     let spec = ValidatingPolicySpec {
         name: "demo-policy.example.com".into(),
         match_constraints: Some(MatchResources {
@@ -49,39 +54,41 @@ fn policy(expression: &str) -> PolicySet {
         failure_policy: FailurePolicy::Fail,
         ..Default::default()
     };
-    PolicySet {
-        validating: vec![BoundPolicy {
-            policy: Arc::new(compile_validating(spec)),
-            bindings: vec![Arc::new(ValidatingBindingSpec {
-                name: "demo-binding".into(),
-                policy_name: "demo-policy.example.com".into(),
-                match_resources: None,
-                param_ref: None,
-                validation_actions: vec![ValidationAction::Deny],
-            })],
-        }],
-        mutating: Vec::new(),
+    BoundPolicy {
+        policy: Arc::new(compile_validating(spec)),
+        bindings: vec![Arc::new(ValidatingBindingSpec {
+            name: "demo-binding".into(),
+            policy_name: "demo-policy.example.com".into(),
+            match_resources: None,
+            param_ref: None,
+            validation_actions: vec![ValidationAction::Deny],
+        })],
     }
 }
 
 /// The demo policy reading its limit from the ConfigMap param `default/limits`.
 fn param_policy() -> PolicySet {
-    let mut set = policy("object.spec.replicas <= int(params.data.max)");
-    let mut spec = set.validating[0].policy.spec.clone();
+    PolicySet::new(vec![param_bound()], Vec::new())
+}
+
+/// The policy of [`param_policy`] with its binding.
+fn param_bound() -> BoundPolicy {
+    let mut bound = bound("object.spec.replicas <= int(params.data.max)");
+    let mut spec = bound.policy.spec.clone();
     spec.param_kind = Some(ParamKind {
         api_version: "v1".into(),
         kind: "ConfigMap".into(),
     });
-    set.validating[0].policy = Arc::new(compile_validating(spec));
-    let mut binding = ValidatingBindingSpec::clone(&set.validating[0].bindings[0]);
+    bound.policy = Arc::new(compile_validating(spec));
+    let mut binding = ValidatingBindingSpec::clone(&bound.bindings[0]);
     binding.param_ref = Some(ParamRef {
         name: Some("limits".into()),
         namespace: Some("default".into()),
         selector: None,
         parameter_not_found_action: ParameterNotFoundAction::Deny,
     });
-    set.validating[0].bindings[0] = Arc::new(binding);
-    set
+    bound.bindings[0] = Arc::new(binding);
+    bound
 }
 
 fn configmaps() -> (String, String) {
@@ -214,11 +221,11 @@ async fn a_param_kind_celgate_may_not_read_fails_the_binding_at_once_with_the_mi
     );
 
     // Under failurePolicy Ignore the binding is skipped: the request is admitted, at once.
-    let mut set = param_policy();
-    let mut spec = set.validating[0].policy.spec.clone();
+    let mut ignored = param_bound();
+    let mut spec = ignored.policy.spec.clone();
     spec.failure_policy = FailurePolicy::Ignore;
-    set.validating[0].policy = Arc::new(compile_validating(spec));
-    let store = store_with(set);
+    ignored.policy = Arc::new(compile_validating(spec));
+    let store = store_with(PolicySet::new(vec![ignored], Vec::new()));
     store.publish_param_kind(
         &configmaps(),
         Some(ParamKindEntry::Forbidden(FORBIDDEN.into())),
@@ -455,10 +462,7 @@ fn mutating_store(
         "default".to_string(),
         json!({"metadata": {"name": "default"}}),
     )]));
-    let set = PolicySet {
-        mutating: policies,
-        ..PolicySet::default()
-    };
+    let set = PolicySet::new(Vec::new(), policies);
     store.publish_policies(Arc::new(set), Arc::default(), Arc::new(schemas));
     store
 }
@@ -649,8 +653,7 @@ async fn mutation_waits_for_params_as_validation_does_and_is_not_ready_before_th
 fn caught_up_only_once_every_param_kind_of_the_bound_policies_has_listed() {
     // Two policies share ConfigMaps, a third reads Secrets: the shared kind is looked up once,
     // and a later kind that is still syncing is still found.
-    let mut set = param_policy();
-    let shared = set.validating[0].clone();
+    let shared = param_bound();
     let mut secrets = shared.clone();
     let mut spec = secrets.policy.spec.clone();
     spec.param_kind = Some(ParamKind {
@@ -658,7 +661,7 @@ fn caught_up_only_once_every_param_kind_of_the_bound_policies_has_listed() {
         kind: "Secret".into(),
     });
     secrets.policy = Arc::new(compile_validating(spec));
-    set.validating.extend([shared, secrets]);
+    let set = PolicySet::new(vec![shared.clone(), shared, secrets], Vec::new());
     let store = store_with(set);
     store.publish_param_kind(&configmaps(), configmaps_ready("1"));
     assert!(

@@ -747,13 +747,13 @@ mod tests {
     ) -> Running {
         let (client, api) = fixtures::pair();
         let snapshot = SnapshotStore::new();
-        let set = Arc::new(PolicySet {
-            validating: vec![BoundPolicy {
+        let set = Arc::new(PolicySet::new(
+            vec![BoundPolicy {
                 policy: policy_set::compile(&policy),
                 bindings: vec![Arc::new(convert::validating_binding(&binding))],
             }],
-            mutating: Vec::new(),
-        });
+            Vec::new(),
+        ));
         snapshot.publish_policies(set.clone(), Arc::default(), Arc::default());
         let (applied_sender, applied) = watch::channel(Applied {
             set: Some(set),

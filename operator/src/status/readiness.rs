@@ -120,7 +120,7 @@ impl Bound for BoundPolicy {
     const KIND: &'static str = "ValidatingAdmissionPolicy";
     const BINDING_KIND: &'static str = "ValidatingAdmissionPolicyBinding";
     fn all(set: &PolicySet) -> &[Self] {
-        &set.validating
+        set.validating()
     }
     fn identity(&self) -> (&str, &str, i64) {
         let spec = &self.policy.spec;
@@ -145,7 +145,7 @@ impl Bound for BoundMutatingPolicy {
     const KIND: &'static str = "MutatingAdmissionPolicy";
     const BINDING_KIND: &'static str = "MutatingAdmissionPolicyBinding";
     fn all(set: &PolicySet) -> &[Self] {
-        &set.mutating
+        set.mutating()
     }
     fn identity(&self) -> (&str, &str, i64) {
         let spec = &self.policy.spec;
@@ -385,13 +385,13 @@ mod tests {
     fn published(expression: &str, param_kind: Option<(&str, &str)>) -> (Snapshot, Arc<PolicySet>) {
         let policy = policy_set::compile(&fixtures::policy("p", 1, expression, param_kind));
         let binding = Arc::new(convert::validating_binding(&fixtures::binding("b", "p")));
-        let set = Arc::new(PolicySet {
-            validating: vec![BoundPolicy {
+        let set = Arc::new(PolicySet::new(
+            vec![BoundPolicy {
                 policy,
                 bindings: vec![binding],
             }],
-            mutating: Vec::new(),
-        });
+            Vec::new(),
+        ));
         let snapshot = Snapshot {
             ready: true,
             policies: set.clone(),
@@ -607,13 +607,13 @@ mod tests {
         let binding = Arc::new(convert::mutating_binding(&fixtures::mutating_binding(
             "mb", "m",
         )));
-        let set = Arc::new(PolicySet {
-            mutating: vec![celgate_engine::BoundMutatingPolicy {
+        let set = Arc::new(PolicySet::new(
+            Vec::new(),
+            vec![celgate_engine::BoundMutatingPolicy {
                 policy: compiled.clone(),
                 bindings: vec![binding.clone()],
             }],
-            ..PolicySet::default()
-        });
+        ));
         let snapshot = Snapshot {
             ready: true,
             policies: set.clone(),

@@ -151,8 +151,8 @@ struct Run<'r> {
 }
 
 /// Mutates a request with the bound policies, in their order.
-pub fn mutate(
-    policies: &[BoundMutatingPolicy],
+pub fn mutate<'p>(
+    policies: impl IntoIterator<Item = &'p BoundMutatingPolicy>,
     req: &Request<'_>,
     ctx: &Context<'_>,
     schemas: &dyn KindSchemas,

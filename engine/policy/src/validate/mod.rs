@@ -71,8 +71,8 @@ pub fn validate(policies: &[BoundPolicy], req: &Request<'_>, ctx: &Context<'_>) 
 }
 
 /// Validates a request against the bound policies of one failure policy (all when `None`).
-pub fn validate_only(
-    policies: &[BoundPolicy],
+pub fn validate_only<'p>(
+    policies: impl IntoIterator<Item = &'p BoundPolicy>,
     req: &Request<'_>,
     ctx: &Context<'_>,
     only: Option<FailurePolicy>,

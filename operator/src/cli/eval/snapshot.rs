@@ -353,14 +353,8 @@ pub fn build(
         views.set(&key, Some(ParamKindEntry::Ready(Arc::new(objects))));
     }
     let policies = match &policy.bound {
-        Bound::Validating(b) => PolicySet {
-            validating: vec![b.clone()],
-            mutating: Vec::new(),
-        },
-        Bound::Mutating(b) => PolicySet {
-            validating: Vec::new(),
-            mutating: vec![b.clone()],
-        },
+        Bound::Validating(b) => PolicySet::new(vec![b.clone()], Vec::new()),
+        Bound::Mutating(b) => PolicySet::new(Vec::new(), vec![b.clone()]),
     };
     Snapshot {
         revision: 1,
