@@ -268,18 +268,22 @@ impl Context {
             debug!(watch, "no policy set is published before the first list");
             return;
         }
-        let built = state.cache.build(self.stored());
-        if !state.published && built.pending > 0 {
-            debug!(
-                pending = built.pending,
-                "the first policy set waits until every stored policy is compiled"
-            );
-            return;
+        let stored = self.stored();
+        if !state.published {
+            let pending = state.cache.pending(&stored);
+            if pending > 0 {
+                debug!(
+                    pending,
+                    "the first policy set waits until every stored policy is compiled"
+                );
+                return;
+            }
         }
+        let set = state.cache.build(stored);
         // Param kinds first, so a new policy's params are syncing (requests wait for them)
         // before it is published.
-        state.params.sync(&built.set);
-        let set = Arc::new(built.set);
+        state.params.sync(&set);
+        let set = Arc::new(set);
         let param_kinds = state.cache.param_kinds();
         let revision = self
             .store

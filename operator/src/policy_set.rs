@@ -63,14 +63,6 @@ pub struct Stored {
     pub mutating_bindings: Vec<Arc<MutatingAdmissionPolicyBinding>>,
 }
 
-/// A policy set built from the stores.
-pub struct Built {
-    /// The policies with at least one binding, by name, with their bindings by name.
-    pub set: PolicySet,
-    /// Stored policies not compiled yet (their reconcile has not run).
-    pub pending: usize,
-}
-
 /// What was compiled and converted, by object name.
 #[derive(Default)]
 pub struct PolicyCache {
@@ -83,11 +75,16 @@ pub struct PolicyCache {
     orphans: HashSet<String>,
 }
 
-fn uid_and_generation<K: kube::Resource>(object: &K) -> (String, i64) {
+fn uid_and_generation<K: kube::Resource>(object: &K) -> (&str, i64) {
     (
-        object.uid().unwrap_or_default(),
+        object.meta().uid.as_deref().unwrap_or_default(),
         object.meta().generation.unwrap_or_default(),
     )
+}
+
+/// A stored object's name, borrowed (objects the API server stores always have one).
+fn name_of<K: kube::Resource>(object: &K) -> &str {
+    object.meta().name.as_deref().unwrap_or_default()
 }
 
 /// Compiles a policy; expressions that do not compile are logged, and the policy keeps them as
@@ -119,7 +116,7 @@ impl PolicyCache {
     pub fn is_current(&self, policy: &ValidatingAdmissionPolicy) -> bool {
         let (uid, generation) = uid_and_generation(policy);
         self.policies
-            .get(&policy.name_any())
+            .get(name_of(policy))
             .is_some_and(|c| c.uid == uid && c.generation == generation)
     }
 
@@ -136,7 +133,7 @@ impl PolicyCache {
         self.policies.insert(
             name,
             Compiled {
-                uid,
+                uid: uid.to_string(),
                 generation,
                 failing: !compiled.compile_errors().is_empty(),
                 policy: compiled,
@@ -150,7 +147,7 @@ impl PolicyCache {
         let (uid, generation) = uid_and_generation(policy);
         let semantics = convert::apply_semantics(policy);
         self.mutating
-            .get(&policy.name_any())
+            .get(name_of(policy))
             .is_some_and(|c| c.uid == uid && c.generation == generation && c.semantics == semantics)
     }
 
@@ -172,7 +169,7 @@ impl PolicyCache {
         self.mutating.insert(
             name,
             CompiledMutating {
-                uid,
+                uid: uid.to_string(),
                 generation,
                 semantics: compiled.apply_semantics,
                 failing: !compiled.compile_errors().is_empty(),
@@ -194,28 +191,43 @@ impl PolicyCache {
         self.param_kinds.clone()
     }
 
+    /// How many stored policies were never compiled (their reconcile has not run yet): the
+    /// first publish waits for them. Nothing is built or copied to count them.
+    pub fn pending(&self, stored: &Stored) -> usize {
+        let validating = stored
+            .validating
+            .iter()
+            .filter(|p| !self.policies.contains_key(name_of(p.as_ref())));
+        let mutating = stored
+            .mutating
+            .iter()
+            .filter(|p| !self.mutating.contains_key(name_of(p.as_ref())));
+        validating.count() + mutating.count()
+    }
+
     /// The bound policy set for these stored objects: each policy as last compiled (a stored
-    /// policy not compiled yet is left out and counted as pending) with the bindings that name
-    /// it. Bindings naming a missing policy are ignored, as upstream. What left the stores is
-    /// forgotten.
-    pub fn build(&mut self, stored: Stored) -> Built {
+    /// policy not compiled yet is left out) with the bindings that name it, policies by name
+    /// and each policy's bindings by name. Bindings naming a missing policy are ignored, as
+    /// upstream. What left the stores is forgotten.
+    pub fn build(&mut self, stored: Stored) -> PolicySet {
         let Stored {
             validating: mut policies,
             validating_bindings: mut bindings,
             mutating: mut mutating_policies,
             mutating_bindings,
         } = stored;
-        let names: HashMap<String, String> = policies
+        // Names and uids are borrowed from the stored objects: this runs on every publish.
+        let names: HashMap<&str, &str> = policies
             .iter()
-            .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+            .map(|p| (name_of(p.as_ref()), uid_and_generation(p.as_ref()).0))
             .collect();
-        let mutating_names: HashMap<String, String> = mutating_policies
+        let mutating_names: HashMap<&str, &str> = mutating_policies
             .iter()
-            .map(|p| (p.name_any(), p.uid().unwrap_or_default()))
+            .map(|p| (name_of(p.as_ref()), uid_and_generation(p.as_ref()).0))
             .collect();
         self.forget_policies(&names, &mutating_names);
 
-        bindings.sort_by_key(|b| b.name_any());
+        bindings.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
         let mut orphans = HashSet::new();
         let mut by_policy = group_bindings(
             &bindings,
@@ -226,7 +238,7 @@ impl PolicyCache {
             &self.orphans,
         );
         let mut mutating_bindings = mutating_bindings;
-        mutating_bindings.sort_by_key(|b| b.name_any());
+        mutating_bindings.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
         let mut mutating_by_policy = group_bindings(
             &mutating_bindings,
             |b| self_converted(&mut self.mutating_bindings, b, convert::mutating_binding),
@@ -236,66 +248,60 @@ impl PolicyCache {
             &self.orphans,
         );
         self.orphans = orphans;
-        let kept: HashSet<String> = bindings.iter().map(|b| b.name_any()).collect();
-        self.bindings.retain(|name, _| kept.contains(name));
-        let kept: HashSet<String> = mutating_bindings.iter().map(|b| b.name_any()).collect();
-        self.mutating_bindings.retain(|name, _| kept.contains(name));
+        let kept: HashSet<&str> = bindings.iter().map(|b| name_of(b.as_ref())).collect();
+        self.bindings.retain(|name, _| kept.contains(name.as_str()));
+        let kept: HashSet<&str> = mutating_bindings
+            .iter()
+            .map(|b| name_of(b.as_ref()))
+            .collect();
+        self.mutating_bindings
+            .retain(|name, _| kept.contains(name.as_str()));
 
-        policies.sort_by_key(|p| p.name_any());
+        policies.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
         let mut validating = Vec::new();
-        let mut pending = 0;
         for policy in &policies {
-            let name = policy.name_any();
-            match self.policies.get(&name) {
-                Some(compiled) => {
-                    if let Some(bindings) = by_policy.remove(&name) {
-                        validating.push(BoundPolicy {
-                            policy: compiled.policy.clone(),
-                            bindings,
-                        });
-                    }
-                }
-                None => pending += 1,
+            let name = name_of(policy.as_ref());
+            if let Some(compiled) = self.policies.get(name)
+                && let Some(bindings) = by_policy.remove(name)
+            {
+                validating.push(BoundPolicy {
+                    policy: compiled.policy.clone(),
+                    bindings,
+                });
             }
         }
-        mutating_policies.sort_by_key(|p| p.name_any());
+        mutating_policies.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
         let mut mutating = Vec::new();
         for policy in &mutating_policies {
-            let name = policy.name_any();
-            match self.mutating.get(&name) {
-                Some(compiled) => {
-                    if let Some(bindings) = mutating_by_policy.remove(&name) {
-                        mutating.push(BoundMutatingPolicy {
-                            policy: compiled.policy.clone(),
-                            bindings,
-                        });
-                    }
-                }
-                None => pending += 1,
+            let name = name_of(policy.as_ref());
+            if let Some(compiled) = self.mutating.get(name)
+                && let Some(bindings) = mutating_by_policy.remove(name)
+            {
+                mutating.push(BoundMutatingPolicy {
+                    policy: compiled.policy.clone(),
+                    bindings,
+                });
             }
         }
-        Built {
-            set: PolicySet::new(validating, mutating),
-            pending,
-        }
+        PolicySet::new(validating, mutating)
     }
 
     /// Forgets compiled policies that are no longer stored under the same uid.
     fn forget_policies(
         &mut self,
-        validating: &HashMap<String, String>,
-        mutating: &HashMap<String, String>,
+        validating: &HashMap<&str, &str>,
+        mutating: &HashMap<&str, &str>,
     ) {
         let gone: Vec<String> = self
             .policies
             .iter()
-            .filter(|(name, c)| validating.get(*name) != Some(&c.uid))
+            .filter(|(name, c)| validating.get(name.as_str()) != Some(&c.uid.as_str()))
             .map(|(name, _)| name.clone())
             .collect();
         let gone_mutating: Vec<String> = self
             .mutating
             .iter()
-            .filter(|(name, c)| mutating.get(*name) != Some(&c.uid))
+            .filter(|(name, c)| mutating.get(name.as_str()) != Some(&c.uid.as_str()))
             .map(|(name, _)| name.clone())
             .collect();
         if gone.is_empty() && gone_mutating.is_empty() {
@@ -319,9 +325,9 @@ fn self_converted<K: kube::Resource, B>(
     binding: &K,
     convert: impl Fn(&K) -> B,
 ) -> Arc<B> {
-    let name = binding.name_any();
+    let name = name_of(binding);
     let (uid, generation) = uid_and_generation(binding);
-    if let Some(c) = cache.get(&name)
+    if let Some(c) = cache.get(name)
         && c.uid == uid
         && c.generation == generation
     {
@@ -329,9 +335,9 @@ fn self_converted<K: kube::Resource, B>(
     }
     let converted = Arc::new(convert(binding));
     cache.insert(
-        name,
+        name.to_string(),
         Converted {
-            uid,
+            uid: uid.to_string(),
             generation,
             binding: converted.clone(),
         },
@@ -346,7 +352,7 @@ fn group_bindings<K, B>(
     bindings: &[Arc<K>],
     mut convert: impl FnMut(&K) -> Arc<B>,
     names: impl Fn(&B) -> (&String, &String),
-    policies: &HashMap<String, String>,
+    policies: &HashMap<&str, &str>,
     orphans: &mut HashSet<String>,
     reported: &HashSet<String>,
 ) -> HashMap<String, Vec<Arc<B>>> {
@@ -354,7 +360,7 @@ fn group_bindings<K, B>(
     for binding in bindings {
         let spec = convert(binding);
         let (name, policy) = names(&spec);
-        if policies.contains_key(policy) {
+        if policies.contains_key(policy.as_str()) {
             by_policy.entry(policy.clone()).or_default().push(spec);
         } else {
             if !reported.contains(name) {

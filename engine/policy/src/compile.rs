@@ -1,7 +1,7 @@
 //! Compiles a policy once: every expression parsed, checked and planned. An expression that fails
 //! to compile keeps its error, so the policy stays in force and its failurePolicy decides requests.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use celgate_cel::{Env, Program, Type, Variables, authz};
 
@@ -138,6 +138,15 @@ pub(crate) fn match_condition_errors(
 /// The policy environment, with `params` declared when the policy has a paramKind and
 /// `authorizer` (with `authorizer.requestResource`) everywhere but in message expressions.
 pub fn base_environment(has_params: bool, has_authorizer: bool) -> Env {
+    // Built once per combination and shared: every policy's expressions compile against one
+    // of these four, and each holds the `request` and `namespaceObject` types (~10 KB).
+    static BUILT: [OnceLock<Env>; 4] = [const { OnceLock::new() }; 4];
+    BUILT[usize::from(has_params) * 2 + usize::from(has_authorizer)]
+        .get_or_init(|| build_base_environment(has_params, has_authorizer))
+        .clone()
+}
+
+fn build_base_environment(has_params: bool, has_authorizer: bool) -> Env {
     let mut b = Env::kubernetes()
         .variable("object", Type::Dyn)
         .variable("oldObject", Type::Dyn)
