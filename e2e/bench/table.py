@@ -136,6 +136,13 @@ def main(argv):
           dig(scale, "startup", "last_compiled_log_ms"), "{:,.0f} ms")
     t.row("bench-scale", scale, f"one policy changed -> first denial ({n} loaded), p99",
           dig(scale, "apply_to_enforced", "p99_ms"), "{:.1f} ms", "<= 30 ms", "<=", 30)
+    extra = dig(scale, "params", "extra_params") or 10000
+    t.row("bench-scale", scale, f"param changed -> first denial ({extra:,} more params loaded), p99",
+          dig(scale, "params", "param_change_to_enforced", "p99_ms"), "{:.1f} ms", "<= 30 ms", "<=", 30)
+    t.row("bench-scale", scale, f"namespace changed -> first denial ({extra:,} more params loaded), p99",
+          dig(scale, "params", "namespace_change_to_enforced", "p99_ms"), "{:.1f} ms", "<= 30 ms", "<=", 30)
+    t.row("bench-scale", scale, f"RSS with {extra:,} more params loaded", dig(scale, "params", "memory", "rss_mb"),
+          "{:.1f} MB")
 
     t.row("bench-scale", web, "in-process reviews/s, 5 of 1,000 match / 5 in total (bench-webhook)",
           dig(web, "scale", "ratio"), "{:.2f}", ">= 0.80", ">=", 0.80)

@@ -10,12 +10,17 @@
 //!   changed to deny a name, and a dry-run Pod of that name is created every `POLL` until denied;
 //!   split, by celgate's JSON log (`compiled policy` with the new generation), into change →
 //!   compiled (watch delay and compile) and compiled → first denial (publish, and the request
-//!   through kube-apiserver).
+//!   through kube-apiserver);
+//! - with `BENCH_SCALE_PARAMS` (10,000) more param ConfigMaps loaded beside them: resident
+//!   memory, and change → enforced for a param change (a probe policy denies the Pod its param
+//!   names) and for a namespace change (a probe policy denies the Pod a label of its namespace
+//!   names, read through `namespaceObject`).
 //!
 //! Targets (issue 13) are reported by `make bench`'s table, not asserted here. Writes
 //! `target/bench/scale.json`. Environment: `BENCH_SCALE_POLICIES` (default 1000),
 //! `BENCH_SCALE_SAMPLES` (apply → enforced samples, default 5), `BENCH_SCALE_REVIEWS` (default
 //! 300), `BENCH_SCALE_SETTLE_SECONDS` (idle wait before the first memory reading, default 10),
+//! `BENCH_SCALE_PARAMS` (default 10000),
 //! `BENCH_SCALE_REPORT` (report path), `CELGATE_BIN`.
 
 use std::path::PathBuf;
@@ -219,21 +224,181 @@ async fn change_to_enforced(
         .await
         .unwrap_or_else(|e| panic!("cannot change {policy}: {e}"));
     let generation = changed.metadata.generation.unwrap_or_default();
+    let total = until_denied(client, &name, started, policy).await;
+    let compiled = compiled_lines(&celgate.logs())
+        .into_iter()
+        .find(|(_, p, g)| p == policy && *g == generation)
+        .map(|(t, _, _)| t - epoch_seconds(wall));
+    Enforced { total, compiled }
+}
+
+/// Creates dry-run Pods named `name` every `POLL` until one is denied; the time from `started`.
+/// Gives up (panics) after 30 s: `what` changed and was never enforced.
+async fn until_denied(client: &kube::Client, name: &str, started: Instant, what: &str) -> Duration {
     loop {
-        if dry_run_pod(client, &name).await.is_err() {
-            let total = started.elapsed();
-            let compiled = compiled_lines(&celgate.logs())
-                .into_iter()
-                .find(|(_, p, g)| p == policy && *g == generation)
-                .map(|(t, _, _)| t - epoch_seconds(wall));
-            return Enforced { total, compiled };
+        if dry_run_pod(client, name).await.is_err() {
+            return started.elapsed();
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "{policy}: the change was not enforced within 30 s; giving up"
+            "{what}: the change was not enforced within 30 s; giving up"
         );
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// `count` more ConfigMaps in the params namespace (the policies' param kind), created with
+/// `CLIENTS` concurrent clients; returns how long that took.
+async fn create_params(client: &kube::Client, count: usize) -> Duration {
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), fixture::PARAMS_NAMESPACE);
+        tasks.push(tokio::spawn(async move {
+            for k in (c..count).step_by(CLIENTS) {
+                let cm: ConfigMap = serde_json::from_value(json!({
+                    "metadata": {"name": format!("extra-param-{k:05}")},
+                    "data": {"registry": "registry.example.com/", "maxcontainers": "8", "team": "storefront"}}))
+                .unwrap_or_else(|e| panic!("{e}"));
+                maps.create(&PostParams::default(), &cm)
+                    .await
+                    .unwrap_or_else(|e| panic!("cannot create param ConfigMap {k}: {e}"));
+            }
+        }));
+    }
+    for t in tasks {
+        t.await
+            .unwrap_or_else(|e| panic!("a creating client failed: {e}"));
+    }
+    started.elapsed()
+}
+
+/// The probe policies of the params phase, with their bindings: `bench-param-probe` denies a
+/// Pod named as its param `probe-param` says (`data.deny`); `bench-namespace-probe` denies a
+/// Pod named as its namespace's label `celgate-bench/deny` says.
+fn probe_policies() -> Vec<Value> {
+    let pods = json!([{"apiGroups": [""], "apiVersions": ["v1"], "resources": ["pods"],
+        "operations": ["CREATE"]}]);
+    let policy = |name: &str, param: bool, expression: &str| {
+        let mut spec = json!({"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": pods.clone()},
+            "validations": [{"expression": expression, "reason": "Forbidden"}]});
+        if param {
+            spec["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+        }
+        json!({"apiVersion": CELGATE_API, "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name}, "spec": spec})
+    };
+    let binding = |name: &str, param: bool| {
+        let mut spec = json!({"policyName": name, "validationActions": ["Deny"]});
+        if param {
+            spec["paramRef"] = json!({"name": "probe-param", "namespace": fixture::PARAMS_NAMESPACE,
+                "parameterNotFoundAction": "Deny"});
+        }
+        json!({"apiVersion": CELGATE_API, "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": format!("{name}-binding")}, "spec": spec})
+    };
+    vec![
+        policy(
+            "bench-param-probe",
+            true,
+            "object.metadata.name != params.data.deny",
+        ),
+        binding("bench-param-probe", true),
+        policy(
+            "bench-namespace-probe",
+            false,
+            "!('celgate-bench/deny' in namespaceObject.metadata.labels) || namespaceObject.metadata.labels['celgate-bench/deny'] != object.metadata.name",
+        ),
+        binding("bench-namespace-probe", false),
+    ]
+}
+
+/// Sets the probe param's `data.deny` (creating the ConfigMap the first time).
+async fn set_probe_param(client: &kube::Client, deny: &str) {
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), fixture::PARAMS_NAMESPACE);
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "probe-param"}, "data": {"deny": deny}});
+    maps.patch(
+        "probe-param",
+        &PatchParams::apply("celgate-bench").force(),
+        &Patch::Apply(&cm),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot set the probe param: {e}"));
+}
+
+/// Labels the review namespace `celgate-bench/deny=<deny>`.
+async fn set_namespace_label(client: &kube::Client, deny: &str) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let patch = json!({"metadata": {"labels": {"celgate-bench/deny": deny}}});
+    namespaces
+        .patch(
+            fixture::REVIEW_NAMESPACE,
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot label the namespace: {e}"));
+}
+
+/// The params phase: `count` more params loaded, then `samples` param changes and `samples`
+/// namespace changes, each timed from the change to the first denial it causes.
+async fn params_phase(
+    client: &kube::Client,
+    celgate: &Celgate,
+    count: usize,
+    samples: usize,
+) -> Value {
+    let created = create_params(client, count).await;
+    println!(
+        "created {count} more param ConfigMaps in {:.0} ms",
+        ms(created)
+    );
+    set_probe_param(client, "warm-up").await;
+    create_all(client, probe_policies()).await;
+    // Both probes enforced once before any sample (their compile is not what is measured).
+    until_denied(client, "warm-up", Instant::now(), "the param probe policy").await;
+    set_namespace_label(client, "warm-up-ns").await;
+    until_denied(
+        client,
+        "warm-up-ns",
+        Instant::now(),
+        "the namespace probe policy",
+    )
+    .await;
+    let memory_loaded = memory(celgate.pid());
+    println!("with {count} more params loaded: {memory_loaded}");
+    let (mut param_times, mut namespace_times) = (Vec::new(), Vec::new());
+    for round in 0..samples {
+        let name = format!("param-probe-{round}");
+        let started = Instant::now();
+        set_probe_param(client, &name).await;
+        param_times.push(until_denied(client, &name, started, "a param change").await);
+        let name = format!("namespace-probe-{round}");
+        let started = Instant::now();
+        set_namespace_label(client, &name).await;
+        namespace_times.push(until_denied(client, &name, started, "a namespace change").await);
+    }
+    let param = summary(param_times);
+    let namespace = summary(namespace_times);
+    println!("param changed → first denial ({count} more params loaded): {param}");
+    println!("namespace changed → first denial ({count} more params loaded): {namespace}");
+    json!({"extra_params": count, "created_ms": ms(created), "memory": memory_loaded,
+        "param_change_to_enforced": param, "namespace_change_to_enforced": namespace})
+}
+
+/// p50, p99 and max of timed samples, with every sample in the order taken.
+fn summary(samples: Vec<Duration>) -> Value {
+    let all_ms: Vec<f64> = samples.iter().copied().map(ms).collect();
+    let mut times = samples;
+    times.sort();
+    let pick = |p: f64| {
+        let i = ((times.len().saturating_sub(1)) as f64 * p).round() as usize;
+        times.get(i).copied().map(ms)
+    };
+    json!({"samples": times.len(), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
+        "max_ms": times.last().copied().map(ms), "poll_ms": ms(POLL), "all_ms": all_ms})
 }
 
 fn ms(d: Duration) -> f64 {
@@ -259,6 +424,7 @@ async fn main() {
     let total = env_usize("BENCH_SCALE_POLICIES", 1000);
     let samples = env_usize("BENCH_SCALE_SAMPLES", 5);
     let reviews = env_usize("BENCH_SCALE_REVIEWS", 300);
+    let extra_params = env_usize("BENCH_SCALE_PARAMS", 10_000);
     let settle = Duration::from_secs(env_usize("BENCH_SCALE_SETTLE_SECONDS", 10) as u64);
     let load_before = loadavg();
     let cluster = Cluster::start();
@@ -335,17 +501,11 @@ async fn main() {
         times.push(sample.total);
         to_compiled.push(sample.compiled.map(|s| (s * 10_000.0).round() / 10.0));
     }
-    let all_ms: Vec<f64> = times.iter().copied().map(ms).collect();
-    times.sort();
-    let pick = |p: f64| {
-        let i = ((times.len().saturating_sub(1)) as f64 * p).round() as usize;
-        times.get(i).copied().map(ms)
-    };
-    let enforced = json!({"samples": times.len(), "p50_ms": pick(0.5), "p99_ms": pick(0.99),
-        "max_ms": times.last().copied().map(ms), "poll_ms": ms(POLL),
-        "all_ms": all_ms, "change_to_compiled_log_ms": to_compiled});
+    let mut enforced = summary(times);
+    enforced["change_to_compiled_log_ms"] = json!(to_compiled);
     println!("one policy changed → first denial ({total} loaded): {enforced}");
     let after_changes = memory(celgate.pid());
+    let params = params_phase(&client, &celgate, extra_params, samples).await;
 
     let report = json!({
         "policies": total,
@@ -362,6 +522,7 @@ async fn main() {
             "clients": CLIENTS},
         "apply_to_enforced": enforced,
         "changed_policy": changed,
+        "params": params,
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),
         "measures": {
@@ -371,6 +532,7 @@ async fn main() {
             "apply_to_enforced": "one policy's validations changed (merge patch) → first dry-run Pod denied by it",
             "apply_to_enforced.change_to_compiled_log_ms": "per sample, in the order taken: change → celgate's `compiled policy` log line for the new generation (watch delay + compile); the rest of all_ms is publish + kube-apiserver",
             "startup.*_compiled_log_ms": "process start → the first and the last `compiled policy` log line",
+            "params": "extra_params more ConfigMaps of the param kind created; then a probe policy's param (merge-applied) or the review namespace's label changed → first dry-run Pod denied because of it; memory with them loaded",
         },
     });
     let path = report_path();

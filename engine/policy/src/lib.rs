@@ -285,7 +285,10 @@ mod tests {
                 !scanned.warnings.is_empty(),
                 "{resource}/{sub}: some policy should match"
             );
-            assert_eq!(indexed, scanned, "{resource}/{sub} asked as {asked}/{asked_sub}");
+            assert_eq!(
+                indexed, scanned,
+                "{resource}/{sub} asked as {asked}/{asked_sub}"
+            );
         }
     }
 }
