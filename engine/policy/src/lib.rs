@@ -91,9 +91,12 @@ impl MutatingWebhookGroup {
 }
 
 impl PolicySet {
-    /// The set of these bound policies: validating ones, and mutating ones in the order they
-    /// run (by policy name, each policy's bindings by binding name).
-    pub fn new(validating: Vec<BoundPolicy>, mutating: Vec<BoundMutatingPolicy>) -> Self {
+    /// The set of these bound policies, each kind ordered by policy name (a stable sort, so
+    /// policies of one name keep their order): the order mutating policies run in, and the
+    /// order lookups by name rely on. Each policy's bindings are expected by binding name.
+    pub fn new(mut validating: Vec<BoundPolicy>, mut mutating: Vec<BoundMutatingPolicy>) -> Self {
+        validating.sort_by(|a, b| a.policy.name.cmp(&b.policy.name));
+        mutating.sort_by(|a, b| a.policy.name.cmp(&b.policy.name));
         let validating_index = ResourceIndex::new(
             validating
                 .iter()
@@ -130,15 +133,25 @@ impl PolicySet {
         }
     }
 
-    /// The validating policies that have at least one binding, with their bindings.
+    /// The validating policies that have at least one binding, with their bindings, by name.
     pub fn validating(&self) -> &[BoundPolicy] {
         &self.validating
     }
 
     /// The mutating policies that have at least one binding, with their bindings, in the
-    /// order they run.
+    /// order they run (by name).
     pub fn mutating(&self) -> &[BoundMutatingPolicy] {
         &self.mutating
+    }
+
+    /// The bound validating policies named `name` (one, or none; more only in hand-built sets).
+    pub fn validating_named(&self, name: &str) -> &[BoundPolicy] {
+        named(&self.validating, name, |b| &b.policy.name)
+    }
+
+    /// The bound mutating policies named `name` (one, or none; more only in hand-built sets).
+    pub fn mutating_named(&self, name: &str) -> &[BoundMutatingPolicy] {
+        named(&self.mutating, name, |b| &b.policy.name)
     }
 
     /// Whether no policy is bound.
@@ -200,6 +213,15 @@ impl PolicySet {
     }
 }
 
+/// The run of `sorted` (ordered by `name_of`) whose name is `name`.
+fn named<'s, T>(sorted: &'s [T], name: &str, name_of: impl Fn(&T) -> &str) -> &'s [T] {
+    let start = sorted.partition_point(|t| name_of(t) < name);
+    let len = sorted
+        .get(start..)
+        .map_or(0, |rest| rest.partition_point(|t| name_of(t) == name));
+    sorted.get(start..start + len).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;
@@ -229,6 +251,39 @@ mod tests {
             ..Default::default()
         });
         bound(s, vec![ValidationAction::Warn])
+    }
+
+    #[test]
+    fn policies_are_kept_by_name_and_found_by_name() {
+        let eq = MatchPolicy::Equivalent;
+        let set = PolicySet::new(
+            vec![
+                warning("c", &["pods"], eq),
+                warning("a", &["pods"], eq),
+                warning("b", &["pods"], eq),
+                warning("a", &["configmaps"], eq),
+            ],
+            Vec::new(),
+        );
+        let names: Vec<&str> = set.validating().iter().map(|b| &*b.policy.name).collect();
+        assert_eq!(names, ["a", "a", "b", "c"]);
+        // Policies of one name keep their order.
+        let a = set.validating_named("a");
+        assert_eq!(a.len(), 2);
+        assert_eq!(
+            a[1].policy
+                .spec
+                .match_constraints
+                .as_ref()
+                .unwrap()
+                .resource_rules[0]
+                .resources,
+            ["configmaps"]
+        );
+        assert_eq!(&*set.validating_named("c")[0].policy.name, "c");
+        assert!(set.validating_named("bb").is_empty());
+        assert!(set.validating_named("z").is_empty());
+        assert!(set.mutating_named("a").is_empty());
     }
 
     #[test]

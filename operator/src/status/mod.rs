@@ -16,7 +16,7 @@ mod events;
 mod readiness;
 mod typecheck;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -130,12 +130,30 @@ struct World {
     validating_bindings: Vec<Arc<ValidatingAdmissionPolicyBinding>>,
     mutating: Vec<Arc<MutatingAdmissionPolicy>>,
     mutating_bindings: Vec<Arc<MutatingAdmissionPolicyBinding>>,
+    /// The policies some stored validating binding names.
+    named_by_validating_bindings: HashSet<String>,
+    /// The policies some stored mutating binding names.
+    named_by_mutating_bindings: HashSet<String>,
     schemas: u64,
 }
 
 fn sorted<K: ResourceExt>(mut objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
-    objects.sort_by_key(|o| o.name_any());
+    objects.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
     objects
+}
+
+/// A stored object's name, borrowed (objects the API server stores always have one).
+fn name_of<K: Resource>(object: &K) -> &str {
+    object.meta().name.as_deref().unwrap_or_default()
+}
+
+/// The object named `name` in `objects`, sorted by name ([`sorted`]): a binary search, as every
+/// binding of a pass looks its policy up.
+fn named<'o, K: Resource>(objects: &'o [Arc<K>], name: &str) -> Option<&'o Arc<K>> {
+    objects
+        .binary_search_by(|o| name_of(o.as_ref()).cmp(name))
+        .ok()
+        .and_then(|i| objects.get(i))
 }
 
 fn uid_and_generation<K: Resource>(object: &K) -> (String, i64) {
@@ -285,13 +303,23 @@ impl StatusWriter {
     /// Reads the inputs once.
     fn world(&mut self) -> World {
         self.sources.touched.borrow_and_update();
+        let validating_bindings = sorted(self.sources.validating_bindings.state());
+        let mutating_bindings = sorted(self.sources.mutating_bindings.state());
         World {
             snapshot: self.sources.snapshot.load(),
             applied: self.sources.applied.borrow_and_update().clone(),
             validating: sorted(self.sources.validating.state()),
-            validating_bindings: sorted(self.sources.validating_bindings.state()),
+            named_by_validating_bindings: validating_bindings
+                .iter()
+                .filter_map(|b| b.spec.policy_name.clone())
+                .collect(),
+            validating_bindings,
             mutating: sorted(self.sources.mutating.state()),
-            mutating_bindings: sorted(self.sources.mutating_bindings.state()),
+            named_by_mutating_bindings: mutating_bindings
+                .iter()
+                .filter_map(|b| b.spec.policy_name.clone())
+                .collect(),
+            mutating_bindings,
             schemas: *self.schemas.borrow_and_update(),
         }
     }
@@ -438,10 +466,7 @@ impl StatusWriter {
     fn mutating_readiness(&mut self, policy: &MutatingAdmissionPolicy, world: &World) -> Readiness {
         let (uid, generation) = uid_and_generation(policy);
         let name = policy.name_any();
-        let has_bindings = world
-            .mutating_bindings
-            .iter()
-            .any(|b| b.spec.policy_name.as_deref() == Some(name.as_str()));
+        let has_bindings = world.named_by_mutating_bindings.contains(&name);
         readiness::mutating_policy(
             &name,
             &uid,
@@ -460,10 +485,7 @@ impl StatusWriter {
     ) -> Readiness {
         let (uid, generation) = uid_and_generation(policy);
         let name = policy.name_any();
-        let has_bindings = world
-            .validating_bindings
-            .iter()
-            .any(|b| b.spec.policy_name.as_deref() == Some(name.as_str()));
+        let has_bindings = world.named_by_validating_bindings.contains(&name);
         readiness::validating_policy(
             &name,
             &uid,
@@ -511,11 +533,7 @@ impl StatusWriter {
             return;
         }
         let spec = convert::validating_binding(binding);
-        let policy = world
-            .validating
-            .iter()
-            .find(|p| p.name_any() == spec.policy_name)
-            .cloned();
+        let policy = named(&world.validating, &spec.policy_name).cloned();
         let policy_readiness = policy.as_ref().map(|p| self.validating_readiness(p, world));
         let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
         let readiness = readiness::validating_binding(
@@ -562,11 +580,7 @@ impl StatusWriter {
             return;
         }
         let spec = convert::mutating_binding(binding);
-        let policy = world
-            .mutating
-            .iter()
-            .find(|p| p.name_any() == spec.policy_name)
-            .cloned();
+        let policy = named(&world.mutating, &spec.policy_name).cloned();
         let policy_readiness = policy.as_ref().map(|p| self.mutating_readiness(p, world));
         let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
         let readiness = readiness::mutating_binding(

@@ -101,8 +101,8 @@ trait Bound: Sized {
     const KIND: &'static str;
     /// The binding kind, for messages.
     const BINDING_KIND: &'static str;
-    /// The bound policies of this kind in `set`.
-    fn all(set: &PolicySet) -> &[Self];
+    /// The bound policies of this kind in `set` named `name`.
+    fn named<'s>(set: &'s PolicySet, name: &str) -> &'s [Self];
     /// Name, uid and generation of the compiled policy.
     fn identity(&self) -> (&str, &str, i64);
     /// Compile errors with their fields.
@@ -119,8 +119,8 @@ impl Bound for BoundPolicy {
     type Binding = ValidatingBindingSpec;
     const KIND: &'static str = "ValidatingAdmissionPolicy";
     const BINDING_KIND: &'static str = "ValidatingAdmissionPolicyBinding";
-    fn all(set: &PolicySet) -> &[Self] {
-        set.validating()
+    fn named<'s>(set: &'s PolicySet, name: &str) -> &'s [Self] {
+        set.validating_named(name)
     }
     fn identity(&self) -> (&str, &str, i64) {
         let spec = &self.policy.spec;
@@ -144,8 +144,8 @@ impl Bound for BoundMutatingPolicy {
     type Binding = MutatingBindingSpec;
     const KIND: &'static str = "MutatingAdmissionPolicy";
     const BINDING_KIND: &'static str = "MutatingAdmissionPolicyBinding";
-    fn all(set: &PolicySet) -> &[Self] {
-        set.mutating()
+    fn named<'s>(set: &'s PolicySet, name: &str) -> &'s [Self] {
+        set.mutating_named(name)
     }
     fn identity(&self) -> (&str, &str, i64) {
         let spec = &self.policy.spec;
@@ -172,7 +172,7 @@ fn bound<'a, B: Bound>(
     uid: &str,
     generation: i64,
 ) -> Option<&'a B> {
-    B::all(set)
+    B::named(set, name)
         .iter()
         .find(|b| b.identity() == (name, uid, generation))
 }
