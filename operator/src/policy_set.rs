@@ -191,17 +191,21 @@ impl PolicyCache {
         self.param_kinds.clone()
     }
 
-    /// How many stored policies were never compiled (their reconcile has not run yet): the
-    /// first publish waits for them. Nothing is built or copied to count them.
+    /// How many stored policies are not compiled at their uid (their reconcile has not run
+    /// yet): the first publish waits for them. Nothing is built or copied to count them.
     pub fn pending(&self, stored: &Stored) -> usize {
-        let validating = stored
-            .validating
-            .iter()
-            .filter(|p| !self.policies.contains_key(name_of(p.as_ref())));
-        let mutating = stored
-            .mutating
-            .iter()
-            .filter(|p| !self.mutating.contains_key(name_of(p.as_ref())));
+        let validating = stored.validating.iter().filter(|p| {
+            let (uid, _) = uid_and_generation(p.as_ref());
+            self.policies
+                .get(name_of(p.as_ref()))
+                .is_none_or(|c| c.uid != uid)
+        });
+        let mutating = stored.mutating.iter().filter(|p| {
+            let (uid, _) = uid_and_generation(p.as_ref());
+            self.mutating
+                .get(name_of(p.as_ref()))
+                .is_none_or(|c| c.uid != uid)
+        });
         validating.count() + mutating.count()
     }
 
@@ -370,4 +374,39 @@ fn group_bindings<K, B>(
         }
     }
     by_policy
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::fixtures;
+
+    fn stored(policies: Vec<ValidatingAdmissionPolicy>) -> Stored {
+        Stored {
+            validating: policies.into_iter().map(Arc::new).collect(),
+            validating_bindings: Vec::new(),
+            mutating: Vec::new(),
+            mutating_bindings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_policy_is_pending_until_compiled_at_its_stored_uid() {
+        let a = fixtures::policy("a", 1, "true", None);
+        let b = fixtures::policy("b", 1, "true", None);
+        let mut cache = PolicyCache::default();
+        assert_eq!(cache.pending(&stored(vec![a.clone(), b.clone()])), 2);
+        cache.insert(&a, compile(&a));
+        assert_eq!(cache.pending(&stored(vec![a.clone(), b.clone()])), 1);
+        // `a` deleted and created again under the same name: its compiled form is stale.
+        let mut again = fixtures::policy_json("a", 1, "true", None);
+        again["metadata"]["uid"] = "uid-a-again".into();
+        let again: ValidatingAdmissionPolicy = serde_json::from_value(again).unwrap();
+        assert_eq!(cache.pending(&stored(vec![again.clone(), b.clone()])), 2);
+        cache.insert(&again, compile(&again));
+        cache.insert(&b, compile(&b));
+        assert_eq!(cache.pending(&stored(vec![again, b])), 0);
+    }
 }
