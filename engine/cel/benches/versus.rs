@@ -4,7 +4,11 @@
 //! case ns/op for both, the ratio celgate/cel-go and the geometric mean of the ratios, and
 //! writes a JSON report. Run by `make bench-cel`, which produces the inputs:
 //! - `CEL_BENCH_CORPUS`: the corpus (`differential gen`);
-//! - `CEL_BENCH_CEL_GO`: cel-go's timings (`differential bench`);
+//! - `CEL_BENCH_CEL_GO`: cel-go's timings (`differential bench`), one file or several joined by
+//!   `:` (runs taken before and after celgate's); each case takes cel-go's best run;
+//! - `CEL_BENCH_PREVIOUS`: a report of an earlier run of this bench; each case takes celgate's
+//!   best of that run and this one. `make bench-cel` alternates cel-go, celgate, cel-go,
+//!   celgate, so that the machine's drift favours neither side;
 //! - `CEL_BENCH_REPORT`: where to write the report (default `target/bench-cel.json`).
 
 #[path = "../tests/support/corpus.rs"]
@@ -57,14 +61,15 @@ fn main() {
     };
     let corpus =
         Corpus::read(PathBuf::from(corpus_path).as_path()).unwrap_or_else(|e| panic!("{e}"));
-    let go = read_json(PathBuf::from(go_path).as_path()).unwrap_or_else(|e| panic!("{e}"));
-    let go: HashMap<&str, f64> = go["results"]
-        .as_array()
-        .map(|a| {
-            a.iter()
-                .filter_map(|r| Some((r["id"].as_str()?, r["ns_op"].as_f64()?)))
-                .collect()
-        })
+    let go_runs: Vec<serde_json::Value> = std::env::split_paths(&go_path)
+        .map(|path| read_json(&path).unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let go = best_of(go_runs.iter().map(|run| timings(run, "results", "ns_op")));
+    let previous = std::env::var_os("CEL_BENCH_PREVIOUS")
+        .map(|path| read_json(PathBuf::from(path).as_path()).unwrap_or_else(|e| panic!("{e}")));
+    let previous = previous
+        .as_ref()
+        .map(|report| timings(report, "cases", "celgate_ns"))
         .unwrap_or_default();
     let env = corpus.env();
 
@@ -104,6 +109,10 @@ fn main() {
             }
             start.elapsed()
         });
+        let measured = ns;
+        let ns = previous
+            .get(case.id.as_str())
+            .map_or(ns, |&earlier| ns.min(earlier));
         let ratio = cel_go.map(|g| ns / g);
         if let Some(r) = ratio {
             log_sum += r.ln();
@@ -117,7 +126,8 @@ fn main() {
                 .map(|r| format!("{r:.3}"))
                 .unwrap_or_else(|| "-".into())
         );
-        rows.push(json!({"id": case.id, "group": case.group, "celgate_ns": ns, "cel_go_ns": cel_go, "ratio": ratio}));
+        rows.push(json!({"id": case.id, "group": case.group, "celgate_ns": ns,
+            "celgate_ns_this_run": measured, "cel_go_ns": cel_go, "ratio": ratio}));
     }
     let geomean = (compared > 0).then(|| (log_sum / f64::from(compared)).exp());
     match geomean {
@@ -126,7 +136,9 @@ fn main() {
         ),
         None => println!("bench-cel: no case compared"),
     }
-    let report = json!({"geomean_ratio": geomean, "compared": compared, "cases": rows});
+    let report = json!({"geomean_ratio": geomean, "compared": compared,
+        "cel_go_runs": go_runs.len(), "celgate_runs": 1 + usize::from(!previous.is_empty()),
+        "cases": rows});
     let path = std::env::var_os("CEL_BENCH_REPORT")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
@@ -137,6 +149,29 @@ fn main() {
         panic!("cannot write {}: {e}", path.display());
     }
     println!("report: {}", path.display());
+}
+
+/// The ns/op by case id of one run's report: `list` holds the cases, `field` the time.
+fn timings<'r>(report: &'r serde_json::Value, list: &str, field: &str) -> HashMap<&'r str, f64> {
+    report[list]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| Some((r["id"].as_str()?, r[field].as_f64()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Each case's best (lowest) time over several runs.
+fn best_of<'r>(runs: impl Iterator<Item = HashMap<&'r str, f64>>) -> HashMap<&'r str, f64> {
+    let mut best: HashMap<&str, f64> = HashMap::new();
+    for run in runs {
+        for (id, ns) in run {
+            best.entry(id).and_modify(|b| *b = b.min(ns)).or_insert(ns);
+        }
+    }
+    best
 }
 
 fn fmt_ns(ns: Option<f64>) -> String {
