@@ -83,7 +83,7 @@ fn uid_and_generation<K: kube::Resource>(object: &K) -> (&str, i64) {
 }
 
 /// A stored object's name, borrowed (objects the API server stores always have one).
-fn name_of<K: kube::Resource>(object: &K) -> &str {
+pub fn name_of<K: kube::Resource>(object: &K) -> &str {
     object.meta().name.as_deref().unwrap_or_default()
 }
 

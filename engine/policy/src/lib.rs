@@ -8,7 +8,7 @@ pub mod apivalidation;
 pub mod compile;
 pub mod declarations;
 mod evaluation;
-pub mod index;
+mod index;
 mod match_conditions;
 pub mod matching;
 pub mod model;
@@ -21,7 +21,6 @@ pub mod typecheck;
 pub mod validate;
 
 pub use compile::{ValidatingPolicy, compile_validating};
-pub use index::ResourceIndex;
 pub use matching::Namespaces;
 pub use mutate::{BoundMutatingPolicy, KindSchemas, MutatingPolicy, MutationOutcome};
 pub use params::{ParamKindState, ParamObjects, Params};
@@ -37,8 +36,8 @@ pub const GROUP: &str = "admission.celgate.io";
 pub struct PolicySet {
     validating: Vec<BoundPolicy>,
     mutating: Vec<BoundMutatingPolicy>,
-    validating_index: ResourceIndex,
-    mutating_index: ResourceIndex,
+    validating_index: index::ResourceIndex,
+    mutating_index: index::ResourceIndex,
     param_kinds: Vec<model::ParamKind>,
     uses_authorizer: bool,
 }
@@ -97,12 +96,12 @@ impl PolicySet {
     pub fn new(mut validating: Vec<BoundPolicy>, mut mutating: Vec<BoundMutatingPolicy>) -> Self {
         validating.sort_by(|a, b| a.policy.name.cmp(&b.policy.name));
         mutating.sort_by(|a, b| a.policy.name.cmp(&b.policy.name));
-        let validating_index = ResourceIndex::new(
+        let validating_index = index::ResourceIndex::new(
             validating
                 .iter()
                 .map(|b| b.policy.spec.match_constraints.as_ref()),
         );
-        let mutating_index = ResourceIndex::new(
+        let mutating_index = index::ResourceIndex::new(
             mutating
                 .iter()
                 .map(|b| b.policy.spec.match_constraints.as_ref()),

@@ -38,6 +38,7 @@ use crate::backoff::Backoff;
 use crate::convert;
 use crate::leader::Leadership;
 use crate::metrics;
+use crate::policy_set::name_of;
 use crate::registration::Applied;
 use conditions::{READY, Want};
 use events::Observed;
@@ -140,11 +141,6 @@ struct World {
 fn sorted<K: ResourceExt>(mut objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
     objects.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
     objects
-}
-
-/// A stored object's name, borrowed (objects the API server stores always have one).
-fn name_of<K: Resource>(object: &K) -> &str {
-    object.meta().name.as_deref().unwrap_or_default()
 }
 
 /// The object named `name` in `objects`, sorted by name ([`sorted`]): a binary search, as every
