@@ -6,7 +6,10 @@
 
 use serde_json::Value;
 
-use super::merge::merge;
+use std::fmt::Write as _;
+
+use super::json_patch::decode;
+use super::merge::merge_into;
 use super::typed::{Ty, atomic_paths, join_errors, validate};
 use crate::schema::Schema;
 
@@ -37,14 +40,17 @@ impl ApplySemantics {
     }
 }
 
-/// Merges `config` into `object`, whose kind's schema is `schema`. The error is upstream's
-/// text after `error applying patch: `.
+/// Merges `config` into `object`, whose kind's schema is `schema`, in place; `fits` says
+/// whether `object` is known to fit the schema (it is checked when not, and is known to after
+/// a merge). Returns whether the object changed. The error is upstream's text after
+/// `error applying patch: `; the object is then unchanged.
 pub(super) fn apply(
     schema: &Schema,
-    object: &Value,
+    object: &mut Value,
+    fits: &mut bool,
     mut config: Value,
     semantics: ApplySemantics,
-) -> Result<Value, String> {
+) -> Result<bool, String> {
     // The configuration is of the object's kind, whatever it says.
     if let Value::Object(c) = &mut config {
         for field in ["apiVersion", "kind"] {
@@ -71,28 +77,94 @@ pub(super) fn apply(
             ));
         }
     }
-    let errors = validate(&root, object, true);
-    if !errors.is_empty() {
-        return Err(format!(
-            "failed to convert original object to typed object: {}",
-            join_errors(&errors)
-        ));
+    if !*fits {
+        let errors = validate(&root, object, true);
+        if !errors.is_empty() {
+            return Err(format!(
+                "failed to convert original object to typed object: {}",
+                join_errors(&errors)
+            ));
+        }
+        *fits = true;
     }
-    match merge(&root, Some(object), Some(&config)) {
-        Ok(merged) => Ok(merged.unwrap_or_else(|| Value::Object(serde_json::Map::new()))),
-        Err(errors) => Err(format!("failed to merge patch: {}", join_errors(&errors))),
-    }
+    // A merge of two values that fit the schema fits it too, so `fits` stays true.
+    merge_into(&root, object, &config)
+        .map_err(|errors| format!("failed to merge patch: {}", join_errors(&errors)))
 }
 
 /// Fields a strict decoding of a built-in kind rejects: members its schema does not declare,
-/// as `unknown field "<path>"` (paths dotted, list items `[i]`).
-pub(super) fn unknown_fields(schema: &Schema, object: &Value) -> Vec<String> {
+/// as `unknown field "<path>"` (paths dotted, list items `[i]`). With `written`, only the
+/// values at those JSON Pointers (and the lists on the way to them) are looked at: the
+/// caller knows the rest of the object has none.
+pub(super) fn unknown_fields(
+    schema: &Schema,
+    object: &Value,
+    written: Option<&[&str]>,
+) -> Vec<String> {
     let mut out = Vec::new();
-    walk_unknown(&Ty::root(schema), object, &mut String::new(), 0, &mut out);
+    // As the patch library reads a pointer: its tokens are what follows its first `/`.
+    let tokens: Vec<Vec<String>> = written
+        .unwrap_or_default()
+        .iter()
+        .map(|p| p.split('/').skip(1).map(decode).collect())
+        .collect();
+    let within = match written {
+        None => Within::All,
+        Some(_) => Within::below(tokens.iter().map(Vec::as_slice).collect()),
+    };
+    walk_unknown(
+        &Ty::root(schema),
+        object,
+        &mut String::new(),
+        0,
+        &mut out,
+        &within,
+    );
     out
 }
 
-fn walk_unknown(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut Vec<String>) {
+/// The part of a value a walk looks at.
+enum Within<'t> {
+    /// All of it.
+    All,
+    /// The values at these token paths (relative to the value).
+    Paths(Vec<&'t [String]>),
+}
+
+impl<'t> Within<'t> {
+    /// The paths left, or all of the value when one of them ends here.
+    fn below(paths: Vec<&'t [String]>) -> Self {
+        if paths.iter().any(|p| p.is_empty()) {
+            Within::All
+        } else {
+            Within::Paths(paths)
+        }
+    }
+
+    /// What to look at below member `key` (any key, for a list's items); `None`: nothing.
+    fn step(&self, key: Option<&str>) -> Option<Within<'t>> {
+        match self {
+            Within::All => Some(Within::All),
+            Within::Paths(paths) => {
+                let rest: Vec<&[String]> = paths
+                    .iter()
+                    .filter(|p| key.is_none_or(|k| p.first().is_some_and(|t| t == k)))
+                    .map(|p| &p[1..])
+                    .collect();
+                (!rest.is_empty()).then(|| Within::below(rest))
+            }
+        }
+    }
+}
+
+fn walk_unknown(
+    ty: &Ty,
+    v: &Value,
+    path: &mut String,
+    depth: usize,
+    out: &mut Vec<String>,
+    within: &Within<'_>,
+) {
     if depth > super::typed::MAX_DEPTH {
         return;
     }
@@ -100,23 +172,30 @@ fn walk_unknown(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut V
     match (v, &atom.map, &atom.list) {
         (Value::Object(map), Some(m), _) => {
             for (key, item) in map {
+                let Some(below) = within.step(Some(key)) else {
+                    continue;
+                };
                 let len = path.len();
                 if !path.is_empty() {
                     path.push('.');
                 }
                 path.push_str(key);
                 match m.entry(key) {
-                    Some(t) => walk_unknown(&t, item, path, depth + 1, out),
+                    Some(t) => walk_unknown(&t, item, path, depth + 1, out, &below),
                     None => out.push(format!("unknown field {:?}", path.as_str())),
                 }
                 path.truncate(len);
             }
         }
         (Value::Array(items), _, Some(list)) => {
+            // Items move when one is added or removed: every item of a list on the way counts.
+            let Some(below) = within.step(None) else {
+                return;
+            };
             for (i, item) in items.iter().enumerate() {
                 let len = path.len();
-                path.push_str(&format!("[{i}]"));
-                walk_unknown(&list.elem, item, path, depth + 1, out);
+                let _ = write!(path, "[{i}]");
+                walk_unknown(&list.elem, item, path, depth + 1, out, &below);
                 path.truncate(len);
             }
         }
@@ -130,7 +209,7 @@ pub(super) mod tests {
 
     use serde_json::{Value, json};
 
-    use super::{ApplySemantics, apply};
+    use super::{ApplySemantics, apply, unknown_fields};
     use crate::schema::{Schema, schemas_from_openapi};
 
     /// A Pod-like kind: granular labels, containers merged by name with atomic `args`, an
@@ -189,6 +268,30 @@ pub(super) mod tests {
                 "containers": [{"name": "main", "image": "nginx", "args": ["-v"],
                     "ports": [{"containerPort": 80, "protocol": "TCP"}]}],
                 "volumes": [{"name": "data", "path": "/d"}]}})
+    }
+
+    /// `apply` to a copy of `object` whose fit is not known, checking what it reports: whether
+    /// the object changed, that it fits after a merge, and that an error leaves it unchanged.
+    /// A second apply to the merged object, now known to fit, must give the same as a check.
+    fn applied(
+        schema: &Schema,
+        object: &Value,
+        config: Value,
+        semantics: ApplySemantics,
+    ) -> Result<Value, String> {
+        let (mut out, mut fits) = (object.clone(), false);
+        let got = apply(schema, &mut out, &mut fits, config, semantics);
+        match got {
+            Ok(changed) => {
+                assert_eq!(changed, out != *object, "whether the object changed");
+                assert!(fits, "a merged object fits its schema");
+                Ok(out)
+            }
+            Err(e) => {
+                assert_eq!(out, *object, "an error leaves the object unchanged");
+                Err(e)
+            }
+        }
     }
 
     fn with(f: &dyn Fn(&mut Value)) -> Result<Value, String> {
@@ -264,14 +367,50 @@ pub(super) mod tests {
                 Err("failed to convert patch object to typed object: .spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)".into())),
         ];
         for (name, config, want) in cases {
-            let got = apply(&schema, &pod(), config.clone(), ApplySemantics::Upstream);
+            let got = applied(&schema, &pod(), config.clone(), ApplySemantics::Upstream);
             assert_eq!(got, want, "{name}");
             // Applying the same configuration again changes nothing.
             if let Ok(once) = got {
-                let twice = apply(&schema, &once, config, ApplySemantics::Upstream);
+                let twice = applied(&schema, &once, config, ApplySemantics::Upstream);
                 assert_eq!(twice, Ok(once), "{name}, twice");
             }
         }
+    }
+
+    #[test]
+    fn unknown_fields_are_found_everywhere_or_where_a_patch_wrote() {
+        let schema = pod_schema();
+        let mut object = pod();
+        object["metadata"]["labelz"] = json!({});
+        object["spec"]["containers"][0]["portz"] = json!(1);
+        object["spec"]["volumes"][0]["sizez"] = json!(1);
+        assert_eq!(
+            unknown_fields(&schema, &object, None),
+            [
+                "unknown field \"metadata.labelz\"",
+                "unknown field \"spec.containers[0].portz\"",
+                "unknown field \"spec.volumes[0].sizez\""
+            ]
+        );
+        // Only below the pointers written (every item of a list on the way), decoded.
+        assert_eq!(
+            unknown_fields(
+                &schema,
+                &object,
+                Some(&["/spec/containers/-", "/spec/volumes/0/name"])
+            ),
+            ["unknown field \"spec.containers[0].portz\""]
+        );
+        object["metadata"]["a/b"] = json!({"c": 1});
+        assert_eq!(
+            unknown_fields(&schema, &object, Some(&["/metadata/a~1b/c"])),
+            ["unknown field \"metadata.a/b\""]
+        );
+        assert_eq!(
+            unknown_fields(&schema, &object, Some(&[])),
+            Vec::<String>::new()
+        );
+        assert_eq!(unknown_fields(&schema, &object, Some(&[""])).len(), 4);
     }
 
     #[test]
@@ -285,11 +424,11 @@ pub(super) mod tests {
             p["spec"]["containers"][0]["args"] = json!(["-q"]);
             p["spec"]["initContainers"] = json!([{"name": "init", "args": ["x"]}]);
         });
-        let got = apply(&schema, &pod(), config.clone(), ApplySemantics::ServerSide);
+        let got = applied(&schema, &pod(), config.clone(), ApplySemantics::ServerSide);
         assert_eq!(got, want);
         let once = got.unwrap_or_default();
         assert_eq!(
-            apply(&schema, &once, config, ApplySemantics::ServerSide),
+            applied(&schema, &once, config, ApplySemantics::ServerSide),
             Ok(once.clone())
         );
         assert_eq!(

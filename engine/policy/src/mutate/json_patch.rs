@@ -56,7 +56,7 @@ fn failed(s: String) -> PatchError {
 }
 
 /// A pointer token unescaped (`~1` → `/`, `~0` → `~`, left to right).
-fn decode(token: &str) -> String {
+pub(super) fn decode(token: &str) -> String {
     let mut out = String::with_capacity(token.len());
     let mut chars = token.chars().peekable();
     while let Some(c) = chars.next() {

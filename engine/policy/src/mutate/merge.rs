@@ -10,15 +10,153 @@ use super::typed::{
     Atom, Element, ListAtom, MapAtom, PathError, Ty, check_scalar, deduce, item_element,
 };
 
-/// Merges `rhs` (the configuration) into `lhs` (the object) at `ty`; `None` when the merge
-/// leaves nothing (both absent, or granular and empty on both sides).
-pub(super) fn merge(
+/// Merges `rhs` (the configuration) into `lhs` (the object) at `ty` into a new value; `None`
+/// when the merge leaves nothing. The reference [`merge_into`] is tested against.
+#[cfg(test)]
+fn merge(
     ty: &Ty,
     lhs: Option<&Value>,
     rhs: Option<&Value>,
 ) -> Result<Option<Value>, Vec<PathError>> {
     let mut path = String::new();
     merge_at(ty, lhs, rhs, &mut path, 0)
+}
+
+/// What merging a configuration into an object changes, worked out before anything is
+/// changed, so that an error leaves the object as it was.
+enum Edit {
+    /// The object's value stays as it is.
+    Keep,
+    /// The value becomes this one, or (`None`) the member is dropped.
+    Set(Option<Value>),
+    /// A granular map merged member by member: the members that change, in key order.
+    Members(Vec<(String, Edit)>),
+}
+
+/// Merges `config` into `object` in place, as [`merge`] would merge them into a new value
+/// (an empty result is an empty object), changing only what the configuration reaches:
+/// members of `object` the configuration does not name are the merge's own result for them
+/// only because `object` fits `ty` (checked by `typed::validate` with duplicates allowed),
+/// so a caller must have checked that. Returns whether the object changed; on error the
+/// object is unchanged.
+pub(super) fn merge_into(
+    ty: &Ty,
+    object: &mut Value,
+    config: &Value,
+) -> Result<bool, Vec<PathError>> {
+    let mut path = String::new();
+    let edit = plan(ty, object, config, &mut path, 0)?;
+    Ok(match edit {
+        Edit::Set(None) => {
+            let empty = Value::Object(Map::new());
+            let changed = *object != empty;
+            *object = empty;
+            changed
+        }
+        edit => perform(object, edit),
+    })
+}
+
+/// The edit that merges `rhs` into `lhs` at `ty`: granular maps on both sides are planned
+/// member by member, anything else is merged whole by [`merge_at`].
+fn plan(
+    ty: &Ty,
+    lhs: &Value,
+    rhs: &Value,
+    path: &mut String,
+    depth: usize,
+) -> Result<Edit, Vec<PathError>> {
+    let whole = |path: &mut String| merge_at(ty, Some(lhs), Some(rhs), path, depth).map(Edit::Set);
+    if depth > super::typed::MAX_DEPTH {
+        return whole(path);
+    }
+    let atom = ty.atom();
+    let (alhs, arhs) = (deduce(&atom, Some(lhs)), deduce(&atom, Some(rhs)));
+    let (Some(m), Value::Object(l), Value::Object(r)) = (&arhs.map, lhs, rhs) else {
+        return whole(path);
+    };
+    if shape(&alhs) != shape(&arhs) || m.atomic || (l.is_empty() && r.is_empty()) {
+        return whole(path);
+    }
+    let (mut members, mut added) = (Vec::new(), Vec::new());
+    let (mut errors, mut added_errors) = (Vec::new(), Vec::new());
+    for (key, rv) in r {
+        let member_ty = m.entry(key).unwrap_or(Ty::Deduced);
+        let len = path.len();
+        path.push('.');
+        path.push_str(key);
+        let planned = match l.get(key) {
+            Some(lv) => plan(&member_ty, lv, rv, path, depth + 1).map(|e| (e, true)),
+            None => {
+                merge_at(&member_ty, None, Some(rv), path, depth + 1).map(|v| (Edit::Set(v), false))
+            }
+        };
+        path.truncate(len);
+        match planned {
+            Ok((Edit::Keep, _)) => {}
+            Ok((edit, true)) => members.push((key.clone(), edit)),
+            Ok((edit, false)) => added.push((key.clone(), edit)),
+            Err(e) if l.contains_key(key) => errors.extend(e),
+            Err(e) => added_errors.extend(e),
+        }
+    }
+    // As `merge_maps`: the errors of the members the object has, then of the new ones.
+    errors.extend(added_errors);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    // The merged map is empty (and so dropped) only when every member merged to nothing.
+    let dropped = |e: &Edit| matches!(e, Edit::Set(None));
+    let kept = l.keys().any(|k| !r.contains_key(k))
+        || r.len() > members.len() + added.len()
+        || !members.iter().chain(&added).all(|(_, e)| dropped(e));
+    if !kept {
+        return Ok(Edit::Set(None));
+    }
+    members.extend(added);
+    members.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(if members.is_empty() {
+        Edit::Keep
+    } else {
+        Edit::Members(members)
+    })
+}
+
+/// Makes an edit planned by [`plan`]; returns whether the value changed.
+fn perform(value: &mut Value, edit: Edit) -> bool {
+    match edit {
+        Edit::Keep => false,
+        Edit::Set(new) => {
+            let new = new.unwrap_or(Value::Null);
+            let changed = *value != new;
+            *value = new;
+            changed
+        }
+        Edit::Members(members) => {
+            let Value::Object(map) = value else {
+                return false;
+            };
+            let mut changed = false;
+            for (key, edit) in members {
+                match edit {
+                    Edit::Set(None) => changed |= map.remove(&key).is_some(),
+                    Edit::Set(Some(new)) => match map.get_mut(&key) {
+                        Some(old) => changed |= perform(old, Edit::Set(Some(new))),
+                        None => {
+                            map.insert(key, new);
+                            changed = true;
+                        }
+                    },
+                    edit => {
+                        if let Some(old) = map.get_mut(&key) {
+                            changed |= perform(old, edit);
+                        }
+                    }
+                }
+            }
+            changed
+        }
+    }
 }
 
 /// Which parts of an atom a value narrowed it to.
@@ -292,4 +430,75 @@ fn merge_lists(
         }
     }
     Ok((!out.is_empty()).then_some(Value::Array(out)))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::{merge, merge_into};
+    use crate::mutate::apply::tests::{pod, pod_schema};
+    use crate::mutate::typed::{Ty, join_errors, validate};
+
+    /// Merging in place gives what merging into a new value gives, for objects that fit the
+    /// schema: maps, list maps, sets, atomic values, nulls, empty maps and errors.
+    #[test]
+    fn merging_in_place_gives_the_whole_value_merge() {
+        let schema = pod_schema();
+        let root = Ty::root(&schema);
+        let objects = [
+            pod(),
+            json!({}),
+            json!({"metadata": {"labels": {}}, "spec": {"containers": []}}),
+            json!({"metadata": {"labels": {"a": "1"}, "finalizers": ["x", "y"]},
+                "spec": {"config": {"mode": "m", "extra": {"k": [1, 2]}},
+                    "containers": [{"name": "a", "ports": [{"containerPort": 1}]}, {"name": "a"}]}}),
+        ];
+        let configs = [
+            json!({}),
+            json!({"metadata": {"labels": {"env": "prod"}}}),
+            json!({"metadata": {"labels": {"app": "web"}}}),
+            json!({"metadata": {"labels": {}}}),
+            json!({"metadata": {"labels": null}}),
+            json!({"metadata": null}),
+            json!({"metadata": {"name": null, "finalizers": ["b", "a"]}}),
+            json!({"spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}}}}),
+            json!({"spec": {"containers": [{"name": "main", "image": "nginx:2"}, {"name": "new"}]}}),
+            json!({"spec": {"containers": [{"name": "a", "ports": [{"containerPort": 1, "protocol": "UDP"}]}]}}),
+            json!({"spec": {"config": {"extra": {"k": [3]}, "more": {"x": {}}}}}),
+            json!({"spec": {"volumes": [{"name": "data", "path": "/e"}, {"name": "new"}]}}),
+            json!({"spec": {"memory": "1Gi", "surge": 2}}),
+            json!({"spec": {"replicas": {"not": "a number"}}}),
+            json!({"spec": {"containers": [{"name": "x"}, {"name": "x"}]}}),
+        ];
+        let (mut changed_some, mut failed) = (0, 0);
+        for object in &objects {
+            assert!(validate(&root, object, true).is_empty(), "{object} fits");
+            for config in &configs {
+                let whole = merge(&root, Some(object), Some(config))
+                    .map(|v| v.unwrap_or_else(|| json!({})))
+                    .map_err(|e| join_errors(&e));
+                let mut in_place = object.clone();
+                let got = merge_into(&root, &mut in_place, config).map_err(|e| join_errors(&e));
+                match (&whole, got) {
+                    (Ok(want), Ok(changed)) => {
+                        assert_eq!(&in_place, want, "{config} into {object}");
+                        assert_eq!(changed, in_place != *object, "{config} into {object}");
+                        changed_some += usize::from(changed);
+                    }
+                    (Err(want), Err(got)) => {
+                        assert_eq!(&got, want, "{config} into {object}");
+                        assert_eq!(&in_place, object, "unchanged after an error");
+                        failed += 1;
+                    }
+                    (want, got) => panic!("{config} into {object}: {want:?} but {got:?}"),
+                }
+            }
+        }
+        // The cases reach both outcomes: merges that change the object, and errors.
+        assert!(
+            changed_some > 20 && failed > 0,
+            "{changed_some} changed, {failed} failed"
+        );
+    }
 }

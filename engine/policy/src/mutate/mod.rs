@@ -145,6 +145,12 @@ struct Run<'r> {
     ctx: &'r Context<'r>,
     schemas: &'r dyn KindSchemas,
     object: Value,
+    /// Whether `object` is known to fit its kind's schema (checked by the first apply
+    /// configuration, kept by merges, lost by a JSON patch).
+    fits: bool,
+    /// Whether `object` is known to have no member its (built-in) kind's schema does not
+    /// declare (as `fits` implies; checked after each JSON patch).
+    declared: bool,
     errors: Vec<PolicyError>,
     checks: Vec<MutationCheck>,
     invocations: Vec<Invocation>,
@@ -166,6 +172,8 @@ pub fn mutate<'p>(
         ctx,
         schemas,
         object: req.object.clone(),
+        fits: false,
+        declared: false,
         errors: Vec::new(),
         checks: Vec::new(),
         invocations: Vec::new(),
@@ -353,7 +361,10 @@ impl Run<'_> {
                 return Ok(());
             }
         }
-        let before = self.object.clone();
+        // With one mutation, whether it changed the object says whether the invocation did;
+        // with more, the object is compared with a copy (they may undo each other).
+        let before = (policy.mutations.len() > 1).then(|| self.object.clone());
+        let mut changed = false;
         if policy
             .mutations
             .iter()
@@ -378,7 +389,7 @@ impl Run<'_> {
             let started = Instant::now();
             let result = self.mutation(policy, mutation, namespace_object, param)?;
             let error_type = match &result {
-                Ok(()) => ErrorType::NoError,
+                Ok(_) => ErrorType::NoError,
                 Err(msg) => error_type(msg),
             };
             self.checks.push(MutationCheck {
@@ -387,8 +398,9 @@ impl Run<'_> {
                 error_type,
                 elapsed: started.elapsed(),
             });
-            if let Err(msg) = result {
-                self.error(policy, Some(&binding.name), &msg, Some("Invalid"));
+            match result {
+                Ok(c) => changed |= c,
+                Err(msg) => self.error(policy, Some(&binding.name), &msg, Some("Invalid")),
             }
         }
         let param_key = param.map(|p| {
@@ -405,7 +417,7 @@ impl Run<'_> {
             binding: binding_name.clone(),
             param: param_key,
             reinvocation: policy.spec.reinvocation_policy,
-            changed: before != self.object,
+            changed: before.map_or(changed, |before| before != self.object),
         });
         Ok(())
     }
@@ -431,15 +443,16 @@ impl Run<'_> {
         }
     }
 
-    /// Evaluates one mutation and applies its patch to the object. The inner `Err` is a policy
-    /// error's text; the outer one an error upstream returns at once.
+    /// Evaluates one mutation and applies its patch to the object; the inner `Ok` says whether
+    /// the object changed. The inner `Err` is a policy error's text; the outer one an error
+    /// upstream returns at once.
     fn mutation(
         &mut self,
         policy: &MutatingPolicy,
         mutation: &CompiledMutation,
         namespace_object: &Value,
         param: Option<&Value>,
-    ) -> Result<Result<(), String>, Immediate> {
+    ) -> Result<Result<bool, String>, Immediate> {
         let gvk = Gvk::new(
             self.req.kind.group,
             self.req.kind.version,
@@ -498,9 +511,10 @@ impl Run<'_> {
         };
         match patch {
             Patch::Apply(config) => {
-                match apply::apply(&kind.schema, &self.object, config, policy.apply_semantics) {
-                    Ok(merged) => self.object = merged,
-                    Err(e) => return Ok(Err(format!("error applying patch: {e}"))),
+                let (object, fits) = (&mut self.object, &mut self.fits);
+                match apply::apply(&kind.schema, object, fits, config, policy.apply_semantics) {
+                    Ok(changed) => Ok(Ok(changed)),
+                    Err(e) => Ok(Err(format!("error applying patch: {e}"))),
                 }
             }
             Patch::Json(ops) => {
@@ -508,11 +522,20 @@ impl Run<'_> {
                 match json_patch::apply(&mut patched, &ops) {
                     Ok(()) => {}
                     // A failed test leaves the object as it was.
-                    Err(json_patch::PatchError::TestFailed(_)) => return Ok(Ok(())),
+                    Err(json_patch::PatchError::TestFailed(_)) => return Ok(Ok(false)),
                     Err(e) => return Ok(Err(format!("JSON Patch: {e}"))),
                 }
                 if kind.built_in {
-                    let unknown = apply::unknown_fields(&kind.schema, &patched);
+                    // Once the object is known to declare every member, only what the patch
+                    // wrote can add one the schema does not.
+                    let written: Vec<&str> = ops
+                        .iter()
+                        .filter(|op| matches!(op.op.as_str(), "add" | "replace" | "move" | "copy"))
+                        .map(|op| op.path.as_str())
+                        .collect();
+                    let declared = self.declared || self.fits;
+                    let within = declared.then_some(written.as_slice());
+                    let unknown = apply::unknown_fields(&kind.schema, &patched, within);
                     if !unknown.is_empty() {
                         return Err(Immediate::new(
                             500,
@@ -524,10 +547,15 @@ impl Run<'_> {
                         ));
                     }
                 }
-                self.object = patched;
+                self.declared = kind.built_in;
+                let changed = patched != self.object;
+                if changed {
+                    self.object = patched;
+                    self.fits = false;
+                }
+                Ok(Ok(changed))
             }
         }
-        Ok(Ok(()))
     }
 }
 

@@ -291,6 +291,30 @@ fn configuration_errors_and_immediate_errors() {
             "Internal error occurred: strict decoding error: unknown field \"spec.containers[0].portz\""
         )
     );
+    // After a first patch (or an apply configuration) the object is known to declare every
+    // member, and a later patch's unknown field is still found where it wrote it.
+    for first in [
+        json_patch("[JSONPatch{op: 'add', path: '/metadata/labels/a', value: 'b'}]"),
+        apply_config("Object{metadata: Object.metadata{labels: {'c': 'd'}}}"),
+    ] {
+        let p = upstream(policy(
+            "p",
+            vec![
+                first,
+                json_patch(
+                    "[JSONPatch{op: 'test', path: '/metadata/name', value: 'web'}, JSONPatch{op: 'copy', from: '/spec/containers/0', path: '/spec/containers/1'}, JSONPatch{op: 'add', path: '/spec/containers/1/portz', value: 1}]",
+                ),
+            ],
+        ));
+        let d = run(&[p]).denial.expect("denied");
+        assert_eq!(
+            (d.code, d.message.as_str()),
+            (
+                500,
+                "Internal error occurred: strict decoding error: unknown field \"spec.containers[1].portz\""
+            )
+        );
+    }
 }
 
 #[test]
