@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::schema::{AdditionalProperties, ListType, MapType, Schema};
+use crate::schema::{AdditionalProperties, ListType, MapType, Schema, SchemaRef};
 
 /// The component kube-openapi treats as an untyped scalar.
 const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
@@ -18,12 +18,12 @@ const RAW_EXTENSION: &str = "io.k8s.apimachinery.pkg.runtime.RawExtension";
 /// How deep a value may nest before it is refused (a guard against stack exhaustion).
 pub(super) const MAX_DEPTH: usize = 256;
 
-/// A position in the schema.
-#[derive(Clone, Debug)]
-pub(super) enum Ty {
+/// A position in the schema (borrowing it, so that walks cost no reference counting).
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Ty<'s> {
     /// A schema node; `preserve` is whether an enclosing node of the same named type preserves
     /// unknown fields.
-    Node { schema: Schema, preserve: bool },
+    Node { schema: SchemaRef<'s>, preserve: bool },
     /// Data of unknown shape, as below `x-kubernetes-preserve-unknown-fields`: maps granular,
     /// lists atomic.
     Deduced,
@@ -41,29 +41,29 @@ pub(super) enum Scalar {
 }
 
 /// A list position.
-#[derive(Clone, Debug)]
-pub(super) struct ListAtom {
+#[derive(Clone, Copy, Debug)]
+pub(super) struct ListAtom<'s> {
     /// Replaced as a whole.
     pub(super) atomic: bool,
     /// For associative lists: the key fields (none for a set).
-    pub(super) keys: Vec<String>,
-    pub(super) elem: Ty,
+    pub(super) keys: &'s [String],
+    pub(super) elem: Ty<'s>,
 }
 
 /// A map or struct position.
-#[derive(Clone, Debug)]
-pub(super) struct MapAtom {
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MapAtom<'s> {
     /// Replaced as a whole.
     pub(super) atomic: bool,
     /// The node whose `properties` are the struct's fields, with its preserve flag.
-    fields: Option<(Schema, bool)>,
+    fields: Option<(SchemaRef<'s>, bool)>,
     /// The type of keys that are not fields; `None`: they are not allowed.
-    elem: Option<Ty>,
+    elem: Option<Ty<'s>>,
 }
 
-impl MapAtom {
+impl<'s> MapAtom<'s> {
     /// The declared field `name`, if any.
-    pub(super) fn field(&self, name: &str) -> Option<Ty> {
+    pub(super) fn field(&self, name: &str) -> Option<Ty<'s>> {
         let (node, preserve) = self.fields.as_ref()?;
         node.property(name).map(|schema| Ty::Node {
             schema,
@@ -72,42 +72,42 @@ impl MapAtom {
     }
 
     /// The type of `key`: its field's, else the element type.
-    pub(super) fn entry(&self, key: &str) -> Option<Ty> {
-        self.field(key).or_else(|| self.elem.clone())
+    pub(super) fn entry(&self, key: &str) -> Option<Ty<'s>> {
+        self.field(key).or(self.elem)
     }
 
     /// The default of the declared field `name` (for list-map keys left out).
-    fn field_default(&self, name: &str) -> Option<Value> {
-        let (node, _) = self.fields.as_ref()?;
-        node.property(name)?.default_value().cloned()
+    fn field_default(&self, name: &str) -> Option<&'s Value> {
+        let (node, _) = self.fields?;
+        node.property(name)?.default_value()
     }
 }
 
 /// What a position may hold.
-#[derive(Clone, Debug, Default)]
-pub(super) struct Atom {
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Atom<'s> {
     pub(super) scalar: Option<Scalar>,
-    pub(super) list: Option<ListAtom>,
-    pub(super) map: Option<MapAtom>,
+    pub(super) list: Option<ListAtom<'s>>,
+    pub(super) map: Option<MapAtom<'s>>,
 }
 
-impl Ty {
+impl<'s> Ty<'s> {
     /// The root of a kind's schema.
-    pub(super) fn root(schema: &Schema) -> Ty {
+    pub(super) fn root(schema: &'s Schema) -> Ty<'s> {
         Ty::Node {
-            schema: schema.clone(),
+            schema: schema.as_ref(),
             preserve: false,
         }
     }
 
     /// What the position may hold, as kube-openapi converts the schema.
-    pub(super) fn atom(&self) -> Atom {
-        match self {
+    pub(super) fn atom(&self) -> Atom<'s> {
+        match *self {
             Ty::Deduced => Atom {
                 scalar: Some(Scalar::Untyped),
                 list: Some(ListAtom {
                     atomic: true,
-                    keys: Vec::new(),
+                    keys: &[],
                     elem: Ty::Untyped,
                 }),
                 map: Some(MapAtom {
@@ -117,17 +117,17 @@ impl Ty {
                 }),
             },
             Ty::Untyped => untyped(),
-            Ty::Node { schema, preserve } => node_atom(schema, *preserve),
+            Ty::Node { schema, preserve } => node_atom(schema, preserve),
         }
     }
 }
 
-fn untyped() -> Atom {
+fn untyped<'s>() -> Atom<'s> {
     Atom {
         scalar: Some(Scalar::Untyped),
         list: Some(ListAtom {
             atomic: true,
-            keys: Vec::new(),
+            keys: &[],
             elem: Ty::Untyped,
         }),
         map: Some(MapAtom {
@@ -138,7 +138,7 @@ fn untyped() -> Atom {
     }
 }
 
-fn node_atom(s: &Schema, inherited: bool) -> Atom {
+fn node_atom(s: SchemaRef<'_>, inherited: bool) -> Atom<'_> {
     match s.component() {
         Some(QUANTITY) => {
             return Atom {
@@ -175,15 +175,15 @@ fn node_atom(s: &Schema, inherited: bool) -> Atom {
     }
 }
 
-fn scalar(s: Scalar) -> Atom {
+fn scalar<'s>(s: Scalar) -> Atom<'s> {
     Atom {
         scalar: Some(s),
         ..Atom::default()
     }
 }
 
-fn map_atom(s: &Schema, preserve: bool) -> MapAtom {
-    let has_fields = s.properties().next().is_some();
+fn map_atom(s: SchemaRef<'_>, preserve: bool) -> MapAtom<'_> {
+    let has_fields = s.has_properties();
     let elem = match s.additional_properties() {
         None if preserve || !has_fields => Some(Ty::Deduced),
         None | Some(AdditionalProperties::Allowed(false)) => None,
@@ -192,24 +192,22 @@ fn map_atom(s: &Schema, preserve: bool) -> MapAtom {
     };
     MapAtom {
         atomic: s.map_type() == Some(MapType::Atomic),
-        fields: Some((s.clone(), preserve)),
+        fields: Some((s, preserve)),
         elem,
     }
 }
 
-fn list_atom(s: &Schema, preserve: bool) -> ListAtom {
-    let (atomic, keys) = match s.list_type() {
-        Some(ListType::Atomic) => (true, Vec::new()),
-        Some(ListType::Set) => (false, Vec::new()),
-        Some(ListType::Map) => (false, s.list_map_keys().to_vec()),
+fn list_atom(s: SchemaRef<'_>, preserve: bool) -> ListAtom<'_> {
+    let (atomic, keys): (bool, &[String]) = match s.list_type() {
+        Some(ListType::Atomic) => (true, &[]),
+        Some(ListType::Set) => (false, &[]),
+        Some(ListType::Map) => (false, s.list_map_keys()),
         None => match s.patch_strategy() {
             "merge" | "merge,retainKeys" => (
                 false,
-                s.patch_merge_key()
-                    .map(|k| vec![k.to_string()])
-                    .unwrap_or_default(),
+                s.patch_merge_key().map_or(&[], std::slice::from_ref),
             ),
-            _ => (true, Vec::new()),
+            _ => (true, &[]),
         },
     };
     let elem = match s.items() {
@@ -248,7 +246,7 @@ pub(super) fn join_errors(errors: &[PathError]) -> String {
 }
 
 /// Narrows an atom to the kind of `v` when it allows that kind (else keeps it whole).
-pub(super) fn deduce(atom: &Atom, v: Option<&Value>) -> Atom {
+pub(super) fn deduce<'s>(atom: &Atom<'s>, v: Option<&Value>) -> Atom<'s> {
     match v {
         Some(Value::Number(_) | Value::String(_) | Value::Bool(_)) if atom.scalar.is_some() => {
             Atom {
@@ -257,14 +255,14 @@ pub(super) fn deduce(atom: &Atom, v: Option<&Value>) -> Atom {
             }
         }
         Some(Value::Array(_)) if atom.list.is_some() => Atom {
-            list: atom.list.clone(),
+            list: atom.list,
             ..Atom::default()
         },
         Some(Value::Object(_)) if atom.map.is_some() => Atom {
-            map: atom.map.clone(),
+            map: atom.map,
             ..Atom::default()
         },
-        _ => atom.clone(),
+        _ => *atom,
     }
 }
 
@@ -381,11 +379,11 @@ pub(super) fn item_element(list: &ListAtom, index: usize, item: &Value) -> Resul
     };
     let defaults = list.elem.atom().map;
     let mut key = Vec::new();
-    for name in &list.keys {
+    for name in list.keys {
         if let Some(v) = map.get(name) {
             key.push((name.clone(), v.clone()));
         } else if let Some(d) = defaults.as_ref().and_then(|m| m.field_default(name)) {
-            key.push((name.clone(), d));
+            key.push((name.clone(), d.clone()));
         }
     }
     if key.is_empty() {

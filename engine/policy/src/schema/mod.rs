@@ -173,41 +173,53 @@ impl fmt::Debug for Schema {
     }
 }
 
-/// What a node's `additionalProperties` says.
+/// What a node's `additionalProperties` says; `S` is the handle of the schema it may hold.
 #[derive(Clone, Debug)]
-pub enum AdditionalProperties {
+pub enum AdditionalProperties<S = Schema> {
     /// `true` or `false`.
     Allowed(bool),
     /// The schema of every property not in `properties` (a map's values).
-    Schema(Schema),
+    Schema(S),
+}
+
+/// A schema node borrowed from its graph. Following a child from it costs nothing, where a
+/// [`Schema`] clones the graph's `Arc`: walks that visit every member of an object (applying
+/// a mutation) use it. Every accessor of [`Schema`] reads through it.
+#[derive(Clone, Copy)]
+pub struct SchemaRef<'g> {
+    graph: &'g Arc<Graph>,
+    id: usize,
+}
+
+impl fmt::Debug for SchemaRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.to_schema(), f)
+    }
 }
 
 impl Schema {
     fn node(&self) -> &Node {
-        // Ids are assigned by the parser and always index the graph they came with.
-        &self.graph.nodes[self.id]
+        self.as_ref().node()
     }
 
-    fn follow(&self, link: &Link) -> Schema {
-        match link {
-            Link::Local(id) => Schema {
-                graph: self.graph.clone(),
-                id: *id,
-            },
-            Link::Foreign(s) => s.clone(),
+    /// This node, borrowed.
+    pub fn as_ref(&self) -> SchemaRef<'_> {
+        SchemaRef {
+            graph: &self.graph,
+            id: self.id,
         }
     }
 
     /// The name of the `#/components/schemas/` entry this node is (a `$ref` to it leads
     /// here), if any. A walk that meets a component it is already inside has met a cycle.
     pub fn component(&self) -> Option<&str> {
-        self.node().component.as_deref()
+        self.as_ref().component()
     }
 
     /// The first declared `type` (`object`, `array`, `string`, `integer`, `number`,
     /// `boolean`), if any.
     pub fn type_name(&self) -> Option<&str> {
-        self.node().types.first().map(String::as_str)
+        self.as_ref().type_name()
     }
 
     /// Whether `type` includes `name` (it may be a list).
@@ -217,20 +229,17 @@ impl Schema {
 
     /// `format`; empty when unset.
     pub fn format(&self) -> &str {
-        &self.node().format
+        self.as_ref().format()
     }
 
     /// `properties`, in name order.
     pub fn properties(&self) -> impl Iterator<Item = (&str, Schema)> {
-        self.node()
-            .properties
-            .iter()
-            .map(|(k, l)| (k.as_str(), self.follow(l)))
+        self.as_ref().properties().map(|(k, s)| (k, s.to_schema()))
     }
 
     /// The property `name`.
     pub fn property(&self, name: &str) -> Option<Schema> {
-        self.node().properties.get(name).map(|l| self.follow(l))
+        self.as_ref().property(name).map(SchemaRef::to_schema)
     }
 
     /// `required`.
@@ -240,14 +249,14 @@ impl Schema {
 
     /// `items` (a single schema; tuple-style lists of schemas read as absent).
     pub fn items(&self) -> Option<Schema> {
-        self.node().items.as_ref().map(|l| self.follow(l))
+        self.as_ref().items().map(SchemaRef::to_schema)
     }
 
     /// `additionalProperties`.
     pub fn additional_properties(&self) -> Option<AdditionalProperties> {
-        self.node().additional.as_ref().map(|a| match a {
-            Additional::Allowed(b) => AdditionalProperties::Allowed(*b),
-            Additional::Schema(l) => AdditionalProperties::Schema(self.follow(l)),
+        self.as_ref().additional_properties().map(|a| match a {
+            AdditionalProperties::Allowed(b) => AdditionalProperties::Allowed(b),
+            AdditionalProperties::Schema(s) => AdditionalProperties::Schema(s.to_schema()),
         })
     }
 
@@ -271,7 +280,7 @@ impl Schema {
 
     /// `default`.
     pub fn default_value(&self) -> Option<&Value> {
-        self.node().default.as_ref()
+        self.as_ref().default_value()
     }
 
     /// `maxItems`.
@@ -291,28 +300,28 @@ impl Schema {
 
     /// `x-kubernetes-list-type` (an unrecognised value reads as absent).
     pub fn list_type(&self) -> Option<ListType> {
-        self.node().list_type
+        self.as_ref().list_type()
     }
 
     /// `x-kubernetes-list-map-keys`.
     pub fn list_map_keys(&self) -> &[String] {
-        &self.node().list_map_keys
+        self.as_ref().list_map_keys()
     }
 
     /// `x-kubernetes-map-type` (an unrecognised value reads as absent).
     pub fn map_type(&self) -> Option<MapType> {
-        self.node().map_type
+        self.as_ref().map_type()
     }
 
     /// `x-kubernetes-patch-strategy` (e.g. `merge`); empty when unset. Server-side apply
     /// reads it for lists without `x-kubernetes-list-type`.
     pub fn patch_strategy(&self) -> &str {
-        &self.node().patch_strategy
+        self.as_ref().patch_strategy()
     }
 
     /// `x-kubernetes-patch-merge-key`, if set.
     pub fn patch_merge_key(&self) -> Option<&str> {
-        self.node().patch_merge_key.as_deref()
+        self.as_ref().patch_merge_key().map(String::as_str)
     }
 
     /// Whether the value is an int or a string: `x-kubernetes-int-or-string`, or the
@@ -323,12 +332,118 @@ impl Schema {
 
     /// `x-kubernetes-preserve-unknown-fields`.
     pub fn preserves_unknown_fields(&self) -> bool {
-        self.node().preserve_unknown_fields
+        self.as_ref().preserves_unknown_fields()
     }
 
     /// `x-kubernetes-embedded-resource`.
     pub fn is_embedded_resource(&self) -> bool {
         self.node().embedded_resource
+    }
+}
+
+impl<'g> SchemaRef<'g> {
+    fn node(self) -> &'g Node {
+        // Ids are assigned by the parser and always index the graph they came with.
+        &self.graph.nodes[self.id]
+    }
+
+    fn follow(self, link: &'g Link) -> SchemaRef<'g> {
+        match link {
+            Link::Local(id) => SchemaRef {
+                graph: self.graph,
+                id: *id,
+            },
+            Link::Foreign(s) => s.as_ref(),
+        }
+    }
+
+    /// This node as an owned handle.
+    pub fn to_schema(self) -> Schema {
+        Schema {
+            graph: self.graph.clone(),
+            id: self.id,
+        }
+    }
+
+    /// See [`Schema::component`].
+    pub fn component(self) -> Option<&'g str> {
+        self.node().component.as_deref()
+    }
+
+    /// See [`Schema::type_name`].
+    pub fn type_name(self) -> Option<&'g str> {
+        self.node().types.first().map(String::as_str)
+    }
+
+    /// See [`Schema::format`].
+    pub fn format(self) -> &'g str {
+        &self.node().format
+    }
+
+    /// See [`Schema::properties`].
+    pub fn properties(self) -> impl Iterator<Item = (&'g str, SchemaRef<'g>)> {
+        self.node()
+            .properties
+            .iter()
+            .map(move |(k, l)| (k.as_str(), self.follow(l)))
+    }
+
+    /// Whether the node declares any property.
+    pub fn has_properties(self) -> bool {
+        !self.node().properties.is_empty()
+    }
+
+    /// See [`Schema::property`].
+    pub fn property(self, name: &str) -> Option<SchemaRef<'g>> {
+        self.node().properties.get(name).map(|l| self.follow(l))
+    }
+
+    /// See [`Schema::items`].
+    pub fn items(self) -> Option<SchemaRef<'g>> {
+        self.node().items.as_ref().map(|l| self.follow(l))
+    }
+
+    /// See [`Schema::additional_properties`].
+    pub fn additional_properties(self) -> Option<AdditionalProperties<SchemaRef<'g>>> {
+        self.node().additional.as_ref().map(|a| match a {
+            Additional::Allowed(b) => AdditionalProperties::Allowed(*b),
+            Additional::Schema(l) => AdditionalProperties::Schema(self.follow(l)),
+        })
+    }
+
+    /// See [`Schema::default_value`].
+    pub fn default_value(self) -> Option<&'g Value> {
+        self.node().default.as_ref()
+    }
+
+    /// See [`Schema::list_type`].
+    pub fn list_type(self) -> Option<ListType> {
+        self.node().list_type
+    }
+
+    /// See [`Schema::list_map_keys`].
+    pub fn list_map_keys(self) -> &'g [String] {
+        &self.node().list_map_keys
+    }
+
+    /// See [`Schema::map_type`].
+    pub fn map_type(self) -> Option<MapType> {
+        self.node().map_type
+    }
+
+    /// See [`Schema::patch_strategy`].
+    pub fn patch_strategy(self) -> &'g str {
+        &self.node().patch_strategy
+    }
+
+    /// See [`Schema::patch_merge_key`].
+    pub fn patch_merge_key(self) -> Option<&'g String> {
+        self.node().patch_merge_key.as_ref()
+    }
+
+    /// See [`Schema::preserves_unknown_fields`].
+    pub fn preserves_unknown_fields(self) -> bool {
+        self.node().preserve_unknown_fields
     }
 }
 
