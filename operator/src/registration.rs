@@ -229,7 +229,7 @@ pub enum RegistrationError {
     #[error(
         "{0} {CONFIGURATION_NAME:?} does not exist; celgate only fills in the configurations its manifests ship: apply config/webhook (part of `kubectl apply -k config/default`)"
     )]
-    Missing(&'static str),
+    Missing(std::borrow::Cow<'static, str>),
 }
 
 impl Registration {
@@ -243,8 +243,7 @@ impl Registration {
         mut inputs: Inputs,
         applied_sets: watch::Sender<Applied>,
     ) {
-        let mut applied: Option<(ValidatingWebhookConfiguration, MutatingWebhookConfiguration)> =
-            None;
+        let mut applied = Written::default();
         let mut retry = Backoff::new(RETRY_FIRST, RETRY_MAX);
         loop {
             let set = inputs.sets.borrow_and_update().clone();
@@ -253,22 +252,21 @@ impl Registration {
             if !leading {
                 // Another replica writes; what it wrote is unknown here, so apply again once
                 // this one leads.
-                applied = None;
+                applied = Written::default();
             } else if let Some(set) = set {
                 let desired = (
                     validating_configuration(&set, &self.endpoint, &ca, &self.namespace),
                     mutating_configuration(&set, &self.endpoint, &ca, &self.namespace),
                 );
-                if applied.as_ref() != Some(&desired) {
+                if !applied.is(&desired) {
                     metrics::reconciled(metrics::REGISTRATION);
-                    match apply(&client, &desired.0, &desired.1, self.create_missing).await {
+                    match applied.apply(&client, desired, self.create_missing).await {
                         Ok(()) => {
                             info!(
                                 bound_policies = set.validating().len(),
                                 bound_mutating_policies = set.mutating().len(),
                                 "webhook configurations applied"
                             );
-                            applied = Some(desired);
                             retry.reset();
                         }
                         Err(error) => {
@@ -431,44 +429,106 @@ pub fn mutating_configuration(
 /// Applies both configurations with server-side apply (celgate owns every field it sets). An
 /// existing configuration is named by the uid just read, so one deleted in between is not
 /// created again; a missing one is created only with `create_missing`, else it is an error.
-async fn apply(
-    client: &Client,
-    validating: &ValidatingWebhookConfiguration,
-    mutating: &MutatingWebhookConfiguration,
-    create_missing: bool,
-) -> Result<(), RegistrationError> {
-    let params = PatchParams::apply(CONFIGURATION_NAME).force();
-    let validating_api = Api::<ValidatingWebhookConfiguration>::all(client.clone());
-    let mutating_api = Api::<MutatingWebhookConfiguration>::all(client.clone());
-    let mut v = validating.clone();
-    let mut m = mutating.clone();
-    v.metadata.managed_fields = None;
-    m.metadata.managed_fields = None;
-    v.metadata.uid = existing_uid(&validating_api).await?;
-    m.metadata.uid = existing_uid(&mutating_api).await?;
-    if !create_missing {
-        if v.metadata.uid.is_none() {
-            return Err(RegistrationError::Missing("ValidatingWebhookConfiguration"));
-        }
-        if m.metadata.uid.is_none() {
-            return Err(RegistrationError::Missing("MutatingWebhookConfiguration"));
-        }
+/// A configuration as celgate last applied it, with the uid the API server gave it.
+struct AppliedConfiguration<K> {
+    configuration: K,
+    uid: Option<String>,
+}
+
+/// The configurations as this replica last applied them (none known yet, or after it stopped
+/// leading). A change is applied only to the configuration it changes, by the uid the last
+/// apply returned: creating a binding costs one request to the API server, not four.
+#[derive(Default)]
+struct Written {
+    validating: Option<AppliedConfiguration<ValidatingWebhookConfiguration>>,
+    mutating: Option<AppliedConfiguration<MutatingWebhookConfiguration>>,
+}
+
+impl Written {
+    /// Whether both configurations are applied as `desired`.
+    fn is(&self, desired: &(ValidatingWebhookConfiguration, MutatingWebhookConfiguration)) -> bool {
+        self.validating
+            .as_ref()
+            .is_some_and(|v| v.configuration == desired.0)
+            && self
+                .mutating
+                .as_ref()
+                .is_some_and(|m| m.configuration == desired.1)
     }
-    validating_api
+
+    /// Applies the configurations of `desired` that differ from the ones applied, validating
+    /// first. A configuration that fails to apply is forgotten, so its uid is read again.
+    async fn apply(
+        &mut self,
+        client: &Client,
+        desired: (ValidatingWebhookConfiguration, MutatingWebhookConfiguration),
+        create_missing: bool,
+    ) -> Result<(), RegistrationError> {
+        let (validating, mutating) = desired;
+        if self
+            .validating
+            .as_ref()
+            .is_none_or(|v| v.configuration != validating)
+        {
+            let known = self.validating.take().and_then(|v| v.uid);
+            let uid = apply_one(client, &validating, known, create_missing).await?;
+            self.validating = Some(AppliedConfiguration {
+                configuration: validating,
+                uid,
+            });
+        }
+        if self
+            .mutating
+            .as_ref()
+            .is_none_or(|m| m.configuration != mutating)
+        {
+            let known = self.mutating.take().and_then(|m| m.uid);
+            let uid = apply_one(client, &mutating, known, create_missing).await?;
+            self.mutating = Some(AppliedConfiguration {
+                configuration: mutating,
+                uid,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Server-side applies one configuration by uid (`known`, else read; none: it is created
+/// when `create_missing`); returns the uid it has now.
+async fn apply_one<K>(
+    client: &Client,
+    configuration: &K,
+    known: Option<String>,
+    create_missing: bool,
+) -> Result<Option<String>, RegistrationError>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api = Api::<K>::all(client.clone());
+    let kind = K::kind(&());
+    let uid = match known {
+        Some(uid) => Some(uid),
+        None => existing_uid(&api).await?,
+    };
+    if uid.is_none() && !create_missing {
+        return Err(RegistrationError::Missing(kind));
+    }
+    let mut body = configuration.clone();
+    body.meta_mut().managed_fields = None;
+    body.meta_mut().uid = uid;
+    let params = PatchParams::apply(CONFIGURATION_NAME).force();
+    let written = api
         .patch(
             CONFIGURATION_NAME,
             &params,
-            &Patch::Apply(&with_type(v, "ValidatingWebhookConfiguration")?),
+            &Patch::Apply(&with_type(body, &kind)?),
         )
         .await?;
-    mutating_api
-        .patch(
-            CONFIGURATION_NAME,
-            &params,
-            &Patch::Apply(&with_type(m, "MutatingWebhookConfiguration")?),
-        )
-        .await?;
-    Ok(())
+    Ok(written.meta().uid.clone())
 }
 
 /// The uid of the configuration named celgate, if it exists.
@@ -558,11 +618,12 @@ mod tests {
 
             sets.send_replace(matching("configmaps"));
             // Out of cluster: missing configurations are created (applied without a uid).
-            for path in [VALIDATING, MUTATING] {
-                let call = api.next().await;
-                assert_eq!((&call.method, call.path.as_str()), (&Method::GET, path));
-                call.reply(404, status(404, "NotFound"));
-            }
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
+            call.reply(404, status(404, "NotFound"));
             let call = api.next().await;
             assert_eq!(
                 (&call.method, call.path.as_str()),
@@ -584,18 +645,22 @@ mod tests {
                 );
             }
 
-            // Retried after the first delay, with the same configuration.
-            for path in [VALIDATING, MUTATING] {
-                let call = api.next().await;
-                assert_eq!((&call.method, call.path.as_str()), (&Method::GET, path));
-                call.reply(404, status(404, "NotFound"));
-            }
+            // Retried after the first delay, with the same configuration; then the mutating one.
             let call = api.next().await;
             assert_eq!(Instant::now() - failed, RETRY_FIRST);
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
+            call.reply(404, status(404, "NotFound"));
+            let call = api.next().await;
             assert_eq!(call.path, VALIDATING);
             assert_eq!(resources(&call.body), ["configmaps"]);
             let body = call.body.clone();
             call.reply(200, body);
+            let call = api.next().await;
+            assert_eq!((&call.method, call.path.as_str()), (&Method::GET, MUTATING));
+            call.reply(404, status(404, "NotFound"));
             let call = api.next().await;
             assert_eq!(
                 (&call.method, call.path.as_str()),
@@ -618,13 +683,19 @@ mod tests {
             let second = sets.borrow().clone().unwrap();
             assert!(Arc::ptr_eq(covered.borrow().set.as_ref().unwrap(), &second));
 
-            // New rules are applied, to the configurations that now exist (by uid).
+            // New rules are applied to the configuration they change (the validating one),
+            // now existing: its uid is read (the create answered none), then kept from the
+            // answer, so the next change is one request.
             sets.send_replace(matching("secrets"));
-            for (path, uid) in [(VALIDATING, "v-uid"), (MUTATING, "m-uid")] {
-                let call = api.next().await;
-                assert_eq!((&call.method, call.path.as_str()), (&Method::GET, path));
-                call.reply(200, json!({"metadata": {"name": "celgate", "uid": uid}}));
-            }
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
+            call.reply(
+                200,
+                json!({"metadata": {"name": "celgate", "uid": "v-uid"}}),
+            );
             let call = api.next().await;
             assert_eq!(
                 (&call.method, call.path.as_str()),
@@ -632,6 +703,23 @@ mod tests {
             );
             assert_eq!(call.body["metadata"]["uid"], "v-uid");
             assert_eq!(resources(&call.body), ["secrets"]);
+            let body = call.body.clone();
+            call.reply(200, body);
+            sets.send_replace(matching("pods"));
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, VALIDATING)
+            );
+            assert_eq!(call.body["metadata"]["uid"], "v-uid");
+            assert_eq!(resources(&call.body), ["pods"]);
+            // A failed apply forgets the uid: the retry reads it again.
+            call.reply(409, status(409, "Conflict"));
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)
             .await
@@ -689,12 +777,6 @@ mod tests {
                 (&Method::GET, VALIDATING)
             );
             call.reply(404, status(404, "NotFound"));
-            let call = api.next().await;
-            assert_eq!((&call.method, call.path.as_str()), (&Method::GET, MUTATING));
-            call.reply(
-                200,
-                json!({"metadata": {"name": "celgate", "uid": "m-uid"}}),
-            );
             covered.changed().await.unwrap();
             let error = covered.borrow_and_update().error.clone().unwrap();
             assert!(
@@ -703,16 +785,13 @@ mod tests {
                 "{error}"
             );
 
-            // Shipped: both are read, then patched by uid with the current CA and rules.
+            // Shipped: each is read, then patched by uid with the current CA and rules.
             let call = api.next().await;
             assert_eq!(
                 (&call.method, call.path.as_str()),
                 (&Method::GET, VALIDATING)
             );
             call.reply(200, json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "celgate", "uid": "v-uid"}}));
-            let call = api.next().await;
-            assert_eq!((&call.method, call.path.as_str()), (&Method::GET, MUTATING));
-            call.reply(200, json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration", "metadata": {"name": "celgate", "uid": "m-uid"}}));
             let call = api.next().await;
             assert_eq!(
                 (&call.method, call.path.as_str()),
@@ -724,6 +803,9 @@ mod tests {
             let body = call.body.clone();
             call.reply(200, body);
             let call = api.next().await;
+            assert_eq!((&call.method, call.path.as_str()), (&Method::GET, MUTATING));
+            call.reply(200, json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration", "metadata": {"name": "celgate", "uid": "m-uid"}}));
+            let call = api.next().await;
             assert_eq!(
                 (&call.method, call.path.as_str()),
                 (&Method::PATCH, MUTATING)
@@ -734,24 +816,14 @@ mod tests {
             covered.changed().await.unwrap();
             assert!(covered.borrow_and_update().error.is_none());
 
-            // A new CA (the Secret was replaced): applied at once.
+            // A new CA (the Secret was replaced): applied at once, by the uids last answered.
             ca_sender.send_replace("ca-3".into());
-            let call = api.next().await;
-            assert_eq!(call.method, Method::GET);
-            call.reply(
-                200,
-                json!({"metadata": {"name": "celgate", "uid": "v-uid"}}),
-            );
-            let call = api.next().await;
-            call.reply(
-                200,
-                json!({"metadata": {"name": "celgate", "uid": "m-uid"}}),
-            );
             let call = api.next().await;
             assert_eq!(
                 (&call.method, call.path.as_str()),
                 (&Method::PATCH, VALIDATING)
             );
+            assert_eq!(call.body["metadata"]["uid"], "v-uid");
             assert_eq!(ca_bundle(&call.body), "ca-3");
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)

@@ -92,19 +92,7 @@ pub fn validate_only<'p>(
 /// Evaluates one policy so that a panic inside it (a defect in celgate) becomes that policy's
 /// error under its failurePolicy instead of taking the request, or the process, down.
 fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
-    // Most policies are for other resources: those are passed over before any set-up.
-    let covered = bound
-        .policy
-        .spec
-        .match_constraints
-        .as_ref()
-        .is_none_or(|c| matching::resource_rules_cover(c, req));
-    if !covered {
-        if let Some(t) = ctx.trace {
-            t.skipped(&bound.policy.name, None, Skip::PolicyNotMatched);
-        }
-        return;
-    }
+    // The index gave candidates for the request's resource: `evaluate_policy` matches them.
     let mut one = Outcome::default();
     let evaluated = catch_unwind(AssertUnwindSafe(|| {
         evaluate_policy(bound, req, ctx, &mut one);
