@@ -35,20 +35,30 @@ pub enum PatchError {
 const MISSING: &str = "missing value";
 const INVALID_INDEX: &str = "invalid index referenced";
 
-/// Applies `ops` in order to `doc`; on error `doc` may be partly patched (callers discard it).
-pub fn apply(doc: &mut Value, ops: &[Operation]) -> Result<(), PatchError> {
+/// Applies `ops` in order to `doc`; on error `doc` may be partly patched (callers discard it,
+/// or see [`changes_nothing_on_error`]). Returns whether an operation changed a value (a later
+/// one may have changed it back).
+pub fn apply(doc: &mut Value, ops: &[Operation]) -> Result<bool, PatchError> {
+    let mut changed = false;
     for op in ops {
-        match op.op.as_str() {
+        changed |= match op.op.as_str() {
             "add" => add(doc, op)?,
-            "remove" => remove(doc, op)?,
+            "remove" => remove(doc, op).map(|()| true)?,
             "replace" => replace(doc, op)?,
-            "move" => move_op(doc, op)?,
-            "test" => test(doc, op)?,
+            "move" => move_op(doc, op).map(|()| true)?,
+            "test" => test(doc, op).map(|()| false)?,
             "copy" => copy(doc, op)?,
             other => return Err(failed(format!("Unexpected kind: {other}"))),
-        }
+        };
     }
-    Ok(())
+    Ok(changed)
+}
+
+/// Whether [`apply`] leaves the document as it was when `ops` fail, and says exactly whether
+/// they changed it: one operation other than `move` (which removes before it adds) checks
+/// everything before it writes.
+pub fn changes_nothing_on_error(ops: &[Operation]) -> bool {
+    matches!(ops, [op] if op.op != "move")
 }
 
 fn failed(s: String) -> PatchError {
@@ -154,16 +164,14 @@ fn get(c: &mut Value, key: &str) -> Result<Option<Value>, String> {
     get_mut(c, key).map(|v| v.map(|v| v.clone()))
 }
 
-fn add_to(c: &mut Value, key: &str, val: Value) -> Result<(), String> {
+/// Adds `val` at `key` of a container; whether that changed it.
+fn add_to(c: &mut Value, key: &str, val: Value) -> Result<bool, String> {
     match c {
-        Value::Object(m) => {
-            m.insert(key.to_string(), val);
-            Ok(())
-        }
+        Value::Object(m) => Ok(put(m, key, val)),
         Value::Array(a) => {
             if key == "-" {
                 a.push(val);
-                return Ok(());
+                return Ok(true);
             }
             let i = atoi(key)
                 .map_err(|e| format!("value was not a proper array index: '{key}': {e}"))?;
@@ -173,9 +181,24 @@ fn add_to(c: &mut Value, key: &str, val: Value) -> Result<(), String> {
             }
             let idx = resolve(i, size)?;
             a.insert(idx, val);
-            Ok(())
+            Ok(true)
         }
         _ => Err(MISSING.into()),
+    }
+}
+
+/// Sets member `key` of an object to `val`; whether its value changed.
+fn put(m: &mut Map<String, Value>, key: &str, val: Value) -> bool {
+    match m.get_mut(key) {
+        Some(old) if *old == val => false,
+        Some(old) => {
+            *old = val;
+            true
+        }
+        None => {
+            m.insert(key.to_string(), val);
+            true
+        }
     }
 }
 
@@ -196,19 +219,18 @@ fn remove_from(c: &mut Value, key: &str) -> Result<Value, String> {
     }
 }
 
-fn set(c: &mut Value, key: &str, val: Value) -> Result<(), String> {
+/// Replaces `key` of a container with `val`; whether that changed it.
+fn set(c: &mut Value, key: &str, val: Value) -> Result<bool, String> {
     match c {
-        Value::Object(m) => {
-            m.insert(key.to_string(), val);
-            Ok(())
-        }
+        Value::Object(m) => Ok(put(m, key, val)),
         Value::Array(a) => {
             let i = atoi(key)?;
             let idx = resolve(i, a.len())?;
             match a.get_mut(idx) {
                 Some(slot) => {
+                    let changed = *slot != val;
                     *slot = val;
-                    Ok(())
+                    Ok(changed)
                 }
                 None => Err(invalid_index(i)),
             }
@@ -229,7 +251,7 @@ fn from(op: &Operation, what: &str) -> Result<String, PatchError> {
     })
 }
 
-fn add(doc: &mut Value, op: &Operation) -> Result<(), PatchError> {
+fn add(doc: &mut Value, op: &Operation) -> Result<bool, PatchError> {
     let path = &op.path;
     let (c, key) = find(doc, path).ok_or_else(|| {
         failed(format!(
@@ -251,13 +273,14 @@ fn remove(doc: &mut Value, op: &Operation) -> Result<(), PatchError> {
         .map_err(|e| failed(format!("error in remove for path: '{path}': {e}")))
 }
 
-fn replace(doc: &mut Value, op: &Operation) -> Result<(), PatchError> {
+fn replace(doc: &mut Value, op: &Operation) -> Result<bool, PatchError> {
     let path = &op.path;
     if path.is_empty() {
         return match &op.value {
             Some(v @ (Value::Object(_) | Value::Array(_))) => {
+                let changed = doc != v;
                 *doc = v.clone();
-                Ok(())
+                Ok(changed)
             }
             _ => Err(failed(
                 "replace operation value must be object or array: %!w(<nil>)".into(),
@@ -293,10 +316,12 @@ fn move_op(doc: &mut Value, op: &Operation) -> Result<(), PatchError> {
             "move operation does not apply: doc is missing destination path: {path}: {MISSING}"
         ))
     })?;
-    add_to(c, &key, val).map_err(|e| failed(format!("error in move for path: '{path}': {e}")))
+    add_to(c, &key, val)
+        .map(drop)
+        .map_err(|e| failed(format!("error in move for path: '{path}': {e}")))
 }
 
-fn copy(doc: &mut Value, op: &Operation) -> Result<(), PatchError> {
+fn copy(doc: &mut Value, op: &Operation) -> Result<bool, PatchError> {
     let from = from(op, "copy")?;
     let (c, key) = find(doc, &from).ok_or_else(|| {
         failed(format!(
@@ -384,7 +409,7 @@ pub(super) fn number_text(n: &serde_json::Number) -> String {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::{Operation, PatchError, apply};
+    use super::{Operation, PatchError, apply, changes_nothing_on_error};
 
     fn op(o: &str, path: &str, from: Option<&str>, value: Option<Value>) -> Operation {
         Operation {
@@ -619,16 +644,43 @@ mod tests {
                 ),
             ),
             (
+                "adding the value a member has changes nothing",
+                vec![op("add", "/spec/replicas", None, Some(json!(3)))],
+                Ok(doc()),
+            ),
+            (
+                "replacing an item with itself changes nothing",
+                vec![op("replace", "/spec/args/0", None, Some(json!("a")))],
+                Ok(doc()),
+            ),
+            (
                 "an unknown operation",
                 vec![op("merge", "/spec", None, None)],
                 failed("Unexpected kind: merge"),
             ),
         ];
+        let (mut exact_unchanged, mut exact_failed) = (0, 0);
         for (name, ops, want) in cases {
             let mut d = doc();
-            let got = apply(&mut d, &ops).map(|()| d);
-            assert_eq!(got, want, "{name}");
+            let got = apply(&mut d, &ops);
+            // One operation but a move says exactly whether it changed the document, and
+            // changes nothing when it fails; several say whether one of them wrote.
+            let exact = changes_nothing_on_error(&ops);
+            match &got {
+                Ok(changed) if exact => {
+                    assert_eq!(*changed, d != doc(), "{name}: changed");
+                    exact_unchanged += usize::from(!changed);
+                }
+                Ok(changed) => assert!(*changed || d == doc(), "{name}: changed"),
+                Err(_) if exact => {
+                    assert_eq!(d, doc(), "{name}: unchanged after an error");
+                    exact_failed += 1;
+                }
+                Err(_) => {}
+            }
+            assert_eq!(got.map(|_| d), want, "{name}");
         }
+        assert!(exact_unchanged >= 2 && exact_failed >= 5);
     }
 
     #[test]

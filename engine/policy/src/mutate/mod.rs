@@ -518,13 +518,17 @@ impl Run<'_> {
                 }
             }
             Patch::Json(ops) => {
-                let mut patched = self.object.clone();
-                match json_patch::apply(&mut patched, &ops) {
-                    Ok(()) => {}
+                // A patch that may fail half-way is applied to a copy.
+                let mut copy =
+                    (!json_patch::changes_nothing_on_error(&ops)).then(|| self.object.clone());
+                let (declared, fits) = (self.declared || self.fits, self.fits);
+                let patched = copy.as_mut().unwrap_or(&mut self.object);
+                let changed = match json_patch::apply(patched, &ops) {
+                    Ok(changed) => changed,
                     // A failed test leaves the object as it was.
                     Err(json_patch::PatchError::TestFailed(_)) => return Ok(Ok(false)),
                     Err(e) => return Ok(Err(format!("JSON Patch: {e}"))),
-                }
+                };
                 if kind.built_in {
                     // Once the object is known to declare every member, only what the patch
                     // wrote can add one the schema does not.
@@ -533,9 +537,8 @@ impl Run<'_> {
                         .filter(|op| matches!(op.op.as_str(), "add" | "replace" | "move" | "copy"))
                         .map(|op| op.path.as_str())
                         .collect();
-                    let declared = self.declared || self.fits;
                     let within = declared.then_some(written.as_slice());
-                    let unknown = apply::unknown_fields(&kind.schema, &patched, within);
+                    let unknown = apply::unknown_fields(&kind.schema, patched, within);
                     if !unknown.is_empty() {
                         return Err(Immediate::new(
                             500,
@@ -547,12 +550,16 @@ impl Run<'_> {
                         ));
                     }
                 }
+                let changed = match copy {
+                    Some(patched) if patched != self.object => {
+                        self.object = patched;
+                        true
+                    }
+                    Some(_) => false,
+                    None => changed,
+                };
                 self.declared = kind.built_in;
-                let changed = patched != self.object;
-                if changed {
-                    self.object = patched;
-                    self.fits = false;
-                }
+                self.fits = fits && !changed;
                 Ok(Ok(changed))
             }
         }

@@ -23,7 +23,10 @@ pub(super) const MAX_DEPTH: usize = 256;
 pub(super) enum Ty<'s> {
     /// A schema node; `preserve` is whether an enclosing node of the same named type preserves
     /// unknown fields.
-    Node { schema: SchemaRef<'s>, preserve: bool },
+    Node {
+        schema: SchemaRef<'s>,
+        preserve: bool,
+    },
     /// Data of unknown shape, as below `x-kubernetes-preserve-unknown-fields`: maps granular,
     /// lists atomic.
     Deduced,
@@ -203,10 +206,9 @@ fn list_atom(s: SchemaRef<'_>, preserve: bool) -> ListAtom<'_> {
         Some(ListType::Set) => (false, &[]),
         Some(ListType::Map) => (false, s.list_map_keys()),
         None => match s.patch_strategy() {
-            "merge" | "merge,retainKeys" => (
-                false,
-                s.patch_merge_key().map_or(&[], std::slice::from_ref),
-            ),
+            "merge" | "merge,retainKeys" => {
+                (false, s.patch_merge_key().map_or(&[], std::slice::from_ref))
+            }
             _ => (true, &[]),
         },
     };
