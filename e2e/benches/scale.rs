@@ -159,7 +159,8 @@ fn ready(object: &DynamicObject) -> bool {
             })
 }
 
-/// VmRSS and VmHWM of `pid` in MB.
+/// VmRSS and VmHWM of `pid` in MB, and the RSS's anonymous (heap) and file-backed (the
+/// binary's pages) parts.
 fn memory(pid: u32) -> Value {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_else(|e| panic!("cannot read /proc/{pid}/status: {e}"));
@@ -171,7 +172,8 @@ fn memory(pid: u32) -> Value {
             .and_then(|kb| kb.parse::<f64>().ok())
             .map(|kb| (kb / 1024.0 * 10.0).round() / 10.0)
     };
-    json!({"rss_mb": field("VmRSS:"), "hwm_mb": field("VmHWM:")})
+    json!({"rss_mb": field("VmRSS:"), "hwm_mb": field("VmHWM:"),
+        "anon_mb": field("RssAnon:"), "file_mb": field("RssFile:")})
 }
 
 /// `reviews` dry-run Pod creates over `CLIENTS` clients, each of which must be admitted;

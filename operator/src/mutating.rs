@@ -212,11 +212,13 @@ pub async fn run(
 ) {
     let policies = watcher(Api::all(client.clone()), watcher::Config::default())
         .backoff(crate::backoff::watch())
+        .modify(crate::policies::without_managed_fields)
         .reflect(policy_writer)
         .inspect(metrics::watch(resource::MUTATING_POLICIES, true))
         .map_ok(Event::Policy);
     let bindings = watcher(Api::all(client), watcher::Config::default())
         .backoff(crate::backoff::watch())
+        .modify(crate::policies::without_managed_fields)
         .reflect(binding_writer)
         .inspect(metrics::watch(resource::MUTATING_BINDINGS, true))
         .map_ok(Event::Binding);

@@ -408,6 +408,13 @@ fn on_list_done<K>(
     }
 }
 
+/// Drops a watched policy's or binding's `managedFields` before it is stored: nothing celgate
+/// does reads them, and with 1,000 policies and 1,000 bindings they held ~8 MB
+/// (`make bench-scale`: anonymous memory after load 52.3 → 43.6 MB).
+pub(crate) fn without_managed_fields<K: kube::Resource>(object: &mut K) {
+    object.meta_mut().managed_fields = None;
+}
+
 /// The policy controller's result stream: watches policies and bindings into the context's
 /// stores (through `policy_writer` and `binding_writer`) and reconciles what they touch.
 pub fn controller(
@@ -419,6 +426,7 @@ pub fn controller(
     let (requeue, lists) = mpsc::unbounded();
     let policies = watcher(Api::all(client.clone()), watcher::Config::default())
         .backoff(crate::backoff::watch())
+        .modify(without_managed_fields)
         .reflect(policy_writer)
         .inspect(metrics::watch(resource::VALIDATING_POLICIES, true))
         .inspect(on_list_done(
@@ -429,6 +437,7 @@ pub fn controller(
         .touched_objects();
     let bindings = watcher(Api::all(client), watcher::Config::default())
         .backoff(crate::backoff::watch())
+        .modify(without_managed_fields)
         .reflect(binding_writer)
         .inspect(metrics::watch(resource::VALIDATING_BINDINGS, true))
         .inspect(on_list_done(ctx.clone(), Watched::Bindings, requeue))
