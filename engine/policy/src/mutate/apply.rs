@@ -8,9 +8,8 @@ use serde_json::Value;
 
 use std::fmt::Write as _;
 
-use super::json_patch::decode;
 use super::merge::merge_into;
-use super::typed::{Ty, atomic_paths, join_errors, validate};
+use super::typed::{Fit, Ty, Within, atomic_paths, join_errors, validate};
 use crate::schema::Schema;
 
 /// Annotation on a mutating policy selecting its apply semantics.
@@ -40,14 +39,14 @@ impl ApplySemantics {
     }
 }
 
-/// Merges `config` into `object`, whose kind's schema is `schema`, in place; `fits` says
-/// whether `object` is known to fit the schema (it is checked when not, and is known to after
-/// a merge). Returns whether the object changed. The error is upstream's text after
+/// Merges `config` into `object`, whose kind's schema is `schema`, in place; `fit` is what is
+/// known of whether `object` fits the schema (what is not known is checked; after a merge it
+/// fits). Returns whether the object changed. The error is upstream's text after
 /// `error applying patch: `; the object is then unchanged.
 pub(super) fn apply(
     schema: &Schema,
     object: &mut Value,
-    fits: &mut bool,
+    fit: &mut Fit,
     mut config: Value,
     semantics: ApplySemantics,
 ) -> Result<bool, String> {
@@ -61,7 +60,7 @@ pub(super) fn apply(
         }
     }
     let root = Ty::root(schema);
-    let errors = validate(&root, &config, false);
+    let errors = validate(&root, &config, false, &Within::All);
     if !errors.is_empty() {
         return Err(format!(
             "failed to convert patch object to typed object: {}",
@@ -77,84 +76,40 @@ pub(super) fn apply(
             ));
         }
     }
-    if !*fits {
-        let errors = validate(&root, object, true);
+    let unchecked = match fit {
+        Fit::Fits => None,
+        Fit::Unknown => Some(Within::All),
+        Fit::FitsBut(written) => Some(written.within()),
+    };
+    if let Some(within) = unchecked {
+        let errors = validate(&root, object, true, &within);
         if !errors.is_empty() {
             return Err(format!(
                 "failed to convert original object to typed object: {}",
                 join_errors(&errors)
             ));
         }
-        *fits = true;
+        *fit = Fit::Fits;
     }
-    // A merge of two values that fit the schema fits it too, so `fits` stays true.
+    // A merge of two values that fit the schema fits it too.
     merge_into(&root, object, &config)
         .map_err(|errors| format!("failed to merge patch: {}", join_errors(&errors)))
 }
 
 /// Fields a strict decoding of a built-in kind rejects: members its schema does not declare,
-/// as `unknown field "<path>"` (paths dotted, list items `[i]`). With `written`, only the
-/// values at those JSON Pointers (and the lists on the way to them) are looked at: the
-/// caller knows the rest of the object has none.
-pub(super) fn unknown_fields(
-    schema: &Schema,
-    object: &Value,
-    written: Option<&[&str]>,
-) -> Vec<String> {
+/// as `unknown field "<path>"` (paths dotted, list items `[i]`), looked at `within` the object
+/// (the caller knows the rest has none).
+pub(super) fn unknown_fields(schema: &Schema, object: &Value, within: &Within<'_>) -> Vec<String> {
     let mut out = Vec::new();
-    // As the patch library reads a pointer: its tokens are what follows its first `/`.
-    let tokens: Vec<Vec<String>> = written
-        .unwrap_or_default()
-        .iter()
-        .map(|p| p.split('/').skip(1).map(decode).collect())
-        .collect();
-    let within = match written {
-        None => Within::All,
-        Some(_) => Within::below(tokens.iter().map(Vec::as_slice).collect()),
-    };
     walk_unknown(
         &Ty::root(schema),
         object,
         &mut String::new(),
         0,
         &mut out,
-        &within,
+        within,
     );
     out
-}
-
-/// The part of a value a walk looks at.
-enum Within<'t> {
-    /// All of it.
-    All,
-    /// The values at these token paths (relative to the value).
-    Paths(Vec<&'t [String]>),
-}
-
-impl<'t> Within<'t> {
-    /// The paths left, or all of the value when one of them ends here.
-    fn below(paths: Vec<&'t [String]>) -> Self {
-        if paths.iter().any(|p| p.is_empty()) {
-            Within::All
-        } else {
-            Within::Paths(paths)
-        }
-    }
-
-    /// What to look at below member `key` (any key, for a list's items); `None`: nothing.
-    fn step(&self, key: Option<&str>) -> Option<Within<'t>> {
-        match self {
-            Within::All => Some(Within::All),
-            Within::Paths(paths) => {
-                let rest: Vec<&[String]> = paths
-                    .iter()
-                    .filter(|p| key.is_none_or(|k| p.first().is_some_and(|t| t == k)))
-                    .map(|p| &p[1..])
-                    .collect();
-                (!rest.is_empty()).then(|| Within::below(rest))
-            }
-        }
-    }
 }
 
 fn walk_unknown(
@@ -210,6 +165,7 @@ pub(super) mod tests {
     use serde_json::{Value, json};
 
     use super::{ApplySemantics, apply, unknown_fields};
+    use crate::mutate::typed::{Fit, Ty, Within, Written, join_errors, validate};
     use crate::schema::{Schema, schemas_from_openapi};
 
     /// A Pod-like kind: granular labels, containers merged by name with atomic `args`, an
@@ -279,12 +235,12 @@ pub(super) mod tests {
         config: Value,
         semantics: ApplySemantics,
     ) -> Result<Value, String> {
-        let (mut out, mut fits) = (object.clone(), false);
-        let got = apply(schema, &mut out, &mut fits, config, semantics);
+        let (mut out, mut fit) = (object.clone(), Fit::Unknown);
+        let got = apply(schema, &mut out, &mut fit, config, semantics);
         match got {
             Ok(changed) => {
                 assert_eq!(changed, out != *object, "whether the object changed");
-                assert!(fits, "a merged object fits its schema");
+                assert!(matches!(fit, Fit::Fits), "a merged object fits its schema");
                 Ok(out)
             }
             Err(e) => {
@@ -377,6 +333,13 @@ pub(super) mod tests {
         }
     }
 
+    /// The places of these JSON Pointers.
+    fn at(pointers: &[&str]) -> Written {
+        let mut written = Written::default();
+        written.add(pointers.iter().copied());
+        written
+    }
+
     #[test]
     fn unknown_fields_are_found_everywhere_or_where_a_patch_wrote() {
         let schema = pod_schema();
@@ -385,7 +348,7 @@ pub(super) mod tests {
         object["spec"]["containers"][0]["portz"] = json!(1);
         object["spec"]["volumes"][0]["sizez"] = json!(1);
         assert_eq!(
-            unknown_fields(&schema, &object, None),
+            unknown_fields(&schema, &object, &Within::All),
             [
                 "unknown field \"metadata.labelz\"",
                 "unknown field \"spec.containers[0].portz\"",
@@ -393,24 +356,51 @@ pub(super) mod tests {
             ]
         );
         // Only below the pointers written (every item of a list on the way), decoded.
+        let written = at(&["/spec/containers/-", "/spec/volumes/0/name"]);
         assert_eq!(
-            unknown_fields(
-                &schema,
-                &object,
-                Some(&["/spec/containers/-", "/spec/volumes/0/name"])
-            ),
+            unknown_fields(&schema, &object, &written.within()),
             ["unknown field \"spec.containers[0].portz\""]
         );
         object["metadata"]["a/b"] = json!({"c": 1});
+        let written = at(&["/metadata/a~1b/c"]);
         assert_eq!(
-            unknown_fields(&schema, &object, Some(&["/metadata/a~1b/c"])),
+            unknown_fields(&schema, &object, &written.within()),
             ["unknown field \"metadata.a/b\""]
         );
+        let nothing = at(&[]);
+        assert!(unknown_fields(&schema, &object, &nothing.within()).is_empty());
+        let root = at(&[""]);
+        assert_eq!(unknown_fields(&schema, &object, &root.within()).len(), 4);
+    }
+
+    #[test]
+    fn an_object_is_checked_where_patches_wrote() {
+        let schema = pod_schema();
+        let root = Ty::root(&schema);
+        let mut object = pod();
+        object["spec"]["replicas"] = json!("three");
+        object["spec"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("name");
+        let shown = |within: &Within<'_>| join_errors(&validate(&root, &object, true, within));
         assert_eq!(
-            unknown_fields(&schema, &object, Some(&[])),
-            Vec::<String>::new()
+            shown(&Within::All),
+            "errors:\n  .spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)\n  .spec.replicas: expected numeric (int or float), got string"
         );
-        assert_eq!(unknown_fields(&schema, &object, Some(&[""])).len(), 4);
+        // A list on the way is checked whole (its items' keys); other members are not.
+        let containers = at(&["/spec/containers/0/name"]);
+        assert_eq!(
+            shown(&containers.within()),
+            "errors:\n  .spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
+                .trim_start_matches("errors:\n  ")
+        );
+        let replicas = at(&["/spec/replicas"]);
+        assert_eq!(
+            shown(&replicas.within()),
+            ".spec.replicas: expected numeric (int or float), got string"
+        );
+        assert!(validate(&root, &object, true, &at(&["/metadata/labels/a"]).within()).is_empty());
     }
 
     #[test]

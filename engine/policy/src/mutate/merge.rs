@@ -438,7 +438,7 @@ mod tests {
 
     use super::{merge, merge_into};
     use crate::mutate::apply::tests::{pod, pod_schema};
-    use crate::mutate::typed::{Ty, join_errors, validate};
+    use crate::mutate::typed::{Ty, Within, join_errors, validate};
 
     /// Merging in place gives what merging into a new value gives, for objects that fit the
     /// schema: maps, list maps, sets, atomic values, nulls, empty maps and errors.
@@ -473,7 +473,10 @@ mod tests {
         ];
         let (mut changed_some, mut failed) = (0, 0);
         for object in &objects {
-            assert!(validate(&root, object, true).is_empty(), "{object} fits");
+            assert!(
+                validate(&root, object, true, &Within::All).is_empty(),
+                "{object} fits"
+            );
             for config in &configs {
                 let whole = merge(&root, Some(object), Some(config))
                     .map(|v| v.unwrap_or_else(|| json!({})))

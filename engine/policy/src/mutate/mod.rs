@@ -34,6 +34,7 @@ use crate::request::{Operation, Request};
 use crate::schema::{Gvk, Schema};
 use crate::validate::exempt::exempt;
 use crate::validate::{Context, Denial, ErrorType};
+use typed::{Fit, Within, Written};
 
 pub use apply::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
 pub use compile::{CompiledMutation, MutatingPolicy, compile_mutating};
@@ -145,11 +146,11 @@ struct Run<'r> {
     ctx: &'r Context<'r>,
     schemas: &'r dyn KindSchemas,
     object: Value,
-    /// Whether `object` is known to fit its kind's schema (checked by the first apply
-    /// configuration, kept by merges, lost by a JSON patch).
-    fits: bool,
+    /// What is known of whether `object` fits its kind's schema (checked by an apply
+    /// configuration where not known, kept by merges, narrowed by JSON patches).
+    fit: Fit,
     /// Whether `object` is known to have no member its (built-in) kind's schema does not
-    /// declare (as `fits` implies; checked after each JSON patch).
+    /// declare (as fitting implies; checked after each JSON patch).
     declared: bool,
     errors: Vec<PolicyError>,
     checks: Vec<MutationCheck>,
@@ -172,7 +173,7 @@ pub fn mutate<'p>(
         ctx,
         schemas,
         object: req.object.clone(),
-        fits: false,
+        fit: Fit::Unknown,
         declared: false,
         errors: Vec::new(),
         checks: Vec::new(),
@@ -511,8 +512,8 @@ impl Run<'_> {
         };
         match patch {
             Patch::Apply(config) => {
-                let (object, fits) = (&mut self.object, &mut self.fits);
-                match apply::apply(&kind.schema, object, fits, config, policy.apply_semantics) {
+                let (object, fit) = (&mut self.object, &mut self.fit);
+                match apply::apply(&kind.schema, object, fit, config, policy.apply_semantics) {
                     Ok(changed) => Ok(Ok(changed)),
                     Err(e) => Ok(Err(format!("error applying patch: {e}"))),
                 }
@@ -521,7 +522,7 @@ impl Run<'_> {
                 // A patch that may fail half-way is applied to a copy.
                 let mut copy =
                     (!json_patch::changes_nothing_on_error(&ops)).then(|| self.object.clone());
-                let (declared, fits) = (self.declared || self.fits, self.fits);
+                let declared = self.declared || matches!(self.fit, Fit::Fits);
                 let patched = copy.as_mut().unwrap_or(&mut self.object);
                 let changed = match json_patch::apply(patched, &ops) {
                     Ok(changed) => changed,
@@ -529,16 +530,26 @@ impl Run<'_> {
                     Err(json_patch::PatchError::TestFailed(_)) => return Ok(Ok(false)),
                     Err(e) => return Ok(Err(format!("JSON Patch: {e}"))),
                 };
+                // Where the patch wrote or removed: what may no longer fit, and the only place a
+                // member the schema does not declare can have come from.
+                let mut written = Written::default();
+                written.add(ops.iter().flat_map(|op| {
+                    match op.op.as_str() {
+                        "add" | "remove" | "replace" | "copy" => vec![op.path.as_str()],
+                        "move" => [Some(op.path.as_str()), op.from.as_deref()]
+                            .into_iter()
+                            .flatten()
+                            .collect(),
+                        _ => Vec::new(),
+                    }
+                }));
                 if kind.built_in {
-                    // Once the object is known to declare every member, only what the patch
-                    // wrote can add one the schema does not.
-                    let written: Vec<&str> = ops
-                        .iter()
-                        .filter(|op| matches!(op.op.as_str(), "add" | "replace" | "move" | "copy"))
-                        .map(|op| op.path.as_str())
-                        .collect();
-                    let within = declared.then_some(written.as_slice());
-                    let unknown = apply::unknown_fields(&kind.schema, patched, within);
+                    let within = if declared {
+                        written.within()
+                    } else {
+                        Within::All
+                    };
+                    let unknown = apply::unknown_fields(&kind.schema, patched, &within);
                     if !unknown.is_empty() {
                         return Err(Immediate::new(
                             500,
@@ -559,7 +570,16 @@ impl Run<'_> {
                     None => changed,
                 };
                 self.declared = kind.built_in;
-                self.fits = fits && !changed;
+                if changed {
+                    self.fit = match std::mem::replace(&mut self.fit, Fit::Unknown) {
+                        Fit::Unknown => Fit::Unknown,
+                        Fit::Fits => Fit::FitsBut(written),
+                        Fit::FitsBut(mut before) => {
+                            before.join(written);
+                            Fit::FitsBut(before)
+                        }
+                    };
+                }
                 Ok(Ok(changed))
             }
         }

@@ -318,6 +318,30 @@ fn configuration_errors_and_immediate_errors() {
 }
 
 #[test]
+fn what_a_patch_breaks_is_found_by_the_next_apply_configuration() {
+    // The first apply configuration shows the object fits; the patch then removes a list-map
+    // item's key; the next apply configuration checks where the patch wrote and fails.
+    let label = |k: &str| {
+        apply_config(&format!(
+            "Object{{metadata: Object.metadata{{labels: {{'{k}': 'x'}}}}}}"
+        ))
+    };
+    let p = upstream(policy(
+        "p",
+        vec![
+            label("a"),
+            json_patch("[JSONPatch{op: 'remove', path: '/spec/containers/0/name'}]"),
+            label("b"),
+        ],
+    ));
+    let d = run(&[p]).denial.expect("denied");
+    assert_eq!(
+        d.message,
+        "policy 'p' with binding 'p-b' denied request: error applying patch: failed to convert original object to typed object: .spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
+    );
+}
+
+#[test]
 fn mutating_twice_gives_the_same_object() {
     let sidecar = "Object{spec: Object.spec{initContainers: [Object.spec.initContainers{name: 'mesh-proxy', image: 'proxy:1', args: ['--in']}]}}";
     let policies = [

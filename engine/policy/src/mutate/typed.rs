@@ -219,6 +219,80 @@ fn list_atom(s: SchemaRef<'_>, preserve: bool) -> ListAtom<'_> {
     ListAtom { atomic, keys, elem }
 }
 
+/// What is known of whether an object fits its kind's schema.
+#[derive(Clone, Debug)]
+pub(super) enum Fit {
+    /// Nothing: it must be checked whole.
+    Unknown,
+    /// It fits.
+    Fits,
+    /// It fitted before patches wrote (or removed) at these places.
+    FitsBut(Written),
+}
+
+/// Places JSON patches wrote at, as the patch library reads their pointers: the tokens after
+/// the first `/`, unescaped.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Written(Vec<Vec<String>>);
+
+impl Written {
+    /// Adds the places of these JSON Pointers.
+    pub(super) fn add<'p>(&mut self, pointers: impl IntoIterator<Item = &'p str>) {
+        self.0.extend(pointers.into_iter().map(|p| {
+            p.split('/')
+                .skip(1)
+                .map(super::json_patch::decode)
+                .collect()
+        }));
+    }
+
+    /// Adds the places `other` holds.
+    pub(super) fn join(&mut self, other: Written) {
+        self.0.extend(other.0);
+    }
+
+    /// The part of an object a walk must look at to see what was written.
+    pub(super) fn within(&self) -> Within<'_> {
+        Within::below(self.0.iter().map(Vec::as_slice).collect())
+    }
+}
+
+/// The part of a value a walk looks at.
+#[derive(Clone, Debug)]
+pub(super) enum Within<'t> {
+    /// All of it.
+    All,
+    /// The values at these token paths (relative to the value), and the lists on the way to
+    /// them whole: an item added or removed moves the others.
+    Paths(Vec<&'t [String]>),
+}
+
+impl<'t> Within<'t> {
+    /// The paths left, or all of the value when one of them ends here.
+    fn below(paths: Vec<&'t [String]>) -> Self {
+        if paths.iter().any(|p| p.is_empty()) {
+            Within::All
+        } else {
+            Within::Paths(paths)
+        }
+    }
+
+    /// What to look at below member `key` (`None`: any item of a list); `None` when nothing.
+    pub(super) fn step(&self, key: Option<&str>) -> Option<Within<'t>> {
+        match self {
+            Within::All => Some(Within::All),
+            Within::Paths(paths) => {
+                let rest: Vec<&[String]> = paths
+                    .iter()
+                    .filter(|p| key.is_none_or(|k| p.first().is_some_and(|t| t == k)))
+                    .map(|p| &p[1..])
+                    .collect();
+                (!rest.is_empty()).then(|| Within::below(rest))
+            }
+        }
+    }
+}
+
 /// An error at a path, as structured-merge-diff reports it (`<path>: <message>`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct PathError {
@@ -456,11 +530,25 @@ pub(super) fn json_equal(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Checks that `v` fits `ty` (structured-merge-diff's conversion to a typed value); with
-/// `allow_duplicates`, list maps may repeat a key (as live objects may).
-pub(super) fn validate(ty: &Ty, v: &Value, allow_duplicates: bool) -> Vec<PathError> {
+/// Checks that `v` fits `ty` (structured-merge-diff's conversion to a typed value), looking
+/// `within` it (the caller knows the rest fits); with `allow_duplicates`, list maps may repeat
+/// a key (as live objects may).
+pub(super) fn validate(
+    ty: &Ty,
+    v: &Value,
+    allow_duplicates: bool,
+    within: &Within<'_>,
+) -> Vec<PathError> {
     let mut errors = Vec::new();
-    validate_at(ty, v, allow_duplicates, &mut String::new(), 0, &mut errors);
+    validate_at(
+        ty,
+        v,
+        allow_duplicates,
+        &mut String::new(),
+        0,
+        &mut errors,
+        within,
+    );
     errors
 }
 
@@ -471,6 +559,7 @@ fn validate_at(
     path: &mut String,
     depth: usize,
     errors: &mut Vec<PathError>,
+    within: &Within<'_>,
 ) {
     fn err(errors: &mut Vec<PathError>, path: &str, message: String) {
         errors.push(PathError {
@@ -490,10 +579,13 @@ fn validate_at(
             other => return err(errors, path, format!("expected map, got {}", shown(other))),
         };
         for (key, item) in map {
+            let Some(below) = within.step(Some(key)) else {
+                continue;
+            };
             let len = path.len();
             let _ = write!(path, ".{key}");
             match m.entry(key) {
-                Some(t) => validate_at(&t, item, dups, path, depth + 1, errors),
+                Some(t) => validate_at(&t, item, dups, path, depth + 1, errors, &below),
                 None => {
                     errors.push(PathError {
                         path: path.clone(),
@@ -515,6 +607,7 @@ fn validate_at(
             Value::Array(items) => items,
             other => return err(errors, path, format!("expected list, got {}", shown(other))),
         };
+        let below = within.step(None);
         let mut seen: Vec<Element> = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let element = match item_element(list, i, item) {
@@ -527,9 +620,12 @@ fn validate_at(
                 }
                 seen.push(element.clone());
             }
+            let Some(below) = &below else {
+                continue;
+            };
             let len = path.len();
             let _ = write!(path, "{element}");
-            validate_at(&list.elem, item, dups, path, depth + 1, errors);
+            validate_at(&list.elem, item, dups, path, depth + 1, errors, below);
             path.truncate(len);
         }
     }
