@@ -503,8 +503,12 @@ impl std::fmt::Display for Element {
         match self {
             Element::Index(i) => write!(f, "[{i}]"),
             Element::Key(fields) => {
-                let parts: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                write!(f, "[{}]", parts.join(","))
+                f.write_str("[")?;
+                for (i, (k, v)) in fields.iter().enumerate() {
+                    let comma = if i == 0 { "" } else { "," };
+                    write!(f, "{comma}{k}={v}")?;
+                }
+                f.write_str("]")
             }
             Element::Value(v) => write!(f, "[={v}]"),
         }
@@ -540,35 +544,45 @@ pub(super) fn validate(
     within: &Within<'_>,
 ) -> Vec<PathError> {
     let mut errors = Vec::new();
-    validate_at(
-        ty,
-        v,
-        allow_duplicates,
-        &mut String::new(),
-        0,
-        &mut errors,
-        within,
-    );
+    validate_at(ty, v, allow_duplicates, &Step::Root, 0, &mut errors, within);
     errors
+}
+
+/// Where a walk is, as the steps from the root: written out only when an error names it.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Root,
+    Member(&'a Step<'a>, &'a str),
+    Item(&'a Step<'a>, &'a Element),
+}
+
+impl std::fmt::Display for Step<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Step::Root => Ok(()),
+            Step::Member(parent, key) => write!(f, "{parent}.{key}"),
+            Step::Item(parent, element) => write!(f, "{parent}{element}"),
+        }
+    }
 }
 
 fn validate_at(
     ty: &Ty,
     v: &Value,
     dups: bool,
-    path: &mut String,
+    at: &Step<'_>,
     depth: usize,
     errors: &mut Vec<PathError>,
     within: &Within<'_>,
 ) {
-    fn err(errors: &mut Vec<PathError>, path: &str, message: String) {
+    fn err(errors: &mut Vec<PathError>, at: &Step<'_>, message: String) {
         errors.push(PathError {
-            path: path.to_string(),
+            path: at.to_string(),
             message,
         })
     }
     if depth > MAX_DEPTH {
-        err(errors, path, "value nests too deeply".into());
+        err(errors, at, "value nests too deeply".into());
         return;
     }
     let atom = deduce(&ty.atom(), Some(v));
@@ -576,57 +590,46 @@ fn validate_at(
         let map = match v {
             Value::Null => return,
             Value::Object(map) => map,
-            other => return err(errors, path, format!("expected map, got {}", shown(other))),
+            other => return err(errors, at, format!("expected map, got {}", shown(other))),
         };
         for (key, item) in map {
             let Some(below) = within.step(Some(key)) else {
                 continue;
             };
-            let len = path.len();
-            let _ = write!(path, ".{key}");
+            let here = Step::Member(at, key);
             match m.entry(key) {
-                Some(t) => validate_at(&t, item, dups, path, depth + 1, errors, &below),
-                None => {
-                    errors.push(PathError {
-                        path: path.clone(),
-                        message: "field not declared in schema".into(),
-                    });
-                    path.truncate(len);
-                    return;
-                }
+                Some(t) => validate_at(&t, item, dups, &here, depth + 1, errors, &below),
+                None => return err(errors, &here, "field not declared in schema".into()),
             }
-            path.truncate(len);
         }
     } else if let Some(t) = atom.scalar {
         if let Some(message) = check_scalar(t, v, "") {
-            err(errors, path, message);
+            err(errors, at, message);
         }
     } else if let Some(list) = &atom.list {
         let items = match v {
             Value::Null => return,
             Value::Array(items) => items,
-            other => return err(errors, path, format!("expected list, got {}", shown(other))),
+            other => return err(errors, at, format!("expected list, got {}", shown(other))),
         };
         let below = within.step(None);
         let mut seen: Vec<Element> = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let element = match item_element(list, i, item) {
                 Ok(e) => e,
-                Err(e) => return err(errors, path, format!("element {i}: {e}")),
+                Err(e) => return err(errors, at, format!("element {i}: {e}")),
             };
-            if !list.atomic {
-                if !dups && seen.iter().any(|s| s.same(&element)) {
-                    err(errors, path, format!("duplicate entries for key {element}"));
+            if !list.atomic && !dups {
+                if seen.iter().any(|s| s.same(&element)) {
+                    err(errors, at, format!("duplicate entries for key {element}"));
                 }
                 seen.push(element.clone());
             }
             let Some(below) = &below else {
                 continue;
             };
-            let len = path.len();
-            let _ = write!(path, "{element}");
-            validate_at(&list.elem, item, dups, path, depth + 1, errors, below);
-            path.truncate(len);
+            let here = Step::Item(at, &element);
+            validate_at(&list.elem, item, dups, &here, depth + 1, errors, below);
         }
     }
 }
