@@ -465,59 +465,41 @@ impl Written {
         create_missing: bool,
     ) -> Result<(), RegistrationError> {
         let (validating, mutating) = desired;
-        if self
-            .validating
-            .as_ref()
-            .is_none_or(|v| v.configuration != validating)
-        {
-            let known = self.validating.take().and_then(|v| v.uid);
-            let uid = apply_one(client, &validating, known, create_missing).await?;
-            self.validating = Some(AppliedConfiguration {
-                configuration: validating,
-                uid,
-            });
-        }
-        if self
-            .mutating
-            .as_ref()
-            .is_none_or(|m| m.configuration != mutating)
-        {
-            let known = self.mutating.take().and_then(|m| m.uid);
-            let uid = apply_one(client, &mutating, known, create_missing).await?;
-            self.mutating = Some(AppliedConfiguration {
-                configuration: mutating,
-                uid,
-            });
-        }
-        Ok(())
+        apply_changed(client, &mut self.validating, validating, create_missing).await?;
+        apply_changed(client, &mut self.mutating, mutating, create_missing).await
     }
 }
 
-/// Server-side applies one configuration by uid (`known`, else read; none: it is created
-/// when `create_missing`); returns the uid it has now.
-async fn apply_one<K>(
+/// Server-side applies `desired` unless `applied` holds it already, by the uid `applied` knows
+/// (else read; none: it is created when `create_missing`), and records it with the uid the
+/// API server answered. A failed apply leaves `applied` empty.
+async fn apply_changed<K>(
     client: &Client,
-    configuration: &K,
-    known: Option<String>,
+    applied: &mut Option<AppliedConfiguration<K>>,
+    desired: K,
     create_missing: bool,
-) -> Result<Option<String>, RegistrationError>
+) -> Result<(), RegistrationError>
 where
     K: kube::Resource<DynamicType = ()>
         + Clone
+        + PartialEq
         + serde::Serialize
         + serde::de::DeserializeOwned
         + std::fmt::Debug,
 {
+    if applied.as_ref().is_some_and(|a| a.configuration == desired) {
+        return Ok(());
+    }
     let api = Api::<K>::all(client.clone());
     let kind = K::kind(&());
-    let uid = match known {
+    let uid = match applied.take().and_then(|a| a.uid) {
         Some(uid) => Some(uid),
         None => existing_uid(&api).await?,
     };
     if uid.is_none() && !create_missing {
         return Err(RegistrationError::Missing(kind));
     }
-    let mut body = configuration.clone();
+    let mut body = desired.clone();
     body.meta_mut().managed_fields = None;
     body.meta_mut().uid = uid;
     let params = PatchParams::apply(CONFIGURATION_NAME).force();
@@ -528,7 +510,11 @@ where
             &Patch::Apply(&with_type(body, &kind)?),
         )
         .await?;
-    Ok(written.meta().uid.clone())
+    *applied = Some(AppliedConfiguration {
+        configuration: desired,
+        uid: written.meta().uid.clone(),
+    });
+    Ok(())
 }
 
 /// The uid of the configuration named celgate, if it exists.
