@@ -10,9 +10,9 @@ use crate::error::EvalError;
 use crate::value::Value;
 
 /// The variables of one evaluation.
-#[derive(Default)]
 pub struct Activation<'a> {
-    /// Names are borrowed when they can be (Kubernetes' are `'static`): binding allocates nothing.
+    /// Names are borrowed when they can be (Kubernetes' are `'static`): binding allocates
+    /// nothing but the list, made once with room for Kubernetes' (at most 7) variables.
     vars: Vec<(Cow<'a, str>, Value<'a>)>,
     composited: Option<Memoized<'a>>,
 }
@@ -54,6 +54,19 @@ type Evaluated<'a> = (Result<Value<'a>, EvalError>, u64);
 struct Memoized<'a> {
     defs: Arc<dyn LazyVariables>,
     memo: Box<[OnceCell<Evaluated<'a>>]>,
+}
+
+/// Room for Kubernetes' variables: `object`, `oldObject`, `request`, `params`,
+/// `namespaceObject`, `authorizer` and `authorizer.requestResource`.
+const KUBERNETES_VARIABLES: usize = 7;
+
+impl Default for Activation<'_> {
+    fn default() -> Self {
+        Self {
+            vars: Vec::with_capacity(KUBERNETES_VARIABLES),
+            composited: None,
+        }
+    }
 }
 
 impl<'a> Activation<'a> {

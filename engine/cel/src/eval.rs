@@ -8,6 +8,8 @@
 
 use std::sync::Arc;
 
+use smallvec::SmallVec;
+
 use crate::activation::Activation;
 use crate::cost::{
     Budget, CHECK_FREQUENCY, LIST_CREATE_COST, MAP_CREATE_COST, SELECT_COST, STRUCT_CREATE_COST,
@@ -16,14 +18,14 @@ use crate::cost::{
 use crate::error::EvalError;
 use crate::program::{Call, Loop, LoopKind, Node, StructNode};
 use crate::registry::type_names;
-use crate::value::{Key, List, Map, OwnedMap, Str, StructValue, Value};
+use crate::value::{Key, List, ListIter, Map, OwnedMap, Str, StructValue, Value};
 
 /// One evaluation of a program: the activation and budget it runs against, the
 /// comprehension variables' slots, and the cost and loop iterations counted so far.
 pub(crate) struct Evaluation<'r, 'a> {
     act: &'r Activation<'a>,
     budget: &'r mut Budget,
-    locals: Vec<Value<'a>>,
+    locals: SmallVec<[Value<'a>; 4]>,
     cost: u64,
     iterations: u64,
     /// Comprehension variables whose first read still owes a cost (`optMap`'s lazily bound
@@ -36,7 +38,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         Self {
             act,
             budget,
-            locals: vec![Value::Null; slots],
+            locals: smallvec::smallvec![Value::Null; slots],
             cost: 0,
             iterations: 0,
             pending: Vec::new(),
@@ -343,7 +345,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     }
 
     fn call(&mut self, call: &Call) -> Result<Value<'a>, EvalError> {
-        let mut args: Vec<Value<'a>> = Vec::with_capacity(call.args.len());
+        let mut args: SmallVec<[Value<'a>; 3]> = SmallVec::with_capacity(call.args.len());
         let mut failed: Option<EvalError> = None;
         // cel-go evaluates every argument of a unary or binary call and charges the call even
         // when one failed; a call with more arguments stops at the first failure, and is
@@ -504,39 +506,19 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             _ => {}
         }
         let range = range?;
-        let items: Vec<(Value<'a>, Value<'a>)> = match &range {
-            Value::List(list) => list
-                .iter()
-                .enumerate()
-                .map(|(i, v)| {
-                    if l.slot2.is_some() {
-                        (Value::Int(i as i64), v)
-                    } else {
-                        (v, Value::Null)
-                    }
-                })
-                .collect(),
-            Value::Map(m) => {
-                if l.slot2.is_some() {
-                    m.entries()
-                } else {
-                    m.keys().into_iter().map(|k| (k, Value::Null)).collect()
-                }
-            }
-            other => return Err(not_iterable(other, l.slot2.is_some())),
-        };
+        let items = Items::of(&range, l.slot2.is_some())?;
         match &l.kind {
-            LoopKind::All(p) => self.quantifier(l, &items, p, false),
-            LoopKind::Exists(p) => self.quantifier(l, &items, p, true),
-            LoopKind::ExistsOne(p) => self.exists_one(l, &items, p),
+            LoopKind::All(p) => self.quantifier(l, items, p, false),
+            LoopKind::Exists(p) => self.quantifier(l, items, p, true),
+            LoopKind::ExistsOne(p) => self.exists_one(l, items, p),
             LoopKind::MapList { filter, transform } => {
-                self.map_list(l, &items, filter.as_ref(), transform)
+                self.map_list(l, items, filter.as_ref(), transform)
             }
             LoopKind::TransformMap { filter, transform } => {
-                self.transform_map(l, &items, filter.as_ref(), transform, false)
+                self.transform_map(l, items, filter.as_ref(), transform, false)
             }
             LoopKind::TransformMapEntry { filter, transform } => {
-                self.transform_map(l, &items, filter.as_ref(), transform, true)
+                self.transform_map(l, items, filter.as_ref(), transform, true)
             }
             LoopKind::OptMap(_) | LoopKind::OptFlatMap(_) | LoopKind::SortBy(..) => {
                 Err(EvalError::no_such_overload())
@@ -559,7 +541,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     fn quantifier(
         &mut self,
         l: &Loop,
-        items: &[(Value<'a>, Value<'a>)],
+        items: Items<'_, 'a>,
         pred: &Node,
         any: bool,
     ) -> Result<Value<'a>, EvalError> {
@@ -572,7 +554,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             if matches!(accu, Ok(b) if b == any) {
                 break;
             }
-            self.bind(l, item)?;
+            self.bind(l, &item)?;
             self.charge(SELECT_COST)?;
             accu = match (accu, self.eval(pred)) {
                 (_, Err(e)) if e.is_fatal() => return Err(e),
@@ -592,12 +574,12 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     fn exists_one(
         &mut self,
         l: &Loop,
-        items: &[(Value<'a>, Value<'a>)],
+        items: Items<'_, 'a>,
         pred: &Node,
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<i64, EvalError> = Ok(0);
         for item in items {
-            self.bind(l, item)?;
+            self.bind(l, &item)?;
             match self.eval(pred) {
                 Ok(Value::Bool(true)) => {
                     self.charge(1)?;
@@ -647,13 +629,13 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     fn map_list(
         &mut self,
         l: &Loop,
-        items: &[(Value<'a>, Value<'a>)],
+        items: Items<'_, 'a>,
         filter: Option<&Node>,
         transform: &Node,
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<Vec<Value<'a>>, EvalError> = Ok(Vec::with_capacity(items.len()));
         for item in items {
-            if !self.admit(l, item, filter, &mut accu)? {
+            if !self.admit(l, &item, filter, &mut accu)? {
                 continue;
             }
             self.charge(SELECT_COST)?;
@@ -682,14 +664,14 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     fn transform_map(
         &mut self,
         l: &Loop,
-        items: &[(Value<'a>, Value<'a>)],
+        items: Items<'_, 'a>,
         filter: Option<&Node>,
         transform: &Node,
         entry: bool,
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<OwnedMap<'a>, EvalError> = Ok(OwnedMap::with_capacity(items.len()));
         for item in items {
-            if !self.admit(l, item, filter, &mut accu)? {
+            if !self.admit(l, &item, filter, &mut accu)? {
                 continue;
             }
             self.charge(SELECT_COST)?;
@@ -705,7 +687,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             let Ok(out) = &mut accu else {
                 continue;
             };
-            if let Err(e) = insert_transformed(out, item, v, entry) {
+            if let Err(e) = insert_transformed(out, &item, v, entry) {
                 accu = Err(e);
             }
         }
@@ -794,6 +776,74 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         )))
     }
 }
+
+/// The (first variable, second variable) pairs a comprehension iterates, read as the loop
+/// goes: a list's elements (or indexes and elements), a map's keys (or keys and values).
+struct Items<'l, 'a> {
+    source: Source<'l, 'a>,
+    two_vars: bool,
+}
+
+enum Source<'l, 'a> {
+    List(std::iter::Enumerate<ListIter<'l, 'a>>),
+    Json(serde_json::map::Iter<'a>),
+    Owned(std::slice::Iter<'l, (Key<'a>, Value<'a>)>),
+}
+
+impl<'l, 'a> Items<'l, 'a> {
+    /// The pairs of `range`; `Err` if it is neither a list nor a map.
+    fn of(range: &'l Value<'a>, two_vars: bool) -> Result<Self, EvalError> {
+        let source = match range {
+            Value::List(list) => Source::List(list.iter().enumerate()),
+            Value::Map(Map::Json(m)) => Source::Json(m.iter()),
+            Value::Map(Map::Owned(m)) => Source::Owned(m.entries().iter()),
+            other => return Err(not_iterable(other, two_vars)),
+        };
+        Ok(Self { source, two_vars })
+    }
+}
+
+impl<'a> Iterator for Items<'_, 'a> {
+    type Item = (Value<'a>, Value<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (first, second) = match &mut self.source {
+            Source::List(it) => {
+                let (i, v) = it.next()?;
+                if !self.two_vars {
+                    return Some((v, Value::Null));
+                }
+                (Value::Int(i as i64), v)
+            }
+            Source::Json(it) => {
+                let (k, v) = it.next()?;
+                let key = Value::String(Str::Borrowed(k.as_str()));
+                if !self.two_vars {
+                    return Some((key, Value::Null));
+                }
+                (key, Value::from_json(v))
+            }
+            Source::Owned(it) => {
+                let (k, v) = it.next()?;
+                if !self.two_vars {
+                    return Some((k.to_value(), Value::Null));
+                }
+                (k.to_value(), v.clone())
+            }
+        };
+        Some((first, second))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match &self.source {
+            Source::List(it) => it.size_hint(),
+            Source::Json(it) => it.size_hint(),
+            Source::Owned(it) => it.size_hint(),
+        }
+    }
+}
+
+impl ExactSizeIterator for Items<'_, '_> {}
 
 /// `e` from an implementation of `call`: a rejection of the arguments records the call, for
 /// [`EvalError::detail`].
