@@ -115,6 +115,14 @@ fn hex(c: u8) -> Option<u8> {
 
 /// Go's `url.unescape`; the error is the text of Go's error.
 fn unescape(s: &str, mode: Mode) -> Result<String, String> {
+    // Without escapes (nor `+` in a query, nor host validation) the text is its own value.
+    if mode != Mode::Host
+        && !s
+            .bytes()
+            .any(|c| c == b'%' || c == b'+' && mode == Mode::QueryComponent)
+    {
+        return Ok(s.to_string());
+    }
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
@@ -161,15 +169,26 @@ fn unescape(s: &str, mode: Mode) -> Result<String, String> {
 
 /// Go's `url.escape` in path mode.
 fn escape_path(s: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(s.len());
     for &c in s.as_bytes() {
         if should_escape(c, Mode::Path) {
-            out.push_str(&format!("%{c:02X}"));
+            out.push('%');
+            out.push(char::from(HEX[usize::from(c >> 4)]));
+            out.push(char::from(HEX[usize::from(c & 0xf)]));
         } else {
             out.push(c as char);
         }
     }
     out
+}
+
+/// Whether `escaped` is Go's `url.escape` of `path` in path mode, without building it.
+fn is_escaped_path(path: &str, escaped: &str) -> bool {
+    if path.bytes().any(|c| should_escape(c, Mode::Path)) {
+        return escape_path(path) == escaped;
+    }
+    path == escaped
 }
 
 /// Go's `validEncoded` in path mode.
@@ -266,7 +285,7 @@ fn parse(raw: &str, via_request: bool) -> Result<Url, String> {
         rest = path;
     }
     u.path = unescape(rest, Mode::Path)?;
-    if escape_path(&u.path) != rest {
+    if !is_escaped_path(&u.path, rest) {
         u.raw_path = rest.to_string();
     }
     Ok(u)
@@ -307,7 +326,11 @@ fn url_error(e: String) -> EvalError {
 
 fn to_url<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let s = str_arg(args, 0)?;
-    parse_request_uri(s).map_err(url_error)?;
+    let request = parse_request_uri(s).map_err(url_error)?;
+    // With a scheme and no fragment, `url.Parse` reads the text as `url.ParseRequestURI` did.
+    if !request.scheme.is_empty() && !s.contains('#') {
+        return Ok(opaque(request));
+    }
     Ok(opaque(parse_url(s).map_err(url_error)?))
 }
 
