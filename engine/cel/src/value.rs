@@ -89,6 +89,18 @@ pub enum Str<'a> {
     Shared(Arc<str>),
 }
 
+impl<'a> Str<'a> {
+    /// The bytes `range` of this string, borrowed as this string is, else copied (the whole
+    /// string is shared, not copied); empty if `range` is not on character boundaries.
+    pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> Str<'a> {
+        match self {
+            Str::Borrowed(s) => Str::Borrowed(s.get(range).unwrap_or_default()),
+            Str::Shared(s) if range == (0..s.len()) => Str::Shared(s.clone()),
+            Str::Shared(s) => Str::from(s.get(range).unwrap_or_default()),
+        }
+    }
+}
+
 impl Deref for Str<'_> {
     type Target = str;
     fn deref(&self) -> &str {

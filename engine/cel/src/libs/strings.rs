@@ -6,7 +6,7 @@ use crate::cost::{actual_size, traversal_cost};
 use crate::error::EvalError;
 use crate::registry::Registry;
 use crate::types::Type;
-use crate::value::{List, Value};
+use crate::value::{List, Str, Value};
 
 pub(crate) fn register(r: &mut Registry) {
     use Type::{Int, String};
@@ -132,8 +132,7 @@ fn char_at<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 }
 
 fn index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
-    let s: Vec<char> = str_arg(args, 0)?.chars().collect();
-    let sub: Vec<char> = str_arg(args, 1)?.chars().collect();
+    let (s, sub) = (str_arg(args, 0)?, str_arg(args, 1)?);
     let off = if args.len() > 2 { int_arg(args, 2)? } else { 0 };
     // As cel-go v0.26 (Kubernetes 1.36): an empty substring is found at the offset as given.
     if sub.is_empty() {
@@ -143,6 +142,16 @@ fn index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         return Err(out_of_range(off));
     }
     let off = off as usize;
+    if s.is_ascii() && sub.is_ascii() {
+        // Code points are bytes: search the text itself.
+        if off >= s.len() || sub.len() > s.len() {
+            return Ok(Value::Int(-1));
+        }
+        let found = s.get(off..).and_then(|rest| rest.find(sub));
+        return Ok(Value::Int(found.map_or(-1, |i| (off + i) as i64)));
+    }
+    let s: Vec<char> = s.chars().collect();
+    let sub: Vec<char> = sub.chars().collect();
     if off >= s.len() || sub.len() > s.len() {
         return Ok(Value::Int(-1));
     }
@@ -151,8 +160,30 @@ fn index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
 }
 
 fn last_index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
-    let s: Vec<char> = str_arg(args, 0)?.chars().collect();
-    let sub: Vec<char> = str_arg(args, 1)?.chars().collect();
+    let (s, sub) = (str_arg(args, 0)?, str_arg(args, 1)?);
+    if s.is_ascii() && sub.is_ascii() {
+        // Code points are bytes: search the text itself.
+        return last_index_in(s.as_bytes(), sub.as_bytes(), args, |prefix| {
+            std::str::from_utf8(prefix).ok().and_then(|p| p.rfind(sub))
+        });
+    }
+    let s: Vec<char> = s.chars().collect();
+    let sub: Vec<char> = sub.chars().collect();
+    last_index_in(&s, &sub, args, |prefix| {
+        (0..=prefix.len().saturating_sub(sub.len()))
+            .rev()
+            .find(|&i| prefix.get(i..i + sub.len()) == Some(&sub[..]))
+    })
+}
+
+/// `lastIndexOf` over `s` and `sub` in code points (or bytes, for ASCII text): `rfind` finds
+/// the last occurrence of `sub` in a prefix of `s` at least as long as `sub`.
+fn last_index_in<'a, T>(
+    s: &[T],
+    sub: &[T],
+    args: &[Value<'a>],
+    rfind: impl Fn(&[T]) -> Option<usize>,
+) -> Result<Value<'a>, EvalError> {
     let off = if args.len() > 2 {
         int_arg(args, 2)?
     } else {
@@ -175,18 +206,24 @@ fn last_index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         return Ok(Value::Int(-1));
     }
     let off = off.min(s.len() - sub.len());
-    let found = (0..=off)
-        .rev()
-        .find(|&i| s.get(i..i + sub.len()) == Some(&sub[..]));
+    let found = s.get(..off + sub.len()).and_then(rfind);
     Ok(Value::Int(found.map_or(-1, |i| i as i64)))
 }
 
 fn lower_ascii<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
-    Ok(Value::string(str_arg(args, 0)?.to_ascii_lowercase()))
+    let s = str_arg(args, 0)?;
+    if !s.bytes().any(|c| c.is_ascii_uppercase()) {
+        return arg(args, 0).cloned();
+    }
+    Ok(Value::string(s.to_ascii_lowercase()))
 }
 
 fn upper_ascii<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
-    Ok(Value::string(str_arg(args, 0)?.to_ascii_uppercase()))
+    let s = str_arg(args, 0)?;
+    if !s.bytes().any(|c| c.is_ascii_lowercase()) {
+        return arg(args, 0).cloned();
+    }
+    Ok(Value::string(s.to_ascii_uppercase()))
 }
 
 fn replace<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
@@ -216,7 +253,7 @@ fn split<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     if n == 0 {
         return Ok(Value::List(List::from_vec(Vec::new())));
     }
-    let parts: Vec<String> = if sep.is_empty() {
+    if sep.is_empty() {
         // Go splits into UTF-8 sequences; with a limit the last part keeps the rest.
         let chars: Vec<char> = s.chars().collect();
         let limit = if n < 0 {
@@ -224,34 +261,50 @@ fn split<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
         } else {
             (n as usize).min(chars.len())
         };
-        let mut out: Vec<String> = chars
+        let mut out: Vec<Value<'a>> = chars
             .iter()
             .take(limit.saturating_sub(1))
-            .map(|c| c.to_string())
+            .map(|c| Value::string(c.to_string()))
             .collect();
         if limit > 0 {
-            out.push(
+            out.push(Value::string(
                 chars
                     .get(limit - 1..)
-                    .map(|r| r.iter().collect())
+                    .map(|r| r.iter().collect::<String>())
                     .unwrap_or_default(),
-            );
+            ));
         }
-        out
-    } else if n < 0 {
-        s.split(sep).map(String::from).collect()
-    } else {
-        s.splitn(n as usize, sep).map(String::from).collect()
-    };
-    Ok(Value::List(List::from_vec(
-        parts.into_iter().map(Value::string).collect(),
-    )))
+        return Ok(Value::List(List::from_vec(out)));
+    }
+    // At most `n` parts (any number when `n` is negative), the last keeping the rest; each
+    // part borrows the text when it is borrowed.
+    let whole = string_arg(args, 0)?;
+    let limit = usize::try_from(n).unwrap_or(usize::MAX);
+    let mut parts = Vec::new();
+    let mut start = 0;
+    for (i, found) in s.match_indices(sep) {
+        if parts.len() + 1 >= limit {
+            break;
+        }
+        parts.push(Value::String(whole.slice(start..i)));
+        start = i + found.len();
+    }
+    parts.push(Value::String(whole.slice(start..s.len())));
+    Ok(Value::List(List::from_vec(parts)))
+}
+
+/// The string argument at `i`, as the value holds it (borrowed or shared).
+fn string_arg<'v, 'a>(args: &'v [Value<'a>], i: usize) -> Result<&'v Str<'a>, EvalError> {
+    match args.get(i) {
+        Some(Value::String(s)) => Ok(s),
+        _ => Err(EvalError::no_such_overload()),
+    }
 }
 
 fn substring<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
-    let s: Vec<char> = str_arg(args, 0)?.chars().collect();
+    let s = string_arg(args, 0)?;
     let start = int_arg(args, 1)?;
-    let len = s.len() as i64;
+    let len = s.chars().count() as i64;
     let end = if args.len() > 2 {
         let end = int_arg(args, 2)?;
         if start > end {
@@ -272,11 +325,16 @@ fn substring<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     if start < 0 || start > len {
         return Err(out_of_range(start));
     }
-    Ok(Value::string(
-        s.get(start as usize..end as usize)
-            .map(|r| r.iter().collect::<String>())
-            .unwrap_or_default(),
-    ))
+    // The byte offset of code point `i` (`0 <= i <= len`); ASCII text is its own index.
+    let ascii = len as usize == s.len();
+    let byte = |i: i64| {
+        if ascii {
+            i as usize
+        } else {
+            s.char_indices().nth(i as usize).map_or(s.len(), |(b, _)| b)
+        }
+    };
+    Ok(Value::String(s.slice(byte(start)..byte(end))))
 }
 
 fn trim<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
@@ -330,4 +388,34 @@ fn quote<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     }
     out.push('"');
     Ok(Value::string(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::libs::testing::eval;
+
+    /// ASCII text is searched and sliced as bytes, other text in code points: both agree.
+    #[test]
+    fn ascii_and_other_text_index_alike() {
+        let cases: &[(&str, &str)] = &[
+            ("'a:b:c'.lastIndexOf(':')", "3"),
+            ("'é:b:c'.lastIndexOf(':')", "3"),
+            ("'a:b:c'.lastIndexOf(':', 2)", "1"),
+            ("'é:b:c'.lastIndexOf(':', 2)", "1"),
+            ("'a:b:c'.indexOf(':', 2)", "3"),
+            ("'é:b:c'.indexOf(':', 2)", "3"),
+            ("'a:b:c'.substring(2, 3)", "\"b\""),
+            ("'é:b:c'.substring(2, 3)", "\"b\""),
+            ("'é:b:c'.substring(4)", "\"c\""),
+            ("'a/b/c'.split('/', 2)", "[\"a\", \"b/c\"]"),
+            ("'a/b/c'.split('/', 1)", "[\"a/b/c\"]"),
+            ("'a/b/c'.split('/')", "[\"a\", \"b\", \"c\"]"),
+            ("'AbC'.lowerAscii()", "\"abc\""),
+            ("'abc'.upperAscii()", "\"ABC\""),
+            ("'ABC'.upperAscii()", "\"ABC\""),
+        ];
+        for (src, want) in cases {
+            assert_eq!(eval(src), *want, "{src}");
+        }
+    }
 }
