@@ -382,16 +382,21 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             Some(planned) => planned.call(&args),
             None => (cand.imp)(&args),
         };
+        let reads_result = call.cost_reads_result(cand);
         let out = match result {
             Ok(out) => out,
             Err(e) => {
-                // cel-go sizes an error result as 1.
-                let after = call.cost(Some(cand), &args, &Value::Null);
-                self.charge(after.saturating_sub(before))?;
+                if reads_result {
+                    // cel-go sizes an error result as 1.
+                    let after = call.cost(Some(cand), &args, &Value::Null);
+                    self.charge(after.saturating_sub(before))?;
+                }
                 return Err(with_call(e, call, &args));
             }
         };
-        self.charge(call.cost(Some(cand), &args, &out).saturating_sub(before))?;
+        if reads_result {
+            self.charge(call.cost(Some(cand), &args, &out).saturating_sub(before))?;
+        }
         Ok(out)
     }
 

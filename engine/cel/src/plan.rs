@@ -369,6 +369,7 @@ impl Planner<'_, '_> {
                     kinds: o.kinds.iter().map(|k| function.dispatch.kind(k)).collect(),
                     imp,
                     cost: o.cost,
+                    cost_reads_result: o.cost_reads_result,
                 })
             })
             .collect();

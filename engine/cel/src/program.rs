@@ -75,6 +75,8 @@ pub(crate) struct Candidate {
     pub kinds: Box<[Kind]>,
     pub imp: ImplFn,
     pub cost: CostFn,
+    /// Whether `cost` reads the call's result.
+    pub cost_reads_result: bool,
 }
 
 /// A message literal `Name{field: value, ?field: optional}`.
@@ -126,6 +128,12 @@ impl Call {
     /// id have [`Call::unit_cost`] set).
     pub fn costed(&self) -> Option<&Candidate> {
         self.candidates.first()
+    }
+
+    /// Whether the cost of this call dispatched to `cand` depends on its result, and so must be
+    /// computed again once the result is known.
+    pub fn cost_reads_result(&self, cand: &Candidate) -> bool {
+        !self.unit_cost && cand.cost_reads_result
     }
 
     /// cel-go's cost of this call dispatched to `cand` (`None`: no overload applied).

@@ -249,6 +249,8 @@ pub(crate) struct Overload {
     /// `None` for operators the evaluator implements as special forms (`&&`, `?:`, `==`, …).
     pub imp: Option<ImplFn>,
     pub cost: CostFn,
+    /// Whether `cost` reads the call's result (most costs read only the arguments).
+    pub cost_reads_result: bool,
 }
 
 impl Overload {
@@ -308,6 +310,7 @@ impl Registry {
                 kinds: Vec::new(),
                 imp: None,
                 cost: cost_one,
+                cost_reads_result: false,
             },
         }
     }
@@ -359,9 +362,16 @@ impl OverloadBuilder<'_> {
         self
     }
 
-    /// The cost function (default: 1 per call).
+    /// The cost function (default: 1 per call), from the arguments alone.
     pub fn cost(mut self, f: CostFn) -> Self {
         self.overload.cost = f;
+        self
+    }
+
+    /// A cost function that reads the call's result too.
+    pub fn cost_of_result(mut self, f: CostFn) -> Self {
+        self.overload.cost = f;
+        self.overload.cost_reads_result = true;
         self
     }
 

@@ -24,7 +24,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("slice")
         .member(&[lt(), Int, Int], lt())
         .imp(slice)
-        .cost(cost_output)
+        .cost_of_result(cost_output)
         .done();
     r.def("flatten")
         .member(&[Type::list(lt())], lt())
@@ -44,7 +44,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("reverse")
         .member(&[lt()], lt())
         .imp(reverse)
-        .cost(cost_output)
+        .cost_of_result(cost_output)
         .done();
     r.def("distinct")
         .member(&[lt()], lt())

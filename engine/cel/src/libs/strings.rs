@@ -83,12 +83,12 @@ pub(crate) fn register(r: &mut Registry) {
     r.def("join")
         .member(std::slice::from_ref(&ls), String)
         .imp(join)
-        .cost(cost_join)
+        .cost_of_result(cost_join)
         .done();
     r.def("join")
         .member(&[ls, String], String)
         .imp(join)
-        .cost(cost_join)
+        .cost_of_result(cost_join)
         .done();
     r.def("strings.quote")
         .global(&[String], String)
