@@ -4,7 +4,8 @@
 //! are charged even when an argument failed (errors are values in cel-go), and macros cost what
 //! their comprehension expansions cost. Each node kind has its own small function so that stack
 //! frames stay small even in unoptimised builds (deep expressions recurse once per nesting
-//! level).
+//! level); the larger ones (calls, literals, comprehensions) stay out of line in optimised
+//! builds too, so that `eval`, which every node passes through, keeps a small frame.
 
 use std::sync::Arc;
 
@@ -344,6 +345,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         Ok(Value::Bool(set.iter().any(|x| x.equals(&v))))
     }
 
+    #[inline(never)]
     fn call(&mut self, call: &Call) -> Result<Value<'a>, EvalError> {
         let mut args: SmallVec<[Value<'a>; 3]> = SmallVec::with_capacity(call.args.len());
         let mut failed: Option<EvalError> = None;
@@ -400,6 +402,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         Ok(out)
     }
 
+    #[inline(never)]
     fn matches(&mut self, m: &(Node, regex::Regex, u64)) -> Result<Value<'a>, EvalError> {
         let (target, re, len) = m;
         let t = self.eval_soft(target)?;
@@ -409,6 +412,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     }
 
     /// A list literal: elements are evaluated until one fails; building it costs 10 either way.
+    #[inline(never)]
     fn list(&mut self, items: &[Node], optional: &[bool]) -> Result<Value<'a>, EvalError> {
         let r = self.list_items(items, optional);
         self.charge(LIST_CREATE_COST)?;
@@ -442,6 +446,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     }
 
     /// A map literal: entries are evaluated until one fails; building it costs 30 either way.
+    #[inline(never)]
     fn map(&mut self, entries: &[(Node, Node, bool)]) -> Result<Value<'a>, EvalError> {
         let r = self.map_entries(entries);
         self.charge(MAP_CREATE_COST)?;
@@ -472,6 +477,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
 
     /// A message literal: optional fields given `optional.none()` are left out; the type
     /// accepts or rejects each value once all are evaluated.
+    #[inline(never)]
     fn message(&mut self, s: &StructNode) -> Result<Value<'a>, EvalError> {
         let mut fields = Vec::with_capacity(s.fields.len());
         for (name, node, optional) in s.fields.iter() {
@@ -499,6 +505,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
 
     /// A macro, charged as cel-go charges the comprehension it expands to (the accumulator's
     /// initial value is a constant, free; every read of the accumulator costs 1).
+    #[inline(never)]
     fn comprehension(&mut self, l: &Loop) -> Result<Value<'a>, EvalError> {
         let start = self.cost;
         let range = self.eval(&l.range);
