@@ -146,6 +146,24 @@ pub fn base_environment(has_params: bool, has_authorizer: bool) -> Env {
         .clone()
 }
 
+/// A policy's variables compiled in its base environment (see [`base_environment`]). Policies
+/// without variables share one compiled empty set per environment (it still declares
+/// `variables`, with no fields, so `variables.x` reads as upstream reports it).
+pub fn policy_variables<'s>(
+    has_params: bool,
+    has_authorizer: bool,
+    variables: impl ExactSizeIterator<Item = (&'s str, &'s str)>,
+) -> Arc<Variables> {
+    static EMPTY: [OnceLock<Arc<Variables>>; 4] = [const { OnceLock::new() }; 4];
+    let base = || base_environment(has_params, has_authorizer);
+    if variables.len() > 0 {
+        return base().compile_variables(variables);
+    }
+    EMPTY[usize::from(has_params) * 2 + usize::from(has_authorizer)]
+        .get_or_init(|| base().compile_variables(std::iter::empty()))
+        .clone()
+}
+
 fn build_base_environment(has_params: bool, has_authorizer: bool) -> Env {
     let mut b = Env::kubernetes()
         .variable("object", Type::Dyn)
@@ -253,8 +271,17 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
             .iter()
             .map(|v| (v.name.as_str(), v.expression.as_str()))
     };
-    let variables = base_environment(has_params, true).compile_variables(named());
-    let message_variables = base_environment(has_params, false).compile_variables(named());
+    let variables = policy_variables(has_params, true, named());
+    // Message expressions see the variables without `authorizer`: compiled apart only for a
+    // policy that has message expressions (no other expression reads them).
+    let has_messages = spec
+        .validations
+        .iter()
+        .any(|v| v.message_expression.is_some());
+    let message_variables = match has_messages {
+        true => policy_variables(has_params, false, named()),
+        false => variables.clone(),
+    };
     let env = variables.env().clone();
     let message_env = message_variables.env().clone();
     let validations = spec
@@ -305,5 +332,76 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         audit_annotations,
         variables,
         message_variables,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{NamedExpression, Validation};
+
+    fn spec(variables: &[(&str, &str)], message_expression: Option<&str>) -> ValidatingPolicySpec {
+        ValidatingPolicySpec {
+            name: "p".into(),
+            validations: vec![Validation {
+                expression: "variables.x == 1".into(),
+                message_expression: message_expression.map(str::to_string),
+                ..Default::default()
+            }],
+            variables: variables
+                .iter()
+                .map(|(name, expression)| NamedExpression {
+                    name: name.to_string(),
+                    expression: expression.to_string(),
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// What compiles once is shared, and reads as it did when compiled per policy.
+    #[test]
+    fn variables_compile_once_where_they_can_be_shared() {
+        // No variables: one shared empty set, which still declares `variables`.
+        let (a, b) = (
+            compile_validating(spec(&[], None)),
+            compile_validating(spec(&[], None)),
+        );
+        assert!(Arc::ptr_eq(&a.variables, &b.variables));
+        let error = a.validations[0]
+            .program
+            .as_ref()
+            .err()
+            .map(ToString::to_string);
+        assert!(
+            error
+                .as_deref()
+                .is_some_and(|e| e.contains("undefined field 'x'")),
+            "{error:?}"
+        );
+        // No message expression: messages never read the variables, which are not compiled
+        // twice; with one, messages get their own (without `authorizer`).
+        let plain = compile_validating(spec(&[("x", "1")], None));
+        assert!(Arc::ptr_eq(&plain.variables, &plain.message_variables));
+        assert!(plain.validations[0].program.is_ok());
+        let with_message = compile_validating(spec(&[("x", "authorizer != null")], Some("'m'")));
+        assert!(!Arc::ptr_eq(
+            &with_message.variables,
+            &with_message.message_variables
+        ));
+        assert!(
+            with_message
+                .message_variables
+                .env()
+                .variable_type("authorizer")
+                .is_none()
+        );
+        assert!(
+            with_message
+                .variables
+                .env()
+                .variable_type("authorizer")
+                .is_some()
+        );
     }
 }

@@ -9,8 +9,8 @@ use celgate_cel::{Variables, authz};
 
 use super::apply::ApplySemantics;
 use crate::compile::{
-    CompiledExpr, CompiledMatchCondition, base_environment, compile_checked,
-    match_condition_errors, mutation_environment, result_types, variable_errors,
+    CompiledExpr, CompiledMatchCondition, compile_checked, match_condition_errors,
+    mutation_environment, policy_variables, result_types, variable_errors,
 };
 use crate::model::{FailurePolicy, MutatingPolicySpec, PatchType};
 
@@ -86,7 +86,9 @@ impl MutatingPolicy {
 /// configurations treat atomic values (see [`ApplySemantics::from_annotation`]).
 pub fn compile_mutating(spec: MutatingPolicySpec, semantics: ApplySemantics) -> MutatingPolicy {
     let has_params = spec.param_kind.is_some();
-    let variables = base_environment(has_params, true).compile_variables(
+    let variables = policy_variables(
+        has_params,
+        true,
         spec.variables
             .iter()
             .map(|v| (v.name.as_str(), v.expression.as_str())),
