@@ -31,6 +31,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
+use tokio::task::coop;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
@@ -330,16 +331,24 @@ impl StatusWriter {
             return None;
         }
         self.forget(&world);
+        // A pass over thousands of objects whose status is current writes nothing and so never
+        // waits: each object spends from the task's cooperative budget, so the pass yields its
+        // worker now and then to the reconcilers and the webhook instead of holding it to the
+        // end.
         for policy in &world.validating {
+            coop::consume_budget().await;
             self.validating_policy(policy, &world).await;
         }
         for binding in &world.validating_bindings {
+            coop::consume_budget().await;
             self.validating_binding(binding, &world).await;
         }
         for policy in &world.mutating {
+            coop::consume_budget().await;
             self.mutating_policy(policy, &world).await;
         }
         for binding in &world.mutating_bindings {
+            coop::consume_budget().await;
             self.mutating_binding(binding, &world).await;
         }
         self.retries.values().map(|r| r.at).min()
