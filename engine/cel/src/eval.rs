@@ -19,7 +19,7 @@ use crate::cost::{
 use crate::error::EvalError;
 use crate::program::{Call, Loop, LoopKind, Node, StructNode};
 use crate::registry::type_names;
-use crate::value::{Key, List, ListIter, Map, OwnedMap, Str, StructValue, Value};
+use crate::value::{Key, List, ListIter, Map, OwnedMap, Str, StructValue, Value, json_get};
 
 /// One evaluation of a program: the activation and budget it runs against, the
 /// comprehension variables' slots, and the cost and loop iterations counted so far.
@@ -139,10 +139,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
                 self.charge(SELECT_COST)?;
                 self.act.composited(*i, self.budget)
             }
-            Node::Select(op, field, message) => {
-                let v = self.resolve(op)?;
-                self.select(v, field, *message)
-            }
+            Node::Select(..) => self.select_path(n),
             Node::OptSelect(op, field) => {
                 let v = self.resolve(op)?;
                 self.qualify_if_present(v, &Value::String(Str::Shared(field.clone())), true)
@@ -159,6 +156,55 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             }
             other => self.eval(other),
         }
+    }
+
+    /// A chain of field selections `base.f1.f2…`, walked in a loop: while the value is a JSON
+    /// object, each field is looked up in it directly, and a value is made only at the end
+    /// (or where the chain leaves JSON objects). Charged as [`Self::select`] charges.
+    fn select_path(&mut self, n: &Node) -> Result<Value<'a>, EvalError> {
+        let mut fields: SmallVec<[(&Arc<str>, bool); 8]> = SmallVec::new();
+        let mut base = n;
+        while let Node::Select(op, field, message) = base {
+            fields.push((field, *message));
+            base = op;
+        }
+        let mut rest = fields.iter().rev();
+        // A variable holding a JSON object is read in place, not copied out.
+        let bound = match base {
+            Node::Global(name) => self.act.get(name),
+            Node::Local(slot) if self.pending.is_empty() => self.locals.get(*slot),
+            _ => None,
+        };
+        let mut m = match bound {
+            Some(Value::Map(Map::Json(m))) => *m,
+            _ => match self.resolve(base)? {
+                Value::Map(Map::Json(m)) => m,
+                v => return self.select_each(v, rest),
+            },
+        };
+        loop {
+            let Some((field, _)) = rest.next() else {
+                return Ok(Value::Map(Map::Json(m)));
+            };
+            self.charge(SELECT_COST)?;
+            match json_get(m, field) {
+                Some(serde_json::Value::Object(o)) => m = o,
+                Some(other) => return self.select_each(Value::from_json(other), rest),
+                None => return Err(EvalError::NoSuchKey(field.to_string())),
+            }
+        }
+    }
+
+    /// Selects each of `fields` in turn from `v`.
+    fn select_each<'f>(
+        &mut self,
+        mut v: Value<'a>,
+        fields: impl Iterator<Item = &'f (&'f Arc<str>, bool)>,
+    ) -> Result<Value<'a>, EvalError> {
+        for (field, message) in fields {
+            v = self.select(v, field, *message)?;
+        }
+        Ok(v)
     }
 
     /// `v.field` (a qualifier costing 1, even when it fails).

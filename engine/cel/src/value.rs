@@ -526,7 +526,7 @@ const SCAN_LIMIT: usize = 16;
 /// (lengths first, then bytes): faster than the B-tree's search, which orders `k` against
 /// every key it passes.
 #[inline]
-fn json_get<'a>(
+pub(crate) fn json_get<'a>(
     m: &'a serde_json::Map<String, serde_json::Value>,
     k: &str,
 ) -> Option<&'a serde_json::Value> {
@@ -624,7 +624,7 @@ impl<'a> Value<'a> {
     /// Views a JSON value as a CEL value: numbers are `int` when they are integers that fit
     /// an int64 and `double` otherwise (as Kubernetes decodes JSON); arrays and objects are
     /// borrowed.
-    #[inline]
+    #[inline(always)]
     pub fn from_json(v: &'a serde_json::Value) -> Value<'a> {
         match v {
             serde_json::Value::Null => Value::Null,
