@@ -79,6 +79,12 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     pub fn eval(&mut self, n: &Node) -> Result<Value<'a>, EvalError> {
         match n {
             Node::Const(v) => Ok(v.clone()),
+            Node::Folded(f) => {
+                let (v, before, after) = &**f;
+                self.charge(*before)?;
+                self.charge(*after)?;
+                Ok(v.clone())
+            }
             Node::Global(_)
             | Node::Local(_)
             | Node::Composited(_)

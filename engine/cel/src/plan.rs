@@ -85,6 +85,38 @@ fn fold(node: &Node) -> Node {
     }
 }
 
+/// Kubernetes' library parsers: pure, so with constant arguments they are computed once, when
+/// planning (cel-go computes them on every evaluation, so they keep their cost).
+const PARSERS: &[&str] = &["quantity", "url", "ip", "cidr", "semver"];
+
+/// A call of constant arguments computed once: its value and the cost each evaluation is
+/// charged for it, in the two steps [`Evaluation`] charges a call (before and after it runs).
+/// `None` if the call fails or needs a pattern, which evaluation then handles.
+fn fold_parse(call: &Call) -> Option<Node> {
+    if call.pattern.is_some() {
+        return None;
+    }
+    let args = call
+        .args
+        .iter()
+        .map(|a| match a {
+            Node::Const(v) => Some(v.clone()),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let cand = call.candidates.iter().find(|c| {
+        c.kinds.len() == args.len() && c.kinds.iter().zip(&args).all(|(k, v)| k.matches(v))
+    })?;
+    let before = call.cost(Some(cand), &args, &Value::String(Str::Borrowed("")));
+    let out = (cand.imp)(&args).ok()?;
+    let after = if call.cost_reads_result(cand) {
+        call.cost(Some(cand), &args, &out).saturating_sub(before)
+    } else {
+        0
+    };
+    Some(Node::Folded(Box::new((out, before, after))))
+}
+
 /// What the planner needs from the environment.
 pub(crate) struct PlanEnv<'e> {
     pub registry: &'e Registry,
@@ -395,6 +427,12 @@ impl Planner<'_, '_> {
                 Node::Fail(e) => Err(PlanError::Program(e.to_string())),
                 folded => Ok(folded),
             };
+        }
+        if PARSERS.contains(&fname.as_str())
+            && let Node::Call(c) = &call
+            && let Some(folded) = fold_parse(c)
+        {
+            return Ok(folded);
         }
         Ok(call)
     }

@@ -16,6 +16,9 @@ use crate::value::{StructType, Value};
 #[derive(Debug)]
 pub(crate) enum Node {
     Const(Value<'static>),
+    /// A call computed when planning ([`plan`](crate::plan)): its value and the cost charged
+    /// before and after the call would run.
+    Folded(Box<(Value<'static>, u64, u64)>),
     /// A variable bound in the activation.
     Global(Arc<str>),
     /// A comprehension variable.
