@@ -76,11 +76,13 @@ impl<'a> Activation<'a> {
     }
 
     /// Binds `name` to a JSON value, borrowed (JSON `null` is CEL `null`).
+    #[inline]
     pub fn bind_json(&mut self, name: impl Into<Cow<'a, str>>, v: &'a serde_json::Value) {
         self.bind(name, Value::from_json(v));
     }
 
     /// Binds `name` to a value (replacing an earlier binding).
+    #[inline]
     pub fn bind(&mut self, name: impl Into<Cow<'a, str>>, v: Value<'a>) {
         let name = name.into();
         match self.vars.iter_mut().find(|(n, _)| *n == name) {

@@ -195,6 +195,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             self.charge(SELECT_COST)?;
             match json_get(m, field) {
                 Some(serde_json::Value::Object(o)) => m = o,
+                Some(other) if rest.len() == 0 => return Ok(Value::from_json(other)),
                 Some(other) => return self.select_each(Value::from_json(other), rest),
                 None => return Err(EvalError::NoSuchKey(field.to_string())),
             }
@@ -590,11 +591,12 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         }
     }
 
-    fn bind(&mut self, l: &Loop, item: &(Value<'a>, Value<'a>)) -> Result<(), EvalError> {
+    fn bind(&mut self, l: &Loop, item: (Value<'a>, Value<'a>)) -> Result<(), EvalError> {
         self.tick()?;
-        self.set(l.slot, item.0.clone());
+        let (first, second) = item;
+        self.set(l.slot, first);
         if let Some(s2) = l.slot2 {
-            self.set(s2, item.1.clone());
+            self.set(s2, second);
         }
         Ok(())
     }
@@ -618,7 +620,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             if matches!(accu, Ok(b) if b == any) {
                 break;
             }
-            self.bind(l, &item)?;
+            self.bind(l, item)?;
             self.charge(SELECT_COST)?;
             accu = match (accu, self.eval(pred)) {
                 (_, Err(e)) if e.is_fatal() => return Err(e),
@@ -643,7 +645,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<i64, EvalError> = Ok(0);
         for item in items {
-            self.bind(l, &item)?;
+            self.bind(l, item)?;
             match self.eval(pred) {
                 Ok(Value::Bool(true)) => {
                     self.charge(1)?;
@@ -667,7 +669,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     fn admit<T>(
         &mut self,
         l: &Loop,
-        item: &(Value<'a>, Value<'a>),
+        item: (Value<'a>, Value<'a>),
         filter: Option<&Node>,
         accu: &mut Result<T, EvalError>,
     ) -> Result<bool, EvalError> {
@@ -699,7 +701,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<Vec<Value<'a>>, EvalError> = Ok(Vec::with_capacity(items.len()));
         for item in items {
-            if !self.admit(l, &item, filter, &mut accu)? {
+            if !self.admit(l, item, filter, &mut accu)? {
                 continue;
             }
             self.charge(SELECT_COST)?;
@@ -735,7 +737,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<OwnedMap<'a>, EvalError> = Ok(OwnedMap::with_capacity(items.len()));
         for item in items {
-            if !self.admit(l, &item, filter, &mut accu)? {
+            if !self.admit(l, (item.0.clone(), item.1.clone()), filter, &mut accu)? {
                 continue;
             }
             self.charge(SELECT_COST)?;
