@@ -84,11 +84,59 @@ enum Mode {
 }
 
 /// Go's `shouldEscape` for the modes used here.
+#[inline]
 fn should_escape(c: u8, mode: Mode) -> bool {
+    ESCAPES[mode as usize][c as usize]
+}
+
+/// [`should_escape`] for every byte, by mode.
+const ESCAPES: [[bool; 256]; 5] = {
+    let modes = [
+        Mode::Path,
+        Mode::Host,
+        Mode::QueryComponent,
+        Mode::UserPassword,
+        Mode::Fragment,
+    ];
+    let mut tables = [[false; 256]; 5];
+    let mut m = 0;
+    while m < modes.len() {
+        let mut c = 0;
+        while c < 256 {
+            tables[modes[m] as usize][c] = escapes(c as u8, modes[m]);
+            c += 1;
+        }
+        m += 1;
+    }
+    tables
+};
+
+/// Go's `shouldEscape`, computed (for [`ESCAPES`]).
+const fn escapes(c: u8, mode: Mode) -> bool {
     if c.is_ascii_alphanumeric() {
         return false;
     }
-    if mode == Mode::Host && b"!$&'()*+,;=:[]<>\"".contains(&c) {
+    if matches!(mode, Mode::Host)
+        && matches!(
+            c,
+            b'!' | b'$'
+                | b'&'
+                | b'\''
+                | b'('
+                | b')'
+                | b'*'
+                | b'+'
+                | b','
+                | b';'
+                | b'='
+                | b':'
+                | b'['
+                | b']'
+                | b'<'
+                | b'>'
+                | b'"'
+        )
+    {
         return false;
     }
     match c {
@@ -101,7 +149,7 @@ fn should_escape(c: u8, mode: Mode) -> bool {
             Mode::Host => true,
         },
         _ => {
-            if mode == Mode::Fragment {
+            if matches!(mode, Mode::Fragment) {
                 return !matches!(c, b'!' | b'(' | b')' | b'*');
             }
             true
@@ -164,7 +212,8 @@ fn unescape(s: &str, mode: Mode) -> Result<String, String> {
             }
         }
     }
-    Ok(String::from_utf8_lossy(&out).into_owned())
+    Ok(String::from_utf8(out)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()))
 }
 
 /// Go's `url.escape` in path mode.
