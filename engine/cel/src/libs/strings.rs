@@ -280,17 +280,34 @@ fn split<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     // part borrows the text when it is borrowed.
     let whole = string_arg(args, 0)?;
     let limit = usize::try_from(n).unwrap_or(usize::MAX);
+    // A one-character separator is searched for as a character (a byte scan), not a string.
+    let mut sep_chars = sep.chars();
+    let parts = match (sep_chars.next(), sep_chars.next()) {
+        (Some(c), None) => split_parts(whole, sep.len(), limit, s.match_indices(c)),
+        _ => split_parts(whole, sep.len(), limit, s.match_indices(sep)),
+    };
+    Ok(Value::List(List::from_vec(parts)))
+}
+
+/// The parts of `whole` between the separators (each `sep_len` bytes long) found at the
+/// offsets `found` gives: at most `limit`, the last keeping the rest.
+fn split_parts<'a, 's>(
+    whole: &Str<'a>,
+    sep_len: usize,
+    limit: usize,
+    found: impl Iterator<Item = (usize, &'s str)>,
+) -> Vec<Value<'a>> {
     let mut parts = Vec::new();
     let mut start = 0;
-    for (i, found) in s.match_indices(sep) {
+    for (i, _) in found {
         if parts.len() + 1 >= limit {
             break;
         }
         parts.push(Value::String(whole.slice(start..i)));
-        start = i + found.len();
+        start = i + sep_len;
     }
-    parts.push(Value::String(whole.slice(start..s.len())));
-    Ok(Value::List(List::from_vec(parts)))
+    parts.push(Value::String(whole.slice(start..whole.len())));
+    parts
 }
 
 /// The string argument at `i`, as the value holds it (borrowed or shared).
