@@ -932,15 +932,8 @@ fn insert_transformed<'a>(
 ) -> Result<(), EvalError> {
     let v = v?;
     let insert = |out: &mut OwnedMap<'a>, k: &Value<'a>, val: Value<'a>| {
-        let key = Key::from_value(k)?;
-        let shown = key.to_string();
-        if out.insert_new(key, val) {
-            Ok(())
-        } else {
-            Err(EvalError::msg(format!(
-                "insert failed: key {shown} already exists"
-            )))
-        }
+        out.try_insert_new(Key::from_value(k)?, val)
+            .map_err(|key| EvalError::msg(format!("insert failed: key {key} already exists")))
     };
     if !entry {
         return insert(out, &item.0, v);

@@ -394,11 +394,16 @@ impl<'a> OwnedMap<'a> {
     /// Inserts `k` unless [`OwnedMap::find`] finds it (cel-go's mutable maps, built by
     /// `transformMap` and friends); returns false, leaving the map unchanged, if it does.
     pub fn insert_new(&mut self, k: Key<'a>, v: Value<'a>) -> bool {
+        self.try_insert_new(k, v).is_ok()
+    }
+
+    /// [`OwnedMap::insert_new`], giving `k` back if it is already there.
+    pub(crate) fn try_insert_new(&mut self, k: Key<'a>, v: Value<'a>) -> Result<(), Key<'a>> {
         if self.find(&k).is_some() {
-            return false;
+            return Err(k);
         }
         self.push(k, v);
-        true
+        Ok(())
     }
 
     /// Inserts `k`, replacing the entry of the same key (as a map literal does: like a Go map
