@@ -278,9 +278,10 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         .validations
         .iter()
         .any(|v| v.message_expression.is_some());
-    let message_variables = match has_messages {
-        true => policy_variables(has_params, false, named()),
-        false => variables.clone(),
+    let message_variables = if has_messages {
+        policy_variables(has_params, false, named())
+    } else {
+        variables.clone()
     };
     let env = variables.env().clone();
     let message_env = message_variables.env().clone();

@@ -144,19 +144,31 @@ fn index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let off = off as usize;
     if s.is_ascii() && sub.is_ascii() {
         // Code points are bytes: search the text itself.
-        if off >= s.len() || sub.len() > s.len() {
-            return Ok(Value::Int(-1));
-        }
-        let found = s.get(off..).and_then(|rest| rest.find(sub));
-        return Ok(Value::Int(found.map_or(-1, |i| (off + i) as i64)));
+        return Ok(index_in(s.as_bytes(), sub.as_bytes(), off, |rest| {
+            std::str::from_utf8(rest).ok().and_then(|r| r.find(sub))
+        }));
     }
     let s: Vec<char> = s.chars().collect();
     let sub: Vec<char> = sub.chars().collect();
+    Ok(index_in(&s, &sub, off, |rest| {
+        (0..=rest.len().saturating_sub(sub.len()))
+            .find(|&i| rest.get(i..i + sub.len()) == Some(&sub[..]))
+    }))
+}
+
+/// `indexOf` from `off` over `s` and `sub` in code points (or bytes, for ASCII text): `find`
+/// finds the first occurrence of `sub` in a suffix of `s`.
+fn index_in<T>(
+    s: &[T],
+    sub: &[T],
+    off: usize,
+    find: impl Fn(&[T]) -> Option<usize>,
+) -> Value<'static> {
     if off >= s.len() || sub.len() > s.len() {
-        return Ok(Value::Int(-1));
+        return Value::Int(-1);
     }
-    let found = (off..=s.len() - sub.len()).find(|&i| s.get(i..i + sub.len()) == Some(&sub[..]));
-    Ok(Value::Int(found.map_or(-1, |i| i as i64)))
+    let found = s.get(off..).and_then(find);
+    Value::Int(found.map_or(-1, |i| (off + i) as i64))
 }
 
 fn last_index_of<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {

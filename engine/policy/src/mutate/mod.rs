@@ -533,16 +533,15 @@ impl Run<'_> {
                 // Where the patch wrote or removed: what may no longer fit, and the only place a
                 // member the schema does not declare can have come from.
                 let mut written = Written::default();
-                written.add(ops.iter().flat_map(|op| {
+                for op in &ops {
                     match op.op.as_str() {
-                        "add" | "remove" | "replace" | "copy" => vec![op.path.as_str()],
-                        "move" => [Some(op.path.as_str()), op.from.as_deref()]
-                            .into_iter()
-                            .flatten()
-                            .collect(),
-                        _ => Vec::new(),
+                        "add" | "remove" | "replace" | "copy" => written.add([op.path.as_str()]),
+                        "move" => {
+                            written.add([op.path.as_str()].into_iter().chain(op.from.as_deref()))
+                        }
+                        _ => {}
                     }
-                }));
+                }
                 if kind.built_in {
                     let within = if declared {
                         written.within()
