@@ -130,7 +130,7 @@ bench-scale: deps ## 1,000 VAPs + bindings (realistic mix) as celgate objects: m
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench scale
 
-bench-e2e: deps ## Creates through kube-apiserver: no policy, in-tree, celgate (release), interleaved rounds; prints celgate/in-tree p50/p99; writes target/bench/e2e.json
+bench-e2e: deps ## Creates through kube-apiserver: no policy, in-tree, celgate (release), interleaved create by create; prints celgate/in-tree p50/p99; writes target/bench/e2e.json
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench creates

@@ -7,12 +7,13 @@
 //! label, a key count with a message expression) are stored in-tree and as celgate objects, each
 //! bound to the namespaces labelled `engine=<its engine>`. Three phases create objects that
 //! every policy admits: in a namespace no binding selects (`none`), in the in-tree one and in
-//! the celgate one. Each round runs the three phases once, in an order that rotates from round
-//! to round so that drift (compaction, controller work, other load on the machine) does not
-//! favour one side; each phase creates `BENCH_E2E_OBJECTS` ConfigMaps and as many Deployments
-//! (replicas 0) from `BENCH_E2E_CLIENTS` concurrent clients and times every create.
+//! the celgate one. In each round, every phase creates `BENCH_E2E_OBJECTS` ConfigMaps and as
+//! many Deployments (replicas 0), from `BENCH_E2E_CLIENTS` concurrent clients that take creates
+//! from one sequence in which the phases alternate create by create, so that drift (the
+//! controllers' catch-up, compaction, garbage collection, other load on the machine) falls on
+//! every phase alike and favours none; every create is timed.
 //!
-//! Then apply → enforced with its parts, `BENCH_E2E_APPLY_SAMPLES` (default 5) times: a celgate
+//! Then apply → enforced with its parts, `BENCH_E2E_APPLY_SAMPLES` (default 10) times: a celgate
 //! policy and binding over Secrets (a resource no other policy matches, so celgate's webhook
 //! configuration must gain a rule) are created, and a dry-run Secret is sent every `POLL` until
 //! denied; each poll also reads celgate's ValidatingWebhookConfiguration. Parts: create →
@@ -166,31 +167,39 @@ fn deployment(name: &str) -> Deployment {
     .unwrap_or_else(|e| panic!("deployment fixture: {e}"))
 }
 
-/// Creates `objects` ConfigMaps and as many Deployments in `namespace` from `clients` clients;
-/// returns the time of every create.
-async fn phase(
+/// One round: `objects` ConfigMaps and as many Deployments in each phase's namespace, from
+/// `clients` clients that take creates from one shared sequence in which the phases alternate
+/// create by create (none, in-tree, celgate, none, …). Every phase so meets the same background
+/// work (the controllers' catch-up, etcd compaction, Go's garbage collection, other load) at
+/// the same moments, rather than a phase meeting it alone. Returns each phase's create times.
+async fn round(
     client: &kube::Client,
-    namespace: &'static str,
     round: usize,
     objects: usize,
     clients: usize,
-) -> Vec<Duration> {
+) -> [Vec<Duration>; 3] {
     let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
     for _ in 0..clients {
         let (client, next) = (client.clone(), next.clone());
         tasks.push(tokio::spawn(async move {
-            let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-            let deployments: Api<Deployment> = Api::namespaced(client, namespace);
-            let mut times = Vec::new();
+            let apis = PHASES.map(|p| {
+                (
+                    Api::<ConfigMap>::namespaced(client.clone(), p.namespace),
+                    Api::<Deployment>::namespaced(client.clone(), p.namespace),
+                )
+            });
+            let mut times: [Vec<Duration>; 3] = Default::default();
             loop {
                 let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= 2 * objects {
+                if k >= PHASES.len() * 2 * objects {
                     break times;
                 }
-                let name = format!("r{round}-{k}");
+                let (phase, n) = (k % PHASES.len(), k / PHASES.len());
+                let (maps, deployments) = &apis[phase];
+                let name = format!("r{round}-{n}");
                 let started = Instant::now();
-                let created = if k % 2 == 0 {
+                let created = if n % 2 == 0 {
                     maps.create(&PostParams::default(), &configmap(&name, true))
                         .await
                         .map(|_| ())
@@ -200,16 +209,19 @@ async fn phase(
                         .await
                         .map(|_| ())
                 };
-                times.push(started.elapsed());
+                times[phase].push(started.elapsed());
                 if let Err(e) = created {
-                    panic!("create {name} in {namespace} failed: {e}");
+                    panic!("create {name} in {} failed: {e}", PHASES[phase].namespace);
                 }
             }
         }));
     }
-    let mut all = Vec::new();
+    let mut all: [Vec<Duration>; 3] = Default::default();
     for t in tasks {
-        all.extend(t.await.unwrap_or_else(|e| panic!("a client failed: {e}")));
+        let times = t.await.unwrap_or_else(|e| panic!("a client failed: {e}"));
+        for (all, times) in all.iter_mut().zip(times) {
+            all.extend(times);
+        }
     }
     all
 }
@@ -407,7 +419,7 @@ async fn main() {
     let rounds = env_usize("BENCH_E2E_ROUNDS", 4);
     let objects = env_usize("BENCH_E2E_OBJECTS", 100);
     let clients = env_usize("BENCH_E2E_CLIENTS", 4);
-    let apply_samples = env_usize("BENCH_E2E_APPLY_SAMPLES", 5);
+    let apply_samples = env_usize("BENCH_E2E_APPLY_SAMPLES", 10);
     let load_before = loadavg();
     let cluster = Cluster::start();
     cluster.install_crds();
@@ -423,21 +435,20 @@ async fn main() {
         wait_enforced(&client, p).await;
     }
     // A warm-up round, not counted: connections, caches and the first compiles.
-    for p in &PHASES {
-        phase(&client, p.namespace, rounds, objects.min(20), clients).await;
-    }
+    round(&client, rounds, objects.min(20), clients).await;
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); PHASES.len()];
     let mut per_round = Vec::new();
-    for round in 0..rounds {
+    for r in 0..rounds {
         let mut this_round = serde_json::Map::new();
-        for k in 0..PHASES.len() {
-            let i = (k + round) % PHASES.len();
-            let p = &PHASES[i];
-            let mut t = phase(&client, p.namespace, round, objects, clients).await;
+        for (i, mut t) in round(&client, r, objects, clients)
+            .await
+            .into_iter()
+            .enumerate()
+        {
             t.sort();
             this_round.insert(
-                p.name.into(),
-                json!({"order": k, "p50_ms": ms(percentile(&t, 0.5)), "p99_ms": ms(percentile(&t, 0.99))}),
+                PHASES[i].name.into(),
+                json!({"p50_ms": ms(percentile(&t, 0.5)), "p99_ms": ms(percentile(&t, 0.99))}),
             );
             times[i].extend(t);
         }
