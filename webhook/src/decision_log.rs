@@ -101,15 +101,14 @@ impl DecisionLog {
         }
     }
 
-    /// Logs the `kind` denial of the AdmissionReview `review` (its request names the object
-    /// and the user), or counts it as dropped when this second's lines are spent.
-    pub fn denied(&self, kind: AdmissionKind, review: &Value, denied: Denied<'_>) {
+    /// Logs the `kind` denial of `request` (an AdmissionRequest's members, which name the
+    /// object and the user), or counts it as dropped when this second's lines are spent.
+    pub fn denied(&self, kind: AdmissionKind, request: &Value, denied: Denied<'_>) {
         if !self.admit(Instant::now()) {
             self.dropped.inc();
             return;
         }
         self.written.inc();
-        let request = review.get("request").unwrap_or(&Value::Null);
         let resource = request.get("resource");
         let field = |name| text(resource.and_then(|r| r.get(name)));
         let (group, version, plural) = (field("group"), field("version"), field("resource"));
@@ -178,12 +177,12 @@ mod tests {
     #[test]
     fn denials_over_the_rate_are_counted_as_dropped() {
         let (log, registry) = log(2);
-        let review = serde_json::json!({"request": {"namespace": "ns", "name": "web",
+        let request = serde_json::json!({"namespace": "ns", "name": "web",
             "operation": "CREATE", "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
-            "userInfo": {"username": "alice"}}});
+            "userInfo": {"username": "alice"}});
         let denied = Denied::by(Some(("p", "b")), "no");
         for _ in 0..5 {
-            log.denied(AdmissionKind::Validating, &review, denied);
+            log.denied(AdmissionKind::Validating, &request, denied);
         }
         let text = crate::metrics::encode(&registry).unwrap();
         // Five denials within one second (the test runs well inside one, or straddles two

@@ -277,9 +277,9 @@ impl Metrics {
             .inc();
     }
 
-    /// Records one admission decision of `review`: allowed, or `denied` (which also goes to
+    /// Records one admission decision of `request` (its members): allowed, or `denied` (which also goes to
     /// the decision log).
-    pub fn decided(&self, kind: AdmissionKind, review: &Value, denied: Option<Denied<'_>>) {
+    pub fn decided(&self, kind: AdmissionKind, request: &Value, denied: Option<Denied<'_>>) {
         let decision = if denied.is_some() {
             "denied"
         } else {
@@ -292,7 +292,7 @@ impl Metrics {
             })
             .inc();
         if let Some(denied) = denied {
-            self.decision_log.denied(kind, review, denied);
+            self.decision_log.denied(kind, request, denied);
         }
     }
 }

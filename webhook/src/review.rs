@@ -8,9 +8,11 @@ use axum::extract::{FromRequest, Request as HttpRequest};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use celgate_engine::apivalidation::FieldError;
+use celgate_engine::received::{self, JsonError, MaybeRequest, ReceivedRequest};
 use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
 use celgate_engine::{MutationOutcome, Request};
 use celgate_snapshot::DispatchError;
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use thiserror::Error;
@@ -43,78 +45,98 @@ pub enum ReviewError {
     NoRequest,
 }
 
-/// The nesting depth of a JSON text (arrays and objects), counted without recursion; strings
-/// are skipped so brackets inside them do not count. Stops counting past `limit`.
-fn nesting_depth(body: &[u8], limit: usize) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for &b in body {
-        if in_string {
-            match (escaped, b) {
-                (true, _) => escaped = false,
-                (false, b'\\') => escaped = true,
-                (false, b'"') => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-                if deepest > limit {
-                    return deepest;
-                }
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
+/// A review's top-level members, as far as celgate reads them.
+#[derive(Default)]
+struct Wire {
+    api_version: Option<Value>,
+    kind: Option<Value>,
+    request: Option<ReceivedRequest>,
 }
 
-/// Parses a body and checks it is an AdmissionReview v1 with a request. Objects nested deeper
+impl<'de> Deserialize<'de> for Wire {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(WireVisitor)
+    }
+}
+
+struct WireVisitor;
+
+impl<'de> Visitor<'de> for WireVisitor {
+    type Value = Wire;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an AdmissionReview object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Wire, A::Error> {
+        let mut wire = Wire::default();
+        // A repeated member counts once, the last time, as when decoding into a `Value`.
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "apiVersion" => wire.api_version = Some(map.next_value()?),
+                "kind" => wire.kind = Some(map.next_value()?),
+                "request" => wire.request = map.next_value::<MaybeRequest>()?.0,
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(wire)
+    }
+}
+
+/// Parses a body and checks it is an AdmissionReview v1 with a request. The request's
+/// `object` and `oldObject` are kept as text, decoded when first read. Members nested deeper
 /// than serde_json's default of 128 levels are read as kube-apiserver reads them (up to
 /// [`MAX_REVIEW_DEPTH`]), on a stack that grows as the nesting needs.
-pub fn decode(body: &[u8]) -> Result<Value, ReviewError> {
-    let review = match serde_json::from_slice::<Value>(body) {
-        Ok(review) => review,
+pub fn decode(body: &[u8]) -> Result<ReceivedRequest, ReviewError> {
+    // Text checked to be UTF-8 once here is not checked again string by string, nor when the
+    // objects are decoded; a body that is not UTF-8 gets serde_json's error from the bytes.
+    let read = match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str::<Wire>(text),
+        Err(_) => serde_json::from_slice::<Wire>(body),
+    };
+    let wire = match read {
+        Ok(wire) => wire,
         // serde_json says so only in its message; the fast path above serves every review of
         // ordinary depth, this one the rest.
         Err(e) if e.to_string().starts_with("recursion limit exceeded") => decode_deep(body)?,
         Err(e) => return Err(e.into()),
     };
-    let field = |k: &str| review.get(k).and_then(Value::as_str).unwrap_or_default();
-    let (api_version, kind) = (field("apiVersion"), field("kind"));
+    let field = |v: &Option<Value>| {
+        v.as_ref()
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (api_version, kind) = (field(&wire.api_version), field(&wire.kind));
     if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
-        return Err(ReviewError::NotAReview {
-            api_version: api_version.to_string(),
-            kind: kind.to_string(),
-        });
+        return Err(ReviewError::NotAReview { api_version, kind });
     }
-    match review.get("request") {
-        Some(Value::Object(_)) => Ok(review),
-        _ => Err(ReviewError::NoRequest),
-    }
+    wire.request.ok_or(ReviewError::NoRequest)
 }
 
 /// Parses a body nested deeper than serde_json's default limit, up to [`MAX_REVIEW_DEPTH`].
-fn decode_deep(body: &[u8]) -> Result<Value, ReviewError> {
-    if nesting_depth(body, MAX_REVIEW_DEPTH) > MAX_REVIEW_DEPTH {
-        return Err(ReviewError::TooDeep);
-    }
-    let mut de = serde_json::Deserializer::from_slice(body);
-    de.disable_recursion_limit();
-    let review = Value::deserialize(serde_stacker::Deserializer::new(&mut de))?;
-    de.end()?;
-    Ok(review)
+fn decode_deep(body: &[u8]) -> Result<Wire, ReviewError> {
+    let mut review = match received::parse(body, MAX_REVIEW_DEPTH) {
+        Ok(review) => review,
+        Err(JsonError::TooDeep(_)) => return Err(ReviewError::TooDeep),
+        Err(JsonError::Syntax(e)) => return Err(e.into()),
+    };
+    let mut take = |key: &str| review.as_object_mut().and_then(|m| m.remove(key));
+    Ok(Wire {
+        api_version: take("apiVersion"),
+        kind: take("kind"),
+        request: take("request")
+            .filter(Value::is_object)
+            .map(ReceivedRequest::from_value),
+    })
 }
 
 /// A decoded AdmissionReview v1 with a request, as a handler argument; a body that is not one
 /// is answered with 400 and what is wrong.
 #[derive(Debug)]
-pub struct Review(pub Value);
+pub struct Review(pub ReceivedRequest);
 
 impl<S: Send + Sync> FromRequest<S> for Review {
     type Rejection = Response;
@@ -262,17 +284,16 @@ struct Empty {}
 /// The response to a write of one of celgate's own kinds: allowed, or 422 Invalid with every
 /// field error, as kube-apiserver answers for the in-tree kinds.
 pub fn policy_validation_response(
-    review: &Value,
+    review: &ReceivedRequest,
     errors: &[FieldError],
 ) -> Result<Vec<u8>, DispatchError> {
     use celgate_engine::apivalidation::invalid_message;
-    let raw = review.get("request").ok_or(DispatchError::NoRequest)?;
-    let req = Request::from_json(raw)?;
+    let req: Request<'_> = review.request()?;
     if errors.is_empty() {
         return Ok(allow(req.uid).to_string().into_bytes());
     }
     let name = req
-        .object
+        .object()
         .get("metadata")
         .and_then(|m| m.get("name"))
         .and_then(Value::as_str)
@@ -307,15 +328,6 @@ pub fn allow(uid: &str) -> Value {
 mod tests {
     use super::*;
     use celgate_engine::validate::Denial;
-
-    #[test]
-    fn brackets_inside_strings_do_not_count_as_nesting() {
-        assert_eq!(nesting_depth(br#"{"a": [1, {"b": 2}]}"#, 100), 3);
-        assert_eq!(nesting_depth(br#"{"a": "[[[{{{", "b": "\\"}"#, 100), 1);
-        assert_eq!(nesting_depth(br#"{"a": "\"[[[", "b": []}"#, 100), 2);
-        // Counting stops past the limit.
-        assert_eq!(nesting_depth(b"[[[[[[", 3), 4);
-    }
 
     #[test]
     fn a_response_is_the_review_kube_apiserver_reads() {

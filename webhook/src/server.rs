@@ -211,7 +211,7 @@ fn json_response(body: Vec<u8>) -> Response {
 fn dispatch_error(e: &DispatchError) -> Response {
     let status = match e {
         DispatchError::NotReady => StatusCode::SERVICE_UNAVAILABLE,
-        DispatchError::Request(_) | DispatchError::NoRequest => StatusCode::BAD_REQUEST,
+        DispatchError::Request(_) => StatusCode::BAD_REQUEST,
         DispatchError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     (status, format!("{e}\n")).into_response()
@@ -283,7 +283,7 @@ async fn validate(
             });
             state
                 .metrics
-                .decided(AdmissionKind::Validating, &decided.review, denied);
+                .decided(AdmissionKind::Validating, decided.review.fields(), denied);
             json_response(review::response(&decided.uid, outcome))
         }
         Err(e) => dispatch_error(&e),
@@ -352,7 +352,7 @@ async fn mutate(
             });
             state
                 .metrics
-                .decided(AdmissionKind::Mutating, &mutated.review, denied);
+                .decided(AdmissionKind::Mutating, mutated.review.fields(), denied);
             json_response(review::mutation_response(&mutated.uid, outcome))
         }
         Err(e) => dispatch_error(&e),

@@ -304,7 +304,9 @@ fn objects_nested_as_deep_as_kube_apiserver_allows_are_evaluated() {
         // Deeper than any object kube-apiserver stores: a clear 400.
         assert_eq!(answers[2].0, StatusCode::BAD_REQUEST);
         assert!(
-            answers[2].1.contains("nested deeper than 10002 levels"),
+            answers[2]
+                .1
+                .contains("request.object cannot be decoded: nested deeper than 10000 levels"),
             "{}",
             answers[2].1
         );

@@ -279,24 +279,24 @@ impl Env {
             container: &inner.container,
             types: inner.types.as_deref(),
         };
-        let (root, slots) =
-            plan::plan(&parsed.expr, checked.as_ref(), &env).map_err(|e| match e {
-                plan::PlanError::Program(m) => {
-                    CompileError::program(src, m).with_output_type(output.clone())
-                }
-                e @ plan::PlanError::Malformed(_) => CompileError::new(
-                    src,
-                    vec![Issue {
-                        line: -1,
-                        column: -1,
-                        message: e.to_string(),
-                    }],
-                ),
-            })?;
+        let planned = plan::plan(&parsed.expr, checked.as_ref(), &env).map_err(|e| match e {
+            plan::PlanError::Program(m) => {
+                CompileError::program(src, m).with_output_type(output.clone())
+            }
+            e @ plan::PlanError::Malformed(_) => CompileError::new(
+                src,
+                vec![Issue {
+                    line: -1,
+                    column: -1,
+                    message: e.to_string(),
+                }],
+            ),
+        })?;
         Ok(Program {
             source: src.to_string(),
-            root,
-            slots,
+            root: planned.root,
+            slots: planned.slots,
+            globals: planned.globals,
             output,
         })
     }
@@ -339,10 +339,18 @@ pub struct Program {
     source: String,
     root: Node,
     slots: usize,
+    globals: Box<[Arc<str>]>,
     output: Type,
 }
 
 impl Program {
+    /// Whether evaluating may read the activation variable `name` (a qualified name such as
+    /// `authorizer.requestResource` counts as itself). Composited variables (`variables.x`)
+    /// are programs of their own and are not followed.
+    pub fn reads(&self, name: &str) -> bool {
+        self.globals.iter().any(|g| &**g == name)
+    }
+
     /// The checked type of the expression's result (`dyn` when compiled unchecked).
     pub fn output_type(&self) -> &Type {
         &self.output
@@ -380,6 +388,28 @@ impl Program {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_knows_the_variables_it_reads() {
+        let env = Env::kubernetes()
+            .variable("object", Type::Dyn)
+            .variable("oldObject", Type::Dyn)
+            .variable("request", Type::Dyn)
+            .build();
+        let program = |src: &str| env.compile(src).expect("compiles");
+        let p = program("object.spec.replicas > 1 && [1].all(oldObject, oldObject > 0)");
+        assert!(p.reads("object"));
+        // A comprehension variable that shadows a declared one is not a read of it.
+        assert!(!p.reads("oldObject"));
+        assert!(!p.reads("request"));
+        let p = program("has(oldObject.spec) ? oldObject.spec == object.spec : request.uid != ''");
+        assert!(p.reads("object") && p.reads("oldObject") && p.reads("request"));
+        // Unchecked programs record their reads too.
+        let p = env
+            .compile_unchecked("oldObject == null")
+            .expect("compiles");
+        assert!(p.reads("oldObject") && !p.reads("object"));
+    }
 
     #[test]
     fn new_expressions_leave_out_libraries_newer_than_the_compatibility_version() {

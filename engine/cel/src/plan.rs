@@ -126,20 +126,33 @@ pub(crate) struct PlanEnv<'e> {
     pub types: Option<&'e dyn TypeProvider>,
 }
 
-/// Plans `expr`. Returns the tree and the number of comprehension slots it uses.
+/// A planned expression: its tree, the number of comprehension slots it uses, and the
+/// activation variables it reads (each once).
+pub(crate) struct Planned {
+    pub root: Node,
+    pub slots: usize,
+    pub globals: Box<[Arc<str>]>,
+}
+
+/// Plans `expr`.
 pub(crate) fn plan(
     expr: &Expr,
     checked: Option<&Checked>,
     env: &PlanEnv<'_>,
-) -> Result<(Node, usize), PlanError> {
+) -> Result<Planned, PlanError> {
     let mut p = Planner {
         env,
         checked,
         scopes: Vec::new(),
         slots: 0,
+        globals: Vec::new(),
     };
-    let node = p.plan(expr)?;
-    Ok((node, p.slots))
+    let root = p.plan(expr)?;
+    Ok(Planned {
+        root,
+        slots: p.slots,
+        globals: p.globals.into_boxed_slice(),
+    })
 }
 
 struct Planner<'p, 'e> {
@@ -147,6 +160,7 @@ struct Planner<'p, 'e> {
     checked: Option<&'p Checked>,
     scopes: Vec<(String, usize)>,
     slots: usize,
+    globals: Vec<Arc<str>>,
 }
 
 fn literal(l: &Literal) -> Value<'static> {
@@ -161,8 +175,8 @@ fn literal(l: &Literal) -> Value<'static> {
     }
 }
 
-impl Planner<'_, '_> {
-    fn reference(&self, id: u64) -> Option<&Ref> {
+impl<'p> Planner<'p, '_> {
+    fn reference(&self, id: u64) -> Option<&'p Ref> {
         self.checked.and_then(|c| c.refs.get(&id))
     }
 
@@ -266,22 +280,35 @@ impl Planner<'_, '_> {
         })
     }
 
+    /// A read of activation variable `name`, noted in the plan's globals.
+    fn global(&mut self, name: &str) -> Node {
+        let name: Arc<str> = match self.globals.iter().find(|g| &***g == name) {
+            Some(known) => known.clone(),
+            None => {
+                let new: Arc<str> = Arc::from(name);
+                self.globals.push(new.clone());
+                new
+            }
+        };
+        Node::Global(name)
+    }
+
     fn plan_ident(&mut self, id: u64, name: &str) -> Node {
         if let Some(slot) = self.local(name) {
             return Node::Local(slot);
         }
         match self.reference(id) {
-            Some(Ref::Var(v)) => return Node::Global(Arc::from(v.as_str())),
+            Some(Ref::Var(v)) => return self.global(v),
             Some(Ref::TypeValue(t)) => return type_value(t),
             _ => {}
         }
         if let Some(v) = self.global_name(name) {
-            return Node::Global(Arc::from(v.as_str()));
+            return self.global(&v);
         }
         if type_ident(name).is_some() {
             return type_value(name);
         }
-        Node::Global(Arc::from(name))
+        self.global(name)
     }
 
     /// `a.b.c` naming a declared variable, or `variables.<name>`.
@@ -297,7 +324,7 @@ impl Planner<'_, '_> {
             return Ok(Some(Node::Composited(*i)));
         }
         match self.reference(e.id) {
-            Some(Ref::Var(v)) => return Ok(Some(Node::Global(Arc::from(v.as_str())))),
+            Some(Ref::Var(v)) => return Ok(Some(self.global(v))),
             Some(Ref::TypeValue(t)) => return Ok(Some(type_value(t))),
             _ => {}
         }
@@ -307,7 +334,7 @@ impl Planner<'_, '_> {
             let root = q.split('.').next().unwrap_or_default();
             if self.local(root).is_none() {
                 if let Some(v) = self.global_name(&q) {
-                    return Ok(Some(Node::Global(Arc::from(v.as_str()))));
+                    return Ok(Some(self.global(&v)));
                 }
                 if type_ident(&q).is_some() {
                     return Ok(Some(type_value(&q)));

@@ -12,6 +12,24 @@ use crate::model::{FailurePolicy, ValidatingPolicySpec};
 /// matches then sees `compilation error: <why>` under the policy's failurePolicy).
 pub type CompiledExpr = Result<Program, ExprError>;
 
+/// Whether any of a policy's compiled expressions, or its variables, may read `oldObject`.
+/// When none does, the request's old object is bound as `null` (nothing can tell) and so is
+/// never decoded for the policy.
+pub(crate) fn reads_old_object<'p>(
+    expressions: impl IntoIterator<Item = &'p CompiledExpr>,
+    variables: &Variables,
+) -> bool {
+    let variables = variables.iter().filter_map(|(_, p)| p.ok());
+    expressions
+        .into_iter()
+        .filter_map(|p| p.as_ref().ok())
+        .chain(variables)
+        .any(|p| p.reads(OLD_OBJECT))
+}
+
+/// The CEL variable holding the request's old object.
+const OLD_OBJECT: &str = "oldObject";
+
 /// One validation, compiled.
 #[derive(Debug)]
 pub struct CompiledValidation {
@@ -65,6 +83,8 @@ pub struct ValidatingPolicy {
     pub message_variables: Arc<Variables>,
     /// Whether any expression may read `authorizer` (so requests need one built).
     pub uses_authorizer: bool,
+    /// Whether any expression may read `oldObject` (so the old object is decoded for it).
+    pub reads_old_object: bool,
 }
 
 impl std::fmt::Debug for ValidatingPolicy {
@@ -285,7 +305,7 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
     };
     let env = variables.env().clone();
     let message_env = message_variables.env().clone();
-    let validations = spec
+    let validations: Vec<CompiledValidation> = spec
         .validations
         .iter()
         .map(|v| CompiledValidation {
@@ -299,7 +319,7 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
                 .map(|m| compile_checked(&message_env, m, result_types::MESSAGE)),
         })
         .collect();
-    let match_conditions = spec
+    let match_conditions: Vec<CompiledMatchCondition> = spec
         .match_conditions
         .iter()
         .map(|c| CompiledMatchCondition {
@@ -307,7 +327,7 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
             program: compile_checked(&env, &c.expression, result_types::CONDITION),
         })
         .collect();
-    let audit_annotations = spec
+    let audit_annotations: Vec<CompiledAuditAnnotation> = spec
         .audit_annotations
         .iter()
         .map(|a| CompiledAuditAnnotation {
@@ -324,8 +344,17 @@ pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
         .chain(spec.match_conditions.iter().map(|c| c.expression.as_str()))
         .chain(spec.variables.iter().map(|v| v.expression.as_str()))
         .any(|src| src.contains(authz::AUTHORIZER_VARIABLE));
+    let reads_old_object = reads_old_object(
+        validations
+            .iter()
+            .flat_map(|v| std::iter::once(&v.program).chain(&v.message_expression))
+            .chain(match_conditions.iter().map(|c| &c.program))
+            .chain(audit_annotations.iter().map(|a| &a.program)),
+        &variables,
+    );
     ValidatingPolicy {
         uses_authorizer,
+        reads_old_object,
         name: Arc::from(spec.name.as_str()),
         spec,
         validations,

@@ -37,6 +37,9 @@ pub(crate) fn namespace_object<'n>(
 pub(crate) struct Evaluation<'a> {
     pub(crate) req: &'a Request<'a>,
     pub(crate) object: &'a serde_json::Value,
+    /// The request's old object, or `null` for a policy that never reads it (see
+    /// [`Evaluation::old_object_for`]).
+    pub(crate) old_object: &'a serde_json::Value,
     pub(crate) namespace_object: &'a serde_json::Value,
     /// Whether the policy has a paramKind (so `params` is declared).
     pub(crate) has_params: bool,
@@ -63,6 +66,19 @@ pub(crate) enum Batch {
 }
 
 impl<'a> Evaluation<'a> {
+    /// What a policy's evaluations bind as `oldObject`: the request's old object when the
+    /// policy may read it, else `null`, so the old object is not decoded for it.
+    pub(crate) fn old_object_for(
+        req: &Request<'a>,
+        reads_old_object: bool,
+    ) -> &'a serde_json::Value {
+        if reads_old_object {
+            req.old_object()
+        } else {
+            &NULL
+        }
+    }
+
     /// A fresh budget of `total`, stopping at the request's deadline.
     pub(crate) fn budget(&self, total: u64) -> Budget {
         let budget = Budget::new(PER_CALL_LIMIT, total);
@@ -76,7 +92,7 @@ impl<'a> Evaluation<'a> {
     pub(crate) fn activation(&self, batch: Batch) -> Activation<'a> {
         let mut act = Activation::new();
         act.bind_json("object", self.object);
-        act.bind_json("oldObject", self.req.old_object);
+        act.bind_json("oldObject", self.old_object);
         act.bind_json("request", self.req.raw);
         act.bind_json("namespaceObject", self.namespace_object);
         if self.has_params {

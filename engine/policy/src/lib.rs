@@ -15,6 +15,7 @@ pub mod model;
 pub mod mutate;
 pub mod paramaccess;
 pub mod params;
+pub mod received;
 pub mod request;
 pub mod schema;
 pub mod typecheck;

@@ -133,7 +133,7 @@ fn namespace_matches(
             crate::request::Operation::Create | crate::request::Operation::Update
         );
     let labels = if own_labels {
-        labels_of(req.object)
+        labels_of(req.object())
     } else {
         let name = if req.namespace.is_empty() {
             req.name
@@ -152,12 +152,13 @@ fn object_matches(selector: &LabelSelector, req: &Request<'_>) -> Result<bool, M
     if selector.match_labels.is_empty() && selector.match_expressions.is_empty() {
         return Ok(true);
     }
-    for obj in [req.object, req.old_object] {
-        if obj.is_object() && selector_matches(selector, labels_of(obj))? {
-            return Ok(true);
-        }
+    let new = req.object();
+    if new.is_object() && selector_matches(selector, labels_of(new))? {
+        return Ok(true);
     }
-    Ok(false)
+    // The old object is read only when the new one does not match.
+    let old = req.old_object();
+    Ok(old.is_object() && selector_matches(selector, labels_of(old))?)
 }
 
 fn labels_of(obj: &Value) -> Option<&serde_json::Map<String, Value>> {

@@ -5,6 +5,8 @@
 use serde_json::{Map, Value};
 use thiserror::Error;
 
+use crate::received::LazyJson;
+
 /// Why an AdmissionRequest cannot be read.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum RequestError {
@@ -22,6 +24,14 @@ pub enum RequestError {
     /// `operation` is not one Kubernetes sends.
     #[error("request.operation must be one of CREATE, UPDATE, DELETE, CONNECT, not {0:?}")]
     Operation(String),
+    /// `object` or `oldObject` was read and is not a JSON value celgate can hold.
+    #[error("request.{field} cannot be decoded: {why}")]
+    Undecodable {
+        /// `object` or `oldObject`.
+        field: &'static str,
+        /// What the decoder said.
+        why: String,
+    },
 }
 
 /// The operation of an admission request.
@@ -63,7 +73,8 @@ pub struct GroupVersionName<'a> {
 /// The attributes of one admission request.
 #[derive(Clone, Debug)]
 pub struct Request<'a> {
-    /// The whole `request` object, bound as CEL `request`.
+    /// The `request` object, bound as CEL `request` (whose type has no `object` or
+    /// `oldObject`, which [`Request::object`] and [`Request::old_object`] read).
     pub raw: &'a Value,
     /// The request uid, echoed in the response.
     pub uid: &'a str,
@@ -83,17 +94,60 @@ pub struct Request<'a> {
     pub name: &'a str,
     /// Namespace, empty for cluster-scoped objects.
     pub namespace: &'a str,
-    /// The new object; JSON null for DELETE.
-    pub object: &'a Value,
-    /// The old object; JSON null for CREATE.
-    pub old_object: &'a Value,
+    object: Object<'a>,
+    old_object: Object<'a>,
+}
+
+/// Where a request's object is: in the request's JSON, or decoded on first read.
+#[derive(Clone, Copy, Debug)]
+enum Object<'a> {
+    Decoded(&'a Value),
+    Lazy(&'a LazyJson),
+}
+
+impl<'a> Object<'a> {
+    fn get(self) -> &'a Value {
+        match self {
+            Object::Decoded(v) => v,
+            Object::Lazy(lazy) => lazy.get(),
+        }
+    }
 }
 
 static NULL: Value = Value::Null;
 
 impl<'a> Request<'a> {
+    /// The new object; JSON null for DELETE. Decoded on first read when received as text.
+    pub fn object(&self) -> &'a Value {
+        self.object.get()
+    }
+
+    /// The old object; JSON null for CREATE. Decoded on first read when received as text.
+    pub fn old_object(&self) -> &'a Value {
+        self.old_object.get()
+    }
+
     /// Reads the attributes of the `request` member of an AdmissionReview.
     pub fn from_json(raw: &'a Value) -> Result<Self, RequestError> {
+        let member = |key| Object::Decoded(raw.get(key).unwrap_or(&NULL));
+        Self::read(raw, member("object"), member("oldObject"))
+    }
+
+    /// Reads the attributes of a request whose `object` and `oldObject` are held apart from
+    /// its other members (`fields`).
+    pub fn from_parts(
+        fields: &'a Value,
+        object: &'a LazyJson,
+        old_object: &'a LazyJson,
+    ) -> Result<Self, RequestError> {
+        Self::read(fields, Object::Lazy(object), Object::Lazy(old_object))
+    }
+
+    fn read(
+        raw: &'a Value,
+        object: Object<'a>,
+        old_object: Object<'a>,
+    ) -> Result<Self, RequestError> {
         let map = raw.as_object().ok_or(RequestError::WrongType {
             field: "",
             want: "an object",
@@ -126,8 +180,8 @@ impl<'a> Request<'a> {
             request_sub_resource,
             name: optional_str(map, "name")?,
             namespace: optional_str(map, "namespace")?,
-            object: map.get("object").unwrap_or(&NULL),
-            old_object: map.get("oldObject").unwrap_or(&NULL),
+            object,
+            old_object,
         })
     }
 }
@@ -213,8 +267,8 @@ mod tests {
         assert_eq!(r.resource.name, "deployments");
         assert_eq!(r.request_resource, r.resource);
         assert_eq!(r.namespace, "ns");
-        assert!(r.old_object.is_null());
-        assert_eq!(r.object["spec"]["replicas"], 3);
+        assert!(r.old_object().is_null());
+        assert_eq!(r.object()["spec"]["replicas"], 3);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::time::Duration;
 use celgate_cel::Authorizer;
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::model::FailurePolicy;
+use celgate_engine::received::ReceivedRequest;
 use celgate_engine::validate::trace::Trace;
 use celgate_engine::{
     Context, MutatingWebhookGroup, MutationOutcome, Outcome, Request, RequestError,
@@ -76,9 +77,6 @@ pub enum DispatchError {
     /// The review's request is malformed.
     #[error("invalid AdmissionReview: {0}")]
     Request(#[from] RequestError),
-    /// The review has no request object.
-    #[error("AdmissionReview has no request")]
-    NoRequest,
     /// The evaluation thread failed outside any one policy.
     #[error("internal error deciding the request: {0}")]
     Internal(String),
@@ -91,8 +89,8 @@ pub struct Decided {
     pub uid: String,
     /// The decision.
     pub outcome: Outcome,
-    /// The review it decides (returned, so a denial can be logged with the request's names).
-    pub review: Value,
+    /// The request it decides (returned, so a denial can be logged with the request's names).
+    pub review: ReceivedRequest,
 }
 
 /// A decided mutation.
@@ -102,22 +100,30 @@ pub struct Mutated {
     pub uid: String,
     /// The mutated object and its patch, or the denial.
     pub outcome: MutationOutcome,
-    /// The review it answers (returned, so a denial can be logged with the request's names).
-    pub review: Value,
+    /// The request it answers (returned, so a denial can be logged with the request's names).
+    pub review: ReceivedRequest,
 }
 
 /// The result of validating a write of one of celgate's own kinds.
 #[derive(Debug)]
 pub struct PolicyWriteVerdict {
-    /// The review it answers (returned, so the response can be written from it).
-    pub review: Value,
+    /// The request it answers (returned, so the response can be written from it).
+    pub review: ReceivedRequest,
     /// The field errors; empty when the write is allowed.
     pub errors: Vec<FieldError>,
 }
 
-fn request_of(review: &Value) -> Result<Request<'_>, DispatchError> {
-    let raw = review.get("request").ok_or(DispatchError::NoRequest)?;
-    Ok(Request::from_json(raw)?)
+fn request_of(review: &ReceivedRequest) -> Result<Request<'_>, DispatchError> {
+    Ok(review.request()?)
+}
+
+/// `decided`, unless deciding read an object that cannot be decoded: then the request is
+/// malformed, whatever was decided while that object read as `null`.
+fn unless_undecodable<T>(review: &ReceivedRequest, decided: T) -> Result<T, DispatchError> {
+    match review.decode_error() {
+        Some(e) => Err(e.into()),
+        None => Ok(decided),
+    }
 }
 
 /// Decides a request against one snapshot, with no waiting: the pure core of [`validate`].
@@ -172,7 +178,7 @@ fn context<'c>(
 pub async fn validate(
     store: &SnapshotStore,
     deps: &Deps,
-    review: Value,
+    review: ReceivedRequest,
     call: Call,
     only: Option<FailurePolicy>,
 ) -> Result<Decided, DispatchError> {
@@ -220,7 +226,7 @@ pub fn decide_mutation(
 pub async fn mutate(
     store: &SnapshotStore,
     deps: &Deps,
-    review: Value,
+    review: ReceivedRequest,
     call: Call,
     only: Option<MutatingWebhookGroup>,
 ) -> Result<Mutated, DispatchError> {
@@ -252,10 +258,10 @@ pub async fn mutate(
 async fn over_snapshot<T, F>(
     store: &SnapshotStore,
     deps: &Deps,
-    review: Value,
+    review: ReceivedRequest,
     call: &Call,
     decide: F,
-) -> Result<(T, Value), DispatchError>
+) -> Result<(T, ReceivedRequest), DispatchError>
 where
     T: Send + 'static,
     F: FnOnce(&Snapshot, &Request<'_>, Option<&Arc<dyn Authorizer>>) -> T + Send + 'static,
@@ -272,6 +278,7 @@ where
         let authorizers = deps.authorizers.as_ref();
         let Some(source) = authorizers.filter(|_| snapshot.policies.uses_authorizer()) else {
             let decided = decide(&snapshot, &req, None);
+            let decided = unless_undecodable(&review, decided)?;
             return Ok((decided, review));
         };
         (snapshot, source.clone())
@@ -282,7 +289,7 @@ where
             let authorizer = source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null));
             decide(&snapshot, &req, Some(&authorizer))
         };
-        Ok((decided, review))
+        Ok((unless_undecodable(&review, decided)?, review))
     })
     .await
     .map_err(|e| DispatchError::Internal(e.to_string()))?
@@ -294,7 +301,7 @@ where
 pub async fn validate_policy_write(
     store: &SnapshotStore,
     deps: &Deps,
-    review: Value,
+    review: ReceivedRequest,
 ) -> Result<PolicyWriteVerdict, DispatchError> {
     let snapshot = store.load();
     let deps = deps.clone();
@@ -303,6 +310,7 @@ pub async fn validate_policy_write(
             let req = request_of(&review)?;
             policy_write::errors(&snapshot, &deps, &req)
         };
+        let errors = unless_undecodable(&review, errors)?;
         Ok(PolicyWriteVerdict { review, errors })
     })
     .await

@@ -33,13 +33,13 @@ fn api_validation_errors(req: &Request<'_>, deps: &Deps) -> Vec<FieldError> {
     if !matches!(req.operation, Operation::Create | Operation::Update) {
         return Vec::new();
     }
-    let old = (req.operation == Operation::Update).then_some(req.old_object);
+    let old = (req.operation == Operation::Update).then_some(req.old_object());
     let envs = Environments::new(deps.compatibility, old);
     match req.kind.name {
-        "ValidatingAdmissionPolicy" => validate_policy(req.object, &envs),
-        "ValidatingAdmissionPolicyBinding" => validate_binding(req.object),
-        "MutatingAdmissionPolicy" => validate_mutating_policy(req.object, &envs),
-        "MutatingAdmissionPolicyBinding" => validate_mutating_binding(req.object),
+        "ValidatingAdmissionPolicy" => validate_policy(req.object(), &envs),
+        "ValidatingAdmissionPolicyBinding" => validate_binding(req.object()),
+        "MutatingAdmissionPolicy" => validate_mutating_policy(req.object(), &envs),
+        "MutatingAdmissionPolicyBinding" => validate_mutating_binding(req.object()),
         _ => Vec::new(),
     }
 }
@@ -54,10 +54,10 @@ fn param_access_errors(snapshot: &Snapshot, deps: &Deps, req: &Request<'_>) -> V
     let writer = Writer::from_user_info(user_info);
     let authz = source.for_user(user_info);
     let resolve = |k: &ParamKind| source.resource_for(k);
-    let old = Some(req.old_object).filter(|o| !o.is_null());
+    let old = Some(req.old_object()).filter(|o| !o.is_null());
     let binding = |kind: BindingKind, policies: &HashMap<String, Option<ParamKind>>| {
         let policy = req
-            .object
+            .object()
             .get("spec")
             .and_then(|s| s.get("policyName"))
             .and_then(Value::as_str)
@@ -67,7 +67,7 @@ fn param_access_errors(snapshot: &Snapshot, deps: &Deps, req: &Request<'_>) -> V
             None => BoundPolicyParams::Missing,
         };
         paramaccess::check_binding(
-            req.object,
+            req.object(),
             old,
             &writer,
             kind,
@@ -79,7 +79,7 @@ fn param_access_errors(snapshot: &Snapshot, deps: &Deps, req: &Request<'_>) -> V
     let kinds = &snapshot.policy_param_kinds;
     match req.kind.name {
         "ValidatingAdmissionPolicy" | "MutatingAdmissionPolicy" => {
-            paramaccess::check_policy(req.object, old, &writer, &resolve, authz.as_ref())
+            paramaccess::check_policy(req.object(), old, &writer, &resolve, authz.as_ref())
         }
         "ValidatingAdmissionPolicyBinding" => binding(BindingKind::Validating, &kinds.validating),
         "MutatingAdmissionPolicyBinding" => binding(BindingKind::Mutating, &kinds.mutating),

@@ -14,9 +14,10 @@ use celgate_engine::model::{
     ValidatingBindingSpec, ValidatingPolicySpec, Validation, ValidationAction,
 };
 use celgate_engine::mutate::{ApplySemantics, KindSchema, compile_mutating};
+use celgate_engine::received::ReceivedRequest;
 use celgate_engine::schema::schemas_from_openapi;
 use celgate_engine::{
-    BoundMutatingPolicy, BoundPolicy, MutatingWebhookGroup, ParamObjects, PolicySet, Request,
+    BoundMutatingPolicy, BoundPolicy, MutatingWebhookGroup, ParamObjects, PolicySet,
     compile_validating,
 };
 use celgate_snapshot::dispatch::{self, Call};
@@ -108,14 +109,21 @@ fn configmaps_ready(max: &str) -> Option<ParamKindEntry> {
     })))
 }
 
-fn review(namespace: &str, replicas: i64) -> Value {
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+/// The request of a review as the webhook receives it: `object` kept as text until read.
+fn received(review: Value) -> ReceivedRequest {
+    serde_json::from_str(&review["request"].to_string()).unwrap()
+}
+
+fn review(namespace: &str, replicas: i64) -> ReceivedRequest {
+    received(
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "705ab4f5", "operation": "CREATE",
         "kind": {"group": "apps", "version": "v1", "kind": "Deployment"},
         "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
         "name": "web", "namespace": namespace,
         "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
-        "object": {"metadata": {"name": "web"}, "spec": {"replicas": replicas}}}})
+        "object": {"metadata": {"name": "web"}, "spec": {"replicas": replicas}}}}),
+    )
 }
 
 /// A store that knows the namespace `default` and holds `policies`.
@@ -296,8 +304,8 @@ async fn a_decision_reads_one_snapshot_even_while_new_ones_are_published() {
         Arc::default(),
         Arc::default(),
     );
-    let raw = review("default", 6);
-    let req = Request::from_json(&raw["request"]).unwrap();
+    let received = review("default", 6);
+    let req = received.request().unwrap();
     // The snapshot loaded before the publish still decides with the policy it holds.
     let before = dispatch::decide(&loaded, &req, None, None, None);
     assert!(!before.allowed());
@@ -314,8 +322,10 @@ async fn errors_that_are_not_decisions() {
         .unwrap_err();
     assert!(matches!(not_ready, DispatchError::NotReady), "{not_ready}");
     let store = store_with(PolicySet::default());
-    let bad = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": 7}});
+    let bad = received(
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": 7}}),
+    );
     let err = dispatch::validate(&store, &deps, bad, Call::now(), None)
         .await
         .unwrap_err();
@@ -329,6 +339,87 @@ async fn errors_that_are_not_decisions() {
         .unwrap();
     assert!(mutated.outcome.allowed());
     assert!(mutated.outcome.patch.is_empty());
+}
+
+/// A Deployment review whose object and old object are the JSON texts given.
+fn update_review(namespace: &str, object: &str, old_object: &str) -> ReceivedRequest {
+    let text = format!(
+        r#"{{"uid": "u-lazy", "operation": "UPDATE",
+        "kind": {{"group": "apps", "version": "v1", "kind": "Deployment"}},
+        "resource": {{"group": "apps", "version": "v1", "resource": "deployments"}},
+        "name": "web", "namespace": "{namespace}", "userInfo": {{"username": "alice"}},
+        "object": {object}, "oldObject": {old_object}}}"#
+    );
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test]
+async fn objects_are_decoded_only_when_a_policy_reads_them() {
+    // `1e400` is JSON a double cannot hold: decoding it fails, so whether it was decoded shows.
+    let (good, bad) = (
+        r#"{"spec": {"replicas": 3}}"#,
+        r#"{"spec": {"replicas": 1e400}}"#,
+    );
+    let deps = Deps::default();
+    // The demo policy, on updates too.
+    let on_update = |expression: &str| {
+        let mut bound = bound(expression);
+        let mut spec = bound.policy.spec.clone();
+        if let Some(m) = spec.match_constraints.as_mut() {
+            m.resource_rules[0].operations.push("UPDATE".into());
+        }
+        bound.policy = Arc::new(compile_validating(spec));
+        PolicySet::new(vec![bound], Vec::new())
+    };
+    let validate = |store: Arc<SnapshotStore>, review: ReceivedRequest| {
+        let deps = deps.clone();
+        async move { dispatch::validate(&store, &deps, review, Call::now(), None).await }
+    };
+    // A policy that reads only `object`: the old object is never decoded.
+    let store = store_with(on_update("object.spec.replicas <= 2"));
+    let decided = validate(store.clone(), update_review("default", good, bad))
+        .await
+        .unwrap();
+    assert!(!decided.outcome.allowed(), "3 replicas: denied");
+    // …but a bad object it reads makes the request malformed, not a decision.
+    let err = validate(store.clone(), update_review("default", bad, good))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, DispatchError::Request(_)), "{err}");
+    assert_eq!(
+        err.to_string(),
+        "invalid AdmissionReview: request.object cannot be decoded: number out of range at line 1 column 27"
+    );
+    // A request for a resource no policy names is answered without decoding either object.
+    let configmap: ReceivedRequest = serde_json::from_str(
+        r#"{"uid": "u-cm", "operation": "UPDATE",
+            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "name": "cm", "namespace": "default", "userInfo": {"username": "alice"},
+            "object": {"data": {"n": 1e400}}, "oldObject": {"data": {"n": 1e400}}}"#,
+    )
+    .unwrap();
+    let decided = validate(store.clone(), configmap).await.unwrap();
+    assert!(decided.outcome.allowed());
+    assert!(decided.outcome.checks.is_empty());
+    // A policy that reads `oldObject` decodes it.
+    let store = store_with(on_update(
+        "oldObject == null || object.spec.replicas >= oldObject.spec.replicas",
+    ));
+    let err = validate(store.clone(), update_review("default", good, bad))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "invalid AdmissionReview: request.oldObject cannot be decoded: number out of range at line 1 column 27"
+    );
+    let decided = validate(
+        store,
+        update_review("default", good, r#"{"spec": {"replicas": 4}}"#),
+    )
+    .await
+    .unwrap();
+    assert!(!decided.outcome.allowed(), "3 replicas after 4: denied");
 }
 
 /// Answers every check with Allow, after blocking its thread on the runtime as the operator's
@@ -441,15 +532,17 @@ fn label(team: &str) -> Mutation {
     ))
 }
 
-fn configmap_review(data: Value) -> Value {
-    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
+fn configmap_review(data: Value) -> ReceivedRequest {
+    received(
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {
         "uid": "cm-1", "operation": "CREATE", "dryRun": true,
         "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
         "resource": {"group": "", "version": "v1", "resource": "configmaps"},
         "name": "cm", "namespace": "default",
         "userInfo": {"username": "alice"},
         "object": {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "cm", "namespace": "default"}, "data": data}}})
+            "metadata": {"name": "cm", "namespace": "default"}, "data": data}}}),
+    )
 }
 
 /// A store that knows `default`, holds these mutating policies and, if given, the schemas.
@@ -467,7 +560,7 @@ fn mutating_store(
     store
 }
 
-async fn mutate(store: &SnapshotStore, review: Value) -> celgate_engine::MutationOutcome {
+async fn mutate(store: &SnapshotStore, review: ReceivedRequest) -> celgate_engine::MutationOutcome {
     dispatch::mutate(store, &Deps::default(), review, Call::now(), None)
         .await
         .unwrap()

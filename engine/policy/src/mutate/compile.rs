@@ -10,7 +10,7 @@ use celgate_cel::{Variables, authz};
 use super::apply::ApplySemantics;
 use crate::compile::{
     CompiledExpr, CompiledMatchCondition, compile_checked, match_condition_errors,
-    mutation_environment, policy_variables, result_types, variable_errors,
+    mutation_environment, policy_variables, reads_old_object, result_types, variable_errors,
 };
 use crate::model::{FailurePolicy, MutatingPolicySpec, PatchType};
 
@@ -42,6 +42,8 @@ pub struct MutatingPolicy {
     pub apply_semantics: ApplySemantics,
     /// Whether any expression may read `authorizer` (so requests need one built).
     pub uses_authorizer: bool,
+    /// Whether any expression may read `oldObject` (so the old object is decoded for it).
+    pub reads_old_object: bool,
 }
 
 impl std::fmt::Debug for MutatingPolicy {
@@ -95,7 +97,7 @@ pub fn compile_mutating(spec: MutatingPolicySpec, semantics: ApplySemantics) -> 
     );
     let env = variables.env().clone();
     let mutation_env = mutation_environment(&env);
-    let match_conditions = spec
+    let match_conditions: Vec<CompiledMatchCondition> = spec
         .match_conditions
         .iter()
         .map(|c| CompiledMatchCondition {
@@ -103,7 +105,7 @@ pub fn compile_mutating(spec: MutatingPolicySpec, semantics: ApplySemantics) -> 
             program: compile_checked(&env, &c.expression, result_types::CONDITION),
         })
         .collect();
-    let mutations = spec
+    let mutations: Vec<CompiledMutation> = spec
         .mutations
         .iter()
         .map(
@@ -135,7 +137,18 @@ pub fn compile_mutating(spec: MutatingPolicySpec, semantics: ApplySemantics) -> 
                 .chain(m.json_patch.as_deref())
         }))
         .any(|src| src.contains(authz::AUTHORIZER_VARIABLE));
+    let reads_old_object = reads_old_object(
+        mutations
+            .iter()
+            .filter_map(|m| match m {
+                CompiledMutation::ApplyConfiguration(p) | CompiledMutation::JsonPatch(p) => Some(p),
+                CompiledMutation::Missing => None,
+            })
+            .chain(match_conditions.iter().map(|c| &c.program)),
+        &variables,
+    );
     MutatingPolicy {
+        reads_old_object,
         name: Arc::from(spec.name.as_str()),
         spec,
         mutations,

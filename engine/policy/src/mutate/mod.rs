@@ -165,14 +165,20 @@ pub fn mutate<'p>(
     schemas: &dyn KindSchemas,
 ) -> MutationOutcome {
     let mut out = MutationOutcome::default();
-    if exempt(req) || req.operation == Operation::Delete || req.object.is_null() {
+    let mut policies = policies.into_iter().peekable();
+    // With no candidate the object is not read (nor decoded, when received as text).
+    if policies.peek().is_none()
+        || exempt(req)
+        || req.operation == Operation::Delete
+        || req.object().is_null()
+    {
         return out;
     }
     let mut run = Run {
         req,
         ctx,
         schemas,
-        object: req.object.clone(),
+        object: req.object().clone(),
         fit: Fit::Unknown,
         declared: false,
         errors: Vec::new(),
@@ -215,8 +221,8 @@ pub fn mutate<'p>(
             code: 403,
         });
     }
-    if run.object != *req.object {
-        let patch = json_patch_crate_diff(req.object, &run.object);
+    if run.object != *req.object() {
+        let patch = json_patch_crate_diff(req.object(), &run.object);
         out.patch = patch;
         out.object = Some(run.object);
     }
@@ -433,6 +439,7 @@ impl Run<'_> {
         Evaluation {
             req: self.req,
             object,
+            old_object: Evaluation::old_object_for(self.req, policy.reads_old_object),
             namespace_object,
             has_params: policy.spec.param_kind.is_some(),
             param,

@@ -170,7 +170,7 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
                 celgate_snapshot::dispatch::decide_mutation(&snapshot, &req, None, None, None);
             let report = mutation::MutationReport::new(
                 outcome,
-                req.object,
+                req.object(),
                 bound.policy.mutations.len(),
                 described,
                 notes,
