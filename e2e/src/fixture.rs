@@ -532,6 +532,17 @@ pub fn pod_review() -> Value {
             "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}})
 }
 
+/// [`pod_review`] as an UPDATE: the same Pod as object and old object (an update that changes
+/// nothing the policies check), as kube-apiserver sends it.
+pub fn pod_update_review() -> Value {
+    let mut review = pod_review();
+    let request = &mut review["request"];
+    request["operation"] = json!("UPDATE");
+    request["oldObject"] = pod("storefront-6d9f7c8b5-x2x7k");
+    request["options"] = json!({"apiVersion": "meta.k8s.io/v1", "kind": "UpdateOptions"});
+    review
+}
+
 fn match_constraints(rule: &Rule) -> Value {
     json!({"resourceRules": [{"apiGroups": rule.api_groups, "apiVersions": rule.api_versions,
         "resources": rule.resources, "operations": rule.operations}]})

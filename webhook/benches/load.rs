@@ -12,8 +12,9 @@
 //!    Pod create against `WEBHOOK_BENCH_MATCHING` (20) matching of `WEBHOOK_BENCH_POLICIES`
 //!    (1,000) loaded validating policies (ConfigMap params published into the snapshot's param
 //!    views, variables, message expressions, match conditions, one wildcard rule), then the
-//!    same against as many mutating policies (apply configurations and JSON patches). The
-//!    `realistic` field.
+//!    same against as many mutating policies (apply configurations and JSON patches), and the
+//!    validating throughput for the same Pod as an UPDATE (old object included, which no policy
+//!    reads). The `realistic` field.
 //! 3. Scale (issue 13, item 4): throughput for the Pod when 5 of 1,000 validating policies
 //!    match, and when 5 are loaded in all. The `scale` field, with their ratio.
 //!
@@ -951,6 +952,19 @@ async fn realistic(
         load.secs,
     )
     .await;
+    // The same Pod as an UPDATE, whose old object no policy reads (it stays text).
+    let update_body = Bytes::from(fixture::pod_update_review().to_string());
+    let update = Measure {
+        body: &update_body,
+        ..at(VALIDATE_PATH, "realistic update", &label_v)
+    };
+    let update = throughput(&update, load.conns, load.secs).await;
+    println!(
+        "realistic update throughput: {:.0} reviews/s, {:.1} µs CPU per review ({} byte reviews, {label_v})",
+        update.per_second,
+        update.cpu_us_per_review,
+        update_body.len()
+    );
     server.shutdown(Duration::from_secs(5));
     let mut report = json!({
         "protocol": "HTTP/2",
@@ -963,6 +977,9 @@ async fn realistic(
         "mutation": {"path": MUTATE_PATH, "mutating_policies_loaded": total,
             "mutating_policies_matching": matching,
             "patch_operations": patch.as_array().map_or(0, Vec::len)},
+        "update": {"review_bytes": update_body.len(),
+            "throughput_per_second": update.per_second.round(),
+            "cpu_us_per_review": (update.cpu_us_per_review * 10.0).round() / 10.0},
     });
     merge(&mut report, validating);
     merge(&mut report["mutation"], mutating);
