@@ -16,10 +16,12 @@
 //! Then apply → enforced with its parts, `BENCH_E2E_APPLY_SAMPLES` (default 10) times: a celgate
 //! policy and binding over Secrets (a resource no other policy matches, so celgate's webhook
 //! configuration must gain a rule) are created, and a dry-run Secret is sent every `POLL` until
-//! denied; each poll also reads celgate's ValidatingWebhookConfiguration. Parts: create →
-//! compiled (celgate's `compiled policy` log line: watch delay and compile), create → webhook
-//! configuration changed (publish and registration), and the rest up to the first denial
-//! (kube-apiserver picking the configuration up). The pair is deleted between samples.
+//! denied; each poll also reads celgate's ValidatingWebhookConfiguration. Parts, from the
+//! policy's create: the binding's create answered; compiled (celgate's `compiled policy` log
+//! line: watch delay and compile); configuration applied (celgate's `webhook configurations
+//! applied` log line: publish and the server-side apply); webhook configuration changed (seen by
+//! the poll); and the rest up to the first denial (kube-apiserver picking the configuration
+//! up). The pair is deleted between samples.
 //!
 //! Prints `e2e: celgate/in-tree p50 R, p99 R` and the absolute figures per phase, and writes
 //! `target/bench/e2e.json`. Targets (p50 ≤ 1.05×, p99 ≤ 1.15×) are reported by `make bench`'s
@@ -33,7 +35,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use celgate_e2e::demo::{CELGATE_API, IN_TREE_API};
-use celgate_e2e::log::{compiled_lines, epoch_seconds};
+use celgate_e2e::log::{compiled_lines, epoch_seconds, message_times};
 use celgate_e2e::{
     Celgate, Cluster, create_namespace, free_port, policies_api, wait_for, workspace,
 };
@@ -315,7 +317,11 @@ async fn configuration_version(client: &kube::Client) -> Option<String> {
 /// One apply → enforced sample's parts, in ms from the policy's create.
 struct Parts {
     enforced: f64,
+    /// The binding's create answered (the bench's clock).
+    binding_created: f64,
     compiled: Option<f64>,
+    /// celgate's `webhook configurations applied` log line, the first after the compile.
+    applied: Option<f64>,
     configuration: Option<f64>,
 }
 
@@ -335,6 +341,7 @@ async fn apply_sample(client: &kube::Client, celgate: &Celgate, k: usize) -> Par
         .create(&PostParams::default(), &binding)
         .await
         .unwrap_or_else(|e| panic!("cannot create the probe binding: {e}"));
+    let binding_created = ms(started.elapsed());
     let mut configuration = None;
     let enforced = loop {
         if configuration.is_none() && configuration_version(client).await != before {
@@ -350,10 +357,18 @@ async fn apply_sample(client: &kube::Client, celgate: &Celgate, k: usize) -> Par
         tokio::time::sleep(POLL).await;
     };
     let name = format!("e2e-probe-{k}.example.com");
-    let compiled = compiled_lines(&celgate.logs())
+    let logs = celgate.logs();
+    let since_create = |t: f64| ((t - epoch_seconds(wall)) * 100_000.0).round() / 100.0;
+    let compiled = compiled_lines(&logs)
         .into_iter()
         .find(|(_, p, _)| *p == name)
-        .map(|(t, _, _)| ((t - epoch_seconds(wall)) * 100_000.0).round() / 100.0);
+        .map(|(t, _, _)| since_create(t));
+    let applied = compiled.and_then(|c| {
+        message_times(&logs, "webhook configurations applied")
+            .into_iter()
+            .map(since_create)
+            .find(|&t| t >= c)
+    });
     let binding_name = binding.metadata.name.clone().unwrap_or_default();
     bindings
         .delete(&binding_name, &DeleteParams::default())
@@ -371,7 +386,9 @@ async fn apply_sample(client: &kube::Client, celgate: &Celgate, k: usize) -> Par
     .await;
     Parts {
         enforced,
+        binding_created,
         compiled,
+        applied,
         configuration,
     }
 }
@@ -488,18 +505,24 @@ async fn main() {
     }
     let apply = json!({
         "enforced": spread(parts.iter().map(|p| p.enforced).collect()),
+        "binding_created": spread(parts.iter().map(|p| p.binding_created).collect()),
         "compiled": spread(parts.iter().filter_map(|p| p.compiled).collect()),
+        "configuration_applied": spread(parts.iter().filter_map(|p| p.applied).collect()),
         "webhook_configuration_changed": spread(parts.iter().filter_map(|p| p.configuration).collect()),
         "apiserver_pickup": spread(parts.iter().filter_map(|p| p.configuration.map(|c| p.enforced - c)).collect()),
-        "samples": parts.iter().map(|p| json!({"enforced_ms": p.enforced, "compiled_ms": p.compiled,
+        "samples": parts.iter().map(|p| json!({"enforced_ms": p.enforced,
+            "binding_created_ms": p.binding_created, "compiled_ms": p.compiled,
+            "configuration_applied_ms": p.applied,
             "webhook_configuration_changed_ms": p.configuration})).collect::<Vec<_>>(),
         "poll_ms": ms(POLL),
-        "measures": "ms from the policy's create: compiled = celgate's `compiled policy` log line (watch delay + compile); webhook_configuration_changed = celgate's ValidatingWebhookConfiguration seen with a new resourceVersion (publish + registration, at poll resolution); apiserver_pickup = enforced − webhook_configuration_changed",
+        "measures": "ms from the policy's create: binding_created = the binding's create answered; compiled = celgate's `compiled policy` log line (watch delay + compile); configuration_applied = celgate's `webhook configurations applied` log line (publish + its server-side apply answered); webhook_configuration_changed = celgate's ValidatingWebhookConfiguration seen with a new resourceVersion (publish + registration, at poll resolution); apiserver_pickup = enforced − webhook_configuration_changed",
     });
     println!(
-        "apply → enforced (celgate, new rule): {}; compiled {}; webhook configuration changed {}; kube-apiserver pickup {}",
+        "apply → enforced (celgate, new rule): {}; binding created {}; compiled {}; configuration applied {}; webhook configuration changed {}; kube-apiserver pickup {}",
         apply["enforced"],
+        apply["binding_created"],
         apply["compiled"],
+        apply["configuration_applied"],
         apply["webhook_configuration_changed"],
         apply["apiserver_pickup"]
     );

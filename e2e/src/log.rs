@@ -50,6 +50,15 @@ pub fn compiled_lines(log: &str) -> Vec<(f64, String, i64)> {
         .collect()
 }
 
+/// The times (Unix seconds) of celgate's log lines whose message is `message`.
+pub fn message_times(log: &str, message: &str) -> Vec<f64> {
+    log.lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|v| v["fields"]["message"] == message)
+        .filter_map(|v| parse_utc(v["timestamp"].as_str()?))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,5 +83,7 @@ mod tests {
             "\nnot json\n"
         );
         assert_eq!(compiled_lines(log), vec![(10.0, "p".to_string(), 2)]);
+        assert_eq!(message_times(log, "webhook listening"), vec![11.0]);
+        assert!(message_times(log, "webhook").is_empty());
     }
 }
