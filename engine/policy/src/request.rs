@@ -96,6 +96,8 @@ pub struct Request<'a> {
     pub namespace: &'a str,
     object: Object<'a>,
     old_object: Object<'a>,
+    /// Whether `resource` differs from `request_resource` (a version conversion), known once.
+    converted: bool,
 }
 
 /// Where a request's object is: in the request's JSON, or decoded on first read.
@@ -117,6 +119,12 @@ impl<'a> Object<'a> {
 static NULL: Value = Value::Null;
 
 impl<'a> Request<'a> {
+    /// Whether the API server converted the request: the resource celgate received differs
+    /// from the one the client asked for.
+    pub fn converted(&self) -> bool {
+        self.converted
+    }
+
     /// The new object; JSON null for DELETE. Decoded on first read when received as text.
     pub fn object(&self) -> &'a Value {
         self.object.get()
@@ -182,6 +190,7 @@ impl<'a> Request<'a> {
             namespace: optional_str(map, "namespace")?,
             object,
             old_object,
+            converted: request_resource != resource,
         })
     }
 }
