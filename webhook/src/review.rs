@@ -17,9 +17,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use thiserror::Error;
 
-/// The deepest nesting of arrays and objects a review may hold: kube-apiserver decodes objects
-/// up to 10,000 levels (apimachinery's JSON limit), and the review wraps the object in two more.
-pub const MAX_REVIEW_DEPTH: usize = 10_002;
+/// The deepest nesting of arrays and objects a review may hold: an object as deep as
+/// kube-apiserver decodes ([`received::MAX_OBJECT_DEPTH`]), wrapped in the review and its request.
+pub const MAX_REVIEW_DEPTH: usize = received::MAX_OBJECT_DEPTH + 2;
 
 /// Why a body is not an AdmissionReview celgate can answer (HTTP 400).
 #[derive(Debug, Error)]
@@ -328,6 +328,37 @@ pub fn allow(uid: &str) -> Value {
 mod tests {
     use super::*;
     use celgate_engine::validate::Denial;
+
+    #[test]
+    fn a_review_nested_deeper_than_kube_apiserver_sends_is_refused() {
+        // `options` nests `n` levels inside the review and its request: n + 2 in all.
+        let body = |n: usize| {
+            format!(
+                r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","options":{}1{}}}}}"#,
+                "[".repeat(n),
+                "]".repeat(n)
+            )
+        };
+        // On the stack celgate's threads have: such values are dropped recursively.
+        let decoded = std::thread::Builder::new()
+            .stack_size(celgate_snapshot::dispatch::THREAD_STACK_BYTES)
+            .spawn(move || {
+                let within = decode(body(MAX_REVIEW_DEPTH - 2).as_bytes()).map(|_| ());
+                let beyond = decode(body(MAX_REVIEW_DEPTH - 1).as_bytes()).map(|_| ());
+                (
+                    within.map_err(|e| e.to_string()),
+                    beyond.map_err(|e| e.to_string()),
+                )
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(decoded.0, Ok(()));
+        assert_eq!(
+            decoded.1,
+            Err("request body is nested deeper than 10002 levels".to_string())
+        );
+    }
 
     #[test]
     fn a_response_is_the_review_kube_apiserver_reads() {
