@@ -8,7 +8,8 @@ use axum::extract::{FromRequest, Request as HttpRequest};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use celgate_engine::apivalidation::FieldError;
-use celgate_engine::received::{self, JsonError, MaybeRequest, ReceivedRequest};
+use celgate_engine::json_text::{self, JsonError};
+use celgate_engine::received::{MaybeRequest, ReceivedRequest};
 use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
 use celgate_engine::{MutationOutcome, Request};
 use celgate_snapshot::DispatchError;
@@ -18,8 +19,8 @@ use serde_json::{Value, json};
 use thiserror::Error;
 
 /// The deepest nesting of arrays and objects a review may hold: an object as deep as
-/// kube-apiserver decodes ([`received::MAX_OBJECT_DEPTH`]), wrapped in the review and its request.
-pub const MAX_REVIEW_DEPTH: usize = received::MAX_OBJECT_DEPTH + 2;
+/// kube-apiserver decodes ([`json_text::MAX_OBJECT_DEPTH`]), wrapped in the review and its request.
+pub const MAX_REVIEW_DEPTH: usize = json_text::MAX_OBJECT_DEPTH + 2;
 
 /// Why a body is not an AdmissionReview celgate can answer (HTTP 400).
 #[derive(Debug, Error)]
@@ -118,7 +119,7 @@ pub fn decode(body: &[u8]) -> Result<ReceivedRequest, ReviewError> {
 
 /// Parses a body nested deeper than serde_json's default limit, up to [`MAX_REVIEW_DEPTH`].
 fn decode_deep(body: &[u8]) -> Result<Wire, ReviewError> {
-    let mut review = match received::parse(body, MAX_REVIEW_DEPTH) {
+    let mut review = match json_text::parse(body, MAX_REVIEW_DEPTH) {
         Ok(review) => review,
         Err(JsonError::TooDeep(_)) => return Err(ReviewError::TooDeep),
         Err(JsonError::Syntax(e)) => return Err(e.into()),

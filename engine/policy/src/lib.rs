@@ -9,6 +9,7 @@ pub mod compile;
 pub mod declarations;
 mod evaluation;
 mod index;
+pub mod json_text;
 mod match_conditions;
 pub mod matching;
 pub mod model;

@@ -5,7 +5,7 @@
 use serde_json::{Map, Value};
 use thiserror::Error;
 
-use crate::received::LazyJson;
+use crate::json_text::LazyJson;
 
 /// Why an AdmissionRequest cannot be read.
 #[derive(Debug, Error, PartialEq, Eq)]

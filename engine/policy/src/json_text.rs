@@ -1,0 +1,179 @@
+//! JSON text decoded on first read: a request's `object` and `oldObject` as celgate received
+//! them, with the depth limit and the decoder (fast for ordinary depth, on a growing stack for
+//! deeper text) that read them.
+
+use std::fmt;
+use std::sync::OnceLock;
+
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
+use thiserror::Error;
+
+/// The deepest nesting of arrays and objects an object may hold: apimachinery's JSON limit,
+/// so kube-apiserver never sends one deeper.
+pub const MAX_OBJECT_DEPTH: usize = 10_000;
+
+/// Why JSON text could not be decoded.
+#[derive(Debug, Error)]
+pub enum JsonError {
+    /// The text is not JSON, or holds a number JSON values cannot (such as `1e400`).
+    #[error("{0}")]
+    Syntax(#[from] serde_json::Error),
+    /// The text nests deeper than allowed.
+    #[error("nested deeper than {0} levels")]
+    TooDeep(usize),
+}
+
+/// The nesting depth of a JSON text (arrays and objects), counted without recursion; strings
+/// are skipped so brackets inside them do not count. Stops counting past `limit`.
+pub fn nesting_depth(text: &[u8], limit: usize) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in text {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+                if deepest > limit {
+                    return deepest;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Decodes JSON text nested up to `limit` levels. serde_json's fast path serves text of
+/// ordinary depth (up to 128 levels); deeper text is read on a stack that grows as the
+/// nesting needs.
+pub fn parse(text: &[u8], limit: usize) -> Result<Value, JsonError> {
+    parse_with(text, limit, || serde_json::from_slice::<Value>(text))
+}
+
+/// [`parse`] for text known to be UTF-8, which the fast path then need not check again.
+fn parse_str(text: &str, limit: usize) -> Result<Value, JsonError> {
+    parse_with(text.as_bytes(), limit, || {
+        serde_json::from_str::<Value>(text)
+    })
+}
+
+fn parse_with(
+    text: &[u8],
+    limit: usize,
+    fast: impl FnOnce() -> Result<Value, serde_json::Error>,
+) -> Result<Value, JsonError> {
+    match fast() {
+        Ok(value) => Ok(value),
+        // serde_json says so only in its message.
+        Err(e) if e.to_string().starts_with("recursion limit exceeded") => {
+            if nesting_depth(text, limit) > limit {
+                return Err(JsonError::TooDeep(limit));
+            }
+            let mut de = serde_json::Deserializer::from_slice(text);
+            de.disable_recursion_limit();
+            let value = Value::deserialize(serde_stacker::Deserializer::new(&mut de))?;
+            de.end()?;
+            Ok(value)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+static NULL: Value = Value::Null;
+
+/// A JSON value kept as text until first read, then decoded once (any thread may read it).
+#[derive(Default)]
+pub struct LazyJson {
+    text: Option<Box<RawValue>>,
+    value: OnceLock<Result<Value, String>>,
+}
+
+impl fmt::Debug for LazyJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.value.get() {
+            Some(Ok(v)) => write!(f, "{v}"),
+            Some(Err(e)) => write!(f, "<not decodable: {e}>"),
+            None => write!(f, "<not yet decoded>"),
+        }
+    }
+}
+
+impl LazyJson {
+    /// A value that is already decoded.
+    pub fn decoded(value: Value) -> Self {
+        Self {
+            text: None,
+            value: OnceLock::from(Ok(value)),
+        }
+    }
+
+    /// JSON text (already checked to be JSON), decoded on first read.
+    pub fn text(text: Box<RawValue>) -> Self {
+        if text.get() == "null" {
+            return Self::decoded(Value::Null);
+        }
+        Self {
+            text: Some(text),
+            value: OnceLock::new(),
+        }
+    }
+
+    /// The value, decoded on first read. Text that cannot be decoded (a number out of range,
+    /// nesting deeper than [`MAX_OBJECT_DEPTH`]) reads as `null`, and [`LazyJson::error`]
+    /// says why; a caller answers such a request as malformed.
+    pub fn get(&self) -> &Value {
+        let value = self.value.get_or_init(|| match &self.text {
+            None => Ok(Value::Null),
+            Some(text) => parse_str(text.get(), MAX_OBJECT_DEPTH).map_err(|e| e.to_string()),
+        });
+        value.as_ref().unwrap_or(&NULL)
+    }
+
+    /// Why the value read as `null` though its text was not: set only once it was read.
+    pub fn error(&self) -> Option<&str> {
+        self.value.get()?.as_ref().err().map(String::as_str)
+    }
+
+    /// Whether the value has been decoded (or was given decoded).
+    pub fn is_decoded(&self) -> bool {
+        self.value.get().is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brackets_inside_strings_do_not_count_as_nesting() {
+        assert_eq!(nesting_depth(br#"{"a": [1, {"b": 2}]}"#, 100), 3);
+        assert_eq!(nesting_depth(br#"{"a": "[[[{{{", "b": "\\"}"#, 100), 1);
+        assert_eq!(nesting_depth(br#"{"a": "\"[[[", "b": []}"#, 100), 2);
+        // Counting stops past the limit.
+        assert_eq!(nesting_depth(b"[[[[[[", 3), 4);
+    }
+
+    #[test]
+    fn text_is_decoded_up_to_the_limit() {
+        let nested = |depth: usize| format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        // Deeper than serde_json's own limit of 128, within ours.
+        let value = parse(nested(300).as_bytes(), 300).expect("within the limit");
+        assert!(value.is_array());
+        let err = parse(nested(301).as_bytes(), 300).expect_err("too deep");
+        assert_eq!(err.to_string(), "nested deeper than 300 levels");
+        assert!(matches!(parse(b"[1,", 10), Err(JsonError::Syntax(_))));
+    }
+}
