@@ -104,15 +104,15 @@ pub fn decode(body: &[u8]) -> Result<ReceivedRequest, ReviewError> {
         Err(e) if e.to_string().starts_with("recursion limit exceeded") => decode_deep(body)?,
         Err(e) => return Err(e.into()),
     };
-    let field = |v: &Option<Value>| {
-        v.as_ref()
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string()
-    };
+    fn field(v: &Option<Value>) -> &str {
+        v.as_ref().and_then(Value::as_str).unwrap_or_default()
+    }
     let (api_version, kind) = (field(&wire.api_version), field(&wire.kind));
     if api_version != "admission.k8s.io/v1" || kind != "AdmissionReview" {
-        return Err(ReviewError::NotAReview { api_version, kind });
+        return Err(ReviewError::NotAReview {
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+        });
     }
     wire.request.ok_or(ReviewError::NoRequest)
 }
