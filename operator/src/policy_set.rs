@@ -16,7 +16,7 @@ use celgate_crds::{
 use celgate_engine::model::{MutatingBindingSpec, ValidatingBindingSpec};
 use celgate_engine::mutate::{ApplySemantics, compile_mutating};
 use celgate_engine::{
-    BoundMutatingPolicy, BoundPolicy, MutatingPolicy, PolicySet, ValidatingPolicy,
+    BoundMutatingPolicy, BoundPolicy, MutatingPolicy, PolicySet, Unbound, ValidatingPolicy,
     compile_validating,
 };
 use celgate_snapshot::PolicyParamKinds;
@@ -52,6 +52,7 @@ struct Converted<B> {
 }
 
 /// The stored objects of the four kinds, as the reflector stores hold them.
+#[derive(Clone)]
 pub struct Stored {
     /// ValidatingAdmissionPolicies.
     pub validating: Vec<Arc<ValidatingAdmissionPolicy>>,
@@ -211,8 +212,9 @@ impl PolicyCache {
 
     /// The bound policy set for these stored objects: each policy as last compiled (a stored
     /// policy not compiled yet is left out) with the bindings that name it, policies by name
-    /// and each policy's bindings by name. Bindings naming a missing policy are ignored, as
-    /// upstream. What left the stores is forgotten.
+    /// and each policy's bindings by name; compiled policies no binding names are kept apart
+    /// (for the webhook rules). Bindings naming a missing policy are ignored, as upstream.
+    /// What left the stores is forgotten.
     pub fn build(&mut self, stored: Stored) -> PolicySet {
         let Stored {
             validating: mut policies,
@@ -263,31 +265,34 @@ impl PolicyCache {
 
         policies.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
         let mut validating = Vec::new();
+        let mut unbound = Unbound::default();
         for policy in &policies {
             let name = name_of(policy.as_ref());
-            if let Some(compiled) = self.policies.get(name)
-                && let Some(bindings) = by_policy.remove(name)
-            {
-                validating.push(BoundPolicy {
-                    policy: compiled.policy.clone(),
-                    bindings,
-                });
+            if let Some(compiled) = self.policies.get(name) {
+                match by_policy.remove(name) {
+                    Some(bindings) => validating.push(BoundPolicy {
+                        policy: compiled.policy.clone(),
+                        bindings,
+                    }),
+                    None => unbound.validating.push(compiled.policy.clone()),
+                }
             }
         }
         mutating_policies.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
         let mut mutating = Vec::new();
         for policy in &mutating_policies {
             let name = name_of(policy.as_ref());
-            if let Some(compiled) = self.mutating.get(name)
-                && let Some(bindings) = mutating_by_policy.remove(name)
-            {
-                mutating.push(BoundMutatingPolicy {
-                    policy: compiled.policy.clone(),
-                    bindings,
-                });
+            if let Some(compiled) = self.mutating.get(name) {
+                match mutating_by_policy.remove(name) {
+                    Some(bindings) => mutating.push(BoundMutatingPolicy {
+                        policy: compiled.policy.clone(),
+                        bindings,
+                    }),
+                    None => unbound.mutating.push(compiled.policy.clone()),
+                }
             }
         }
-        PolicySet::new(validating, mutating)
+        PolicySet::new(validating, mutating).with_unbound(unbound)
     }
 
     /// Forgets compiled policies that are no longer stored under the same uid.

@@ -1,9 +1,10 @@
 //! The ValidatingWebhookConfiguration and MutatingWebhookConfiguration celgate owns: their rules
-//! are the union of the bound policies' match constraints (so only relevant traffic reaches the
-//! webhook), split into a fail-closed and a fail-open webhook by failurePolicy, and they exclude
-//! celgate's own namespace so a broken webhook cannot lock celgate out. The mutating side is
-//! split further by reinvocationPolicy, since the API server reinvokes a webhook as a whole:
-//! policies that must run once are never served by a webhook it may call again.
+//! are the union of the compiled policies' match constraints, bound or not (so only relevant
+//! traffic reaches the webhook, and binding a policy changes no configuration), split into a
+//! fail-closed and a fail-open webhook by failurePolicy, and they exclude celgate's own
+//! namespace so a broken webhook cannot lock celgate out. The mutating side is split further
+//! by reinvocationPolicy, since the API server reinvokes a webhook as a whole: policies that
+//! must run once are never served by a webhook it may call again.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -107,25 +108,29 @@ impl Endpoint {
 
 const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
 
-/// Webhook rules for one failure policy: every well-formed resource rule of the bound
-/// validating policies.
+/// Webhook rules for one failure policy: every well-formed resource rule of the compiled
+/// validating policies, bound or not. An unbound policy's rules are registered too so that
+/// binding it, the common change, needs no configuration update (kube-apiserver takes several
+/// milliseconds to reload one); until then celgate admits what only it matches.
 fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
+    let bound = set.validating().iter().map(|b| &b.policy);
     union_of_rules(
-        set.validating()
-            .iter()
-            .filter(|b| b.policy.failure_policy() == failure)
-            .map(|b| b.policy.spec.match_constraints.as_ref()),
+        bound
+            .chain(&set.unbound().validating)
+            .filter(|p| p.failure_policy() == failure)
+            .map(|p| p.spec.match_constraints.as_ref()),
     )
 }
 
 /// Webhook rules for one mutating webhook group: every well-formed resource rule of the
-/// bound mutating policies of that group.
+/// compiled mutating policies of that group, bound or not (as for [`rules`]).
 fn mutating_rules(set: &PolicySet, group: MutatingWebhookGroup) -> Vec<RuleWithOperations> {
+    let bound = set.mutating().iter().map(|b| &b.policy);
     union_of_rules(
-        set.mutating()
-            .iter()
-            .filter(|b| MutatingWebhookGroup::of(&b.policy) == group)
-            .map(|b| b.policy.spec.match_constraints.as_ref()),
+        bound
+            .chain(&set.unbound().mutating)
+            .filter(|p| MutatingWebhookGroup::of(p) == group)
+            .map(|p| p.spec.match_constraints.as_ref()),
     )
 }
 
@@ -372,10 +377,10 @@ pub fn validating_configuration(
     }
 }
 
-/// The desired MutatingWebhookConfiguration for a policy set: one webhook per group of bound
-/// mutating policies (failure policy × reinvocation policy) that has rules, in
-/// [`MUTATING_WEBHOOKS`] order; with no bound mutating policy it has no webhooks, so no
-/// request waits on celgate for a mutation.
+/// The desired MutatingWebhookConfiguration for a policy set: one webhook per group of
+/// compiled mutating policies (failure policy × reinvocation policy) that has rules, in
+/// [`MUTATING_WEBHOOKS`] order; with no mutating policy it has no webhooks, so no request
+/// waits on celgate for a mutation.
 pub fn mutating_configuration(
     set: &PolicySet,
     endpoint: &Endpoint,
@@ -848,11 +853,7 @@ mod tests {
     fn mutating_webhooks_split_by_failure_and_reinvocation_policy() {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let empty = mutating_configuration(&PolicySet::default(), &endpoint, "ca", "celgate");
-        assert_eq!(
-            empty.webhooks,
-            Some(Vec::new()),
-            "no bound policy, no webhook"
-        );
+        assert_eq!(empty.webhooks, Some(Vec::new()), "no policy, no webhook");
 
         let bound = |name: &str, failure: &str, reinvocation: &str, resource: &str| {
             let policy = fixtures::mutating_policy(name, failure, reinvocation, resource);
@@ -914,5 +915,60 @@ mod tests {
             .map(|w| w.name)
             .collect();
         assert_eq!(names, [VALIDATE_POLICIES]);
+    }
+
+    #[test]
+    fn a_policy_is_registered_before_it_is_bound_so_binding_it_changes_no_configuration() {
+        use crate::policy_set::{PolicyCache, Stored};
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
+        let configurations = |set: &PolicySet| {
+            (
+                validating_configuration(set, &endpoint, "ca", "celgate-system"),
+                mutating_configuration(set, &endpoint, "ca", "celgate-system"),
+            )
+        };
+        let validating = fixtures::policy("p", 1, "true", None);
+        let mutating = fixtures::mutating_policy("m", "Ignore", "IfNeeded", "secrets");
+        let not_compiled = fixtures::mutating_policy("n", "Fail", "Never", "pods");
+        let mut cache = PolicyCache::default();
+        cache.insert(&validating, policy_set::compile(&validating));
+        cache.insert_mutating(&mutating, policy_set::compile_mutating_policy(&mutating));
+        let mut stored = Stored {
+            validating: vec![Arc::new(validating)],
+            validating_bindings: Vec::new(),
+            mutating: vec![Arc::new(mutating), Arc::new(not_compiled)],
+            mutating_bindings: Vec::new(),
+        };
+
+        let unbound = cache.build(stored.clone());
+        assert!(unbound.is_empty(), "no policy is bound yet");
+        let before = configurations(&unbound);
+        let (v, m) = &before;
+        let v_json = serde_json::to_value(v).unwrap();
+        assert_eq!(resources(&v_json), ["configmaps"]);
+        let hooks = m.webhooks.clone().unwrap_or_default();
+        let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
+        // The uncompiled policy `n` (Fail, Never) has no webhook.
+        assert_eq!(names, ["mutate-ignore-reinvoke.celgate.io"]);
+        let rules = hooks[0].rules.clone().unwrap_or_default();
+        assert_eq!(
+            rules[0].resources.as_deref(),
+            Some(&["secrets".to_string()][..])
+        );
+
+        stored.validating_bindings = vec![Arc::new(fixtures::binding("b", "p"))];
+        stored.mutating_bindings = vec![Arc::new(fixtures::mutating_binding("mb", "m"))];
+        let bound = cache.build(stored);
+        assert_eq!(
+            (bound.validating().len(), bound.mutating().len()),
+            (1, 1),
+            "both policies are bound"
+        );
+        assert!(bound.unbound().validating.is_empty() && bound.unbound().mutating.is_empty());
+        assert_eq!(
+            configurations(&bound),
+            before,
+            "binding changed the configurations"
+        );
     }
 }

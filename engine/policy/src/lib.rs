@@ -42,6 +42,18 @@ pub struct PolicySet {
     mutating_index: index::ResourceIndex,
     param_kinds: Vec<model::ParamKind>,
     uses_authorizer: bool,
+    unbound: Unbound,
+}
+
+/// The compiled policies of a snapshot that no binding names: they decide nothing, but their
+/// rules are registered with the API server all the same, so binding one takes effect without
+/// a webhook configuration change.
+#[derive(Debug, Default, Clone)]
+pub struct Unbound {
+    /// Validating policies without a binding, by name.
+    pub validating: Vec<std::sync::Arc<ValidatingPolicy>>,
+    /// Mutating policies without a binding, by name.
+    pub mutating: Vec<std::sync::Arc<MutatingPolicy>>,
 }
 
 /// One of celgate's mutating webhooks: the mutating policies of one failure policy and one
@@ -131,7 +143,22 @@ impl PolicySet {
             mutating_index,
             param_kinds,
             uses_authorizer,
+            unbound: Unbound::default(),
         }
+    }
+
+    /// This set with the compiled policies that no binding names (see [`Unbound`]).
+    #[must_use]
+    pub fn with_unbound(mut self, mut unbound: Unbound) -> Self {
+        unbound.validating.sort_by(|a, b| a.name.cmp(&b.name));
+        unbound.mutating.sort_by(|a, b| a.name.cmp(&b.name));
+        self.unbound = unbound;
+        self
+    }
+
+    /// The compiled policies that no binding names.
+    pub fn unbound(&self) -> &Unbound {
+        &self.unbound
     }
 
     /// The validating policies that have at least one binding, with their bindings, by name.
