@@ -17,6 +17,7 @@ use crate::cost::{
     actual_size, traversal_cost,
 };
 use crate::error::EvalError;
+use crate::json_tape::{TapeEntries, TapeNode};
 use crate::program::{Call, Loop, LoopKind, Node, StructNode};
 use crate::registry::type_names;
 use crate::value::{Key, List, ListIter, Map, OwnedMap, Str, StructValue, Value, json_get};
@@ -183,8 +184,10 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         };
         let mut m = match bound {
             Some(Value::Map(Map::Json(m))) => *m,
+            Some(Value::Map(Map::Tape(m))) => return self.select_tape(*m, rest),
             _ => match self.resolve(base)? {
                 Value::Map(Map::Json(m)) => m,
+                Value::Map(Map::Tape(m)) => return self.select_tape(m, rest),
                 v => return self.select_each(v, rest),
             },
         };
@@ -197,6 +200,26 @@ impl<'r, 'a> Evaluation<'r, 'a> {
                 Some(serde_json::Value::Object(o)) => m = o,
                 Some(other) if rest.len() == 0 => return Ok(Value::from_json(other)),
                 Some(other) => return self.select_each(Value::from_json(other), rest),
+                None => return Err(EvalError::NoSuchKey(field.to_string())),
+            }
+        }
+    }
+
+    /// [`Self::select_path`]'s walk through the objects of a [`crate::JsonTape`].
+    fn select_tape<'f>(
+        &mut self,
+        mut m: TapeNode<'a>,
+        mut rest: impl ExactSizeIterator<Item = &'f (&'f Arc<str>, bool)>,
+    ) -> Result<Value<'a>, EvalError> {
+        loop {
+            let Some((field, _)) = rest.next() else {
+                return Ok(Value::Map(Map::Tape(m)));
+            };
+            self.charge(SELECT_COST)?;
+            match m.get(field) {
+                Some(o) if o.is_object() => m = o,
+                Some(other) if rest.len() == 0 => return Ok(other.value()),
+                Some(other) => return self.select_each(other.value(), rest),
                 None => return Err(EvalError::NoSuchKey(field.to_string())),
             }
         }
@@ -853,6 +876,7 @@ struct Items<'l, 'a> {
 enum Source<'l, 'a> {
     List(std::iter::Enumerate<ListIter<'l, 'a>>),
     Json(serde_json::map::Iter<'a>),
+    Tape(TapeEntries<'a>),
     Owned(std::slice::Iter<'l, (Key<'a>, Value<'a>)>),
 }
 
@@ -862,6 +886,7 @@ impl<'l, 'a> Items<'l, 'a> {
         let source = match range {
             Value::List(list) => Source::List(list.iter().enumerate()),
             Value::Map(Map::Json(m)) => Source::Json(m.iter()),
+            Value::Map(Map::Tape(m)) => Source::Tape(m.entries()),
             Value::Map(Map::Owned(m)) => Source::Owned(m.entries().iter()),
             other => return Err(not_iterable(other, two_vars)),
         };
@@ -889,6 +914,14 @@ impl<'a> Iterator for Items<'_, 'a> {
                 }
                 (key, Value::from_json(v))
             }
+            Source::Tape(it) => {
+                let (k, v) = it.next()?;
+                let key = Value::String(Str::Borrowed(k));
+                if !self.two_vars {
+                    return Some((key, Value::Null));
+                }
+                (key, v.value())
+            }
             Source::Owned(it) => {
                 let (k, v) = it.next()?;
                 if !self.two_vars {
@@ -904,6 +937,7 @@ impl<'a> Iterator for Items<'_, 'a> {
         match &self.source {
             Source::List(it) => it.size_hint(),
             Source::Json(it) => it.size_hint(),
+            Source::Tape(it) => it.size_hint(),
             Source::Owned(it) => it.size_hint(),
         }
     }

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use chrono::{DateTime, FixedOffset, TimeDelta};
 
 use crate::error::EvalError;
+use crate::json_tape::TapeNode;
 use crate::types::ObjectType;
 
 /// A CEL runtime value. `'a` is the lifetime of JSON borrowed from the activation.
@@ -141,6 +142,8 @@ impl From<&str> for Str<'_> {
 pub enum List<'a> {
     /// A JSON array borrowed from the activation.
     Json(&'a [serde_json::Value]),
+    /// An array of JSON text, read in place ([`crate::JsonTape`]).
+    Tape(TapeNode<'a>),
     /// Owned elements.
     Owned(Arc<Vec<Value<'a>>>),
 }
@@ -151,6 +154,7 @@ impl<'a> List<'a> {
     pub fn len(&self) -> usize {
         match self {
             List::Json(a) => a.len(),
+            List::Tape(a) => a.len(),
             List::Owned(v) => v.len(),
         }
     }
@@ -165,6 +169,7 @@ impl<'a> List<'a> {
     pub fn get(&self, i: usize) -> Option<Value<'a>> {
         match self {
             List::Json(a) => a.get(i).map(Value::from_json),
+            List::Tape(a) => a.item(i),
             List::Owned(v) => v.get(i).cloned(),
         }
     }
@@ -298,8 +303,10 @@ fn same_other_key(a: &Value<'_>, b: &Value<'_>) -> bool {
         (Value::Duration(x), Value::Duration(y)) => x == y,
         (Value::Type(x), Value::Type(y)) => x == y,
         (Value::List(List::Json(x)), Value::List(List::Json(y))) => std::ptr::eq(*x, *y),
+        (Value::List(List::Tape(x)), Value::List(List::Tape(y))) => x.same(*y),
         (Value::List(List::Owned(x)), Value::List(List::Owned(y))) => Arc::ptr_eq(x, y),
         (Value::Map(Map::Json(x)), Value::Map(Map::Json(y))) => std::ptr::eq(*x, *y),
+        (Value::Map(Map::Tape(x)), Value::Map(Map::Tape(y))) => x.same(*y),
         (Value::Map(Map::Owned(x)), Value::Map(Map::Owned(y))) => Arc::ptr_eq(x, y),
         (Value::Optional(None), Value::Optional(None)) => true,
         (Value::Optional(Some(x)), Value::Optional(Some(y))) => Arc::ptr_eq(x, y),
@@ -520,6 +527,8 @@ fn double_to_uint_lossless(d: f64) -> Option<u64> {
 pub enum Map<'a> {
     /// A JSON object borrowed from the activation.
     Json(&'a serde_json::Map<String, serde_json::Value>),
+    /// An object of JSON text, read in place ([`crate::JsonTape`]).
+    Tape(TapeNode<'a>),
     /// Owned entries.
     Owned(Arc<OwnedMap<'a>>),
 }
@@ -546,6 +555,7 @@ impl<'a> Map<'a> {
     pub fn len(&self) -> usize {
         match self {
             Map::Json(m) => m.len(),
+            Map::Tape(m) => m.len(),
             Map::Owned(m) => m.len(),
         }
     }
@@ -560,6 +570,7 @@ impl<'a> Map<'a> {
     pub fn get_str(&self, k: &str) -> Option<Value<'a>> {
         match self {
             Map::Json(m) => json_get(m, k).map(Value::from_json),
+            Map::Tape(m) => m.get(k).map(TapeNode::value),
             Map::Owned(m) => m.get(&Key::String(Str::Borrowed(k))).cloned(),
         }
     }
@@ -569,6 +580,7 @@ impl<'a> Map<'a> {
     pub fn contains_str(&self, k: &str) -> bool {
         match self {
             Map::Json(m) => json_get(m, k).is_some(),
+            Map::Tape(m) => m.get(k).is_some(),
             Map::Owned(m) => m.get(&Key::String(Str::Borrowed(k))).is_some(),
         }
     }
@@ -581,7 +593,7 @@ impl<'a> Map<'a> {
             return Ok(self.get_str(s));
         }
         match self {
-            Map::Json(_) => Ok(None),
+            Map::Json(_) | Map::Tape(_) => Ok(None),
             Map::Owned(m) if m.is_empty() => Ok(None),
             Map::Owned(m) => Ok(m.get(&Key::from_value(key)?).cloned()),
         }
@@ -593,6 +605,10 @@ impl<'a> Map<'a> {
             Map::Json(m) => m
                 .keys()
                 .map(|k| Value::String(Str::Borrowed(k.as_str())))
+                .collect(),
+            Map::Tape(m) => m
+                .entries()
+                .map(|(k, _)| Value::String(Str::Borrowed(k)))
                 .collect(),
             Map::Owned(m) => m.entries().iter().map(|(k, _)| k.to_value()).collect(),
         }
@@ -607,6 +623,9 @@ impl<'a> Map<'a> {
                     Value::from_json(v),
                 )
             }),
+            Map::Tape(m) => m
+                .entries()
+                .find_map(|(k, v)| f(Value::String(Str::Borrowed(k)), v.value())),
             Map::Owned(m) => m
                 .entries()
                 .iter()

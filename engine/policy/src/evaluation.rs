@@ -36,10 +36,10 @@ pub(crate) fn namespace_object<'n>(
 /// are memoised per batch as upstream.
 pub(crate) struct Evaluation<'a> {
     pub(crate) req: &'a Request<'a>,
-    pub(crate) object: &'a serde_json::Value,
+    pub(crate) object: celgate_cel::Value<'a>,
     /// The request's old object, or `null` for a policy that never reads it (see
     /// [`Evaluation::old_object_for`]).
-    pub(crate) old_object: &'a serde_json::Value,
+    pub(crate) old_object: celgate_cel::Value<'a>,
     pub(crate) namespace_object: &'a serde_json::Value,
     /// Whether the policy has a paramKind (so `params` is declared).
     pub(crate) has_params: bool,
@@ -71,11 +71,11 @@ impl<'a> Evaluation<'a> {
     pub(crate) fn old_object_for(
         req: &Request<'a>,
         reads_old_object: bool,
-    ) -> &'a serde_json::Value {
+    ) -> celgate_cel::Value<'a> {
         if reads_old_object {
-            req.old_object()
+            req.cel_old_object()
         } else {
-            &NULL
+            celgate_cel::Value::Null
         }
     }
 
@@ -91,8 +91,8 @@ impl<'a> Evaluation<'a> {
     /// A fresh activation for one batch of expressions.
     pub(crate) fn activation(&self, batch: Batch) -> Activation<'a> {
         let mut act = Activation::new();
-        act.bind_json("object", self.object);
-        act.bind_json("oldObject", self.old_object);
+        act.bind("object", self.object.clone());
+        act.bind("oldObject", self.old_object.clone());
         act.bind_json("request", self.req.raw);
         act.bind_json("namespaceObject", self.namespace_object);
         if self.has_params {

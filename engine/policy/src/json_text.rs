@@ -1,12 +1,15 @@
 //! JSON text decoded on first read: a request's `object` and `oldObject` as celgate received
 //! them, with the depth limit and the decoder (fast for ordinary depth, on a growing stack for
-//! deeper text) that read them.
+//! deeper text) that read them. CEL reads the text through a [`JsonTape`], which builds no
+//! tree; whatever else reads the object gets it decoded into a `serde_json::Value`.
 
 use std::fmt;
 use std::sync::OnceLock;
 
+use celgate_cel::JsonTape;
 use serde::Deserialize;
 use serde_json::Value;
+use serde_json::de::SliceRead;
 use serde_json::value::RawValue;
 use thiserror::Error;
 
@@ -60,21 +63,50 @@ pub fn nesting_depth(text: &[u8], limit: usize) -> usize {
 /// ordinary depth (up to 128 levels); deeper text is read on a stack that grows as the
 /// nesting needs.
 pub fn parse(text: &[u8], limit: usize) -> Result<Value, JsonError> {
-    parse_with(text, limit, || serde_json::from_slice::<Value>(text))
+    parse_with(
+        text,
+        limit,
+        || serde_json::from_slice::<Value>(text),
+        |de| Value::deserialize(de),
+    )
 }
 
 /// [`parse`] for text known to be UTF-8, which the fast path then need not check again.
 fn parse_str(text: &str, limit: usize) -> Result<Value, JsonError> {
-    parse_with(text.as_bytes(), limit, || {
-        serde_json::from_str::<Value>(text)
-    })
+    parse_with(
+        text.as_bytes(),
+        limit,
+        || serde_json::from_str::<Value>(text),
+        |de| Value::deserialize(de),
+    )
 }
 
-fn parse_with(
-    text: &[u8],
+/// [`parse_str`] into a [`JsonTape`]: the same limits and errors, and no tree.
+fn tape(text: &str, limit: usize) -> Result<JsonTape, JsonError> {
+    parse_with(
+        text.as_bytes(),
+        limit,
+        || {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let tape = JsonTape::read(text, &mut de)?;
+            de.end()?;
+            Ok(tape)
+        },
+        |de| JsonTape::read(text, de),
+    )
+}
+
+/// The deserializer [`parse_with`] reads deep text with.
+type Deep<'a, 'de> = serde_stacker::Deserializer<&'a mut serde_json::Deserializer<SliceRead<'de>>>;
+
+/// Reads `text` with `fast` (serde_json's own recursion limit of 128 levels), or with `deep`
+/// on a stack that grows when the text is deeper than that and within `limit`.
+fn parse_with<'t, T>(
+    text: &'t [u8],
     limit: usize,
-    fast: impl FnOnce() -> Result<Value, serde_json::Error>,
-) -> Result<Value, JsonError> {
+    fast: impl FnOnce() -> Result<T, serde_json::Error>,
+    deep: impl FnOnce(Deep<'_, 't>) -> Result<T, serde_json::Error>,
+) -> Result<T, JsonError> {
     match fast() {
         Ok(value) => Ok(value),
         // serde_json says so only in its message.
@@ -84,7 +116,7 @@ fn parse_with(
             }
             let mut de = serde_json::Deserializer::from_slice(text);
             de.disable_recursion_limit();
-            let value = Value::deserialize(serde_stacker::Deserializer::new(&mut de))?;
+            let value = deep(serde_stacker::Deserializer::new(&mut de))?;
             de.end()?;
             Ok(value)
         }
@@ -94,11 +126,13 @@ fn parse_with(
 
 static NULL: Value = Value::Null;
 
-/// A JSON value kept as text until first read, then decoded once (any thread may read it).
+/// A JSON value kept as text until first read, then decoded once (any thread may read it):
+/// into a [`JsonTape`] for CEL, into a `serde_json::Value` for everything else.
 #[derive(Default)]
 pub struct LazyJson {
     text: Option<Box<RawValue>>,
     value: OnceLock<Result<Value, String>>,
+    tape: OnceLock<Result<JsonTape, String>>,
 }
 
 impl fmt::Debug for LazyJson {
@@ -117,6 +151,7 @@ impl LazyJson {
         Self {
             text: None,
             value: OnceLock::from(Ok(value)),
+            tape: OnceLock::new(),
         }
     }
 
@@ -128,6 +163,7 @@ impl LazyJson {
         Self {
             text: Some(text),
             value: OnceLock::new(),
+            tape: OnceLock::new(),
         }
     }
 
@@ -142,14 +178,33 @@ impl LazyJson {
         value.as_ref().unwrap_or(&NULL)
     }
 
-    /// Why the value read as `null` though its text was not: set only once it was read.
-    pub fn error(&self) -> Option<&str> {
-        self.value.get()?.as_ref().err().map(String::as_str)
+    /// The value as CEL reads it: JSON text is read in place, through a [`JsonTape`] built on
+    /// first read, unless it was already decoded. Text that cannot be decoded reads as `null`
+    /// (as for [`LazyJson::get`]).
+    pub fn cel(&self) -> celgate_cel::Value<'_> {
+        let text = match (&self.text, self.value.get()) {
+            (_, Some(Ok(value))) => return celgate_cel::Value::from_json(value),
+            (Some(text), _) => text,
+            (None, _) => return celgate_cel::Value::Null,
+        };
+        let tape = self
+            .tape
+            .get_or_init(|| tape(text.get(), MAX_OBJECT_DEPTH).map_err(|e| e.to_string()));
+        tape.as_ref()
+            .map_or(celgate_cel::Value::Null, JsonTape::root)
     }
 
-    /// Whether the value has been decoded (or was given decoded).
+    /// Why the value read as `null` though its text was not: set only once it was read.
+    pub fn error(&self) -> Option<&str> {
+        fn failed<T>(read: Option<&Result<T, String>>) -> Option<&str> {
+            read?.as_ref().err().map(String::as_str)
+        }
+        failed(self.value.get()).or_else(|| failed(self.tape.get()))
+    }
+
+    /// Whether the value has been read, decoded or as a tape (or was given decoded).
     pub fn is_decoded(&self) -> bool {
-        self.value.get().is_some()
+        self.value.get().is_some() || self.tape.get().is_some()
     }
 }
 
@@ -175,5 +230,29 @@ mod tests {
         let err = parse(nested(301).as_bytes(), 300).expect_err("too deep");
         assert_eq!(err.to_string(), "nested deeper than 300 levels");
         assert!(matches!(parse(b"[1,", 10), Err(JsonError::Syntax(_))));
+    }
+
+    #[test]
+    fn a_tape_is_read_up_to_the_limit_as_text_is_decoded() {
+        let nested = |depth: usize| format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        // Deeper than serde_json's own limit of 128, within ours: read on a growing stack.
+        let text = nested(300);
+        let read = tape(&text, 300).expect("within the limit");
+        let mut v = read.root();
+        for _ in 0..300 {
+            let celgate_cel::Value::List(l) = v else {
+                panic!("a list")
+            };
+            v = l.get(0).expect("one element");
+        }
+        assert_eq!(v, celgate_cel::Value::Int(1));
+        let err = tape(&nested(301), 300).expect_err("too deep");
+        assert_eq!(err.to_string(), "nested deeper than 300 levels");
+        // Trailing text is refused, as when decoding.
+        let err = tape("[1] 2", 10).expect_err("trailing characters");
+        assert_eq!(
+            err.to_string(),
+            parse(b"[1] 2", 10).expect_err("the same").to_string()
+        );
     }
 }

@@ -229,6 +229,31 @@ mod tests {
     }
 
     #[test]
+    fn cel_reads_objects_in_place_with_the_same_limits_and_errors() {
+        use celgate_cel::value::Map;
+        let r = received(
+            r#"{"uid": "u", "operation": "UPDATE", "object": {"a": [1, 2]},
+                "oldObject": {"n": 1e400}, "kind": {"version": "v1", "kind": "K"},
+                "resource": {"version": "v1", "resource": "ks"}}"#,
+        );
+        let req = r.request().expect("valid");
+        let object = req.cel_object();
+        assert!(
+            matches!(object, celgate_cel::Value::Map(Map::Tape(_))),
+            "read in place: {object:?}"
+        );
+        assert_eq!(object, celgate_cel::Value::from_json(&json!({"a": [1, 2]})));
+        assert!(r.decode_error().is_none());
+        // What cannot be decoded reads as null and says why, as when decoded.
+        assert_eq!(req.cel_old_object(), celgate_cel::Value::Null);
+        assert_eq!(
+            r.decode_error().map(|e| e.to_string()).as_deref(),
+            Some("request.oldObject cannot be decoded: number out of range at line 1 column 11")
+        );
+        assert!(r.object.is_decoded() && req.object() == &json!({"a": [1, 2]}));
+    }
+
+    #[test]
     fn a_request_decoded_whole_reads_the_same() {
         let whole = json!({"uid": "u", "operation": "CREATE", "object": {"a": 1},
             "kind": {"version": "v1", "kind": "K"}, "resource": {"version": "v1", "resource": "ks"}});

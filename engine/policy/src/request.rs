@@ -114,6 +114,13 @@ impl<'a> Object<'a> {
             Object::Lazy(lazy) => lazy.get(),
         }
     }
+
+    fn cel(self) -> celgate_cel::Value<'a> {
+        match self {
+            Object::Decoded(v) => celgate_cel::Value::from_json(v),
+            Object::Lazy(lazy) => lazy.cel(),
+        }
+    }
 }
 
 static NULL: Value = Value::Null;
@@ -133,6 +140,17 @@ impl<'a> Request<'a> {
     /// The old object; JSON null for CREATE. Decoded on first read when received as text.
     pub fn old_object(&self) -> &'a Value {
         self.old_object.get()
+    }
+
+    /// The new object as CEL reads it: when received as text, read in place rather than
+    /// decoded (see [`LazyJson::cel`]).
+    pub fn cel_object(&self) -> celgate_cel::Value<'a> {
+        self.object.cel()
+    }
+
+    /// The old object as CEL reads it (see [`Request::cel_object`]).
+    pub fn cel_old_object(&self) -> celgate_cel::Value<'a> {
+        self.old_object.cel()
     }
 
     /// Reads the attributes of the `request` member of an AdmissionReview.

@@ -1,12 +1,14 @@
 //! Parse + check + evaluate arbitrary UTF-8 as a CEL expression in Kubernetes' environment,
-//! over a fixed Deployment-like object. Any panic (or stack overflow) is a bug.
+//! over a fixed Deployment-like object: `object` decoded, `oldObject` the same object read in
+//! place from its text (a `JsonTape`, as the webhook reads requests). Any panic (or stack
+//! overflow) is a bug.
 
 #![no_main]
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
-use celgate_cel::{Activation, Budget, Env, PER_CALL_LIMIT, Type};
+use celgate_cel::{Activation, Budget, Env, JsonTape, PER_CALL_LIMIT, Type};
 use libfuzzer_sys::fuzz_target;
 
 static OBJECT: LazyLock<serde_json::Value> = LazyLock::new(|| {
@@ -26,6 +28,13 @@ static OBJECT: LazyLock<serde_json::Value> = LazyLock::new(|| {
             ]}}
         }
     })
+});
+
+static TEXT: LazyLock<String> = LazyLock::new(|| OBJECT.to_string());
+
+static TAPE: LazyLock<JsonTape> = LazyLock::new(|| {
+    let mut de = serde_json::Deserializer::from_str(&TEXT);
+    JsonTape::read(&TEXT, &mut de).expect("the object's own text")
 });
 
 static ENV: LazyLock<Env> = LazyLock::new(|| {
@@ -54,7 +63,7 @@ fuzz_target!(|data: &[u8]| {
     let _ = program.output_type().to_string();
     let mut act = Activation::new();
     act.bind_json("object", &OBJECT);
-    act.bind_json("oldObject", &OBJECT);
+    act.bind("oldObject", TAPE.root());
     act.bind_json("params", &serde_json::Value::Null);
     let mut budget = Budget::new(PER_CALL_LIMIT, 10 * PER_CALL_LIMIT)
         .with_deadline(Instant::now() + Duration::from_secs(2));

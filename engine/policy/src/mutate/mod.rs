@@ -438,7 +438,7 @@ impl Run<'_> {
     ) -> Evaluation<'e> {
         Evaluation {
             req: self.req,
-            object,
+            object: celgate_cel::Value::from_json(object),
             old_object: Evaluation::old_object_for(self.req, policy.reads_old_object),
             namespace_object,
             has_params: policy.spec.param_kind.is_some(),

@@ -193,7 +193,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
             }
             let evaluation = Evaluation {
                 req,
-                object: req.object(),
+                object: req.cel_object(),
                 old_object: Evaluation::old_object_for(req, policy.reads_old_object),
                 namespace_object,
                 has_params: policy.spec.param_kind.is_some(),

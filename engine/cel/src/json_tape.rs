@@ -1,0 +1,568 @@
+//! JSON text laid out for reading in place: one pass over the text writes every value as a
+//! node of a flat tape, with a string that has no escapes kept as a range of the text. No map
+//! or string is allocated per value, which decoding into `serde_json::Value` does for every
+//! key and every string; CEL reads a tape's arrays and objects in place ([`Value::List`] and
+//! [`Value::Map`] with `Tape`) exactly as it reads a `serde_json::Value`'s.
+//!
+//! An object's entries are ordered by key and hold one entry per key, the last written (as a
+//! `serde_json::Map` holds them), so lookups, iteration order and sizes are the same as for the
+//! decoded value. Numbers follow [`Value::from_json`]: an integer that fits an int64 is `int`,
+//! any other number `double`.
+
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use crate::value::{List, Map, Str, Value};
+
+/// One value of a [`JsonTape`]. Containers come after their elements.
+#[derive(Clone, Copy, Debug)]
+enum Node {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    /// A string without escapes: `len` bytes of the text from `at`.
+    Text {
+        at: u32,
+        len: u32,
+    },
+    /// A string with escapes, decoded: `escaped[i]`.
+    Escaped(u32),
+    /// An array: its elements are the nodes `slots[at..at + len]`.
+    Array {
+        at: u32,
+        len: u32,
+    },
+    /// An object: `slots[at..at + 2 * len]` holds (key node, value node) pairs, by key.
+    Object {
+        at: u32,
+        len: u32,
+    },
+}
+
+/// JSON text and the tape of its values (see the module documentation).
+pub struct JsonTape {
+    text: Box<str>,
+    nodes: Vec<Node>,
+    slots: Vec<u32>,
+    escaped: Vec<Box<str>>,
+}
+
+impl fmt::Debug for JsonTape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl JsonTape {
+    /// Reads `text` through `de`, a deserializer over that same text (the caller checks that
+    /// nothing follows the value, e.g. with serde_json's `Deserializer::end`). Errors are the
+    /// deserializer's own, as decoding the text into a `serde_json::Value` would report them.
+    pub fn read<'de, D: Deserializer<'de>>(text: &'de str, de: D) -> Result<Self, D::Error> {
+        if u32::try_from(text.len()).is_err() {
+            return Err(de::Error::custom("JSON text of 4 GiB or more"));
+        }
+        let mut b = Builder {
+            text,
+            nodes: Vec::with_capacity(text.len() / 8),
+            slots: Vec::with_capacity(text.len() / 8),
+            escaped: Vec::new(),
+            items: Vec::new(),
+            entries: Vec::new(),
+        };
+        NodeSeed(&mut b).deserialize(de)?;
+        Ok(Self {
+            text: text.into(),
+            nodes: b.nodes,
+            slots: b.slots,
+            escaped: b.escaped,
+        })
+    }
+
+    /// The document's value.
+    pub fn root(&self) -> Value<'_> {
+        self.node(self.root_index()).value()
+    }
+
+    fn root_index(&self) -> u32 {
+        // The root is written last: every container follows its elements.
+        u32::try_from(self.nodes.len().saturating_sub(1)).unwrap_or(0)
+    }
+
+    fn node(&self, index: u32) -> TapeNode<'_> {
+        TapeNode { tape: self, index }
+    }
+}
+
+/// An array or object of a [`JsonTape`], as CEL reads it in place.
+#[derive(Clone, Copy)]
+pub struct TapeNode<'a> {
+    tape: &'a JsonTape,
+    index: u32,
+}
+
+impl fmt::Debug for TapeNode<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind() {
+            Node::Object { .. } => f
+                .debug_map()
+                .entries(self.entries().map(|(k, v)| (k, v.value())))
+                .finish(),
+            Node::Array { len, .. } => f
+                .debug_list()
+                .entries((0..len as usize).filter_map(|i| self.item(i)))
+                .finish(),
+            _ => write!(f, "{:?}", self.value()),
+        }
+    }
+}
+
+impl<'a> TapeNode<'a> {
+    fn kind(self) -> Node {
+        self.tape
+            .nodes
+            .get(self.index as usize)
+            .copied()
+            .unwrap_or(Node::Null)
+    }
+
+    /// The CEL value of this node.
+    pub(crate) fn value(self) -> Value<'a> {
+        match self.kind() {
+            Node::Null => Value::Null,
+            Node::Bool(b) => Value::Bool(b),
+            Node::Int(i) => Value::Int(i),
+            Node::Double(d) => Value::Double(d),
+            Node::Text { .. } | Node::Escaped(_) => Value::String(Str::Borrowed(self.str())),
+            Node::Array { .. } => Value::List(List::Tape(self)),
+            Node::Object { .. } => Value::Map(Map::Tape(self)),
+        }
+    }
+
+    /// The string of a string node (`""` for any other).
+    fn str(self) -> &'a str {
+        let tape = self.tape;
+        match self.kind() {
+            Node::Text { at, len } => tape
+                .text
+                .get(at as usize..(at as usize + len as usize))
+                .unwrap_or_default(),
+            Node::Escaped(i) => tape.escaped.get(i as usize).map_or("", |s| &**s),
+            _ => "",
+        }
+    }
+
+    /// The slots of an array (its elements) or of an object (key and value pairs).
+    fn slots(self) -> &'a [u32] {
+        let (at, n) = match self.kind() {
+            Node::Array { at, len } => (at as usize, len as usize),
+            Node::Object { at, len } => (at as usize, 2 * len as usize),
+            _ => (0, 0),
+        };
+        self.tape.slots.get(at..at + n).unwrap_or_default()
+    }
+
+    /// Whether two nodes are the same node of the same tape.
+    pub(crate) fn same(self, other: TapeNode<'_>) -> bool {
+        std::ptr::eq(self.tape, other.tape) && self.index == other.index
+    }
+
+    /// The number of elements or entries.
+    pub(crate) fn len(self) -> usize {
+        match self.kind() {
+            Node::Array { len, .. } | Node::Object { len, .. } => len as usize,
+            _ => 0,
+        }
+    }
+
+    /// Element `i` of an array.
+    pub(crate) fn item(self, i: usize) -> Option<Value<'a>> {
+        let index = *self.slots().get(i)?;
+        Some(self.tape.node(index).value())
+    }
+
+    /// The value at key `k` of an object.
+    pub(crate) fn get(self, k: &str) -> Option<TapeNode<'a>> {
+        let pairs = self.slots();
+        let n = pairs.len() / 2;
+        let key = |i: usize| self.tape.node(pairs[2 * i]).str();
+        let found = if n <= SCAN_LIMIT {
+            (0..n).find(|&i| key(i) == k)
+        } else {
+            let (mut lo, mut hi) = (0, n);
+            let mut found = None;
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                match key(mid).cmp(k) {
+                    std::cmp::Ordering::Less => lo = mid + 1,
+                    std::cmp::Ordering::Greater => hi = mid,
+                    std::cmp::Ordering::Equal => {
+                        found = Some(mid);
+                        break;
+                    }
+                }
+            }
+            found
+        };
+        found.map(|i| self.tape.node(pairs[2 * i + 1]))
+    }
+
+    /// The (key, value) pairs of an object, by key.
+    pub(crate) fn entries(self) -> TapeEntries<'a> {
+        TapeEntries {
+            tape: self.tape,
+            pairs: self.slots().chunks_exact(2),
+        }
+    }
+
+    /// Whether this node is an object.
+    pub(crate) fn is_object(self) -> bool {
+        matches!(self.kind(), Node::Object { .. })
+    }
+}
+
+/// Objects of at most this many keys are scanned rather than searched.
+const SCAN_LIMIT: usize = 16;
+
+/// The entries of a tape object, by key.
+pub(crate) struct TapeEntries<'a> {
+    tape: &'a JsonTape,
+    pairs: std::slice::ChunksExact<'a, u32>,
+}
+
+impl<'a> Iterator for TapeEntries<'a> {
+    type Item = (&'a str, TapeNode<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let pair = self.pairs.next()?;
+        Some((self.tape.node(pair[0]).str(), self.tape.node(pair[1])))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.pairs.size_hint()
+    }
+}
+
+impl ExactSizeIterator for TapeEntries<'_> {}
+
+/// The tape being written.
+struct Builder<'t> {
+    text: &'t str,
+    nodes: Vec<Node>,
+    slots: Vec<u32>,
+    escaped: Vec<Box<str>>,
+    /// Elements of the arrays being read (innermost last).
+    items: Vec<u32>,
+    /// Entries of the objects being read (innermost last).
+    entries: Vec<(u32, u32)>,
+}
+
+impl Builder<'_> {
+    fn push(&mut self, node: Node) -> u32 {
+        self.nodes.push(node);
+        // The text's length bounds the node count well below u32::MAX.
+        (self.nodes.len() - 1) as u32
+    }
+
+    fn string(&mut self, s: &str) -> u32 {
+        let base = self.text.as_ptr() as usize;
+        let at = (s.as_ptr() as usize).wrapping_sub(base);
+        if at <= self.text.len() && s.len() <= self.text.len() - at {
+            // A range of the text (lengths are below u32::MAX, checked in `read`).
+            return self.push(Node::Text {
+                at: at as u32,
+                len: s.len() as u32,
+            });
+        }
+        self.escaped(s.into())
+    }
+
+    fn escaped(&mut self, s: Box<str>) -> u32 {
+        self.escaped.push(s);
+        let i = (self.escaped.len() - 1) as u32;
+        self.push(Node::Escaped(i))
+    }
+
+    fn key(&self, node: u32) -> &str {
+        match self.nodes.get(node as usize) {
+            Some(Node::Text { at, len }) => self
+                .text
+                .get(*at as usize..(*at as usize + *len as usize))
+                .unwrap_or_default(),
+            Some(Node::Escaped(i)) => self.escaped.get(*i as usize).map_or("", |s| &**s),
+            _ => "",
+        }
+    }
+}
+
+/// Reads one value into the tape, giving its node.
+struct NodeSeed<'b, 't>(&'b mut Builder<'t>);
+
+impl<'de> DeserializeSeed<'de> for NodeSeed<'_, '_> {
+    type Value = u32;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<u32, D::Error> {
+        de.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for NodeSeed<'_, '_> {
+    type Value = u32;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_unit<E>(self) -> Result<u32, E> {
+        Ok(self.0.push(Node::Null))
+    }
+
+    fn visit_none<E>(self) -> Result<u32, E> {
+        Ok(self.0.push(Node::Null))
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, de: D) -> Result<u32, D::Error> {
+        de.deserialize_any(self)
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<u32, E> {
+        Ok(self.0.push(Node::Bool(v)))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<u32, E> {
+        Ok(self.0.push(Node::Int(v)))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<u32, E> {
+        Ok(self.0.push(match i64::try_from(v) {
+            Ok(i) => Node::Int(i),
+            Err(_) => Node::Double(v as f64),
+        }))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<u32, E> {
+        // serde_json's own value holds no NaN or infinity (it makes them null); JSON text
+        // cannot spell them.
+        Ok(self.0.push(if v.is_finite() {
+            Node::Double(v)
+        } else {
+            Node::Null
+        }))
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<u32, E> {
+        Ok(self.0.string(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<u32, E> {
+        Ok(self.0.escaped(v.into()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<u32, E> {
+        Ok(self.0.escaped(v.into_boxed_str()))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<u32, A::Error> {
+        let b = self.0;
+        let start = b.items.len();
+        while let Some(item) = seq.next_element_seed(NodeSeed(b))? {
+            b.items.push(item);
+        }
+        let at = b.slots.len() as u32;
+        let len = (b.items.len() - start) as u32;
+        b.slots.extend(b.items.drain(start..));
+        Ok(b.push(Node::Array { at, len }))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u32, A::Error> {
+        let b = self.0;
+        let start = b.entries.len();
+        while let Some(key) = map.next_key_seed(NodeSeed(b))? {
+            let value = map.next_value_seed(NodeSeed(b))?;
+            b.entries.push((key, value));
+        }
+        // By key, keeping the order of equal keys so the last written wins below.
+        let mut entries = std::mem::take(&mut b.entries);
+        entries[start..].sort_by(|x, y| b.key(x.0).cmp(b.key(y.0)));
+        let at = b.slots.len() as u32;
+        let mut len = 0u32;
+        for &(key, value) in &entries[start..] {
+            let slots = b.slots.len();
+            if len > 0 && b.key(b.slots[slots - 2]) == b.key(key) {
+                b.slots[slots - 1] = value;
+            } else {
+                b.slots.extend([key, value]);
+                len += 1;
+            }
+        }
+        entries.truncate(start);
+        b.entries = entries;
+        Ok(b.push(Node::Object { at, len }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn tape(text: &str) -> JsonTape {
+        let mut de = serde_json::Deserializer::from_str(text);
+        let tape = JsonTape::read(text, &mut de).unwrap();
+        de.end().unwrap();
+        tape
+    }
+
+    /// The tape's value and the decoded value read the same in every way CEL can tell.
+    #[test]
+    fn a_tape_reads_as_the_decoded_value() {
+        let docs = [
+            r#"{"b": 1, "a": [true, null, -3, 18446744073709551615, 1.5, 2.0, "x\"y", "é"],
+                "c": {"z": {}, "y": []}, "\u0041": "escaped key", "a": "last wins"}"#,
+            r#"[]"#,
+            r#"{}"#,
+            r#""plain""#,
+            r#"9223372036854775807"#,
+            r#"-9223372036854775808"#,
+            r#"{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,
+                "k10":10,"k11":11,"k12":12,"k13":13,"k14":14,"k15":15,"k16":16,"k17":17,
+                "k3":"again"}"#,
+        ];
+        for doc in docs {
+            let decoded: serde_json::Value = serde_json::from_str(doc).unwrap();
+            let t = tape(doc);
+            assert_eq!(t.root(), Value::from_json(&decoded), "{doc}");
+            compare(&t.root(), &Value::from_json(&decoded), doc);
+        }
+    }
+
+    /// Structure, order, sizes and lookups, recursively.
+    fn compare(tape: &Value<'_>, decoded: &Value<'_>, doc: &str) {
+        match (tape, decoded) {
+            (Value::Map(a), Value::Map(b)) => {
+                assert!(
+                    matches!(a, Map::Tape(_)),
+                    "{doc}: a tape object is read in place"
+                );
+                assert_eq!(a.len(), b.len(), "{doc}");
+                let (ea, eb) = (a.entries(), b.entries());
+                for ((ka, va), (kb, vb)) in ea.iter().zip(eb.iter()) {
+                    assert_eq!(ka, kb, "{doc}: keys in the same order");
+                    compare(va, vb, doc);
+                    let Value::String(k) = ka else {
+                        panic!("string keys")
+                    };
+                    compare(&a.get_str(k).unwrap(), vb, doc);
+                    assert!(a.contains_str(k));
+                }
+                assert!(a.get_str("absent").is_none() && !a.contains_str("absent"));
+                assert_eq!(a.get(&Value::Int(1)).unwrap(), None);
+            }
+            (Value::List(a), Value::List(b)) => {
+                assert!(
+                    matches!(a, List::Tape(_)),
+                    "{doc}: a tape array is read in place"
+                );
+                assert_eq!(a.len(), b.len(), "{doc}");
+                for (x, y) in a.iter().zip(b.iter()) {
+                    compare(&x, &y, doc);
+                }
+                assert!(a.get(a.len()).is_none());
+            }
+            (a, b) => assert_eq!(a, b, "{doc}"),
+        }
+    }
+
+    #[test]
+    fn strings_without_escapes_are_ranges_of_the_text() {
+        let t = tape(r#"{"plain": "text", "esc\"aped": "a\nb"}"#);
+        assert_eq!(
+            t.escaped.len(),
+            2,
+            "only the escaped key and value are copied"
+        );
+        let Value::Map(m) = t.root() else {
+            panic!("an object")
+        };
+        assert_eq!(
+            m.get_str("plain"),
+            Some(Value::String(Str::Borrowed("text")))
+        );
+        assert_eq!(
+            m.get_str("esc\"aped"),
+            Some(Value::String(Str::Borrowed("a\nb")))
+        );
+    }
+
+    #[test]
+    fn errors_are_those_of_decoding_the_text() {
+        for text in ["1e400", "[1,", "\"\\ud800\"", "{\"a\" 1}", "[-]"] {
+            let mut de = serde_json::Deserializer::from_str(text);
+            let err = JsonTape::read(text, &mut de).expect_err(text);
+            let decoding = serde_json::from_str::<serde_json::Value>(text).expect_err(text);
+            assert_eq!(err.to_string(), decoding.to_string(), "{text}");
+        }
+    }
+
+    /// Expressions give the same results and the same errors over a tape as over the decoded
+    /// value.
+    #[test]
+    fn cel_reads_a_tape_as_it_reads_the_decoded_value() {
+        use crate::{Activation, Budget, Env, Type};
+        let doc = r#"{"kind": "Pod", "metadata": {"name": "web", "labels": {"b": "2", "a": "1", "a": "again"},
+            "annotations": {}}, "spec": {"replicas": 3, "ratio": 0.5, "big": 18446744073709551615,
+            "containers": [{"name": "app", "image": "registry.example/app:1", "ports": [{"containerPort": 80}]},
+                           {"name": "side\u0063ar", "image": "docker.io/side", "env": null}]}}"#;
+        let expressions = [
+            "object.spec.containers.all(c, c.image.startsWith('registry.'))",
+            "object.spec.containers.exists(c, c.name == 'sidecar')",
+            "object.spec.containers.map(c, c.name)",
+            "object.spec.containers[1].env",
+            "object.spec.containers[2]",
+            "object.metadata.labels",
+            "object.metadata.labels.map(k, k + '=' + object.metadata.labels[k])",
+            "object.metadata.labels.all(k, v, v != '')",
+            "size(object.metadata.labels) + size(object.spec.containers)",
+            "object.spec.nope.deeper",
+            "object.spec.replicas.nope",
+            "has(object.spec.replicas) && !has(object.spec.nope)",
+            "object.spec.replicas * 2 + int(object.spec.ratio * 10.0)",
+            "object.spec.big",
+            "object.metadata.?labels.?a.orValue('none')",
+            "object.metadata.annotations == {} && object.spec.containers[0].ports == [{'containerPort': 80}]",
+            "object == object && [object.spec] == [object.spec]",
+            "{object.kind: object.metadata.name}",
+            "object.spec.containers.filter(c, 'ports' in c).size()",
+            "object['spec']['containers'][0]['ports'][0].containerPort",
+            "object.spec.containers[0][1]",
+            "1 in object.metadata.labels",
+            "string(object.spec.replicas) + object.kind",
+        ];
+        let env = Env::kubernetes().variable("object", Type::Dyn).build();
+        let decoded: serde_json::Value = serde_json::from_str(doc).unwrap();
+        let t = tape(doc);
+        for e in expressions {
+            let program = env.compile(e).unwrap_or_else(|err| panic!("{e}: {err:?}"));
+            let run = |object: Value<'_>| {
+                let mut act = Activation::new();
+                act.bind("object", object);
+                let mut budget = Budget::new(1_000_000, 10_000_000);
+                let out = program
+                    .eval(&act, &mut budget)
+                    .map(|v| (v.type_name().to_string(), format!("{:?}", v.to_json())))
+                    .map_err(|err| format!("{err:?}"));
+                (out, budget)
+            };
+            let (on_tape, tape_budget) = run(t.root());
+            let (on_value, value_budget) = run(Value::from_json(&decoded));
+            assert_eq!(on_tape, on_value, "{e}");
+            assert_eq!(
+                format!("{tape_budget:?}"),
+                format!("{value_budget:?}"),
+                "{e}: cost"
+            );
+        }
+    }
+}
