@@ -9,6 +9,7 @@
 //! decoded value. Numbers follow [`Value::from_json`]: an integer that fits an int64 is `int`,
 //! any other number `double`.
 
+use std::cmp::Ordering;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -34,11 +35,30 @@ enum Node {
         at: u32,
         len: u32,
     },
-    /// An object: `slots[at..at + 2 * len]` holds (key node, value node) pairs, by key.
+    /// An object: `slots[at..at + 3 * len]` holds its entries by key, three slots each: the
+    /// key (a [`Key`]) and the value's node.
     Object {
         at: u32,
         len: u32,
     },
+}
+
+/// An object's key: a range of the text (`at`, `len`), or, with [`ESCAPED`] set in `len`, the
+/// decoded `escaped[at]` of that length. A lookup reads each key's length from the slots and
+/// compares bytes only of keys as long as the one it seeks.
+#[derive(Clone, Copy)]
+struct Key {
+    at: u32,
+    len: u32,
+}
+
+/// The flag of [`Key::len`] for a key with escapes.
+const ESCAPED: u32 = 1 << 31;
+
+impl Key {
+    fn len(self) -> usize {
+        (self.len & !ESCAPED) as usize
+    }
 }
 
 /// JSON text and the tape of its values (see the module documentation).
@@ -60,8 +80,9 @@ impl JsonTape {
     /// nothing follows the value, e.g. with serde_json's `Deserializer::end`). Errors are the
     /// deserializer's own, as decoding the text into a `serde_json::Value` would report them.
     pub fn read<'de, D: Deserializer<'de>>(text: &'de str, de: D) -> Result<Self, D::Error> {
-        if u32::try_from(text.len()).is_err() {
-            return Err(de::Error::custom("JSON text of 4 GiB or more"));
+        // Offsets, lengths and counts then fit 31 bits (see [`Key`]).
+        if text.len() >= ESCAPED as usize {
+            return Err(de::Error::custom("JSON text of 2 GiB or more"));
         }
         let mut b = Builder {
             text,
@@ -82,17 +103,37 @@ impl JsonTape {
 
     /// The document's value.
     pub fn root(&self) -> Value<'_> {
-        self.node(self.root_index()).value()
-    }
-
-    fn root_index(&self) -> u32 {
         // The root is written last: every container follows its elements.
-        u32::try_from(self.nodes.len().saturating_sub(1)).unwrap_or(0)
+        let last = self.nodes.len().saturating_sub(1);
+        self.node(u32::try_from(last).unwrap_or(0)).value()
     }
 
     fn node(&self, index: u32) -> TapeNode<'_> {
         TapeNode { tape: self, index }
     }
+
+    /// `len` bytes of the text from `at`.
+    fn range(&self, at: u32, len: u32) -> &str {
+        text_range(&self.text, at, len)
+    }
+
+    /// Decoded string `i`.
+    fn escaped(&self, i: u32) -> &str {
+        self.escaped.get(i as usize).map_or("", |s| &**s)
+    }
+
+    fn key(&self, key: Key) -> &str {
+        if key.len & ESCAPED == 0 {
+            self.range(key.at, key.len)
+        } else {
+            self.escaped(key.at)
+        }
+    }
+}
+
+fn text_range(text: &str, at: u32, len: u32) -> &str {
+    text.get(at as usize..at as usize + len as usize)
+        .unwrap_or_default()
 }
 
 /// An array or object of a [`JsonTape`], as CEL reads it in place.
@@ -129,35 +170,24 @@ impl<'a> TapeNode<'a> {
 
     /// The CEL value of this node.
     pub(crate) fn value(self) -> Value<'a> {
+        let tape = self.tape;
         match self.kind() {
             Node::Null => Value::Null,
             Node::Bool(b) => Value::Bool(b),
             Node::Int(i) => Value::Int(i),
             Node::Double(d) => Value::Double(d),
-            Node::Text { .. } | Node::Escaped(_) => Value::String(Str::Borrowed(self.str())),
+            Node::Text { at, len } => Value::String(Str::Borrowed(tape.range(at, len))),
+            Node::Escaped(i) => Value::String(Str::Borrowed(tape.escaped(i))),
             Node::Array { .. } => Value::List(List::Tape(self)),
             Node::Object { .. } => Value::Map(Map::Tape(self)),
         }
     }
 
-    /// The string of a string node (`""` for any other).
-    fn str(self) -> &'a str {
-        let tape = self.tape;
-        match self.kind() {
-            Node::Text { at, len } => tape
-                .text
-                .get(at as usize..(at as usize + len as usize))
-                .unwrap_or_default(),
-            Node::Escaped(i) => tape.escaped.get(i as usize).map_or("", |s| &**s),
-            _ => "",
-        }
-    }
-
-    /// The slots of an array (its elements) or of an object (key and value pairs).
+    /// The slots of an array (its elements) or of an object (its entries).
     fn slots(self) -> &'a [u32] {
         let (at, n) = match self.kind() {
             Node::Array { at, len } => (at as usize, len as usize),
-            Node::Object { at, len } => (at as usize, 2 * len as usize),
+            Node::Object { at, len } => (at as usize, 3 * len as usize),
             _ => (0, 0),
         };
         self.tape.slots.get(at..at + n).unwrap_or_default()
@@ -184,35 +214,36 @@ impl<'a> TapeNode<'a> {
 
     /// The value at key `k` of an object.
     pub(crate) fn get(self, k: &str) -> Option<TapeNode<'a>> {
-        let pairs = self.slots();
-        let n = pairs.len() / 2;
-        let key = |i: usize| self.tape.node(pairs[2 * i]).str();
-        let found = if n <= SCAN_LIMIT {
-            (0..n).find(|&i| key(i) == k)
-        } else {
-            let (mut lo, mut hi) = (0, n);
-            let mut found = None;
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                match key(mid).cmp(k) {
-                    std::cmp::Ordering::Less => lo = mid + 1,
-                    std::cmp::Ordering::Greater => hi = mid,
-                    std::cmp::Ordering::Equal => {
-                        found = Some(mid);
-                        break;
-                    }
-                }
-            }
-            found
+        let tape = self.tape;
+        let entries = self.slots();
+        let key = |e: &[u32]| Key {
+            at: e[0],
+            len: e[1],
         };
-        found.map(|i| self.tape.node(pairs[2 * i + 1]))
+        if entries.len() <= 3 * SCAN_LIMIT {
+            return entries
+                .chunks_exact(3)
+                .find(|e| key(e).len() == k.len() && tape.key(key(e)) == k)
+                .map(|e| tape.node(e[2]));
+        }
+        let (mut lo, mut hi) = (0, entries.len() / 3);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            let e = entries.get(3 * mid..3 * mid + 3)?;
+            match tape.key(key(e)).cmp(k) {
+                Ordering::Less => lo = mid + 1,
+                Ordering::Greater => hi = mid,
+                Ordering::Equal => return Some(tape.node(e[2])),
+            }
+        }
+        None
     }
 
     /// The (key, value) pairs of an object, by key.
     pub(crate) fn entries(self) -> TapeEntries<'a> {
         TapeEntries {
             tape: self.tape,
-            pairs: self.slots().chunks_exact(2),
+            entries: self.slots().chunks_exact(3),
         }
     }
 
@@ -228,19 +259,23 @@ const SCAN_LIMIT: usize = 16;
 /// The entries of a tape object, by key.
 pub(crate) struct TapeEntries<'a> {
     tape: &'a JsonTape,
-    pairs: std::slice::ChunksExact<'a, u32>,
+    entries: std::slice::ChunksExact<'a, u32>,
 }
 
 impl<'a> Iterator for TapeEntries<'a> {
     type Item = (&'a str, TapeNode<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        let pair = self.pairs.next()?;
-        Some((self.tape.node(pair[0]).str(), self.tape.node(pair[1])))
+        let e = self.entries.next()?;
+        let key = self.tape.key(Key {
+            at: e[0],
+            len: e[1],
+        });
+        Some((key, self.tape.node(e[2])))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.pairs.size_hint()
+        self.entries.size_hint()
     }
 }
 
@@ -254,45 +289,93 @@ struct Builder<'t> {
     escaped: Vec<Box<str>>,
     /// Elements of the arrays being read (innermost last).
     items: Vec<u32>,
-    /// Entries of the objects being read (innermost last).
-    entries: Vec<(u32, u32)>,
+    /// Entries of the objects being read (innermost last): key and value node.
+    entries: Vec<(Key, u32)>,
 }
 
 impl Builder<'_> {
     fn push(&mut self, node: Node) -> u32 {
         self.nodes.push(node);
-        // The text's length bounds the node count well below u32::MAX.
+        // The text's length bounds the node count (checked in `JsonTape::read`).
         (self.nodes.len() - 1) as u32
     }
 
+    /// Where `s` is in the text, if it is a part of it.
+    fn range_of(&self, s: &str) -> Option<(u32, u32)> {
+        let at = (s.as_ptr() as usize).wrapping_sub(self.text.as_ptr() as usize);
+        (at <= self.text.len() && s.len() <= self.text.len() - at)
+            .then_some((at as u32, s.len() as u32))
+    }
+
     fn string(&mut self, s: &str) -> u32 {
-        let base = self.text.as_ptr() as usize;
-        let at = (s.as_ptr() as usize).wrapping_sub(base);
-        if at <= self.text.len() && s.len() <= self.text.len() - at {
-            // A range of the text (lengths are below u32::MAX, checked in `read`).
-            return self.push(Node::Text {
-                at: at as u32,
-                len: s.len() as u32,
-            });
+        match self.range_of(s) {
+            Some((at, len)) => self.push(Node::Text { at, len }),
+            None => self.escaped(s.into()),
         }
-        self.escaped(s.into())
     }
 
     fn escaped(&mut self, s: Box<str>) -> u32 {
-        self.escaped.push(s);
-        let i = (self.escaped.len() - 1) as u32;
+        let i = self.keep(s);
         self.push(Node::Escaped(i))
     }
 
-    fn key(&self, node: u32) -> &str {
-        match self.nodes.get(node as usize) {
-            Some(Node::Text { at, len }) => self
-                .text
-                .get(*at as usize..(*at as usize + *len as usize))
-                .unwrap_or_default(),
-            Some(Node::Escaped(i)) => self.escaped.get(*i as usize).map_or("", |s| &**s),
-            _ => "",
+    fn keep(&mut self, s: Box<str>) -> u32 {
+        self.escaped.push(s);
+        (self.escaped.len() - 1) as u32
+    }
+
+    fn key_of(&mut self, s: &str) -> Key {
+        match self.range_of(s) {
+            Some((at, len)) => Key { at, len },
+            None => self.escaped_key(s.into()),
         }
+    }
+
+    fn escaped_key(&mut self, s: Box<str>) -> Key {
+        let len = s.len() as u32 | ESCAPED;
+        Key {
+            at: self.keep(s),
+            len,
+        }
+    }
+
+    fn key(&self, key: Key) -> &str {
+        if key.len & ESCAPED == 0 {
+            text_range(self.text, key.at, key.len)
+        } else {
+            self.escaped.get(key.at as usize).map_or("", |s| &**s)
+        }
+    }
+}
+
+/// Reads an object's key.
+struct KeySeed<'b, 't>(&'b mut Builder<'t>);
+
+impl<'de> DeserializeSeed<'de> for KeySeed<'_, '_> {
+    type Value = Key;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<Key, D::Error> {
+        de.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed<'_, '_> {
+    type Value = Key;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key, E> {
+        Ok(self.0.key_of(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Key, E> {
+        Ok(self.0.escaped_key(v.into()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Key, E> {
+        Ok(self.0.escaped_key(v.into_boxed_str()))
     }
 }
 
@@ -378,7 +461,7 @@ impl<'de> Visitor<'de> for NodeSeed<'_, '_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u32, A::Error> {
         let b = self.0;
         let start = b.entries.len();
-        while let Some(key) = map.next_key_seed(NodeSeed(b))? {
+        while let Some(key) = map.next_key_seed(KeySeed(b))? {
             let value = map.next_value_seed(NodeSeed(b))?;
             b.entries.push((key, value));
         }
@@ -387,12 +470,14 @@ impl<'de> Visitor<'de> for NodeSeed<'_, '_> {
         entries[start..].sort_by(|x, y| b.key(x.0).cmp(b.key(y.0)));
         let at = b.slots.len() as u32;
         let mut len = 0u32;
+        let mut last: Option<Key> = None;
         for &(key, value) in &entries[start..] {
-            let slots = b.slots.len();
-            if len > 0 && b.key(b.slots[slots - 2]) == b.key(key) {
-                b.slots[slots - 1] = value;
+            if last.is_some_and(|l| b.key(l) == b.key(key)) {
+                let n = b.slots.len();
+                b.slots[n - 1] = value;
             } else {
-                b.slots.extend([key, value]);
+                b.slots.extend([key.at, key.len, value]);
+                last = Some(key);
                 len += 1;
             }
         }
