@@ -8,13 +8,17 @@
 //!    apply configurations and a JSON patch, against the Deployment schema of the committed
 //!    built-in snapshot `operator/schemas/builtin-1.36.json`). HTTP/1.1, or HTTP/2 with
 //!    `WEBHOOK_BENCH_HTTP2=1`. Top-level fields of the report.
-//! 2. The realistic fixture (issue 13, item 2; `e2e/src/fixture.rs`), always over HTTP/2: a 6 KB
-//!    Pod create against `WEBHOOK_BENCH_MATCHING` (20) matching of `WEBHOOK_BENCH_POLICIES`
+//! 2. The realistic fixture (issue 13, item 2; `e2e/src/fixture.rs`) over HTTP/2: a 6 KB Pod
+//!    create against `WEBHOOK_BENCH_MATCHING` (20) matching of `WEBHOOK_BENCH_POLICIES`
 //!    (1,000) loaded validating policies (ConfigMap params published into the snapshot's param
 //!    views, variables, message expressions, match conditions, one wildcard rule), then the
 //!    same against as many mutating policies (apply configurations and JSON patches), and the
 //!    validating throughput for the same Pod as an UPDATE (old object included, which no policy
-//!    reads). The `realistic` field.
+//!    reads). The `realistic` field. Then the validating and mutating pairs again over
+//!    HTTP/1.1, the protocol kube-apiserver calls admission webhooks with (its webhook client
+//!    offers only `http/1.1` in ALPN, so that concurrent calls spread over keep-alive
+//!    connections: `k8s.io/apiserver/pkg/util/webhook/client.go`, kubernetes issue 75791). The
+//!    `realistic.http1` field.
 //! 3. Scale (issue 13, item 4): throughput for the Pod when 5 of 1,000 validating policies
 //!    match, and when 5 are loaded in all. The `scale` field, with their ratio.
 //!
@@ -925,6 +929,7 @@ async fn realistic(
     let store = fixture_store(set);
     let (addr, server) = start_server(store, material).await;
     let tls = connector(roots, true);
+    let tls1 = connector(roots, false);
     let body = Bytes::from(fixture::pod_review().to_string());
     let label_v = format!("{matching} of {total} validating policies match");
     let label_m = format!("{matching} of {total} mutating policies match");
@@ -965,6 +970,26 @@ async fn realistic(
         update.cpu_us_per_review,
         update_body.len()
     );
+    // As kube-apiserver calls webhooks: HTTP/1.1, one review at a time per connection.
+    let http1 = |path, label, policies| Measure {
+        tls: &tls1,
+        http2: false,
+        ..at(path, label, policies)
+    };
+    let validating_http1 = measure(
+        &http1(VALIDATE_PATH, "realistic HTTP/1.1", &label_v),
+        load.conns,
+        rate,
+        load.secs,
+    )
+    .await;
+    let mutating_http1 = measure(
+        &http1(MUTATE_PATH, "realistic mutation HTTP/1.1", &label_m),
+        load.conns,
+        rate,
+        load.secs,
+    )
+    .await;
     server.shutdown(Duration::from_secs(5));
     let mut report = json!({
         "protocol": "HTTP/2",
@@ -983,6 +1008,10 @@ async fn realistic(
     });
     merge(&mut report, validating);
     merge(&mut report["mutation"], mutating);
+    let mut http1 = json!({"protocol": "HTTP/1.1", "connections": load.conns, "mutation": {}});
+    merge(&mut http1, validating_http1);
+    merge(&mut http1["mutation"], mutating_http1);
+    report["http1"] = http1;
     report
 }
 
