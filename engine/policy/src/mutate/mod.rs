@@ -445,7 +445,7 @@ impl Run<'_> {
             param,
             variables: &policy.variables,
             message_variables: &policy.variables,
-            authorizer: self.ctx.authorizer,
+            authorizer: self.ctx.authorizer.filter(|_| policy.uses_authorizer),
             deadline: self.ctx.deadline,
             trace: None,
         }

@@ -200,7 +200,8 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                 param,
                 variables: &policy.variables,
                 message_variables: &policy.message_variables,
-                authorizer: ctx.authorizer,
+                // Bound only where an expression may read it (binding copies the attributes).
+                authorizer: ctx.authorizer.filter(|_| policy.uses_authorizer),
                 deadline: ctx.deadline,
                 trace: ctx.trace,
             };
