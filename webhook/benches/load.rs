@@ -8,17 +8,20 @@
 //!    apply configurations and a JSON patch, against the Deployment schema of the committed
 //!    built-in snapshot `operator/schemas/builtin-1.36.json`). HTTP/1.1, or HTTP/2 with
 //!    `WEBHOOK_BENCH_HTTP2=1`. Top-level fields of the report.
-//! 2. The realistic fixture (issue 13, item 2; `e2e/src/fixture.rs`) over HTTP/2: a 6 KB Pod
-//!    create against `WEBHOOK_BENCH_MATCHING` (20) matching of `WEBHOOK_BENCH_POLICIES`
+//! 2. The realistic fixture (issue 13, item 2; `e2e/src/fixture.rs`) over HTTP/2, every client
+//!    task sharing one connection (kube-apiserver calls a webhook at a loopback URL over HTTP/2
+//!    and multiplexes its calls on one connection): a 6 KB Pod create against `WEBHOOK_BENCH_MATCHING` (20) matching of `WEBHOOK_BENCH_POLICIES`
 //!    (1,000) loaded validating policies (ConfigMap params published into the snapshot's param
 //!    views, variables, message expressions, match conditions, one wildcard rule), then the
 //!    same against as many mutating policies (apply configurations and JSON patches), and the
 //!    validating throughput for the same Pod as an UPDATE (old object included, which no policy
 //!    reads). The `realistic` field. Then the validating and mutating pairs again over
-//!    HTTP/1.1, the protocol kube-apiserver calls admission webhooks with (its webhook client
-//!    offers only `http/1.1` in ALPN, so that concurrent calls spread over keep-alive
-//!    connections: `k8s.io/apiserver/pkg/util/webhook/client.go`, kubernetes issue 75791). The
-//!    `realistic.http1` field.
+//!    HTTP/1.1, one review at a time per keep-alive connection, as kube-apiserver calls a
+//!    webhook behind a Service, the in-cluster install (its webhook client offers only
+//!    `http/1.1` there, so that concurrent calls spread over the Service's endpoints;
+//!    `k8s.io/apiserver/pkg/util/webhook/client.go`, kubernetes issue 75791 and pull 122558):
+//!    `realistic.http1`. Last, the validating pair over HTTP/2 with a connection per client
+//!    task, the shape earlier figures used: `realistic.separate_connections`.
 //! 3. Scale (issue 13, item 4): throughput for the Pod when 5 of 1,000 validating policies
 //!    match, and when 5 are loaded in all. The `scale` field, with their ratio.
 //!
@@ -411,8 +414,7 @@ async fn throughput(m: &Measure<'_>, conns: u64, secs: u64) -> Throughput {
     let done = Arc::new(AtomicU64::new(0));
     let stop = Arc::new(AtomicBool::new(false));
     let mut tasks = Vec::new();
-    for _ in 0..conns {
-        let mut sender = connect(m.addr, m.tls, m.http2).await;
+    for mut sender in senders(m, conns).await {
         let (done, stop, body) = (done.clone(), stop.clone(), m.body.clone());
         tasks.push(tokio::spawn(async move {
             while !stop.load(Ordering::Relaxed) {
@@ -478,8 +480,7 @@ async fn latency_at(m: &Measure<'_>, rate: u64, secs: u64) -> (Vec<Duration>, u6
     let total = secs * rate;
     let mut tasks = Vec::new();
     let mut schedules = Vec::new();
-    for _ in 0..conns {
-        let mut sender = connect(m.addr, m.tls, m.http2).await;
+    for mut sender in senders(m, conns).await {
         let body = m.body.clone();
         let (due_tx, mut due_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
         schedules.push(due_tx);
@@ -536,8 +537,30 @@ struct Measure<'a> {
     label: &'static str,
     /// The policies the path runs, for the throughput line.
     policies: &'a str,
-    /// HTTP/2 (as kube-apiserver calls webhooks over TLS) rather than HTTP/1.1.
+    /// HTTP/2 rather than HTTP/1.1.
     http2: bool,
+    /// Over HTTP/2, every client task shares one connection, as kube-apiserver's HTTP/2
+    /// client multiplexes its concurrent calls; otherwise each task has its own.
+    multiplex: bool,
+}
+
+/// The connections of `tasks` client tasks: one shared by all when `m.multiplex` (HTTP/2),
+/// else one each.
+async fn senders(m: &Measure<'_>, tasks: u64) -> Vec<Sender> {
+    let mut out = Vec::new();
+    if m.multiplex && m.http2 {
+        let Sender::H2(shared) = connect(m.addr, m.tls, true).await else {
+            unreachable!("an HTTP/2 connection")
+        };
+        for _ in 0..tasks {
+            out.push(Sender::H2(shared.clone()));
+        }
+    } else {
+        for _ in 0..tasks {
+            out.push(connect(m.addr, m.tls, m.http2).await);
+        }
+    }
+    out
 }
 
 /// Throughput, then latency at `rate`, on one path: prints one line each and returns their
@@ -547,10 +570,14 @@ async fn measure(m: &Measure<'_>, conns: u64, rate: u64, secs: u64) -> serde_jso
         per_second,
         cpu_us_per_review,
     } = throughput(m, conns, secs).await;
+    let shape = if m.multiplex && m.http2 {
+        format!("{conns} concurrent on 1 HTTP/2 connection")
+    } else {
+        format!("{conns} {} connections", protocol(m.http2))
+    };
     println!(
-        "{} throughput: {per_second:.0} reviews/s, {cpu_us_per_review:.1} µs CPU per review ({conns} {} connections, {secs} s, {} byte reviews, {})",
+        "{} throughput: {per_second:.0} reviews/s, {cpu_us_per_review:.1} µs CPU per review ({shape}, {secs} s, {} byte reviews, {})",
         m.label,
-        protocol(m.http2),
         m.body.len(),
         m.policies
     );
@@ -878,6 +905,7 @@ async fn small(
         label,
         policies,
         http2,
+        multiplex: false,
     };
     let patch = checked_patch(&at(MUTATE_PATH, "", "")).await;
     let validating = measure(
@@ -941,6 +969,7 @@ async fn realistic(
         label,
         policies,
         http2: true,
+        multiplex: true,
     };
     let patch = checked_patch(&at(MUTATE_PATH, "", "")).await;
     let validating = measure(
@@ -970,10 +999,12 @@ async fn realistic(
         update.cpu_us_per_review,
         update_body.len()
     );
-    // As kube-apiserver calls webhooks: HTTP/1.1, one review at a time per connection.
+    // As kube-apiserver calls a webhook behind a Service: HTTP/1.1, one review at a time per
+    // keep-alive connection.
     let http1 = |path, label, policies| Measure {
         tls: &tls1,
         http2: false,
+        multiplex: false,
         ..at(path, label, policies)
     };
     let validating_http1 = measure(
@@ -990,9 +1021,21 @@ async fn realistic(
         load.secs,
     )
     .await;
+    // The shape of earlier sessions' figures: HTTP/2 with a connection per client task.
+    let separate = measure(
+        &Measure {
+            multiplex: false,
+            ..at(VALIDATE_PATH, "realistic HTTP/2 separate", &label_v)
+        },
+        load.conns,
+        rate,
+        load.secs,
+    )
+    .await;
     server.shutdown(Duration::from_secs(5));
     let mut report = json!({
         "protocol": "HTTP/2",
+        "multiplexed": true,
         "connections": load.conns,
         "seconds": load.secs,
         "review_bytes": body.len(),
@@ -1012,6 +1055,9 @@ async fn realistic(
     merge(&mut http1, validating_http1);
     merge(&mut http1["mutation"], mutating_http1);
     report["http1"] = http1;
+    let mut separate_report = json!({"protocol": "HTTP/2", "multiplexed": false});
+    merge(&mut separate_report, separate);
+    report["separate_connections"] = separate_report;
     report
 }
 
@@ -1039,6 +1085,7 @@ async fn scale_throughput(
         label: "scale",
         policies: &label,
         http2: true,
+        multiplex: false,
     };
     let Throughput {
         per_second,
