@@ -31,6 +31,12 @@ use crate::review::{self, Review};
 /// request size limit, with room to spare.
 pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
 
+/// HTTP/2 receive window of one review's stream: a typical review (a few KiB to a few hundred)
+/// arrives without waiting for a window update.
+const STREAM_WINDOW_BYTES: u32 = 1024 * 1024;
+/// HTTP/2 receive window of a connection, shared by its concurrent reviews.
+const CONNECTION_WINDOW_BYTES: u32 = 4 * 1024 * 1024;
+
 /// What the handlers share: the snapshot store the operator publishes into, dispatch's
 /// dependencies, and the metrics.
 #[derive(Debug)]
@@ -127,9 +133,18 @@ impl Server {
         // TCP_NODELAY: an HTTP/2 answer (what kube-apiserver reads) is several frames written
         // apart; with Nagle's algorithm the last one waits for the peer's delayed ACK (~40 ms).
         let acceptor = RustlsAcceptor::new(self.tls.clone()).acceptor(NoDelayAcceptor::new());
-        axum_server::bind(self.addr)
+        let mut server = axum_server::bind(self.addr)
             .acceptor(acceptor)
-            .handle(self.handle.clone())
+            .handle(self.handle.clone());
+        // HTTP/2 receive windows that hold a review whole: with the protocol's 64 KiB defaults,
+        // concurrent reviews on one connection (how kube-apiserver calls a webhook over
+        // HTTP/2) stall on flow control and pay a WINDOW_UPDATE round trip per 64 KiB.
+        server
+            .http_builder()
+            .http2()
+            .initial_stream_window_size(STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(CONNECTION_WINDOW_BYTES);
+        server
             .serve(router(self.state.clone()).into_make_service())
             .await
             .map_err(|source| ServerError::Serve {
