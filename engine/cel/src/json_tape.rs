@@ -1,20 +1,18 @@
 //! JSON text laid out for reading in place: one pass over the text writes every value as a
 //! node of a flat tape, with a string that has no escapes kept as a range of the text. No map
 //! or string is allocated per value, which decoding into `serde_json::Value` does for every
-//! key and every string; CEL reads a tape's arrays and objects in place ([`Value::List`] and
-//! [`Value::Map`] with `Tape`) exactly as it reads a `serde_json::Value`'s.
+//! key and every string; CEL reads a tape's arrays and objects in place (`List::Tape` and
+//! `Map::Tape` of [`crate::value`]) exactly as it reads a `serde_json::Value`'s.
 //!
 //! An object's entries are ordered by key and hold one entry per key, the last written (as a
 //! `serde_json::Map` holds them), so lookups, iteration order and sizes are the same as for the
-//! decoded value. Numbers follow [`Value::from_json`]: an integer that fits an int64 is `int`,
+//! decoded value. Numbers follow `Value::from_json`: an integer that fits an int64 is `int`,
 //! any other number `double`.
 
 use std::cmp::Ordering;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
-
-use crate::value::{List, Map, Str, Value};
 
 /// One value of a [`JsonTape`]. Containers come after their elements.
 #[derive(Clone, Copy, Debug)]
@@ -101,11 +99,11 @@ impl JsonTape {
         })
     }
 
-    /// The document's value.
-    pub fn root(&self) -> Value<'_> {
+    /// The document's node.
+    pub(crate) fn root_node(&self) -> TapeNode<'_> {
         // The root is written last: every container follows its elements.
         let last = self.nodes.len().saturating_sub(1);
-        self.node(u32::try_from(last).unwrap_or(0)).value()
+        self.node(u32::try_from(last).unwrap_or(0))
     }
 
     fn node(&self, index: u32) -> TapeNode<'_> {
@@ -145,18 +143,28 @@ pub struct TapeNode<'a> {
 
 impl fmt::Debug for TapeNode<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind() {
-            Node::Object { .. } => f
-                .debug_map()
-                .entries(self.entries().map(|(k, v)| (k, v.value())))
-                .finish(),
-            Node::Array { len, .. } => f
+        match self.read() {
+            Read::Object => f.debug_map().entries(self.entries()).finish(),
+            Read::Array => f
                 .debug_list()
-                .entries((0..len as usize).filter_map(|i| self.item(i)))
+                .entries((0..self.len()).filter_map(|i| self.item(i)))
                 .finish(),
-            _ => write!(f, "{:?}", self.value()),
+            scalar => write!(f, "{scalar:?}"),
         }
     }
+}
+
+/// What a node holds: a scalar, or whether it is an array or an object (read those through
+/// the node).
+#[derive(Debug)]
+pub(crate) enum Read<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Double(f64),
+    Str(&'a str),
+    Array,
+    Object,
 }
 
 impl<'a> TapeNode<'a> {
@@ -168,18 +176,18 @@ impl<'a> TapeNode<'a> {
             .unwrap_or(Node::Null)
     }
 
-    /// The CEL value of this node.
-    pub(crate) fn value(self) -> Value<'a> {
+    /// What this node holds.
+    pub(crate) fn read(self) -> Read<'a> {
         let tape = self.tape;
         match self.kind() {
-            Node::Null => Value::Null,
-            Node::Bool(b) => Value::Bool(b),
-            Node::Int(i) => Value::Int(i),
-            Node::Double(d) => Value::Double(d),
-            Node::Text { at, len } => Value::String(Str::Borrowed(tape.range(at, len))),
-            Node::Escaped(i) => Value::String(Str::Borrowed(tape.escaped(i))),
-            Node::Array { .. } => Value::List(List::Tape(self)),
-            Node::Object { .. } => Value::Map(Map::Tape(self)),
+            Node::Null => Read::Null,
+            Node::Bool(b) => Read::Bool(b),
+            Node::Int(i) => Read::Int(i),
+            Node::Double(d) => Read::Double(d),
+            Node::Text { at, len } => Read::Str(tape.range(at, len)),
+            Node::Escaped(i) => Read::Str(tape.escaped(i)),
+            Node::Array { .. } => Read::Array,
+            Node::Object { .. } => Read::Object,
         }
     }
 
@@ -207,9 +215,9 @@ impl<'a> TapeNode<'a> {
     }
 
     /// Element `i` of an array.
-    pub(crate) fn item(self, i: usize) -> Option<Value<'a>> {
+    pub(crate) fn item(self, i: usize) -> Option<TapeNode<'a>> {
         let index = *self.slots().get(i)?;
-        Some(self.tape.node(index).value())
+        Some(self.tape.node(index))
     }
 
     /// The value at key `k` of an object.
@@ -492,6 +500,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use crate::value::{List, Map, Str, Value};
 
     fn tape(text: &str) -> JsonTape {
         let mut de = serde_json::Deserializer::from_str(text);

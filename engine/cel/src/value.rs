@@ -12,7 +12,7 @@ use std::sync::Arc;
 use chrono::{DateTime, FixedOffset, TimeDelta};
 
 use crate::error::EvalError;
-use crate::json_tape::TapeNode;
+use crate::json_tape::{JsonTape, Read, TapeNode};
 use crate::types::ObjectType;
 
 /// A CEL runtime value. `'a` is the lifetime of JSON borrowed from the activation.
@@ -169,7 +169,7 @@ impl<'a> List<'a> {
     pub fn get(&self, i: usize) -> Option<Value<'a>> {
         match self {
             List::Json(a) => a.get(i).map(Value::from_json),
-            List::Tape(a) => a.item(i),
+            List::Tape(a) => a.item(i).map(TapeNode::value),
             List::Owned(v) => v.get(i).cloned(),
         }
     }
@@ -641,6 +641,28 @@ impl<'a> Map<'a> {
             None::<()>
         });
         out
+    }
+}
+
+impl JsonTape {
+    /// The document's value.
+    pub fn root(&self) -> Value<'_> {
+        self.root_node().value()
+    }
+}
+
+impl<'a> TapeNode<'a> {
+    /// The CEL value of this node: arrays and objects are read in place.
+    pub(crate) fn value(self) -> Value<'a> {
+        match self.read() {
+            Read::Null => Value::Null,
+            Read::Bool(b) => Value::Bool(b),
+            Read::Int(i) => Value::Int(i),
+            Read::Double(d) => Value::Double(d),
+            Read::Str(s) => Value::String(Str::Borrowed(s)),
+            Read::Array => Value::List(List::Tape(self)),
+            Read::Object => Value::Map(Map::Tape(self)),
+        }
     }
 }
 
