@@ -206,6 +206,12 @@ impl LazyJson {
     pub fn is_decoded(&self) -> bool {
         self.value.get().is_some() || self.tape.get().is_some()
     }
+
+    /// Whether a `serde_json::Value` of it was built (rather than only its tape).
+    #[cfg(test)]
+    pub(crate) fn built_tree(&self) -> bool {
+        self.value.get().is_some()
+    }
 }
 
 #[cfg(test)]

@@ -254,6 +254,30 @@ mod tests {
     }
 
     #[test]
+    fn validation_reads_the_object_as_a_tape_without_building_a_tree() {
+        use crate::model::{Validation, ValidationAction};
+        use crate::validate::test_policies::{bound, cache, context, create_deployment, spec};
+        let text = create_deployment(json!({"spec": {"replicas": 9}})).to_string();
+        let r = received(&text);
+        let policy = bound(
+            spec(vec![Validation {
+                expression: "object.spec.replicas <= 5".into(),
+                ..Default::default()
+            }]),
+            vec![ValidationAction::Deny],
+        );
+        let namespaces = cache();
+        let req = r.request().expect("valid");
+        let out = crate::validate::validate(&[policy], &req, &context(&namespaces));
+        assert!(out.denial.is_some(), "the policy read the object: {out:?}");
+        assert!(r.object.is_decoded(), "read");
+        assert!(
+            !r.object.built_tree(),
+            "read through the tape, no tree built"
+        );
+    }
+
+    #[test]
     fn a_request_decoded_whole_reads_the_same() {
         let whole = json!({"uid": "u", "operation": "CREATE", "object": {"a": 1},
             "kind": {"version": "v1", "kind": "K"}, "resource": {"version": "v1", "resource": "ks"}});
