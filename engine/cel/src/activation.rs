@@ -3,7 +3,6 @@
 
 use std::borrow::Cow;
 use std::cell::OnceCell;
-use std::sync::Arc;
 
 use crate::cost::Budget;
 use crate::error::EvalError;
@@ -52,7 +51,7 @@ type Evaluated<'a> = (Result<Value<'a>, EvalError>, u64);
 
 /// Lazily evaluated variables and the results (with their costs) of those evaluated so far.
 struct Memoized<'a> {
-    defs: Arc<dyn LazyVariables>,
+    defs: &'a dyn LazyVariables,
     memo: Box<[OnceCell<Evaluated<'a>>]>,
 }
 
@@ -93,7 +92,7 @@ impl<'a> Activation<'a> {
 
     /// Binds variables evaluated on first use and memoised for the life of this activation;
     /// each one's cost is charged to the budget of the evaluation that first uses it.
-    pub(crate) fn bind_lazy(&mut self, defs: Arc<dyn LazyVariables>) {
+    pub(crate) fn bind_lazy(&mut self, defs: &'a dyn LazyVariables) {
         let memo = (0..defs.len()).map(|_| OnceCell::new()).collect();
         self.composited = Some(Memoized { defs, memo });
     }

@@ -138,9 +138,10 @@ fn variable_type(t: &Type) -> Type {
 impl<'a> Activation<'a> {
     /// Binds composited variables: `variables.<name>` is evaluated on first use and memoised
     /// for the life of this activation. Its cost is charged to the budget of the evaluation
-    /// that first uses it.
-    pub fn bind_variables(&mut self, vars: &Arc<Variables>) {
-        self.bind_lazy(vars.clone());
+    /// that first uses it. They are borrowed: an activation shares no reference count with
+    /// the others evaluating the same policy at once.
+    pub fn bind_variables(&mut self, vars: &'a Variables) {
+        self.bind_lazy(vars);
     }
 }
 
