@@ -41,8 +41,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
 
-use std::num::NonZeroU64;
 use std::net::SocketAddr;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};

@@ -2,6 +2,7 @@
 //! engine's outcome as the review response kube-apiserver expects.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request as HttpRequest};
@@ -56,13 +57,17 @@ struct Wire {
 
 impl<'de> Deserialize<'de> for Wire {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(WireVisitor)
+        deserializer.deserialize_any(WireVisitor { shared: None })
     }
 }
 
-struct WireVisitor;
+/// Reads a review; with `shared`, the text being read, its request's `object` is written as
+/// a tape in the same pass (see [`MaybeRequest::seed`]).
+struct WireVisitor<'t> {
+    shared: Option<&'t Arc<str>>,
+}
 
-impl<'de> Visitor<'de> for WireVisitor {
+impl<'de> Visitor<'de> for WireVisitor<'de> {
     type Value = Wire;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -76,7 +81,12 @@ impl<'de> Visitor<'de> for WireVisitor {
             match key.as_str() {
                 "apiVersion" => wire.api_version = Some(map.next_value()?),
                 "kind" => wire.kind = Some(map.next_value()?),
-                "request" => wire.request = map.next_value::<MaybeRequest>()?.0,
+                "request" => {
+                    wire.request = match self.shared {
+                        Some(text) => map.next_value_seed(MaybeRequest::seed(text))?.0,
+                        None => map.next_value::<MaybeRequest>()?.0,
+                    }
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -93,9 +103,27 @@ impl<'de> Visitor<'de> for WireVisitor {
 pub fn decode(body: &[u8]) -> Result<ReceivedRequest, ReviewError> {
     // Text checked to be UTF-8 once here is not checked again string by string, nor when the
     // objects are decoded; a body that is not UTF-8 gets serde_json's error from the bytes.
-    let read = match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str::<Wire>(text),
-        Err(_) => serde_json::from_slice::<Wire>(body),
+    let text = std::str::from_utf8(body).ok();
+    // One pass that also writes the object's tape. It fails on whatever the object holds that
+    // decoding it would (a number out of range, nesting past 128 levels): such a review, and
+    // any other that fails, is read again below, where the object is kept as text and those
+    // errors arise only if a policy reads it.
+    if let Some(text) = text {
+        let shared: Arc<str> = Arc::from(text);
+        let mut de = serde_json::Deserializer::from_str(&shared);
+        let read = WireVisitor {
+            shared: Some(&shared),
+        };
+        if let Ok(wire) = de
+            .deserialize_any(read)
+            .and_then(|wire| de.end().map(|()| wire))
+        {
+            return checked(wire);
+        }
+    }
+    let read = match text {
+        Some(text) => serde_json::from_str::<Wire>(text),
+        None => serde_json::from_slice::<Wire>(body),
     };
     let wire = match read {
         Ok(wire) => wire,
@@ -104,6 +132,11 @@ pub fn decode(body: &[u8]) -> Result<ReceivedRequest, ReviewError> {
         Err(e) if e.to_string().starts_with("recursion limit exceeded") => decode_deep(body)?,
         Err(e) => return Err(e.into()),
     };
+    checked(wire)
+}
+
+/// The request of a review that is an AdmissionReview v1 with a request.
+fn checked(wire: Wire) -> Result<ReceivedRequest, ReviewError> {
     fn field(v: &Option<Value>) -> &str {
         v.as_ref().and_then(Value::as_str).unwrap_or_default()
     }
@@ -358,6 +391,74 @@ mod tests {
         assert_eq!(
             decoded.1,
             Err("request body is nested deeper than 10002 levels".to_string())
+        );
+    }
+
+    fn review_of(object: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u","operation":"CREATE","kind":{{"group":"","version":"v1","kind":"ConfigMap"}},"resource":{{"group":"","version":"v1","resource":"configmaps"}},"object":{object}}}}}"#
+        )
+    }
+
+    #[test]
+    fn the_object_is_read_as_a_tape_in_the_same_pass_as_the_review() {
+        use celgate_cel::value::Map;
+        let object = r#"{"data": {"b": "x\ny", "a": "1", "a": "last"}, "n": [18446744073709551615, -0, 1.5]}"#;
+        let r = decode(review_of(object).as_bytes()).expect("a review");
+        assert!(r.object_read_with_request(), "read in the review's pass");
+        let req = r.request().expect("valid");
+        let cel = req.cel_object();
+        assert!(
+            matches!(cel, celgate_cel::Value::Map(Map::Tape(_))),
+            "read in place: {cel:?}"
+        );
+        let decoded: Value = serde_json::from_str(object).expect("JSON");
+        assert_eq!(cel, celgate_cel::Value::from_json(&decoded));
+        // What mutation and object selectors read: the value decoding gives, numbers and all.
+        assert_eq!(req.object().to_string(), decoded.to_string());
+        assert!(r.decode_error().is_none());
+        // A null object is null.
+        let r = decode(review_of("null").as_bytes()).expect("a review");
+        assert!(r.request().expect("valid").object().is_null());
+    }
+
+    #[test]
+    fn an_object_the_one_pass_cannot_read_is_kept_as_text_until_read() {
+        // A number no double holds: the review is answered, and only reading the object fails.
+        let r = decode(review_of(r#"{"n": 1e400}"#).as_bytes()).expect("a review");
+        assert!(!r.object_read_with_request());
+        assert!(r.decode_error().is_none(), "not read yet");
+        let req = r.request().expect("valid");
+        assert_eq!(req.cel_object(), celgate_cel::Value::Null);
+        assert_eq!(
+            r.decode_error().map(|e| e.to_string()).as_deref(),
+            Some("request.object cannot be decoded: number out of range at line 1 column 11")
+        );
+        // Deeper than serde_json's 128 levels: read on a growing stack when first read.
+        let depth = 300;
+        let deep = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+        let r = std::thread::Builder::new()
+            .stack_size(celgate_snapshot::dispatch::THREAD_STACK_BYTES)
+            .spawn(move || {
+                let r = decode(review_of(&format!(r#"{{"deep": {deep}}}"#)).as_bytes())
+                    .expect("a review");
+                let req = r.request().expect("valid");
+                let mut at = req.object().get("deep").cloned().unwrap_or_default();
+                for _ in 0..depth {
+                    at = at.get(0).cloned().unwrap_or_default();
+                }
+                (at, r.decode_error().map(|e| e.to_string()))
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(r, (json!(1), None));
+        // Not JSON at all: the error of reading the review as before.
+        let err = decode(review_of("{").as_bytes()).expect_err("not JSON");
+        assert!(
+            err.to_string()
+                .starts_with("request body is not valid JSON: "),
+            "{err}"
         );
     }
 

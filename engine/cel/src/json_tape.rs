@@ -7,10 +7,14 @@
 //! An object's entries are ordered by key and hold one entry per key, the last written (as a
 //! `serde_json::Map` holds them), so lookups, iteration order and sizes are the same as for the
 //! decoded value. Numbers follow `Value::from_json`: an integer that fits an int64 is `int`,
-//! any other number `double`.
+//! any other number `double`; [`JsonTape::to_json`] gives back the decoded value exactly.
+//!
+//! The text may be a larger document that the tape holds one member of (an AdmissionReview
+//! and its request's `object`, read in the same pass as the review): the tape then shares it.
 
 use std::cmp::Ordering;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
@@ -20,6 +24,9 @@ enum Node {
     Null,
     Bool(bool),
     Int(i64),
+    /// An integer above `i64::MAX`: a `double` to CEL, as `Value::from_json` reads it, and
+    /// kept whole for [`JsonTape::to_json`].
+    Uint(u64),
     Double(f64),
     /// A string without escapes: `len` bytes of the text from `at`.
     Text {
@@ -61,7 +68,7 @@ impl Key {
 
 /// JSON text and the tape of its values (see the module documentation).
 pub struct JsonTape {
-    text: Box<str>,
+    text: Arc<str>,
     nodes: Vec<Node>,
     slots: Vec<u32>,
     escaped: Vec<Box<str>>,
@@ -69,7 +76,7 @@ pub struct JsonTape {
 
 impl fmt::Debug for JsonTape {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
+        write!(f, "{:?}", self.root_node())
     }
 }
 
@@ -78,6 +85,25 @@ impl JsonTape {
     /// nothing follows the value, e.g. with serde_json's `Deserializer::end`). Errors are the
     /// deserializer's own, as decoding the text into a `serde_json::Value` would report them.
     pub fn read<'de, D: Deserializer<'de>>(text: &'de str, de: D) -> Result<Self, D::Error> {
+        Self::build(text, de, || Arc::from(text))
+    }
+
+    /// Reads one value of `text` through `de`, a deserializer over `text` positioned at that
+    /// value (a member of a larger document): the tape shares `text` rather than copying it.
+    /// Errors are the deserializer's own.
+    pub fn read_in<'de, D: Deserializer<'de>>(
+        text: &'de Arc<str>,
+        de: D,
+    ) -> Result<Self, D::Error> {
+        Self::build(text, de, || Arc::clone(text))
+    }
+
+    /// Writes the tape of the value `de` reads from `text`, keeping the text `keep` gives.
+    fn build<'de, D: Deserializer<'de>>(
+        text: &'de str,
+        de: D,
+        keep: impl FnOnce() -> Arc<str>,
+    ) -> Result<Self, D::Error> {
         // Offsets, lengths and counts then fit 31 bits (see [`Key`]).
         if text.len() >= ESCAPED as usize {
             return Err(de::Error::custom("JSON text of 2 GiB or more"));
@@ -92,7 +118,7 @@ impl JsonTape {
         };
         NodeSeed(&mut b).deserialize(de)?;
         Ok(Self {
-            text: text.into(),
+            text: keep(),
             nodes: b.nodes,
             slots: b.slots,
             escaped: b.escaped,
@@ -126,6 +152,60 @@ impl JsonTape {
         } else {
             self.escaped(key.at)
         }
+    }
+
+    /// The value as `serde_json` decodes the same text: the same numbers (`u64`, `i64` or
+    /// `f64`), strings and objects. Built without recursion, in the tape's order (every
+    /// container after its elements), so a tape of any depth converts.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::Value as Json;
+        let mut built: Vec<Json> = Vec::with_capacity(self.nodes.len());
+        let take = |built: &mut Vec<Json>, i: u32| {
+            built.get_mut(i as usize).map_or(Json::Null, std::mem::take)
+        };
+        for node in &self.nodes {
+            let slots = |at: u32, n: usize| {
+                self.slots
+                    .get(at as usize..at as usize + n)
+                    .unwrap_or_default()
+            };
+            let value = match *node {
+                Node::Null => Json::Null,
+                Node::Bool(b) => Json::Bool(b),
+                Node::Int(n) => Json::from(n),
+                Node::Uint(n) => Json::from(n),
+                Node::Double(d) => serde_json::Number::from_f64(d).map_or(Json::Null, Json::Number),
+                Node::Text { at, len } => Json::String(self.range(at, len).to_string()),
+                Node::Escaped(e) => Json::String(self.escaped(e).to_string()),
+                Node::Array { at, len } => Json::Array(
+                    slots(at, len as usize)
+                        .iter()
+                        .map(|&item| take(&mut built, item))
+                        .collect(),
+                ),
+                Node::Object { at, len } => Json::Object(
+                    slots(at, 3 * len as usize)
+                        .chunks_exact(3)
+                        .map(|e| {
+                            let key = self
+                                .key(Key {
+                                    at: e[0],
+                                    len: e[1],
+                                })
+                                .to_string();
+                            (key, take(&mut built, e[2]))
+                        })
+                        .collect(),
+                ),
+            };
+            built.push(value);
+        }
+        built.pop().unwrap_or(Json::Null)
+    }
+
+    /// Whether the document is `null`.
+    pub fn is_null(&self) -> bool {
+        matches!(self.root_node().kind(), Node::Null)
     }
 }
 
@@ -183,6 +263,7 @@ impl<'a> TapeNode<'a> {
             Node::Null => Read::Null,
             Node::Bool(b) => Read::Bool(b),
             Node::Int(i) => Read::Int(i),
+            Node::Uint(u) => Read::Double(u as f64),
             Node::Double(d) => Read::Double(d),
             Node::Text { at, len } => Read::Str(tape.range(at, len)),
             Node::Escaped(i) => Read::Str(tape.escaped(i)),
@@ -428,7 +509,7 @@ impl<'de> Visitor<'de> for NodeSeed<'_, '_> {
     fn visit_u64<E>(self, v: u64) -> Result<u32, E> {
         Ok(self.0.push(match i64::try_from(v) {
             Ok(i) => Node::Int(i),
-            Err(_) => Node::Double(v as f64),
+            Err(_) => Node::Uint(v),
         }))
     }
 
@@ -567,6 +648,75 @@ mod tests {
             }
             (a, b) => assert_eq!(a, b, "{doc}"),
         }
+    }
+
+    /// `to_json` gives what serde_json decodes: numbers of each kind, escapes, repeated keys.
+    #[test]
+    fn to_json_gives_the_decoded_value() {
+        let docs = [
+            r#"{"b": 1, "a": [true, null, -3, 18446744073709551615, 1.5, 2.0, "x\"y", "é"],
+                "c": {"z": {}, "y": []}, "\u0041": "escaped key", "a": "last wins"}"#,
+            r#"[-0, 0, -0.0, 1e2, 1E-2, -9223372036854775808, -9223372036854775809,
+                9223372036854775807, 9223372036854775808, 123456789012345678901234567890]"#,
+            r#"[[[[{"deep": [[[]]]}]]]]"#,
+            r#""plain""#,
+            r#"null"#,
+            r#"{}"#,
+        ];
+        for doc in docs {
+            let decoded: serde_json::Value = serde_json::from_str(doc).unwrap();
+            let converted = tape(doc).to_json();
+            assert_eq!(converted, decoded, "{doc}");
+            // The same number kinds, not only equal values.
+            assert_eq!(converted.to_string(), decoded.to_string(), "{doc}");
+        }
+        assert!(tape("null").is_null() && !tape("{}").is_null());
+    }
+
+    /// A member of a larger document, read in the document's pass, shares its text.
+    #[test]
+    fn a_member_is_read_in_place_of_the_document() {
+        use serde::de::IgnoredAny;
+        let doc: Arc<str> =
+            Arc::from(r#"{"skip": [1, 2], "member": {"k": "v", "n": 18446744073709551615}}"#);
+        let mut de = serde_json::Deserializer::from_str(&doc);
+        struct Member<'t>(&'t Arc<str>);
+        impl<'de> Visitor<'de> for Member<'de> {
+            type Value = Option<JsonTape>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "member" {
+                        out = Some(map.next_value_seed(MemberSeed(self.0))?);
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(out)
+            }
+        }
+        struct MemberSeed<'t>(&'t Arc<str>);
+        impl<'de> DeserializeSeed<'de> for MemberSeed<'de> {
+            type Value = JsonTape;
+            fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<JsonTape, D::Error> {
+                JsonTape::read_in(self.0, de)
+            }
+        }
+        let t = de
+            .deserialize_map(Member(&doc))
+            .unwrap()
+            .expect("the member");
+        assert!(Arc::ptr_eq(&t.text, &doc), "shared, not copied");
+        let member = serde_json::json!({"k": "v", "n": 18446744073709551615u64});
+        assert_eq!(t.to_json(), member);
+        assert_eq!(t.root(), Value::from_json(&member));
+        let Value::Map(m) = t.root() else {
+            panic!("an object")
+        };
+        assert_eq!(m.get_str("k"), Some(Value::String(Str::Borrowed("v"))));
     }
 
     #[test]

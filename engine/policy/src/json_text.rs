@@ -1,7 +1,8 @@
 //! JSON text decoded on first read: a request's `object` and `oldObject` as celgate received
 //! them, with the depth limit and the decoder (fast for ordinary depth, on a growing stack for
 //! deeper text) that read them. CEL reads the text through a [`JsonTape`], which builds no
-//! tree; whatever else reads the object gets it decoded into a `serde_json::Value`.
+//! tree; whatever else reads the object gets it decoded into a `serde_json::Value`. A tape
+//! may also be written while the review is read ([`LazyJson::tape`]), in the same pass.
 
 use std::fmt;
 use std::sync::OnceLock;
@@ -127,7 +128,8 @@ fn parse_with<'t, T>(
 static NULL: Value = Value::Null;
 
 /// A JSON value kept as text until first read, then decoded once (any thread may read it):
-/// into a [`JsonTape`] for CEL, into a `serde_json::Value` for everything else.
+/// into a [`JsonTape`] for CEL, into a `serde_json::Value` for everything else. Given as a
+/// tape, it has no text: the `serde_json::Value` is then converted from the tape.
 #[derive(Default)]
 pub struct LazyJson {
     text: Option<Box<RawValue>>,
@@ -167,14 +169,31 @@ impl LazyJson {
         }
     }
 
+    /// A value already read as a tape (see [`JsonTape::read_in`]).
+    pub fn tape(tape: JsonTape) -> Self {
+        if tape.is_null() {
+            return Self::decoded(Value::Null);
+        }
+        Self {
+            text: None,
+            value: OnceLock::new(),
+            tape: OnceLock::from(Ok(tape)),
+        }
+    }
+
     /// The value, decoded on first read. Text that cannot be decoded (a number out of range,
     /// nesting deeper than [`MAX_OBJECT_DEPTH`]) reads as `null`, and [`LazyJson::error`]
     /// says why; a caller answers such a request as malformed.
     pub fn get(&self) -> &Value {
-        let value = self.value.get_or_init(|| match &self.text {
-            None => Ok(Value::Null),
-            Some(text) => parse_str(text.get(), MAX_OBJECT_DEPTH).map_err(|e| e.to_string()),
-        });
+        let value = self
+            .value
+            .get_or_init(|| match (&self.text, self.tape.get()) {
+                (Some(text), _) => {
+                    parse_str(text.get(), MAX_OBJECT_DEPTH).map_err(|e| e.to_string())
+                }
+                (None, Some(Ok(tape))) => Ok(tape.to_json()),
+                (None, _) => Ok(Value::Null),
+            });
         value.as_ref().unwrap_or(&NULL)
     }
 
@@ -182,10 +201,11 @@ impl LazyJson {
     /// first read, unless it was already decoded. Text that cannot be decoded reads as `null`
     /// (as for [`LazyJson::get`]).
     pub fn cel(&self) -> celgate_cel::Value<'_> {
-        let text = match (&self.text, self.value.get()) {
-            (_, Some(Ok(value))) => return celgate_cel::Value::from_json(value),
-            (Some(text), _) => text,
-            (None, _) => return celgate_cel::Value::Null,
+        let text = match (&self.text, self.value.get(), self.tape.get()) {
+            (_, Some(Ok(value)), _) => return celgate_cel::Value::from_json(value),
+            (Some(text), _, _) => text,
+            (None, _, Some(Ok(tape))) => return tape.root(),
+            (None, _, _) => return celgate_cel::Value::Null,
         };
         let tape = self
             .tape

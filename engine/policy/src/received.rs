@@ -3,10 +3,16 @@
 //! no policy evaluates (its namespace or object is not selected, its match conditions fail) is
 //! answered without building either object, and an UPDATE whose policies never read
 //! `oldObject` never builds it.
+//!
+//! Read with [`MaybeRequest::seed`] over the review's text, `object` is instead written as a
+//! [`JsonTape`] in the same pass as the review (nearly every policy reads it, and one pass
+//! costs less than skipping the text and reading it again); `oldObject` stays text.
 
 use std::fmt;
+use std::sync::Arc;
 
-use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use celgate_cel::JsonTape;
+use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 
@@ -44,6 +50,12 @@ impl ReceivedRequest {
         Request::from_parts(&self.fields, &self.object, &self.old_object)
     }
 
+    /// Whether `object` was read before anything asked for it: written as a tape in the
+    /// review's own pass (see [`MaybeRequest::seed`]), or given decoded.
+    pub fn object_read_with_request(&self) -> bool {
+        self.object.is_decoded()
+    }
+
     /// Every member of the request but `object` and `oldObject`.
     pub fn fields(&self) -> &Value {
         &self.fields
@@ -65,13 +77,16 @@ impl ReceivedRequest {
 
 impl<'de> Deserialize<'de> for ReceivedRequest {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_map(RequestVisitor)
+        deserializer.deserialize_map(RequestVisitor { shared: None })
     }
 }
 
-struct RequestVisitor;
+/// Reads a request; with `shared`, the text being read, `object` is written as a tape of it.
+struct RequestVisitor<'t> {
+    shared: Option<&'t Arc<str>>,
+}
 
-impl<'de> Visitor<'de> for RequestVisitor {
+impl<'de> Visitor<'de> for RequestVisitor<'de> {
     type Value = ReceivedRequest;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -81,11 +96,15 @@ impl<'de> Visitor<'de> for RequestVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ReceivedRequest, A::Error> {
         let mut fields = Map::new();
         let (mut object, mut old_object) = (None, None);
+        let mut object_tape = None;
         // A repeated member counts once, the last time, as when decoding into a `Value`.
         while let Some(key) = map.next_key::<String>()? {
-            match key.as_str() {
-                "object" => object = Some(map.next_value::<Box<RawValue>>()?),
-                "oldObject" => old_object = Some(map.next_value::<Box<RawValue>>()?),
+            match (key.as_str(), self.shared) {
+                ("object", Some(text)) => {
+                    object_tape = Some(map.next_value_seed(TapeSeed(text))?);
+                }
+                ("object", None) => object = Some(map.next_value::<Box<RawValue>>()?),
+                ("oldObject", _) => old_object = Some(map.next_value::<Box<RawValue>>()?),
                 _ => {
                     let value = map.next_value::<Value>()?;
                     fields.insert(key, value);
@@ -96,9 +115,20 @@ impl<'de> Visitor<'de> for RequestVisitor {
             |text: Option<Box<RawValue>>| text.map_or_else(LazyJson::default, LazyJson::text);
         Ok(ReceivedRequest {
             fields: Value::Object(fields),
-            object: lazy(object),
+            object: object_tape.map_or_else(|| lazy(object), LazyJson::tape),
             old_object: lazy(old_object),
         })
+    }
+}
+
+/// Writes a member of the text being read as a tape sharing that text.
+struct TapeSeed<'t>(&'t Arc<str>);
+
+impl<'de> DeserializeSeed<'de> for TapeSeed<'de> {
+    type Value = JsonTape;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<JsonTape, D::Error> {
+        JsonTape::read_in(self.0, de)
     }
 }
 
@@ -108,13 +138,39 @@ pub struct MaybeRequest(pub Option<ReceivedRequest>);
 
 impl<'de> Deserialize<'de> for MaybeRequest {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        deserializer.deserialize_any(MaybeRequestVisitor)
+        deserializer.deserialize_any(MaybeRequestVisitor { shared: None })
     }
 }
 
-struct MaybeRequestVisitor;
+impl MaybeRequest {
+    /// Reads a member that should be a request out of `text`, the document being read, with
+    /// its `object` written as a tape in the same pass. The deserializer must read `text`
+    /// itself (not a copy), and fails where the text's values do (a number out of range,
+    /// nesting past its recursion limit) though deserializing a [`MaybeRequest`] would defer
+    /// that to when the object is read: a caller falls back to that on an error.
+    pub fn seed(text: &Arc<str>) -> MaybeRequestSeed<'_> {
+        MaybeRequestSeed(text)
+    }
+}
 
-impl<'de> Visitor<'de> for MaybeRequestVisitor {
+/// Reads a member that should be a request, its `object` as a tape (see [`MaybeRequest::seed`]).
+pub struct MaybeRequestSeed<'t>(&'t Arc<str>);
+
+impl<'de> DeserializeSeed<'de> for MaybeRequestSeed<'de> {
+    type Value = MaybeRequest;
+
+    fn deserialize<D: Deserializer<'de>>(self, de: D) -> Result<MaybeRequest, D::Error> {
+        de.deserialize_any(MaybeRequestVisitor {
+            shared: Some(self.0),
+        })
+    }
+}
+
+struct MaybeRequestVisitor<'t> {
+    shared: Option<&'t Arc<str>>,
+}
+
+impl<'de> Visitor<'de> for MaybeRequestVisitor<'de> {
     type Value = MaybeRequest;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -122,7 +178,11 @@ impl<'de> Visitor<'de> for MaybeRequestVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<MaybeRequest, A::Error> {
-        RequestVisitor.visit_map(map).map(|r| MaybeRequest(Some(r)))
+        RequestVisitor {
+            shared: self.shared,
+        }
+        .visit_map(map)
+        .map(|r| MaybeRequest(Some(r)))
     }
 
     fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<MaybeRequest, A::Error> {
@@ -251,6 +311,41 @@ mod tests {
             Some("request.oldObject cannot be decoded: number out of range at line 1 column 11")
         );
         assert!(r.object.is_decoded() && req.object() == &json!({"a": [1, 2]}));
+    }
+
+    #[test]
+    fn with_the_seed_the_object_is_a_tape_of_the_text_and_the_old_object_stays_text() {
+        let text: Arc<str> = Arc::from(
+            r#"{"uid": "u", "operation": "UPDATE", "object": {"a": [1, 18446744073709551615]},
+                "oldObject": {"a": []}, "kind": {"version": "v1", "kind": "K"},
+                "resource": {"version": "v1", "resource": "ks"}}"#,
+        );
+        let mut de = serde_json::Deserializer::from_str(&text);
+        let r = MaybeRequest::seed(&text)
+            .deserialize(&mut de)
+            .expect("a request")
+            .0
+            .expect("an object");
+        assert!(r.object_read_with_request() && !r.object.built_tree());
+        assert!(!r.old_object.is_decoded());
+        let req = r.request().expect("valid");
+        assert_eq!(
+            req.cel_object(),
+            celgate_cel::Value::from_json(&json!({"a": [1, 18446744073709551615u64]}))
+        );
+        assert_eq!(req.object(), &json!({"a": [1, 18446744073709551615u64]}));
+        assert_eq!(req.old_object(), &json!({"a": []}));
+        // Read as before without the seed: nothing until asked.
+        let lazy = received(&text);
+        assert!(!lazy.object_read_with_request());
+        // The seed fails where decoding the object would; the caller reads the text again.
+        let bad: Arc<str> = Arc::from(r#"{"object": {"n": 1e400}}"#);
+        let mut de = serde_json::Deserializer::from_str(&bad);
+        let err = MaybeRequest::seed(&bad).deserialize(&mut de).err();
+        assert_eq!(
+            err.map(|e| e.to_string()).as_deref(),
+            Some("number out of range at line 1 column 22")
+        );
     }
 
     #[test]
