@@ -100,7 +100,7 @@ impl<'de> Visitor<'de> for WireVisitor<'de> {
 /// `object` and `oldObject` are kept as text, decoded when first read. Members nested deeper
 /// than serde_json's default of 128 levels are read as kube-apiserver reads them (up to
 /// [`MAX_REVIEW_DEPTH`]), on a stack that grows as the nesting needs.
-pub fn decode(body: &[u8]) -> Result<ReceivedRequest, ReviewError> {
+pub fn decode(body: &[u8], object: ObjectRead) -> Result<ReceivedRequest, ReviewError> {
     // Text checked to be UTF-8 once here is not checked again string by string, nor when the
     // objects are decoded; a body that is not UTF-8 gets serde_json's error from the bytes.
     let text = std::str::from_utf8(body).ok();
@@ -108,7 +108,7 @@ pub fn decode(body: &[u8]) -> Result<ReceivedRequest, ReviewError> {
     // decoding it would (a number out of range, nesting past 128 levels): such a review, and
     // any other that fails, is read again below, where the object is kept as text and those
     // errors arise only if a policy reads it.
-    if let Some(text) = text {
+    if let (Some(text), ObjectRead::Tape) = (text, object) {
         let shared: Arc<str> = Arc::from(text);
         let mut de = serde_json::Deserializer::from_str(&shared);
         let read = WireVisitor {
@@ -167,19 +167,42 @@ fn decode_deep(body: &[u8]) -> Result<Wire, ReviewError> {
     })
 }
 
-/// A decoded AdmissionReview v1 with a request, as a handler argument; a body that is not one
-/// is answered with 400 and what is wrong.
-#[derive(Debug)]
-pub struct Review(pub ReceivedRequest);
+/// How [`decode`] reads a review's `object`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ObjectRead {
+    /// As a tape, in the pass that reads the review: for validation, whose CEL reads the
+    /// object in place.
+    Tape,
+    /// Kept as text, decoded when first read: for mutation and policy writes, which read a
+    /// `serde_json::Value` of it.
+    Text,
+}
 
-impl<S: Send + Sync> FromRequest<S> for Review {
+/// A decoded AdmissionReview v1 with a request, as a handler argument, its `object` read as
+/// a tape when `TAPE` (see [`ObjectRead`]); a body that is not one is answered with 400 and
+/// what is wrong.
+#[derive(Debug)]
+pub struct Review<const TAPE: bool>(pub ReceivedRequest);
+
+/// A review for validating policies: its `object` read as a tape.
+pub type ValidationReview = Review<true>;
+
+/// A review for mutation and policy writes: its `object` kept as text.
+pub type TextReview = Review<false>;
+
+impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
     type Rejection = Response;
 
     async fn from_request(req: HttpRequest, state: &S) -> Result<Self, Self::Rejection> {
         let body = Bytes::from_request(req, state)
             .await
             .map_err(IntoResponse::into_response)?;
-        decode(&body)
+        let object = if TAPE {
+            ObjectRead::Tape
+        } else {
+            ObjectRead::Text
+        };
+        decode(&body, object)
             .map(Review)
             .map_err(|e| (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response())
     }
@@ -377,8 +400,10 @@ mod tests {
         let decoded = std::thread::Builder::new()
             .stack_size(celgate_snapshot::dispatch::THREAD_STACK_BYTES)
             .spawn(move || {
-                let within = decode(body(MAX_REVIEW_DEPTH - 2).as_bytes()).map(|_| ());
-                let beyond = decode(body(MAX_REVIEW_DEPTH - 1).as_bytes()).map(|_| ());
+                let within =
+                    decode(body(MAX_REVIEW_DEPTH - 2).as_bytes(), ObjectRead::Tape).map(|_| ());
+                let beyond =
+                    decode(body(MAX_REVIEW_DEPTH - 1).as_bytes(), ObjectRead::Tape).map(|_| ());
                 (
                     within.map_err(|e| e.to_string()),
                     beyond.map_err(|e| e.to_string()),
@@ -404,7 +429,7 @@ mod tests {
     fn the_object_is_read_as_a_tape_in_the_same_pass_as_the_review() {
         use celgate_cel::value::Map;
         let object = r#"{"data": {"b": "x\ny", "a": "1", "a": "last"}, "n": [18446744073709551615, -0, 1.5]}"#;
-        let r = decode(review_of(object).as_bytes()).expect("a review");
+        let r = decode(review_of(object).as_bytes(), ObjectRead::Tape).expect("a review");
         assert!(r.object_read_with_request(), "read in the review's pass");
         let req = r.request().expect("valid");
         let cel = req.cel_object();
@@ -417,15 +442,23 @@ mod tests {
         // What mutation and object selectors read: the value decoding gives, numbers and all.
         assert_eq!(req.object().to_string(), decoded.to_string());
         assert!(r.decode_error().is_none());
+        // For mutation the object stays text until read (it is read as a serde_json::Value).
+        let r = decode(review_of(object).as_bytes(), ObjectRead::Text).expect("a review");
+        assert!(!r.object_read_with_request());
+        assert_eq!(
+            r.request().expect("valid").object().to_string(),
+            decoded.to_string()
+        );
         // A null object is null.
-        let r = decode(review_of("null").as_bytes()).expect("a review");
+        let r = decode(review_of("null").as_bytes(), ObjectRead::Tape).expect("a review");
         assert!(r.request().expect("valid").object().is_null());
     }
 
     #[test]
     fn an_object_the_one_pass_cannot_read_is_kept_as_text_until_read() {
         // A number no double holds: the review is answered, and only reading the object fails.
-        let r = decode(review_of(r#"{"n": 1e400}"#).as_bytes()).expect("a review");
+        let r =
+            decode(review_of(r#"{"n": 1e400}"#).as_bytes(), ObjectRead::Tape).expect("a review");
         assert!(!r.object_read_with_request());
         assert!(r.decode_error().is_none(), "not read yet");
         let req = r.request().expect("valid");
@@ -440,8 +473,11 @@ mod tests {
         let r = std::thread::Builder::new()
             .stack_size(celgate_snapshot::dispatch::THREAD_STACK_BYTES)
             .spawn(move || {
-                let r = decode(review_of(&format!(r#"{{"deep": {deep}}}"#)).as_bytes())
-                    .expect("a review");
+                let r = decode(
+                    review_of(&format!(r#"{{"deep": {deep}}}"#)).as_bytes(),
+                    ObjectRead::Tape,
+                )
+                .expect("a review");
                 let req = r.request().expect("valid");
                 let mut at = req.object().get("deep").cloned().unwrap_or_default();
                 for _ in 0..depth {
@@ -454,7 +490,7 @@ mod tests {
             .unwrap();
         assert_eq!(r, (json!(1), None));
         // Not JSON at all: the error of reading the review as before.
-        let err = decode(review_of("{").as_bytes()).expect_err("not JSON");
+        let err = decode(review_of("{").as_bytes(), ObjectRead::Tape).expect_err("not JSON");
         assert!(
             err.to_string()
                 .starts_with("request body is not valid JSON: "),

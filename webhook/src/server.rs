@@ -25,7 +25,7 @@ use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, DispatchError
 
 use crate::decision_log::Denied;
 use crate::metrics::{AdmissionKind, Metrics, admission_path};
-use crate::review::{self, Review};
+use crate::review::{self, Review, TextReview, ValidationReview};
 
 /// Largest AdmissionReview body accepted: an object and its old version at the API server's
 /// request size limit, with room to spare.
@@ -247,7 +247,7 @@ fn call_timeout(query: Option<&str>) -> std::time::Duration {
 async fn validate_all(
     state: AxumState<Arc<AppState>>,
     uri: axum::http::Uri,
-    review: Review,
+    review: ValidationReview,
 ) -> Response {
     validate(state, uri, review, None).await
 }
@@ -258,7 +258,7 @@ async fn validate_by_failure_policy(
     state: AxumState<Arc<AppState>>,
     Path(failure): Path<String>,
     uri: axum::http::Uri,
-    review: Review,
+    review: ValidationReview,
 ) -> Response {
     let only = match failure.as_str() {
         "fail" => FailurePolicy::Fail,
@@ -277,7 +277,7 @@ async fn validate_by_failure_policy(
 async fn validate(
     AxumState(state): AxumState<Arc<AppState>>,
     uri: axum::http::Uri,
-    Review(review): Review,
+    Review(review): ValidationReview,
     only: Option<FailurePolicy>,
 ) -> Response {
     let call = Call {
@@ -309,7 +309,7 @@ async fn validate(
 async fn mutate_all(
     state: AxumState<Arc<AppState>>,
     uri: axum::http::Uri,
-    review: Review,
+    review: TextReview,
 ) -> Response {
     mutate(state, uri, review, None).await
 }
@@ -320,7 +320,7 @@ async fn mutate_by_group(
     state: AxumState<Arc<AppState>>,
     Path((failure, reinvocation)): Path<(String, String)>,
     uri: axum::http::Uri,
-    review: Review,
+    review: TextReview,
 ) -> Response {
     let failure = match failure.as_str() {
         "fail" => Some(FailurePolicy::Fail),
@@ -346,7 +346,7 @@ async fn mutate_by_group(
 async fn mutate(
     AxumState(state): AxumState<Arc<AppState>>,
     uri: axum::http::Uri,
-    Review(review): Review,
+    Review(review): TextReview,
     only: Option<MutatingWebhookGroup>,
 ) -> Response {
     let call = Call {
@@ -378,7 +378,7 @@ async fn mutate(
 /// kinds on create and update.
 async fn validate_policies(
     AxumState(state): AxumState<Arc<AppState>>,
-    Review(review): Review,
+    Review(review): TextReview,
 ) -> Response {
     match dispatch::validate_policy_write(&state.store, &state.deps, review).await {
         Ok(verdict) => match review::policy_validation_response(&verdict.review, &verdict.errors) {
