@@ -39,7 +39,7 @@ pub(crate) trait LazyVariables: Send + Sync {
     /// Evaluates variable `index` against `act`, charging `budget`; also returns the cost
     /// charged for its own expression.
     fn evaluate<'a>(
-        &self,
+        &'a self,
         index: usize,
         act: &Activation<'a>,
         budget: &mut Budget,

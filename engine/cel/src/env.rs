@@ -365,7 +365,7 @@ impl Program {
     /// [`EvalError::CostLimitExceeded`] past the per-call limit and with
     /// [`EvalError::BudgetExhausted`] when the shared budget runs out.
     pub fn eval<'a>(
-        &self,
+        &'a self,
         act: &Activation<'a>,
         budget: &mut Budget,
     ) -> Result<Value<'a>, EvalError> {
@@ -375,7 +375,7 @@ impl Program {
     /// Evaluates and also returns the cost this evaluation was charged (excluding composited
     /// variables it evaluated, which are charged to `budget` separately).
     pub fn eval_with_cost<'a>(
-        &self,
+        &'a self,
         act: &Activation<'a>,
         budget: &mut Budget,
     ) -> (Result<Value<'a>, EvalError>, u64) {

@@ -77,14 +77,14 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         }
     }
 
-    pub fn eval(&mut self, n: &Node) -> Result<Value<'a>, EvalError> {
+    pub fn eval(&mut self, n: &'a Node) -> Result<Value<'a>, EvalError> {
         match n {
-            Node::Const(v) => Ok(v.clone()),
+            Node::Const(v) => Ok(v.lend()),
             Node::Folded(f) => {
                 let (v, before, after) = &**f;
                 self.charge(*before)?;
                 self.charge(*after)?;
-                Ok(v.clone())
+                Ok(v.lend())
             }
             Node::Global(_)
             | Node::Local(_)
@@ -119,7 +119,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
 
     /// Evaluates `n`, keeping a non-fatal error as a value (cel-go evaluates, and charges, the
     /// other arguments of a call even when one of them failed).
-    fn eval_soft(&mut self, n: &Node) -> Result<Result<Value<'a>, EvalError>, EvalError> {
+    fn eval_soft(&mut self, n: &'a Node) -> Result<Result<Value<'a>, EvalError>, EvalError> {
         match self.eval(n) {
             Err(e) if e.is_fatal() => Err(e),
             r => Ok(r),
@@ -128,7 +128,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
 
     /// Resolves an attribute (a variable and its qualifiers) without the cost of observing it;
     /// any other node is evaluated.
-    fn resolve(&mut self, n: &Node) -> Result<Value<'a>, EvalError> {
+    fn resolve(&mut self, n: &'a Node) -> Result<Value<'a>, EvalError> {
         match n {
             Node::Global(name) => self
                 .act
@@ -168,7 +168,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     /// A chain of field selections `base.f1.f2…`, walked in a loop: while the value is a JSON
     /// object, each field is looked up in it directly, and a value is made only at the end
     /// (or where the chain leaves JSON objects). Charged as [`Self::select`] charges.
-    fn select_path(&mut self, n: &Node) -> Result<Value<'a>, EvalError> {
+    fn select_path(&mut self, n: &'a Node) -> Result<Value<'a>, EvalError> {
         let mut fields: SmallVec<[(&Arc<str>, bool); 8]> = SmallVec::new();
         let mut base = n;
         while let Node::Select(op, field, message) = base {
@@ -289,7 +289,12 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         Ok(Value::Optional(found.map(Arc::new)))
     }
 
-    fn has(&mut self, op: &Node, field: &Arc<str>, message: bool) -> Result<Value<'a>, EvalError> {
+    fn has(
+        &mut self,
+        op: &'a Node,
+        field: &Arc<str>,
+        message: bool,
+    ) -> Result<Value<'a>, EvalError> {
         // The presence test is a qualifier (1); observing it is free in Kubernetes
         // (`PresenceTestHasCost(false)`). On an optional it is charged only when present.
         let (v, optional) = match self.resolve(op)? {
@@ -317,7 +322,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         Ok(Value::Bool(present))
     }
 
-    fn index(&mut self, args: &[Node; 2], optional: bool) -> Result<Value<'a>, EvalError> {
+    fn index(&mut self, args: &'a [Node; 2], optional: bool) -> Result<Value<'a>, EvalError> {
         let [a, b] = args;
         let container = self.resolve(a)?;
         if let Value::Optional(None) = container {
@@ -329,7 +334,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         // A constant key is a qualifier; a computed one is resolved (an attribute) or
         // evaluated, then qualifies: 1 either way, not charged for an absent optional key.
         let key = match b {
-            Node::Const(v) => Ok(v.clone()),
+            Node::Const(v) => Ok(v.lend()),
             _ => match self.resolve(b) {
                 Err(e) if e.is_fatal() => return Err(e),
                 r => r,
@@ -347,7 +352,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         })
     }
 
-    fn and(&mut self, args: &[Node; 2]) -> Result<Value<'a>, EvalError> {
+    fn and(&mut self, args: &'a [Node; 2]) -> Result<Value<'a>, EvalError> {
         let [a, b] = args;
         let l = self.eval(a);
         match &l {
@@ -365,7 +370,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         }
     }
 
-    fn or(&mut self, args: &[Node; 2]) -> Result<Value<'a>, EvalError> {
+    fn or(&mut self, args: &'a [Node; 2]) -> Result<Value<'a>, EvalError> {
         let [a, b] = args;
         let l = self.eval(a);
         match &l {
@@ -385,7 +390,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
 
     /// `opt.or(other)` and `opt.orValue(v)`: cel-go plans them as free special forms that
     /// evaluate the alternative only when `opt` is empty, and pass a non-optional `opt` through.
-    fn opt_or(&mut self, args: &[Node; 2], or_value: bool) -> Result<Value<'a>, EvalError> {
+    fn opt_or(&mut self, args: &'a [Node; 2], or_value: bool) -> Result<Value<'a>, EvalError> {
         let [opt, alt] = args;
         match self.eval(opt)? {
             Value::Optional(Some(inner)) if or_value => Ok((*inner).clone()),
@@ -394,7 +399,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         }
     }
 
-    fn equals(&mut self, args: &[Node; 2], negate: bool) -> Result<Value<'a>, EvalError> {
+    fn equals(&mut self, args: &'a [Node; 2], negate: bool) -> Result<Value<'a>, EvalError> {
         let [a, b] = args;
         let l = self.eval_soft(a)?;
         let r = self.eval_soft(b)?;
@@ -402,7 +407,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         Ok(Value::Bool(l?.equals(&r?) != negate))
     }
 
-    fn in_op(&mut self, args: &[Node; 2], list_cost: bool) -> Result<Value<'a>, EvalError> {
+    fn in_op(&mut self, args: &'a [Node; 2], list_cost: bool) -> Result<Value<'a>, EvalError> {
         let [a, b] = args;
         let needle = self.eval_soft(a)?;
         let hay = self.eval_soft(b)?;
@@ -415,14 +420,14 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         }
     }
 
-    fn set_in(&mut self, s: &(Node, Box<[Value<'static>]>)) -> Result<Value<'a>, EvalError> {
+    fn set_in(&mut self, s: &'a (Node, Box<[Value<'static>]>)) -> Result<Value<'a>, EvalError> {
         let (needle, set) = s;
         let v = self.eval(needle)?;
         Ok(Value::Bool(set.iter().any(|x| x.equals(&v))))
     }
 
     #[inline(never)]
-    fn call(&mut self, call: &Call) -> Result<Value<'a>, EvalError> {
+    fn call(&mut self, call: &'a Call) -> Result<Value<'a>, EvalError> {
         let mut args: SmallVec<[Value<'a>; 3]> = SmallVec::with_capacity(call.args.len());
         let mut failed: Option<EvalError> = None;
         // cel-go evaluates every argument of a unary or binary call and charges the call even
@@ -479,7 +484,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     }
 
     #[inline(never)]
-    fn matches(&mut self, m: &(Node, regex::Regex, u64)) -> Result<Value<'a>, EvalError> {
+    fn matches(&mut self, m: &'a (Node, regex::Regex, u64)) -> Result<Value<'a>, EvalError> {
         let (target, re, len) = m;
         let t = self.eval_soft(target)?;
         let cost = traversal_cost(1 + soft_size(&t)).saturating_mul(len.div_ceil(4));
@@ -489,7 +494,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
 
     /// A list literal: elements are evaluated until one fails; building it costs 10 either way.
     #[inline(never)]
-    fn list(&mut self, items: &[Node], optional: &[bool]) -> Result<Value<'a>, EvalError> {
+    fn list(&mut self, items: &'a [Node], optional: &[bool]) -> Result<Value<'a>, EvalError> {
         let r = self.list_items(items, optional);
         self.charge(LIST_CREATE_COST)?;
         Ok(Value::List(List::from_vec(r?)))
@@ -497,7 +502,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
 
     fn list_items(
         &mut self,
-        items: &[Node],
+        items: &'a [Node],
         optional: &[bool],
     ) -> Result<Vec<Value<'a>>, EvalError> {
         let mut out = Vec::with_capacity(items.len());
@@ -523,13 +528,16 @@ impl<'r, 'a> Evaluation<'r, 'a> {
 
     /// A map literal: entries are evaluated until one fails; building it costs 30 either way.
     #[inline(never)]
-    fn map(&mut self, entries: &[(Node, Node, bool)]) -> Result<Value<'a>, EvalError> {
+    fn map(&mut self, entries: &'a [(Node, Node, bool)]) -> Result<Value<'a>, EvalError> {
         let r = self.map_entries(entries);
         self.charge(MAP_CREATE_COST)?;
         Ok(Value::Map(Map::Owned(Arc::new(r?))))
     }
 
-    fn map_entries(&mut self, entries: &[(Node, Node, bool)]) -> Result<OwnedMap<'a>, EvalError> {
+    fn map_entries(
+        &mut self,
+        entries: &'a [(Node, Node, bool)],
+    ) -> Result<OwnedMap<'a>, EvalError> {
         let mut out = OwnedMap::with_capacity(entries.len());
         for (k, v, optional) in entries {
             let key = self.eval(k)?;
@@ -554,7 +562,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     /// A message literal: optional fields given `optional.none()` are left out; the type
     /// accepts or rejects each value once all are evaluated.
     #[inline(never)]
-    fn message(&mut self, s: &StructNode) -> Result<Value<'a>, EvalError> {
+    fn message(&mut self, s: &'a StructNode) -> Result<Value<'a>, EvalError> {
         let mut fields = Vec::with_capacity(s.fields.len());
         for (name, node, optional) in s.fields.iter() {
             let v = self.eval(node)?;
@@ -582,7 +590,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     /// A macro, charged as cel-go charges the comprehension it expands to (the accumulator's
     /// initial value is a constant, free; every read of the accumulator costs 1).
     #[inline(never)]
-    fn comprehension(&mut self, l: &Loop) -> Result<Value<'a>, EvalError> {
+    fn comprehension(&mut self, l: &'a Loop) -> Result<Value<'a>, EvalError> {
         let start = self.cost;
         let range = self.eval(&l.range);
         match &l.kind {
@@ -614,7 +622,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         }
     }
 
-    fn bind(&mut self, l: &Loop, item: (Value<'a>, Value<'a>)) -> Result<(), EvalError> {
+    fn bind(&mut self, l: &'a Loop, item: (Value<'a>, Value<'a>)) -> Result<(), EvalError> {
         self.tick()?;
         let (first, second) = item;
         self.set(l.slot, first);
@@ -629,9 +637,9 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     /// `@result && p` (`||`) reads the accumulator (1) and evaluates `p`.
     fn quantifier(
         &mut self,
-        l: &Loop,
+        l: &'a Loop,
         items: Items<'_, 'a>,
-        pred: &Node,
+        pred: &'a Node,
         any: bool,
     ) -> Result<Value<'a>, EvalError> {
         let cond_cost = if any { 3 } else { 2 };
@@ -662,9 +670,9 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     /// `@result == 1` costs 2.
     fn exists_one(
         &mut self,
-        l: &Loop,
+        l: &'a Loop,
         items: Items<'_, 'a>,
-        pred: &Node,
+        pred: &'a Node,
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<i64, EvalError> = Ok(0);
         for item in items {
@@ -691,9 +699,9 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     /// skipped).
     fn admit<T>(
         &mut self,
-        l: &Loop,
+        l: &'a Loop,
         item: (Value<'a>, Value<'a>),
-        filter: Option<&Node>,
+        filter: Option<&'a Node>,
         accu: &mut Result<T, EvalError>,
     ) -> Result<bool, EvalError> {
         self.bind(l, item)?;
@@ -717,10 +725,10 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     /// read, the list literal (free when `t` is a constant), `t` and the concatenation.
     fn map_list(
         &mut self,
-        l: &Loop,
+        l: &'a Loop,
         items: Items<'_, 'a>,
-        filter: Option<&Node>,
-        transform: &Node,
+        filter: Option<&'a Node>,
+        transform: &'a Node,
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<Vec<Value<'a>>, EvalError> = Ok(Vec::with_capacity(items.len()));
         for item in items {
@@ -729,7 +737,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             }
             self.charge(SELECT_COST)?;
             let t = match transform {
-                Node::Const(v) => Ok(v.clone()),
+                Node::Const(v) => Ok(v.lend()),
                 _ => {
                     let t = self.eval_soft(transform)?;
                     self.charge(LIST_CREATE_COST)?;
@@ -752,10 +760,10 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     /// accumulator an error.
     fn transform_map(
         &mut self,
-        l: &Loop,
+        l: &'a Loop,
         items: Items<'_, 'a>,
-        filter: Option<&Node>,
-        transform: &Node,
+        filter: Option<&'a Node>,
+        transform: &'a Node,
         entry: bool,
     ) -> Result<Value<'a>, EvalError> {
         let mut accu: Result<OwnedMap<'a>, EvalError> = Ok(OwnedMap::with_capacity(items.len()));
@@ -788,10 +796,10 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     /// `v` bound lazily to `opt.value()`: the first read of `v` evaluates `opt` again.
     fn opt_map(
         &mut self,
-        l: &Loop,
+        l: &'a Loop,
         range: Result<Value<'a>, EvalError>,
         range_cost: u64,
-        t: &Node,
+        t: &'a Node,
     ) -> Result<Value<'a>, EvalError> {
         self.charge(1)?;
         let inner = match range? {
@@ -823,9 +831,9 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     /// O(n²) when the checker resolved its overload (`tracked`), else 1.
     fn sort_by(
         &mut self,
-        l: &Loop,
+        l: &'a Loop,
         range: Value<'a>,
-        key: &Node,
+        key: &'a Node,
         tracked: bool,
     ) -> Result<Value<'a>, EvalError> {
         self.charge(1)?;
@@ -839,7 +847,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             self.set(l.slot, v.clone());
             self.charge(SELECT_COST)?;
             let k = match key {
-                Node::Const(c) => c.clone(),
+                Node::Const(c) => c.lend(),
                 _ => {
                     let k = self.eval(key)?;
                     self.charge(LIST_CREATE_COST)?;
@@ -1092,7 +1100,37 @@ fn display_key(v: &Value<'_>) -> String {
 #[cfg(test)]
 mod tests {
     use crate::libs::testing::{eval, eval_cost};
-    use crate::{Env, Type};
+    use crate::value::{Str, Value};
+    use crate::{Activation, Budget, Env, Type};
+
+    /// A string constant is lent by the program (no reference count shared between threads
+    /// evaluating it); folded constants own their strings.
+    #[test]
+    fn string_constants_are_lent_by_the_program() {
+        let env = Env::standard().build();
+        let run = |src: &str, check: &dyn Fn(&Value<'_>) -> bool| {
+            let p = env.compile(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+            let v = p.eval(&Activation::new(), &mut Budget::default());
+            assert!(v.as_ref().is_ok_and(check), "{src}: {v:?}");
+        };
+        run("'registry.example.com/'", &|v| {
+            matches!(v, Value::String(Str::Borrowed("registry.example.com/")))
+        });
+        run(
+            "'a' + 'b'",
+            &|v| matches!(v, Value::String(Str::Shared(s)) if &**s == "ab"),
+        );
+        // A folded map literal: its value is lent as a whole, its strings owned by it.
+        run("{'k': 'v'}['k'] == 'v' && {'k': 'v'}.size() == 1", &|v| {
+            matches!(v, Value::Bool(true))
+        });
+        assert_eq!(
+            Value::String(Str::Borrowed("x")).into_static(),
+            Some(Value::String(Str::Shared("x".into())))
+        );
+        let json = serde_json::json!([1]);
+        assert_eq!(Value::from_json(&json).into_static(), None);
+    }
 
     /// Costs cel-go v0.26.0 reports with Kubernetes' program options.
     #[test]

@@ -74,13 +74,18 @@ const COSTED_BY_OVERLOAD: &[&str] = &[
     "sets.equivalent",
 ];
 
-/// Evaluates a node made of constants once: its value, or the failure it evaluates to.
-fn fold(node: &Node) -> Node {
-    let act = Activation::new();
-    let mut budget = Budget::default();
-    let mut evaluation = Evaluation::new(&act, &mut budget, 0);
-    match evaluation.eval(node) {
-        Ok(v) => Node::Const(v),
+/// Evaluates a node made of constants once: its value, or the failure it evaluates to (the
+/// node itself in the unreachable case of a value that reads an activation's JSON).
+fn fold(node: Node) -> Node {
+    let folded = {
+        let act = Activation::new();
+        let mut budget = Budget::default();
+        let mut evaluation = Evaluation::new(&act, &mut budget, 0);
+        evaluation.eval(&node).map(Value::into_static)
+    };
+    match folded {
+        Ok(Some(v)) => Node::Const(v),
+        Ok(None) => node,
         Err(e) => Node::Fail(e),
     }
 }
@@ -255,7 +260,7 @@ impl<'p> Planner<'p, '_> {
                 let node = Node::Map(out.into_boxed_slice());
                 if constant {
                     // cel-go builds a map literal of constants once, when planning.
-                    return Ok(fold(&node));
+                    return Ok(fold(node));
                 }
                 node
             }
@@ -450,7 +455,7 @@ impl<'p> Planner<'p, '_> {
             && let Node::Call(c) = &call
             && let [Node::Const(_)] = &*c.args
         {
-            return match fold(&call) {
+            return match fold(call) {
                 Node::Fail(e) => Err(PlanError::Program(e.to_string())),
                 folded => Ok(folded),
             };

@@ -91,6 +91,14 @@ pub enum Str<'a> {
 }
 
 impl<'a> Str<'a> {
+    /// This string, shared rather than borrowed.
+    pub(crate) fn into_static(self) -> Str<'static> {
+        match self {
+            Str::Borrowed(s) => Str::Shared(Arc::from(s)),
+            Str::Shared(s) => Str::Shared(s),
+        }
+    }
+
     /// The bytes `range` of this string, borrowed as this string is, else copied (the whole
     /// string is shared, not copied); empty if `range` is not on character boundaries.
     pub(crate) fn slice(&self, range: std::ops::Range<usize>) -> Str<'a> {
@@ -234,6 +242,19 @@ pub enum Key<'a> {
 }
 
 impl<'a> Key<'a> {
+    /// This key owning what it holds (see [`Value::into_static`]).
+    pub(crate) fn into_static(self) -> Option<Key<'static>> {
+        Some(match self {
+            Key::Bool(b) => Key::Bool(b),
+            Key::Int(i) => Key::Int(i),
+            Key::Uint(u) => Key::Uint(u),
+            Key::Double(d) => Key::Double(d),
+            Key::String(s) => Key::String(s.into_static()),
+            Key::Null => Key::Null,
+            Key::Other(v) => Key::Other(Box::new(v.into_static()?)),
+        })
+    }
+
     /// The key for `v`. `Err` for bytes, which cel-go's runtime cannot hash (its evaluator
     /// reports the panic as an internal error).
     pub fn from_value(v: &Value<'a>) -> Result<Key<'a>, EvalError> {
@@ -666,7 +687,68 @@ impl<'a> TapeNode<'a> {
     }
 }
 
+/// Constants held by a program, and what folding them when planning gives.
+impl Value<'static> {
+    /// This value for one evaluation: a string is borrowed from the program rather than its
+    /// reference count raised (threads evaluating the same program at once would contend on
+    /// it); anything else is cloned.
+    #[inline]
+    pub(crate) fn lend(&self) -> Value<'_> {
+        match self {
+            Value::String(Str::Shared(s)) => Value::String(Str::Borrowed(s)),
+            other => other.clone(),
+        }
+    }
+}
+
 impl<'a> Value<'a> {
+    /// This value owning everything it holds, free of the program and activation it came
+    /// from (as a program keeps a constant); `None` if it reads JSON of an activation.
+    pub fn into_static(self) -> Option<Value<'static>> {
+        Some(match self {
+            Value::Null => Value::Null,
+            Value::Bool(b) => Value::Bool(b),
+            Value::Int(i) => Value::Int(i),
+            Value::Uint(u) => Value::Uint(u),
+            Value::Double(d) => Value::Double(d),
+            Value::String(s) => Value::String(s.into_static()),
+            Value::Bytes(b) => Value::Bytes(b),
+            Value::List(List::Owned(items)) => Value::List(List::from_vec(
+                items
+                    .iter()
+                    .map(|v| v.clone().into_static())
+                    .collect::<Option<_>>()?,
+            )),
+            Value::List(List::Json(_) | List::Tape(_)) => return None,
+            Value::Map(Map::Owned(m)) => {
+                let mut out = OwnedMap::with_capacity(m.entries().len());
+                for (k, v) in m.entries() {
+                    out.push(k.clone().into_static()?, v.clone().into_static()?);
+                }
+                Value::Map(Map::Owned(Arc::new(out)))
+            }
+            Value::Map(Map::Json(_) | Map::Tape(_)) => return None,
+            Value::Timestamp(t) => Value::Timestamp(t),
+            Value::Duration(d) => Value::Duration(d),
+            Value::Type(t) => Value::Type(t),
+            Value::Optional(None) => Value::Optional(None),
+            Value::Optional(Some(v)) => {
+                Value::Optional(Some(Arc::new((*v).clone().into_static()?)))
+            }
+            Value::Opaque(o) => Value::Opaque(o),
+            Value::Struct(st) => {
+                let fields = st
+                    .fields
+                    .iter()
+                    .map(|(n, v)| Some((n.clone(), v.clone().into_static()?)))
+                    .collect::<Option<_>>()?;
+                Value::Struct(Arc::new(StructValue {
+                    ty: st.ty.clone(),
+                    fields,
+                }))
+            }
+        })
+    }
     /// Views a JSON value as a CEL value: numbers are `int` when they are integers that fit
     /// an int64 and `double` otherwise (as Kubernetes decodes JSON); arrays and objects are
     /// borrowed.

@@ -179,7 +179,7 @@ impl LazyVariables for Variables {
     }
 
     fn evaluate<'a>(
-        &self,
+        &'a self,
         index: usize,
         act: &Activation<'a>,
         budget: &mut Budget,
@@ -227,6 +227,9 @@ mod tests {
         };
         assert_eq!(p.output_type(), &Type::Bool);
         let obj = serde_json::json!({"spec": {"replicas": 3}});
+        // Programs outlive the activations they evaluate in.
+        let later = vars.env().compile("variables.broken == 1");
+        let bad = vars.env().compile("variables.bad == 1");
         let mut act = Activation::new();
         act.bind_json("object", &obj);
         act.bind_variables(&vars);
@@ -244,16 +247,16 @@ mod tests {
         assert!(act.evaluated_variables().all(|v| v.cost > 0));
         assert_eq!(own_cost + variables_cost, before - budget.remaining());
 
-        let later = vars.env().compile("variables.broken == 1");
         let err = later
+            .as_ref()
             .ok()
             .map(|p| p.eval(&act, &mut budget).err().map(|e| e.to_string()));
         assert_eq!(
             err.flatten().as_deref(),
             Some("composited variable \"broken\" fails to evaluate: no such key: nope")
         );
-        let bad = vars.env().compile("variables.bad == 1");
         let err = bad
+            .as_ref()
             .ok()
             .map(|p| p.eval(&act, &mut budget).err().map(|e| e.to_string()));
         assert!(err.flatten().unwrap_or_default().starts_with(

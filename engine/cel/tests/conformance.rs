@@ -672,7 +672,9 @@ fn object_value(x: &Json) -> Result<Value<'static>, String> {
                 .map_err(|e| e.to_string())?;
             program
                 .eval(&Activation::new(), &mut Budget::new(u64::MAX, u64::MAX))
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?
+                .into_static()
+                .ok_or_else(|| "a constant".to_string())
         }
         "google.protobuf.Timestamp" => {
             let program = Env::standard()
@@ -684,7 +686,9 @@ fn object_value(x: &Json) -> Result<Value<'static>, String> {
                 .map_err(|e| e.to_string())?;
             program
                 .eval(&Activation::new(), &mut Budget::new(u64::MAX, u64::MAX))
-                .map_err(|e| e.to_string())
+                .map_err(|e| e.to_string())?
+                .into_static()
+                .ok_or_else(|| "a constant".to_string())
         }
         "google.protobuf.Value" | "google.protobuf.Struct" | "google.protobuf.ListValue" => {
             Ok(json_value(inner))

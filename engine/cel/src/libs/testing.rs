@@ -36,14 +36,14 @@ pub(crate) fn render(v: &Value<'_>) -> String {
     }
 }
 
-fn run(src: &str, act: &Activation<'_>) -> (String, u64) {
+fn run(src: &str) -> (String, u64) {
     let env = Env::kubernetes().variable("x", Type::Dyn).build();
     let p = match env.compile(src) {
         Ok(p) => p,
         Err(e) => return (format!("compile: {e}"), 0),
     };
     let mut budget = Budget::default();
-    let (r, cost) = p.eval_with_cost(act, &mut budget);
+    let (r, cost) = p.eval_with_cost(&Activation::new(), &mut budget);
     let s = match r {
         Ok(v) => render(&v),
         Err(e) => format!("error: {e}"),
@@ -53,10 +53,10 @@ fn run(src: &str, act: &Activation<'_>) -> (String, u64) {
 
 /// Evaluates `src` with nothing bound and renders the outcome.
 pub(crate) fn eval(src: &str) -> String {
-    run(src, &Activation::new()).0
+    run(src).0
 }
 
 /// Evaluates `src` and returns the cost it was charged.
 pub(crate) fn eval_cost(src: &str) -> u64 {
-    run(src, &Activation::new()).1
+    run(src).1
 }

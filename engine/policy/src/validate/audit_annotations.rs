@@ -65,10 +65,10 @@ pub(super) fn evaluate_audit_annotations(
 }
 
 /// An annotation value: `Ok(None)` when omitted.
-fn eval_annotation(
-    a: &CompiledAuditAnnotation,
+fn eval_annotation<'a>(
+    a: &'a CompiledAuditAnnotation,
     index: usize,
-    act: &Activation<'_>,
+    act: &Activation<'a>,
     budget: &mut Budget,
     trace: Option<&dyn Trace>,
 ) -> Result<Option<String>, CheckError> {
