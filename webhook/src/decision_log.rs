@@ -11,7 +11,24 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::registry::Registry;
 use serde_json::Value;
 
-use crate::metrics::AdmissionKind;
+/// Which admission a decision is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AdmissionKind {
+    /// A ValidatingAdmissionPolicy decision.
+    Validating,
+    /// A MutatingAdmissionPolicy decision.
+    Mutating,
+}
+
+impl AdmissionKind {
+    /// The `kind` label value (metrics) and log field.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdmissionKind::Validating => "validating",
+            AdmissionKind::Mutating => "mutating",
+        }
+    }
+}
 
 /// Denials logged per second, at most, and the lines dropped over that rate.
 #[derive(Debug)]
@@ -184,7 +201,8 @@ mod tests {
         for _ in 0..5 {
             log.denied(AdmissionKind::Validating, &request, denied);
         }
-        let text = crate::metrics::encode(&registry).unwrap();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         // Five denials within one second (the test runs well inside one, or straddles two
         // windows and then writes up to four).
         let written: u64 = value(&text, "decision_log_lines_total");

@@ -17,7 +17,7 @@ use celgate_engine::validate::Check;
 
 use serde_json::Value;
 
-use crate::decision_log::{DecisionLog, Denied};
+use crate::decision_log::{AdmissionKind, DecisionLog, Denied};
 
 /// Labels of the policy check metrics (upstream: policy, policy_binding, error_type, enforcement_action).
 /// Shared and static strings: looking a series up allocates nothing.
@@ -95,25 +95,6 @@ pub const ADMISSION_PATHS: [&str; 9] = [
 /// The [`ADMISSION_PATHS`] entry `path` is, if any.
 pub fn admission_path(path: &str) -> Option<&'static str> {
     ADMISSION_PATHS.into_iter().find(|p| *p == path)
-}
-
-/// Which admission a decision is of.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AdmissionKind {
-    /// A ValidatingAdmissionPolicy decision.
-    Validating,
-    /// A MutatingAdmissionPolicy decision.
-    Mutating,
-}
-
-impl AdmissionKind {
-    /// The `kind` label value.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AdmissionKind::Validating => "validating",
-            AdmissionKind::Mutating => "mutating",
-        }
-    }
 }
 
 fn check_histogram() -> Histogram {

@@ -23,8 +23,9 @@ use celgate_snapshot::Deps;
 use celgate_snapshot::SnapshotStore;
 use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, DispatchError};
 
+use crate::decision_log::AdmissionKind;
 use crate::decision_log::Denied;
-use crate::metrics::{AdmissionKind, Metrics, admission_path};
+use crate::metrics::{Metrics, admission_path};
 use crate::review::{self, Review, TextReview, ValidationReview};
 
 /// Largest AdmissionReview body accepted: an object and its old version at the API server's
