@@ -363,7 +363,9 @@ impl Program {
 
     /// Evaluates against `act`, charging `budget`. Stops with
     /// [`EvalError::CostLimitExceeded`] past the per-call limit and with
-    /// [`EvalError::BudgetExhausted`] when the shared budget runs out.
+    /// [`EvalError::BudgetExhausted`] when the shared budget runs out. The program must
+    /// outlive the activation: a result may borrow the program's constants (see
+    /// [`Value::into_static`] for one that outlives both).
     pub fn eval<'a>(
         &'a self,
         act: &Activation<'a>,
