@@ -97,7 +97,8 @@ impl<'de> Visitor<'de> for WireVisitor<'de> {
 }
 
 /// Parses a body and checks it is an AdmissionReview v1 with a request. The request's
-/// `object` and `oldObject` are kept as text, decoded when first read. Members nested deeper
+/// `object` is read as `object` says; `oldObject` is kept as text, decoded when first read
+/// (and so is `object` when the one pass cannot read it). Members nested deeper
 /// than serde_json's default of 128 levels are read as kube-apiserver reads them (up to
 /// [`MAX_REVIEW_DEPTH`]), on a stack that grows as the nesting needs.
 pub fn decode(body: &[u8], object: ObjectRead) -> Result<ReceivedRequest, ReviewError> {
