@@ -9,6 +9,7 @@ use serde_json::Value;
 use std::fmt::Write as _;
 
 use super::merge::merge_into;
+use super::touched::Writes;
 use super::typed::{Fit, Ty, Within, atomic_paths, join_errors, validate};
 use crate::schema::Schema;
 
@@ -41,14 +42,16 @@ impl ApplySemantics {
 
 /// Merges `config` into `object`, whose kind's schema is `schema`, in place; `fit` is what is
 /// known of whether `object` fits the schema (what is not known is checked; after a merge it
-/// fits). Returns whether the object changed. The error is upstream's text after
-/// `error applying patch: `; the object is then unchanged.
+/// fits), and `writes` is told where the merge writes before it does. Returns whether the
+/// object changed. The error is upstream's text after `error applying patch: `; the object
+/// is then unchanged.
 pub(super) fn apply(
     schema: &Schema,
     object: &mut Value,
     fit: &mut Fit,
     mut config: Value,
     semantics: ApplySemantics,
+    writes: &mut Writes,
 ) -> Result<bool, String> {
     // The configuration is of the object's kind, whatever it says.
     if let Value::Object(c) = &mut config {
@@ -92,7 +95,7 @@ pub(super) fn apply(
         *fit = Fit::Fits;
     }
     // A merge of two values that fit the schema fits it too.
-    merge_into(&root, object, &config)
+    merge_into(&root, object, &config, writes)
         .map_err(|errors| format!("failed to merge patch: {}", join_errors(&errors)))
 }
 
@@ -164,7 +167,7 @@ pub(super) mod tests {
 
     use serde_json::{Value, json};
 
-    use super::{ApplySemantics, apply, unknown_fields};
+    use super::{ApplySemantics, Writes, apply, unknown_fields};
     use crate::mutate::typed::{Fit, Ty, Within, Written, join_errors, validate};
     use crate::schema::{Schema, schemas_from_openapi};
 
@@ -236,7 +239,14 @@ pub(super) mod tests {
         semantics: ApplySemantics,
     ) -> Result<Value, String> {
         let (mut out, mut fit) = (object.clone(), Fit::Unknown);
-        let got = apply(schema, &mut out, &mut fit, config, semantics);
+        let got = apply(
+            schema,
+            &mut out,
+            &mut fit,
+            config,
+            semantics,
+            &mut Writes::default(),
+        );
         match got {
             Ok(changed) => {
                 assert_eq!(changed, out != *object, "whether the object changed");

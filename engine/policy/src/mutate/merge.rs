@@ -6,6 +6,7 @@
 
 use serde_json::{Map, Value};
 
+use super::touched::{Places, Writes};
 use super::typed::{
     Atom, Element, ListAtom, MapAtom, PathError, Ty, check_scalar, deduce, item_element,
 };
@@ -43,9 +44,17 @@ pub(super) fn merge_into(
     ty: &Ty,
     object: &mut Value,
     config: &Value,
+    writes: &mut Writes,
 ) -> Result<bool, Vec<PathError>> {
     let mut path = String::new();
     let edit = plan(ty, object, config, &mut path, 0)?;
+    match &edit {
+        Edit::Keep => {}
+        Edit::Set(_) => writes.before(object, &Places::All),
+        Edit::Members(members) => {
+            writes.before(object, &Places::members(members.iter().map(|(k, _)| k.as_str())));
+        }
+    }
     Ok(match edit {
         Edit::Set(None) => {
             let empty = Value::Object(Map::new());
@@ -434,14 +443,19 @@ fn merge_lists(
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    #![allow(clippy::unwrap_used)]
+
+    use serde_json::{Value, json};
 
     use super::{merge, merge_into};
     use crate::mutate::apply::tests::{pod, pod_schema};
+    use crate::mutate::touched::{Saved, Writes, patch};
     use crate::mutate::typed::{Ty, Within, join_errors, validate};
 
     /// Merging in place gives what merging into a new value gives, for objects that fit the
-    /// schema: maps, list maps, sets, atomic values, nulls, empty maps and errors.
+    /// schema: maps, list maps, sets, atomic values, nulls, empty maps and errors. The places
+    /// it says it writes hold every change: what was kept of them tells whether the object
+    /// changed and puts it back, and the patch over them is the whole objects' diff.
     #[test]
     fn merging_in_place_gives_the_whole_value_merge() {
         let schema = pod_schema();
@@ -482,11 +496,25 @@ mod tests {
                     .map(|v| v.unwrap_or_else(|| json!({})))
                     .map_err(|e| join_errors(&e));
                 let mut in_place = object.clone();
-                let got = merge_into(&root, &mut in_place, config).map_err(|e| join_errors(&e));
+                let mut writes = Writes {
+                    invocation: Some(Saved::default()),
+                    ..Writes::default()
+                };
+                let got = merge_into(&root, &mut in_place, config, &mut writes)
+                    .map_err(|e| join_errors(&e));
                 match (&whole, got) {
                     (Ok(want), Ok(changed)) => {
                         assert_eq!(&in_place, want, "{config} into {object}");
                         assert_eq!(changed, in_place != *object, "{config} into {object}");
+                        let whole_diff = json_patch::diff(object, &in_place);
+                        let whole_diff = (!whole_diff.0.is_empty())
+                            .then(|| serde_json::to_value(&whole_diff.0).unwrap());
+                        let written = patch(object, &in_place, &writes.run).map(Value::Array);
+                        assert_eq!(written, whole_diff, "{config} into {object}");
+                        let saved = writes.invocation.take().unwrap();
+                        assert_eq!(saved.differs(&in_place), changed, "{config} into {object}");
+                        saved.restore(&mut in_place);
+                        assert_eq!(&in_place, object, "{config} into {object}, put back");
                         changed_some += usize::from(changed);
                     }
                     (Err(want), Err(got)) => {

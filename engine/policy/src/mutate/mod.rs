@@ -7,7 +7,8 @@
 //! CEL result as a patch, `typed` the kind's schema as server-side apply sees it (and the
 //! checks of an apply configuration), `merge` server-side apply's merge, `apply` the two put
 //! together with upstream's errors, `json_patch` RFC 6902 as kube-apiserver's library applies
-//! it; this module runs the policy, binding, param and mutation loops.
+//! it, `touched` the top-level members patches write (kept to compare or undo, and diffed
+//! for the response); this module runs the policy, binding, param and mutation loops.
 
 mod apply;
 mod compile;
@@ -16,6 +17,7 @@ mod merge;
 mod patch_values;
 #[cfg(test)]
 mod tests;
+mod touched;
 mod typed;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -34,6 +36,7 @@ use crate::request::{Operation, Request};
 use crate::schema::{Gvk, Schema};
 use crate::validate::exempt::exempt;
 use crate::validate::{Context, Denial, ErrorType};
+use touched::{Places, Saved, Writes};
 use typed::{Fit, Within, Written};
 
 pub use apply::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
@@ -152,6 +155,8 @@ struct Run<'r> {
     /// Whether `object` is known to have no member its (built-in) kind's schema does not
     /// declare (as fitting implies; checked after each JSON patch).
     declared: bool,
+    /// Where patches wrote: `object` differs from the request's only there.
+    writes: Writes,
     errors: Vec<PolicyError>,
     checks: Vec<MutationCheck>,
     invocations: Vec<Invocation>,
@@ -181,6 +186,7 @@ pub fn mutate<'p>(
         object: req.object().clone(),
         fit: Fit::Unknown,
         declared: false,
+        writes: Writes::default(),
         errors: Vec::new(),
         checks: Vec::new(),
         invocations: Vec::new(),
@@ -221,21 +227,11 @@ pub fn mutate<'p>(
             code: 403,
         });
     }
-    if run.object != *req.object() {
-        let patch = json_patch_crate_diff(req.object(), &run.object);
+    if let Some(patch) = touched::patch(req.object(), &run.object, &run.writes.run) {
         out.patch = patch;
         out.object = Some(run.object);
     }
     out
-}
-
-/// The RFC 6902 operations from `from` to `to`.
-fn json_patch_crate_diff(from: &Value, to: &Value) -> Vec<Value> {
-    let patch = ::json_patch::diff(from, to);
-    match serde_json::to_value(&patch) {
-        Ok(Value::Array(ops)) => ops,
-        _ => Vec::new(),
-    }
 }
 
 /// A policy error's message: `policy '<p>' with binding '<b>' denied request: …`, or
@@ -369,8 +365,9 @@ impl Run<'_> {
             }
         }
         // With one mutation, whether it changed the object says whether the invocation did;
-        // with more, the object is compared with a copy (they may undo each other).
-        let before = (policy.mutations.len() > 1).then(|| self.object.clone());
+        // with more, the places they write are kept as the invocation found them and compared
+        // (they may undo each other).
+        self.writes.invocation = (policy.mutations.len() > 1).then(Saved::default);
         let mut changed = false;
         if policy
             .mutations
@@ -424,7 +421,11 @@ impl Run<'_> {
             binding: binding_name.clone(),
             param: param_key,
             reinvocation: policy.spec.reinvocation_policy,
-            changed: before.map_or(changed, |before| before != self.object),
+            changed: self
+                .writes
+                .invocation
+                .take()
+                .map_or(changed, |kept| kept.differs(&self.object)),
         });
         Ok(())
     }
@@ -519,43 +520,55 @@ impl Run<'_> {
         };
         match patch {
             Patch::Apply(config) => {
-                let (object, fit) = (&mut self.object, &mut self.fit);
-                match apply::apply(&kind.schema, object, fit, config, policy.apply_semantics) {
+                let (object, fit, writes) = (&mut self.object, &mut self.fit, &mut self.writes);
+                let semantics = policy.apply_semantics;
+                match apply::apply(&kind.schema, object, fit, config, semantics, writes) {
                     Ok(changed) => Ok(Ok(changed)),
                     Err(e) => Ok(Err(format!("error applying patch: {e}"))),
                 }
             }
             Patch::Json(ops) => {
-                // A patch that may fail half-way is applied to a copy.
-                let mut copy =
-                    (!json_patch::changes_nothing_on_error(&ops)).then(|| self.object.clone());
-                let declared = self.declared || matches!(self.fit, Fit::Fits);
-                let patched = copy.as_mut().unwrap_or(&mut self.object);
-                let changed = match json_patch::apply(patched, &ops) {
-                    Ok(changed) => changed,
-                    // A failed test leaves the object as it was.
-                    Err(json_patch::PatchError::TestFailed(_)) => return Ok(Ok(false)),
-                    Err(e) => return Ok(Err(format!("JSON Patch: {e}"))),
-                };
-                // Where the patch wrote or removed: what may no longer fit, and the only place a
-                // member the schema does not declare can have come from.
+                // Where the patch writes or removes: what may no longer fit, and the only place
+                // a member the schema does not declare can have come from.
+                let pointers: Vec<&str> = ops
+                    .iter()
+                    .flat_map(|op| {
+                        let (to, from) = match op.op.as_str() {
+                            "add" | "remove" | "replace" | "copy" => (true, None),
+                            "move" => (true, op.from.as_deref()),
+                            _ => (false, None),
+                        };
+                        to.then_some(op.path.as_str()).into_iter().chain(from)
+                    })
+                    .collect();
                 let mut written = Written::default();
-                for op in &ops {
-                    match op.op.as_str() {
-                        "add" | "remove" | "replace" | "copy" => written.add([op.path.as_str()]),
-                        "move" => {
-                            written.add([op.path.as_str()].into_iter().chain(op.from.as_deref()))
+                written.add(pointers.iter().copied());
+                let places = Places::of_pointers(pointers.iter().copied());
+                self.writes.before(&self.object, &places);
+                // What a patch that may fail half-way writes is kept, to be put back.
+                let undo = (!json_patch::changes_nothing_on_error(&ops))
+                    .then(|| Saved::new(&self.object, &places));
+                let declared = self.declared || matches!(self.fit, Fit::Fits);
+                let changed = match json_patch::apply(&mut self.object, &ops) {
+                    Ok(changed) => changed,
+                    Err(e) => {
+                        if let Some(undo) = undo {
+                            undo.restore(&mut self.object);
                         }
-                        _ => {}
+                        return Ok(match e {
+                            // A failed test leaves the object as it was.
+                            json_patch::PatchError::TestFailed(_) => Ok(false),
+                            e => Err(format!("JSON Patch: {e}")),
+                        });
                     }
-                }
+                };
                 if kind.built_in {
                     let within = if declared {
                         written.within()
                     } else {
                         Within::All
                     };
-                    let unknown = apply::unknown_fields(&kind.schema, patched, &within);
+                    let unknown = apply::unknown_fields(&kind.schema, &self.object, &within);
                     if !unknown.is_empty() {
                         return Err(Immediate::new(
                             500,
@@ -567,14 +580,8 @@ impl Run<'_> {
                         ));
                     }
                 }
-                let changed = match copy {
-                    Some(patched) if patched != self.object => {
-                        self.object = patched;
-                        true
-                    }
-                    Some(_) => false,
-                    None => changed,
-                };
+                // Operations may undo each other: only what was kept says whether they did.
+                let changed = undo.map_or(changed, |kept| kept.differs(&self.object));
                 self.declared = kind.built_in;
                 if changed {
                     self.fit = match std::mem::replace(&mut self.fit, Fit::Unknown) {

@@ -249,8 +249,53 @@ fn errors_deny_with_upstreams_messages_under_fail_only() {
             assert_eq!(d.code, 403, "{name}");
         }
         spec.failure_policy = FailurePolicy::Ignore;
-        assert!(run(&[upstream(spec)]).allowed(), "{name} under Ignore");
+        let ignored = run(&[upstream(spec)]);
+        assert!(ignored.allowed(), "{name} under Ignore");
+        assert!(ignored.object.is_none(), "{name} under Ignore: nothing changes");
     }
+    // A patch failing half-way, its earlier operations put back, under Ignore.
+    let mut spec = policy(
+        "p",
+        vec![json_patch(
+            "[JSONPatch{op: 'add', path: '/metadata/labels/x', value: 'y'}, JSONPatch{op: 'remove', path: '/spec/nothing'}]",
+        )],
+    );
+    spec.failure_policy = FailurePolicy::Ignore;
+    let out = run(&[upstream(spec)]);
+    assert!(out.allowed() && out.object.is_none(), "{out:?}");
+    assert_eq!(out.checks[0].error_type, ErrorType::InvalidError);
+}
+
+#[test]
+fn an_invocation_whose_mutations_undo_each_other_leaves_the_object_unchanged() {
+    let undoing = policy(
+        "p",
+        vec![
+            apply_config("Object{metadata: Object.metadata{labels: {'tmp': 'x'}}}"),
+            json_patch("[JSONPatch{op: 'remove', path: '/metadata/labels/tmp'}]"),
+        ],
+    );
+    let out = run(&[upstream(undoing)]);
+    assert!(out.allowed(), "{:?}", out.denial);
+    assert_eq!(out.invocations.len(), 1);
+    assert!(!out.invocations[0].changed, "{:?}", out.invocations);
+    assert!(out.object.is_none() && out.patch.is_empty(), "{out:?}");
+    // Writing other members between them: the invocation changed the object.
+    let changing = policy(
+        "p",
+        vec![
+            apply_config("Object{metadata: Object.metadata{labels: {'tmp': 'x'}}}"),
+            json_patch("[JSONPatch{op: 'add', path: '/spec/replicas', value: 7}]"),
+            json_patch("[JSONPatch{op: 'remove', path: '/metadata/labels/tmp'}]"),
+        ],
+    );
+    let out = run(&[upstream(changing)]);
+    assert!(out.invocations[0].changed, "{:?}", out.invocations);
+    let ops: Vec<&Value> = out.patch.iter().collect();
+    assert_eq!(
+        ops,
+        [&json!({"op": "replace", "path": "/spec/replicas", "value": 7})]
+    );
 }
 
 #[test]
