@@ -34,6 +34,23 @@ enum Edit {
     Members(Vec<(String, Edit)>),
 }
 
+impl Edit {
+    /// The paths this edit writes at (below `path`): each value it sets or drops.
+    fn places(&self, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+        match self {
+            Edit::Keep => {}
+            Edit::Set(_) => out.push(path.clone()),
+            Edit::Members(members) => {
+                for (key, edit) in members {
+                    path.push(key.clone());
+                    edit.places(path, out);
+                    path.pop();
+                }
+            }
+        }
+    }
+}
+
 /// Merges `config` into `object` in place, as [`merge`] would merge them into a new value
 /// (an empty result is an empty object), changing only what the configuration reaches:
 /// members of `object` the configuration does not name are the merge's own result for them
@@ -48,12 +65,10 @@ pub(super) fn merge_into(
 ) -> Result<bool, Vec<PathError>> {
     let mut path = String::new();
     let edit = plan(ty, object, config, &mut path, 0)?;
-    match &edit {
-        Edit::Keep => {}
-        Edit::Set(_) => writes.before(object, &Places::All),
-        Edit::Members(members) => {
-            writes.before(object, &Places::members(members.iter().map(|(k, _)| k.as_str())));
-        }
+    let mut places = Vec::new();
+    edit.places(&mut Vec::new(), &mut places);
+    if !places.is_empty() {
+        writes.before(object, &Places::paths(places));
     }
     Ok(match edit {
         Edit::Set(None) => {

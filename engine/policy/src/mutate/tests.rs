@@ -251,7 +251,10 @@ fn errors_deny_with_upstreams_messages_under_fail_only() {
         spec.failure_policy = FailurePolicy::Ignore;
         let ignored = run(&[upstream(spec)]);
         assert!(ignored.allowed(), "{name} under Ignore");
-        assert!(ignored.object.is_none(), "{name} under Ignore: nothing changes");
+        assert!(
+            ignored.object.is_none(),
+            "{name} under Ignore: nothing changes"
+        );
     }
     // A patch failing half-way, its earlier operations put back, under Ignore.
     let mut spec = policy(

@@ -1,70 +1,54 @@
-//! The object's top-level members that patches write, so that the work after a patch looks at
-//! those members alone: an invocation keeps them as it found them (to tell whether it changed
+//! The places of the object that patches write, so that the work after a patch looks at
+//! those places alone: an invocation keeps them as it found them (to tell whether it changed
 //! the object, or to undo a patch that failed half-way), and the response's patch is the diff
-//! of the members the run wrote.
+//! of the places the run wrote.
+//!
+//! A place is a path of member names from the root. Read against an object, it ends at the
+//! first value on the way that is not a JSON object (a list is kept, compared and diffed
+//! whole: an item added or removed moves the others) or at the first absent member.
 
 use serde_json::Value;
 
-/// Where a patch writes in the object: some of its top-level members, or anything (a patch
-/// at the root, or an object that is not a JSON object).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) enum Places {
-    /// The whole object.
-    All,
-    /// These top-level members (unescaped names, each once).
-    Members(Vec<String>),
-}
+/// A path of member names (unescaped) from the root; empty: the whole object.
+type Path = Vec<String>;
 
-impl Default for Places {
-    fn default() -> Self {
-        Places::Members(Vec::new())
-    }
-}
+/// Where patches write in the object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Places(Vec<Path>);
 
 impl Places {
-    /// The places of these members.
-    pub(super) fn members<'k>(keys: impl IntoIterator<Item = &'k str>) -> Self {
+    /// The places of these paths.
+    pub(super) fn paths(paths: impl IntoIterator<Item = Path>) -> Self {
         let mut places = Places::default();
-        for key in keys {
-            places.add(key);
+        for path in paths {
+            places.add(path);
         }
         places
     }
 
-    /// The top-level members JSON Pointers write at, as the patch library reads them (the
-    /// token after the first `/`, unescaped); the root, or a pointer not starting with `/`,
-    /// is all of the object.
+    /// The places JSON Pointers write at, as the patch library reads them (tokens after the
+    /// first `/`, unescaped); a pointer not starting with `/` is read as the root.
     pub(super) fn of_pointers<'p>(pointers: impl IntoIterator<Item = &'p str>) -> Self {
-        let mut places = Places::default();
-        for pointer in pointers {
-            match pointer.strip_prefix('/') {
-                Some(rest) => {
-                    let token = rest.split('/').next().unwrap_or_default();
-                    places.add(&super::json_patch::decode(token));
-                }
-                None => return Places::All,
-            }
-        }
-        places
+        Places::paths(
+            pointers
+                .into_iter()
+                .map(|pointer| match pointer.strip_prefix('/') {
+                    Some(rest) => rest.split('/').map(super::json_patch::decode).collect(),
+                    None => Vec::new(),
+                }),
+        )
     }
 
-    fn add(&mut self, key: &str) {
-        if let Places::Members(keys) = self
-            && !keys.iter().any(|k| k == key)
-        {
-            keys.push(key.to_string());
+    fn add(&mut self, path: Path) {
+        if !self.0.contains(&path) {
+            self.0.push(path);
         }
     }
 
     /// Adds the places of `other`.
     pub(super) fn join(&mut self, other: &Places) {
-        match other {
-            Places::All => *self = Places::All,
-            Places::Members(keys) => {
-                for key in keys {
-                    self.add(key);
-                }
-            }
+        for path in &other.0 {
+            self.add(path.clone());
         }
     }
 }
@@ -88,13 +72,10 @@ impl Writes {
     }
 }
 
-/// Places of the object as they were at some point: the whole object, or some of its members
-/// (`None`: the member was absent).
+/// Places of the object as they were at some point (`None`: absent), none of them inside
+/// another.
 #[derive(Clone, Debug, Default)]
-pub(super) struct Saved {
-    whole: Option<Value>,
-    members: Vec<(String, Option<Value>)>,
-}
+pub(super) struct Saved(Vec<(Path, Option<Value>)>);
 
 impl Saved {
     /// `places` of `object` as they are now.
@@ -105,60 +86,90 @@ impl Saved {
     }
 
     /// Also keeps `places` of `object` as they are now, where not kept already: a place kept
-    /// earlier stays as it was then. Call it before every write, with the write's places.
+    /// earlier stays as it was then, also inside a larger place kept now. Call it before
+    /// every write, with the write's places.
     pub(super) fn keep(&mut self, object: &Value, places: &Places) {
-        if self.whole.is_some() {
-            return;
-        }
-        match places {
-            Places::Members(keys) if object.is_object() => {
-                for key in keys {
-                    if !self.members.iter().any(|(k, _)| k == key) {
-                        self.members.push((key.clone(), object.get(key).cloned()));
+        for path in &places.0 {
+            let (place, value) = resolve(object, path);
+            if self.0.iter().any(|(kept, _)| place.starts_with(kept)) {
+                continue;
+            }
+            let mut value = value.cloned();
+            // Places kept inside this one go back into it: they were written since.
+            let mut i = 0;
+            while i < self.0.len() {
+                if self.0[i].0.starts_with(place) {
+                    let (inner, old) = self.0.swap_remove(i);
+                    if let Some(value) = &mut value {
+                        set_at(value, &inner[place.len()..], old);
                     }
+                } else {
+                    i += 1;
                 }
             }
-            // The whole object as it was: now, with the members kept earlier as they were.
-            _ => {
-                let mut whole = object.clone();
-                restore(&mut whole, std::mem::take(&mut self.members));
-                self.whole = Some(whole);
-            }
+            self.0.push((place.to_vec(), value));
         }
     }
 
     /// Whether `object` differs from what was kept (outside the kept places it is taken to be
-    /// as it was: only the kept places were written).
+    /// as it was: only they were written).
     pub(super) fn differs(&self, object: &Value) -> bool {
-        match &self.whole {
-            Some(whole) => whole != object,
-            None => self
-                .members
-                .iter()
-                .any(|(key, kept)| object.get(key) != kept.as_ref()),
-        }
+        self.0
+            .iter()
+            .any(|(place, kept)| get_at(object, place) != kept.as_ref())
     }
 
     /// Puts the kept places back into `object`.
     pub(super) fn restore(self, object: &mut Value) {
-        match self.whole {
-            Some(whole) => *object = whole,
-            None => restore(object, self.members),
+        for (place, kept) in self.0 {
+            set_at(object, &place, kept);
         }
     }
 }
 
-fn restore(object: &mut Value, members: Vec<(String, Option<Value>)>) {
-    let Value::Object(map) = object else {
+/// The place `path` names in `object`: the path up to the first value that is not an object
+/// or the first absent member, and the value there.
+fn resolve<'v, 'p>(object: &'v Value, path: &'p [String]) -> (&'p [String], Option<&'v Value>) {
+    let mut value = object;
+    for (i, key) in path.iter().enumerate() {
+        let Value::Object(map) = value else {
+            return (&path[..i], Some(value));
+        };
+        match map.get(key) {
+            Some(v) => value = v,
+            None => return (&path[..=i], None),
+        }
+    }
+    (path, Some(value))
+}
+
+/// The value at `place`, through objects only.
+fn get_at<'v>(object: &'v Value, place: &[String]) -> Option<&'v Value> {
+    place
+        .iter()
+        .try_fold(object, |value, key| value.as_object()?.get(key))
+}
+
+/// Sets the value at `place` (through objects only; `None` removes the member).
+fn set_at(object: &mut Value, place: &[String], value: Option<Value>) {
+    let Some((last, parents)) = place.split_last() else {
+        *object = value.unwrap_or(Value::Null);
         return;
     };
-    for (key, kept) in members {
-        match kept {
-            Some(value) => {
-                map.insert(key, value);
+    let mut at = object;
+    for key in parents {
+        match at.as_object_mut().and_then(|map| map.get_mut(key)) {
+            Some(v) => at = v,
+            None => return,
+        }
+    }
+    if let Value::Object(map) = at {
+        match value {
+            Some(v) => {
+                map.insert(last.clone(), v);
             }
             None => {
-                map.remove(&key);
+                map.remove(last);
             }
         }
     }
@@ -166,59 +177,89 @@ fn restore(object: &mut Value, members: Vec<(String, Option<Value>)>) {
 
 /// The RFC 6902 operations from `from` to `to`, when they differ, where `to` is `from` with
 /// `written` written: the same operations as a diff of the whole objects, computed over the
-/// written members alone.
+/// written places alone.
 pub(super) fn patch(from: &Value, to: &Value, written: &Places) -> Option<Vec<Value>> {
-    let (Places::Members(keys), Value::Object(f), Value::Object(t)) = (written, from, to) else {
-        return (from != to).then(|| whole_diff(from, to));
-    };
-    let mut keys: Vec<&str> = keys
-        .iter()
-        .map(String::as_str)
-        .filter(|k| f.get(*k) != t.get(*k))
-        .collect();
-    if keys.is_empty() {
-        return None;
-    }
-    // A diff of the whole objects: each member of `to` in key order (added, or diffed with
-    // the old one), then each member `to` no longer has, in key order.
-    keys.sort_unstable();
+    let paths: Vec<&[String]> = written.0.iter().map(Vec::as_slice).collect();
     let mut ops = Vec::new();
+    diff_within(from, to, &paths, &mut String::new(), &mut ops);
+    (!ops.is_empty()).then_some(ops)
+}
+
+/// Appends the diff of `from` and `to` (at pointer `at`) within `paths`, as a diff of the whole
+/// objects orders it: each member of `to` in key order (added, or diffed with the old one),
+/// then each member `to` no longer has, in key order.
+fn diff_within(
+    from: &Value,
+    to: &Value,
+    paths: &[&[String]],
+    at: &mut String,
+    ops: &mut Vec<Value>,
+) {
+    let (Value::Object(f), Value::Object(t)) = (from, to) else {
+        return whole_diff(from, to, at, ops);
+    };
+    if paths.iter().any(|p| p.is_empty()) {
+        return whole_diff(from, to, at, ops);
+    }
+    let mut keys: Vec<&str> = paths
+        .iter()
+        .filter_map(|p| p.first().map(String::as_str))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
     for &key in &keys {
         let Some(new) = t.get(key) else { continue };
-        let at = format!("/{}", escape(key));
+        let len = at.len();
+        push_token(at, key);
         match f.get(key) {
-            None => ops.push(serde_json::json!({"op": "add", "path": at, "value": new})),
+            None => ops.push(serde_json::json!({"op": "add", "path": at.as_str(), "value": new})),
             Some(old) => {
-                for mut op in whole_diff(old, new) {
-                    if let Some(Value::String(path)) = op.get_mut("path") {
-                        path.insert_str(0, &at);
-                    }
-                    ops.push(op);
-                }
+                let below: Vec<&[String]> = paths
+                    .iter()
+                    .filter(|p| p.first().is_some_and(|k| k == key))
+                    .map(|p| &p[1..])
+                    .collect();
+                diff_within(old, new, &below, at, ops);
             }
         }
+        at.truncate(len);
     }
     for &key in &keys {
-        if !t.contains_key(key) {
-            let at = format!("/{}", escape(key));
-            ops.push(serde_json::json!({"op": "remove", "path": at}));
+        if f.contains_key(key) && !t.contains_key(key) {
+            let len = at.len();
+            push_token(at, key);
+            ops.push(serde_json::json!({"op": "remove", "path": at.as_str()}));
+            at.truncate(len);
         }
     }
-    Some(ops)
 }
 
-/// The json-patch crate's diff of two values, as JSON.
-fn whole_diff(from: &Value, to: &Value) -> Vec<Value> {
+/// Appends the json-patch crate's diff of two values, at pointer `at`.
+fn whole_diff(from: &Value, to: &Value, at: &str, ops: &mut Vec<Value>) {
+    if from == to {
+        return;
+    }
     let patch = ::json_patch::diff(from, to);
-    match serde_json::to_value(&patch) {
-        Ok(Value::Array(ops)) => ops,
-        _ => Vec::new(),
+    if let Ok(Value::Array(diff)) = serde_json::to_value(&patch) {
+        for mut op in diff {
+            if let Some(Value::String(path)) = op.get_mut("path") {
+                path.insert_str(0, at);
+            }
+            ops.push(op);
+        }
     }
 }
 
-/// A member name as a JSON Pointer token.
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
+/// Appends a member name to a JSON Pointer.
+fn push_token(at: &mut String, key: &str) {
+    at.push('/');
+    for c in key.chars() {
+        match c {
+            '~' => at.push_str("~0"),
+            '/' => at.push_str("~1"),
+            c => at.push(c),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -229,27 +270,66 @@ mod tests {
 
     use super::*;
 
-    #[test]
-    fn pointers_give_their_first_token_unescaped_and_the_root_is_all() {
-        assert_eq!(
-            Places::of_pointers(["/metadata/labels/a", "/spec", "/a~1b~0c/x", "/metadata"]),
-            Places::members(["metadata", "spec", "a/b~c"])
-        );
-        assert_eq!(Places::of_pointers(["/spec", ""]), Places::All);
-        assert_eq!(Places::of_pointers(["spec"]), Places::All);
-        // `/` is the member named "".
-        assert_eq!(Places::of_pointers(["/"]), Places::members([""]));
+    fn path(p: &[&str]) -> Path {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    /// The json-patch crate's diff of the whole values, as `patch` gives it.
+    fn whole(from: &Value, to: &Value) -> Option<Vec<Value>> {
+        let mut ops = Vec::new();
+        whole_diff(from, to, "", &mut ops);
+        (!ops.is_empty()).then_some(ops)
     }
 
     #[test]
-    fn kept_members_stay_as_first_kept_and_are_put_back() {
-        let mut object = json!({"a": 1, "b": {"c": 2}, "d": 3});
+    fn pointers_give_their_tokens_unescaped_and_the_root_is_all() {
+        assert_eq!(
+            Places::of_pointers([
+                "/metadata/labels/a",
+                "/a~1b~0c/x",
+                "/metadata/labels/a",
+                "",
+                "x"
+            ]),
+            Places::paths([
+                path(&["metadata", "labels", "a"]),
+                path(&["a/b~c", "x"]),
+                path(&[]),
+            ])
+        );
+        // `/` is the member named "".
+        assert_eq!(Places::of_pointers(["/"]), Places::paths([path(&[""])]));
+    }
+
+    #[test]
+    fn a_place_ends_at_a_list_or_an_absent_member() {
+        let object = json!({"spec": {"containers": [{"name": "a"}]}, "metadata": {}});
+        let p = path(&["spec", "containers", "0", "image"]);
+        let (place, value) = resolve(&object, &p);
+        assert_eq!(place, &p[..2]);
+        assert_eq!(value, Some(&json!([{"name": "a"}])));
+        let p = path(&["metadata", "labels", "x"]);
+        assert_eq!(resolve(&object, &p), (&p[..2], None));
+    }
+
+    #[test]
+    fn kept_places_stay_as_first_kept_and_are_put_back() {
+        let mut object = json!({"a": 1, "b": {"c": 2, "d": {"e": 3}}, "l": [1, 2]});
         let before = object.clone();
-        let mut saved = Saved::new(&object, &Places::members(["b", "x"]));
-        object["b"]["c"] = json!(5);
-        object["x"] = json!(true);
-        // Kept again after the writes: the first copy stays.
-        saved.keep(&object, &Places::members(["b"]));
+        let mut saved = Saved::new(
+            &object,
+            &Places::paths([path(&["b", "d", "e"]), path(&["x", "y"]), path(&["l", "0"])]),
+        );
+        object["b"]["d"]["e"] = json!(5);
+        object["x"] = json!({"y": true});
+        object["l"] = json!([0, 1, 2]);
+        // Kept again after the writes, and a larger place holding one kept before: what was
+        // kept first stays.
+        saved.keep(
+            &object,
+            &Places::paths([path(&["b", "d", "e"]), path(&["b"])]),
+        );
+        object["b"]["c"] = json!(20);
         assert!(saved.differs(&object));
         saved.restore(&mut object);
         assert_eq!(object, before);
@@ -258,21 +338,27 @@ mod tests {
     #[test]
     fn a_write_undone_leaves_no_difference() {
         let mut object = json!({"metadata": {"labels": {"a": "1"}}, "spec": {}});
-        let saved = Saved::new(&object, &Places::members(["metadata"]));
+        let saved = Saved::new(
+            &object,
+            &Places::paths([path(&["metadata", "labels", "b"])]),
+        );
         object["metadata"]["labels"]["b"] = json!("2");
         assert!(saved.differs(&object));
-        object["metadata"]["labels"].as_object_mut().unwrap().remove("b");
+        object["metadata"]["labels"]
+            .as_object_mut()
+            .unwrap()
+            .remove("b");
         assert!(!saved.differs(&object));
     }
 
     #[test]
-    fn keeping_all_after_members_gives_the_whole_object_as_it_was() {
-        let mut object = json!({"a": 1, "b": 2});
+    fn keeping_the_root_after_members_gives_the_whole_object_as_it_was() {
+        let mut object = json!({"a": {"b": 1}, "c": 2});
         let before = object.clone();
-        let mut saved = Saved::new(&object, &Places::members(["a", "n"]));
-        object["a"] = json!(10);
+        let mut saved = Saved::new(&object, &Places::paths([path(&["a", "b"]), path(&["n"])]));
+        object["a"]["b"] = json!(10);
         object["n"] = json!("new");
-        saved.keep(&object, &Places::All);
+        saved.keep(&object, &Places::paths([path(&[])]));
         object = json!(["replaced"]);
         assert!(saved.differs(&object));
         saved.restore(&mut object);
@@ -280,33 +366,45 @@ mod tests {
     }
 
     #[test]
-    fn the_patch_of_the_written_members_is_the_whole_diff() {
+    fn the_patch_of_the_written_places_is_the_whole_diff() {
         let from = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "labels": {"a": "1", "gone": "x"}},
             "spec": {"containers": [{"name": "c", "image": "i"}]},
             "a/b": 1, "old~": {"k": true}});
+        let to = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "2", "new": "y"}, "annotations": {"z": "1"}},
+            "spec": {"containers": [{"name": "c", "image": "j"}, {"name": "d"}]},
+            "a/b": 2, "status": {"phase": "Running"}});
+        let written = Places::paths([
+            path(&["metadata", "labels", "a"]),
+            path(&["metadata", "labels", "new"]),
+            path(&["metadata", "labels", "gone"]),
+            path(&["metadata", "annotations", "z"]),
+            path(&["spec", "containers", "0", "image"]),
+            path(&["spec", "containers", "1"]),
+            path(&["a/b"]),
+            path(&["old~", "k"]),
+            path(&["status"]),
+            path(&["unwritten", "x"]),
+        ]);
         let cases = [
-            (json!({"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "p", "labels": {"a": "2", "new": "y"}, "annotations": {"z": "1"}},
-                "spec": {"containers": [{"name": "c", "image": "i"}, {"name": "d"}]},
-                "a/b": 2, "status": {"phase": "Running"}}),
-             Places::members(["metadata", "spec", "a/b", "old~", "status", "unwritten"])),
-            (from.clone(), Places::members(["metadata"])),
-            (json!({"x": 1}), Places::All),
-            (json!([1]), Places::members(["metadata"])),
+            (to.clone(), written.clone()),
+            (to.clone(), Places::paths([path(&[])])),
+            (from.clone(), written.clone()),
+            (json!({"x": 1}), Places::paths([path(&[])])),
+            (json!([1]), written.clone()),
         ];
         for (to, written) in &cases {
-            let whole = (from != *to).then(|| whole_diff(&from, to));
-            assert_eq!(patch(&from, to, written), whole, "to {to}");
+            assert_eq!(patch(&from, to, written), whole(&from, to), "to {to}");
         }
         // Every kind of operation is there: add, replace, remove, nested and escaped.
-        let (to, written) = &cases[0];
-        let ops = patch(&from, to, written).unwrap();
+        let ops = patch(&from, &to, &written).unwrap();
         let text = serde_json::to_string(&ops).unwrap();
         for part in [
             r#"{"op":"add","path":"/metadata/annotations","value":{"z":"1"}}"#,
             r#"{"op":"replace","path":"/metadata/labels/a","value":"2"}"#,
             r#"{"op":"remove","path":"/metadata/labels/gone"}"#,
+            r#"{"op":"replace","path":"/spec/containers/0/image","value":"j"}"#,
             r#"{"op":"add","path":"/spec/containers/1","value":{"name":"d"}}"#,
             r#"{"op":"replace","path":"/a~1b","value":2}"#,
             r#"{"op":"remove","path":"/old~0"}"#,
