@@ -197,6 +197,20 @@ impl LazyJson {
         value.as_ref().unwrap_or(&NULL)
     }
 
+    /// A value of the caller's own, to change: decoded from the text when not decoded yet
+    /// (which leaves the shared value undecoded, to be decoded only if read), else a copy.
+    /// Text that cannot be decoded gives `null`, as for [`LazyJson::get`].
+    pub fn owned(&self) -> Value {
+        if self.value.get().is_none()
+            && let Some(text) = &self.text
+            && let Ok(value) = parse_str(text.get(), MAX_OBJECT_DEPTH)
+        {
+            return value;
+        }
+        // Decoded already, given as a tape, or not decodable (`get` records why).
+        self.get().clone()
+    }
+
     /// The value as CEL reads it: JSON text is read in place, through a [`JsonTape`] built on
     /// first read, unless it was already decoded. Text that cannot be decoded reads as `null`
     /// (as for [`LazyJson::get`]).
@@ -280,5 +294,24 @@ mod tests {
             err.to_string(),
             parse(b"[1] 2", 10).expect_err("the same").to_string()
         );
+    }
+
+    #[test]
+    fn an_owned_value_is_decoded_apart_from_the_shared_one() {
+        let text = |t: &str| LazyJson::text(RawValue::from_string(t.to_string()).expect("JSON"));
+        let lazy = text(r#"{"a": [1, 2], "b": 18446744073709551615}"#);
+        let want = serde_json::json!({"a": [1, 2], "b": 18446744073709551615u64});
+        assert_eq!(lazy.owned(), want);
+        assert!(!lazy.is_decoded(), "the shared value is left undecoded");
+        assert_eq!(lazy.get(), &want);
+        // Once the shared one is decoded, a copy of it.
+        assert_eq!(lazy.owned(), want);
+        // Text that cannot be decoded gives null, and says why, as reading it does.
+        let bad = text("[1e400]");
+        assert_eq!(bad.owned(), Value::Null);
+        let read = text("[1e400]");
+        assert_eq!(read.get(), &Value::Null);
+        assert!(bad.error().is_some_and(|e| e.contains("number out of range")));
+        assert_eq!(bad.error(), read.error());
     }
 }

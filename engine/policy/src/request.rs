@@ -121,6 +121,13 @@ impl<'a> Object<'a> {
             Object::Lazy(lazy) => lazy.cel(),
         }
     }
+
+    fn owned(self) -> Value {
+        match self {
+            Object::Decoded(v) => v.clone(),
+            Object::Lazy(lazy) => lazy.owned(),
+        }
+    }
 }
 
 static NULL: Value = Value::Null;
@@ -135,6 +142,12 @@ impl<'a> Request<'a> {
     /// The new object; JSON null for DELETE. Decoded on first read when received as text.
     pub fn object(&self) -> &'a Value {
         self.object.get()
+    }
+
+    /// The new object as a value of the caller's own, to change: when received as text and
+    /// not read yet, decoded into it without decoding the shared one (see [`LazyJson::owned`]).
+    pub fn object_owned(&self) -> Value {
+        self.object.owned()
     }
 
     /// The old object; JSON null for CREATE. Decoded on first read when received as text.

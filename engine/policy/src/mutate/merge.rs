@@ -464,7 +464,7 @@ mod tests {
 
     use super::{merge, merge_into};
     use crate::mutate::apply::tests::{pod, pod_schema};
-    use crate::mutate::touched::{Saved, Writes, patch};
+    use crate::mutate::touched::{Saved, Writes};
     use crate::mutate::typed::{Ty, Within, join_errors, validate};
 
     /// Merging in place gives what merging into a new value gives, for objects that fit the
@@ -524,7 +524,7 @@ mod tests {
                         let whole_diff = json_patch::diff(object, &in_place);
                         let whole_diff = (!whole_diff.0.is_empty())
                             .then(|| serde_json::to_value(&whole_diff.0).unwrap());
-                        let written = patch(object, &in_place, &writes.run).map(Value::Array);
+                        let written = writes.original.patch(&in_place).map(Value::Array);
                         assert_eq!(written, whole_diff, "{config} into {object}");
                         let saved = writes.invocation.take().unwrap();
                         assert_eq!(saved.differs(&in_place), changed, "{config} into {object}");

@@ -172,18 +172,21 @@ pub fn mutate<'p>(
     let mut out = MutationOutcome::default();
     let mut policies = policies.into_iter().peekable();
     // With no candidate the object is not read (nor decoded, when received as text).
-    if policies.peek().is_none()
-        || exempt(req)
-        || req.operation == Operation::Delete
-        || req.object().is_null()
-    {
+    if policies.peek().is_none() || exempt(req) || req.operation == Operation::Delete {
+        return out;
+    }
+    // The run's own object, decoded apart from the request's: the request's is decoded only if
+    // something reads it (an object selector), since the response's patch is worked out from
+    // the places the run wrote, kept as the request had them.
+    let object = req.object_owned();
+    if object.is_null() {
         return out;
     }
     let mut run = Run {
         req,
         ctx,
         schemas,
-        object: req.object().clone(),
+        object,
         fit: Fit::Unknown,
         declared: false,
         writes: Writes::default(),
@@ -227,7 +230,7 @@ pub fn mutate<'p>(
             code: 403,
         });
     }
-    if let Some(patch) = touched::patch(req.object(), &run.object, &run.writes.run) {
+    if let Some(patch) = run.writes.original.patch(&run.object) {
         out.patch = patch;
         out.object = Some(run.object);
     }

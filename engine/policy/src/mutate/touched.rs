@@ -1,7 +1,7 @@
-//! The places of the object that patches write, so that the work after a patch looks at
-//! those places alone: an invocation keeps them as it found them (to tell whether it changed
-//! the object, or to undo a patch that failed half-way), and the response's patch is the diff
-//! of the places the run wrote.
+//! The places of the object that patches write, kept as they were before the first write, so
+//! that the work after a patch looks at those places alone: an invocation keeps them as it
+//! found them (to tell whether it changed the object, or to undo a patch that failed
+//! half-way), and the run keeps them as the request had them, for the response's patch.
 //!
 //! A place is a path of member names from the root. Read against an object, it ends at the
 //! first value on the way that is not a JSON object (a list is kept, compared and diffed
@@ -44,20 +44,13 @@ impl Places {
             self.0.push(path);
         }
     }
-
-    /// Adds the places of `other`.
-    pub(super) fn join(&mut self, other: &Places) {
-        for path in &other.0 {
-            self.add(path.clone());
-        }
-    }
 }
 
 /// What a run keeps of the places patches write, told before each write.
 #[derive(Debug, Default)]
 pub(super) struct Writes {
-    /// Every place written in the run.
-    pub(super) run: Places,
+    /// Every place written in the run, as the request had it.
+    pub(super) original: Saved,
     /// The places the current invocation wrote, as it found them, when it is tracked.
     pub(super) invocation: Option<Saved>,
 }
@@ -65,7 +58,7 @@ pub(super) struct Writes {
 impl Writes {
     /// `places` of `object` are about to be written.
     pub(super) fn before(&mut self, object: &Value, places: &Places) {
-        self.run.join(places);
+        self.original.keep(object, places);
         if let Some(saved) = &mut self.invocation {
             saved.keep(object, places);
         }
@@ -175,60 +168,67 @@ fn set_at(object: &mut Value, place: &[String], value: Option<Value>) {
     }
 }
 
-/// The RFC 6902 operations from `from` to `to`, when they differ, where `to` is `from` with
-/// `written` written: the same operations as a diff of the whole objects, computed over the
-/// written places alone.
-pub(super) fn patch(from: &Value, to: &Value, written: &Places) -> Option<Vec<Value>> {
-    let paths: Vec<&[String]> = written.0.iter().map(Vec::as_slice).collect();
-    let mut ops = Vec::new();
-    diff_within(from, to, &paths, &mut String::new(), &mut ops);
-    (!ops.is_empty()).then_some(ops)
+impl Saved {
+    /// The RFC 6902 operations from the object as kept to `object`, when they differ: the
+    /// operations a diff of the whole objects gives, where only the kept places were written.
+    pub(super) fn patch(&self, object: &Value) -> Option<Vec<Value>> {
+        let kept: Vec<(&[String], Option<&Value>)> = self
+            .0
+            .iter()
+            .map(|(place, value)| (place.as_slice(), value.as_ref()))
+            .collect();
+        let mut ops = Vec::new();
+        diff_kept(Some(object), &kept, &mut String::new(), &mut ops);
+        (!ops.is_empty()).then_some(ops)
+    }
 }
 
-/// Appends the diff of `from` and `to` (at pointer `at`) within `paths`, as a diff of the whole
-/// objects orders it: each member of `to` in key order (added, or diffed with the old one),
-/// then each member `to` no longer has, in key order.
-fn diff_within(
-    from: &Value,
-    to: &Value,
-    paths: &[&[String]],
+/// Appends the diff, at pointer `at`, from the value as kept (the places in `kept`, relative
+/// to here; none inside another) to `now`, in the order a diff of the whole values gives:
+/// each member of `now` in key order (added, or diffed with the old one), then each member
+/// it no longer has, in key order. Outside the kept places the value is as it was, so above
+/// them both are the same objects.
+fn diff_kept(
+    now: Option<&Value>,
+    kept: &[(&[String], Option<&Value>)],
     at: &mut String,
     ops: &mut Vec<Value>,
 ) {
-    let (Value::Object(f), Value::Object(t)) = (from, to) else {
-        return whole_diff(from, to, at, ops);
-    };
-    if paths.iter().any(|p| p.is_empty()) {
-        return whole_diff(from, to, at, ops);
+    if let [([], old)] = kept {
+        match (old, now) {
+            (Some(old), Some(now)) => whole_diff(old, now, at, ops),
+            (None, Some(now)) => {
+                ops.push(serde_json::json!({"op": "add", "path": at.as_str(), "value": now}))
+            }
+            (Some(_), None) => ops.push(serde_json::json!({"op": "remove", "path": at.as_str()})),
+            (None, None) => {}
+        }
+        return;
     }
-    let mut keys: Vec<&str> = paths
+    let Some(Value::Object(map)) = now else {
+        return;
+    };
+    let mut keys: Vec<&str> = kept
         .iter()
-        .filter_map(|p| p.first().map(String::as_str))
+        .filter_map(|(place, _)| place.first().map(String::as_str))
         .collect();
     keys.sort_unstable();
     keys.dedup();
-    for &key in &keys {
-        let Some(new) = t.get(key) else { continue };
-        let len = at.len();
-        push_token(at, key);
-        match f.get(key) {
-            None => ops.push(serde_json::json!({"op": "add", "path": at.as_str(), "value": new})),
-            Some(old) => {
-                let below: Vec<&[String]> = paths
-                    .iter()
-                    .filter(|p| p.first().is_some_and(|k| k == key))
-                    .map(|p| &p[1..])
-                    .collect();
-                diff_within(old, new, &below, at, ops);
+    let below = |key: &str| -> Vec<(&[String], Option<&Value>)> {
+        kept.iter()
+            .filter(|(place, _)| place.first().is_some_and(|k| k == key))
+            .map(|&(place, value)| (&place[1..], value))
+            .collect()
+    };
+    for removed in [false, true] {
+        for &key in &keys {
+            let member = map.get(key);
+            if member.is_none() != removed {
+                continue;
             }
-        }
-        at.truncate(len);
-    }
-    for &key in &keys {
-        if f.contains_key(key) && !t.contains_key(key) {
             let len = at.len();
             push_token(at, key);
-            ops.push(serde_json::json!({"op": "remove", "path": at.as_str()}));
+            diff_kept(member, &below(key), at, ops);
             at.truncate(len);
         }
     }
@@ -366,15 +366,11 @@ mod tests {
     }
 
     #[test]
-    fn the_patch_of_the_written_places_is_the_whole_diff() {
+    fn the_patch_of_the_kept_places_is_the_whole_diff() {
         let from = json!({"apiVersion": "v1", "kind": "Pod",
             "metadata": {"name": "p", "labels": {"a": "1", "gone": "x"}},
             "spec": {"containers": [{"name": "c", "image": "i"}]},
             "a/b": 1, "old~": {"k": true}});
-        let to = json!({"apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "p", "labels": {"a": "2", "new": "y"}, "annotations": {"z": "1"}},
-            "spec": {"containers": [{"name": "c", "image": "j"}, {"name": "d"}]},
-            "a/b": 2, "status": {"phase": "Running"}});
         let written = Places::paths([
             path(&["metadata", "labels", "a"]),
             path(&["metadata", "labels", "new"]),
@@ -383,22 +379,24 @@ mod tests {
             path(&["spec", "containers", "0", "image"]),
             path(&["spec", "containers", "1"]),
             path(&["a/b"]),
-            path(&["old~", "k"]),
+            path(&["old~"]),
             path(&["status"]),
             path(&["unwritten", "x"]),
         ]);
-        let cases = [
-            (to.clone(), written.clone()),
-            (to.clone(), Places::paths([path(&[])])),
-            (from.clone(), written.clone()),
-            (json!({"x": 1}), Places::paths([path(&[])])),
-            (json!([1]), written.clone()),
-        ];
-        for (to, written) in &cases {
-            assert_eq!(patch(&from, to, written), whole(&from, to), "to {to}");
+        let kept = Saved::new(&from, &written);
+        let to = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "2", "new": "y"}, "annotations": {"z": "1"}},
+            "spec": {"containers": [{"name": "c", "image": "j"}, {"name": "d"}]},
+            "a/b": 2, "status": {"phase": "Running"}});
+        let ops = kept.patch(&to);
+        assert_eq!(ops, whole(&from, &to));
+        assert_eq!(kept.patch(&from), None);
+        // The root written: any object.
+        let root = Saved::new(&from, &Places::paths([path(&[])]));
+        for to in [json!({"x": 1}), json!([1]), from.clone()] {
+            assert_eq!(root.patch(&to), whole(&from, &to), "to {to}");
         }
         // Every kind of operation is there: add, replace, remove, nested and escaped.
-        let ops = patch(&from, &to, &written).unwrap();
         let text = serde_json::to_string(&ops).unwrap();
         for part in [
             r#"{"op":"add","path":"/metadata/annotations","value":{"z":"1"}}"#,
