@@ -311,7 +311,10 @@ mod tests {
         assert_eq!(bad.owned(), Value::Null);
         let read = text("[1e400]");
         assert_eq!(read.get(), &Value::Null);
-        assert!(bad.error().is_some_and(|e| e.contains("number out of range")));
+        assert!(
+            bad.error()
+                .is_some_and(|e| e.contains("number out of range"))
+        );
         assert_eq!(bad.error(), read.error());
     }
 }

@@ -12,18 +12,15 @@ use serde_json::Value;
 /// A path of member names (unescaped) from the root; empty: the whole object.
 type Path = Vec<String>;
 
-/// Where patches write in the object.
+/// Where patches write in the object (a place may be named twice: keeping it again is a
+/// no-op).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct Places(Vec<Path>);
 
 impl Places {
     /// The places of these paths.
     pub(super) fn paths(paths: impl IntoIterator<Item = Path>) -> Self {
-        let mut places = Places::default();
-        for path in paths {
-            places.add(path);
-        }
-        places
+        Places(paths.into_iter().collect())
     }
 
     /// The places JSON Pointers write at, as the patch library reads them (tokens after the
@@ -37,12 +34,6 @@ impl Places {
                     None => Vec::new(),
                 }),
         )
-    }
-
-    fn add(&mut self, path: Path) {
-        if !self.0.contains(&path) {
-            self.0.push(path);
-        }
     }
 }
 
@@ -172,11 +163,13 @@ impl Saved {
     /// The RFC 6902 operations from the object as kept to `object`, when they differ: the
     /// operations a diff of the whole objects gives, where only the kept places were written.
     pub(super) fn patch(&self, object: &Value) -> Option<Vec<Value>> {
-        let kept: Vec<(&[String], Option<&Value>)> = self
+        let mut kept: Vec<(&[String], Option<&Value>)> = self
             .0
             .iter()
             .map(|(place, value)| (place.as_slice(), value.as_ref()))
             .collect();
+        // By path: the places below each member are together, members in key order.
+        kept.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut ops = Vec::new();
         diff_kept(Some(object), &kept, &mut String::new(), &mut ops);
         (!ops.is_empty()).then_some(ops)
@@ -184,10 +177,10 @@ impl Saved {
 }
 
 /// Appends the diff, at pointer `at`, from the value as kept (the places in `kept`, relative
-/// to here; none inside another) to `now`, in the order a diff of the whole values gives:
-/// each member of `now` in key order (added, or diffed with the old one), then each member
-/// it no longer has, in key order. Outside the kept places the value is as it was, so above
-/// them both are the same objects.
+/// to here, sorted; none inside another) to `now`, in the order a diff of the whole values
+/// gives: each member of `now` in key order (added, or diffed with the old one), then each
+/// member it no longer has, in key order. Outside the kept places the value is as it was, so
+/// above them both are the same objects.
 fn diff_kept(
     now: Option<&Value>,
     kept: &[(&[String], Option<&Value>)],
@@ -198,7 +191,7 @@ fn diff_kept(
         match (old, now) {
             (Some(old), Some(now)) => whole_diff(old, now, at, ops),
             (None, Some(now)) => {
-                ops.push(serde_json::json!({"op": "add", "path": at.as_str(), "value": now}))
+                ops.push(serde_json::json!({"op": "add", "path": at.as_str(), "value": now}));
             }
             (Some(_), None) => ops.push(serde_json::json!({"op": "remove", "path": at.as_str()})),
             (None, None) => {}
@@ -208,27 +201,30 @@ fn diff_kept(
     let Some(Value::Object(map)) = now else {
         return;
     };
-    let mut keys: Vec<&str> = kept
-        .iter()
-        .filter_map(|(place, _)| place.first().map(String::as_str))
-        .collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let below = |key: &str| -> Vec<(&[String], Option<&Value>)> {
-        kept.iter()
-            .filter(|(place, _)| place.first().is_some_and(|k| k == key))
-            .map(|&(place, value)| (&place[1..], value))
-            .collect()
-    };
     for removed in [false, true] {
-        for &key in &keys {
+        let mut rest = kept;
+        while let Some((first, _)) = rest.first() {
+            let Some(key) = first.first() else {
+                rest = &rest[1..];
+                continue;
+            };
+            let n = rest
+                .iter()
+                .take_while(|(place, _)| place.first() == Some(key))
+                .count();
+            let (group, tail) = rest.split_at(n);
+            rest = tail;
             let member = map.get(key);
             if member.is_none() != removed {
                 continue;
             }
+            let below: Vec<(&[String], Option<&Value>)> = group
+                .iter()
+                .map(|&(place, value)| (&place[1..], value))
+                .collect();
             let len = at.len();
             push_token(at, key);
-            diff_kept(member, &below(key), at, ops);
+            diff_kept(member, &below, at, ops);
             at.truncate(len);
         }
     }
@@ -284,16 +280,11 @@ mod tests {
     #[test]
     fn pointers_give_their_tokens_unescaped_and_the_root_is_all() {
         assert_eq!(
-            Places::of_pointers([
-                "/metadata/labels/a",
-                "/a~1b~0c/x",
-                "/metadata/labels/a",
-                "",
-                "x"
-            ]),
+            Places::of_pointers(["/metadata/labels/a", "/a~1b~0c/x", "", "x"]),
             Places::paths([
                 path(&["metadata", "labels", "a"]),
                 path(&["a/b~c", "x"]),
+                path(&[]),
                 path(&[]),
             ])
         );
