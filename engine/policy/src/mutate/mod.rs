@@ -194,11 +194,13 @@ pub fn mutate<'p>(
         checks: Vec::new(),
         invocations: Vec::new(),
     };
-    // The object as each `IfNeeded` policy found it, for the reinvocation below.
-    let mut found: Vec<(&BoundMutatingPolicy, Value)> = Vec::new();
+    // The `IfNeeded` policies, for the reinvocation below; the run keeps what each one found
+    // where it is written after (`Writes::since`).
+    let mut found: Vec<&BoundMutatingPolicy> = Vec::new();
     for bound in policies {
         if bound.policy.spec.reinvocation_policy == ReinvocationPolicy::IfNeeded {
-            found.push((bound, run.object.clone()));
+            found.push(bound);
+            run.writes.since.push(Saved::default());
         }
         if let Err(Immediate(denial)) = run.policy_guarded(bound) {
             out.denial = Some(denial);
@@ -210,8 +212,13 @@ pub fn mutate<'p>(
     // Reinvocation as kube-apiserver does it for its in-tree policies: once every policy
     // ran, an `IfNeeded` policy runs once more, in order, when the object changed after
     // it was first given it (by itself or by a later policy).
-    for (bound, before) in &found {
-        if run.object == *before {
+    for (i, bound) in found.into_iter().enumerate() {
+        if !run
+            .writes
+            .since
+            .get(i)
+            .is_some_and(|s| s.differs(&run.object))
+        {
             continue;
         }
         if let Err(Immediate(denial)) = run.policy_guarded(bound) {

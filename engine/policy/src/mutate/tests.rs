@@ -470,4 +470,24 @@ fn an_if_needed_policy_runs_again_when_the_object_changed_after_it_was_invoked()
     assert_eq!(object["metadata"]["labels"]["count"], json!("x"));
     let order: Vec<&str> = out.invocations.iter().map(|i| &*i.policy).collect();
     assert_eq!(order, ["a", "b", "a"]);
+
+    // Nothing changed after the IfNeeded policy was given the object (a later policy wrote a
+    // label back as it was): it does not run again.
+    let same = |name: &str, reinvocation| {
+        let mut p = policy(
+            name,
+            vec![apply_config(
+                "Object{metadata: Object.metadata{labels: {'app': object.metadata.labels.app}}}",
+            )],
+        );
+        p.reinvocation_policy = reinvocation;
+        p
+    };
+    let out = run(&[
+        upstream(same("a", ReinvocationPolicy::IfNeeded)),
+        upstream(same("b", ReinvocationPolicy::Never)),
+    ]);
+    assert!(out.object.is_none(), "{out:?}");
+    let order: Vec<&str> = out.invocations.iter().map(|i| &*i.policy).collect();
+    assert_eq!(order, ["a", "b"]);
 }

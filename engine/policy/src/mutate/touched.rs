@@ -1,7 +1,8 @@
 //! The places of the object that patches write, kept as they were before the first write, so
 //! that the work after a patch looks at those places alone: an invocation keeps them as it
 //! found them (to tell whether it changed the object, or to undo a patch that failed
-//! half-way), and the run keeps them as the request had them, for the response's patch.
+//! half-way), the run as the request had them (for the response's patch) and as each policy
+//! that may run again found them (to tell whether it must).
 //!
 //! A place is a path of member names from the root. Read against an object, it ends at the
 //! first value on the way that is not a JSON object (a list is kept, compared and diffed
@@ -44,13 +45,16 @@ pub(super) struct Writes {
     pub(super) original: Saved,
     /// The places the current invocation wrote, as it found them, when it is tracked.
     pub(super) invocation: Option<Saved>,
+    /// The places written since each `IfNeeded` policy was first given the object, as it
+    /// found them (in the order the policies ran).
+    pub(super) since: Vec<Saved>,
 }
 
 impl Writes {
     /// `places` of `object` are about to be written.
     pub(super) fn before(&mut self, object: &Value, places: &Places) {
         self.original.keep(object, places);
-        if let Some(saved) = &mut self.invocation {
+        for saved in self.invocation.iter_mut().chain(&mut self.since) {
             saved.keep(object, places);
         }
     }
