@@ -10,7 +10,6 @@ pub mod declarations;
 mod evaluation;
 mod index;
 pub mod json_text;
-mod match_conditions;
 pub mod matching;
 pub mod model;
 pub mod mutate;

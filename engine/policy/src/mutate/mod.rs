@@ -28,13 +28,13 @@ use celgate_cel::{EvalError, RUNTIME_BUDGET};
 use serde_json::Value;
 
 use crate::evaluation::{Batch, Evaluation, namespace_object};
-use crate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use crate::matching;
 use crate::model::{FailurePolicy, MutatingBindingSpec, ReinvocationPolicy};
 use crate::params::{self, Collected, ParamKindState};
 use crate::request::{Operation, Request};
 use crate::schema::{Gvk, Schema};
 use crate::validate::exempt::exempt;
+use crate::validate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use crate::validate::{Context, Denial, ErrorType};
 use touched::{Places, Saved, Writes};
 use typed::{Fit, Within, Written};

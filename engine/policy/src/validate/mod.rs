@@ -10,6 +10,7 @@
 mod audit_annotations;
 mod enforcement;
 pub(crate) mod exempt;
+pub(crate) mod match_conditions;
 mod outcome;
 #[cfg(test)]
 pub(crate) mod test_policies;
@@ -34,9 +35,9 @@ pub use outcome::{Check, CheckError, Denial, ErrorType, Outcome, VALIDATION_FAIL
 pub use validations::MAX_MESSAGE_EXPRESSION_BYTES;
 
 use crate::evaluation::{Evaluation, namespace_object};
-use crate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use audit_annotations::evaluate_audit_annotations;
 use enforcement::route_decision;
+use match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use outcome::{deny_first, policy_message};
 use trace::{Skip, Trace};
 use validations::evaluate_validations;
