@@ -6,6 +6,8 @@
 //! (the caller then leaves the object unchanged). The `json-patch` crate follows the RFC
 //! instead, with its own texts, so it is used only to compute response patches.
 
+use std::borrow::Cow;
+
 use serde_json::{Map, Value};
 
 /// One operation: `op`, `path`, `from` (when non-empty) and `value` (when given).
@@ -66,7 +68,10 @@ fn failed(s: String) -> PatchError {
 }
 
 /// A pointer token unescaped (`~1` → `/`, `~0` → `~`, left to right).
-pub(super) fn decode(token: &str) -> String {
+pub(super) fn decode(token: &str) -> Cow<'_, str> {
+    if !token.contains('~') {
+        return Cow::Borrowed(token);
+    }
     let mut out = String::with_capacity(token.len());
     let mut chars = token.chars().peekable();
     while let Some(c) = chars.next() {
@@ -87,7 +92,7 @@ pub(super) fn decode(token: &str) -> String {
         }
         out.push(c);
     }
-    out
+    Cow::Owned(out)
 }
 
 /// Go's `strconv.Atoi`.
@@ -139,7 +144,7 @@ fn find<'d>(doc: &'d mut Value, path: &str) -> Option<(&'d mut Value, String)> {
         }
         cur = next;
     }
-    Some((cur, decode(tokens[tokens.len() - 1])))
+    Some((cur, decode(tokens[tokens.len() - 1]).into_owned()))
 }
 
 /// The member or item `key` of a container: `Ok(None)` for an absent member (or one holding

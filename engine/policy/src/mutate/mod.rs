@@ -148,6 +148,8 @@ struct Run<'r> {
     req: &'r Request<'r>,
     ctx: &'r Context<'r>,
     schemas: &'r dyn KindSchemas,
+    /// The schema of the request's kind, once looked up.
+    kind: Option<Option<&'r KindSchema>>,
     object: Value,
     /// What is known of whether `object` fits its kind's schema (checked by an apply
     /// configuration where not known, kept by merges, narrowed by JSON patches).
@@ -186,6 +188,7 @@ pub fn mutate<'p>(
         req,
         ctx,
         schemas,
+        kind: None,
         object,
         fit: Fit::Unknown,
         declared: false,
@@ -472,12 +475,17 @@ impl Run<'_> {
         namespace_object: &Value,
         param: Option<&Value>,
     ) -> Result<Result<bool, String>, Immediate> {
-        let gvk = Gvk::new(
-            self.req.kind.group,
-            self.req.kind.version,
-            self.req.kind.name,
-        );
-        let Some(kind) = self.schemas.schema(&gvk) else {
+        let gvk = || {
+            Gvk::new(
+                self.req.kind.group,
+                self.req.kind.version,
+                self.req.kind.name,
+            )
+        };
+        let schemas = self.schemas;
+        let kind = *self.kind.get_or_insert_with(|| schemas.schema(&gvk()));
+        let Some(kind) = kind else {
+            let gvk = gvk();
             return Err(Immediate::new(
                 503,
                 "ServiceUnavailable",

@@ -8,6 +8,9 @@
 //! first value on the way that is not a JSON object (a list is kept, compared and diffed
 //! whole: an item added or removed moves the others) or at the first absent member.
 
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
 use serde_json::Value;
 
 /// A path of member names (unescaped) from the root; empty: the whole object.
@@ -27,14 +30,15 @@ impl Places {
     /// The places JSON Pointers write at, as the patch library reads them (tokens after the
     /// first `/`, unescaped); a pointer not starting with `/` is read as the root.
     pub(super) fn of_pointers<'p>(pointers: impl IntoIterator<Item = &'p str>) -> Self {
-        Places::paths(
-            pointers
-                .into_iter()
-                .map(|pointer| match pointer.strip_prefix('/') {
-                    Some(rest) => rest.split('/').map(super::json_patch::decode).collect(),
-                    None => Vec::new(),
-                }),
-        )
+        Places::paths(pointers.into_iter().map(|pointer| {
+            match pointer.strip_prefix('/') {
+                Some(rest) => rest
+                    .split('/')
+                    .map(|t| super::json_patch::decode(t).into_owned())
+                    .collect(),
+                None => Vec::new(),
+            }
+        }))
     }
 }
 
@@ -61,9 +65,9 @@ impl Writes {
 }
 
 /// Places of the object as they were at some point (`None`: absent), none of them inside
-/// another.
+/// another, by path (so the places inside one follow it).
 #[derive(Clone, Debug, Default)]
-pub(super) struct Saved(Vec<(Path, Option<Value>)>);
+pub(super) struct Saved(BTreeMap<Path, Option<Value>>);
 
 impl Saved {
     /// `places` of `object` as they are now.
@@ -79,23 +83,23 @@ impl Saved {
     pub(super) fn keep(&mut self, object: &Value, places: &Places) {
         for path in &places.0 {
             let (place, value) = resolve(object, path);
-            if self.0.iter().any(|(kept, _)| place.starts_with(kept)) {
+            if (0..=place.len()).any(|i| self.0.contains_key(&place[..i])) {
                 continue;
             }
             let mut value = value.cloned();
             // Places kept inside this one go back into it: they were written since.
-            let mut i = 0;
-            while i < self.0.len() {
-                if self.0[i].0.starts_with(place) {
-                    let (inner, old) = self.0.swap_remove(i);
-                    if let Some(value) = &mut value {
-                        set_at(value, &inner[place.len()..], old);
-                    }
-                } else {
-                    i += 1;
+            let inner: Vec<Path> = self
+                .0
+                .range::<[String], _>((Bound::Excluded(place), Bound::Unbounded))
+                .take_while(|(kept, _)| kept.starts_with(place))
+                .map(|(kept, _)| kept.clone())
+                .collect();
+            for kept in inner {
+                if let (Some(value), Some(old)) = (&mut value, self.0.remove(&kept)) {
+                    set_at(value, &kept[place.len()..], old);
                 }
             }
-            self.0.push((place.to_vec(), value));
+            self.0.insert(place.to_vec(), value);
         }
     }
 
@@ -167,13 +171,12 @@ impl Saved {
     /// The RFC 6902 operations from the object as kept to `object`, when they differ: the
     /// operations a diff of the whole objects gives, where only the kept places were written.
     pub(super) fn patch(&self, object: &Value) -> Option<Vec<Value>> {
-        let mut kept: Vec<(&[String], Option<&Value>)> = self
+        // By path: the places below each member are together, members in key order.
+        let kept: Vec<(&[String], Option<&Value>)> = self
             .0
             .iter()
             .map(|(place, value)| (place.as_slice(), value.as_ref()))
             .collect();
-        // By path: the places below each member are together, members in key order.
-        kept.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let mut ops = Vec::new();
         diff_kept(Some(object), &kept, &mut String::new(), &mut ops);
         (!ops.is_empty()).then_some(ops)

@@ -241,7 +241,7 @@ impl Written {
         self.0.extend(pointers.into_iter().map(|p| {
             p.split('/')
                 .skip(1)
-                .map(super::json_patch::decode)
+                .map(|t| super::json_patch::decode(t).into_owned())
                 .collect()
         }));
     }
