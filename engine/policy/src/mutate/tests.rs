@@ -425,16 +425,19 @@ fn mutating_twice_gives_the_same_object() {
 #[test]
 fn an_if_needed_policy_runs_again_when_the_object_changed_after_it_was_invoked() {
     use crate::model::ReinvocationPolicy;
-    // Appends "x" to a label: not idempotent, so every run shows.
-    let append = |name: &str, reinvocation| {
-        let mut p = policy(
-            name,
-            vec![apply_config(
-                "Object{metadata: Object.metadata{labels: {'count': ('count' in object.metadata.labels ? object.metadata.labels['count'] : '') + 'x'}}}",
-            )],
-        );
+    // A policy of one apply configuration.
+    let applying = |name: &str, config: &str, reinvocation| {
+        let mut p = policy(name, vec![apply_config(config)]);
         p.reinvocation_policy = reinvocation;
         p
+    };
+    // Appends "x" to a label: not idempotent, so every run shows.
+    let append = |name: &str, reinvocation| {
+        applying(
+            name,
+            "Object{metadata: Object.metadata{labels: {'count': ('count' in object.metadata.labels ? object.metadata.labels['count'] : '') + 'x'}}}",
+            reinvocation,
+        )
     };
     let count = |out: &MutationOutcome| {
         out.object
@@ -454,13 +457,11 @@ fn an_if_needed_policy_runs_again_when_the_object_changed_after_it_was_invoked()
 
     // An IfNeeded policy that changes nothing, followed by one that changes the object: the
     // first runs again (and sees the change); the second, Never, does not.
-    let mut reader = policy(
+    let reader = applying(
         "a",
-        vec![apply_config(
-            "Object{metadata: Object.metadata{labels: {'seen': 'count' in object.metadata.labels ? 'yes' : 'no'}}}",
-        )],
+        "Object{metadata: Object.metadata{labels: {'seen': 'count' in object.metadata.labels ? 'yes' : 'no'}}}",
+        ReinvocationPolicy::IfNeeded,
     );
-    reader.reinvocation_policy = ReinvocationPolicy::IfNeeded;
     let out = run(&[
         upstream(reader),
         upstream(append("b", ReinvocationPolicy::Never)),
@@ -474,14 +475,11 @@ fn an_if_needed_policy_runs_again_when_the_object_changed_after_it_was_invoked()
     // Nothing changed after the IfNeeded policy was given the object (a later policy wrote a
     // label back as it was): it does not run again.
     let same = |name: &str, reinvocation| {
-        let mut p = policy(
+        applying(
             name,
-            vec![apply_config(
-                "Object{metadata: Object.metadata{labels: {'app': object.metadata.labels.app}}}",
-            )],
-        );
-        p.reinvocation_policy = reinvocation;
-        p
+            "Object{metadata: Object.metadata{labels: {'app': object.metadata.labels.app}}}",
+            reinvocation,
+        )
     };
     let out = run(&[
         upstream(same("a", ReinvocationPolicy::IfNeeded)),
