@@ -7,8 +7,8 @@
 //! CEL result as a patch, `typed` the kind's schema as server-side apply sees it (and the
 //! checks of an apply configuration), `merge` server-side apply's merge, `apply` the two put
 //! together with upstream's errors, `json_patch` RFC 6902 as kube-apiserver's library applies
-//! it, `touched` the top-level members patches write (kept to compare or undo, and diffed
-//! for the response); this module runs the policy, binding, param and mutation loops.
+//! it, `touched` the places patches write (kept as they were, to compare, undo and diff for
+//! the response); this module runs the policy, binding, param and mutation loops.
 
 mod apply;
 mod compile;
