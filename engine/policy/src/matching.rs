@@ -155,6 +155,14 @@ fn namespace_matches(
     selector_matches(selector, labels)
 }
 
+/// Whether matching `criteria` may read the request's object: an object selector, or a
+/// namespace selector on a request for a namespace (whose own labels it reads).
+pub(crate) fn may_read_object(criteria: &MatchResources, req: &Request<'_>) -> bool {
+    let set = |s: &LabelSelector| !(s.match_labels.is_empty() && s.match_expressions.is_empty());
+    set(&criteria.object_selector)
+        || (req.resource.name == "namespaces" && set(&criteria.namespace_selector))
+}
+
 fn object_matches(selector: &LabelSelector, req: &Request<'_>) -> Result<bool, MatchError> {
     if selector.match_labels.is_empty() && selector.match_expressions.is_empty() {
         return Ok(true);
@@ -289,6 +297,44 @@ mod tests {
         assert_eq!(check(&c, &review("deployments", "", "ns")), Ok(true));
         c.exclude_resource_rules = vec![rule(&["*"], &["apps"], &["deployments"])];
         assert_eq!(check(&c, &review("deployments", "", "ns")), Ok(false));
+    }
+
+    #[test]
+    fn matching_reads_the_object_only_where_may_read_object_says() {
+        let selector = || LabelSelector {
+            match_labels: BTreeMap::from([("app".into(), "web".into())]),
+            ..Default::default()
+        };
+        let all = MatchResources {
+            resource_rules: vec![rule(&["*"], &["*"], &["*"])],
+            ..Default::default()
+        };
+        let by_object = MatchResources {
+            object_selector: selector(),
+            ..all.clone()
+        };
+        let by_namespace = MatchResources {
+            namespace_selector: selector(),
+            ..all.clone()
+        };
+        let namespace = json!({"uid": "u", "operation": "CREATE", "name": "web",
+            "kind": {"group": "", "version": "v1", "kind": "Namespace"},
+            "resource": {"group": "", "version": "v1", "resource": "namespaces"},
+            "object": {"metadata": {"name": "web", "labels": {"app": "web"}}}});
+        let cases = [
+            (&all, review("deployments", "", "ns"), false),
+            (&by_object, review("deployments", "", "ns"), true),
+            (&by_namespace, review("deployments", "", "ns"), false),
+            (&by_namespace, namespace, true),
+        ];
+        for (criteria, raw, reads) in cases {
+            let received: crate::received::ReceivedRequest =
+                serde_json::from_str(&raw.to_string()).expect("a request");
+            let req = received.request().expect("valid");
+            assert_eq!(may_read_object(criteria, &req), reads, "{raw}");
+            let _ = matches(criteria, &req, &NoNamespaces);
+            assert_eq!(received.object_read_with_request(), reads, "{raw}");
+        }
     }
 
     #[test]

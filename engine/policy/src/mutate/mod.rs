@@ -172,15 +172,25 @@ pub fn mutate<'p>(
     schemas: &dyn KindSchemas,
 ) -> MutationOutcome {
     let mut out = MutationOutcome::default();
-    let mut policies = policies.into_iter().peekable();
+    let policies: Vec<&BoundMutatingPolicy> = policies.into_iter().collect();
     // With no candidate the object is not read (nor decoded, when received as text).
-    if policies.peek().is_none() || exempt(req) || req.operation == Operation::Delete {
+    if policies.is_empty() || exempt(req) || req.operation == Operation::Delete {
         return out;
     }
-    // The run's own object, decoded apart from the request's: the request's is decoded only if
-    // something reads it (an object selector), since the response's patch is worked out from
-    // the places the run wrote, kept as the request had them.
-    let object = req.object_owned();
+    // The run's own object. The response's patch is worked out from the places the run
+    // writes, kept as the request had them, so the request's object is needed only where
+    // matching reads it: then it is decoded and copied; else the run decodes its own.
+    let matching_reads_object = policies.iter().any(|bound| {
+        let bindings = bound.bindings.iter();
+        (bound.policy.spec.match_constraints.iter())
+            .chain(bindings.filter_map(|b| b.match_resources.as_ref()))
+            .any(|criteria| matching::may_read_object(criteria, req))
+    });
+    let object = if matching_reads_object {
+        req.object().clone()
+    } else {
+        req.object_owned()
+    };
     if object.is_null() {
         return out;
     }

@@ -489,3 +489,48 @@ fn an_if_needed_policy_runs_again_when_the_object_changed_after_it_was_invoked()
     let order: Vec<&str> = out.invocations.iter().map(|i| &*i.policy).collect();
     assert_eq!(order, ["a", "b"]);
 }
+
+#[test]
+fn the_request_object_is_decoded_only_where_matching_reads_it() {
+    let text = json!({"uid": "u", "operation": "CREATE", "namespace": "ns", "name": "web",
+        "kind": {"group": "", "version": "v1", "kind": "Pod"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "object": pod()})
+    .to_string();
+    let labelled = apply_config("Object{metadata: Object.metadata{labels: {'seen': 'yes'}}}");
+    let plain = upstream(policy("p", vec![labelled.clone()]));
+    let mut selecting = policy("p", vec![labelled]);
+    if let Some(c) = &mut selecting.match_constraints {
+        c.object_selector.match_labels = [("app".to_string(), "web".to_string())].into();
+    }
+    let schemas = Schemas(Some(KindSchema {
+        schema: pod_schema(),
+        built_in: true,
+    }));
+    let namespaces = Cache(HashMap::from([("ns".to_string(), json!({"metadata": {}}))]));
+    let ctx = Context {
+        namespaces: &namespaces,
+        params: &crate::params::NoParams,
+        authorizer: None,
+        deadline: None,
+        trace: None,
+    };
+    let mut patches = Vec::new();
+    for (bound, reads) in [(plain, false), (upstream(selecting), true)] {
+        let received: crate::received::ReceivedRequest =
+            serde_json::from_str(&text).expect("a request");
+        let req = received.request().expect("valid");
+        let out = mutate([&bound], &req, &ctx, &schemas);
+        assert_eq!(received.object_read_with_request(), reads);
+        assert_eq!(
+            out.object.expect("mutated")["metadata"]["labels"]["seen"],
+            "yes"
+        );
+        patches.push(out.patch);
+    }
+    assert_eq!(patches[0], patches[1]);
+    assert_eq!(
+        patches[0],
+        [json!({"op": "add", "path": "/metadata/labels/seen", "value": "yes"})]
+    );
+}
