@@ -86,12 +86,20 @@ fn bound(spec: MutatingPolicySpec, semantics: ApplySemantics) -> BoundMutatingPo
     }
 }
 
-fn run_on(policies: &[BoundMutatingPolicy], object: &Value, schemas: &Schemas) -> MutationOutcome {
-    let raw = json!({"uid": "u", "operation": "CREATE", "namespace": "ns", "name": "web",
+/// A Pod create in namespace `ns` as an AdmissionReview's `request`.
+fn pod_create(object: &Value) -> Value {
+    json!({"uid": "u", "operation": "CREATE", "namespace": "ns", "name": "web",
         "kind": {"group": "", "version": "v1", "kind": "Pod"},
         "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "object": object});
-    let req = Request::from_json(&raw).expect("valid request");
+        "object": object})
+}
+
+/// Mutates `req` in a context whose only namespace is `ns` (labelled `team: a`).
+fn mutate_in_ns<'p>(
+    policies: impl IntoIterator<Item = &'p BoundMutatingPolicy>,
+    req: &Request<'_>,
+    schemas: &Schemas,
+) -> MutationOutcome {
     let namespaces = Cache(HashMap::from([(
         "ns".to_string(),
         json!({"metadata": {"name": "ns", "labels": {"team": "a"}}}),
@@ -103,7 +111,13 @@ fn run_on(policies: &[BoundMutatingPolicy], object: &Value, schemas: &Schemas) -
         deadline: None,
         trace: None,
     };
-    mutate(policies, &req, &ctx, schemas)
+    mutate(policies, req, &ctx, schemas)
+}
+
+fn run_on(policies: &[BoundMutatingPolicy], object: &Value, schemas: &Schemas) -> MutationOutcome {
+    let raw = pod_create(object);
+    let req = Request::from_json(&raw).expect("valid request");
+    mutate_in_ns(policies, &req, schemas)
 }
 
 fn run(policies: &[BoundMutatingPolicy]) -> MutationOutcome {
@@ -492,11 +506,7 @@ fn an_if_needed_policy_runs_again_when_the_object_changed_after_it_was_invoked()
 
 #[test]
 fn the_request_object_is_decoded_only_where_matching_reads_it() {
-    let text = json!({"uid": "u", "operation": "CREATE", "namespace": "ns", "name": "web",
-        "kind": {"group": "", "version": "v1", "kind": "Pod"},
-        "resource": {"group": "", "version": "v1", "resource": "pods"},
-        "object": pod()})
-    .to_string();
+    let text = pod_create(&pod()).to_string();
     let labelled = apply_config("Object{metadata: Object.metadata{labels: {'seen': 'yes'}}}");
     let plain = upstream(policy("p", vec![labelled.clone()]));
     let mut selecting = policy("p", vec![labelled]);
@@ -507,20 +517,12 @@ fn the_request_object_is_decoded_only_where_matching_reads_it() {
         schema: pod_schema(),
         built_in: true,
     }));
-    let namespaces = Cache(HashMap::from([("ns".to_string(), json!({"metadata": {}}))]));
-    let ctx = Context {
-        namespaces: &namespaces,
-        params: &crate::params::NoParams,
-        authorizer: None,
-        deadline: None,
-        trace: None,
-    };
     let mut patches = Vec::new();
     for (bound, reads) in [(plain, false), (upstream(selecting), true)] {
         let received: crate::received::ReceivedRequest =
             serde_json::from_str(&text).expect("a request");
         let req = received.request().expect("valid");
-        let out = mutate([&bound], &req, &ctx, &schemas);
+        let out = mutate_in_ns([&bound], &req, &schemas);
         assert_eq!(received.object_read_with_request(), reads);
         assert_eq!(
             out.object.expect("mutated")["metadata"]["labels"]["seen"],
