@@ -8,6 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request as HttpRequest};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use celgate_cel::json_tape::{Declined, Scan};
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::json_text::{self, JsonError};
 use celgate_engine::received::{MaybeRequest, ReceivedRequest};
@@ -97,20 +98,25 @@ impl<'de> Visitor<'de> for WireVisitor<'de> {
 }
 
 /// Parses a body and checks it is an AdmissionReview v1 with a request. The request's
-/// `object` is read as `object` says; `oldObject` is kept as text, decoded when first read
-/// (and so is `object` when the one pass cannot read it). Members nested deeper
+/// `object` is read as `object` says. For a tape, celgate's scanner reads the review and writes
+/// `oldObject`'s tape too; where it declines, serde_json's pass reads the review and keeps
+/// `oldObject` as text, decoded when first read (and so is `object` when that pass cannot read
+/// it either). As text, both are kept as text. Members nested deeper
 /// than serde_json's default of 128 levels are read as kube-apiserver reads them (up to
 /// [`MAX_REVIEW_DEPTH`]), on a stack that grows as the nesting needs.
 pub fn decode(body: &[u8], object: ObjectRead) -> Result<ReceivedRequest, ReviewError> {
     // Text checked to be UTF-8 once here is not checked again string by string, nor when the
     // objects are decoded; a body that is not UTF-8 gets serde_json's error from the bytes.
     let text = std::str::from_utf8(body).ok();
-    // One pass that also writes the object's tape. It fails on whatever the object holds that
-    // decoding it would (a number out of range, nesting past 128 levels): such a review, and
-    // any other that fails, is read again below, where the object is kept as text and those
-    // errors arise only if a policy reads it.
+    // One pass that also writes the objects' tapes: the scanner, else serde_json's. Each fails
+    // on whatever the object holds that decoding it would (a number out of range, nesting past
+    // 128 levels): such a review, and any other that fails, is read again below, where the
+    // object is kept as text and those errors arise only if a policy reads it.
     if let (Some(text), ObjectRead::Tape) = (text, object) {
         let shared: Arc<str> = Arc::from(text);
+        if let Ok(wire) = scanned(&shared) {
+            return checked(wire);
+        }
         let mut de = serde_json::Deserializer::from_str(&shared);
         let read = WireVisitor {
             shared: Some(&shared),
@@ -134,6 +140,29 @@ pub fn decode(body: &[u8], object: ObjectRead) -> Result<ReceivedRequest, Review
         Err(e) => return Err(e.into()),
     };
     checked(wire)
+}
+
+/// Reads a review with celgate's own scanner, its request's `object` and `oldObject` as tapes
+/// (see [`ReceivedRequest::scan`]). [`Declined`] for text it leaves to serde_json, and for a
+/// review that is not an object, whose error serde_json's pass gives.
+fn scanned(text: &Arc<str>) -> Result<Wire, Declined> {
+    let mut scan = Scan::new(text);
+    let mut wire = Wire::default();
+    // A repeated member counts once, the last time, as when decoding into a `Value`.
+    let object = scan.members(|scan, key| {
+        match key {
+            "apiVersion" => wire.api_version = Some(scan.json()?),
+            "kind" => wire.kind = Some(scan.json()?),
+            "request" => wire.request = ReceivedRequest::scan(scan)?,
+            _ => scan.skip()?,
+        }
+        Ok(())
+    })?;
+    if !object {
+        return Err(Declined);
+    }
+    scan.end()?;
+    Ok(wire)
 }
 
 /// The request of a review that is an AdmissionReview v1 with a request.
@@ -453,6 +482,77 @@ mod tests {
         // A null object is null.
         let r = decode(review_of("null").as_bytes(), ObjectRead::Tape).expect("a review");
         assert!(r.request().expect("valid").object().is_null());
+    }
+
+    /// The request as serde_json's pass reads it: its members, object and old object.
+    fn through_serde(body: &str) -> Option<(Value, Value, Value)> {
+        let shared: Arc<str> = Arc::from(body);
+        let mut de = serde_json::Deserializer::from_str(&shared);
+        let wire = de
+            .deserialize_any(WireVisitor {
+                shared: Some(&shared),
+            })
+            .ok()?;
+        de.end().ok()?;
+        parts(wire.request?)
+    }
+
+    fn parts(r: ReceivedRequest) -> Option<(Value, Value, Value)> {
+        let req = r.request().ok()?;
+        Some((
+            r.fields().clone(),
+            req.object().clone(),
+            req.old_object().clone(),
+        ))
+    }
+
+    #[test]
+    fn the_scanner_reads_a_review_as_serde_json_does() {
+        let update = r#"{"kind":"AdmissionReview","apiVersion":"admission.k8s.io/v1","request":{
+            "uid":"u","operation":"UPDATE","kind":{"group":"","version":"v1","kind":"ConfigMap"},
+            "resource":{"group":"","version":"v1","resource":"configmaps"},"name":"c\u00e9",
+            "userInfo":{"username":"alice","groups":["g1","g2"],"extra":{"k":["v"]}},
+            "options":{"fieldManager":"m"},"dryRun":false,"uid":"last uid wins",
+            "object":{"data":{"b":"x\ny","a":"1"},"n":[18446744073709551615,-0,1.5]},
+            "oldObject":{"data":{"a":"0"}}},"extra":[1,{"x":null}]}"#;
+        let cases = [
+            update.to_string(),
+            review_of(r#"{"metadata": {"name": "a", "labels": {"z": "1", "a": "2"}}}"#),
+            review_of("null"),
+        ];
+        for body in &cases {
+            let shared: Arc<str> = Arc::from(body.as_str());
+            let wire = scanned(&shared).unwrap_or_else(|_| panic!("scanned: {body}"));
+            let request = checked(wire).expect("a review");
+            assert!(request.object_read_with_request(), "{body}");
+            assert_eq!(parts(request), through_serde(body), "{body}");
+        }
+        // Not a review in one way or another: the same error as serde_json's pass gives.
+        for body in [
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":5}"#,
+            r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+            r#"{"apiVersion":"v1","kind":"AdmissionReview","request":{}}"#,
+        ] {
+            let shared: Arc<str> = Arc::from(body);
+            let wire = scanned(&shared).expect("scanned");
+            let err = checked(wire).map(|_| ()).expect_err("not a review");
+            let via_serde = serde_json::from_str::<Wire>(body).expect("JSON");
+            let want = checked(via_serde).map(|_| ()).expect_err("not a review");
+            assert_eq!(err.to_string(), want.to_string(), "{body}");
+        }
+        // Text the scanner leaves to serde_json: a review that is not an object, a surrogate
+        // pair. The review is still read, as before.
+        assert_eq!(scanned(&Arc::from("[1]")).map(|_| ()), Err(Declined));
+        let pair = review_of(r#"{"emoji": "\ud83d\ude00"}"#);
+        assert_eq!(
+            scanned(&Arc::from(pair.as_str())).map(|_| ()),
+            Err(Declined)
+        );
+        let r = decode(pair.as_bytes(), ObjectRead::Tape).expect("a review");
+        assert_eq!(
+            r.request().expect("valid").object(),
+            &json!({"emoji": "\u{1F600}"})
+        );
     }
 
     #[test]

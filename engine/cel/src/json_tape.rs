@@ -18,6 +18,10 @@ use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+mod scan;
+
+pub use scan::{Declined, Scan};
+
 /// One value of a [`JsonTape`]. Containers come after their elements.
 #[derive(Clone, Copy, Debug)]
 enum Node {
@@ -55,6 +59,15 @@ enum Node {
 struct Key {
     at: u32,
     len: u32,
+}
+
+/// An entry of an object being read, with the first 8 bytes of its key (zero-padded, as a
+/// big-endian number) to order most keys by without reading them.
+#[derive(Clone, Copy)]
+struct Entry {
+    prefix: u64,
+    key: Key,
+    value: u32,
 }
 
 /// The flag of [`Key::len`] for a key with escapes.
@@ -108,21 +121,9 @@ impl JsonTape {
         if text.len() >= ESCAPED as usize {
             return Err(de::Error::custom("JSON text of 2 GiB or more"));
         }
-        let mut b = Builder {
-            text,
-            nodes: Vec::with_capacity(text.len() / 8),
-            slots: Vec::with_capacity(text.len() / 8),
-            escaped: Vec::new(),
-            items: Vec::new(),
-            entries: Vec::new(),
-        };
+        let mut b = Builder::new(text, text.len() / 8);
         NodeSeed(&mut b).deserialize(de)?;
-        Ok(Self {
-            text: keep(),
-            nodes: b.nodes,
-            slots: b.slots,
-            escaped: b.escaped,
-        })
+        Ok(b.finish(keep()))
     }
 
     /// The document's node.
@@ -158,54 +159,65 @@ impl JsonTape {
     /// `f64`), strings and objects. Built without recursion, in the tape's order (every
     /// container after its elements), so a tape of any depth converts.
     pub fn to_json(&self) -> serde_json::Value {
-        use serde_json::Value as Json;
-        let mut built: Vec<Json> = Vec::with_capacity(self.nodes.len());
-        let take = |built: &mut Vec<Json>, i: u32| {
-            built.get_mut(i as usize).map_or(Json::Null, std::mem::take)
-        };
-        for node in &self.nodes {
-            let slots = |at: u32, n: usize| {
-                self.slots
-                    .get(at as usize..at as usize + n)
-                    .unwrap_or_default()
-            };
-            let value = match *node {
-                Node::Null => Json::Null,
-                Node::Bool(b) => Json::Bool(b),
-                Node::Int(n) => Json::from(n),
-                Node::Uint(n) => Json::from(n),
-                Node::Double(d) => serde_json::Number::from_f64(d).map_or(Json::Null, Json::Number),
-                Node::Text { at, len } => Json::String(self.range(at, len).to_string()),
-                Node::Escaped(e) => Json::String(self.escaped(e).to_string()),
-                Node::Array { at, len } => Json::Array(
-                    slots(at, len as usize)
-                        .iter()
-                        .map(|&item| take(&mut built, item))
-                        .collect(),
-                ),
-                Node::Object { at, len } => Json::Object(
-                    slots(at, 3 * len as usize)
-                        .chunks_exact(3)
-                        .map(|e| {
-                            let key = self
-                                .key(Key {
-                                    at: e[0],
-                                    len: e[1],
-                                })
-                                .to_string();
-                            (key, take(&mut built, e[2]))
-                        })
-                        .collect(),
-                ),
-            };
-            built.push(value);
-        }
-        built.pop().unwrap_or(Json::Null)
+        json_of(&self.text, &self.nodes, &self.slots, &self.escaped)
     }
 
     /// Whether the document is `null`.
     pub fn is_null(&self) -> bool {
         matches!(self.root_node().kind(), Node::Null)
+    }
+}
+
+/// The value of the tape parts `nodes` (its root the last), `slots` and `escaped` over
+/// `text`, as [`JsonTape::to_json`] gives it.
+fn json_of(text: &str, nodes: &[Node], slots: &[u32], escaped: &[Box<str>]) -> serde_json::Value {
+    use serde_json::Value as Json;
+    let mut built: Vec<Json> = Vec::with_capacity(nodes.len());
+    let take = |built: &mut Vec<Json>, i: u32| {
+        built.get_mut(i as usize).map_or(Json::Null, std::mem::take)
+    };
+    let escaped = |i: u32| escaped.get(i as usize).map_or("", |s| &**s);
+    let key = |at: u32, len: u32| {
+        if len & ESCAPED == 0 {
+            text_range(text, at, len)
+        } else {
+            escaped(at)
+        }
+    };
+    for node in nodes {
+        let slots = |at: u32, n: usize| slots.get(at as usize..at as usize + n).unwrap_or_default();
+        let value = match *node {
+            Node::Null => Json::Null,
+            Node::Bool(b) => Json::Bool(b),
+            Node::Int(n) => Json::from(n),
+            Node::Uint(n) => Json::from(n),
+            Node::Double(d) => serde_json::Number::from_f64(d).map_or(Json::Null, Json::Number),
+            Node::Text { at, len } => Json::String(text_range(text, at, len).to_string()),
+            Node::Escaped(e) => Json::String(escaped(e).to_string()),
+            Node::Array { at, len } => Json::Array(
+                slots(at, len as usize)
+                    .iter()
+                    .map(|&item| take(&mut built, item))
+                    .collect(),
+            ),
+            Node::Object { at, len } => Json::Object(
+                slots(at, 3 * len as usize)
+                    .chunks_exact(3)
+                    .map(|e| (key(e[0], e[1]).to_string(), take(&mut built, e[2])))
+                    .collect(),
+            ),
+        };
+        built.push(value);
+    }
+    built.pop().unwrap_or(Json::Null)
+}
+
+/// The key `key` of a tape's `text` and `escaped` strings.
+fn key_in<'a>(text: &'a str, escaped: &'a [Box<str>], key: Key) -> &'a str {
+    if key.len & ESCAPED == 0 {
+        text_range(text, key.at, key.len)
+    } else {
+        escaped.get(key.at as usize).map_or("", |s| &**s)
     }
 }
 
@@ -378,11 +390,34 @@ struct Builder<'t> {
     escaped: Vec<Box<str>>,
     /// Elements of the arrays being read (innermost last).
     items: Vec<u32>,
-    /// Entries of the objects being read (innermost last): key and value node.
-    entries: Vec<(Key, u32)>,
+    /// Entries of the objects being read (innermost last).
+    entries: Vec<Entry>,
 }
 
-impl Builder<'_> {
+impl<'t> Builder<'t> {
+    /// A builder over `text`, with room for `capacity` nodes and slots.
+    fn new(text: &'t str, capacity: usize) -> Self {
+        Builder {
+            text,
+            nodes: Vec::with_capacity(capacity),
+            slots: Vec::with_capacity(capacity),
+            escaped: Vec::new(),
+            items: Vec::new(),
+            entries: Vec::new(),
+        }
+    }
+
+    /// The tape written, its root the last node, keeping `text` (the builder's own text).
+    fn finish(self, text: Arc<str>) -> JsonTape {
+        JsonTape {
+            text,
+            nodes: self.nodes,
+            slots: self.slots,
+            escaped: self.escaped,
+        }
+    }
+
+    #[inline]
     fn push(&mut self, node: Node) -> u32 {
         self.nodes.push(node);
         // The text's length bounds the node count (checked in `JsonTape::read`).
@@ -429,11 +464,61 @@ impl Builder<'_> {
     }
 
     fn key(&self, key: Key) -> &str {
-        if key.len & ESCAPED == 0 {
-            text_range(self.text, key.at, key.len)
-        } else {
-            self.escaped.get(key.at as usize).map_or("", |s| &**s)
+        key_in(self.text, &self.escaped, key)
+    }
+
+    /// Writes the array of the elements in `items` from `start`.
+    fn array(&mut self, start: usize) -> u32 {
+        let at = self.slots.len() as u32;
+        let len = (self.items.len() - start) as u32;
+        self.slots.extend(self.items.drain(start..));
+        self.push(Node::Array { at, len })
+    }
+
+    /// Adds an entry of the object being read: `key` and its value's node.
+    fn entry(&mut self, key: Key, value: u32) {
+        let bytes = self.key(key).as_bytes();
+        // One load for a key of 8 bytes or more (a copy into a zeroed array would be stored
+        // byte by byte and read back whole, which the CPU cannot forward).
+        let prefix = match bytes.first_chunk::<8>() {
+            Some(first) => u64::from_be_bytes(*first),
+            None => (0..8).fold(0u64, |p, i| {
+                p << 8 | u64::from(bytes.get(i).copied().unwrap_or(0))
+            }),
+        };
+        self.entries.push(Entry { prefix, key, value });
+    }
+
+    /// Writes the object of the entries in `entries` from `start`, by key, the last written
+    /// of a repeated key winning.
+    fn object(&mut self, start: usize) -> u32 {
+        // By key, keeping the order of equal keys so the last written wins below. Keys whose
+        // first 8 bytes differ are ordered by them (zero-padded, as a big-endian number).
+        let mut entries = std::mem::take(&mut self.entries);
+        let (text, escaped) = (self.text, &self.escaped);
+        let key = |k: Key| key_in(text, escaped, k);
+        let order = |x: &Entry, y: &Entry| {
+            x.prefix
+                .cmp(&y.prefix)
+                .then_with(|| key(x.key).cmp(key(y.key)))
+        };
+        entries[start..].sort_by(order);
+        let at = self.slots.len() as u32;
+        let mut len = 0u32;
+        let mut last: Option<&Entry> = None;
+        for e in &entries[start..] {
+            if last.is_some_and(|l| order(l, e).is_eq()) {
+                let n = self.slots.len();
+                self.slots[n - 1] = e.value;
+            } else {
+                self.slots.extend([e.key.at, e.key.len, e.value]);
+                last = Some(e);
+                len += 1;
+            }
         }
+        entries.truncate(start);
+        self.entries = entries;
+        self.push(Node::Object { at, len })
     }
 }
 
@@ -541,10 +626,7 @@ impl<'de> Visitor<'de> for NodeSeed<'_, '_> {
         while let Some(item) = seq.next_element_seed(NodeSeed(b))? {
             b.items.push(item);
         }
-        let at = b.slots.len() as u32;
-        let len = (b.items.len() - start) as u32;
-        b.slots.extend(b.items.drain(start..));
-        Ok(b.push(Node::Array { at, len }))
+        Ok(b.array(start))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<u32, A::Error> {
@@ -552,27 +634,9 @@ impl<'de> Visitor<'de> for NodeSeed<'_, '_> {
         let start = b.entries.len();
         while let Some(key) = map.next_key_seed(KeySeed(b))? {
             let value = map.next_value_seed(NodeSeed(b))?;
-            b.entries.push((key, value));
+            b.entry(key, value);
         }
-        // By key, keeping the order of equal keys so the last written wins below.
-        let mut entries = std::mem::take(&mut b.entries);
-        entries[start..].sort_by(|x, y| b.key(x.0).cmp(b.key(y.0)));
-        let at = b.slots.len() as u32;
-        let mut len = 0u32;
-        let mut last: Option<Key> = None;
-        for &(key, value) in &entries[start..] {
-            if last.is_some_and(|l| b.key(l) == b.key(key)) {
-                let n = b.slots.len();
-                b.slots[n - 1] = value;
-            } else {
-                b.slots.extend([key.at, key.len, value]);
-                last = Some(key);
-                len += 1;
-            }
-        }
-        entries.truncate(start);
-        b.entries = entries;
-        Ok(b.push(Node::Object { at, len }))
+        Ok(b.object(start))
     }
 }
 

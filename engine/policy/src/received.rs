@@ -6,12 +6,16 @@
 //!
 //! Read with [`MaybeRequest::seed`] over the review's text, `object` is instead written as a
 //! [`JsonTape`] in the same pass as the review (nearly every policy reads it, and one pass
-//! costs less than skipping the text and reading it again); `oldObject` stays text.
+//! costs less than skipping the text and reading it again); `oldObject` stays text. Read with
+//! celgate's own scanner ([`ReceivedRequest::scan`]), both are written as tapes: `oldObject`'s
+//! costs about 2 µs per 6 KB more than skipping its text, and a policy that reads it finds it
+//! read.
 
 use std::fmt;
 use std::sync::Arc;
 
 use celgate_cel::JsonTape;
+use celgate_cel::json_tape::{Declined, Scan};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -72,6 +76,38 @@ impl ReceivedRequest {
                     why: why.to_string(),
                 })
             })
+    }
+}
+
+impl ReceivedRequest {
+    /// Reads the next value of `scan` as a request, its `object` and `oldObject` as tapes
+    /// that share the text (celgate's own scanner, the fast way to read a review); `None` when
+    /// the value is not an object, read past. [`Declined`] where the scanner leaves the text
+    /// to serde_json: read it with [`MaybeRequest::seed`] then.
+    pub fn scan(scan: &mut Scan<'_>) -> Result<Option<Self>, Declined> {
+        let mut fields = Map::new();
+        let (mut object, mut old_object) = (None, None);
+        // A repeated member counts once, the last time, as when decoding into a `Value`.
+        let read = scan.members(|scan, key| {
+            match key {
+                "object" => object = Some(scan.tape()?),
+                "oldObject" => old_object = Some(scan.tape()?),
+                _ => {
+                    fields.insert(key.to_string(), scan.json()?);
+                }
+            }
+            Ok(())
+        })?;
+        if !read {
+            scan.skip()?;
+            return Ok(None);
+        }
+        let lazy = |tape: Option<JsonTape>| tape.map_or_else(LazyJson::default, LazyJson::tape);
+        Ok(Some(ReceivedRequest {
+            fields: Value::Object(fields),
+            object: lazy(object),
+            old_object: lazy(old_object),
+        }))
     }
 }
 
