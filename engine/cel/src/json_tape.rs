@@ -148,11 +148,7 @@ impl JsonTape {
     }
 
     fn key(&self, key: Key) -> &str {
-        if key.len & ESCAPED == 0 {
-            self.range(key.at, key.len)
-        } else {
-            self.escaped(key.at)
-        }
+        key_in(&self.text, &self.escaped, key)
     }
 
     /// The value as `serde_json` decodes the same text: the same numbers (`u64`, `i64` or

@@ -116,21 +116,26 @@ impl<'t> Scan<'t> {
 
     /// Reads the next value as serde_json decodes it.
     pub fn json(&mut self) -> Scanned<serde_json::Value> {
+        let text = self.text;
+        self.in_scratch(|b| super::json_of(text, &b.nodes, &b.slots, &b.escaped))
+    }
+
+    /// Reads past the next value.
+    pub fn skip(&mut self) -> Scanned<()> {
+        self.in_scratch(|_| ())
+    }
+
+    /// Reads the next value into the reused scratch builder, then gives what `then` makes of it.
+    fn in_scratch<T>(&mut self, then: impl FnOnce(&Builder<'t>) -> T) -> Scanned<T> {
         let mut b = std::mem::replace(&mut self.scratch, Builder::new(self.text, 0));
         b.nodes.clear();
         b.slots.clear();
         b.escaped.clear();
         b.items.clear();
         b.entries.clear();
-        let read = self.value(&mut b);
-        let json = read.map(|_| super::json_of(self.text, &b.nodes, &b.slots, &b.escaped));
+        let read = self.value(&mut b).map(|_| then(&b));
         self.scratch = b;
-        json
-    }
-
-    /// Reads past the next value.
-    pub fn skip(&mut self) -> Scanned<()> {
-        self.json().map(drop)
+        read
     }
 
     /// Checks that nothing but white space follows.
