@@ -71,38 +71,16 @@ impl<'t> Scan<'t> {
         if !self.eat(b'{') {
             return Ok(false);
         }
-        self.depth += 1;
-        if self.depth > MAX_DEPTH || self.text.len() >= ESCAPED as usize {
+        if self.text.len() >= ESCAPED as usize {
             return Err(Declined);
         }
-        self.space();
-        if !self.eat(b'}') {
-            loop {
-                self.space();
-                if !self.eat(b'"') {
-                    return Err(Declined);
-                }
-                let key = self.string()?;
-                self.space();
-                if !self.eat(b':') {
-                    return Err(Declined);
-                }
-                match key {
-                    Str::Range { at, len } => {
-                        let text = self.text;
-                        member(self, super::text_range(text, at, len))?;
-                    }
-                    Str::Decoded(key) => member(self, &key)?,
-                }
-                self.space();
-                match self.next() {
-                    Some(b',') => {}
-                    Some(b'}') => break,
-                    _ => return Err(Declined),
-                }
+        self.container(b'}', |scan| match scan.key()? {
+            Str::Range { at, len } => {
+                let text = scan.text;
+                member(scan, super::text_range(text, at, len))
             }
-        }
-        self.depth -= 1;
+            Str::Decoded(key) => member(scan, &key),
+        })?;
         Ok(true)
     }
 
@@ -207,62 +185,69 @@ impl<'t> Scan<'t> {
 
     /// An object, its `{` read.
     fn object(&mut self, b: &mut Builder<'t>) -> Scanned<u32> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return Err(Declined);
-        }
         let start = b.entries.len();
-        self.space();
-        if !self.eat(b'}') {
-            loop {
-                self.space();
-                if !self.eat(b'"') {
-                    return Err(Declined);
-                }
-                let key = match self.string()? {
-                    Str::Range { at, len } => Key { at, len },
-                    Str::Decoded(s) => b.escaped_key(s.into_boxed_str()),
-                };
-                self.space();
-                if !self.eat(b':') {
-                    return Err(Declined);
-                }
-                let value = self.value(b)?;
-                b.entry(key, value);
-                self.space();
-                match self.next() {
-                    Some(b',') => {}
-                    Some(b'}') => break,
-                    _ => return Err(Declined),
-                }
-            }
-        }
-        self.depth -= 1;
+        self.container(b'}', |scan| {
+            let key = match scan.key()? {
+                Str::Range { at, len } => Key { at, len },
+                Str::Decoded(s) => b.escaped_key(s.into_boxed_str()),
+            };
+            let value = scan.value(b)?;
+            b.entry(key, value);
+            Ok(())
+        })?;
         Ok(b.object(start))
     }
 
     /// An array, its `[` read.
     fn array(&mut self, b: &mut Builder<'t>) -> Scanned<u32> {
+        let start = b.items.len();
+        self.container(b']', |scan| {
+            let item = scan.value(b)?;
+            b.items.push(item);
+            Ok(())
+        })?;
+        Ok(b.array(start))
+    }
+
+    /// The rest of an array or object, its opening bracket read: `each` reads an element or
+    /// a member, until `close`.
+    fn container(
+        &mut self,
+        close: u8,
+        mut each: impl FnMut(&mut Self) -> Scanned<()>,
+    ) -> Scanned<()> {
         self.depth += 1;
         if self.depth > MAX_DEPTH {
             return Err(Declined);
         }
-        let start = b.items.len();
         self.space();
-        if !self.eat(b']') {
+        if !self.eat(close) {
             loop {
-                let item = self.value(b)?;
-                b.items.push(item);
+                each(self)?;
                 self.space();
                 match self.next() {
                     Some(b',') => {}
-                    Some(b']') => break,
+                    Some(c) if c == close => break,
                     _ => return Err(Declined),
                 }
             }
         }
         self.depth -= 1;
-        Ok(b.array(start))
+        Ok(())
+    }
+
+    /// A member's key and the `:` after it.
+    fn key(&mut self) -> Scanned<Str> {
+        self.space();
+        if !self.eat(b'"') {
+            return Err(Declined);
+        }
+        let key = self.string()?;
+        self.space();
+        if !self.eat(b':') {
+            return Err(Declined);
+        }
+        Ok(key)
     }
 
     /// A string, its opening quote read.
