@@ -155,7 +155,47 @@ impl JsonTape {
     /// `f64`), strings and objects. Built without recursion, in the tape's order (every
     /// container after its elements), so a tape of any depth converts.
     pub fn to_json(&self) -> serde_json::Value {
-        json_of(&self.text, &self.nodes, &self.slots, &self.escaped)
+        use serde_json::Value as Json;
+        let mut built: Vec<Json> = Vec::with_capacity(self.nodes.len());
+        let take = |built: &mut Vec<Json>, i: u32| {
+            built.get_mut(i as usize).map_or(Json::Null, std::mem::take)
+        };
+        for node in &self.nodes {
+            let slots = |at: u32, n: usize| {
+                self.slots
+                    .get(at as usize..at as usize + n)
+                    .unwrap_or_default()
+            };
+            let value = match *node {
+                Node::Null | Node::Bool(_) | Node::Int(_) | Node::Uint(_) | Node::Double(_) => {
+                    scalar_json(*node)
+                }
+                Node::Text { at, len } => Json::String(self.range(at, len).to_string()),
+                Node::Escaped(e) => Json::String(self.escaped(e).to_string()),
+                Node::Array { at, len } => Json::Array(
+                    slots(at, len as usize)
+                        .iter()
+                        .map(|&item| take(&mut built, item))
+                        .collect(),
+                ),
+                Node::Object { at, len } => Json::Object(
+                    slots(at, 3 * len as usize)
+                        .chunks_exact(3)
+                        .map(|e| {
+                            let key = self
+                                .key(Key {
+                                    at: e[0],
+                                    len: e[1],
+                                })
+                                .to_string();
+                            (key, take(&mut built, e[2]))
+                        })
+                        .collect(),
+                ),
+            };
+            built.push(value);
+        }
+        built.pop().unwrap_or(Json::Null)
     }
 
     /// Whether the document is `null`.
@@ -164,48 +204,16 @@ impl JsonTape {
     }
 }
 
-/// The value of the tape parts `nodes` (its root the last), `slots` and `escaped` over
-/// `text`, as [`JsonTape::to_json`] gives it.
-fn json_of(text: &str, nodes: &[Node], slots: &[u32], escaped: &[Box<str>]) -> serde_json::Value {
+/// The value of a number, boolean or null node (`null` for any other).
+fn scalar_json(node: Node) -> serde_json::Value {
     use serde_json::Value as Json;
-    let mut built: Vec<Json> = Vec::with_capacity(nodes.len());
-    let take = |built: &mut Vec<Json>, i: u32| {
-        built.get_mut(i as usize).map_or(Json::Null, std::mem::take)
-    };
-    let escaped = |i: u32| escaped.get(i as usize).map_or("", |s| &**s);
-    let key = |at: u32, len: u32| {
-        if len & ESCAPED == 0 {
-            text_range(text, at, len)
-        } else {
-            escaped(at)
-        }
-    };
-    for node in nodes {
-        let slots = |at: u32, n: usize| slots.get(at as usize..at as usize + n).unwrap_or_default();
-        let value = match *node {
-            Node::Null => Json::Null,
-            Node::Bool(b) => Json::Bool(b),
-            Node::Int(n) => Json::from(n),
-            Node::Uint(n) => Json::from(n),
-            Node::Double(d) => serde_json::Number::from_f64(d).map_or(Json::Null, Json::Number),
-            Node::Text { at, len } => Json::String(text_range(text, at, len).to_string()),
-            Node::Escaped(e) => Json::String(escaped(e).to_string()),
-            Node::Array { at, len } => Json::Array(
-                slots(at, len as usize)
-                    .iter()
-                    .map(|&item| take(&mut built, item))
-                    .collect(),
-            ),
-            Node::Object { at, len } => Json::Object(
-                slots(at, 3 * len as usize)
-                    .chunks_exact(3)
-                    .map(|e| (key(e[0], e[1]).to_string(), take(&mut built, e[2])))
-                    .collect(),
-            ),
-        };
-        built.push(value);
+    match node {
+        Node::Bool(b) => Json::Bool(b),
+        Node::Int(n) => Json::from(n),
+        Node::Uint(n) => Json::from(n),
+        Node::Double(d) => serde_json::Number::from_f64(d).map_or(Json::Null, Json::Number),
+        _ => Json::Null,
     }
-    built.pop().unwrap_or(Json::Null)
 }
 
 /// The key `key` of a tape's `text` and `escaped` strings.

@@ -37,8 +37,6 @@ pub struct Scan<'t> {
     at: usize,
     /// Arrays and objects open around the position.
     depth: usize,
-    /// Where [`Scan::json`] writes, reused from value to value.
-    scratch: Builder<'t>,
 }
 
 /// A string read: a range of the text, or decoded from its escapes.
@@ -55,7 +53,6 @@ impl<'t> Scan<'t> {
             text,
             at: 0,
             depth: 0,
-            scratch: Builder::new(text, 0),
         }
     }
 
@@ -94,26 +91,40 @@ impl<'t> Scan<'t> {
 
     /// Reads the next value as serde_json decodes it.
     pub fn json(&mut self) -> Scanned<serde_json::Value> {
+        use serde_json::Value as Json;
+        self.start()?;
         let text = self.text;
-        self.in_scratch(|b| super::json_of(text, &b.nodes, &b.slots, &b.escaped))
+        let owned = |s: Str| match s {
+            Str::Range { at, len } => super::text_range(text, at, len).to_string(),
+            Str::Decoded(s) => s,
+        };
+        Ok(match self.next() {
+            Some(b'{') => {
+                let mut map = serde_json::Map::new();
+                self.container(b'}', |scan| {
+                    let key = owned(scan.key()?);
+                    // A repeated key: the last written wins, as serde_json's own map keeps it.
+                    map.insert(key, scan.json()?);
+                    Ok(())
+                })?;
+                Json::Object(map)
+            }
+            Some(b'[') => {
+                let mut items = Vec::new();
+                self.container(b']', |scan| {
+                    items.push(scan.json()?);
+                    Ok(())
+                })?;
+                Json::Array(items)
+            }
+            Some(b'"') => Json::String(owned(self.string()?)),
+            _ => super::scalar_json(self.scalar()?),
+        })
     }
 
     /// Reads past the next value.
     pub fn skip(&mut self) -> Scanned<()> {
-        self.in_scratch(|_| ())
-    }
-
-    /// Reads the next value into the reused scratch builder, then gives what `then` makes of it.
-    fn in_scratch<T>(&mut self, then: impl FnOnce(&Builder<'t>) -> T) -> Scanned<T> {
-        let mut b = std::mem::replace(&mut self.scratch, Builder::new(self.text, 0));
-        b.nodes.clear();
-        b.slots.clear();
-        b.escaped.clear();
-        b.items.clear();
-        b.entries.clear();
-        let read = self.value(&mut b).map(|_| then(&b));
-        self.scratch = b;
-        read
+        self.json().map(drop)
     }
 
     /// Checks that nothing but white space follows.
@@ -152,10 +163,7 @@ impl<'t> Scan<'t> {
 
     /// Reads the next value into `b`, giving its node.
     fn value(&mut self, b: &mut Builder<'t>) -> Scanned<u32> {
-        if self.text.len() >= ESCAPED as usize {
-            return Err(Declined);
-        }
-        self.space();
+        self.start()?;
         match self.next() {
             Some(b'{') => self.object(b),
             Some(b'[') => self.array(b),
@@ -163,24 +171,39 @@ impl<'t> Scan<'t> {
                 Str::Range { at, len } => b.push(Node::Text { at, len }),
                 Str::Decoded(s) => b.escaped(s.into_boxed_str()),
             }),
-            Some(b't') => self.literal(b, b"rue", Node::Bool(true)),
-            Some(b'f') => self.literal(b, b"alse", Node::Bool(false)),
-            Some(b'n') => self.literal(b, b"ull", Node::Null),
-            Some(b'-' | b'0'..=b'9') => {
-                self.at -= 1;
-                self.number(b)
-            }
-            _ => Err(Declined),
+            _ => self.scalar().map(|node| b.push(node)),
         }
     }
 
-    fn literal(&mut self, b: &mut Builder<'t>, rest: &[u8], node: Node) -> Scanned<u32> {
-        let bytes = self.text.as_bytes();
-        if bytes.get(self.at..self.at + rest.len()) != Some(rest) {
+    /// Reads past the white space before a value.
+    fn start(&mut self) -> Scanned<()> {
+        if self.text.len() >= ESCAPED as usize {
             return Err(Declined);
         }
-        self.at += rest.len();
-        Ok(b.push(node))
+        self.space();
+        Ok(())
+    }
+
+    /// A number, `true`, `false` or `null`, its first byte read.
+    fn scalar(&mut self) -> Scanned<Node> {
+        let literal = |scan: &mut Self, rest: &[u8], node: Node| {
+            let bytes = scan.text.as_bytes();
+            if bytes.get(scan.at..scan.at + rest.len()) != Some(rest) {
+                return Err(Declined);
+            }
+            scan.at += rest.len();
+            Ok(node)
+        };
+        match self.text.as_bytes().get(self.at.wrapping_sub(1)) {
+            Some(b't') => literal(self, b"rue", Node::Bool(true)),
+            Some(b'f') => literal(self, b"alse", Node::Bool(false)),
+            Some(b'n') => literal(self, b"ull", Node::Null),
+            Some(b'-' | b'0'..=b'9') => {
+                self.at -= 1;
+                self.number()
+            }
+            _ => Err(Declined),
+        }
     }
 
     /// An object, its `{` read.
@@ -318,7 +341,7 @@ impl<'t> Scan<'t> {
     /// A number: an integer of up to [`MAX_DIGITS`] digits read here, any other number by
     /// serde_json, as its own pass would give it (its `-0` is `-0.0`, a `u64` above
     /// `i64::MAX` stays whole, a longer integer or a decimal is an `f64`).
-    fn number(&mut self, b: &mut Builder<'t>) -> Scanned<u32> {
+    fn number(&mut self) -> Scanned<Node> {
         let bytes = self.text.as_bytes();
         let start = self.at;
         let negative = bytes.get(start) == Some(&b'-');
@@ -339,7 +362,7 @@ impl<'t> Scan<'t> {
             (1..=MAX_DIGITS).contains(&digits) && !leading_zero && !negative_zero && !fraction;
         if plain {
             self.at = end;
-            return Ok(b.push(Node::Int(if negative { -magnitude } else { magnitude })));
+            return Ok(Node::Int(if negative { -magnitude } else { magnitude }));
         }
         while matches!(
             bytes.get(end),
@@ -350,7 +373,7 @@ impl<'t> Scan<'t> {
         let token = self.text.get(start..end).ok_or(Declined)?;
         let number: serde_json::Number = serde_json::from_str(token).map_err(|_| Declined)?;
         self.at = end;
-        let node = if let Some(u) = number.as_u64() {
+        Ok(if let Some(u) = number.as_u64() {
             i64::try_from(u).map_or(Node::Uint(u), Node::Int)
         } else if let Some(i) = number.as_i64() {
             Node::Int(i)
@@ -359,8 +382,7 @@ impl<'t> Scan<'t> {
                 Some(d) if d.is_finite() => Node::Double(d),
                 _ => Node::Null,
             }
-        };
-        Ok(b.push(node))
+        })
     }
 }
 
