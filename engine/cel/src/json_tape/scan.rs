@@ -456,16 +456,25 @@ mod tests {
         assert_eq!(scanned.to_json(), read.to_json(), "{text}");
     }
 
-    /// What the scanner reads, it reads as serde_json's pass does; what serde_json refuses,
-    /// the scanner declines.
+    /// What the scanner reads, it reads as serde_json's pass does, as a tape and as a value;
+    /// what serde_json refuses, the scanner declines. Says whether it read the text.
     fn check(text: &str) -> Result<(), Declined> {
         let shared: Arc<str> = Arc::from(text);
         let scanned = JsonTape::scan(&shared);
+        let mut scan = Scan::new(&shared);
+        let value = scan.json().and_then(|v| scan.end().map(|()| v));
+        let decoded = serde_json::from_str::<serde_json::Value>(text).ok();
         match (&scanned, through_serde(&shared)) {
             (Ok(s), Some(read)) => assert_same(s, &read, text),
             (Ok(_), None) => panic!("scanned text serde_json refuses: {text}"),
             (Err(Declined), _) => {}
         }
+        match (&value, &decoded) {
+            (Ok(v), Some(d)) => assert_eq!(v, d, "{text}"),
+            (Ok(_), None) => panic!("read a value serde_json refuses: {text}"),
+            (Err(Declined), _) => {}
+        }
+        assert_eq!(scanned.is_ok(), value.is_ok(), "{text}");
         scanned.map(drop)
     }
 
