@@ -77,9 +77,7 @@ impl ReceivedRequest {
                 })
             })
     }
-}
 
-impl ReceivedRequest {
     /// Reads the next value of `scan` as a request, its `object` and `oldObject` as tapes
     /// that share the text (celgate's own scanner, the fast way to read a review); `None` when
     /// the value is not an object, read past. [`Declined`] where the scanner leaves the text
