@@ -1021,7 +1021,8 @@ async fn realistic(
         load.secs,
     )
     .await;
-    // The same Pod as an UPDATE, whose old object no policy reads (it stays text).
+    // The same Pod as an UPDATE, whose old object no policy reads (its tape is written in the
+    // review's pass all the same).
     let update_body = Bytes::from(fixture::pod_update_review().to_string());
     let update = Measure {
         body: &update_body,

@@ -2,7 +2,7 @@
 //! `oldObject` kept as JSON text and decoded the first time something reads them. A review that
 //! no policy evaluates (its namespace or object is not selected, its match conditions fail) is
 //! answered without building either object, and an UPDATE whose policies never read
-//! `oldObject` never builds it.
+//! `oldObject` never builds it (unless the scanner below wrote its tape).
 //!
 //! Read with [`MaybeRequest::seed`] over the review's text, `object` is instead written as a
 //! [`JsonTape`] in the same pass as the review (nearly every policy reads it, and one pass
