@@ -7,9 +7,10 @@
 //! Read with [`MaybeRequest::seed`] over the review's text, `object` is instead written as a
 //! [`JsonTape`] in the same pass as the review (nearly every policy reads it, and one pass
 //! costs less than skipping the text and reading it again); `oldObject` stays text. Read with
-//! celgate's own scanner ([`ReceivedRequest::scan`]), both are written as tapes: the scanner
-//! writes `oldObject`'s in about the time serde_json took to skip its text, and a policy that
-//! reads it finds it read.
+//! celgate's own scanner ([`ReceivedRequest::scan`]), both are written as tapes. `oldObject`'s
+//! costs about 3 µs per 5 KB more than serde_json's skip of its text, which the faster read of
+//! `object` pays back (a realistic UPDATE review costs what it did before the scanner), and a
+//! policy that reads it finds it read.
 
 use std::fmt;
 use std::sync::Arc;
