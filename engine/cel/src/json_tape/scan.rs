@@ -98,7 +98,8 @@ impl<'t> Scan<'t> {
             Str::Range { at, len } => super::text_range(text, at, len).to_string(),
             Str::Decoded(s) => s,
         };
-        Ok(match self.next() {
+        let first = self.next();
+        Ok(match first {
             Some(b'{') => {
                 let mut map = serde_json::Map::new();
                 self.container(b'}', |scan| {
@@ -118,7 +119,7 @@ impl<'t> Scan<'t> {
                 Json::Array(items)
             }
             Some(b'"') => Json::String(owned(self.string()?)),
-            _ => super::scalar_json(self.scalar()?),
+            _ => super::scalar_json(self.scalar(first)?),
         })
     }
 
@@ -164,14 +165,15 @@ impl<'t> Scan<'t> {
     /// Reads the next value into `b`, giving its node.
     fn value(&mut self, b: &mut Builder<'t>) -> Scanned<u32> {
         self.start()?;
-        match self.next() {
+        let first = self.next();
+        match first {
             Some(b'{') => self.object(b),
             Some(b'[') => self.array(b),
             Some(b'"') => Ok(match self.string()? {
                 Str::Range { at, len } => b.push(Node::Text { at, len }),
                 Str::Decoded(s) => b.escaped(s.into_boxed_str()),
             }),
-            _ => self.scalar().map(|node| b.push(node)),
+            _ => self.scalar(first).map(|node| b.push(node)),
         }
     }
 
@@ -184,8 +186,8 @@ impl<'t> Scan<'t> {
         Ok(())
     }
 
-    /// A number, `true`, `false` or `null`, its first byte read.
-    fn scalar(&mut self) -> Scanned<Node> {
+    /// A number, `true`, `false` or `null`, its `first` byte read (`None`: the text ended).
+    fn scalar(&mut self, first: Option<u8>) -> Scanned<Node> {
         let literal = |scan: &mut Self, rest: &[u8], node: Node| {
             let bytes = scan.text.as_bytes();
             if bytes.get(scan.at..scan.at + rest.len()) != Some(rest) {
@@ -194,7 +196,7 @@ impl<'t> Scan<'t> {
             scan.at += rest.len();
             Ok(node)
         };
-        match self.text.as_bytes().get(self.at.wrapping_sub(1)) {
+        match first {
             Some(b't') => literal(self, b"rue", Node::Bool(true)),
             Some(b'f') => literal(self, b"alse", Node::Bool(false)),
             Some(b'n') => literal(self, b"ull", Node::Null),
