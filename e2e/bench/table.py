@@ -135,6 +135,15 @@ def main(argv):
     t.row("bench-webhook", web, label + ": p99 at {}/s".format(dig(sep, "latency", "rate_per_second")),
           dig(sep, "latency", "p99_ms"), "{:.3f} ms", note=overload(dig(sep, "latency")))
 
+    # The HTTP/2 throughputs with h2load as the load generator ("missing" when not installed).
+    h2 = dig(real, "h2load")
+    label = "6 KB Pod, {} of {} {}, HTTP/2 (1 conn.), h2load: reviews/s"
+    t.row("bench-webhook", web, label.format(dig(real, "policies_matching"), dig(real, "policies_loaded"), "VAPs"),
+          dig(h2, "throughput_reviews_per_second"), "{:,.0f}", ">= 30,000", ">=", 30000)
+    t.row("bench-webhook", web, label.format(dig(real, "mutation", "mutating_policies_matching"),
+                                             dig(real, "mutation", "mutating_policies_loaded"), "MAPs"),
+          dig(h2, "mutation", "throughput_reviews_per_second"), "{:,.0f}", ">= 30,000 (as validating)", ">=", 30000)
+
     mem = load(directory, "memory.json")
     t.row("bench-memory", mem, "idle RSS, docs' policies", dig(mem, "rss_mb"), "{:.1f} MB")
 

@@ -20,8 +20,11 @@
 //!    webhook behind a Service, the in-cluster install (its webhook client offers only
 //!    `http/1.1` there, so that concurrent calls spread over the Service's endpoints;
 //!    `k8s.io/apiserver/pkg/util/webhook/client.go`, kubernetes issue 75791 and pull 122558):
-//!    `realistic.http1`. Last, the validating pair over HTTP/2 with a connection per client
-//!    task, the shape earlier figures used: `realistic.separate_connections`.
+//!    `realistic.http1`. Then the validating pair over HTTP/2 with a connection per client
+//!    task, the shape earlier figures used: `realistic.separate_connections`. Last, the
+//!    validating and mutating throughputs over HTTP/2 with nghttp2's `h2load` as the load
+//!    generator in place of the in-process client (same cores, 32 streams on one connection,
+//!    its CPU counted with the server's; skipped when it is not installed): `realistic.h2load`.
 //! 3. Scale (issue 13, item 4): throughput for the Pod when 5 of 1,000 validating policies
 //!    match, and when 5 are loaded in all. The `scale` field, with their ratio.
 //!
@@ -32,7 +35,8 @@
 //!   of its own (open loop: the latency of a late send counts from when it was due), p50/p99/max.
 //!
 //! The client runs in the same process on the same cores as the server, so both numbers are
-//! pessimistic for a server that has the machine to itself. Run with `make bench-webhook`.
+//! pessimistic for a server that has the machine to itself; hyper's HTTP/2 client costs about
+//! a sixth of the CPU per review, more than h2load does. Run with `make bench-webhook`.
 //! Environment: `WEBHOOK_BENCH_SECONDS` (default 10), `WEBHOOK_BENCH_CONNECTIONS` (default 32),
 //! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REALISTIC_RATE` (default 5000),
 //! `WEBHOOK_BENCH_POLICIES` (default 1000), `WEBHOOK_BENCH_MATCHING` (default 20, at most 20),
@@ -452,15 +456,110 @@ struct Throughput {
 
 /// User plus system CPU time of this process so far, from `/proc/self/stat` (0 elsewhere).
 fn process_cpu_seconds() -> f64 {
+    cpu_seconds(false)
+}
+
+/// User plus system CPU time of this process so far, with that of its children it has waited
+/// for when `children` (from `/proc/self/stat`; 0 elsewhere).
+fn cpu_seconds(children: bool) -> f64 {
     let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
         return 0.0;
     };
-    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime
+    // 15, cutime 16, cstime 17.
     let rest = &stat[stat.rfind(')').map_or(0, |i| i + 2)..];
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    let last = if children { 14 } else { 12 };
+    let ticks: f64 = fields[11..=last]
+        .iter()
+        .map(|f| f.parse::<f64>().unwrap())
+        .sum();
     // USER_HZ is 100 on Linux.
     ticks / 100.0
+}
+
+/// Whether nghttp2's HTTP/2 load generator `h2load` is installed (Debian's `nghttp2-client`,
+/// which `make deps` installs).
+fn h2load_installed() -> bool {
+    std::process::Command::new("h2load")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// What one h2load run reports: reviews answered and its rate over the run's duration.
+struct H2load {
+    done: u64,
+    per_second: f64,
+}
+
+/// Runs h2load against `url` with `streams` concurrent reviews (the body in `body_file`) on one
+/// HTTP/2 connection for `secs` (`-D`); panics unless every review was answered 2xx.
+fn run_h2load(url: &str, body_file: &std::path::Path, streams: u64, secs: u64) -> H2load {
+    let out = std::process::Command::new("h2load")
+        .args(["-c", "1", "-t", "1", "-m", &streams.to_string()])
+        .args(["-D", &secs.to_string()])
+        .arg("-d")
+        .arg(body_file)
+        .args(["-H", "content-type: application/json", url])
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "h2load failed: {report}");
+    // The number before `word` on the line starting with `line`, e.g. `requests: 9 total, 9
+    // started, 9 done, …` or `finished in 4.00s, 29875.25 req/s, …`.
+    let field = |line: &str, word: &str| -> f64 {
+        let found = report
+            .lines()
+            .find(|l| l.starts_with(line))
+            .unwrap_or_else(|| panic!("no {line:?} line in h2load's report: {report}"));
+        let before = found.split(word).next().unwrap_or_default();
+        before
+            .rsplit([' ', ','])
+            .find(|w| !w.is_empty())
+            .and_then(|w| w.parse().ok())
+            .unwrap_or_else(|| panic!("no {word:?} figure in {found:?}"))
+    };
+    let done = field("requests:", " done") as u64;
+    assert!(done > 0, "h2load sent nothing: {report}");
+    assert_eq!(field("requests:", " succeeded") as u64, done, "{report}");
+    assert_eq!(field("status codes:", " 2xx") as u64, done, "{report}");
+    H2load {
+        done,
+        per_second: field("finished in", " req/s"),
+    }
+}
+
+/// Throughput as measured by h2load in place of the in-process client: `streams` concurrent
+/// reviews on one HTTP/2 connection over TLS for `secs`, after a second of warm-up. The rate
+/// is h2load's; CPU per review counts both processes (this one, where only the server is
+/// busy, and h2load as a child waited for). `None` when h2load is not installed.
+async fn h2load_throughput(m: &Measure<'_>, streams: u64, secs: u64) -> Option<Throughput> {
+    if !h2load_installed() {
+        println!("{}: skipped, h2load is not installed (make deps)", m.label);
+        return None;
+    }
+    // Every answer is the one `send` checks here: the same review to the same snapshot.
+    send(&mut connect(m.addr, m.tls, true).await, m.path, m.body).await;
+    let body_file =
+        std::env::temp_dir().join(format!("celgate-load-{}-review.json", std::process::id()));
+    std::fs::write(&body_file, m.body).unwrap();
+    let url = format!("https://127.0.0.1:{}{}?timeout=10s", m.addr.port(), m.path);
+    // Off the runtime's workers, which serve the reviews.
+    let (run, cpu, body_file) = tokio::task::spawn_blocking(move || {
+        run_h2load(&url, &body_file, streams, 1);
+        let cpu = cpu_seconds(true);
+        let run = run_h2load(&url, &body_file, streams, secs);
+        (run, cpu_seconds(true) - cpu, body_file)
+    })
+    .await
+    .unwrap();
+    std::fs::remove_file(&body_file).unwrap();
+    Some(Throughput {
+        per_second: run.per_second,
+        cpu_us_per_review: cpu * 1e6 / run.done as f64,
+    })
 }
 
 /// Open-loop latency at `rate` reviews/s over `conns` connections, each taking every
@@ -1068,6 +1167,34 @@ async fn realistic(
         load.secs,
     )
     .await;
+    // The same HTTP/2 throughputs with nghttp2's h2load as the load generator: a client in C
+    // that costs the shared cores less than hyper's, as kube-apiserver's Go client does.
+    let mut by_h2load = json!({"load_generator": "h2load", "streams": load.conns});
+    for (path, label, field) in [
+        (VALIDATE_PATH, "realistic h2load", None),
+        (MUTATE_PATH, "realistic mutation h2load", Some("mutation")),
+    ] {
+        let policies = if field.is_some() { &label_m } else { &label_v };
+        let Some(t) = h2load_throughput(&at(path, label, policies), load.conns, load.secs).await
+        else {
+            by_h2load = serde_json::Value::Null;
+            break;
+        };
+        println!(
+            "{label} throughput: {:.0} reviews/s, {:.1} µs CPU per review, h2load's included ({} concurrent on 1 HTTP/2 connection, {} s, {} byte reviews, {policies})",
+            t.per_second,
+            t.cpu_us_per_review,
+            load.conns,
+            load.secs,
+            body.len()
+        );
+        let figures = json!({"throughput_reviews_per_second": t.per_second.round(),
+            "cpu_us_per_review": (t.cpu_us_per_review * 10.0).round() / 10.0});
+        match field {
+            Some(f) => by_h2load[f] = figures,
+            None => merge(&mut by_h2load, figures),
+        }
+    }
     server.shutdown(Duration::from_secs(5));
     let mut report = json!({
         "protocol": "HTTP/2",
@@ -1094,6 +1221,7 @@ async fn realistic(
     let mut separate_report = json!({"protocol": "HTTP/2", "multiplexed": false});
     merge(&mut separate_report, separate);
     report["separate_connections"] = separate_report;
+    report["h2load"] = by_h2load;
     report
 }
 
