@@ -135,6 +135,9 @@ def main(argv):
     t.row("bench-webhook", web, label + ": p99 at {}/s".format(dig(sep, "latency", "rate_per_second")),
           dig(sep, "latency", "p99_ms"), "{:.3f} ms", note=overload(dig(sep, "latency")))
 
+    t.row("bench-webhook", web, "6 KB Pod, {} of {} VAPs, in-process (no HTTP or TLS, 1 thread): µs per review".format(
+          dig(real, "policies_matching"), dig(real, "policies_loaded")),
+          dig(real, "in_process_us_per_review"), "{:.1f}")
     # The HTTP/2 throughputs with h2load as the load generator ("missing" when not installed).
     h2 = dig(real, "h2load")
     label = "6 KB Pod, {} of {} {}, HTTP/2 (1 conn.), h2load: reviews/s"

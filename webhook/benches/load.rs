@@ -8,7 +8,9 @@
 //!    apply configurations and a JSON patch, against the Deployment schema of the committed
 //!    built-in snapshot `operator/schemas/builtin-1.36.json`). HTTP/1.1, or HTTP/2 with
 //!    `WEBHOOK_BENCH_HTTP2=1`. Top-level fields of the report.
-//! 2. The realistic fixture (issue 13, item 2; `e2e/src/fixture.rs`) over HTTP/2, every client
+//! 2. The realistic fixture (issue 13, item 2; `e2e/src/fixture.rs`): first the server's own
+//!    cost of one validating review without HTTP or TLS (decode, decide, encode on one thread;
+//!    `realistic.in_process_us_per_review`), then over HTTP/2, every client
 //!    task sharing one connection (kube-apiserver calls a webhook at a loopback URL over HTTP/2
 //!    and multiplexes its calls on one connection): a 6 KB Pod create against `WEBHOOK_BENCH_MATCHING` (20) matching of `WEBHOOK_BENCH_POLICIES`
 //!    (1,000) loaded validating policies (ConfigMap params published into the snapshot's param
@@ -62,7 +64,9 @@ use celgate_engine::schema::schemas_from_openapi;
 use celgate_engine::{
     BoundMutatingPolicy, BoundPolicy, ParamObjects, PolicySet, compile_validating,
 };
+use celgate_snapshot::dispatch::{self, Call};
 use celgate_snapshot::{Deps, KindSchemaView, NamespaceView, ParamKindEntry, SnapshotStore};
+use celgate_webhook::review;
 use celgate_webhook::server::{Server, TlsMaterial};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::{http1, http2};
@@ -486,6 +490,32 @@ fn h2load_installed() -> bool {
         .stdout(std::process::Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
+}
+
+/// The server's own cost of one review, without HTTP or TLS: the body decoded, decided against
+/// the snapshot in `store` and the answer encoded, one review after another on this task for
+/// `secs`; µs per review. Much steadier than the HTTP figures, for before/after comparisons.
+async fn in_process(store: &SnapshotStore, body: &Bytes, secs: u64) -> f64 {
+    let deps = Deps::default();
+    let mut reviews = 0u64;
+    let start = Instant::now();
+    let until = start + Duration::from_secs(secs);
+    while Instant::now() < until {
+        for _ in 0..100 {
+            let review = review::decode(body, review::ObjectRead::Tape).unwrap();
+            let decided = dispatch::validate(store, &deps, review, Call::now(), None)
+                .await
+                .unwrap();
+            let answer = review::response(&decided.uid, &decided.outcome);
+            assert!(
+                decided.outcome.allowed(),
+                "{}",
+                String::from_utf8_lossy(&answer)
+            );
+        }
+        reviews += 100;
+    }
+    start.elapsed().as_secs_f64() * 1e6 / reviews as f64
 }
 
 /// What one h2load run reports: reviews answered and its rate over the run's duration.
@@ -1089,10 +1119,14 @@ async fn realistic(
     );
     let compile_ms = ms(compile_start.elapsed());
     let store = fixture_store(set);
+    let body = Bytes::from(fixture::pod_review().to_string());
+    let in_process_us = in_process(&store, &body, load.secs.min(3)).await;
+    println!(
+        "realistic in-process: {in_process_us:.1} µs per review (decode, decide, encode; no HTTP or TLS; one thread)"
+    );
     let (addr, server) = start_server(store, material).await;
     let tls = connector(roots, true);
     let tls1 = connector(roots, false);
-    let body = Bytes::from(fixture::pod_review().to_string());
     let label_v = format!("{matching} of {total} validating policies match");
     let label_m = format!("{matching} of {total} mutating policies match");
     let at = |path, label, policies| Measure {
@@ -1205,6 +1239,7 @@ async fn realistic(
         "policies_loaded": total,
         "policies_matching": matching,
         "compile_ms_validating_and_mutating": compile_ms,
+        "in_process_us_per_review": (in_process_us * 100.0).round() / 100.0,
         "mutation": {"path": MUTATE_PATH, "mutating_policies_loaded": total,
             "mutating_policies_matching": matching,
             "patch_operations": patch.as_array().map_or(0, Vec::len)},
