@@ -26,7 +26,8 @@
 //!    task, the shape earlier figures used: `realistic.separate_connections`. Last, the
 //!    validating and mutating throughputs over HTTP/2 with nghttp2's `h2load` as the load
 //!    generator in place of the in-process client (same cores, 32 streams on one connection,
-//!    its CPU counted with the server's; skipped when it is not installed): `realistic.h2load`.
+//!    CPU per review for both processes and for the server alone; skipped when it is not
+//!    installed): `realistic.h2load`.
 //! 3. Scale (issue 13, item 4): throughput for the Pod when 5 of 1,000 validating policies
 //!    match, and when 5 are loaded in all. The `scale` field, with their ratio.
 //!
@@ -565,7 +566,7 @@ fn run_h2load(url: &str, body_file: &std::path::Path, streams: u64, secs: u64) -
 /// reviews on one HTTP/2 connection over TLS for `secs`, after a second of warm-up. The rate
 /// is h2load's; CPU per review counts both processes (this one, where only the server is
 /// busy, and h2load as a child waited for). `None` when h2load is not installed.
-async fn h2load_throughput(m: &Measure<'_>, streams: u64, secs: u64) -> Option<Throughput> {
+async fn h2load_throughput(m: &Measure<'_>, streams: u64, secs: u64) -> Option<H2loadThroughput> {
     if !h2load_installed() {
         println!("{}: skipped, h2load is not installed (make deps)", m.label);
         return None;
@@ -577,19 +578,31 @@ async fn h2load_throughput(m: &Measure<'_>, streams: u64, secs: u64) -> Option<T
     std::fs::write(&body_file, m.body).unwrap();
     let url = format!("https://127.0.0.1:{}{}?timeout=10s", m.addr.port(), m.path);
     // Off the runtime's workers, which serve the reviews.
-    let (run, cpu, body_file) = tokio::task::spawn_blocking(move || {
+    let (run, (all, server), body_file) = tokio::task::spawn_blocking(move || {
         run_h2load(&url, &body_file, streams, 1);
-        let cpu = cpu_seconds(true);
+        let before = (cpu_seconds(true), cpu_seconds(false));
         let run = run_h2load(&url, &body_file, streams, secs);
-        (run, cpu_seconds(true) - cpu, body_file)
+        let spent = (cpu_seconds(true) - before.0, cpu_seconds(false) - before.1);
+        (run, spent, body_file)
     })
     .await
     .unwrap();
     std::fs::remove_file(&body_file).unwrap();
-    Some(Throughput {
+    let per_review = |seconds: f64| seconds * 1e6 / run.done as f64;
+    Some(H2loadThroughput {
         per_second: run.per_second,
-        cpu_us_per_review: cpu * 1e6 / run.done as f64,
+        cpu_us_per_review: per_review(all),
+        server_cpu_us_per_review: per_review(server),
     })
+}
+
+/// What [`h2load_throughput`] measured.
+struct H2loadThroughput {
+    per_second: f64,
+    /// Both processes' CPU time per review.
+    cpu_us_per_review: f64,
+    /// This process's alone: the server's.
+    server_cpu_us_per_review: f64,
 }
 
 /// Open-loop latency at `rate` reviews/s over `conns` connections, each taking every
@@ -1215,15 +1228,17 @@ async fn realistic(
             break;
         };
         println!(
-            "{label} throughput: {:.0} reviews/s, {:.1} µs CPU per review, h2load's included ({} concurrent on 1 HTTP/2 connection, {} s, {} byte reviews, {policies})",
+            "{label} throughput: {:.0} reviews/s, {:.1} µs CPU per review, h2load's included (the server's {:.1}; {} concurrent on 1 HTTP/2 connection, {} s, {} byte reviews, {policies})",
             t.per_second,
             t.cpu_us_per_review,
+            t.server_cpu_us_per_review,
             load.conns,
             load.secs,
             body.len()
         );
         let figures = json!({"throughput_reviews_per_second": t.per_second.round(),
-            "cpu_us_per_review": (t.cpu_us_per_review * 10.0).round() / 10.0});
+            "cpu_us_per_review": (t.cpu_us_per_review * 10.0).round() / 10.0,
+            "server_cpu_us_per_review": (t.server_cpu_us_per_review * 10.0).round() / 10.0});
         match field {
             Some(f) => by_h2load[f] = figures,
             None => merge(&mut by_h2load, figures),
