@@ -138,6 +138,9 @@ def main(argv):
     t.row("bench-webhook", web, "6 KB Pod, {} of {} VAPs, in-process (no HTTP or TLS, 1 thread): µs per review".format(
           dig(real, "policies_matching"), dig(real, "policies_loaded")),
           dig(real, "in_process_us_per_review"), "{:.1f}")
+    t.row("bench-webhook", web, "6 KB Pod, {} of {} MAPs, in-process (no HTTP or TLS, 1 thread): µs per review".format(
+          dig(real, "mutation", "mutating_policies_matching"), dig(real, "mutation", "mutating_policies_loaded")),
+          dig(real, "mutation", "in_process_us_per_review"), "{:.1f}")
     # The HTTP/2 throughputs with h2load as the load generator ("missing" when not installed).
     h2 = dig(real, "h2load")
     label = "6 KB Pod, {} of {} {}, HTTP/2 (1 conn.), h2load: reviews/s"

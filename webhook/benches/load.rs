@@ -9,8 +9,9 @@
 //!    built-in snapshot `operator/schemas/builtin-1.36.json`). HTTP/1.1, or HTTP/2 with
 //!    `WEBHOOK_BENCH_HTTP2=1`. Top-level fields of the report.
 //! 2. The realistic fixture (issue 13, item 2; `e2e/src/fixture.rs`): first the server's own
-//!    cost of one validating review without HTTP or TLS (decode, decide, encode on one thread;
-//!    `realistic.in_process_us_per_review`), then over HTTP/2, every client
+//!    cost of one review without HTTP or TLS (decode, decide, encode on one thread;
+//!    `realistic.in_process_us_per_review`, `realistic.mutation.in_process_us_per_review`), then
+//!    over HTTP/2, every client
 //!    task sharing one connection (kube-apiserver calls a webhook at a loopback URL over HTTP/2
 //!    and multiplexes its calls on one connection): a 6 KB Pod create against `WEBHOOK_BENCH_MATCHING` (20) matching of `WEBHOOK_BENCH_POLICIES`
 //!    (1,000) loaded validating policies (ConfigMap params published into the snapshot's param
@@ -493,26 +494,32 @@ fn h2load_installed() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// The server's own cost of one review, without HTTP or TLS: the body decoded, decided against
-/// the snapshot in `store` and the answer encoded, one review after another on this task for
+/// The server's own cost of one review (validating, or with `mutate` mutating), without HTTP or
+/// TLS: the body decoded, decided against the snapshot in `store` and the answer encoded, one review after another on this task for
 /// `secs`; µs per review. Much steadier than the HTTP figures, for before/after comparisons.
-async fn in_process(store: &SnapshotStore, body: &Bytes, secs: u64) -> f64 {
+async fn in_process(store: &SnapshotStore, body: &Bytes, secs: u64, mutate: bool) -> f64 {
     let deps = Deps::default();
     let mut reviews = 0u64;
     let start = Instant::now();
     let until = start + Duration::from_secs(secs);
     while Instant::now() < until {
         for _ in 0..100 {
-            let review = review::decode(body, review::ObjectRead::Tape).unwrap();
-            let decided = dispatch::validate(store, &deps, review, Call::now(), None)
-                .await
-                .unwrap();
-            let answer = review::response(&decided.uid, &decided.outcome);
-            assert!(
-                decided.outcome.allowed(),
-                "{}",
-                String::from_utf8_lossy(&answer)
-            );
+            let (allowed, answer) = if mutate {
+                let review = review::decode(body, review::ObjectRead::Text).unwrap();
+                let mutated = dispatch::mutate(store, &deps, review, Call::now(), None)
+                    .await
+                    .unwrap();
+                let answer = review::mutation_response(&mutated.uid, &mutated.outcome);
+                (mutated.outcome.allowed(), answer)
+            } else {
+                let review = review::decode(body, review::ObjectRead::Tape).unwrap();
+                let decided = dispatch::validate(store, &deps, review, Call::now(), None)
+                    .await
+                    .unwrap();
+                let answer = review::response(&decided.uid, &decided.outcome);
+                (decided.outcome.allowed(), answer)
+            };
+            assert!(allowed, "{}", String::from_utf8_lossy(&answer));
         }
         reviews += 100;
     }
@@ -1133,9 +1140,10 @@ async fn realistic(
     let compile_ms = ms(compile_start.elapsed());
     let store = fixture_store(set);
     let body = Bytes::from(fixture::pod_review().to_string());
-    let in_process_us = in_process(&store, &body, load.secs.min(3)).await;
+    let in_process_us = in_process(&store, &body, load.secs.min(3), false).await;
+    let in_process_mutation_us = in_process(&store, &body, load.secs.min(3), true).await;
     println!(
-        "realistic in-process: {in_process_us:.1} µs per review (decode, decide, encode; no HTTP or TLS; one thread)"
+        "realistic in-process: {in_process_us:.1} µs per review, mutation {in_process_mutation_us:.1} µs (decode, decide, encode; no HTTP or TLS; one thread)"
     );
     let (addr, server) = start_server(store, material).await;
     let tls = connector(roots, true);
@@ -1257,6 +1265,7 @@ async fn realistic(
         "in_process_us_per_review": (in_process_us * 100.0).round() / 100.0,
         "mutation": {"path": MUTATE_PATH, "mutating_policies_loaded": total,
             "mutating_policies_matching": matching,
+            "in_process_us_per_review": (in_process_mutation_us * 100.0).round() / 100.0,
             "patch_operations": patch.as_array().map_or(0, Vec::len)},
         "update": {"review_bytes": update_body.len(),
             "throughput_per_second": update.per_second.round(),
