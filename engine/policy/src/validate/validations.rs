@@ -1,7 +1,7 @@
 //! A policy's validations and their message expressions: which failed or errored, with the
 //! message and reason each reports.
 
-use celgate_cel::{EvalError, RUNTIME_BUDGET, Value};
+use celgate_cel::{Budget, EvalError, RUNTIME_BUDGET, Value};
 
 use crate::compile::ValidatingPolicy;
 
@@ -66,6 +66,27 @@ fn message_step<'t, 'a>(
         cost,
         effect,
     }
+}
+
+/// Whether the message expressions of validations that did not fail may be left unevaluated
+/// without changing the outcome. Upstream evaluates every message expression, and the message
+/// of a validation that passed (or errored) is never shown: all its evaluation can change is
+/// the shared budget, and the budget matters only if the batch can run out of it. It cannot
+/// when what is left covers the most the batch can spend. Each evaluation spends at most the
+/// per-call limit. One message expression evaluates each variable at most once: a variable's
+/// result is memoised unless its error is fatal, and a fatal error ends the expression. So the
+/// batch spends at most `messages × (1 + variables) × per-call limit`.
+fn unused_messages_skippable(policy: &ValidatingPolicy, budget: &Budget) -> bool {
+    let messages = policy
+        .validations
+        .iter()
+        .filter(|v| matches!(v.message_expression, Some(Ok(_))))
+        .count() as u64;
+    let variables = policy.message_variables.len() as u64;
+    messages
+        .saturating_mul(variables.saturating_add(1))
+        .saturating_mul(budget.per_call_limit())
+        <= budget.remaining()
 }
 
 /// Evaluates a policy's validations and their message expressions into one decision per failed
@@ -138,12 +159,15 @@ pub(super) fn evaluate_validations(
         trace::variables(t, &policy.spec.variables, Phase::Validations, &act);
     }
     // Message expressions run for every validation that has one, with the remaining budget and
-    // their own variable memo (an activation built only when a validation has one).
+    // their own variable memo (an activation built only when a validation has one); but see
+    // `unused_messages_skippable`.
+    let skip_unused = trace.is_none() && unused_messages_skippable(policy, &budget);
     let mut act = None;
     let mut messages: Vec<Option<String>> = Vec::with_capacity(results.len());
     for (index, v) in policy.validations.iter().enumerate() {
         let failed = matches!(results.get(index), Some(Ok(false)));
         let msg = match &v.message_expression {
+            Some(Ok(_)) if skip_unused && !failed => None,
             Some(Ok(p)) => {
                 let act = act.get_or_insert_with(|| evaluation.activation(Batch::Messages));
                 let (result, cost) = p.eval_with_cost(act, &mut budget);
@@ -276,6 +300,55 @@ mod tests {
         assert!(out.allowed());
         assert_eq!(out.checks[0].enforcement_action, "allow");
         assert_eq!(out.checks[0].error_type, ErrorType::InvalidError);
+    }
+
+    /// Validations that pass, each with a message expression that spends just under the
+    /// per-call limit (a million steps: it stops at the limit, an error a message ignores).
+    fn costly_messages(n: usize) -> Vec<Validation> {
+        let hundred = (0..100)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let costly = format!(
+            "[{hundred}].all(a, [{hundred}].all(b, [{hundred}].all(c, a + b + c >= 0))) ? 'a' : 'b'"
+        );
+        (0..n)
+            .map(|_| Validation {
+                expression: "true".into(),
+                message_expression: Some(costly.clone()),
+                ..Default::default()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn message_expressions_of_passing_validations_can_exhaust_the_budget() {
+        // Eleven such messages spend more than the 10,000,000 budget: as upstream, every
+        // decision is then an error, although every validation passed.
+        let d = run(spec(costly_messages(11)), &[ValidationAction::Deny], "x")
+            .denial
+            .expect("denied");
+        assert_eq!(
+            d.message,
+            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: failed messageExpression: validation failed due to running out of cost budget, no further validation rules will be run"
+        );
+        // Nine cannot run out (9 × 1,000,000 is within the budget): the passing validations'
+        // messages are never shown, so leaving them unevaluated changes nothing.
+        assert!(run(spec(costly_messages(9)), &[ValidationAction::Deny], "x").allowed());
+        // Nor with a failing validation among them, whose message is evaluated and shown.
+        let mut validations = costly_messages(8);
+        validations.push(Validation {
+            expression: "false".into(),
+            message_expression: Some("'fails for ' + object.metadata.name".into()),
+            ..Default::default()
+        });
+        let d = run(spec(validations), &[ValidationAction::Deny], "x")
+            .denial
+            .expect("denied");
+        assert_eq!(
+            d.message,
+            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: fails for web"
+        );
     }
 
     #[test]
