@@ -302,8 +302,9 @@ mod tests {
         assert_eq!(out.checks[0].error_type, ErrorType::InvalidError);
     }
 
-    /// Validations that pass, each with a message expression that spends just under the
-    /// per-call limit (a million steps: it stops at the limit, an error a message ignores).
+    /// Validations that pass, each with a message expression of a million iterations, more
+    /// than the per-call limit allows: it stops at the limit, having spent just under it (an
+    /// error a message ignores).
     fn costly_messages(n: usize) -> Vec<Validation> {
         let hundred = (0..100)
             .map(|i| i.to_string())
