@@ -495,8 +495,9 @@ fn h2load_installed() -> bool {
 }
 
 /// The server's own cost of one review (validating, or with `mutate` mutating), without HTTP or
-/// TLS: the body decoded, decided against the snapshot in `store` and the answer encoded, one review after another on this task for
-/// `secs`; µs per review. Much steadier than the HTTP figures, for before/after comparisons.
+/// TLS: the body decoded, decided against the snapshot in `store` and the answer encoded, one
+/// review after another on this task for `secs`; µs per review. Much steadier than the HTTP
+/// figures, for before/after comparisons.
 async fn in_process(store: &SnapshotStore, body: &Bytes, secs: u64, mutate: bool) -> f64 {
     let deps = Deps::default();
     let mut reviews = 0u64;
