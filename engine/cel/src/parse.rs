@@ -1,6 +1,6 @@
 //! Parsing: the `cel` crate's ANTLR parser (cel-go's grammar and syntax errors), then conversion
-//! into celgate's [`ast`](crate::ast), recognising macros. Runs on a dedicated thread with a big
-//! stack, because the ANTLR parser and the trees it builds recurse deeply.
+//! into celgate's [`ast`](crate::ast), recognising macros. Runs on a big stack of its own (on the
+//! calling thread), because the ANTLR parser and the trees it builds recurse deeply.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use crate::error::{CompileError, Issue};
 pub(crate) const MAX_RECURSION_DEPTH: u16 = 250;
 /// cel-go's default (and Kubernetes') limit on expression size, in code points.
 pub(crate) const MAX_CODE_POINTS: usize = 100_000;
-/// Stack for the compiling thread: the ANTLR runtime uses tens of KiB per nesting level.
+/// Stack for a compilation: the ANTLR runtime uses tens of KiB per nesting level.
 const COMPILE_STACK: usize = 256 << 20;
 /// The accumulator variable of parser-expanded macros.
 const ACCU: &str = "@result";
@@ -76,7 +76,7 @@ fn byte_offset_location(source: &str, off: usize) -> (i64, i64) {
     (line, col as i64)
 }
 
-/// Parses `src`. Call on a thread with [`COMPILE_STACK`] bytes of stack: the ANTLR runtime
+/// Parses `src`. Call within [`on_compile_stack`]: the ANTLR runtime
 /// recurses deeply. `ident_escape` enables backtick-quoted field names (``a.`b-c` ``).
 pub(crate) fn parse(src: &str, ident_escape: bool) -> Result<Parsed, CompileError> {
     let size = src.chars().count();
@@ -124,30 +124,21 @@ pub(crate) fn parse(src: &str, ident_escape: bool) -> Result<Parsed, CompileErro
     })
 }
 
-/// Runs `f` (a compilation) on a thread with a big stack, for the parser's deep recursion.
-pub(crate) fn on_compile_stack<T: Send>(
+/// Runs `f` (a compilation) on a big stack, for the parser's deep recursion: a fresh stack
+/// segment on the calling thread, so what the compilation allocates stays with that thread.
+pub(crate) fn on_compile_stack<T>(
     src: &str,
-    f: impl FnOnce() -> Result<T, CompileError> + Send,
+    f: impl FnOnce() -> Result<T, CompileError>,
 ) -> Result<T, CompileError> {
-    std::thread::scope(|scope| {
-        let handle = std::thread::Builder::new()
-            .name("cel-compile".into())
-            .stack_size(COMPILE_STACK)
-            .spawn_scoped(scope, f);
-        match handle {
-            Ok(h) => match h.join() {
-                Ok(r) => r,
-                Err(_) => Err(internal(
-                    src,
-                    "the compiler failed unexpectedly".to_string(),
-                )),
-            },
-            Err(e) => Err(internal(
-                src,
-                format!("cannot start the compiler thread: {e}"),
-            )),
-        }
-    })
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        stacker::grow(COMPILE_STACK, f)
+    })) {
+        Ok(r) => r,
+        Err(_) => Err(internal(
+            src,
+            "the compiler failed unexpectedly".to_string(),
+        )),
+    }
 }
 
 fn internal(src: &str, message: String) -> CompileError {
