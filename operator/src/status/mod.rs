@@ -27,7 +27,6 @@ use celgate_crds::{
 use celgate_engine::mutate::compile_mutating;
 use celgate_engine::{MutatingPolicy, ValidatingPolicy, compile_validating};
 use celgate_snapshot::{Snapshot, SnapshotStore};
-use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
@@ -114,7 +113,7 @@ pub struct StatusWriter {
     sources: Sources,
     checker: Arc<dyn Checker>,
     schemas: watch::Receiver<u64>,
-    recorder: Recorder,
+    events: events::Publisher,
     checked: HashMap<(Kind, String), Checked>,
     compiled: HashMap<String, Compiled<ValidatingPolicy>>,
     /// Mutating policies compiled for status while unbound.
@@ -198,19 +197,13 @@ impl StatusWriter {
         checker: Arc<dyn Checker>,
         instance: String,
     ) -> Self {
-        let recorder = Recorder::new(
-            client.clone(),
-            Reporter {
-                controller: FIELD_MANAGER.to_string(),
-                instance: Some(instance),
-            },
-        );
+        let events = events::Publisher::new(client.clone(), FIELD_MANAGER, instance);
         Self {
             schemas: checker.revisions(),
             client,
             sources,
             checker,
-            recorder,
+            events,
             checked: HashMap::new(),
             compiled: HashMap::new(),
             compiled_mutating: HashMap::new(),
@@ -647,7 +640,7 @@ impl StatusWriter {
         key: (Kind, String),
         object: &K,
         status: &S,
-        events: &[kube::runtime::events::Event],
+        events: &[events::Event],
     ) where
         K: apply::Object,
         S: serde::Serialize,
@@ -657,7 +650,7 @@ impl StatusWriter {
             Ok(()) => {
                 debug!(kind = %K::kind(&()), name = %key.1, "status written");
                 self.retries.remove(&key);
-                events::publish(&self.recorder, &object.object_ref(&()), events).await;
+                events::publish(&self.events, &object.object_ref(&()), events).await;
             }
             Err(kube::Error::Api(s)) if s.code == 404 => {
                 debug!(kind = %K::kind(&()), name = %key.1, "object deleted before its status was written");
