@@ -21,7 +21,9 @@
 //! line: watch delay and compile); configuration applied (celgate's `webhook configurations
 //! applied` log line: publish and the server-side apply); webhook configuration changed (seen by
 //! the poll); and the rest up to the first denial (kube-apiserver picking the configuration
-//! up). The pair is deleted between samples.
+//! up). The pair is deleted between samples. Then the same again from a celgate started with
+//! `--webhook-rules all` (its policy webhooks cover every resource already, so the new policy
+//! changes no configuration), after one sample not counted.
 //!
 //! Prints `e2e: celgate/in-tree p50 R, p99 R` and the absolute figures per phase, and writes
 //! `target/bench/e2e.json`. Targets (p50 ≤ 1.05×, p99 ≤ 1.15×) are reported by `make bench`'s
@@ -393,6 +395,43 @@ async fn apply_sample(client: &kube::Client, celgate: &Celgate, k: usize) -> Par
     }
 }
 
+/// Apply → enforced samples `ks` (probe pairs of those numbers), summarised and printed.
+async fn apply_series(
+    client: &kube::Client,
+    celgate: &Celgate,
+    ks: std::ops::Range<usize>,
+    rules: &str,
+) -> Value {
+    let mut parts = Vec::with_capacity(ks.len());
+    for k in ks {
+        parts.push(apply_sample(client, celgate, k).await);
+    }
+    let apply = json!({
+        "enforced": spread(parts.iter().map(|p| p.enforced).collect()),
+        "binding_created": spread(parts.iter().map(|p| p.binding_created).collect()),
+        "compiled": spread(parts.iter().filter_map(|p| p.compiled).collect()),
+        "configuration_applied": spread(parts.iter().filter_map(|p| p.applied).collect()),
+        "webhook_configuration_changed": spread(parts.iter().filter_map(|p| p.configuration).collect()),
+        "apiserver_pickup": spread(parts.iter().filter_map(|p| p.configuration.map(|c| p.enforced - c)).collect()),
+        "samples": parts.iter().map(|p| json!({"enforced_ms": p.enforced,
+            "binding_created_ms": p.binding_created, "compiled_ms": p.compiled,
+            "configuration_applied_ms": p.applied,
+            "webhook_configuration_changed_ms": p.configuration})).collect::<Vec<_>>(),
+        "poll_ms": ms(POLL),
+        "measures": "ms from the policy's create: binding_created = the binding's create answered; compiled = celgate's `compiled policy` log line (watch delay + compile); configuration_applied = celgate's `webhook configurations applied` log line (publish + its server-side apply answered); webhook_configuration_changed = celgate's ValidatingWebhookConfiguration seen with a new resourceVersion (publish + registration, at poll resolution; absent when it did not change); apiserver_pickup = enforced − webhook_configuration_changed",
+    });
+    println!(
+        "apply → enforced (celgate, new rule, {rules}): {}; binding created {}; compiled {}; configuration applied {}; webhook configuration changed {}; kube-apiserver pickup {}",
+        apply["enforced"],
+        apply["binding_created"],
+        apply["compiled"],
+        apply["configuration_applied"],
+        apply["webhook_configuration_changed"],
+        apply["apiserver_pickup"]
+    );
+    apply
+}
+
 /// p50 and max of the figures present.
 fn spread(values: Vec<f64>) -> Value {
     let mut values: Vec<f64> = values
@@ -499,33 +538,33 @@ async fn main() {
         ratio(figures[2].1, figures[1].1),
     );
     println!("e2e: celgate/in-tree p50 {p50_ratio:.2}, p99 {p99_ratio:.2}");
-    let mut parts = Vec::with_capacity(apply_samples);
-    for k in 0..apply_samples {
-        parts.push(apply_sample(&client, &celgate, k).await);
-    }
-    let apply = json!({
-        "enforced": spread(parts.iter().map(|p| p.enforced).collect()),
-        "binding_created": spread(parts.iter().map(|p| p.binding_created).collect()),
-        "compiled": spread(parts.iter().filter_map(|p| p.compiled).collect()),
-        "configuration_applied": spread(parts.iter().filter_map(|p| p.applied).collect()),
-        "webhook_configuration_changed": spread(parts.iter().filter_map(|p| p.configuration).collect()),
-        "apiserver_pickup": spread(parts.iter().filter_map(|p| p.configuration.map(|c| p.enforced - c)).collect()),
-        "samples": parts.iter().map(|p| json!({"enforced_ms": p.enforced,
-            "binding_created_ms": p.binding_created, "compiled_ms": p.compiled,
-            "configuration_applied_ms": p.applied,
-            "webhook_configuration_changed_ms": p.configuration})).collect::<Vec<_>>(),
-        "poll_ms": ms(POLL),
-        "measures": "ms from the policy's create: binding_created = the binding's create answered; compiled = celgate's `compiled policy` log line (watch delay + compile); configuration_applied = celgate's `webhook configurations applied` log line (publish + its server-side apply answered); webhook_configuration_changed = celgate's ValidatingWebhookConfiguration seen with a new resourceVersion (publish + registration, at poll resolution); apiserver_pickup = enforced − webhook_configuration_changed",
-    });
-    println!(
-        "apply → enforced (celgate, new rule): {}; binding created {}; compiled {}; configuration applied {}; webhook configuration changed {}; kube-apiserver pickup {}",
-        apply["enforced"],
-        apply["binding_created"],
-        apply["compiled"],
-        apply["configuration_applied"],
-        apply["webhook_configuration_changed"],
-        apply["apiserver_pickup"]
+    let apply = apply_series(&client, &celgate, 0..apply_samples, "policies' rules").await;
+    // The same with the policy webhooks covering every resource: no configuration change.
+    drop(celgate);
+    let celgate = Celgate::spawn_with(
+        &cluster,
+        free_port(),
+        "celgate-all-rules",
+        &["--log-json", "--webhook-rules", "all"],
+        "info",
     );
+    celgate.wait_ready().await;
+    // One sample not counted: this process writes the configuration (to every resource) only
+    // once it leads, when the Lease the first one held has expired.
+    apply_series(
+        &client,
+        &celgate,
+        apply_samples..apply_samples + 1,
+        "warm-up",
+    )
+    .await;
+    let apply_all = apply_series(
+        &client,
+        &celgate,
+        apply_samples + 1..2 * apply_samples + 1,
+        "--webhook-rules all",
+    )
+    .await;
     let report = json!({
         "rounds": rounds, "objects_per_kind_phase_round": objects, "clients": clients,
         "celgate_bin": Celgate::binary().display().to_string(),
@@ -533,6 +572,7 @@ async fn main() {
         "ratio": {"p50": p50_ratio, "p99": p99_ratio},
         "per_round": per_round,
         "apply_to_enforced": apply,
+        "apply_to_enforced_all_rules": apply_all,
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),
     });

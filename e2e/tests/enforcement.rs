@@ -189,3 +189,120 @@ spec:
         celgate.logs()
     );
 }
+
+/// With `--webhook-rules all` the policy webhooks cover every resource, so a policy over a
+/// resource no other policy matches is enforced without celgate's webhook configuration
+/// changing; requests no policy matches reach celgate and are admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_every_resource_covered_a_new_policy_is_enforced_without_a_configuration_change() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+    use kube::api::{Api, PostParams};
+    use std::time::Duration;
+
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let celgate = Celgate::spawn_with(
+        &cluster,
+        celgate_e2e::free_port(),
+        "celgate",
+        &["--webhook-rules", "all"],
+        "info",
+    );
+    celgate.wait_ready().await;
+    let client = cluster.client().await;
+    create_namespace(&client, "celgate-demo", "celgate").await;
+    cluster.apply(&policy(CELGATE_API, 5));
+    cluster.apply(&binding(CELGATE_API, "celgate"));
+    wait_denied(&client, "celgate-demo", 6).await;
+
+    let configurations: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let before = configurations
+        .get("celgate")
+        .await
+        .unwrap_or_else(|e| panic!("celgate's ValidatingWebhookConfiguration: {e}"));
+    let fail_closed = before
+        .webhooks
+        .iter()
+        .flatten()
+        .find(|w| w.name == "validate.celgate.io")
+        .unwrap_or_else(|| panic!("no fail-closed webhook: {before:?}"));
+    let rules = serde_json::to_value(&fail_closed.rules).unwrap();
+    assert_eq!(
+        rules,
+        serde_json::json!([{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"],
+            "resources": ["*/*"], "scope": "*"}])
+    );
+
+    // A ConfigMap no policy matches reaches celgate and is admitted.
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), "celgate-demo");
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    let configmap: ConfigMap =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": "plain"}})).unwrap();
+    configmaps
+        .create(&dry_run, &configmap)
+        .await
+        .unwrap_or_else(|e| panic!("a ConfigMap no policy matches was refused: {e}"));
+
+    cluster.apply(
+        r#"
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: no-probe-secrets.example.com
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["secrets"]
+  validations:
+    - expression: "object.metadata.name != 'probe'"
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: no-probe-secrets.example.com
+spec:
+  policyName: no-probe-secrets.example.com
+  validationActions: [Deny]
+"#,
+    );
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "celgate-demo");
+    let secret = |name: &str| -> Secret {
+        serde_json::from_value(serde_json::json!({"metadata": {"name": name}})).unwrap()
+    };
+    let message = celgate_e2e::wait_for(
+        "the secrets policy to be enforced",
+        Duration::from_secs(30),
+        || async {
+            match secrets.create(&dry_run, &secret("probe")).await {
+                Err(kube::Error::Api(status)) => Some(status.message),
+                _ => None,
+            }
+        },
+    )
+    .await;
+    assert!(
+        message.contains("no-probe-secrets.example.com")
+            && message.contains("failed expression: object.metadata.name != 'probe'"),
+        "{message}"
+    );
+    secrets
+        .create(&dry_run, &secret("other"))
+        .await
+        .unwrap_or_else(|e| panic!("a Secret the policy admits was refused: {e}"));
+    let after = configurations
+        .get("celgate")
+        .await
+        .unwrap_or_else(|e| panic!("celgate's ValidatingWebhookConfiguration: {e}"));
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the webhook configuration changed for the new policy"
+    );
+}

@@ -37,7 +37,7 @@ use kube::{Api, Client};
 use thiserror::Error;
 use tracing::{error, info, warn};
 
-use registration::{Endpoint, Registration};
+use registration::{Endpoint, Registration, WebhookRules};
 
 /// mimalloc rather than the system allocator: the webhook allocates and frees a JSON tree per
 /// review across worker threads, where glibc's malloc took a fifth of the request path's CPU.
@@ -103,6 +103,18 @@ struct RunArgs {
     /// celgate only follows it).
     #[arg(long, env = "CELGATE_CERT_SOURCE", value_enum, default_value = "self")]
     cert_source: certs::CertSource,
+    /// Which requests the policy webhooks are sent: `policies` (what the compiled policies'
+    /// rules match; a policy over a resource no other policy matches waits for kube-apiserver
+    /// to load the changed webhook configuration) or `all` (every resource, subresource and
+    /// operation outside celgate's namespace: a new policy is enforced once compiled, but every
+    /// write waits on celgate, and with failurePolicy Fail fails while celgate is unreachable).
+    #[arg(
+        long,
+        env = "CELGATE_WEBHOOK_RULES",
+        value_enum,
+        default_value = "policies"
+    )]
+    webhook_rules: WebhookRules,
     /// On SIGTERM, seconds `/readyz` fails while requests are still served, so load balancers
     /// and Service endpoints stop sending new connections before the listener closes.
     #[arg(long, env = "CELGATE_SHUTDOWN_DELAY_SECONDS", default_value_t = 5)]
@@ -302,6 +314,7 @@ async fn run(args: RunArgs) -> Result<(), RunError> {
         create_missing: matches!(endpoint, Endpoint::Url(_)),
         endpoint,
         namespace: args.namespace.clone(),
+        rules: args.webhook_rules,
     };
     // One discovery and one schema cache serve the type checker and the mutated kinds.
     let discovery = discovery::Discovery::spawn(client.clone());

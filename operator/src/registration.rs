@@ -1,6 +1,7 @@
 //! The ValidatingWebhookConfiguration and MutatingWebhookConfiguration celgate owns: their rules
 //! are the union of the compiled policies' match constraints, bound or not (so only relevant
-//! traffic reaches the webhook, and binding a policy changes no configuration), split into a
+//! traffic reaches the webhook, and binding a policy changes no configuration), or with
+//! [`WebhookRules::All`] every resource (so a new policy changes no configuration), split into a
 //! fail-closed and a fail-open webhook by failurePolicy, and they exclude celgate's own
 //! namespace so a broken webhook cannot lock celgate out. The mutating side is split further
 //! by reinvocationPolicy, since the API server reinvokes a webhook as a whole: policies that
@@ -108,6 +109,41 @@ impl Endpoint {
 
 const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
 
+/// Which requests a webhook that serves policies is sent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum WebhookRules {
+    /// Those the rules of its compiled policies match: only relevant traffic reaches celgate,
+    /// and a policy over a resource no other policy matches is enforced once kube-apiserver
+    /// has loaded the changed configuration (a few milliseconds more).
+    #[default]
+    Policies,
+    /// Every resource, subresource and operation, once it serves any policy: a new policy is
+    /// enforced as soon as celgate has compiled it, with no configuration change; every write
+    /// in the cluster (outside celgate's namespace) then waits on celgate, and with
+    /// failurePolicy Fail fails while celgate is unreachable.
+    All,
+}
+
+/// The rule of [`WebhookRules::All`].
+fn every_resource() -> RuleWithOperations {
+    let any = || Some(vec!["*".to_string()]);
+    RuleWithOperations {
+        operations: any(),
+        api_groups: any(),
+        api_versions: any(),
+        resources: Some(vec!["*/*".to_string()]),
+        scope: Some("*".to_string()),
+    }
+}
+
+/// The rules a webhook registers for the `policies` it serves: none when they have no rule.
+fn covering(policies: Vec<RuleWithOperations>, coverage: WebhookRules) -> Vec<RuleWithOperations> {
+    match coverage {
+        WebhookRules::All if !policies.is_empty() => vec![every_resource()],
+        _ => policies,
+    }
+}
+
 /// Webhook rules for one failure policy: every well-formed resource rule of the compiled
 /// validating policies, bound or not. An unbound policy's rules are registered too so that
 /// binding it, the common change, needs no configuration update (kube-apiserver takes several
@@ -211,6 +247,8 @@ pub struct Registration {
     /// only fills in the ones its manifests ship (in a cluster: `kubectl delete -k` then
     /// removes them, and a stopping replica can never bring them back).
     pub create_missing: bool,
+    /// Which requests the policy webhooks are sent.
+    pub rules: WebhookRules,
 }
 
 /// What the registration follows: the published policy sets, the CA the API server must
@@ -260,8 +298,14 @@ impl Registration {
                 applied = Written::default();
             } else if let Some(set) = set {
                 let desired = (
-                    validating_configuration(&set, &self.endpoint, &ca, &self.namespace),
-                    mutating_configuration(&set, &self.endpoint, &ca, &self.namespace),
+                    validating_configuration(
+                        &set,
+                        self.rules,
+                        &self.endpoint,
+                        &ca,
+                        &self.namespace,
+                    ),
+                    mutating_configuration(&set, self.rules, &self.endpoint, &ca, &self.namespace),
                 );
                 if !applied.is(&desired) {
                     metrics::reconciled(metrics::REGISTRATION);
@@ -305,9 +349,11 @@ impl Registration {
     }
 }
 
-/// The desired ValidatingWebhookConfiguration for a policy set.
+/// The desired ValidatingWebhookConfiguration for a policy set, its policy webhooks covering
+/// what `coverage` says.
 pub fn validating_configuration(
     set: &PolicySet,
+    coverage: WebhookRules,
     endpoint: &Endpoint,
     ca_pem: &str,
     own_namespace: &str,
@@ -323,7 +369,7 @@ pub fn validating_configuration(
     ]
     .into_iter()
     .filter_map(|(name, failure, failure_str, path)| {
-        let rules = rules(set, failure);
+        let rules = covering(rules(set, failure), coverage);
         (!rules.is_empty()).then(|| ValidatingWebhook {
             name: name.to_string(),
             admission_review_versions: vec!["v1".to_string()],
@@ -378,11 +424,13 @@ pub fn validating_configuration(
 }
 
 /// The desired MutatingWebhookConfiguration for a policy set: one webhook per group of
-/// compiled mutating policies (failure policy × reinvocation policy) that has rules, in
+/// compiled mutating policies (failure policy × reinvocation policy) that has rules (covering
+/// what `coverage` says), in
 /// [`MUTATING_WEBHOOKS`] order; with no mutating policy it has no webhooks, so no request
 /// waits on celgate for a mutation.
 pub fn mutating_configuration(
     set: &PolicySet,
+    coverage: WebhookRules,
     endpoint: &Endpoint,
     ca_pem: &str,
     own_namespace: &str,
@@ -390,7 +438,7 @@ pub fn mutating_configuration(
     let webhooks = MUTATING_WEBHOOKS
         .iter()
         .filter_map(|(name, group, path)| {
-            let rules = mutating_rules(set, *group);
+            let rules = covering(mutating_rules(set, *group), coverage);
             let failure = match group.failure {
                 FailurePolicy::Fail => "Fail",
                 FailurePolicy::Ignore => "Ignore",
@@ -598,6 +646,7 @@ mod tests {
                 endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
                 namespace: "celgate-system".into(),
                 create_missing: true,
+                rules: WebhookRules::Policies,
             };
             let inputs = Inputs {
                 sets: receiver,
@@ -744,6 +793,7 @@ mod tests {
                 },
                 namespace: "celgate-system".into(),
                 create_missing: false,
+                rules: WebhookRules::Policies,
             };
             let inputs = Inputs {
                 sets: receiver,
@@ -825,7 +875,13 @@ mod tests {
     #[test]
     fn the_policy_webhook_covers_all_four_kinds() {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
-        let cfg = validating_configuration(&PolicySet::default(), &endpoint, "ca", "celgate");
+        let cfg = validating_configuration(
+            &PolicySet::default(),
+            WebhookRules::Policies,
+            &endpoint,
+            "ca",
+            "celgate",
+        );
         let hook = cfg
             .webhooks
             .unwrap_or_default()
@@ -852,7 +908,13 @@ mod tests {
     #[test]
     fn mutating_webhooks_split_by_failure_and_reinvocation_policy() {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
-        let empty = mutating_configuration(&PolicySet::default(), &endpoint, "ca", "celgate");
+        let empty = mutating_configuration(
+            &PolicySet::default(),
+            WebhookRules::Policies,
+            &endpoint,
+            "ca",
+            "celgate",
+        );
         assert_eq!(empty.webhooks, Some(Vec::new()), "no policy, no webhook");
 
         let bound = |name: &str, failure: &str, reinvocation: &str, resource: &str| {
@@ -873,7 +935,13 @@ mod tests {
                 bound("d", "Ignore", "IfNeeded", "pods"),
             ],
         );
-        let cfg = mutating_configuration(&set, &endpoint, "ca", "celgate-system");
+        let cfg = mutating_configuration(
+            &set,
+            WebhookRules::Policies,
+            &endpoint,
+            "ca",
+            "celgate-system",
+        );
         let hooks = cfg.webhooks.unwrap();
         let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(
@@ -907,7 +975,13 @@ mod tests {
             );
         }
         // The validating configuration has no webhook for mutating policies.
-        let validating = validating_configuration(&set, &endpoint, "ca", "celgate-system");
+        let validating = validating_configuration(
+            &set,
+            WebhookRules::Policies,
+            &endpoint,
+            "ca",
+            "celgate-system",
+        );
         let names: Vec<String> = validating
             .webhooks
             .unwrap_or_default()
@@ -923,8 +997,20 @@ mod tests {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let configurations = |set: &PolicySet| {
             (
-                validating_configuration(set, &endpoint, "ca", "celgate-system"),
-                mutating_configuration(set, &endpoint, "ca", "celgate-system"),
+                validating_configuration(
+                    set,
+                    WebhookRules::Policies,
+                    &endpoint,
+                    "ca",
+                    "celgate-system",
+                ),
+                mutating_configuration(
+                    set,
+                    WebhookRules::Policies,
+                    &endpoint,
+                    "ca",
+                    "celgate-system",
+                ),
             )
         };
         let validating = fixtures::policy("p", 1, "true", None);
@@ -969,6 +1055,75 @@ mod tests {
             configurations(&bound),
             before,
             "binding changed the configurations"
+        );
+    }
+
+    #[test]
+    fn with_every_resource_covered_a_new_policy_over_another_resource_changes_no_configuration() {
+        use crate::policy_set::{PolicyCache, Stored};
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
+        let configurations = |set: &PolicySet, coverage| {
+            (
+                validating_configuration(set, coverage, &endpoint, "ca", "celgate-system"),
+                mutating_configuration(set, coverage, &endpoint, "ca", "celgate-system"),
+            )
+        };
+        let configmaps = fixtures::policy("p", 1, "true", None);
+        let mut secrets_json = fixtures::policy_json("q", 1, "true", None);
+        secrets_json["spec"]["matchConstraints"]["resourceRules"][0]["resources"] =
+            serde_json::json!(["secrets"]);
+        let secrets: celgate_crds::ValidatingAdmissionPolicy =
+            serde_json::from_value(secrets_json).unwrap();
+        let mutating = fixtures::mutating_policy("m", "Ignore", "IfNeeded", "pods");
+        let mut cache = PolicyCache::default();
+        for p in [&configmaps, &secrets] {
+            cache.insert(p, policy_set::compile(p));
+        }
+        cache.insert_mutating(&mutating, policy_set::compile_mutating_policy(&mutating));
+        let stored = |validating: Vec<&celgate_crds::ValidatingAdmissionPolicy>| Stored {
+            validating: validating.into_iter().cloned().map(Arc::new).collect(),
+            validating_bindings: Vec::new(),
+            mutating: vec![Arc::new(mutating.clone())],
+            mutating_bindings: Vec::new(),
+        };
+        // Building forgets the policies not stored: the set with both first.
+        let two = cache.build(stored(vec![&configmaps, &secrets]));
+        let one = cache.build(stored(vec![&configmaps]));
+
+        let (v, m) = configurations(&one, WebhookRules::All);
+        let v = serde_json::to_value(v).unwrap();
+        let every = serde_json::json!([{"apiGroups": ["*"], "apiVersions": ["*"],
+            "operations": ["*"], "resources": ["*/*"], "scope": "*"}]);
+        let hooks = v["webhooks"].as_array().unwrap();
+        let names: Vec<&str> = hooks.iter().filter_map(|w| w["name"].as_str()).collect();
+        // No policy fails open: no fail-open webhook, even covering everything.
+        assert_eq!(names, [VALIDATE_FAIL, VALIDATE_POLICIES]);
+        assert_eq!(hooks[0]["rules"], every);
+        assert_eq!(
+            hooks[0]["namespaceSelector"],
+            serde_json::to_value(exclude_namespace("celgate-system")).unwrap()
+        );
+        // celgate's own webhook keeps its rules.
+        assert_eq!(
+            hooks[1]["rules"][0]["resources"][0],
+            "validatingadmissionpolicies"
+        );
+        let m = serde_json::to_value(m).unwrap();
+        let hooks = m["webhooks"].as_array().unwrap();
+        assert_eq!(hooks.len(), 1);
+        assert_eq!(hooks[0]["name"], "mutate-ignore-reinvoke.celgate.io");
+        assert_eq!(hooks[0]["rules"], every);
+
+        assert_eq!(
+            configurations(&two, WebhookRules::All),
+            configurations(&one, WebhookRules::All),
+            "a policy over secrets changed the configurations"
+        );
+        // With the policies' own rules, the same policy needs a rule for secrets.
+        let (v, _) = configurations(&two, WebhookRules::Policies);
+        assert_eq!(
+            resources(&serde_json::to_value(v).unwrap()),
+            ["configmaps", "secrets"]
         );
     }
 }
