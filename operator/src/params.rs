@@ -10,7 +10,7 @@
 //! requests do not wait for it, a binding with a paramRef fails at once under its failurePolicy
 //! (a kind already listed keeps its objects, as after any other failure).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -200,25 +200,25 @@ impl Kind {
             (ParamKindEntry::Ready(objects), Change::Apply(_) | Change::Delete(_)) => {
                 objects.clone()
             }
-            _ => Arc::new(ParamObjects {
-                namespaced,
-                objects: BTreeMap::new(),
-            }),
+            _ => Arc::new(ParamObjects::new(namespaced)),
         };
         let edit = Arc::make_mut(&mut objects);
         match change {
             Change::Apply(object) => {
                 if let Some(value) = self.param_value(&object) {
-                    edit.objects.insert(object_key(&object, namespaced), value);
+                    let (namespace, name) = object_key(&object, namespaced);
+                    edit.insert(namespace, name, value);
                 }
             }
             Change::Delete(object) => {
-                edit.objects.remove(&object_key(&object, namespaced));
+                let (namespace, name) = object_key(&object, namespaced);
+                edit.remove(namespace, name);
             }
             Change::Replace(all) => {
                 for object in all {
                     if let Some(value) = self.param_value(&object) {
-                        edit.objects.insert(object_key(&object, namespaced), value);
+                        let (namespace, name) = object_key(&object, namespaced);
+                        edit.insert(namespace, name, value);
                     }
                 }
             }
@@ -264,7 +264,7 @@ impl Kind {
         let state = match &entry {
             ParamKindEntry::Ready(objects) => {
                 self.forbidden_logged = None;
-                format!("ready with {} objects", objects.objects.len())
+                format!("ready with {} objects", objects.len())
             }
             ParamKindEntry::Syncing => "syncing".into(),
             ParamKindEntry::NotServed => "not served".into(),
@@ -321,13 +321,12 @@ fn discovery_forbidden(key: &ParamKey, subject: &str) -> String {
 }
 
 /// `(namespace, name)` of a param object; the namespace is empty for cluster-scoped kinds.
-fn object_key(object: &DynamicObject, namespaced: bool) -> (String, String) {
-    let namespace = if namespaced {
-        object.namespace().unwrap_or_default()
-    } else {
-        String::new()
-    };
-    (namespace, object.name_any())
+/// The object's namespace (empty for a cluster-scoped kind) and name.
+fn object_key(object: &DynamicObject, namespaced: bool) -> (&str, &str) {
+    let meta = &object.metadata;
+    let namespace = meta.namespace.as_deref().filter(|_| namespaced);
+    let name = meta.name.as_deref().or(meta.generate_name.as_deref());
+    (namespace.unwrap_or_default(), name.unwrap_or_default())
 }
 
 fn gvk(key: &ParamKey) -> GroupVersionKind {
@@ -427,9 +426,8 @@ mod tests {
             Some(ParamKindEntry::Forbidden(_)) => "forbidden".into(),
             Some(ParamKindEntry::Ready(objects)) => {
                 let all: Vec<String> = objects
-                    .objects
                     .iter()
-                    .map(|((_, name), v)| format!("{name}={}", v["data"]["max"]))
+                    .map(|(_, name, v)| format!("{name}={}", v["data"]["max"]))
                     .collect();
                 format!("ready {}", all.join(","))
             }
@@ -659,10 +657,7 @@ mod tests {
             .await;
             api.serve_until_watching(serve(vec![]), WIDGETS).await;
             let object = |s: &Snapshot, name: &str| match s.params.entry(KIND.0, KIND.1) {
-                Some(ParamKindEntry::Ready(objects)) => objects
-                    .objects
-                    .get(&("params".to_string(), name.to_string()))
-                    .cloned(),
+                Some(ParamKindEntry::Ready(objects)) => objects.get("params", name).cloned(),
                 _ => None,
             };
             let before = store.load();

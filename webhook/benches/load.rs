@@ -1000,19 +1000,14 @@ fn fixture_store(policies: PolicySet) -> Arc<SnapshotStore> {
             json!({"metadata": {"name": fixture::PARAMS_NAMESPACE}}),
         ),
     ]));
-    let objects = fixture::param_configmaps()
-        .into_iter()
-        .map(|cm| {
-            let name = cm["metadata"]["name"].as_str().unwrap().to_string();
-            ((fixture::PARAMS_NAMESPACE.to_string(), name), Arc::new(cm))
-        })
-        .collect();
+    let mut objects = ParamObjects::new(true);
+    for cm in fixture::param_configmaps() {
+        let name = cm["metadata"]["name"].as_str().unwrap().to_string();
+        objects.insert(fixture::PARAMS_NAMESPACE, &name, Arc::new(cm));
+    }
     store.publish_param_kind(
         &("v1".to_string(), "ConfigMap".to_string()),
-        Some(ParamKindEntry::Ready(Arc::new(ParamObjects {
-            namespaced: true,
-            objects,
-        }))),
+        Some(ParamKindEntry::Ready(Arc::new(objects))),
     );
     store.publish_policies(
         Arc::new(policies),

@@ -15,9 +15,75 @@ use crate::request::Request;
 pub struct ParamObjects {
     /// True for namespaced kinds.
     pub namespaced: bool,
-    /// Objects by (namespace, name); namespace is empty for cluster-scoped kinds. Each is
-    /// shared, so a watch event replaces one object without copying the others.
-    pub objects: BTreeMap<(String, String), Arc<Value>>,
+    /// Objects by namespace (empty for cluster-scoped kinds), then name. A request looks one
+    /// up by `&str`, with no key built, and a selector reads only its namespace's objects; a
+    /// watch event copies only the map of the namespace it changes, and every object is
+    /// shared.
+    by_namespace: BTreeMap<String, Arc<BTreeMap<String, Arc<Value>>>>,
+    /// How many objects there are.
+    len: usize,
+}
+
+impl ParamObjects {
+    /// No objects yet, of a namespaced kind or not.
+    pub fn new(namespaced: bool) -> Self {
+        ParamObjects {
+            namespaced,
+            ..Self::default()
+        }
+    }
+
+    /// Inserts or replaces the object `name` in `namespace` (empty for cluster-scoped kinds).
+    pub fn insert(&mut self, namespace: &str, name: &str, object: Arc<Value>) {
+        let names = Arc::make_mut(self.by_namespace.entry(namespace.to_string()).or_default());
+        if names.insert(name.to_string(), object).is_none() {
+            self.len += 1;
+        }
+    }
+
+    /// Removes the object `name` in `namespace`, if there is one.
+    pub fn remove(&mut self, namespace: &str, name: &str) {
+        let Some(names) = self.by_namespace.get_mut(namespace) else {
+            return;
+        };
+        if !names.contains_key(name) {
+            return;
+        }
+        let names = Arc::make_mut(names);
+        names.remove(name);
+        self.len -= 1;
+        if names.is_empty() {
+            self.by_namespace.remove(namespace);
+        }
+    }
+
+    /// The object `name` in `namespace`.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<&Arc<Value>> {
+        self.by_namespace.get(namespace)?.get(name)
+    }
+
+    /// The objects in `namespace`, by name.
+    pub fn in_namespace(&self, namespace: &str) -> impl Iterator<Item = (&str, &Arc<Value>)> {
+        (self.by_namespace.get(namespace).into_iter())
+            .flat_map(|names| names.iter().map(|(name, o)| (name.as_str(), o)))
+    }
+
+    /// Every object with its namespace and name, by namespace, then name.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &Arc<Value>)> {
+        self.by_namespace.iter().flat_map(|(ns, names)| {
+            (names.iter()).map(move |(name, o)| (ns.as_str(), name.as_str(), o))
+        })
+    }
+
+    /// How many objects there are.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when there is no object.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
 }
 
 /// How a param kind stands in the cluster.
@@ -127,17 +193,13 @@ pub fn collect<'p>(
             return Err("paramRef.name and paramRef.selector are mutually exclusive".into());
         }
         (Some(name), None) => store
-            .objects
-            .get(&(namespace.to_string(), name.clone()))
+            .get(namespace, name)
             .map(|o| Some(&**o))
             .into_iter()
             .collect(),
         (None, Some(selector)) => {
             let mut out = Vec::new();
-            for ((ns, _), obj) in &store.objects {
-                if ns != namespace {
-                    continue;
-                }
+            for (_, obj) in store.in_namespace(namespace) {
                 let labels = obj
                     .get("metadata")
                     .and_then(|m| m.get("labels"))
@@ -184,23 +246,11 @@ mod tests {
     fn store(namespaced: bool) -> One {
         let ns = if namespaced { "team" } else { "" };
         let obj = |name: &str, env: &str| json!({"metadata": {"name": name, "labels": {"env": env}}, "max": 3});
-        One(ParamObjects {
-            namespaced,
-            objects: BTreeMap::from([
-                (
-                    (ns.to_string(), "a".to_string()),
-                    Arc::new(obj("a", "prod")),
-                ),
-                (
-                    (ns.to_string(), "b".to_string()),
-                    Arc::new(obj("b", "test")),
-                ),
-                (
-                    ("other".to_string(), "c".to_string()),
-                    Arc::new(obj("c", "prod")),
-                ),
-            ]),
-        })
+        let mut objects = ParamObjects::new(namespaced);
+        objects.insert(ns, "a", Arc::new(obj("a", "prod")));
+        objects.insert(ns, "b", Arc::new(obj("b", "test")));
+        objects.insert("other", "c", Arc::new(obj("c", "prod")));
+        One(objects)
     }
 
     fn request(namespace: &str) -> Value {
@@ -221,6 +271,58 @@ mod tests {
             Collected::Evaluate(list) => Ok(list.len()),
             Collected::Skip => Ok(0),
         }
+    }
+
+    #[test]
+    fn objects_are_kept_by_namespace_and_an_edit_copies_only_its_namespace() {
+        let obj = |name: &str| Arc::new(json!({"metadata": {"name": name}}));
+        let mut objects = ParamObjects::new(true);
+        objects.insert("b", "y", obj("y"));
+        objects.insert("a", "x", obj("x"));
+        objects.insert("b", "w", obj("w"));
+        objects.insert("b", "w", obj("w2"));
+        assert_eq!(objects.len(), 3, "a replaced object counts once");
+        let names = |o: &ParamObjects| -> Vec<(String, String)> {
+            o.iter()
+                .map(|(ns, name, _)| (ns.to_string(), name.to_string()))
+                .collect()
+        };
+        let pair = |ns: &str, name: &str| (ns.to_string(), name.to_string());
+        assert_eq!(
+            names(&objects),
+            [pair("a", "x"), pair("b", "w"), pair("b", "y")]
+        );
+        assert_eq!(
+            objects.get("b", "w").map(|o| o["metadata"]["name"].clone()),
+            Some(json!("w2"))
+        );
+        assert!(objects.get("a", "w").is_none(), "another namespace's name");
+        let in_b: Vec<&str> = objects.in_namespace("b").map(|(name, _)| name).collect();
+        assert_eq!(in_b, ["w", "y"]);
+        assert_eq!(objects.in_namespace("c").count(), 0);
+
+        // A copy shares every namespace; an edit of one leaves the other shared.
+        let mut edited = objects.clone();
+        edited.remove("b", "y");
+        edited.remove("b", "absent");
+        edited.remove("c", "absent");
+        assert_eq!(edited.len(), 2);
+        assert_eq!(objects.len(), 3, "the original is unchanged");
+        assert!(Arc::ptr_eq(
+            &objects.by_namespace["a"],
+            &edited.by_namespace["a"]
+        ));
+        assert!(!Arc::ptr_eq(
+            &objects.by_namespace["b"],
+            &edited.by_namespace["b"]
+        ));
+        edited.remove("a", "x");
+        assert!(
+            !edited.by_namespace.contains_key("a"),
+            "an emptied namespace goes"
+        );
+        assert_eq!(names(&edited), [pair("b", "w")]);
+        assert!(!edited.is_empty());
     }
 
     #[test]

@@ -99,14 +99,9 @@ fn configmaps() -> (String, String) {
 fn configmaps_ready(max: &str) -> Option<ParamKindEntry> {
     let limits = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "limits", "namespace": "default"}, "data": {"max": max}});
-    Some(ParamKindEntry::Ready(Arc::new(ParamObjects {
-        namespaced: true,
-        objects: [(
-            ("default".to_string(), "limits".to_string()),
-            Arc::new(limits),
-        )]
-        .into(),
-    })))
+    let mut objects = ParamObjects::new(true);
+    objects.insert("default", "limits", Arc::new(limits));
+    Some(ParamKindEntry::Ready(Arc::new(objects)))
 }
 
 /// The request of a review as the webhook receives it: `object` kept as text until read.

@@ -350,10 +350,9 @@ pub fn resolved_params(
     };
     let namespace = param_ref.namespace.as_deref().filter(|n| !n.is_empty());
     let count = store
-        .objects
         .iter()
-        .filter(|((ns, name), object)| {
-            namespace.is_none_or(|want| !store.namespaced || ns == want)
+        .filter(|(ns, name, object)| {
+            namespace.is_none_or(|want| !store.namespaced || *ns == want)
                 && param_ref.name.as_ref().is_none_or(|n| n == name)
                 && param_ref.selector.as_ref().is_none_or(|selector| {
                     let labels = object
@@ -376,7 +375,6 @@ mod tests {
     use celgate_engine::{BoundPolicy, ParamObjects, PolicySet};
     use celgate_snapshot::ParamViews;
     use serde_json::json;
-    use std::collections::BTreeMap;
 
     const WIDGET: (&str, &str) = ("example.com/v1", "Widget");
 
@@ -686,27 +684,20 @@ mod tests {
 
     #[test]
     fn resolved_params_count_what_the_param_ref_selects() {
-        let object = |ns: &str, name: &str, tier: &str| {
-            (
-                (ns.to_string(), name.to_string()),
-                Arc::new(
-                    json!({"metadata": {"name": name, "namespace": ns, "labels": {"tier": tier}}}),
-                ),
-            )
-        };
-        let objects: BTreeMap<_, _> = [
-            object("a", "limits", "gold"),
-            object("b", "limits", "silver"),
-            object("b", "other", "gold"),
-        ]
-        .into();
+        let mut objects = ParamObjects::new(true);
+        for (ns, name, tier) in [
+            ("a", "limits", "gold"),
+            ("b", "limits", "silver"),
+            ("b", "other", "gold"),
+        ] {
+            let object =
+                json!({"metadata": {"name": name, "namespace": ns, "labels": {"tier": tier}}});
+            objects.insert(ns, name, Arc::new(object));
+        }
         let mut views = ParamViews::default();
         views.set(
             &(WIDGET.0.to_string(), WIDGET.1.to_string()),
-            Some(ParamKindEntry::Ready(Arc::new(ParamObjects {
-                namespaced: true,
-                objects,
-            }))),
+            Some(ParamKindEntry::Ready(Arc::new(objects))),
         );
         let snapshot = Snapshot {
             params: Arc::new(views),

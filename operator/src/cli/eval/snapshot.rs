@@ -326,10 +326,7 @@ pub fn build(
             }
             given => given,
         };
-        objects.objects.insert(
-            (namespace.to_string(), doc.name().to_string()),
-            Arc::new(object),
-        );
+        objects.insert(namespace, doc.name(), Arc::new(object));
     }
     // The paramKind is served even when no param file holds one of its objects.
     if let Some(kind) = policy.param_kind() {
@@ -342,10 +339,7 @@ pub fn build(
             let namespaced = kinds
                 .resource_of(&kind.api_version, &kind.kind)
                 .map_or(ref_namespace.is_some(), |r| r.namespaced);
-            entry.insert(ParamObjects {
-                namespaced,
-                ..Default::default()
-            });
+            entry.insert(ParamObjects::new(namespaced));
         }
     }
     let mut views = ParamViews::default();
