@@ -14,24 +14,27 @@ const ROOT: &str = "Object";
 const MAX_DEPTH: usize = 256;
 
 /// Type-name mismatches of the `Object` literals inside `v`, with `path` the type name its
-/// position calls for: upstream's `unexpected type name …` errors, joined by newlines.
-fn check_type_names(v: &Value<'_>, path: &mut Vec<String>, depth: usize, errors: &mut Vec<String>) {
+/// position calls for (`Object.spec`): upstream's `unexpected type name …` errors, joined by
+/// newlines.
+fn check_type_names(v: &Value<'_>, path: &mut String, depth: usize, errors: &mut Vec<String>) {
     if depth > MAX_DEPTH {
         return;
     }
     match v {
         Value::Struct(s) if s.type_name() == ROOT || s.type_name().starts_with("Object.") => {
-            let want = path.join(".");
-            if s.type_name() != want {
+            if s.type_name() != path.as_str() {
                 errors.push(format!(
-                    "unexpected type name {:?}, expected {want:?}, which matches field name path from root Object type",
-                    s.type_name()
+                    "unexpected type name {:?}, expected {:?}, which matches field name path from root Object type",
+                    s.type_name(),
+                    path.as_str()
                 ));
             }
             for (name, field) in s.fields() {
-                path.push(name.to_string());
+                let len = path.len();
+                path.push('.');
+                path.push_str(name);
                 check_type_names(field, path, depth + 1, errors);
-                path.pop();
+                path.truncate(len);
             }
         }
         Value::List(l) => {
@@ -52,7 +55,7 @@ fn check_type_names(v: &Value<'_>, path: &mut Vec<String>, depth: usize, errors:
 /// else `type mismatch: <errors>`.
 fn type_names_match(v: &Value<'_>, root: &str) -> Result<(), String> {
     let mut errors = Vec::new();
-    check_type_names(v, &mut vec![root.to_string()], 0, &mut errors);
+    check_type_names(v, &mut root.to_string(), 0, &mut errors);
     if errors.is_empty() {
         Ok(())
     } else {
