@@ -312,16 +312,16 @@ fn merge_maps(
 /// The identities of a list's items, with the item each names (a repeated identity names a
 /// null, as upstream's index of a live object with duplicates does).
 struct Indexed<'v> {
-    elements: Vec<Element>,
+    elements: Vec<Element<'v>>,
     items: Vec<Option<&'v Value>>,
 }
 
 impl<'v> Indexed<'v> {
-    fn position(&self, e: &Element) -> Option<usize> {
+    fn position(&self, e: &Element<'_>) -> Option<usize> {
         self.elements.iter().position(|x| x.same(e))
     }
 
-    fn get(&self, e: &Element) -> Option<Option<&'v Value>> {
+    fn get(&self, e: &Element<'_>) -> Option<Option<&'v Value>> {
         self.position(e).map(|i| self.items[i])
     }
 }
@@ -329,7 +329,7 @@ impl<'v> Indexed<'v> {
 static NULL: Value = Value::Null;
 
 fn index<'v>(
-    list: &ListAtom,
+    list: &ListAtom<'v>,
     items: &'v [Value],
     allow_duplicates: bool,
     path: &str,
@@ -339,7 +339,7 @@ fn index<'v>(
         elements: Vec::with_capacity(items.len()),
         items: Vec::with_capacity(items.len()),
     };
-    let mut first: Vec<Element> = Vec::new();
+    let mut first: Vec<Element<'v>> = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let element = match item_element(list, i, item) {
             Ok(e) => e,

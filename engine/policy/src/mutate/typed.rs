@@ -432,7 +432,11 @@ fn go_sharp(v: &Value) -> String {
 
 /// The path element of a list item: `[i]` for atomic lists, `[k=v,…]` for list maps,
 /// `[=v]` for sets; `Err` when an associative item cannot be keyed.
-pub(super) fn item_element(list: &ListAtom, index: usize, item: &Value) -> Result<Element, String> {
+pub(super) fn item_element<'a>(
+    list: &ListAtom<'a>,
+    index: usize,
+    item: &'a Value,
+) -> Result<Element<'a>, String> {
     if list.atomic {
         return Ok(Element::Index(index));
     }
@@ -445,7 +449,7 @@ pub(super) fn item_element(list: &ListAtom, index: usize, item: &Value) -> Resul
             Value::Null => {
                 Err("associative list without keys has an element that's an explicit null".into())
             }
-            v => Ok(Element::Value(v.clone())),
+            v => Ok(Element::Value(v)),
         };
     }
     let map = match item {
@@ -457,9 +461,9 @@ pub(super) fn item_element(list: &ListAtom, index: usize, item: &Value) -> Resul
     let mut key = Vec::new();
     for name in list.keys {
         if let Some(v) = map.get(name) {
-            key.push((name.clone(), v.clone()));
+            key.push((name.as_str(), v));
         } else if let Some(d) = defaults.as_ref().and_then(|m| m.field_default(name)) {
-            key.push((name.clone(), d.clone()));
+            key.push((name.as_str(), d));
         }
     }
     if key.is_empty() {
@@ -469,28 +473,29 @@ pub(super) fn item_element(list: &ListAtom, index: usize, item: &Value) -> Resul
             quoted.join(" ")
         ));
     }
-    key.sort_by(|a, b| a.0.cmp(&b.0));
+    key.sort_by(|a, b| a.0.cmp(b.0));
     Ok(Element::Key(key))
 }
 
-/// The identity of a list item, and its step in a field path.
+/// The identity of a list item, and its step in a field path, borrowing the item (and the
+/// schema, for key fields defaulted).
 #[derive(Clone, Debug)]
-pub(super) enum Element {
+pub(super) enum Element<'a> {
     Index(usize),
-    Key(Vec<(String, Value)>),
-    Value(Value),
+    Key(Vec<(&'a str, &'a Value)>),
+    Value(&'a Value),
 }
 
-impl Element {
+impl Element<'_> {
     /// Whether two list items have the same identity (numbers compare by value).
-    pub(super) fn same(&self, other: &Element) -> bool {
+    pub(super) fn same(&self, other: &Element<'_>) -> bool {
         match (self, other) {
             (Element::Index(a), Element::Index(b)) => a == b,
             (Element::Key(a), Element::Key(b)) => {
                 a.len() == b.len()
                     && a.iter()
                         .zip(b)
-                        .all(|(x, y)| x.0 == y.0 && json_equal(&x.1, &y.1))
+                        .all(|(x, y)| x.0 == y.0 && json_equal(x.1, y.1))
             }
             (Element::Value(a), Element::Value(b)) => json_equal(a, b),
             _ => false,
@@ -498,7 +503,7 @@ impl Element {
     }
 }
 
-impl std::fmt::Display for Element {
+impl std::fmt::Display for Element<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Element::Index(i) => write!(f, "[{i}]"),
@@ -553,7 +558,7 @@ pub(super) fn validate(
 enum Step<'a> {
     Root,
     Member(&'a Step<'a>, &'a str),
-    Item(&'a Step<'a>, &'a Element),
+    Item(&'a Step<'a>, &'a Element<'a>),
 }
 
 impl std::fmt::Display for Step<'_> {
@@ -613,23 +618,23 @@ fn validate_at(
             other => return err(errors, at, format!("expected list, got {}", shown(other))),
         };
         let below = within.step(None);
-        let mut seen: Vec<Element> = Vec::new();
+        let mut seen: Vec<Element<'_>> = Vec::new();
         for (i, item) in items.iter().enumerate() {
             let element = match item_element(list, i, item) {
                 Ok(e) => e,
                 Err(e) => return err(errors, at, format!("element {i}: {e}")),
             };
-            if !list.atomic && !dups {
-                if seen.iter().any(|s| s.same(&element)) {
-                    err(errors, at, format!("duplicate entries for key {element}"));
-                }
-                seen.push(element.clone());
+            let keyed = !list.atomic && !dups;
+            if keyed && seen.iter().any(|s| s.same(&element)) {
+                err(errors, at, format!("duplicate entries for key {element}"));
             }
-            let Some(below) = &below else {
-                continue;
-            };
-            let here = Step::Item(at, &element);
-            validate_at(&list.elem, item, dups, &here, depth + 1, errors, below);
+            if let Some(below) = &below {
+                let here = Step::Item(at, &element);
+                validate_at(&list.elem, item, dups, &here, depth + 1, errors, below);
+            }
+            if keyed {
+                seen.push(element);
+            }
         }
     }
 }
