@@ -9,7 +9,6 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use celgate_engine::mutate::MutationCheck;
@@ -18,6 +17,10 @@ use celgate_engine::validate::Check;
 use serde_json::Value;
 
 use crate::decision_log::{AdmissionKind, DecisionLog, Denied};
+
+mod histogram;
+
+pub use histogram::Histogram;
 
 /// Labels of the policy check metrics (upstream: policy, policy_binding, error_type, enforcement_action).
 /// Shared and static strings: looking a series up allocates nothing.
