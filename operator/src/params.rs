@@ -321,7 +321,6 @@ fn discovery_forbidden(key: &ParamKey, subject: &str) -> String {
 }
 
 /// `(namespace, name)` of a param object; the namespace is empty for cluster-scoped kinds.
-/// The object's namespace (empty for a cluster-scoped kind) and name.
 fn object_key(object: &DynamicObject, namespaced: bool) -> (&str, &str) {
     let meta = &object.metadata;
     let namespace = meta.namespace.as_deref().filter(|_| namespaced);
