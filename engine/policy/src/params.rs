@@ -19,9 +19,8 @@ pub struct ParamObjects {
     /// up by `&str`, with no key built, and a selector reads only its namespace's objects; a
     /// watch event copies only the map of the namespace it changes, and every object is
     /// shared.
+    /// A namespace left with no object is removed.
     by_namespace: BTreeMap<String, Arc<BTreeMap<String, Arc<Value>>>>,
-    /// How many objects there are.
-    len: usize,
 }
 
 impl ParamObjects {
@@ -36,9 +35,7 @@ impl ParamObjects {
     /// Inserts or replaces the object `name` in `namespace` (empty for cluster-scoped kinds).
     pub fn insert(&mut self, namespace: &str, name: &str, object: Arc<Value>) {
         let names = Arc::make_mut(self.by_namespace.entry(namespace.to_string()).or_default());
-        if names.insert(name.to_string(), object).is_none() {
-            self.len += 1;
-        }
+        names.insert(name.to_string(), object);
     }
 
     /// Removes the object `name` in `namespace`, if there is one.
@@ -51,7 +48,6 @@ impl ParamObjects {
         }
         let names = Arc::make_mut(names);
         names.remove(name);
-        self.len -= 1;
         if names.is_empty() {
             self.by_namespace.remove(namespace);
         }
@@ -77,12 +73,12 @@ impl ParamObjects {
 
     /// How many objects there are.
     pub fn len(&self) -> usize {
-        self.len
+        self.by_namespace.values().map(|names| names.len()).sum()
     }
 
     /// True when there is no object.
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.by_namespace.is_empty()
     }
 }
 

@@ -53,19 +53,10 @@ impl Histogram {
         if let Some(count) = inner.counts.get(bucket) {
             count.fetch_add(1, Ordering::Relaxed);
         }
-        let mut current = inner.sum.load(Ordering::Relaxed);
-        loop {
-            let next = (f64::from_bits(current) + v).to_bits();
-            match inner.sum.compare_exchange_weak(
-                current,
-                next,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => break,
-                Err(actual) => current = actual,
-            }
-        }
+        // The closure always gives a value, so the update cannot fail.
+        let _ = (inner.sum).fetch_update(Ordering::Relaxed, Ordering::Relaxed, |bits| {
+            Some((f64::from_bits(bits) + v).to_bits())
+        });
     }
 
     /// The sum, the count and each bucket's upper bound with its own (not cumulative) count.
