@@ -561,10 +561,12 @@ fn run_h2load(url: &str, body_file: &std::path::Path, streams: u64, secs: u64) -
             .unwrap_or_else(|| panic!("no {word:?} figure in {found:?}"))
     };
     // Every answer was a 2xx; only the reviews still in flight when the run ends (at most one
-    // per stream) may count as failed or errored.
+    // per stream) may count as failed or errored, and h2load counts the status of such a
+    // review when its answer arrives after the end without counting it as succeeded.
     let succeeded = field("requests:", " succeeded") as u64;
     assert!(succeeded > 0, "h2load sent nothing: {report}");
-    assert_eq!(field("status codes:", " 2xx") as u64, succeeded, "{report}");
+    let ok = field("status codes:", " 2xx") as u64;
+    assert!((succeeded..=succeeded + streams).contains(&ok), "{report}");
     for code in [" 3xx", " 4xx", " 5xx"] {
         assert_eq!(field("status codes:", code) as u64, 0, "{report}");
     }
