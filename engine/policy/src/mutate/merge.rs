@@ -90,7 +90,14 @@ fn plan(
     path: &mut String,
     depth: usize,
 ) -> Result<Edit, Vec<PathError>> {
-    let whole = |path: &mut String| merge_at(ty, Some(lhs), Some(rhs), path, depth).map(Edit::Set);
+    let whole = |path: &mut String| {
+        merge_at(ty, Some(lhs), Some(rhs), path, depth).map(|merged| match merged {
+            // The merge keeps the object's value (as for the `apiVersion` and `kind` every
+            // configuration carries): nothing is written there.
+            Some(v) if v == *lhs => Edit::Keep,
+            v => Edit::Set(v),
+        })
+    };
     if depth > super::typed::MAX_DEPTH {
         return whole(path);
     }
@@ -546,5 +553,29 @@ mod tests {
             changed_some > 20 && failed > 0,
             "{changed_some} changed, {failed} failed"
         );
+    }
+
+    /// A configuration that sets values as the object has them (as every configuration sets
+    /// `apiVersion` and `kind`) writes nothing there: no place is kept for the response's
+    /// patch. A value that differs is kept.
+    #[test]
+    fn values_set_as_they_are_are_not_written() {
+        let schema = pod_schema();
+        let root = Ty::root(&schema);
+        let same = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"labels": {"app": "web"}}, "spec": {"replicas": 1}});
+        let mut object = pod();
+        let mut writes = Writes::default();
+        assert_eq!(
+            merge_into(&root, &mut object, &same, &mut writes),
+            Ok(false)
+        );
+        assert!(writes.original.is_empty());
+        let other = json!({"apiVersion": "v1", "kind": "Pod", "spec": {"replicas": 2}});
+        assert_eq!(
+            merge_into(&root, &mut object, &other, &mut writes),
+            Ok(true)
+        );
+        assert!(!writes.original.is_empty());
     }
 }

@@ -111,6 +111,12 @@ impl Saved {
             .any(|(place, kept)| get_at(object, place) != kept.as_ref())
     }
 
+    /// Whether no place is kept.
+    #[cfg(test)]
+    pub(super) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Puts the kept places back into `object`.
     pub(super) fn restore(self, object: &mut Value) {
         for (place, kept) in self.0 {

@@ -9,12 +9,8 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use crate::schema::{AdditionalProperties, ListType, MapType, Schema, SchemaRef};
+use crate::schema::{AdditionalProperties, ApplyKind, ListType, MapType, Schema, SchemaRef};
 
-/// The component kube-openapi treats as an untyped scalar.
-const QUANTITY: &str = "io.k8s.apimachinery.pkg.api.resource.Quantity";
-/// The component kube-openapi treats as untyped (atomic) data.
-const RAW_EXTENSION: &str = "io.k8s.apimachinery.pkg.runtime.RawExtension";
 /// How deep a value may nest before it is refused (a guard against stack exhaustion).
 pub(super) const MAX_DEPTH: usize = 256;
 
@@ -142,39 +138,30 @@ fn untyped<'s>() -> Atom<'s> {
 }
 
 fn node_atom(s: SchemaRef<'_>, inherited: bool) -> Atom<'_> {
-    match s.component() {
-        Some(QUANTITY) => {
-            return Atom {
-                scalar: Some(Scalar::Untyped),
-                ..Atom::default()
-            };
-        }
-        Some(RAW_EXTENSION) => return untyped(),
-        _ => {}
+    let kind = s.apply_kind();
+    if kind == ApplyKind::Untyped {
+        return untyped();
     }
     // A named type is converted on its own: what encloses it does not carry over.
     let preserve = (inherited && s.component().is_none()) || s.preserves_unknown_fields();
-    match s.type_name().unwrap_or_default() {
-        "" => Atom {
+    match kind {
+        ApplyKind::Any => Atom {
             scalar: Some(Scalar::Untyped),
             list: Some(list_atom(s, preserve)),
             map: Some(map_atom(s, preserve)),
         },
-        "object" => Atom {
+        ApplyKind::Object => Atom {
             map: Some(map_atom(s, preserve)),
             ..Atom::default()
         },
-        "array" => Atom {
+        ApplyKind::Array => Atom {
             list: Some(list_atom(s, preserve)),
             ..Atom::default()
         },
-        "integer" | "number" => scalar(Scalar::Numeric),
-        "boolean" => scalar(Scalar::Boolean),
-        "string" => match s.format() {
-            "" | "byte" => scalar(Scalar::String),
-            _ => scalar(Scalar::Untyped),
-        },
-        _ => scalar(Scalar::Untyped),
+        ApplyKind::Numeric => scalar(Scalar::Numeric),
+        ApplyKind::Boolean => scalar(Scalar::Boolean),
+        ApplyKind::String => scalar(Scalar::String),
+        ApplyKind::Scalar | ApplyKind::Untyped => scalar(Scalar::Untyped),
     }
 }
 
@@ -205,12 +192,8 @@ fn list_atom(s: SchemaRef<'_>, preserve: bool) -> ListAtom<'_> {
         Some(ListType::Atomic) => (true, &[]),
         Some(ListType::Set) => (false, &[]),
         Some(ListType::Map) => (false, s.list_map_keys()),
-        None => match s.patch_strategy() {
-            "merge" | "merge,retainKeys" => {
-                (false, s.patch_merge_key().map_or(&[], std::slice::from_ref))
-            }
-            _ => (true, &[]),
-        },
+        None if s.merges_lists() => (false, s.patch_merge_key().map_or(&[], std::slice::from_ref)),
+        None => (true, &[]),
     };
     let elem = match s.items() {
         Some(schema) => Ty::Node { schema, preserve },

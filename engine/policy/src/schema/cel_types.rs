@@ -138,9 +138,7 @@ fn type_meta() -> (Schema, Schema) {
         types: vec!["string".into()],
         ..Node::default()
     };
-    let graph = Arc::new(Graph {
-        nodes: vec![metadata, string],
-    });
+    let graph = Arc::new(Graph::new(vec![metadata, string]));
     let at = |id| Schema {
         graph: graph.clone(),
         id,

@@ -54,9 +54,7 @@ pub fn schemas_from_openapi(doc: &Value) -> Result<Vec<(Gvk, Arc<Schema>)>, Sche
             roots.extend(kinds.into_iter().map(|k| (k, root)));
         }
     }
-    let graph = Arc::new(Graph {
-        nodes: builder.nodes,
-    });
+    let graph = Arc::new(Graph::new(builder.nodes));
     Ok(roots
         .into_iter()
         .map(|(gvk, id)| {
@@ -119,9 +117,7 @@ pub fn schemas_from_crd(
             }),
         };
         let schema = Schema {
-            graph: Arc::new(Graph {
-                nodes: builder.nodes,
-            }),
+            graph: Arc::new(Graph::new(builder.nodes)),
             id: root,
         };
         out.push((Gvk::new(group, name, kind), Arc::new(schema)));
