@@ -83,7 +83,14 @@ impl Saved {
     pub(super) fn keep(&mut self, object: &Value, places: &Places) {
         for path in &places.0 {
             let (place, value) = resolve(object, path);
-            if (0..=place.len()).any(|i| self.0.contains_key(&place[..i])) {
+            // Kept places are never inside one another, so the only one `place` can be inside
+            // (or be) is the last one ordered before it or equal: any between that one and
+            // `place` would be inside it.
+            let enclosing = self
+                .0
+                .range::<[String], _>((Bound::Unbounded, Bound::Included(place)))
+                .next_back();
+            if enclosing.is_some_and(|(kept, _)| place.starts_with(kept)) {
                 continue;
             }
             let mut value = value.cloned();
