@@ -111,23 +111,26 @@ fn plan(
     }
     let (mut members, mut added) = (Vec::new(), Vec::new());
     let (mut errors, mut added_errors) = (Vec::new(), Vec::new());
+    // How many members of the configuration the object has.
+    let mut shared = 0;
     for (key, rv) in r {
         let member_ty = m.entry(key).unwrap_or(Ty::Deduced);
         let len = path.len();
         path.push('.');
         path.push_str(key);
-        let planned = match l.get(key) {
-            Some(lv) => plan(&member_ty, lv, rv, path, depth + 1).map(|e| (e, true)),
-            None => {
-                merge_at(&member_ty, None, Some(rv), path, depth + 1).map(|v| (Edit::Set(v), false))
-            }
+        let lv = l.get(key);
+        let planned = match lv {
+            Some(lv) => plan(&member_ty, lv, rv, path, depth + 1),
+            None => merge_at(&member_ty, None, Some(rv), path, depth + 1).map(Edit::Set),
         };
         path.truncate(len);
+        let in_object = lv.is_some();
+        shared += usize::from(in_object);
         match planned {
-            Ok((Edit::Keep, _)) => {}
-            Ok((edit, true)) => members.push((key.clone(), edit)),
-            Ok((edit, false)) => added.push((key.clone(), edit)),
-            Err(e) if l.contains_key(key) => errors.extend(e),
+            Ok(Edit::Keep) => {}
+            Ok(edit) if in_object => members.push((key.clone(), edit)),
+            Ok(edit) => added.push((key.clone(), edit)),
+            Err(e) if in_object => errors.extend(e),
             Err(e) => added_errors.extend(e),
         }
     }
@@ -138,7 +141,7 @@ fn plan(
     }
     // The merged map is empty (and so dropped) only when every member merged to nothing.
     let dropped = |e: &Edit| matches!(e, Edit::Set(None));
-    let kept = l.keys().any(|k| !r.contains_key(k))
+    let kept = l.len() > shared
         || r.len() > members.len() + added.len()
         || !members.iter().chain(&added).all(|(_, e)| dropped(e));
     if !kept {
