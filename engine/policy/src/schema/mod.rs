@@ -139,15 +139,14 @@ struct Node {
     list_type: Option<ListType>,
     list_map_keys: Vec<String>,
     map_type: Option<MapType>,
-    patch_strategy: String,
+    /// Whether `x-kubernetes-patch-strategy` merges lists (`merge`, `merge,retainKeys`).
+    merge_strategy: bool,
     patch_merge_key: Option<String>,
     int_or_string: bool,
     preserve_unknown_fields: bool,
     embedded_resource: bool,
     /// Worked out from the fields above when the graph is built.
     apply_kind: ApplyKind,
-    /// Whether `x-kubernetes-patch-strategy` merges lists (`merge`, `merge,retainKeys`).
-    merge_strategy: bool,
 }
 
 /// The component kube-openapi treats as an untyped scalar.
@@ -269,8 +268,6 @@ impl Graph {
     fn new(mut nodes: Vec<Node>) -> Self {
         for node in &mut nodes {
             node.apply_kind = node.apply_kind();
-            node.merge_strategy =
-                matches!(node.patch_strategy.as_str(), "merge" | "merge,retainKeys");
         }
         Graph { nodes }
     }
@@ -436,12 +433,6 @@ impl Schema {
         self.as_ref().map_type()
     }
 
-    /// `x-kubernetes-patch-strategy` (e.g. `merge`); empty when unset. Server-side apply
-    /// reads it for lists without `x-kubernetes-list-type`.
-    pub fn patch_strategy(&self) -> &str {
-        self.as_ref().patch_strategy()
-    }
-
     /// `x-kubernetes-patch-merge-key`, if set.
     pub fn patch_merge_key(&self) -> Option<&str> {
         self.as_ref().patch_merge_key().map(String::as_str)
@@ -552,11 +543,6 @@ impl<'g> SchemaRef<'g> {
     /// See [`Schema::map_type`].
     pub fn map_type(self) -> Option<MapType> {
         self.node().map_type
-    }
-
-    /// See [`Schema::patch_strategy`].
-    pub fn patch_strategy(self) -> &'g str {
-        &self.node().patch_strategy
     }
 
     /// See [`Schema::patch_merge_key`].

@@ -249,7 +249,10 @@ impl Builder<'_> {
                 "granular" => Some(MapType::Granular),
                 _ => None,
             },
-            patch_strategy: string("x-kubernetes-patch-strategy").to_string(),
+            merge_strategy: matches!(
+                string("x-kubernetes-patch-strategy"),
+                "merge" | "merge,retainKeys"
+            ),
             patch_merge_key: obj
                 .get("x-kubernetes-patch-merge-key")
                 .and_then(Value::as_str)
