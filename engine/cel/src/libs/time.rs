@@ -247,7 +247,10 @@ pub(crate) fn parse_duration(s: &str) -> Result<TimeDelta, EvalError> {
     if rest.is_empty() {
         return Err(bad());
     }
-    let mut total: u128 = 0;
+    // Go's rules: the whole part must stay within 2^63, the fraction keeps the digits that
+    // fit in 63 bits and drops the rest, and is scaled to the unit in float64.
+    const LIMIT: u64 = 1 << 63;
+    let mut total: u64 = 0;
     while !rest.is_empty() {
         let int_end = rest
             .find(|c: char| !c.is_ascii_digit())
@@ -267,7 +270,7 @@ pub(crate) fn parse_duration(s: &str) -> Result<TimeDelta, EvalError> {
             .find(|c: char| c == '.' || c.is_ascii_digit())
             .unwrap_or(after.len());
         let (unit, next) = after.split_at(unit_end);
-        let scale: u128 = match unit {
+        let scale: u64 = match unit {
             "ns" => 1,
             "us" | "µs" | "μs" => 1_000,
             "ms" => 1_000_000,
@@ -276,24 +279,46 @@ pub(crate) fn parse_duration(s: &str) -> Result<TimeDelta, EvalError> {
             "h" => 3_600_000_000_000,
             _ => return Err(bad()),
         };
-        let whole: u128 = if int_part.is_empty() {
-            0
-        } else {
-            int_part.parse().map_err(|_| bad())?
-        };
-        let mut value = whole.checked_mul(scale).ok_or_else(bad)?;
-        let mut div = 1u128;
-        let mut frac = 0u128;
-        for c in frac_part.chars().take(30) {
-            frac = frac * 10 + u128::from(c.to_digit(10).unwrap_or(0));
-            div *= 10;
+        let mut value: u64 = 0;
+        for d in int_part.bytes() {
+            value = value
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(d - b'0')))
+                .filter(|v| *v <= LIMIT)
+                .ok_or_else(bad)?;
         }
-        value += frac * scale / div;
+        if value > LIMIT / scale {
+            return Err(bad());
+        }
+        value *= scale;
+        let (mut frac, mut div) = (0u64, 1f64);
+        for d in frac_part.bytes() {
+            match frac
+                .checked_mul(10)
+                .and_then(|v| v.checked_add(u64::from(d - b'0')))
+            {
+                Some(f) if f <= LIMIT => {
+                    frac = f;
+                    div *= 10.0;
+                }
+                _ => break,
+            }
+        }
+        if frac > 0 {
+            // Truncation toward zero, as Go's conversion of a float64 to uint64.
+            value = value.saturating_add((frac as f64 * (scale as f64 / div)) as u64);
+            if value > LIMIT {
+                return Err(bad());
+            }
+        }
         total = total.checked_add(value).ok_or_else(bad)?;
-        if total > i64::MAX as u128 + u128::from(neg) {
+        if total > LIMIT {
             return Err(bad());
         }
         rest = next;
+    }
+    if !neg && total == LIMIT {
+        return Err(bad());
     }
     let n = if neg {
         (-(total as i128)) as i64
@@ -457,6 +482,19 @@ mod tests {
             Some(TimeDelta::milliseconds(-1500))
         );
         assert!(parse_duration("1d").is_err());
+        // A fraction longer than 63 bits keeps its leading digits (found by the fuzzer, where
+        // the exact sum overflowed); cel-go reads this as 3723444444444 ns.
+        let long = format!("1h2m3.{}5s", "4".repeat(120));
+        assert_eq!(
+            parse_duration(&long).ok(),
+            Some(TimeDelta::nanoseconds(3_723_444_444_444))
+        );
+        assert_eq!(
+            parse_duration("-9223372036854775808ns").ok(),
+            Some(TimeDelta::nanoseconds(i64::MIN))
+        );
+        assert!(parse_duration("9223372036854775808ns").is_err());
+        assert!(parse_duration("92233720368547758070ns").is_err());
         assert_eq!(format_duration(&TimeDelta::milliseconds(1500)), "1.5s");
     }
 
