@@ -432,7 +432,7 @@ impl Run<'_> {
         }
         let param_key = param.map(|p| {
             let meta = |f: &str| {
-                p.pointer(&format!("/metadata/{f}"))
+                (p.get("metadata").and_then(|m| m.get(f)))
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string()

@@ -9,7 +9,6 @@
 //! whole: an item added or removed moves the others) or at the first absent member.
 
 use std::collections::BTreeMap;
-use std::ops::Bound;
 
 use serde_json::Value;
 
@@ -64,10 +63,26 @@ impl Writes {
     }
 }
 
-/// Places of the object as they were at some point (`None`: absent), none of them inside
-/// another, by path (so the places inside one follow it).
-#[derive(Clone, Debug, Default)]
-pub(super) struct Saved(BTreeMap<Path, Option<Value>>);
+/// Places of the object as they were at some point, none of them inside another: a tree of
+/// member names whose leaves are the kept places, so that a place is found (or found to lie
+/// inside a kept one) one member name at a time.
+#[derive(Clone, Debug)]
+pub(super) struct Saved(Kept);
+
+/// A node of the tree of kept places.
+#[derive(Clone, Debug)]
+enum Kept {
+    /// A kept place: its value as it was (`None`: absent).
+    Place(Option<Value>),
+    /// Places kept below these members (none: nothing kept), by member name.
+    Below(BTreeMap<String, Kept>),
+}
+
+impl Default for Saved {
+    fn default() -> Self {
+        Saved(Kept::Below(BTreeMap::new()))
+    }
+}
 
 impl Saved {
     /// `places` of `object` as they are now.
@@ -83,52 +98,36 @@ impl Saved {
     pub(super) fn keep(&mut self, object: &Value, places: &Places) {
         for path in &places.0 {
             let (place, value) = resolve(object, path);
-            // Kept places are never inside one another, so the only one `place` can be inside
-            // (or be) is the last one ordered before it or equal: any between that one and
-            // `place` would be inside it.
-            let enclosing = self
-                .0
-                .range::<[String], _>((Bound::Unbounded, Bound::Included(place)))
-                .next_back();
-            if enclosing.is_some_and(|(kept, _)| place.starts_with(kept)) {
-                continue;
-            }
-            let mut value = value.cloned();
-            // Places kept inside this one go back into it: they were written since.
-            let inner: Vec<Path> = self
-                .0
-                .range::<[String], _>((Bound::Excluded(place), Bound::Unbounded))
-                .take_while(|(kept, _)| kept.starts_with(place))
-                .map(|(kept, _)| kept.clone())
-                .collect();
-            for kept in inner {
-                if let (Some(value), Some(old)) = (&mut value, self.0.remove(&kept)) {
-                    set_at(value, &kept[place.len()..], old);
-                }
-            }
-            self.0.insert(place.to_vec(), value);
+            keep_at(&mut self.0, place, value);
         }
     }
 
     /// Whether `object` differs from what was kept (outside the kept places it is taken to be
     /// as it was: only they were written).
     pub(super) fn differs(&self, object: &Value) -> bool {
-        self.0
-            .iter()
-            .any(|(place, kept)| get_at(object, place) != kept.as_ref())
+        differs_at(&self.0, Some(object))
     }
 
     /// Whether no place is kept.
     #[cfg(test)]
     pub(super) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        matches!(&self.0, Kept::Below(members) if members.is_empty())
     }
 
     /// Puts the kept places back into `object`.
     pub(super) fn restore(self, object: &mut Value) {
-        for (place, kept) in self.0 {
-            set_at(object, &place, kept);
+        match self.0 {
+            Kept::Place(kept) => *object = kept.unwrap_or(Value::Null),
+            Kept::Below(members) => put_back(object, members),
         }
+    }
+
+    /// The RFC 6902 operations from the object as kept to `object`, when they differ: the
+    /// operations a diff of the whole objects gives, where only the kept places were written.
+    pub(super) fn patch(&self, object: &Value) -> Option<Vec<Value>> {
+        let mut ops = Vec::new();
+        diff_kept(Some(object), &self.0, &mut String::new(), &mut ops);
+        (!ops.is_empty()).then_some(ops)
     }
 }
 
@@ -148,103 +147,103 @@ fn resolve<'v, 'p>(object: &'v Value, path: &'p [String]) -> (&'p [String], Opti
     (path, Some(value))
 }
 
-/// The value at `place`, through objects only.
-fn get_at<'v>(object: &'v Value, place: &[String]) -> Option<&'v Value> {
-    place
-        .iter()
-        .try_fold(object, |value, key| value.as_object()?.get(key))
-}
-
-/// Sets the value at `place` (through objects only; `None` removes the member).
-fn set_at(object: &mut Value, place: &[String], value: Option<Value>) {
-    let Some((last, parents)) = place.split_last() else {
-        *object = value.unwrap_or(Value::Null);
+/// Keeps `place` (relative to `node`) with `value`, unless it lies inside a kept place; the
+/// places kept inside it go back into its value.
+fn keep_at(node: &mut Kept, place: &[String], value: Option<&Value>) {
+    let Kept::Below(members) = node else {
         return;
     };
-    let mut at = object;
-    for key in parents {
-        match at.as_object_mut().and_then(|map| map.get_mut(key)) {
-            Some(v) => at = v,
-            None => return,
-        }
-    }
-    if let Value::Object(map) = at {
-        match value {
-            Some(v) => {
-                map.insert(last.clone(), v);
-            }
+    match place.split_first() {
+        Some((key, rest)) => match members.get_mut(key.as_str()) {
+            Some(next) => keep_at(next, rest, value),
             None => {
-                map.remove(last);
+                let mut fresh = Kept::Place(value.cloned());
+                for key in rest.iter().rev() {
+                    fresh = Kept::Below(BTreeMap::from([(key.clone(), fresh)]));
+                }
+                members.insert(key.clone(), fresh);
             }
+        },
+        None => {
+            let inner = std::mem::take(members);
+            let mut value = value.cloned();
+            if let Some(value) = &mut value {
+                put_back(value, inner);
+            }
+            *node = Kept::Place(value);
         }
     }
 }
 
-impl Saved {
-    /// The RFC 6902 operations from the object as kept to `object`, when they differ: the
-    /// operations a diff of the whole objects gives, where only the kept places were written.
-    pub(super) fn patch(&self, object: &Value) -> Option<Vec<Value>> {
-        // By path: the places below each member are together, members in key order.
-        let kept: Vec<(&[String], Option<&Value>)> = self
-            .0
-            .iter()
-            .map(|(place, value)| (place.as_slice(), value.as_ref()))
-            .collect();
-        let mut ops = Vec::new();
-        diff_kept(Some(object), &kept, &mut String::new(), &mut ops);
-        (!ops.is_empty()).then_some(ops)
+/// Whether `now` differs from the places kept below `kept`, read through objects only.
+fn differs_at(kept: &Kept, now: Option<&Value>) -> bool {
+    match kept {
+        Kept::Place(old) => now != old.as_ref(),
+        Kept::Below(members) => {
+            let map = now.and_then(Value::as_object);
+            members
+                .iter()
+                .any(|(key, kept)| differs_at(kept, map.and_then(|m| m.get(key))))
+        }
     }
 }
 
-/// Appends the diff, at pointer `at`, from the value as kept (the places in `kept`, relative
-/// to here, sorted; none inside another) to `now`, in the order a diff of the whole values
-/// gives: each member of `now` in key order (added, or diffed with the old one), then each
-/// member it no longer has, in key order. Outside the kept places the value is as it was, so
-/// above them both are the same objects.
-fn diff_kept(
-    now: Option<&Value>,
-    kept: &[(&[String], Option<&Value>)],
-    at: &mut String,
-    ops: &mut Vec<Value>,
-) {
-    if let [([], old)] = kept {
-        match (old, now) {
-            (Some(old), Some(now)) => whole_diff(old, now, at, ops),
-            (None, Some(now)) => {
-                ops.push(serde_json::json!({"op": "add", "path": at.as_str(), "value": now}));
-            }
-            (Some(_), None) => ops.push(serde_json::json!({"op": "remove", "path": at.as_str()})),
-            (None, None) => {}
-        }
+/// Sets the kept places below `members` in `object` (through objects only; an absent one
+/// removes the member).
+fn put_back(object: &mut Value, members: BTreeMap<String, Kept>) {
+    let Value::Object(map) = object else {
         return;
+    };
+    for (key, kept) in members {
+        match kept {
+            Kept::Place(Some(v)) => {
+                map.insert(key, v);
+            }
+            Kept::Place(None) => {
+                map.remove(&key);
+            }
+            Kept::Below(inner) => {
+                if let Some(member) = map.get_mut(&key) {
+                    put_back(member, inner);
+                }
+            }
+        }
     }
+}
+
+/// Appends the diff, at pointer `at`, from the value as kept (the places below `kept`) to
+/// `now`, in the order a diff of the whole values gives: each member of `now` in key order
+/// (added, or diffed with the old one), then each member it no longer has, in key order.
+/// Outside the kept places the value is as it was, so above them both are the same objects.
+fn diff_kept(now: Option<&Value>, kept: &Kept, at: &mut String, ops: &mut Vec<Value>) {
+    let members = match kept {
+        Kept::Place(old) => {
+            match (old, now) {
+                (Some(old), Some(now)) => whole_diff(old, now, at, ops),
+                (None, Some(now)) => {
+                    ops.push(serde_json::json!({"op": "add", "path": at.as_str(), "value": now}));
+                }
+                (Some(_), None) => {
+                    ops.push(serde_json::json!({"op": "remove", "path": at.as_str()}));
+                }
+                (None, None) => {}
+            }
+            return;
+        }
+        Kept::Below(members) => members,
+    };
     let Some(Value::Object(map)) = now else {
         return;
     };
     for removed in [false, true] {
-        let mut rest = kept;
-        while let Some((first, _)) = rest.first() {
-            let Some(key) = first.first() else {
-                rest = &rest[1..];
-                continue;
-            };
-            let n = rest
-                .iter()
-                .take_while(|(place, _)| place.first() == Some(key))
-                .count();
-            let (group, tail) = rest.split_at(n);
-            rest = tail;
+        for (key, kept) in members {
             let member = map.get(key);
             if member.is_none() != removed {
                 continue;
             }
-            let below: Vec<(&[String], Option<&Value>)> = group
-                .iter()
-                .map(|&(place, value)| (&place[1..], value))
-                .collect();
             let len = at.len();
             push_token(at, key);
-            diff_kept(member, &below, at, ops);
+            diff_kept(member, kept, at, ops);
             at.truncate(len);
         }
     }
