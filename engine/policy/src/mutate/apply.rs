@@ -123,7 +123,8 @@ fn walk_unknown(
     out: &mut Vec<String>,
     within: &Within<'_>,
 ) {
-    if depth > super::typed::MAX_DEPTH {
+    // Only maps and lists can hold a member the schema does not declare.
+    if depth > super::typed::MAX_DEPTH || !matches!(v, Value::Object(_) | Value::Array(_)) {
         return;
     }
     let atom = ty.atom();

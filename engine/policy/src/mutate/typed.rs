@@ -121,6 +121,27 @@ impl<'s> Ty<'s> {
     }
 }
 
+impl Ty<'_> {
+    /// Whether the position holds scalars only and `v` is one of its type (or null): a value
+    /// with nothing below it to check. Most values of an object are such, and this answers
+    /// without working out the position's atom.
+    pub(super) fn holds_scalar(&self, v: &Value) -> bool {
+        let Ty::Node { schema, .. } = self else {
+            return false;
+        };
+        matches!(
+            (schema.apply_kind(), v),
+            (ApplyKind::String, Value::String(_) | Value::Null)
+                | (ApplyKind::Numeric, Value::Number(_) | Value::Null)
+                | (ApplyKind::Boolean, Value::Bool(_) | Value::Null)
+                | (
+                    ApplyKind::Scalar,
+                    Value::String(_) | Value::Number(_) | Value::Bool(_) | Value::Null
+                )
+        )
+    }
+}
+
 fn untyped<'s>() -> Atom<'s> {
     Atom {
         scalar: Some(Scalar::Untyped),
@@ -573,6 +594,9 @@ fn validate_at(
         err(errors, at, "value nests too deeply".into());
         return;
     }
+    if ty.holds_scalar(v) {
+        return;
+    }
     let atom = deduce(&ty.atom(), Some(v));
     if let Some(m) = &atom.map {
         let map = match v {
@@ -631,7 +655,8 @@ pub(super) fn atomic_paths(ty: &Ty, v: &Value) -> Vec<String> {
 }
 
 fn find_atomics(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut Vec<String>) {
-    if depth > MAX_DEPTH {
+    // Only maps and lists can be atomic.
+    if depth > MAX_DEPTH || !matches!(v, Value::Object(_) | Value::Array(_)) {
         return;
     }
     let atom = ty.atom();
@@ -643,7 +668,8 @@ fn find_atomics(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut V
             for (key, item) in map {
                 if let Some(t) = m.field(key) {
                     let len = path.len();
-                    let _ = write!(path, ".{key}");
+                    path.push('.');
+                    path.push_str(key);
                     find_atomics(&t, item, path, depth + 1, out);
                     path.truncate(len);
                 }
@@ -661,5 +687,86 @@ fn find_atomics(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut V
             }
         }
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::schema::schemas_from_openapi;
+
+    /// Where `holds_scalar` answers, it answers as the whole check does: for a node of every
+    /// kind and a value of every JSON type, a value it passes has nothing below it and fits
+    /// the node's scalar type. It passes at least the plain scalar of each scalar kind.
+    #[test]
+    fn a_scalar_passed_at_once_is_one_the_check_passes() {
+        let doc = json!({"components": {"schemas": {
+            "Kind": {"type": "object", "properties": {
+                "s": {"type": "string"}, "b64": {"type": "string", "format": "byte"},
+                "date": {"type": "string", "format": "date-time"},
+                "ios": {"type": "string", "format": "int-or-string"},
+                "i": {"type": "integer"}, "n": {"type": "number"}, "t": {"type": "boolean"},
+                "q": {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.api.resource.Quantity"},
+                "raw": {"$ref": "#/components/schemas/io.k8s.apimachinery.pkg.runtime.RawExtension"},
+                "any": {}, "odd": {"type": "float"},
+                "list": {"type": "array", "items": {"type": "string"}},
+                "map": {"type": "object", "additionalProperties": {"type": "string"}}
+            }, "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": "Kind"}]},
+            "io.k8s.apimachinery.pkg.api.resource.Quantity": {"type": "string"},
+            "io.k8s.apimachinery.pkg.runtime.RawExtension": {"type": "object"}
+        }}});
+        let schemas = schemas_from_openapi(&doc).expect("schema");
+        let root = Ty::root(&schemas[0].1);
+        let map = root.atom().map.expect("a struct");
+        let values = [
+            json!(null),
+            json!(true),
+            json!(1),
+            json!(1.5),
+            json!("x"),
+            json!(["x"]),
+            json!({"k": "v"}),
+        ];
+        let mut passed = Vec::new();
+        for field in [
+            "s", "b64", "date", "ios", "i", "n", "t", "q", "raw", "any", "odd", "list", "map",
+        ] {
+            let ty = map.field(field).expect("declared");
+            for v in &values {
+                if !ty.holds_scalar(v) {
+                    continue;
+                }
+                passed.push((field, v.clone()));
+                let atom = ty.atom();
+                assert!(
+                    atom.map.is_none() && atom.list.is_none(),
+                    "{field} holds more than scalars"
+                );
+                assert!(
+                    validate(&ty, v, false, &Within::All).is_empty(),
+                    "{field} does not accept {v}"
+                );
+            }
+        }
+        for (field, v) in [
+            ("s", json!("x")),
+            ("i", json!(1)),
+            ("n", json!(1.5)),
+            ("t", json!(true)),
+            ("q", json!("1Gi")),
+            ("ios", json!(80)),
+            ("date", json!(null)),
+        ] {
+            let ty = map.field(field).expect("declared");
+            assert!(ty.holds_scalar(&v), "{field} {v}");
+        }
+        // Lists, maps, untyped and schemaless positions are always walked.
+        for field in ["list", "map", "raw", "any"] {
+            assert!(!passed.iter().any(|(f, _)| *f == field), "{field}");
+        }
     }
 }
