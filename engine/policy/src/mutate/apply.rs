@@ -169,6 +169,7 @@ pub(super) mod tests {
     use serde_json::{Value, json};
 
     use super::{ApplySemantics, Writes, apply, unknown_fields};
+    use crate::mutate::touched::Places;
     use crate::mutate::typed::{Fit, Ty, Within, Written, join_errors, validate};
     use crate::schema::{Schema, schemas_from_openapi};
 
@@ -346,9 +347,7 @@ pub(super) mod tests {
 
     /// The places of these JSON Pointers.
     fn at(pointers: &[&str]) -> Written {
-        let mut written = Written::default();
-        written.add(pointers.iter().copied());
-        written
+        Written::of_paths(Places::of_pointers(pointers.iter().copied()).into_paths())
     }
 
     #[test]

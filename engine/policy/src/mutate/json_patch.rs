@@ -69,7 +69,7 @@ fn failed(s: String) -> PatchError {
 
 /// A pointer token unescaped (`~1` → `/`, `~0` → `~`, left to right).
 pub(super) fn decode(token: &str) -> Cow<'_, str> {
-    if !token.contains('~') {
+    if !token.as_bytes().contains(&b'~') {
         return Cow::Borrowed(token);
     }
     let mut out = String::with_capacity(token.len());

@@ -569,13 +569,12 @@ impl Run<'_> {
                         to.then_some(op.path.as_str()).into_iter().chain(from)
                     })
                     .collect();
-                let mut written = Written::default();
-                written.add(pointers.iter().copied());
                 let places = Places::of_pointers(pointers.iter().copied());
                 self.writes.before(&self.object, &places);
                 // What a patch that may fail half-way writes is kept, to be put back.
                 let undo = (!json_patch::changes_nothing_on_error(&ops))
                     .then(|| Saved::new(&self.object, &places));
+                let written = Written::of_paths(places.into_paths());
                 let declared = self.declared || matches!(self.fit, Fit::Fits);
                 let changed = match json_patch::apply(&mut self.object, &ops) {
                     Ok(changed) => changed,

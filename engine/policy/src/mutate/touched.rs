@@ -26,6 +26,11 @@ impl Places {
         Places(paths.into_iter().collect())
     }
 
+    /// The paths of the places.
+    pub(super) fn into_paths(self) -> Vec<Path> {
+        self.0
+    }
+
     /// The places JSON Pointers write at, as the patch library reads them (tokens after the
     /// first `/`, unescaped); a pointer not starting with `/` is read as the root.
     pub(super) fn of_pointers<'p>(pointers: impl IntoIterator<Item = &'p str>) -> Self {

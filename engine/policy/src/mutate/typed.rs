@@ -240,14 +240,9 @@ pub(super) enum Fit {
 pub(super) struct Written(Vec<Vec<String>>);
 
 impl Written {
-    /// Adds the places of these JSON Pointers.
-    pub(super) fn add<'p>(&mut self, pointers: impl IntoIterator<Item = &'p str>) {
-        self.0.extend(pointers.into_iter().map(|p| {
-            p.split('/')
-                .skip(1)
-                .map(|t| super::json_patch::decode(t).into_owned())
-                .collect()
-        }));
+    /// The places at these paths of member names (see `touched::Places`).
+    pub(super) fn of_paths(paths: Vec<Vec<String>>) -> Self {
+        Written(paths)
     }
 
     /// Adds the places `other` holds.
