@@ -159,8 +159,12 @@ impl Amount {
     }
 }
 
-/// `value × 10^scale` if it fits an int64.
-fn scale_i64(value: i64, scale: i32) -> Option<i64> {
+/// `value × 10^scale` if it fits an int64 (zero for any scale: the loop ends at the first
+/// overflow, which zero never reaches).
+fn scale_i64(value: i64, scale: i64) -> Option<i64> {
+    if value == 0 {
+        return Some(0);
+    }
     let mut v = value;
     for _ in 0..scale {
         v = v.checked_mul(10)?;
@@ -179,11 +183,13 @@ fn small_add(a: (i64, i32), b: (i64, i32)) -> Option<(i64, i32)> {
     if a.1 == b.1 {
         return Some((a.0.checked_add(b.0)?, a.1));
     }
-    if a.1 > b.1 {
-        let c = scale_i64(a.0, a.1 - b.1)?;
+    // The scales' difference may pass the range of either scale.
+    let (ea, eb) = (i64::from(a.1), i64::from(b.1));
+    if ea > eb {
+        let c = scale_i64(a.0, ea - eb)?;
         Some((c.checked_add(b.0)?, b.1))
     } else {
-        let c = scale_i64(b.0, b.1 - a.1)?;
+        let c = scale_i64(b.0, eb - ea)?;
         Some((a.0.checked_add(c)?, a.1))
     }
 }
@@ -209,7 +215,7 @@ impl Quantity {
     /// `Quantity.AsInt64`: only fast-path amounts convert.
     fn as_i64(&self) -> Option<i64> {
         match &self.amount {
-            Amount::Small { value, exp } if *exp >= 0 => scale_i64(*value, *exp),
+            Amount::Small { value, exp } if *exp >= 0 => scale_i64(*value, i64::from(*exp)),
             _ => None,
         }
     }
@@ -457,9 +463,18 @@ pub(crate) fn parse(s: &str) -> Result<Quantity, EvalError> {
     let mut mag = BigInt::from(unscaled.magnitude().clone());
     if !mag.is_zero() {
         if dec_scale > 9 {
-            let d = pow10(dec_scale - 9);
-            let (q, r) = (&mag / &d, &mag % &d);
-            mag = if r.is_zero() { q } else { q + 1 };
+            // A divisor with more digits than the amount leaves a fraction below 1, which
+            // rounds up to 1: worked out without writing out the divisor, which for an
+            // exponent near -2^31 would take gigabytes and minutes.
+            let shift = dec_scale - 9;
+            let most_digits = (mag.bits() as f64 * std::f64::consts::LOG10_2) as i64 + 1;
+            mag = if shift > most_digits {
+                BigInt::from(1u8)
+            } else {
+                let d = pow10(shift);
+                let (q, r) = (&mag / &d, &mag % &d);
+                if r.is_zero() { q } else { q + 1 }
+            };
             dec_scale = 9;
         } else if 9 - dec_scale <= MAX_RESCALE {
             // Same value at scale 9, as inf.Dec keeps it; a larger exponent is kept unexpanded
@@ -684,6 +699,23 @@ mod tests {
             ),
             (
                 "quantity('1e2000000000').add(1)",
+                "error: quantity arithmetic out of range",
+            ),
+            // Exponents near the int32 limits (found by the fuzzer, where the first took
+            // minutes): a positive amount far below a nano unit rounds up to one.
+            (
+                "quantity('5223372031e30868477580875808') == quantity('1n')",
+                "true",
+            ),
+            ("quantity('-7e-2000000000') == quantity('-1n')", "true"),
+            ("quantity('12e-19') == quantity('1n')", "true"),
+            ("quantity('1500e-12') == quantity('2n')", "true"),
+            ("quantity('1000e-13') == quantity('1n')", "true"),
+            ("quantity('0e2147483647').asInteger()", "0"),
+            ("quantity('0e2147483647').isInteger()", "true"),
+            // Scales 2^31 apart: their difference does not fit a scale.
+            (
+                "quantity('1e2147483647').add(quantity('1n'))",
                 "error: quantity arithmetic out of range",
             ),
         ];
