@@ -463,12 +463,11 @@ pub(crate) fn parse(s: &str) -> Result<Quantity, EvalError> {
     let mut mag = BigInt::from(unscaled.magnitude().clone());
     if !mag.is_zero() {
         if dec_scale > 9 {
-            // A divisor with more digits than the amount leaves a fraction below 1, which
-            // rounds up to 1: worked out without writing out the divisor, which for an
+            // A divisor of at least as many digits as the amount leaves a fraction below 1,
+            // which rounds up to 1: worked out without writing out the divisor, which for an
             // exponent near -2^31 would take gigabytes and minutes.
             let shift = dec_scale - 9;
-            let most_digits = (mag.bits() as f64 * std::f64::consts::LOG10_2) as i64 + 1;
-            mag = if shift > most_digits {
+            mag = if shift >= digits(&mag) {
                 BigInt::from(1u8)
             } else {
                 let d = pow10(shift);
