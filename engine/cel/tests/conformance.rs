@@ -1,12 +1,12 @@
-//! The cel-spec conformance suite (`shared/conformance/cel-spec/json`), run against celgate's
-//! CEL. Prints `cel-spec: N passed, N failed, N skipped`, writes a JSON report, and fails if a
-//! test listed as passing in `conformance-baseline.json` no longer passes or left the suite
-//! (a ratchet). The suite lives outside the project: without it the test says so and skips;
-//! a suite or baseline that is present but does not read as expected fails the test.
+//! The cel-spec conformance suite (`tests/cel-spec/json`, vendored from `google/cel-spec`; see
+//! `tests/cel-spec/README.md`), run against celgate's CEL. Prints `cel-spec: N passed, N failed,
+//! N skipped`, writes a JSON report, and fails if a test listed as passing in
+//! `conformance-baseline.json` no longer passes or left the suite (a ratchet). When the directory
+//! does not exist (a `CEL_SPEC_DIR` that names none) the test says so and skips; a suite or
+//! baseline that is present but does not read as expected fails the test.
 //!
 //! Environment:
-//! - `CEL_SPEC_DIR`: the JSON directory (default `../../../shared/conformance/cel-spec/json`
-//!   relative to this crate).
+//! - `CEL_SPEC_DIR`: the JSON directory (default `tests/cel-spec/json` relative to this crate).
 //! - `CEL_CONFORMANCE_REPORT`: where to write the report (default: cargo's test tmp dir).
 //! - `CEL_CONFORMANCE_UPDATE=1`: rewrite the baseline from this run.
 
@@ -157,8 +157,7 @@ impl Record {
 fn spec_dir() -> PathBuf {
     match std::env::var_os("CEL_SPEC_DIR") {
         Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("../../../shared/conformance/cel-spec/json"),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/cel-spec/json"),
     }
 }
 
