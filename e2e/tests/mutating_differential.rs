@@ -12,8 +12,9 @@
 //! "same" whatever celgate did.
 //!
 //! The order in which kube-apiserver applies several MutatingAdmissionPolicies to one request is
-//! not stable (upstream-behaviour.md §9b), so scenarios with several policies use policies whose
-//! effects commute, or that converge through `reinvocationPolicy: IfNeeded`.
+//! not stable from run to run (seen on kube-apiserver 1.36.3; docs/limitations.md), so scenarios
+//! with several policies use policies whose effects commute, or that converge through
+//! `reinvocationPolicy: IfNeeded`.
 //!
 //! Each phase is proven in force by sentinels (see [`celgate_e2e::differential`]): the mutating
 //! sentinel of the engine, and the validating one for scenarios that also hold
