@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit e2e monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e deps differential image map-differential fuzz
+.PHONY: help build test unit docs e2e monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e deps differential image map-differential fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -50,13 +50,16 @@ lint: ## rustfmt and clippy, warnings are errors
 fmt: ## Format the code
 	$(CARGO) fmt --all
 
+docs: ## Regenerate docs/reference (flags and metrics) from the code
+	CELGATE_WRITE_DOCS=1 $(CARGO) test -p celgate --test reference
+
 crds: ## Regenerate config/crd from the Rust types
 	$(CARGO) run -q -p celgate-crds --bin crdgen -- config/crd
 
 crds-check: ## Fail when config/crd is out of date
 	$(CARGO) test -q -p celgate-crds --test drift
 
-schemas: deps ## Regenerate operator/schemas/builtin-<k8s minor>.json (built-in kinds' discovery + OpenAPI v3) from a local control plane
+schemas: deps ## Regenerate kinds/schemas/builtin-<k8s minor>.json (built-in kinds' discovery + OpenAPI v3) from a local control plane
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) run -q -p celgate-e2e --bin builtin-schemas
 

@@ -49,7 +49,7 @@ pub enum SnapshotError {
 }
 
 /// Where the snapshot of the pinned Kubernetes version is committed:
-/// `operator/schemas/builtin-<major>.<minor>.json`.
+/// `kinds/schemas/builtin-<major>.<minor>.json`.
 pub fn builtin_schemas_path() -> Result<PathBuf, SnapshotError> {
     let pins = std::fs::read_to_string(workspace().join("e2e/cluster/versions.env"))
         .map_err(|e| SnapshotError::Version(e.to_string()))?;
@@ -61,7 +61,7 @@ pub fn builtin_schemas_path() -> Result<PathBuf, SnapshotError> {
     if minor.len() != 2 || minor.iter().any(|p| p.parse::<u32>().is_err()) {
         return Err(SnapshotError::Version(version.to_string()));
     }
-    Ok(workspace().join(format!("operator/schemas/builtin-{}.json", minor.join("."))))
+    Ok(workspace().join(format!("kinds/schemas/builtin-{}.json", minor.join("."))))
 }
 
 async fn get(client: &Client, path: &str, accept: &str) -> Result<Value, SnapshotError> {

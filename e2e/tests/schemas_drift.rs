@@ -1,4 +1,4 @@
-//! The committed snapshot of the built-in kinds' schemas (`operator/schemas/builtin-<minor>.json`,
+//! The committed snapshot of the built-in kinds' schemas (`kinds/schemas/builtin-<minor>.json`,
 //! which `celgate check` types policies with offline) must be what `make schemas` generates from
 //! a control plane of the pinned version. The snapshot is regenerated here against this test's
 //! own control plane — with celgate's CRDs and another CRD installed, which the snapshot must

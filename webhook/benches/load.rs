@@ -6,7 +6,7 @@
 //!    kube-apiserver sends them (managedFields included), on `/validate`, and on
 //!    `/mutate/fail/never` with one bound MutatingAdmissionPolicy mutating the same review (two
 //!    apply configurations and a JSON patch, against the Deployment schema of the committed
-//!    built-in snapshot `operator/schemas/builtin-1.36.json`). HTTP/1.1, or HTTP/2 with
+//!    built-in snapshot `kinds/schemas/builtin-1.36.json`). HTTP/1.1, or HTTP/2 with
 //!    `WEBHOOK_BENCH_HTTP2=1`. Top-level fields of the report.
 //! 2. The realistic fixture (issue 13, item 2; `e2e/src/fixture.rs`): first the server's own
 //!    cost of one review without HTTP or TLS (decode, decide, encode on one thread;
@@ -83,7 +83,7 @@ use tokio_rustls::TlsConnector;
 #[path = "../../e2e/src/fixture.rs"]
 mod fixture;
 
-/// The celgate binary's allocator (operator/src/main.rs), so this measures the product.
+/// The celgate binary's allocator (celgate/src/main.rs), so this measures the product.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -254,7 +254,7 @@ fn mutating_policy() -> BoundMutatingPolicy {
 fn apps_v1_schemas() -> KindSchemaView {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../operator/schemas/builtin-1.36.json"
+        "/../kinds/schemas/builtin-1.36.json"
     );
     let snapshot: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -822,7 +822,7 @@ fn ms(d: Duration) -> f64 {
 fn builtin_schemas() -> KindSchemaView {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../operator/schemas/builtin-1.36.json"
+        "/../kinds/schemas/builtin-1.36.json"
     );
     let snapshot: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();

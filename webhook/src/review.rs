@@ -241,7 +241,7 @@ impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
 /// The audit annotation key a webhook may return for an upstream key. kube-apiserver records a
 /// webhook's key `k` as `<webhook name>/k` and drops keys with a second `/`, so
 /// `<policy>/<key>` becomes `<policy>_<key>` and the validation-failure key becomes
-/// `validation_failure` (see the README's audit annotation table).
+/// `validation_failure` (see the audit annotation table in docs/limitations.md).
 pub fn webhook_annotation_key(upstream: &str) -> String {
     if upstream == VALIDATION_FAILURE_KEY {
         return "validation_failure".to_string();

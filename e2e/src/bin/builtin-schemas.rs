@@ -1,6 +1,6 @@
 //! `make schemas`: starts a local control plane of the pinned version, writes the snapshot of
 //! its built-in kinds' discovery and OpenAPI v3 documents (see `celgate_e2e::schemas`) to the
-//! path given, or to `operator/schemas/builtin-<major>.<minor>.json`, and stops it.
+//! path given, or to `kinds/schemas/builtin-<major>.<minor>.json`, and stops it.
 
 use std::process::ExitCode;
 

@@ -24,22 +24,20 @@ use celgate_crds::{
     BindingStatus, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use celgate_engine::mutate::compile_mutating;
-use celgate_engine::{MutatingPolicy, ValidatingPolicy, compile_validating};
 use celgate_snapshot::{Snapshot, SnapshotStore};
-use kube::runtime::reflector::Store;
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 use tokio::task::coop;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::backoff::Backoff;
-use crate::convert;
-use crate::leader::Leadership;
+use crate::controllers::policies::{Controlled, Stores};
+use crate::controllers::policy_set::name_of;
 use crate::metrics;
-use crate::policy_set::name_of;
-use crate::registration::Applied;
+use crate::retry::{self, Backoff};
+use crate::serving::leader::Leadership;
+use crate::serving::registration::Applied;
+use celgate_kinds::convert;
 use conditions::{READY, Want};
 use events::Observed;
 use readiness::Readiness;
@@ -48,10 +46,6 @@ pub use typecheck::{Checker, ClusterChecker, Policy};
 /// The field manager of every status field celgate writes.
 pub const FIELD_MANAGER: &str = "celgate";
 
-/// First delay before a failed status write is retried.
-const RETRY_FIRST: Duration = Duration::from_millis(500);
-/// Longest delay between two tries of one object's status.
-const RETRY_MAX: Duration = Duration::from_secs(60);
 /// How long a pass waits for a change before it checks again anyway.
 const IDLE: Duration = Duration::from_secs(300);
 /// How long a pass waits after a change for the changes that come with it (a `kubectl apply`
@@ -61,14 +55,8 @@ const COALESCE: Duration = Duration::from_millis(50);
 
 /// What the status is computed from.
 pub struct Sources {
-    /// Stored ValidatingAdmissionPolicies.
-    pub validating: Store<ValidatingAdmissionPolicy>,
-    /// Stored ValidatingAdmissionPolicyBindings.
-    pub validating_bindings: Store<ValidatingAdmissionPolicyBinding>,
-    /// Stored MutatingAdmissionPolicies.
-    pub mutating: Store<MutatingAdmissionPolicy>,
-    /// Stored MutatingAdmissionPolicyBindings.
-    pub mutating_bindings: Store<MutatingAdmissionPolicyBinding>,
+    /// The stored policies and bindings of both kinds.
+    pub stores: Stores,
     /// The snapshot this process serves.
     pub snapshot: Arc<SnapshotStore>,
     /// What the webhook registration covers.
@@ -95,10 +83,105 @@ struct Checked {
 }
 
 /// A policy compiled by the status writer because the snapshot does not hold it (unbound).
-struct Compiled<P> {
+struct Compiled<C> {
     uid: String,
     generation: i64,
-    policy: Arc<P>,
+    policy: Arc<C>,
+}
+
+/// The status writer's view of one kind: its stored objects in one pass, and its policies
+/// compiled while unbound.
+struct KindState<P: Reported> {
+    unbound: HashMap<String, Compiled<P::Compiled>>,
+}
+
+impl<P: Reported> Default for KindState<P> {
+    fn default() -> Self {
+        Self {
+            unbound: HashMap::new(),
+        }
+    }
+}
+
+/// The stored objects of one kind, read once at a pass's start.
+struct Objects<P: Reported> {
+    /// Policies, sorted by name.
+    policies: Vec<Arc<P>>,
+    /// Bindings, sorted by name.
+    bindings: Vec<Arc<P::Binding>>,
+    /// The policies some stored binding names.
+    named_by_bindings: HashSet<String>,
+}
+
+impl<P: Reported> Objects<P> {
+    fn read(stores: &Stores) -> Self {
+        let stored = P::stores(stores).state();
+        let bindings = sorted(stored.bindings);
+        Self {
+            policies: sorted(stored.policies),
+            named_by_bindings: bindings
+                .iter()
+                .filter_map(|b| P::policy_name(b).map(str::to_string))
+                .collect(),
+            bindings,
+        }
+    }
+
+    /// The names of the stored objects, by the status writer's kinds.
+    fn names(&self) -> impl Iterator<Item = (Kind, String)> + '_ {
+        let (policy, binding) = P::KINDS;
+        self.policies
+            .iter()
+            .map(move |o| (policy, o.name_any()))
+            .chain(self.bindings.iter().map(move |o| (binding, o.name_any())))
+    }
+}
+
+/// What the status writer needs of a kind beyond its controller's view: its keys, and where
+/// its objects and unbound policies are kept.
+trait Reported: Controlled<Binding: apply::Object + BindingObject> + apply::Object {
+    /// The keys of its policies and bindings.
+    const KINDS: (Kind, Kind);
+    /// Its objects in a pass.
+    fn objects(world: &World) -> &Objects<Self>;
+    /// Its state in the writer.
+    fn state(writer: &mut StatusWriter) -> &mut KindState<Self>;
+    /// Its policy's status.
+    fn status(policy: &Self) -> Option<&celgate_crds::PolicyStatus>;
+    /// The stored policy as the type checker takes it.
+    fn for_type_checking(&self) -> Policy;
+}
+
+impl Reported for ValidatingAdmissionPolicy {
+    const KINDS: (Kind, Kind) = (Kind::ValidatingPolicy, Kind::ValidatingBinding);
+    fn objects(world: &World) -> &Objects<Self> {
+        &world.validating
+    }
+    fn state(writer: &mut StatusWriter) -> &mut KindState<Self> {
+        &mut writer.validating
+    }
+    fn status(policy: &Self) -> Option<&celgate_crds::PolicyStatus> {
+        policy.status.as_ref()
+    }
+    fn for_type_checking(&self) -> Policy {
+        Policy::Validating(convert::validating_policy(self))
+    }
+}
+
+impl Reported for MutatingAdmissionPolicy {
+    const KINDS: (Kind, Kind) = (Kind::MutatingPolicy, Kind::MutatingBinding);
+    fn objects(world: &World) -> &Objects<Self> {
+        &world.mutating
+    }
+    fn state(writer: &mut StatusWriter) -> &mut KindState<Self> {
+        &mut writer.mutating
+    }
+    fn status(policy: &Self) -> Option<&celgate_crds::PolicyStatus> {
+        policy.status.as_ref()
+    }
+    fn for_type_checking(&self) -> Policy {
+        Policy::Mutating(convert::mutating_policy(self))
+    }
 }
 
 /// A status write that failed, retried after a delay.
@@ -115,9 +198,8 @@ pub struct StatusWriter {
     schemas: watch::Receiver<u64>,
     events: events::Publisher,
     checked: HashMap<(Kind, String), Checked>,
-    compiled: HashMap<String, Compiled<ValidatingPolicy>>,
-    /// Mutating policies compiled for status while unbound.
-    compiled_mutating: HashMap<String, Compiled<MutatingPolicy>>,
+    validating: KindState<ValidatingAdmissionPolicy>,
+    mutating: KindState<MutatingAdmissionPolicy>,
     retries: HashMap<(Kind, String), Retry>,
     /// The snapshot parts the last pass read.
     seen: Option<Arc<Snapshot>>,
@@ -127,14 +209,8 @@ pub struct StatusWriter {
 struct World {
     snapshot: Arc<Snapshot>,
     applied: Applied,
-    validating: Vec<Arc<ValidatingAdmissionPolicy>>,
-    validating_bindings: Vec<Arc<ValidatingAdmissionPolicyBinding>>,
-    mutating: Vec<Arc<MutatingAdmissionPolicy>>,
-    mutating_bindings: Vec<Arc<MutatingAdmissionPolicyBinding>>,
-    /// The policies some stored validating binding names.
-    named_by_validating_bindings: HashSet<String>,
-    /// The policies some stored mutating binding names.
-    named_by_mutating_bindings: HashSet<String>,
+    validating: Objects<ValidatingAdmissionPolicy>,
+    mutating: Objects<MutatingAdmissionPolicy>,
     schemas: u64,
 }
 
@@ -205,8 +281,8 @@ impl StatusWriter {
             checker,
             events,
             checked: HashMap::new(),
-            compiled: HashMap::new(),
-            compiled_mutating: HashMap::new(),
+            validating: KindState::default(),
+            mutating: KindState::default(),
             retries: HashMap::new(),
             seen: None,
         }
@@ -293,23 +369,11 @@ impl StatusWriter {
     /// Reads the inputs once.
     fn world(&mut self) -> World {
         self.sources.touched.borrow_and_update();
-        let validating_bindings = sorted(self.sources.validating_bindings.state());
-        let mutating_bindings = sorted(self.sources.mutating_bindings.state());
         World {
             snapshot: self.sources.snapshot.load(),
             applied: self.sources.applied.borrow_and_update().clone(),
-            validating: sorted(self.sources.validating.state()),
-            named_by_validating_bindings: validating_bindings
-                .iter()
-                .filter_map(|b| b.spec.policy_name.clone())
-                .collect(),
-            validating_bindings,
-            mutating: sorted(self.sources.mutating.state()),
-            named_by_mutating_bindings: mutating_bindings
-                .iter()
-                .filter_map(|b| b.spec.policy_name.clone())
-                .collect(),
-            mutating_bindings,
+            validating: Objects::read(&self.sources.stores),
+            mutating: Objects::read(&self.sources.stores),
             schemas: *self.schemas.borrow_and_update(),
         }
     }
@@ -324,60 +388,42 @@ impl StatusWriter {
             return None;
         }
         self.forget(&world);
-        // A pass over thousands of objects whose status is current writes nothing and so never
-        // waits: each object spends from the task's cooperative budget, so the pass yields its
-        // worker now and then to the reconcilers and the webhook instead of holding it to the
-        // end.
-        for policy in &world.validating {
-            coop::consume_budget().await;
-            self.validating_policy(policy, &world).await;
-        }
-        for binding in &world.validating_bindings {
-            coop::consume_budget().await;
-            self.validating_binding(binding, &world).await;
-        }
-        for policy in &world.mutating {
-            coop::consume_budget().await;
-            self.mutating_policy(policy, &world).await;
-        }
-        for binding in &world.mutating_bindings {
-            coop::consume_budget().await;
-            self.mutating_binding(binding, &world).await;
-        }
+        self.kind::<ValidatingAdmissionPolicy>(&world).await;
+        self.kind::<MutatingAdmissionPolicy>(&world).await;
         self.retries.values().map(|r| r.at).min()
+    }
+
+    /// Brings the status of every stored object of one kind up to date. A pass over thousands
+    /// of objects whose status is current writes nothing and so never waits: each object
+    /// spends from the task's cooperative budget, so the pass yields its worker now and then
+    /// to the reconcilers and the webhook instead of holding it to the end.
+    async fn kind<P: Reported>(&mut self, world: &World) {
+        let objects = P::objects(world);
+        for policy in &objects.policies {
+            coop::consume_budget().await;
+            self.policy::<P>(policy, world).await;
+        }
+        for binding in &objects.bindings {
+            coop::consume_budget().await;
+            self.binding::<P>(binding, world).await;
+        }
     }
 
     /// Forgets what belongs to objects no longer stored.
     fn forget(&mut self, world: &World) {
-        let names = |kind: Kind| -> Vec<String> {
-            match kind {
-                Kind::ValidatingPolicy => world.validating.iter().map(|o| o.name_any()).collect(),
-                Kind::ValidatingBinding => world
-                    .validating_bindings
-                    .iter()
-                    .map(|o| o.name_any())
-                    .collect(),
-                Kind::MutatingPolicy => world.mutating.iter().map(|o| o.name_any()).collect(),
-                Kind::MutatingBinding => world
-                    .mutating_bindings
-                    .iter()
-                    .map(|o| o.name_any())
-                    .collect(),
-            }
-        };
-        let stored: std::collections::HashSet<(Kind, String)> = [
-            Kind::ValidatingPolicy,
-            Kind::ValidatingBinding,
-            Kind::MutatingPolicy,
-            Kind::MutatingBinding,
-        ]
-        .into_iter()
-        .flat_map(|kind| names(kind).into_iter().map(move |n| (kind, n)))
-        .collect();
+        let stored: HashSet<(Kind, String)> = world
+            .validating
+            .names()
+            .chain(world.mutating.names())
+            .collect();
         self.checked.retain(|key, _| stored.contains(key));
         self.retries.retain(|key, _| stored.contains(key));
-        self.compiled
+        self.validating
+            .unbound
             .retain(|name, _| stored.contains(&(Kind::ValidatingPolicy, name.clone())));
+        self.mutating
+            .unbound
+            .retain(|name, _| stored.contains(&(Kind::MutatingPolicy, name.clone())));
     }
 
     /// Whether a failed write of this object waits for its retry.
@@ -415,17 +461,18 @@ impl StatusWriter {
     }
 
     /// The compiled form of a policy the snapshot does not hold.
-    fn unbound(&mut self, policy: &ValidatingAdmissionPolicy) -> Arc<ValidatingPolicy> {
+    fn unbound<P: Reported>(&mut self, policy: &P) -> Arc<P::Compiled> {
         let (uid, generation) = uid_and_generation(policy);
         let name = policy.name_any();
-        if let Some(c) = self.compiled.get(&name)
+        let unbound = &mut P::state(self).unbound;
+        if let Some(c) = unbound.get(&name)
             && c.uid == uid
             && c.generation == generation
         {
             return c.policy.clone();
         }
-        let compiled = Arc::new(compile_validating(convert::validating_policy(policy)));
-        self.compiled.insert(
+        let compiled = Arc::new(policy.compile());
+        unbound.insert(
             name,
             Compiled {
                 uid,
@@ -436,159 +483,66 @@ impl StatusWriter {
         compiled
     }
 
-    /// The compiled form of a mutating policy the snapshot does not hold.
-    fn unbound_mutating(&mut self, policy: &MutatingAdmissionPolicy) -> Arc<MutatingPolicy> {
+    fn readiness<P: Reported>(&mut self, policy: &P, world: &World) -> Readiness {
         let (uid, generation) = uid_and_generation(policy);
         let name = policy.name_any();
-        if let Some(c) = self.compiled_mutating.get(&name)
-            && c.uid == uid
-            && c.generation == generation
-        {
-            return c.policy.clone();
-        }
-        let compiled = Arc::new(compile_mutating(
-            convert::mutating_policy(policy),
-            convert::apply_semantics(policy),
-        ));
-        self.compiled_mutating.insert(
-            name,
-            Compiled {
-                uid,
-                generation,
-                policy: compiled.clone(),
-            },
-        );
-        compiled
-    }
-
-    fn mutating_readiness(&mut self, policy: &MutatingAdmissionPolicy, world: &World) -> Readiness {
-        let (uid, generation) = uid_and_generation(policy);
-        let name = policy.name_any();
-        let has_bindings = world.named_by_mutating_bindings.contains(&name);
-        readiness::mutating_policy(
+        let has_bindings = P::objects(world).named_by_bindings.contains(&name);
+        readiness::policy::<P>(
             &name,
             &uid,
             generation,
             &world.snapshot,
             &world.applied,
-            || self.unbound_mutating(policy),
+            || P::compile_errors(&self.unbound(policy)),
             has_bindings,
         )
     }
 
-    fn validating_readiness(
-        &mut self,
-        policy: &ValidatingAdmissionPolicy,
-        world: &World,
-    ) -> Readiness {
-        let (uid, generation) = uid_and_generation(policy);
-        let name = policy.name_any();
-        let has_bindings = world.named_by_validating_bindings.contains(&name);
-        readiness::validating_policy(
-            &name,
-            &uid,
-            generation,
-            &world.snapshot,
-            &world.applied,
-            || self.unbound(policy),
-            has_bindings,
-        )
-    }
-
-    async fn validating_policy(&mut self, policy: &ValidatingAdmissionPolicy, world: &World) {
-        let key = (Kind::ValidatingPolicy, policy.name_any());
+    async fn policy<P: Reported>(&mut self, policy: &P, world: &World) {
+        let key = (P::KINDS.0, policy.name_any());
         if self.waiting(&key) {
             return;
         }
-        let readiness = self.validating_readiness(policy, world);
+        let readiness = self.readiness(policy, world);
         let Some(ready) = ready_want(&readiness) else {
             return;
         };
         let (uid, generation) = uid_and_generation(policy);
         let report = self
             .report(&key, &uid, generation, world.schemas, || {
-                Policy::Validating(convert::validating_policy(policy))
+                policy.for_type_checking()
             })
             .await;
-        let status = typecheck::policy_status(generation, &report, ready, policy.status.as_ref());
-        if policy.status.as_ref() == Some(&status) {
+        let previous = P::status(policy);
+        let status = typecheck::policy_status(generation, &report, ready, previous);
+        if previous == Some(&status) {
             return;
         }
         let events = events::changes(
-            &Observed::policy(policy.status.as_ref(), true),
+            &Observed::policy(previous, true),
             &Observed::policy(Some(&status), true),
         );
         self.write(key, policy, &status, &events).await;
     }
 
-    async fn validating_binding(
-        &mut self,
-        binding: &ValidatingAdmissionPolicyBinding,
-        world: &World,
-    ) {
-        let key = (Kind::ValidatingBinding, binding.name_any());
+    async fn binding<P: Reported>(&mut self, binding: &P::Binding, world: &World) {
+        let key = (P::KINDS.1, binding.name_any());
         if self.waiting(&key) {
             return;
         }
-        let spec = convert::validating_binding(binding);
-        let policy = named(&world.validating, &spec.policy_name).cloned();
-        let policy_readiness = policy.as_ref().map(|p| self.validating_readiness(p, world));
+        let spec = P::convert_binding(binding);
+        let (_, policy_name) = P::binding_names(&spec);
+        let policy = named(&P::objects(world).policies, policy_name).cloned();
+        let policy_readiness = policy.as_ref().map(|p| self.readiness(&**p, world));
         let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
-        let readiness = readiness::validating_binding(
+        let readiness = readiness::binding::<P>(
             &spec,
             policy_state(policy_ids.as_ref(), policy_readiness),
             &world.snapshot,
             &world.applied,
         );
-        let param_kind = policy.as_ref().and_then(|p| p.spec.param_kind.as_ref());
-        let param_ref = spec.param_ref.as_ref();
-        self.binding_status(key, binding, readiness, world, param_kind, param_ref)
-            .await;
-    }
-
-    async fn mutating_policy(&mut self, policy: &MutatingAdmissionPolicy, world: &World) {
-        let key = (Kind::MutatingPolicy, policy.name_any());
-        if self.waiting(&key) {
-            return;
-        }
-        let readiness = self.mutating_readiness(policy, world);
-        let Some(ready) = ready_want(&readiness) else {
-            return;
-        };
-        let (uid, generation) = uid_and_generation(policy);
-        let report = self
-            .report(&key, &uid, generation, world.schemas, || {
-                Policy::Mutating(convert::mutating_policy(policy))
-            })
-            .await;
-        let status = typecheck::policy_status(generation, &report, ready, policy.status.as_ref());
-        if policy.status.as_ref() == Some(&status) {
-            return;
-        }
-        let events = events::changes(
-            &Observed::policy(policy.status.as_ref(), true),
-            &Observed::policy(Some(&status), true),
-        );
-        self.write(key, policy, &status, &events).await;
-    }
-
-    async fn mutating_binding(&mut self, binding: &MutatingAdmissionPolicyBinding, world: &World) {
-        let key = (Kind::MutatingBinding, binding.name_any());
-        if self.waiting(&key) {
-            return;
-        }
-        let spec = convert::mutating_binding(binding);
-        let policy = named(&world.mutating, &spec.policy_name).cloned();
-        let policy_readiness = policy.as_ref().map(|p| self.mutating_readiness(p, world));
-        let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
-        let readiness = readiness::mutating_binding(
-            &spec,
-            policy_state(policy_ids.as_ref(), policy_readiness),
-            &world.snapshot,
-            &world.applied,
-        );
-        let param_kind = policy.as_ref().and_then(|p| p.spec.param_kind.as_ref());
-        let param_ref = spec.param_ref.as_ref();
+        let param_kind = policy.as_ref().and_then(|p| p.param_kind());
+        let param_ref = P::param_ref(&spec);
         self.binding_status(key, binding, readiness, world, param_kind, param_ref)
             .await;
     }
@@ -659,7 +613,7 @@ impl StatusWriter {
             Err(error) => {
                 metrics::reconcile_failed(metrics::STATUS);
                 let retry = self.retries.entry(key.clone()).or_insert_with(|| Retry {
-                    backoff: Backoff::new(RETRY_FIRST, RETRY_MAX),
+                    backoff: Backoff::new(retry::WRITE),
                     at: Instant::now(),
                 });
                 let delay = retry.backoff.next_delay();
@@ -692,12 +646,14 @@ mod tests {
     #![allow(clippy::expect_used, clippy::unwrap_used)]
 
     use super::*;
+    use crate::controllers::policies::KindStores;
+    use crate::controllers::policy_set;
     use crate::fixtures::{self, ApiServer, Call};
-    use crate::policy_set;
     use celgate_engine::schema::Gvk;
     use celgate_engine::typecheck::{ExpressionWarning, TypeCheckReport};
     use celgate_engine::{BoundPolicy, PolicySet};
     use http::Method;
+    use kube::runtime::reflector::Store;
     use kube::runtime::reflector::{self, store::Writer};
     use kube::runtime::watcher::Event;
     use serde_json::{Value, json};
@@ -780,10 +736,16 @@ mod tests {
         let writer = StatusWriter::new(
             client,
             Sources {
-                validating,
-                validating_bindings,
-                mutating,
-                mutating_bindings,
+                stores: Stores {
+                    validating: KindStores {
+                        policies: validating,
+                        bindings: validating_bindings,
+                    },
+                    mutating: KindStores {
+                        policies: mutating,
+                        bindings: mutating_bindings,
+                    },
+                },
                 snapshot,
                 applied,
                 touched,
@@ -1006,7 +968,7 @@ mod tests {
             status_apply(api, BINDING_STATUS).await;
             events(api, 1).await;
             status_apply(api, POLICY_STATUS).await;
-            assert_eq!(Instant::now() - failed, RETRY_FIRST);
+            assert_eq!(Instant::now() - failed, retry::WRITE.first);
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)
             .await

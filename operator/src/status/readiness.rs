@@ -4,14 +4,13 @@
 
 use std::sync::Arc;
 
+use celgate_engine::PolicySet;
 use celgate_engine::matching::selector_matches;
-use celgate_engine::model::{MutatingBindingSpec, ParamKind, ParamRef, ValidatingBindingSpec};
-use celgate_engine::{
-    BoundMutatingPolicy, BoundPolicy, MutatingPolicy, PolicySet, ValidatingPolicy,
-};
+use celgate_engine::model::{ParamKind, ParamRef};
 use celgate_snapshot::{ParamKindEntry, Snapshot};
 
-use crate::registration::Applied;
+use crate::policy_kind::PolicyKind;
+use crate::serving::registration::Applied;
 
 /// Ready reason: compiled and enforced.
 pub const ENFORCED: &str = "Enforced";
@@ -93,94 +92,23 @@ fn registered(
     }
 }
 
-/// A bound policy of either kind, as readiness reads it from a policy set.
-trait Bound: Sized {
-    /// Its binding's converted spec.
-    type Binding: PartialEq;
-    /// The policy kind, for messages.
-    const KIND: &'static str;
-    /// The binding kind, for messages.
-    const BINDING_KIND: &'static str;
-    /// The bound policies of this kind in `set` named `name`.
-    fn named<'s>(set: &'s PolicySet, name: &str) -> &'s [Self];
-    /// Name, uid and generation of the compiled policy.
-    fn identity(&self) -> (&str, &str, i64);
-    /// Compile errors with their fields.
-    fn compile_errors(&self) -> Vec<(String, String)>;
-    /// The paramKind.
-    fn param_kind(&self) -> Option<&ParamKind>;
-    /// The bindings.
-    fn bindings(&self) -> &[Arc<Self::Binding>];
-    /// Whether `other` holds the same compiled policy.
-    fn same_policy(&self, other: &Self) -> bool;
-}
-
-impl Bound for BoundPolicy {
-    type Binding = ValidatingBindingSpec;
-    const KIND: &'static str = "ValidatingAdmissionPolicy";
-    const BINDING_KIND: &'static str = "ValidatingAdmissionPolicyBinding";
-    fn named<'s>(set: &'s PolicySet, name: &str) -> &'s [Self] {
-        set.validating_named(name)
-    }
-    fn identity(&self) -> (&str, &str, i64) {
-        let spec = &self.policy.spec;
-        (&self.policy.name, &spec.uid, spec.generation)
-    }
-    fn compile_errors(&self) -> Vec<(String, String)> {
-        self.policy.compile_errors()
-    }
-    fn param_kind(&self) -> Option<&ParamKind> {
-        self.policy.spec.param_kind.as_ref()
-    }
-    fn bindings(&self) -> &[Arc<Self::Binding>] {
-        &self.bindings
-    }
-    fn same_policy(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.policy, &other.policy)
-    }
-}
-
-impl Bound for BoundMutatingPolicy {
-    type Binding = MutatingBindingSpec;
-    const KIND: &'static str = "MutatingAdmissionPolicy";
-    const BINDING_KIND: &'static str = "MutatingAdmissionPolicyBinding";
-    fn named<'s>(set: &'s PolicySet, name: &str) -> &'s [Self] {
-        set.mutating_named(name)
-    }
-    fn identity(&self) -> (&str, &str, i64) {
-        let spec = &self.policy.spec;
-        (&self.policy.name, &spec.uid, spec.generation)
-    }
-    fn compile_errors(&self) -> Vec<(String, String)> {
-        self.policy.compile_errors()
-    }
-    fn param_kind(&self) -> Option<&ParamKind> {
-        self.policy.spec.param_kind.as_ref()
-    }
-    fn bindings(&self) -> &[Arc<Self::Binding>] {
-        &self.bindings
-    }
-    fn same_policy(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.policy, &other.policy)
-    }
-}
-
 /// The compiled policy bound in `set` under `name`, if it is that uid and generation.
-fn bound<'a, B: Bound>(
+fn bound<'a, P: PolicyKind>(
     set: &'a PolicySet,
     name: &str,
     uid: &str,
     generation: i64,
-) -> Option<&'a B> {
-    B::named(set, name)
+) -> Option<&'a P::Bound> {
+    P::bound_named(set, name)
         .iter()
-        .find(|b| b.identity() == (name, uid, generation))
+        .find(|b| P::compiled_identity(P::bound_policy(b)) == (name, uid, generation))
 }
 
-/// A policy of either kind at `uid` and `generation`: `unbound_errors` gives its compile
+/// A policy of kind `P` at `uid` and `generation`: Ready when compiled, bound, in the snapshot
+/// the webhook serves and covered by the applied webhook configuration. `unbound_errors` gives its compile
 /// errors when the snapshot does not hold it (an unbound policy); `has_bindings` says whether
 /// a stored binding names it (then the snapshot will hold it once published).
-fn policy<B: Bound>(
+pub fn policy<P: PolicyKind>(
     name: &str,
     uid: &str,
     generation: i64,
@@ -189,7 +117,7 @@ fn policy<B: Bound>(
     unbound_errors: impl FnOnce() -> Vec<(String, String)>,
     has_bindings: bool,
 ) -> Readiness {
-    let Some(published) = bound::<B>(&snapshot.policies, name, uid, generation) else {
+    let Some(published) = bound::<P>(&snapshot.policies, name, uid, generation) else {
         if has_bindings {
             return Readiness::Pending;
         }
@@ -201,46 +129,48 @@ fn policy<B: Bound>(
             NOT_BOUND,
             format!(
                 "no {} names this policy, so it applies to no request",
-                B::BINDING_KIND
+                P::BINDING_KIND
             ),
         );
     };
-    let errors = published.compile_errors();
+    let compiled = P::bound_policy(published);
+    let errors = P::compile_errors(compiled);
     if !errors.is_empty() {
         return Readiness::not_ready(COMPILE_ERROR, compile_message(&errors));
     }
-    if let Some(kind) = published.param_kind()
+    if let Some(kind) = P::compiled_param_kind(compiled)
         && let Some(problem) = param_kind_problem(snapshot, kind)
     {
         return problem;
     }
     match registered(applied, |set| {
-        bound::<B>(set, name, uid, generation).is_some_and(|b| b.same_policy(published))
+        bound::<P>(set, name, uid, generation)
+            .is_some_and(|b| Arc::ptr_eq(P::bound_policy(b), compiled))
     }) {
         Readiness::Ready(_) => Readiness::Ready(format!(
             "generation {generation} is compiled and enforced through {} binding(s)",
-            published.bindings().len()
+            P::bound_bindings(published).len()
         )),
         other => other,
     }
 }
 
-/// A binding of either kind whose converted spec is `binding`, naming `policy_name`. `policy`
+/// A binding of kind `P::Binding` whose converted spec is `binding`. `policy`
 /// is the readiness of the policy it names at that policy's stored uid and generation, `None`
 /// when no such policy is stored.
-fn binding<B: Bound>(
-    binding: &B::Binding,
-    policy_name: &str,
+pub fn binding<P: PolicyKind>(
+    binding: &P::BindingSpec,
     policy: Option<(&str, i64, Readiness)>,
     snapshot: &Snapshot,
     applied: &Applied,
 ) -> Readiness {
+    let (_, policy_name) = P::binding_names(binding);
     let Some((uid, generation, policy_readiness)) = policy else {
         return Readiness::not_ready(
             POLICY_NOT_FOUND,
             format!(
                 "{} '{policy_name}' does not exist; this binding applies to no request until it does",
-                B::KIND
+                P::KIND
             ),
         );
     };
@@ -252,8 +182,8 @@ fn binding<B: Bound>(
         _ => {}
     }
     let in_set = |set: &PolicySet| {
-        bound::<B>(set, policy_name, uid, generation)
-            .is_some_and(|b| b.bindings().iter().any(|b| **b == *binding))
+        bound::<P>(set, policy_name, uid, generation)
+            .is_some_and(|b| P::bound_bindings(b).iter().any(|b| **b == *binding))
     };
     if !in_set(&snapshot.policies) {
         return Readiness::Pending;
@@ -264,75 +194,6 @@ fn binding<B: Bound>(
         )),
         other => other,
     }
-}
-
-/// A ValidatingAdmissionPolicy at `uid` and `generation`. `compiled` is its compiled form
-/// when the snapshot does not hold it (an unbound policy); `has_bindings` says whether a
-/// stored binding names it (then the snapshot will hold it once published).
-pub fn validating_policy(
-    name: &str,
-    uid: &str,
-    generation: i64,
-    snapshot: &Snapshot,
-    applied: &Applied,
-    unbound: impl FnOnce() -> Arc<ValidatingPolicy>,
-    has_bindings: bool,
-) -> Readiness {
-    policy::<BoundPolicy>(
-        name,
-        uid,
-        generation,
-        snapshot,
-        applied,
-        || unbound().compile_errors(),
-        has_bindings,
-    )
-}
-
-/// A ValidatingAdmissionPolicyBinding whose converted spec is `binding`. `policy` is the
-/// readiness of the policy it names at that policy's stored uid and generation, `None` when
-/// no such policy is stored.
-pub fn validating_binding(
-    spec: &ValidatingBindingSpec,
-    policy: Option<(&str, i64, Readiness)>,
-    snapshot: &Snapshot,
-    applied: &Applied,
-) -> Readiness {
-    binding::<BoundPolicy>(spec, &spec.policy_name, policy, snapshot, applied)
-}
-
-/// A MutatingAdmissionPolicy at `uid` and `generation`: Ready by the same rule as a
-/// ValidatingAdmissionPolicy (compiled, bound, in the snapshot the webhook serves and covered
-/// by the applied mutating webhook configuration).
-pub fn mutating_policy(
-    name: &str,
-    uid: &str,
-    generation: i64,
-    snapshot: &Snapshot,
-    applied: &Applied,
-    unbound: impl FnOnce() -> Arc<MutatingPolicy>,
-    has_bindings: bool,
-) -> Readiness {
-    policy::<BoundMutatingPolicy>(
-        name,
-        uid,
-        generation,
-        snapshot,
-        applied,
-        || unbound().compile_errors(),
-        has_bindings,
-    )
-}
-
-/// A MutatingAdmissionPolicyBinding whose converted spec is `binding`, as
-/// [`validating_binding`].
-pub fn mutating_binding(
-    spec: &MutatingBindingSpec,
-    policy: Option<(&str, i64, Readiness)>,
-    snapshot: &Snapshot,
-    applied: &Applied,
-) -> Readiness {
-    binding::<BoundMutatingPolicy>(spec, &spec.policy_name, policy, snapshot, applied)
 }
 
 /// How many objects of `kind` the `param_ref` selects now (all namespaces when a namespaced
@@ -371,8 +232,71 @@ mod tests {
     #![allow(clippy::expect_used, clippy::unwrap_used)]
 
     use super::*;
-    use crate::{convert, fixtures, policy_set};
+    use celgate_crds::{MutatingAdmissionPolicy, ValidatingAdmissionPolicy};
+    use celgate_engine::model::{MutatingBindingSpec, ValidatingBindingSpec};
+    use celgate_engine::{MutatingPolicy, ValidatingPolicy};
+
+    fn validating_policy(
+        name: &str,
+        uid: &str,
+        generation: i64,
+        snapshot: &Snapshot,
+        applied: &Applied,
+        unbound: impl FnOnce() -> Arc<ValidatingPolicy>,
+        has_bindings: bool,
+    ) -> Readiness {
+        policy::<ValidatingAdmissionPolicy>(
+            name,
+            uid,
+            generation,
+            snapshot,
+            applied,
+            || unbound().compile_errors(),
+            has_bindings,
+        )
+    }
+
+    fn mutating_policy(
+        name: &str,
+        uid: &str,
+        generation: i64,
+        snapshot: &Snapshot,
+        applied: &Applied,
+        unbound: impl FnOnce() -> Arc<MutatingPolicy>,
+        has_bindings: bool,
+    ) -> Readiness {
+        policy::<MutatingAdmissionPolicy>(
+            name,
+            uid,
+            generation,
+            snapshot,
+            applied,
+            || unbound().compile_errors(),
+            has_bindings,
+        )
+    }
+
+    fn validating_binding(
+        spec: &ValidatingBindingSpec,
+        policy: Option<(&str, i64, Readiness)>,
+        snapshot: &Snapshot,
+        applied: &Applied,
+    ) -> Readiness {
+        binding::<ValidatingAdmissionPolicy>(spec, policy, snapshot, applied)
+    }
+
+    fn mutating_binding(
+        spec: &MutatingBindingSpec,
+        policy: Option<(&str, i64, Readiness)>,
+        snapshot: &Snapshot,
+        applied: &Applied,
+    ) -> Readiness {
+        binding::<MutatingAdmissionPolicy>(spec, policy, snapshot, applied)
+    }
+    use crate::controllers::policy_set;
+    use crate::fixtures;
     use celgate_engine::{BoundPolicy, ParamObjects, PolicySet};
+    use celgate_kinds::convert;
     use celgate_snapshot::ParamViews;
     use serde_json::json;
 
@@ -601,7 +525,7 @@ mod tests {
     #[test]
     fn a_mutating_policy_is_ready_by_the_validating_rule() {
         let map = fixtures::mutating_policy("m", "Fail", "Never", "configmaps");
-        let compiled = policy_set::compile_mutating_policy(&map);
+        let compiled = policy_set::compile(&map);
         let binding = Arc::new(convert::mutating_binding(&fixtures::mutating_binding(
             "mb", "m",
         )));
@@ -669,7 +593,7 @@ mod tests {
             .as_mut()
             .unwrap()
             .expression = Some("Object{".into());
-        let broken = policy_set::compile_mutating_policy(&broken);
+        let broken = policy_set::compile(&broken);
         let unbound = mutating_policy(
             "m",
             "uid-m",

@@ -15,9 +15,9 @@ use tokio::sync::watch;
 use tracing::warn;
 
 use super::conditions::{self, TYPE_CHECKED, Want};
-use crate::cluster_types::ClusterTypes;
-use crate::discovery::Discovery;
-use crate::schemas::SchemaCache;
+use crate::cluster::discovery::Discovery;
+use crate::cluster::schemas::SchemaCache;
+use crate::cluster::types::ClusterTypes;
 
 /// TypeChecked reason: every kind the policy matches was checked.
 pub const CHECKED: &str = "Checked";

@@ -1,0 +1,127 @@
+//! The `celgate` command line: the operator with its co-located admission webhook (`celgate
+//! run`, the default) and the offline commands (`check`, `eval`, `crds`). It only reads the
+//! command line and hands it to the operator library or the offline commands.
+
+use std::process::ExitCode;
+
+use celgate_operator::RunArgs;
+use clap::{Parser, Subcommand};
+
+/// celgate: ValidatingAdmissionPolicy and MutatingAdmissionPolicy for any cluster, as CRDs.
+///
+/// Without a command, celgate runs the operator (as `celgate run`).
+#[derive(Parser, Debug)]
+#[command(version, about, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// The commands.
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the operator and the admission webhook against the cluster in KUBECONFIG (or in-cluster).
+    Run(Box<RunArgs>),
+    /// Print the CRDs of celgate's four kinds as YAML, ready for `kubectl apply -f -`.
+    Crds,
+    /// Decide one admission request offline, with a trace of every expression
+    /// (exit code 0 allowed, 1 denied, 2 wrong input).
+    Eval(celgate_cli::eval::EvalArgs),
+    /// Type-check policy files offline against the built-in kinds and CRD files
+    /// (exit code 0 clean, 1 findings, 2 wrong input).
+    Check(celgate_cli::check::CheckArgs),
+}
+
+/// Prints the CRDs as a multi-document YAML stream.
+fn print_crds() -> Result<(), celgate_crds::YamlError> {
+    for (_, crd) in celgate_crds::crds() {
+        println!("---\n{}", celgate_crds::to_yaml(&crd)?);
+    }
+    Ok(())
+}
+
+/// Runs what the command line asks for; the process exits with the code returned.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command.unwrap_or(Command::Run(Box::new(cli.run))) {
+        Command::Check(args) => {
+            return celgate_cli::run(move || {
+                celgate_cli::check::run(&args, &mut std::io::stdout().lock())
+            });
+        }
+        Command::Eval(args) => {
+            return celgate_cli::run(move || {
+                celgate_cli::eval::run(&args, &mut std::io::stdout().lock())
+            });
+        }
+        Command::Crds => print_crds().map_err(|e| format!("cannot render CRD YAML: {e}")),
+        Command::Run(args) => celgate_operator::run(*args).map_err(|e| e.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("celgate: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn no_command_runs_the_operator_and_offline_commands_parse_their_arguments() {
+        let cli = Cli::try_parse_from(["celgate", "--webhook-port", "9444"]).expect("parses");
+        assert!(cli.command.is_none());
+        assert_eq!(cli.run.webhook_port, 9444);
+        let cli = Cli::try_parse_from(["celgate", "run", "--log-json"]).expect("parses");
+        assert!(matches!(cli.command, Some(Command::Run(args)) if args.log_json));
+
+        let cli = Cli::try_parse_from([
+            "celgate",
+            "eval",
+            "--policy",
+            "p.yaml",
+            "--binding",
+            "b1.yaml",
+            "b2.yaml",
+            "--object",
+            "o.yaml",
+            "--params",
+            "a.yaml",
+            "b.yaml",
+            "--operation",
+            "delete",
+            "-o",
+            "json",
+        ])
+        .expect("parses");
+        let Some(Command::Eval(args)) = cli.command else {
+            panic!("not eval: {:?}", cli.command);
+        };
+        assert_eq!(args.binding.len(), 2);
+        assert_eq!(args.params.len(), 2);
+        assert_eq!(args.operation, Some(celgate_cli::eval::Operation::Delete));
+        assert_eq!(args.output, celgate_cli::Format::Json);
+        assert_eq!(args.user, "celgate-eval");
+        assert_eq!(args.groups, vec!["system:authenticated".to_string()]);
+
+        let missing = Cli::try_parse_from(["celgate", "eval", "--policy", "p.yaml"]);
+        let err = missing.expect_err("--binding and --object are required");
+        assert_eq!(err.exit_code(), i32::from(celgate_cli::EXIT_USAGE));
+        let mixed = Cli::try_parse_from(["celgate", "--webhook-port", "1", "eval"]);
+        assert!(
+            mixed.is_err(),
+            "operator flags do not go with an offline command"
+        );
+    }
+}

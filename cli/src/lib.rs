@@ -1,0 +1,73 @@
+//! The offline commands: `celgate eval` decides one admission request from files and
+//! `celgate check` type-checks policy files, both without a cluster. Each runs on a thread
+//! with the stack the engine needs and exits 0 (allowed / clean), 1 (denied / findings) or 2
+//! (the command line or an input file is wrong).
+
+pub mod check;
+pub mod defaults;
+pub mod documents;
+pub mod eval;
+pub mod types;
+
+use std::process::ExitCode;
+
+use thiserror::Error;
+
+/// Exit code of a request that is allowed, or files with no finding.
+pub const EXIT_OK: u8 = 0;
+/// Exit code of a request that is denied, or files with findings.
+pub const EXIT_FINDINGS: u8 = 1;
+/// Exit code of a wrong command line or input file (clap uses it for usage errors too).
+pub const EXIT_USAGE: u8 = 2;
+
+/// How a command prints its result.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Format {
+    /// Text for people.
+    #[default]
+    Human,
+    /// One JSON document.
+    Json,
+}
+
+/// Why an offline command could not do its work (exit code 2).
+#[derive(Debug, Error)]
+pub enum CliError {
+    /// An input file cannot be used.
+    #[error(transparent)]
+    Input(#[from] documents::InputError),
+    /// The command line asks for something that cannot be done.
+    #[error("{0}")]
+    Usage(String),
+    /// The result cannot be written.
+    #[error("cannot write the result: {0}")]
+    Output(#[from] std::io::Error),
+    /// The embedded snapshot of the built-in kinds cannot be read.
+    #[error(transparent)]
+    Builtin(#[from] celgate_kinds::builtin::BuiltinError),
+    /// The command's thread failed.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// Runs an offline command on a thread with the engine's stack size and turns its result into
+/// the process exit code.
+pub fn run(command: impl FnOnce() -> Result<u8, CliError> + Send + 'static) -> ExitCode {
+    let spawned = std::thread::Builder::new()
+        .name("celgate-offline".into())
+        .stack_size(celgate_snapshot::dispatch::THREAD_STACK_BYTES)
+        .spawn(command);
+    let result = match spawned {
+        Ok(handle) => handle
+            .join()
+            .unwrap_or_else(|_| Err(CliError::Internal("the command panicked".into()))),
+        Err(e) => Err(CliError::Internal(format!("cannot start a thread: {e}"))),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("celgate: {e}");
+            ExitCode::from(EXIT_USAGE)
+        }
+    }
+}

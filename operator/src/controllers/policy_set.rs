@@ -1,0 +1,379 @@
+//! The bound policy set (validating and mutating), built from the reflector stores of the four
+//! kinds. A policy is compiled once per uid and generation (and, for a mutating policy, apply
+//! semantics annotation) and a binding converted once per uid and generation, so building the
+//! set again after any change costs a sort and `Arc` clones.
+//!
+//! Order: policies by name, each policy's bindings by binding name. For mutating policies this
+//! is the order they run in (within each of celgate's mutating webhooks).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use celgate_crds::{MutatingAdmissionPolicy, ValidatingAdmissionPolicy};
+use celgate_engine::{PolicySet, Unbound};
+use celgate_snapshot::PolicyParamKinds;
+use kube::ResourceExt;
+use tracing::{debug, warn};
+
+use crate::policy_kind::PolicyKind;
+
+/// A policy compiled at one uid, generation and variant.
+struct Compiled<P: PolicyKind> {
+    uid: String,
+    generation: i64,
+    variant: P::Variant,
+    policy: Arc<P::Compiled>,
+    /// Whether some expression does not compile.
+    failing: bool,
+}
+
+/// A binding converted at one uid and generation.
+struct Converted<B> {
+    uid: String,
+    generation: i64,
+    binding: Arc<B>,
+}
+
+/// The stored policies and bindings of one kind, as the reflector stores hold them.
+pub struct Stored<P: PolicyKind> {
+    /// The policies.
+    pub policies: Vec<Arc<P>>,
+    /// The bindings.
+    pub bindings: Vec<Arc<P::Binding>>,
+}
+
+impl<P: PolicyKind> Clone for Stored<P> {
+    fn clone(&self) -> Self {
+        Self {
+            policies: self.policies.clone(),
+            bindings: self.bindings.clone(),
+        }
+    }
+}
+
+/// What was compiled and converted of one kind, by object name.
+pub struct KindCache<P: PolicyKind> {
+    policies: HashMap<String, Compiled<P>>,
+    bindings: HashMap<String, Converted<P::BindingSpec>>,
+}
+
+impl<P: PolicyKind> Default for KindCache<P> {
+    fn default() -> Self {
+        Self {
+            policies: HashMap::new(),
+            bindings: HashMap::new(),
+        }
+    }
+}
+
+/// What was compiled and converted of both kinds.
+#[derive(Default)]
+pub struct PolicyCache {
+    validating: KindCache<ValidatingAdmissionPolicy>,
+    mutating: KindCache<MutatingAdmissionPolicy>,
+    param_kinds: Arc<PolicyParamKinds>,
+    /// Bindings already reported as naming a missing policy.
+    orphans: HashSet<String>,
+}
+
+/// The compile cache's part for each kind.
+pub trait Cached: PolicyKind {
+    /// This kind's part of `cache`.
+    fn part(cache: &PolicyCache) -> &KindCache<Self>;
+    /// This kind's part of `cache`, to change.
+    fn part_mut(cache: &mut PolicyCache) -> &mut KindCache<Self>;
+}
+
+impl Cached for ValidatingAdmissionPolicy {
+    fn part(cache: &PolicyCache) -> &KindCache<Self> {
+        &cache.validating
+    }
+    fn part_mut(cache: &mut PolicyCache) -> &mut KindCache<Self> {
+        &mut cache.validating
+    }
+}
+
+impl Cached for MutatingAdmissionPolicy {
+    fn part(cache: &PolicyCache) -> &KindCache<Self> {
+        &cache.mutating
+    }
+    fn part_mut(cache: &mut PolicyCache) -> &mut KindCache<Self> {
+        &mut cache.mutating
+    }
+}
+
+fn uid_and_generation<K: kube::Resource>(object: &K) -> (&str, i64) {
+    (
+        object.meta().uid.as_deref().unwrap_or_default(),
+        object.meta().generation.unwrap_or_default(),
+    )
+}
+
+/// A stored object's name, borrowed (objects the API server stores always have one).
+pub fn name_of<K: kube::Resource>(object: &K) -> &str {
+    object.meta().name.as_deref().unwrap_or_default()
+}
+
+/// Compiles a policy; expressions that do not compile are logged, and the policy keeps them as
+/// errors so its failurePolicy decides matching requests.
+pub fn compile<P: PolicyKind>(policy: &P) -> Arc<P::Compiled> {
+    let compiled = Arc::new(policy.compile());
+    for (field, error) in P::compile_errors(&compiled) {
+        warn!(kind = P::KIND, policy = %name_of(policy), %field, %error, "expression does not compile; the policy's failurePolicy decides matching requests");
+    }
+    compiled
+}
+
+impl PolicyCache {
+    /// Whether `policy` is compiled at its current uid, generation and variant.
+    pub fn is_current<P: Cached>(&self, policy: &P) -> bool {
+        let (uid, generation) = uid_and_generation(policy);
+        let variant = policy.variant();
+        P::part(self)
+            .policies
+            .get(name_of(policy))
+            .is_some_and(|c| c.uid == uid && c.generation == generation && c.variant == variant)
+    }
+
+    /// Keeps `compiled` as the compiled form of `policy` at its current uid and generation.
+    pub fn insert<P: Cached>(&mut self, policy: &P, compiled: Arc<P::Compiled>) {
+        let name = policy.name_any();
+        let (uid, generation) = uid_and_generation(policy);
+        let kind = P::compiled_param_kind(&compiled).cloned();
+        let kinds = P::param_kinds_of(Arc::make_mut(&mut self.param_kinds));
+        if kinds.get(&name) != Some(&kind) {
+            kinds.insert(name.clone(), kind);
+        }
+        P::part_mut(self).policies.insert(
+            name,
+            Compiled {
+                uid: uid.to_string(),
+                generation,
+                variant: P::compiled_variant(&compiled),
+                failing: !P::compile_errors(&compiled).is_empty(),
+                policy: compiled,
+            },
+        );
+    }
+
+    /// How many compiled validating and mutating policies have expressions that do not compile.
+    pub fn failing(&self) -> (usize, usize) {
+        (self.validating.failing(), self.mutating.failing())
+    }
+
+    /// Every stored policy's paramKind, as compiled.
+    pub fn param_kinds(&self) -> Arc<PolicyParamKinds> {
+        self.param_kinds.clone()
+    }
+
+    /// How many stored policies are not compiled at their uid (their reconcile has not run
+    /// yet): the first publish waits for them. Nothing is built or copied to count them.
+    pub fn pending(
+        &self,
+        validating: &Stored<ValidatingAdmissionPolicy>,
+        mutating: &Stored<MutatingAdmissionPolicy>,
+    ) -> usize {
+        self.validating.pending(validating) + self.mutating.pending(mutating)
+    }
+
+    /// The bound policy set for these stored objects: each policy as last compiled (a stored
+    /// policy not compiled yet is left out) with the bindings that name it, policies by name
+    /// and each policy's bindings by name; compiled policies no binding names are kept apart
+    /// (for the webhook rules). Bindings naming a missing policy are ignored, as upstream.
+    /// What left the stores is forgotten.
+    pub fn build(
+        &mut self,
+        validating: Stored<ValidatingAdmissionPolicy>,
+        mutating: Stored<MutatingAdmissionPolicy>,
+    ) -> PolicySet {
+        let mut orphans = HashSet::new();
+        let mut unbound = Unbound::default();
+        let params = &mut self.param_kinds;
+        let reported = &self.orphans;
+        let validating =
+            self.validating
+                .build(validating, &mut unbound, params, &mut orphans, reported);
+        let mutating = self
+            .mutating
+            .build(mutating, &mut unbound, params, &mut orphans, reported);
+        self.orphans = orphans;
+        PolicySet::new(validating, mutating).with_unbound(unbound)
+    }
+}
+
+impl<P: PolicyKind> KindCache<P> {
+    fn failing(&self) -> usize {
+        self.policies.values().filter(|c| c.failing).count()
+    }
+
+    fn pending(&self, stored: &Stored<P>) -> usize {
+        stored
+            .policies
+            .iter()
+            .filter(|p| {
+                let (uid, _) = uid_and_generation(p.as_ref());
+                self.policies
+                    .get(name_of(p.as_ref()))
+                    .is_none_or(|c| c.uid != uid)
+            })
+            .count()
+    }
+
+    /// This kind's bound policies (see [`PolicyCache::build`]); its unbound ones go to
+    /// `unbound`, and the paramKinds of policies no longer stored leave `params`.
+    fn build(
+        &mut self,
+        stored: Stored<P>,
+        unbound: &mut Unbound,
+        params: &mut Arc<PolicyParamKinds>,
+        orphans: &mut HashSet<String>,
+        reported: &HashSet<String>,
+    ) -> Vec<P::Bound> {
+        let Stored {
+            mut policies,
+            mut bindings,
+        } = stored;
+        // Names and uids are borrowed from the stored objects: this runs on every publish.
+        let names: HashMap<&str, &str> = policies
+            .iter()
+            .map(|p| (name_of(p.as_ref()), uid_and_generation(p.as_ref()).0))
+            .collect();
+        self.forget_policies(&names, params);
+
+        bindings.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
+        let mut by_policy = group_bindings::<P>(
+            &bindings,
+            |b| self_converted(&mut self.bindings, b, P::convert_binding),
+            &names,
+            orphans,
+            reported,
+        );
+        let kept: HashSet<&str> = bindings.iter().map(|b| name_of(b.as_ref())).collect();
+        self.bindings.retain(|name, _| kept.contains(name.as_str()));
+
+        policies.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
+        let mut bound = Vec::new();
+        for policy in &policies {
+            let name = name_of(policy.as_ref());
+            if let Some(compiled) = self.policies.get(name) {
+                match by_policy.remove(name) {
+                    Some(bindings) => bound.push(P::bind(compiled.policy.clone(), bindings)),
+                    None => P::unbound_of(unbound).push(compiled.policy.clone()),
+                }
+            }
+        }
+        bound
+    }
+
+    /// Forgets compiled policies that are no longer stored under the same uid.
+    fn forget_policies(
+        &mut self,
+        stored: &HashMap<&str, &str>,
+        params: &mut Arc<PolicyParamKinds>,
+    ) {
+        let gone: Vec<String> = self
+            .policies
+            .iter()
+            .filter(|(name, c)| stored.get(name.as_str()) != Some(&c.uid.as_str()))
+            .map(|(name, _)| name.clone())
+            .collect();
+        if gone.is_empty() {
+            return;
+        }
+        let params = P::param_kinds_of(Arc::make_mut(params));
+        for name in gone {
+            self.policies.remove(&name);
+            params.remove(&name);
+        }
+    }
+}
+
+/// A binding as the engine sees it, converted again only when its uid or generation changed.
+fn self_converted<K: kube::Resource, B>(
+    cache: &mut HashMap<String, Converted<B>>,
+    binding: &K,
+    convert: impl Fn(&K) -> B,
+) -> Arc<B> {
+    let name = name_of(binding);
+    let (uid, generation) = uid_and_generation(binding);
+    if let Some(c) = cache.get(name)
+        && c.uid == uid
+        && c.generation == generation
+    {
+        return c.binding.clone();
+    }
+    let converted = Arc::new(convert(binding));
+    cache.insert(
+        name.to_string(),
+        Converted {
+            uid: uid.to_string(),
+            generation,
+            binding: converted.clone(),
+        },
+    );
+    converted
+}
+
+/// Bindings (sorted by name) converted and grouped by the stored policy they name; the names
+/// of bindings naming a missing policy go to `orphans` (logged once, `reported` holds those
+/// logged before).
+fn group_bindings<P: PolicyKind>(
+    bindings: &[Arc<P::Binding>],
+    mut convert: impl FnMut(&P::Binding) -> Arc<P::BindingSpec>,
+    policies: &HashMap<&str, &str>,
+    orphans: &mut HashSet<String>,
+    reported: &HashSet<String>,
+) -> HashMap<String, Vec<Arc<P::BindingSpec>>> {
+    let mut by_policy: HashMap<String, Vec<Arc<P::BindingSpec>>> = HashMap::new();
+    for binding in bindings {
+        let spec = convert(binding);
+        let (name, policy) = P::binding_names(&spec);
+        if policies.contains_key(policy) {
+            by_policy.entry(policy.to_string()).or_default().push(spec);
+        } else {
+            if !reported.contains(name) {
+                debug!(binding = %name, %policy, "binding names a policy that does not exist; it is ignored until the policy does");
+            }
+            orphans.insert(name.to_string());
+        }
+    }
+    by_policy
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::fixtures;
+
+    fn pending(cache: &PolicyCache, policies: Vec<ValidatingAdmissionPolicy>) -> usize {
+        let validating = Stored {
+            policies: policies.into_iter().map(Arc::new).collect(),
+            bindings: Vec::new(),
+        };
+        let mutating = Stored {
+            policies: Vec::new(),
+            bindings: Vec::new(),
+        };
+        cache.pending(&validating, &mutating)
+    }
+
+    #[test]
+    fn a_policy_is_pending_until_compiled_at_its_stored_uid() {
+        let a = fixtures::policy("a", 1, "true", None);
+        let b = fixtures::policy("b", 1, "true", None);
+        let mut cache = PolicyCache::default();
+        assert_eq!(pending(&cache, vec![a.clone(), b.clone()]), 2);
+        cache.insert(&a, compile(&a));
+        assert_eq!(pending(&cache, vec![a.clone(), b.clone()]), 1);
+        // `a` deleted and created again under the same name: its compiled form is stale.
+        let mut again = fixtures::policy_json("a", 1, "true", None);
+        again["metadata"]["uid"] = "uid-a-again".into();
+        let again: ValidatingAdmissionPolicy = serde_json::from_value(again).unwrap();
+        assert_eq!(pending(&cache, vec![again.clone(), b.clone()]), 2);
+        cache.insert(&again, compile(&again));
+        cache.insert(&b, compile(&b));
+        assert_eq!(pending(&cache, vec![again, b]), 0);
+    }
+}

@@ -1,0 +1,462 @@
+//! The running process: checks the cluster, starts the metrics port, the webhook, the
+//! controllers, certificate following and leader election in order, runs until SIGTERM or
+//! Ctrl-C, then stops gracefully.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use celgate_kinds::builtin::{BuiltinDiscovery, BuiltinError};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{ListParams, ObjectMeta, PostParams};
+use kube::{Api, Client};
+use thiserror::Error;
+use tracing::{error, info, warn};
+
+use crate::args::RunArgs;
+use crate::cluster::{authorizer, discovery, schemas};
+use celgate_crds::{MutatingAdmissionPolicy, ValidatingAdmissionPolicy};
+use celgate_snapshot::SnapshotStore;
+use kube::runtime::reflector;
+use tokio::sync::watch;
+
+use crate::controllers::mutated_schemas::{self, SchemaSource};
+use crate::controllers::namespaces;
+use crate::controllers::policies::{self, KindStores, Stores};
+use crate::serving::leader::Leadership;
+use crate::serving::registration::{Applied, Inputs};
+use crate::serving::registration::{Endpoint, Registration};
+use crate::serving::{cert_watch, certs, leader};
+use crate::status::{Checker, StatusWriter};
+use crate::{metrics, retry, status};
+
+/// Why the operator could not start, or stopped abnormally.
+#[derive(Debug, Error)]
+pub enum RunError {
+    /// No client for the cluster.
+    #[error("cannot reach the cluster: {0} (set KUBECONFIG, or run in a pod)")]
+    Client(#[source] kube::Error),
+    /// celgate's CRDs are not installed.
+    #[error(
+        "celgate's CRDs are not installed ({0}); install them with `celgate crds | kubectl apply -f -`"
+    )]
+    CrdsMissing(#[source] kube::Error),
+    /// celgate's namespace cannot be created.
+    #[error("cannot create namespace {0}: {1}")]
+    Namespace(String, #[source] kube::Error),
+    /// `--webhook-url` is not an https URL with a host.
+    #[error("--webhook-url {0:?} must be an https:// URL with a host")]
+    WebhookUrl(String),
+    /// The serving certificate cannot be loaded or created.
+    #[error(transparent)]
+    Certs(#[from] certs::CertError),
+    /// The webhook or metrics server cannot start or failed.
+    #[error(transparent)]
+    Server(#[from] celgate_webhook::ServerError),
+    /// The embedded built-in kinds cannot be read.
+    #[error(transparent)]
+    Builtin(#[from] BuiltinError),
+    /// The async runtime cannot start.
+    #[error("cannot start the async runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+    /// The webhook server task panicked or was cancelled.
+    #[error("the webhook server task ended abnormally: {0}")]
+    Task(#[source] tokio::task::JoinError),
+}
+
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// The host of an `https://host[:port][/path]` URL.
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("https://")?;
+    let authority = rest.split('/').next()?;
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    (!host.is_empty()).then(|| host.to_string())
+}
+
+async fn ensure_namespace(client: &Client, name: &str) -> Result<(), RunError> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    if api
+        .get_opt(name)
+        .await
+        .map_err(|e| RunError::Namespace(name.into(), e))?
+        .is_some()
+    {
+        return Ok(());
+    }
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    match api.create(&PostParams::default(), &ns).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(RunError::Namespace(name.into(), e)),
+    }
+}
+
+/// Runs the operator and its webhook until the process is told to stop: logging as `args`
+/// say, on a multi-threaded runtime whose threads have the stack the engine needs.
+pub fn run(args: RunArgs) -> Result<(), RunError> {
+    init_logging(args.log_json);
+    if rustls::crypto::ring::default_provider()
+        .install_default()
+        .is_err()
+    {
+        error!("a TLS crypto provider was already installed");
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(celgate_snapshot::dispatch::THREAD_STACK_BYTES)
+        .enable_all()
+        .build()
+        .map_err(RunError::Runtime)?
+        .block_on(serve(args))
+}
+
+async fn serve(args: RunArgs) -> Result<(), RunError> {
+    let client = Client::try_default().await.map_err(RunError::Client)?;
+    Api::<celgate_crds::ValidatingAdmissionPolicy>::all(client.clone())
+        .list(&ListParams::default().limit(1))
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(ref s) if s.code == 404 => RunError::CrdsMissing(e),
+            other => RunError::Client(other),
+        })?;
+    ensure_namespace(&client, &args.namespace).await?;
+
+    let (endpoint, hosts) = match &args.webhook_url {
+        Some(url) => {
+            let host = url_host(url).ok_or_else(|| RunError::WebhookUrl(url.clone()))?;
+            (Endpoint::Url(url.clone()), vec![host])
+        }
+        None => {
+            let svc = format!("{}.{}.svc", args.service_name, args.namespace);
+            (
+                Endpoint::Service {
+                    namespace: args.namespace.clone(),
+                    name: args.service_name.clone(),
+                    port: args.service_port,
+                },
+                vec![svc.clone(), format!("{svc}.cluster.local")],
+            )
+        }
+    };
+    let secret = cert_watch::SecretRef {
+        namespace: args.namespace.clone(),
+        name: args.cert_secret.clone(),
+        hosts,
+        source: args.cert_source,
+    };
+    let certificates = first_certificates(&client, &secret).await?;
+    cert_watch::record(&certificates);
+    let (registry, webhook_metrics) = metrics::registry(args.decision_log_rate);
+    let metrics_server = match args.metrics_port {
+        0 => None,
+        port => {
+            let addr = SocketAddr::new(args.bind_address, port);
+            let server = celgate_webhook::MetricsServer::bind(addr, Arc::new(registry)).await?;
+            info!(%addr, "metrics listening");
+            Some(server)
+        }
+    };
+    let store = celgate_snapshot::SnapshotStore::new();
+    let deps = celgate_snapshot::Deps {
+        authorizers: Some(std::sync::Arc::new(authorizer::SarAuthorizers::new(
+            client.clone(),
+        ))),
+        compatibility: args.cel_compatibility_version,
+    };
+    let addr = SocketAddr::new(args.bind_address, args.webhook_port);
+    let server = celgate_webhook::Server::new(
+        addr,
+        store.clone(),
+        deps,
+        celgate_webhook::TlsMaterial {
+            cert_pem: certificates.cert_pem.clone(),
+            key_pem: certificates.key_pem.clone(),
+        },
+        webhook_metrics,
+    )
+    .await?;
+    info!(%addr, "webhook listening");
+
+    let identity = args
+        .identity
+        .clone()
+        .unwrap_or_else(leader::default_identity);
+    let election = leader::Election::start(
+        client.clone(),
+        leader::LeaseConfig {
+            name: args.lease_name.clone(),
+            namespace: args
+                .lease_namespace
+                .clone()
+                .unwrap_or_else(|| args.namespace.clone()),
+            duration_seconds: args.lease_duration_seconds,
+            identity: identity.clone(),
+        },
+    );
+    let (ca_sender, ca) = tokio::sync::watch::channel(certificates.ca_pem.clone());
+    let registration = Registration {
+        create_missing: matches!(endpoint, Endpoint::Url(_)),
+        endpoint,
+        namespace: args.namespace.clone(),
+        rules: args.webhook_rules,
+    };
+    // One discovery and one schema cache serve the type checker and the mutated kinds.
+    let discovery = discovery::Discovery::spawn(client.clone());
+    let schema_cache = Arc::new(schemas::SchemaCache::new(client.clone()));
+    let status = StatusConfig {
+        leadership: election.leadership.clone(),
+        checker: status::ClusterChecker::start(discovery.clone(), schema_cache.clone()),
+        identity,
+    };
+    let schema_source = mutated_schemas::SchemaSource {
+        discovery,
+        cache: schema_cache,
+        built_in_groups: Arc::new(BuiltinDiscovery::load()?.groups()),
+    };
+    // Serving and the controllers run as tasks of their own, so both go on while a stopping
+    // replica drains.
+    let mut serving = tokio::spawn({
+        let server = server.clone();
+        async move { server.serve().await }
+    });
+    let controllers = tokio::spawn(run_controllers(
+        client.clone(),
+        store,
+        registration,
+        ca,
+        status,
+        schema_source,
+    ));
+    let certificates_followed = tokio::spawn(cert_watch::follow(
+        client.clone(),
+        secret,
+        server.clone(),
+        certificates,
+        ca_sender,
+    ));
+    tokio::spawn(metrics::follow_leadership(election.leadership.clone()));
+    let serving_metrics = async move {
+        match metrics_server {
+            Some(server) => server.serve().await,
+            None => std::future::pending().await,
+        }
+    };
+    let outcome = tokio::select! {
+        served = &mut serving => Some(served),
+        served = serving_metrics => Some(Ok(served)),
+        () = shutdown_signal() => None,
+    };
+    let outcome = match outcome {
+        Some(served) => served
+            .map_err(RunError::Task)
+            .and_then(|r| r.map_err(RunError::from)),
+        None => {
+            stop_gracefully(
+                &server,
+                &mut serving,
+                election,
+                Duration::from_secs(args.shutdown_delay_seconds),
+                Duration::from_secs(args.shutdown_grace_seconds),
+            )
+            .await;
+            Ok(())
+        }
+    };
+    controllers.abort();
+    certificates_followed.abort();
+    outcome
+}
+
+/// How status is written: by whom, when, and with what type checker.
+struct StatusConfig {
+    /// Whether this replica leads (writes status) now.
+    pub leadership: Leadership,
+    /// The type checker of policies.
+    pub checker: Arc<dyn Checker>,
+    /// This replica's identity, reported with its events.
+    pub identity: String,
+}
+
+/// Runs the operator's controllers against `client` until the process stops, publishing into `store` (with the
+/// schemas of mutated kinds from `schemas`), registers the webhooks as `registration` says
+/// (trusting the CA bundle on `ca`) while this replica leads, and writes status as `status`
+/// says.
+async fn run_controllers(
+    client: Client,
+    store: Arc<SnapshotStore>,
+    registration: Registration,
+    ca: watch::Receiver<String>,
+    status: StatusConfig,
+    schemas: SchemaSource,
+) {
+    let (policies, policy_writer) = reflector::store();
+    let (bindings, binding_writer) = reflector::store();
+    let (mutating, mutating_writer) = reflector::store();
+    let (mutating_bindings, mutating_binding_writer) = reflector::store();
+    let (published, sets) = watch::channel(None);
+    let (applied_sender, applied) = watch::channel(Applied::default());
+    let rediscovered = schemas.rediscovered();
+    let stores = Stores {
+        validating: KindStores { policies, bindings },
+        mutating: KindStores {
+            policies: mutating,
+            bindings: mutating_bindings,
+        },
+    };
+    let ctx = Arc::new(policies::Context::new(
+        client.clone(),
+        store.clone(),
+        stores.clone(),
+        published,
+        Some(schemas),
+    ));
+    let writer = StatusWriter::new(
+        client.clone(),
+        status::Sources {
+            stores,
+            snapshot: store.clone(),
+            applied,
+            touched: ctx.touched(),
+        },
+        status.checker,
+        status.identity,
+    );
+    tokio::join!(
+        policies::run::<ValidatingAdmissionPolicy>(
+            client.clone(),
+            ctx.clone(),
+            policy_writer,
+            binding_writer,
+            futures::stream::pending(),
+        ),
+        policies::run::<MutatingAdmissionPolicy>(
+            client.clone(),
+            ctx,
+            mutating_writer,
+            mutating_binding_writer,
+            rediscovered,
+        ),
+        namespaces::run(client.clone(), store),
+        registration.keep_applied(
+            client,
+            Inputs {
+                sets,
+                ca,
+                leadership: status.leadership.clone(),
+            },
+            applied_sender
+        ),
+        writer.run(status.leadership),
+    );
+}
+
+/// The certificates to start serving with. With cert-manager, waits (logging) until the
+/// Secret is issued; the probes fail meanwhile, since nothing listens yet.
+async fn first_certificates(
+    client: &Client,
+    secret: &cert_watch::SecretRef,
+) -> Result<certs::Certificates, RunError> {
+    let mut retry = retry::Backoff::new(retry::CLUSTER);
+    loop {
+        match secret.load(client).await {
+            Ok(certificates) => return Ok(certificates),
+            Err(e @ (certs::CertError::NotIssued(_) | certs::CertError::Incomplete(..)))
+                if secret.source == certs::CertSource::CertManager =>
+            {
+                let delay = retry.next_delay();
+                info!(error = %e, retry_in_s = delay.as_secs_f64(), "waiting for the serving certificate");
+                tokio::time::sleep(delay).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// A graceful stop: `/readyz` fails at once and the Lease is released, requests are served for
+/// `delay` more (endpoints and load balancers stop sending new connections), then the listener
+/// closes, HTTP/2 clients are told to go elsewhere, and in-flight reviews get `grace` to finish.
+async fn stop_gracefully(
+    server: &celgate_webhook::Server,
+    serving: &mut tokio::task::JoinHandle<Result<(), celgate_webhook::ServerError>>,
+    election: leader::Election,
+    delay: Duration,
+    grace: Duration,
+) {
+    info!(
+        delay_s = delay.as_secs(),
+        grace_s = grace.as_secs(),
+        "stopping: readiness off, still serving"
+    );
+    server.drain();
+    tokio::join!(election.stop(), tokio::time::sleep(delay));
+    info!(
+        connections = server.connections(),
+        "closing the listener; in-flight reviews finish"
+    );
+    server.shutdown(grace);
+    match tokio::time::timeout(grace + Duration::from_secs(1), serving).await {
+        Ok(_) => info!("stopped"),
+        Err(_) => warn!(
+            connections = server.connections(),
+            "stopped with reviews still in flight after the grace period"
+        ),
+    }
+}
+
+/// Completes on SIGINT (Ctrl-C) or SIGTERM (what the kubelet sends a stopping pod).
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut terminate) => {
+                terminate.recv().await;
+            }
+            Err(e) => {
+                error!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops celgate gracefully");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_hosts() {
+        assert_eq!(
+            url_host("https://127.0.0.1:9443").as_deref(),
+            Some("127.0.0.1")
+        );
+        assert_eq!(
+            url_host("https://celgate.example.com/x").as_deref(),
+            Some("celgate.example.com")
+        );
+        assert_eq!(url_host("https://[::1]:9443").as_deref(), Some("::1"));
+        assert_eq!(url_host("http://127.0.0.1"), None);
+        assert_eq!(url_host("https://"), None);
+    }
+}
