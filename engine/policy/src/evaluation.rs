@@ -8,7 +8,7 @@ use std::time::Instant;
 use celgate_cel::authz::ResourceAttributes;
 use celgate_cel::{Activation, Authorizer, Budget, PER_CALL_LIMIT, Variables};
 
-use crate::matching::Namespaces;
+use crate::matching::{MatchError, Namespaces};
 use crate::request::Request;
 
 use crate::validate::trace::Trace;
@@ -20,14 +20,14 @@ static NULL: serde_json::Value = serde_json::Value::Null;
 pub(crate) fn namespace_object<'n>(
     req: &Request<'_>,
     namespaces: &'n dyn Namespaces,
-) -> Result<&'n serde_json::Value, String> {
+) -> Result<&'n serde_json::Value, MatchError> {
     let is_namespace = req.kind.group.is_empty() && req.kind.name == "Namespace";
     if req.namespace.is_empty() || is_namespace {
         return Ok(&NULL);
     }
     namespaces
         .get(req.namespace)
-        .ok_or_else(|| format!("namespaces \"{}\" not found", req.namespace))
+        .ok_or_else(|| MatchError::NamespaceNotFound(req.namespace.to_string()))
 }
 
 /// One evaluation of a policy: the request, the object its expressions see as `object` (the

@@ -27,12 +27,12 @@ use std::time::{Duration, Instant};
 use celgate_cel::{EvalError, RUNTIME_BUDGET};
 use serde_json::Value;
 
-use crate::evaluation::{Batch, Evaluation, namespace_object};
+use crate::evaluation::{Batch, Evaluation};
 use crate::matching;
 use crate::model::{FailurePolicy, MutatingBindingSpec, ReinvocationPolicy};
-use crate::params::{self, Collected, ParamKindState};
 use crate::request::{Operation, Request};
 use crate::schema::{Gvk, Schema};
+use crate::scope::{ScopeError, binding_params, policy_scope};
 use crate::validate::exempt::exempt;
 use crate::validate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use crate::validate::{Context, Denial, ErrorType};
@@ -315,42 +315,37 @@ impl Run<'_> {
     fn policy(&mut self, bound: &BoundMutatingPolicy) -> Result<(), Immediate> {
         let policy = &bound.policy;
         let (req, ctx) = (self.req, self.ctx);
-        let policy_match = match &policy.spec.match_constraints {
-            None => Err("policy contained no match constraints, a required field".to_string()),
-            Some(c) => matching::matches(c, req, ctx.namespaces).map_err(|e| e.to_string()),
-        };
-        match policy_match {
-            Ok(false) => return Ok(()),
-            Ok(true) => {}
+        let spec = &policy.spec;
+        let scope = policy_scope(
+            spec.match_constraints.as_ref(),
+            spec.param_kind.as_ref(),
+            req,
+            ctx,
+        );
+        let namespace_object = match scope {
+            Ok(Some(ns)) => ns,
+            Ok(None) => return Ok(()),
+            Err(ScopeError::Namespace(e)) => {
+                return Err(Immediate::new(404, "NotFound", e.to_string()));
+            }
             Err(e) => {
-                self.error(
-                    policy,
-                    None,
-                    &format!("failed to configure policy: {e}"),
-                    None,
-                );
+                self.error(policy, None, &e.to_string(), None);
                 return Ok(());
             }
-        }
-        if let Some(kind) = policy
-            .spec
-            .param_kind
-            .as_ref()
-            .filter(|kind| matches!(ctx.params.kind(kind), ParamKindState::NotServed))
-        {
-            let msg = format!("failed to configure policy: {}", params::not_served(kind));
-            self.error(policy, None, &msg, None);
-            return Ok(());
-        }
-        let namespace_object = namespace_object(req, ctx.namespaces)
-            .map_err(|e| Immediate::new(404, "NotFound", e))?;
+        };
         for binding in &bound.bindings {
-            let list = match binding_params(policy, binding, req, ctx) {
-                Ok(Some(list)) => list,
-                Ok(None) => continue,
+            let params = binding_params(
+                spec.param_kind.as_ref(),
+                binding.match_resources.as_ref(),
+                binding.param_ref.as_ref(),
+                req,
+                ctx,
+            );
+            let list = match params {
+                Ok(Ok(list)) => list,
+                Ok(Err(_)) => continue,
                 Err(e) => {
-                    let msg = format!("failed to configure binding: {e}");
-                    self.error(policy, Some(&binding.name), &msg, None);
+                    self.error(policy, Some(&binding.name), &e.to_string(), None);
                     continue;
                 }
             };
@@ -624,31 +619,4 @@ impl Run<'_> {
             }
         }
     }
-}
-
-/// The params to evaluate a binding with; `None` when the binding does not apply (its match
-/// resources miss, or no param and `Allow`).
-fn binding_params<'p>(
-    policy: &MutatingPolicy,
-    binding: &MutatingBindingSpec,
-    req: &Request<'_>,
-    ctx: &Context<'p>,
-) -> Result<Option<Vec<Option<&'p Value>>>, String> {
-    let selected = match &binding.match_resources {
-        None => true,
-        Some(m) => matching::matches(m, req, ctx.namespaces).map_err(|e| e.to_string())?,
-    };
-    if !selected {
-        return Ok(None);
-    }
-    let collected = params::collect(
-        policy.spec.param_kind.as_ref(),
-        binding.param_ref.as_ref(),
-        req,
-        ctx.params,
-    )?;
-    Ok(match collected {
-        Collected::Evaluate(list) => Some(list),
-        Collected::Skip => None,
-    })
 }
