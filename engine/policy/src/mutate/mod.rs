@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 use celgate_cel::{EvalError, RUNTIME_BUDGET};
 use serde_json::Value;
 
+use crate::compile::ExprError;
 use crate::evaluation::{Batch, Evaluation};
 use crate::matching;
 use crate::model::{FailurePolicy, MutatingBindingSpec, ReinvocationPolicy};
@@ -35,7 +36,7 @@ use crate::schema::{Gvk, Schema};
 use crate::scope::{ScopeError, binding_params, policy_scope};
 use crate::validate::exempt::exempt;
 use crate::validate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
-use crate::validate::{Context, Denial, ErrorType};
+use crate::validate::{CheckError, Context, Denial, ErrorType};
 use touched::{Places, Saved, Writes};
 use typed::{Fit, Within, Written};
 
@@ -266,14 +267,43 @@ fn policy_message(policy: &str, binding: Option<&str>, message: &str) -> String 
     }
 }
 
-/// The metric error type of a mutation's error text, as upstream classifies it.
-fn error_type(message: &str) -> ErrorType {
-    if message.starts_with("compilation") {
-        ErrorType::CompileError
-    } else if message.starts_with("validation failed due to running out of cost budget") {
-        ErrorType::OutOfBudget
-    } else {
-        ErrorType::InvalidError
+/// Why one mutation failed, worded as kube-apiserver words it. The metric's `error_type` is
+/// read from the variant ([`MutationError::error_type`]), never from the text.
+#[derive(Debug, thiserror::Error)]
+enum MutationError {
+    /// The mutation's expression did not compile (shown as the compile error itself).
+    #[error("{0}")]
+    Compile(ExprError),
+    /// The policy has no evaluator for the mutation's patch type.
+    #[error("policy evaluator is nil")]
+    Missing,
+    /// Evaluating the expression failed, or ran out of budget (validation's errors and text).
+    #[error(transparent)]
+    Eval(CheckError),
+    /// The expression's result is not a patch of its type.
+    #[error(transparent)]
+    Patch(patch_values::PatchValueError),
+    /// The apply configuration could not be merged into the object.
+    #[error("error applying patch: {0}")]
+    Apply(apply::ApplyError),
+    /// The JSON patch could not be applied to the object.
+    #[error("JSON Patch: {0}")]
+    JsonPatch(json_patch::PatchError),
+}
+
+impl MutationError {
+    /// The `error_type` metric label of this failure: only a parse or type-check error
+    /// (`compilation failed: …`) counts as a compile error.
+    fn error_type(&self) -> ErrorType {
+        match self {
+            MutationError::Compile(ExprError::Compile(_)) => ErrorType::CompileError,
+            MutationError::Eval(e) => e.error_type(),
+            MutationError::Compile(ExprError::Program(_) | ExprError::ResultType { .. })
+            | MutationError::Missing
+            | MutationError::Patch(_)
+            | MutationError::Apply(_)
+            | MutationError::JsonPatch(_) => ErrorType::InvalidError,
+        }
     }
 }
 
@@ -412,7 +442,7 @@ impl Run<'_> {
             let result = self.mutation(policy, mutation, namespace_object, param)?;
             let error_type = match &result {
                 Ok(_) => ErrorType::NoError,
-                Err(msg) => error_type(msg),
+                Err(e) => e.error_type(),
             };
             self.checks.push(MutationCheck {
                 policy: policy.name.clone(),
@@ -422,7 +452,10 @@ impl Run<'_> {
             });
             match result {
                 Ok(c) => changed |= c,
-                Err(msg) => self.error(policy, Some(&binding.name), &msg, Some("Invalid")),
+                Err(e) => {
+                    let msg = e.to_string();
+                    self.error(policy, Some(&binding.name), &msg, Some("Invalid"));
+                }
             }
         }
         let param_key = param.map(|p| {
@@ -471,15 +504,15 @@ impl Run<'_> {
     }
 
     /// Evaluates one mutation and applies its patch to the object; the inner `Ok` says whether
-    /// the object changed. The inner `Err` is a policy error's text; the outer one an error
-    /// upstream returns at once.
+    /// the object changed. The inner `Err` is a policy error; the outer one an error upstream
+    /// returns at once.
     fn mutation(
         &mut self,
         policy: &MutatingPolicy,
         mutation: &CompiledMutation,
         namespace_object: &Value,
         param: Option<&Value>,
-    ) -> Result<Result<bool, String>, Immediate> {
+    ) -> Result<Result<bool, MutationError>, Immediate> {
         let gvk = || {
             Gvk::new(
                 self.req.kind.group,
@@ -502,11 +535,11 @@ impl Run<'_> {
         let (compiled, is_apply) = match mutation {
             CompiledMutation::ApplyConfiguration(c) => (c, true),
             CompiledMutation::JsonPatch(c) => (c, false),
-            CompiledMutation::Missing => return Ok(Err("policy evaluator is nil".into())),
+            CompiledMutation::Missing => return Ok(Err(MutationError::Missing)),
         };
         let program = match compiled {
             Ok(p) => p,
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(e) => return Ok(Err(MutationError::Compile(e.clone()))),
         };
         // The patch, as JSON, computed while the activation borrows the object.
         enum Patch {
@@ -520,15 +553,14 @@ impl Run<'_> {
             let value = match program.eval(&act, &mut budget) {
                 Ok(v) => v,
                 Err(EvalError::BudgetExhausted) => {
-                    return Ok(Err(
-                        "validation failed due to running out of cost budget, no further validation rules will be run".into(),
-                    ));
+                    return Ok(Err(MutationError::Eval(CheckError::OutOfBudget)));
                 }
-                Err(e) => {
-                    return Ok(Err(format!(
-                        "expression '{}' resulted in error: {e}",
-                        program.source()
-                    )));
+                Err(error) => {
+                    let expression = program.source().to_string();
+                    return Ok(Err(MutationError::Eval(CheckError::Eval {
+                        expression,
+                        error,
+                    })));
                 }
             };
             let converted = if is_apply {
@@ -538,7 +570,7 @@ impl Run<'_> {
             };
             match converted {
                 Ok(p) => p,
-                Err(e) => return Ok(Err(e)),
+                Err(e) => return Ok(Err(MutationError::Patch(e))),
             }
         };
         match patch {
@@ -547,7 +579,7 @@ impl Run<'_> {
                 let semantics = policy.apply_semantics;
                 match apply::apply(&kind.schema, object, fit, config, semantics, writes) {
                     Ok(changed) => Ok(Ok(changed)),
-                    Err(e) => Ok(Err(format!("error applying patch: {e}"))),
+                    Err(e) => Ok(Err(MutationError::Apply(e))),
                 }
             }
             Patch::Json(ops) => {
@@ -580,7 +612,7 @@ impl Run<'_> {
                         return Ok(match e {
                             // A failed test leaves the object as it was.
                             json_patch::PatchError::TestFailed(_) => Ok(false),
-                            e => Err(format!("JSON Patch: {e}")),
+                            e => Err(MutationError::JsonPatch(e)),
                         });
                     }
                 };
