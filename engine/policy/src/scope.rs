@@ -5,9 +5,10 @@
 
 use serde_json::Value;
 
+use crate::compile::PolicySpec;
 use crate::evaluation::namespace_object;
 use crate::matching::{self, MatchError};
-use crate::model::{MatchResources, ParamKind, ParamRef};
+use crate::model::{MatchResources, MutatingBindingSpec, ParamRef, ValidatingBindingSpec};
 use crate::params::{self, Collected, ParamError, ParamKindState};
 use crate::request::Request;
 use crate::validate::Context;
@@ -31,21 +32,21 @@ pub(crate) enum ScopeError {
     Namespace(MatchError),
 }
 
-/// Whether a policy with these match constraints and param kind decides the request: the
-/// request's Namespace object (`null` where it has none) when it does, `None` when the
-/// constraints miss.
+/// Whether a policy decides the request: the request's Namespace object (`null` where it has
+/// none) when it does, `None` when the policy's match constraints miss.
 pub(crate) fn policy_scope<'n>(
-    match_constraints: Option<&MatchResources>,
-    param_kind: Option<&ParamKind>,
+    spec: &impl PolicySpec,
     req: &Request<'_>,
     ctx: &Context<'n>,
 ) -> Result<Option<&'n Value>, ScopeError> {
-    let constraints = match_constraints.ok_or(ScopeError::NoMatchConstraints)?;
+    let constraints = spec
+        .match_constraints()
+        .ok_or(ScopeError::NoMatchConstraints)?;
     if !matching::matches(constraints, req, ctx.namespaces).map_err(ScopeError::Match)? {
         return Ok(None);
     }
-    let unserved =
-        param_kind.filter(|kind| matches!(ctx.params.kind(kind), ParamKindState::NotServed));
+    let unserved = (spec.param_kind())
+        .filter(|kind| matches!(ctx.params.kind(kind), ParamKindState::NotServed));
     if let Some(kind) = unserved {
         return Err(ScopeError::ParamKindNotServed(params::not_served(kind)));
     }
@@ -70,24 +71,45 @@ pub(crate) enum BindingError {
 /// resources miss, or no param and `Allow`).
 pub(crate) type BindingParams<'p> = Result<Vec<Option<&'p Value>>, Skip>;
 
-/// The params to evaluate a binding (with these match resources and paramRef, of a policy with
-/// this param kind) with.
+/// What a binding of either kind holds alike.
+pub(crate) trait BindingSpec {
+    /// The binding's match resources, if any.
+    fn match_resources(&self) -> Option<&MatchResources>;
+    /// The binding's paramRef, if any.
+    fn param_ref(&self) -> Option<&ParamRef>;
+}
+
+/// Implements [`BindingSpec`] for bindings whose fields are named as the trait's methods.
+macro_rules! impl_binding_spec {
+    ($($binding:ty),+) => {$(
+        impl BindingSpec for $binding {
+            fn match_resources(&self) -> Option<&MatchResources> {
+                self.match_resources.as_ref()
+            }
+            fn param_ref(&self) -> Option<&ParamRef> {
+                self.param_ref.as_ref()
+            }
+        }
+    )+};
+}
+
+impl_binding_spec!(ValidatingBindingSpec, MutatingBindingSpec);
+
+/// The params to evaluate a binding of the policy `spec` with.
 pub(crate) fn binding_params<'p>(
-    param_kind: Option<&ParamKind>,
-    match_resources: Option<&MatchResources>,
-    param_ref: Option<&ParamRef>,
+    spec: &impl PolicySpec,
+    binding: &impl BindingSpec,
     req: &Request<'_>,
     ctx: &Context<'p>,
 ) -> Result<BindingParams<'p>, BindingError> {
-    if let Some(m) = match_resources
+    if let Some(m) = binding.match_resources()
         && !matching::matches(m, req, ctx.namespaces)?
     {
         return Ok(Err(Skip::BindingNotMatched));
     }
-    Ok(
-        match params::collect(param_kind, param_ref, req, ctx.params)? {
-            Collected::Evaluate(list) => Ok(list),
-            Collected::Skip => Err(Skip::NoParams),
-        },
-    )
+    let collected = params::collect(spec.param_kind(), binding.param_ref(), req, ctx.params)?;
+    Ok(match collected {
+        Collected::Evaluate(list) => Ok(list),
+        Collected::Skip => Err(Skip::NoParams),
+    })
 }

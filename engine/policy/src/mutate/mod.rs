@@ -41,7 +41,7 @@ use touched::{Places, Saved, Writes};
 use typed::{Fit, Within, Written};
 
 pub use apply::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
-pub use compile::{CompiledMutation, MutatingPolicy, compile_mutating};
+pub use compile::{CompiledMutation, Mutating, MutatingPolicy, compile_mutating};
 
 /// A bound mutating policy in a snapshot: the compiled policy and its bindings, in list order.
 #[derive(Debug, Clone)]
@@ -345,13 +345,7 @@ impl Run<'_> {
     fn policy(&mut self, bound: &BoundMutatingPolicy) -> Result<(), Immediate> {
         let policy = &bound.policy;
         let (req, ctx) = (self.req, self.ctx);
-        let spec = &policy.spec;
-        let scope = policy_scope(
-            spec.match_constraints.as_ref(),
-            spec.param_kind.as_ref(),
-            req,
-            ctx,
-        );
+        let scope = policy_scope(&policy.spec, req, ctx);
         let namespace_object = match scope {
             Ok(Some(ns)) => ns,
             Ok(None) => return Ok(()),
@@ -364,13 +358,7 @@ impl Run<'_> {
             }
         };
         for binding in &bound.bindings {
-            let params = binding_params(
-                spec.param_kind.as_ref(),
-                binding.match_resources.as_ref(),
-                binding.param_ref.as_ref(),
-                req,
-                ctx,
-            );
+            let params = binding_params(&policy.spec, &**binding, req, ctx);
             let list = match params {
                 Ok(Ok(list)) => list,
                 Ok(Err(_)) => continue,

@@ -123,13 +123,7 @@ fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, o
 fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
     let policy = &bound.policy;
     let fail = policy.failure_policy() == FailurePolicy::Fail;
-    let spec = &policy.spec;
-    let scope = policy_scope(
-        spec.match_constraints.as_ref(),
-        spec.param_kind.as_ref(),
-        req,
-        ctx,
-    );
+    let scope = policy_scope(&policy.spec, req, ctx);
     let namespace_object = match scope {
         Ok(Some(ns)) => ns,
         Ok(None) => {
@@ -157,13 +151,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
     for binding in &bound.bindings {
         let started = Instant::now();
         // A binding whose match or params cannot be worked out is a configuration error.
-        let params = binding_params(
-            spec.param_kind.as_ref(),
-            binding.match_resources.as_ref(),
-            binding.param_ref.as_ref(),
-            req,
-            ctx,
-        );
+        let params = binding_params(&policy.spec, &**binding, req, ctx);
         let params = match params {
             Ok(Ok(list)) => list,
             Ok(Err(why)) => {
