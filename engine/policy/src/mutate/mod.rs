@@ -20,7 +20,6 @@ mod tests;
 mod touched;
 mod typed;
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,7 +27,7 @@ use celgate_cel::{EvalError, RUNTIME_BUDGET};
 use serde_json::Value;
 
 use crate::compile::ExprError;
-use crate::evaluation::{Batch, Evaluation};
+use crate::evaluation::{Batch, Evaluation, guarded};
 use crate::matching;
 use crate::model::{FailurePolicy, MutatingBindingSpec, ReinvocationPolicy};
 use crate::request::{Operation, Request};
@@ -326,17 +325,10 @@ impl Run<'_> {
     /// error under its failurePolicy; the object keeps what the policy's earlier invocations
     /// did.
     fn policy_guarded(&mut self, bound: &BoundMutatingPolicy) -> Result<(), Immediate> {
-        let ran = catch_unwind(AssertUnwindSafe(|| self.policy(bound)));
-        match ran {
+        match guarded(|| self.policy(bound)) {
             Ok(result) => result,
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic without a message".to_string());
-                let msg = format!("internal error in celgate while evaluating the policy: {what}");
-                self.error(&bound.policy, None, &msg, None);
+            Err(internal) => {
+                self.error(&bound.policy, None, &internal.to_string(), None);
                 Ok(())
             }
         }

@@ -17,7 +17,6 @@ pub(crate) mod test_policies;
 pub mod trace;
 mod validations;
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,7 +34,7 @@ pub use exempt::exempt;
 pub use outcome::{Check, CheckError, Denial, ErrorType, Outcome, VALIDATION_FAILURE_KEY};
 pub use validations::MAX_MESSAGE_EXPRESSION_BYTES;
 
-use crate::evaluation::Evaluation;
+use crate::evaluation::{Evaluation, guarded};
 use audit_annotations::evaluate_audit_annotations;
 use enforcement::route_decision;
 use match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
@@ -96,24 +95,12 @@ pub fn validate_only<'p>(
 fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
     // The index gave candidates for the request's resource: `evaluate_policy` matches them.
     let mut one = Outcome::default();
-    let evaluated = catch_unwind(AssertUnwindSafe(|| {
-        evaluate_policy(bound, req, ctx, &mut one);
-    }));
-    match evaluated {
+    match guarded(|| evaluate_policy(bound, req, ctx, &mut one)) {
         Ok(()) => out.merge(one),
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic without a message".to_string());
+        Err(internal) => {
             if bound.policy.failure_policy() == FailurePolicy::Fail {
-                let error = CheckError::Internal(what);
-                deny_first(
-                    out,
-                    policy_message(&bound.policy.name, None, &error.to_string()),
-                    None,
-                );
+                let msg = policy_message(&bound.policy.name, None, &internal.to_string());
+                deny_first(out, msg, None);
             }
         }
     }
