@@ -3,9 +3,10 @@
 //!
 //! Each file holds one step: `outcome` the result and its error types, `exempt` the resources
 //! no policy sees, `validations` (with their message expressions), `enforcement` (Deny, Warn,
-//! Audit) and `audit_annotations`; this module runs the policy and binding loop. The activation
-//! and budgets of one evaluation and the match conditions are shared with mutating policies
-//! (`crate::evaluation`, `crate::match_conditions`).
+//! Audit) and `audit_annotations`; this module runs the policy and binding loop. Whether a
+//! policy and its bindings apply (`crate::scope`), the activation, budgets and panic guard of
+//! one evaluation (`crate::evaluation`) and the match conditions are shared with mutating
+//! policies.
 
 mod audit_annotations;
 mod enforcement;
