@@ -1,12 +1,16 @@
 //! Compiles a policy once: every expression parsed, checked and planned. An expression that fails
 //! to compile keeps its error, so the policy stays in force and its failurePolicy decides requests.
 
+use std::fmt;
 use std::sync::{Arc, OnceLock};
 
 use celgate_cel::{Env, Program, Type, Variables, authz};
 
 use crate::declarations;
-use crate::model::{FailurePolicy, ValidatingPolicySpec};
+use crate::model::{
+    FailurePolicy, MatchResources, MutatingPolicySpec, NamedExpression, ParamKind,
+    ValidatingPolicySpec,
+};
 
 /// A stored expression after compilation: its program, or why it has none (a request it
 /// matches then sees `compilation error: <why>` under the policy's failurePolicy).
@@ -15,7 +19,7 @@ pub type CompiledExpr = Result<Program, ExprError>;
 /// Whether any of a policy's compiled expressions, or its variables, may read `oldObject`.
 /// When none does, the request's old object is bound as `null` (nothing can tell) and so is
 /// never decoded for the policy.
-pub(crate) fn reads_old_object<'p>(
+fn reads_old_object<'p>(
     expressions: impl IntoIterator<Item = &'p CompiledExpr>,
     variables: &Variables,
 ) -> bool {
@@ -65,44 +69,190 @@ pub struct CompiledMatchCondition {
     pub program: CompiledExpr,
 }
 
-/// A ValidatingAdmissionPolicy ready to evaluate.
-pub struct ValidatingPolicy {
+/// What a policy spec of either kind holds alike.
+pub trait PolicySpec {
+    /// The policy's name.
+    fn name(&self) -> &str;
+    /// The policy's generation.
+    fn generation(&self) -> i64;
+    /// The policy's failure policy.
+    fn failure_policy(&self) -> FailurePolicy;
+    /// The policy's paramKind, if any.
+    fn param_kind(&self) -> Option<&ParamKind>;
+    /// The policy's match constraints (required: `None` is a configuration error).
+    fn match_constraints(&self) -> Option<&MatchResources>;
+    /// `spec.variables`.
+    fn variables(&self) -> &[NamedExpression];
+    /// `spec.matchConditions`.
+    fn match_conditions(&self) -> &[NamedExpression];
+}
+
+/// Implements [`PolicySpec`] for specs whose fields are named as the trait's methods.
+macro_rules! impl_policy_spec {
+    ($($spec:ty),+) => {$(
+        impl PolicySpec for $spec {
+            fn name(&self) -> &str {
+                &self.name
+            }
+            fn generation(&self) -> i64 {
+                self.generation
+            }
+            fn failure_policy(&self) -> FailurePolicy {
+                self.failure_policy
+            }
+            fn param_kind(&self) -> Option<&ParamKind> {
+                self.param_kind.as_ref()
+            }
+            fn match_constraints(&self) -> Option<&MatchResources> {
+                self.match_constraints.as_ref()
+            }
+            fn variables(&self) -> &[NamedExpression] {
+                &self.variables
+            }
+            fn match_conditions(&self) -> &[NamedExpression] {
+                &self.match_conditions
+            }
+        }
+    )+};
+}
+
+impl_policy_spec!(ValidatingPolicySpec, MutatingPolicySpec);
+
+/// A kind of policy: its spec, and what it compiles of its own.
+pub trait PolicyKind {
+    /// The kind's spec.
+    type Spec: PolicySpec;
+    /// The compiled policy's name, for `Debug`.
+    const NAME: &'static str;
+    /// The sources of the kind's own expressions that may bind `authorizer`.
+    fn authorizer_sources(spec: &Self::Spec) -> impl Iterator<Item = &str>;
+    /// The kind's compiled expressions, for whether any may read `oldObject`.
+    fn programs(&self) -> impl Iterator<Item = &CompiledExpr>;
+    /// Adds the kind's fields to the policy's `Debug`.
+    fn debug_fields(&self, d: &mut fmt::DebugStruct<'_, '_>);
+}
+
+/// A policy of either kind ready to evaluate: what both kinds compile alike, and `kind`, what
+/// the kind compiles of its own (its fields read as the policy's, through `Deref`).
+pub struct CompiledPolicy<K: PolicyKind> {
     /// The policy as written.
-    pub spec: ValidatingPolicySpec,
-    /// Shared copy of the name, for decisions and metrics labels.
+    pub spec: K::Spec,
+    /// Shared copy of the name, for decisions, errors and metrics labels.
     pub name: Arc<str>,
-    /// Compiled validations, in order.
-    pub validations: Vec<CompiledValidation>,
     /// Compiled match conditions, in order.
     pub match_conditions: Vec<CompiledMatchCondition>,
-    /// Compiled audit annotations, in order.
-    pub audit_annotations: Vec<CompiledAuditAnnotation>,
     /// Compiled variables, evaluated lazily per activation.
     pub variables: Arc<Variables>,
-    /// The variables as message expressions see them (without `authorizer`).
-    pub message_variables: Arc<Variables>,
     /// Whether any expression may read `authorizer` (so requests need one built).
     pub uses_authorizer: bool,
     /// Whether any expression may read `oldObject` (so the old object is decoded for it).
     pub reads_old_object: bool,
+    /// What the kind compiles of its own.
+    pub kind: K,
 }
 
-impl std::fmt::Debug for ValidatingPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ValidatingPolicy")
-            .field("name", &self.name)
-            .field("generation", &self.spec.generation)
-            .field("variables", &self.variables.len())
-            .finish_non_exhaustive()
+impl<K: PolicyKind> std::ops::Deref for CompiledPolicy<K> {
+    type Target = K;
+
+    fn deref(&self) -> &K {
+        &self.kind
+    }
+}
+
+impl<K: PolicyKind> fmt::Debug for CompiledPolicy<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut d = f.debug_struct(K::NAME);
+        d.field("name", &self.name)
+            .field("generation", &self.spec.generation())
+            .field("variables", &self.variables.len());
+        self.kind.debug_fields(&mut d);
+        d.finish_non_exhaustive()
+    }
+}
+
+impl<K: PolicyKind> CompiledPolicy<K> {
+    /// Compiles `spec`: its variables and match conditions as every policy's, then its own
+    /// expressions with `compile_kind`, given the spec and its variables (whose environment
+    /// declares them).
+    pub(crate) fn compile(
+        spec: K::Spec,
+        compile_kind: impl FnOnce(&K::Spec, &Arc<Variables>) -> K,
+    ) -> Self {
+        let has_params = spec.param_kind().is_some();
+        let variables = policy_variables(has_params, true, named(spec.variables()));
+        let env = variables.env();
+        let match_conditions: Vec<CompiledMatchCondition> = (spec.match_conditions().iter())
+            .map(|c| CompiledMatchCondition {
+                name: c.name.clone(),
+                program: compile_checked(env, &c.expression, result_types::CONDITION),
+            })
+            .collect();
+        let kind = compile_kind(&spec, &variables);
+        // A textual test: a false positive only costs building an authorizer per request.
+        let uses_authorizer = (spec.match_conditions().iter())
+            .chain(spec.variables())
+            .map(|e| e.expression.as_str())
+            .chain(K::authorizer_sources(&spec))
+            .any(|src| src.contains(authz::AUTHORIZER_VARIABLE));
+        let reads_old_object = reads_old_object(
+            (kind.programs()).chain(match_conditions.iter().map(|c| &c.program)),
+            &variables,
+        );
+        CompiledPolicy {
+            name: Arc::from(spec.name()),
+            spec,
+            match_conditions,
+            variables,
+            uses_authorizer,
+            reads_old_object,
+            kind,
+        }
+    }
+
+    /// The policy's failure policy.
+    pub fn failure_policy(&self) -> FailurePolicy {
+        self.spec.failure_policy()
+    }
+}
+
+/// A policy's variables as (name, expression) pairs.
+fn named(variables: &[NamedExpression]) -> impl ExactSizeIterator<Item = (&str, &str)> {
+    (variables.iter()).map(|v| (v.name.as_str(), v.expression.as_str()))
+}
+
+/// A ValidatingAdmissionPolicy ready to evaluate.
+pub type ValidatingPolicy = CompiledPolicy<Validating>;
+
+/// What a ValidatingAdmissionPolicy compiles of its own.
+pub struct Validating {
+    /// Compiled validations, in order.
+    pub validations: Vec<CompiledValidation>,
+    /// Compiled audit annotations, in order.
+    pub audit_annotations: Vec<CompiledAuditAnnotation>,
+    /// The variables as message expressions see them (without `authorizer`).
+    pub message_variables: Arc<Variables>,
+}
+
+impl PolicyKind for Validating {
+    type Spec = ValidatingPolicySpec;
+    const NAME: &'static str = "ValidatingPolicy";
+
+    fn authorizer_sources(spec: &ValidatingPolicySpec) -> impl Iterator<Item = &str> {
+        spec.validations.iter().map(|v| v.expression.as_str())
+    }
+
+    fn programs(&self) -> impl Iterator<Item = &CompiledExpr> {
+        (self.validations.iter())
+            .flat_map(|v| std::iter::once(&v.program).chain(&v.message_expression))
+            .chain(self.audit_annotations.iter().map(|a| &a.program))
+    }
+
+    fn debug_fields(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field("validations", &self.validations.len());
     }
 }
 
 impl ValidatingPolicy {
-    /// The policy's failure policy.
-    pub fn failure_policy(&self) -> FailurePolicy {
-        self.spec.failure_policy
-    }
-
     /// Compile errors of the policy's expressions, with their field paths, for status and logs.
     pub fn compile_errors(&self) -> Vec<(String, String)> {
         let mut out = variable_errors(&self.variables);
@@ -285,84 +435,42 @@ pub mod result_types {
 
 /// Compiles every expression of a ValidatingAdmissionPolicy.
 pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
-    let has_params = spec.param_kind.is_some();
-    let named = || {
-        spec.variables
-            .iter()
-            .map(|v| (v.name.as_str(), v.expression.as_str()))
-    };
-    let variables = policy_variables(has_params, true, named());
-    // Message expressions see the variables without `authorizer`: compiled apart only for a
-    // policy that has message expressions (no other expression reads them).
-    let has_messages = spec
-        .validations
-        .iter()
-        .any(|v| v.message_expression.is_some());
-    let message_variables = if has_messages {
-        policy_variables(has_params, false, named())
-    } else {
-        variables.clone()
-    };
-    let env = variables.env().clone();
-    let message_env = message_variables.env().clone();
-    let validations: Vec<CompiledValidation> = spec
-        .validations
-        .iter()
-        .map(|v| CompiledValidation {
-            expression: v.expression.clone(),
-            program: compile_checked(&env, &v.expression, result_types::CONDITION),
-            message: v.message.clone(),
-            reason: v.reason.clone(),
-            message_expression: v
-                .message_expression
-                .as_deref()
-                .map(|m| compile_checked(&message_env, m, result_types::MESSAGE)),
-        })
-        .collect();
-    let match_conditions: Vec<CompiledMatchCondition> = spec
-        .match_conditions
-        .iter()
-        .map(|c| CompiledMatchCondition {
-            name: c.name.clone(),
-            program: compile_checked(&env, &c.expression, result_types::CONDITION),
-        })
-        .collect();
-    let audit_annotations: Vec<CompiledAuditAnnotation> = spec
-        .audit_annotations
-        .iter()
-        .map(|a| CompiledAuditAnnotation {
-            key: a.key.clone(),
-            expression: a.value_expression.clone(),
-            program: compile_checked(&env, &a.value_expression, result_types::AUDIT_VALUE),
-        })
-        .collect();
-    // A textual test: a false positive only costs building an authorizer per request.
-    let uses_authorizer = spec
-        .validations
-        .iter()
-        .map(|v| v.expression.as_str())
-        .chain(spec.match_conditions.iter().map(|c| c.expression.as_str()))
-        .chain(spec.variables.iter().map(|v| v.expression.as_str()))
-        .any(|src| src.contains(authz::AUTHORIZER_VARIABLE));
-    let reads_old_object = reads_old_object(
-        validations
-            .iter()
-            .flat_map(|v| std::iter::once(&v.program).chain(&v.message_expression))
-            .chain(match_conditions.iter().map(|c| &c.program))
-            .chain(audit_annotations.iter().map(|a| &a.program)),
-        &variables,
-    );
-    ValidatingPolicy {
-        uses_authorizer,
-        reads_old_object,
-        name: Arc::from(spec.name.as_str()),
-        spec,
-        validations,
-        match_conditions,
-        audit_annotations,
-        variables,
-        message_variables,
-    }
+    ValidatingPolicy::compile(spec, |spec, variables| {
+        let has_params = spec.param_kind.is_some();
+        // Message expressions see the variables without `authorizer`: compiled apart only for
+        // a policy that has message expressions (no other expression reads them).
+        let has_messages = (spec.validations.iter()).any(|v| v.message_expression.is_some());
+        let message_variables = if has_messages {
+            policy_variables(has_params, false, named(&spec.variables))
+        } else {
+            variables.clone()
+        };
+        let (env, message_env) = (variables.env(), message_variables.env());
+        let validations = (spec.validations.iter())
+            .map(|v| CompiledValidation {
+                expression: v.expression.clone(),
+                program: compile_checked(env, &v.expression, result_types::CONDITION),
+                message: v.message.clone(),
+                reason: v.reason.clone(),
+                message_expression: v
+                    .message_expression
+                    .as_deref()
+                    .map(|m| compile_checked(message_env, m, result_types::MESSAGE)),
+            })
+            .collect();
+        let audit_annotations = (spec.audit_annotations.iter())
+            .map(|a| CompiledAuditAnnotation {
+                key: a.key.clone(),
+                expression: a.value_expression.clone(),
+                program: compile_checked(env, &a.value_expression, result_types::AUDIT_VALUE),
+            })
+            .collect();
+        Validating {
+            validations,
+            audit_annotations,
+            message_variables,
+        }
+    })
 }
 
 #[cfg(test)]

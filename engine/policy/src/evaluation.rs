@@ -2,15 +2,17 @@
 //! the authorizer): the activation each batch of expressions runs in, and the cost budgets.
 //! Shared by validating and mutating policies.
 
+use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
 use celgate_cel::authz::ResourceAttributes;
 use celgate_cel::{Activation, Authorizer, Budget, PER_CALL_LIMIT, Variables};
 
-use crate::matching::Namespaces;
+use crate::matching::{MatchError, Namespaces};
 use crate::request::Request;
 
+use crate::validate::CheckError;
 use crate::validate::trace::Trace;
 
 static NULL: serde_json::Value = serde_json::Value::Null;
@@ -20,14 +22,28 @@ static NULL: serde_json::Value = serde_json::Value::Null;
 pub(crate) fn namespace_object<'n>(
     req: &Request<'_>,
     namespaces: &'n dyn Namespaces,
-) -> Result<&'n serde_json::Value, String> {
+) -> Result<&'n serde_json::Value, MatchError> {
     let is_namespace = req.kind.group.is_empty() && req.kind.name == "Namespace";
     if req.namespace.is_empty() || is_namespace {
         return Ok(&NULL);
     }
     namespaces
         .get(req.namespace)
-        .ok_or_else(|| format!("namespaces \"{}\" not found", req.namespace))
+        .ok_or_else(|| MatchError::NamespaceNotFound(req.namespace.to_string()))
+}
+
+/// Runs `evaluate` (one policy's evaluation) so that a panic inside it, a defect in celgate,
+/// becomes that policy's error (under its failurePolicy) instead of taking the request, or the
+/// process, down.
+pub(crate) fn guarded<T>(evaluate: impl FnOnce() -> T) -> Result<T, CheckError> {
+    catch_unwind(AssertUnwindSafe(evaluate)).map_err(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without a message".to_string());
+        CheckError::Internal(what)
+    })
 }
 
 /// One evaluation of a policy: the request, the object its expressions see as `object` (the

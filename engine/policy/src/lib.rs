@@ -18,6 +18,7 @@ pub mod params;
 pub mod received;
 pub mod request;
 pub mod schema;
+mod scope;
 pub mod typecheck;
 pub mod validate;
 

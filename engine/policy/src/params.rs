@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::matching::selector_matches;
+use crate::matching::{MatchError, selector_matches};
 use crate::model::{ParamKind, ParamRef, ParameterNotFoundAction};
 use crate::request::Request;
 
@@ -137,6 +137,41 @@ pub enum Collected<'p> {
     Skip,
 }
 
+/// Why a binding's params cannot be collected: a binding configuration error, worded as
+/// upstream words it.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ParamError {
+    /// The param kind's watch has not listed everything yet (the kind as Go prints it).
+    #[error("paramKind kind `{0}` not yet synced to use for admission")]
+    NotSynced(String),
+    /// The API server does not serve the param kind (the kind as Go prints it).
+    #[error("paramKind kind `{0}` not known")]
+    NotKnown(String),
+    /// celgate may not read the param kind; the message says which permission is missing.
+    #[error("{0}")]
+    Forbidden(String),
+    /// A paramRef without a namespace, for a namespaced kind, on a cluster-scoped request.
+    #[error(
+        "cannot use namespaced paramRef in policy binding that matches cluster-scoped resources"
+    )]
+    NoNamespace,
+    /// A paramRef with a namespace, for a cluster-scoped kind.
+    #[error("paramRef.namespace must not be provided for a cluster-scoped `paramKind`")]
+    ClusterScopedNamespace,
+    /// A paramRef with both a name and a selector.
+    #[error("paramRef.name and paramRef.selector are mutually exclusive")]
+    NameAndSelector,
+    /// A paramRef with neither a name nor a selector.
+    #[error("one of name or selector must be provided")]
+    NoNameNorSelector,
+    /// The paramRef's selector cannot be evaluated.
+    #[error(transparent)]
+    Selector(#[from] MatchError),
+    /// No param found, and the paramRef's parameterNotFoundAction is `Deny`.
+    #[error("no params found for policy binding with `Deny` parameterNotFoundAction")]
+    NotFound,
+}
+
 /// Collects the params of a binding for a request. `Err` is a binding configuration error
 /// (`failed to configure binding: <err>` under the failurePolicy).
 pub fn collect<'p>(
@@ -144,33 +179,23 @@ pub fn collect<'p>(
     param_ref: Option<&ParamRef>,
     req: &Request<'_>,
     params: &'p dyn Params,
-) -> Result<Collected<'p>, String> {
+) -> Result<Collected<'p>, ParamError> {
     let (Some(kind), Some(param_ref)) = (kind, param_ref) else {
         return Ok(Collected::Evaluate(vec![None]));
     };
     let store = match params.kind(kind) {
         ParamKindState::Ready(store) => store,
-        ParamKindState::Syncing => {
-            return Err(format!(
-                "paramKind kind `{}` not yet synced to use for admission",
-                go_param_kind(kind)
-            ));
+        ParamKindState::Syncing => return Err(ParamError::NotSynced(go_param_kind(kind))),
+        ParamKindState::NotServed => return Err(ParamError::NotKnown(go_param_kind(kind))),
+        ParamKindState::Forbidden(message) => {
+            return Err(ParamError::Forbidden(message.to_string()));
         }
-        ParamKindState::NotServed => {
-            return Err(format!(
-                "paramKind kind `{}` not known",
-                go_param_kind(kind)
-            ));
-        }
-        ParamKindState::Forbidden(message) => return Err(message.to_string()),
     };
     let namespace = if store.namespaced {
         match param_ref.namespace.as_deref().filter(|n| !n.is_empty()) {
             Some(ns) => ns,
             None if !req.namespace.is_empty() => req.namespace,
-            None => {
-                return Err("cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into());
-            }
+            None => return Err(ParamError::NoNamespace),
         }
     } else {
         if param_ref
@@ -178,16 +203,12 @@ pub fn collect<'p>(
             .as_deref()
             .is_some_and(|n| !n.is_empty())
         {
-            return Err(
-                "paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into(),
-            );
+            return Err(ParamError::ClusterScopedNamespace);
         }
         ""
     };
     let found: Vec<Option<&Value>> = match (&param_ref.name, &param_ref.selector) {
-        (Some(_), Some(_)) => {
-            return Err("paramRef.name and paramRef.selector are mutually exclusive".into());
-        }
+        (Some(_), Some(_)) => return Err(ParamError::NameAndSelector),
         (Some(name), None) => store
             .get(namespace, name)
             .map(|o| Some(&**o))
@@ -200,21 +221,19 @@ pub fn collect<'p>(
                     .get("metadata")
                     .and_then(|m| m.get("labels"))
                     .and_then(Value::as_object);
-                if selector_matches(selector, labels).map_err(|e| e.to_string())? {
+                if selector_matches(selector, labels)? {
                     out.push(Some(&**obj));
                 }
             }
             out
         }
-        (None, None) => return Err("one of name or selector must be provided".into()),
+        (None, None) => return Err(ParamError::NoNameNorSelector),
     };
     if !found.is_empty() {
         return Ok(Collected::Evaluate(found));
     }
     match param_ref.parameter_not_found_action {
-        ParameterNotFoundAction::Deny => {
-            Err("no params found for policy binding with `Deny` parameterNotFoundAction".into())
-        }
+        ParameterNotFoundAction::Deny => Err(ParamError::NotFound),
         ParameterNotFoundAction::Allow => Ok(Collected::Skip),
     }
 }
@@ -263,7 +282,7 @@ mod tests {
         let raw = request(ns);
         let req = Request::from_json(&raw).expect("valid");
         let params = store(namespaced);
-        match collect(Some(&kind), Some(&r), &req, &params)? {
+        match collect(Some(&kind), Some(&r), &req, &params).map_err(|e| e.to_string())? {
             Collected::Evaluate(list) => Ok(list.len()),
             Collected::Skip => Ok(0),
         }
@@ -386,7 +405,7 @@ mod tests {
         };
         let raw = request("team");
         let req = Request::from_json(&raw).expect("valid");
-        let got = collect(Some(&kind), Some(&by_name), &req, &Forbidden);
+        let got = collect(Some(&kind), Some(&by_name), &req, &Forbidden).map_err(|e| e.to_string());
         assert_eq!(
             got.err().as_deref(),
             Some("celgate may not list configmaps (RBAC: …)")

@@ -82,27 +82,23 @@ pub enum DispatchError {
     Internal(String),
 }
 
-/// A decided validation.
+/// A decided review: the decision, with what the response is written from.
 #[derive(Debug)]
-pub struct Decided {
+pub struct Decision<O> {
     /// The request's uid, echoed in the response.
     pub uid: String,
-    /// The decision.
-    pub outcome: Outcome,
+    /// The decision: a validation's outcome, or a mutation's (the mutated object and its
+    /// patch, or the denial).
+    pub outcome: O,
     /// The request it decides (returned, so a denial can be logged with the request's names).
     pub review: ReceivedRequest,
 }
 
+/// A decided validation.
+pub type Decided = Decision<Outcome>;
+
 /// A decided mutation.
-#[derive(Debug)]
-pub struct Mutated {
-    /// The request's uid, echoed in the response.
-    pub uid: String,
-    /// The mutated object and its patch, or the denial.
-    pub outcome: MutationOutcome,
-    /// The request it answers (returned, so a denial can be logged with the request's names).
-    pub review: ReceivedRequest,
-}
+pub type Mutated = Decision<MutationOutcome>;
 
 /// The result of validating a write of one of celgate's own kinds.
 #[derive(Debug)]
@@ -182,25 +178,7 @@ pub async fn validate(
     call: Call,
     only: Option<FailurePolicy>,
 ) -> Result<Decided, DispatchError> {
-    let deadline = Some(call.evaluation_deadline());
-    let ((uid, outcome), review) = over_snapshot(
-        store,
-        deps,
-        review,
-        &call,
-        move |snapshot, req, authorizer| {
-            (
-                req.uid.to_string(),
-                decide(snapshot, req, authorizer, deadline, only),
-            )
-        },
-    )
-    .await?;
-    Ok(Decided {
-        uid,
-        outcome,
-        review,
-    })
+    over_snapshot(store, deps, review, call, only, decide).await
 }
 
 /// Mutates a request against one snapshot, with no waiting: the pure core of [`mutate`].
@@ -230,42 +208,37 @@ pub async fn mutate(
     call: Call,
     only: Option<MutatingWebhookGroup>,
 ) -> Result<Mutated, DispatchError> {
-    let deadline = Some(call.evaluation_deadline());
-    let ((uid, outcome), review) = over_snapshot(
-        store,
-        deps,
-        review,
-        &call,
-        move |snapshot, req, authorizer| {
-            (
-                req.uid.to_string(),
-                decide_mutation(snapshot, req, authorizer, deadline, only),
-            )
-        },
-    )
-    .await?;
-    Ok(Mutated {
-        uid,
-        outcome,
-        review,
-    })
+    over_snapshot(store, deps, review, call, only, decide_mutation).await
 }
 
-/// Runs `decide` over one snapshot: waits, until the call's sync deadline, for the param kinds
-/// and the namespace the request needs, loads the snapshot once, and calls `decide` with the
+/// Decides a review over one snapshot, for either kind: `decide` is the kind's pure core
+/// ([`decide`], [`decide_mutation`]) and `only` the webhook's share of its policies. Waits,
+/// until the call's sync deadline, for the param kinds and the namespace the request needs,
+/// loads the snapshot once, and calls `decide` with the call's evaluation deadline and the
 /// request's authorizer when a bound policy may use it (then on a blocking thread, since each
-/// check may wait for the API server). Returns the decision with the review it decided.
-async fn over_snapshot<T, F>(
+/// check may wait for the API server).
+async fn over_snapshot<O, K, F>(
     store: &SnapshotStore,
     deps: &Deps,
     review: ReceivedRequest,
-    call: &Call,
+    call: Call,
+    only: Option<K>,
     decide: F,
-) -> Result<(T, ReceivedRequest), DispatchError>
+) -> Result<Decision<O>, DispatchError>
 where
-    T: Send + 'static,
-    F: FnOnce(&Snapshot, &Request<'_>, Option<&Arc<dyn Authorizer>>) -> T + Send + 'static,
+    O: Send + 'static,
+    K: Send + 'static,
+    F: FnOnce(
+            &Snapshot,
+            &Request<'_>,
+            Option<&Arc<dyn Authorizer>>,
+            Option<std::time::Instant>,
+            Option<K>,
+        ) -> O
+        + Send
+        + 'static,
 {
+    let deadline = Some(call.evaluation_deadline());
     let (snapshot, source) = {
         let req = request_of(&review)?;
         // A snapshot that is not ready has no policies, so this returns at once.
@@ -277,22 +250,37 @@ where
         }
         let authorizers = deps.authorizers.as_ref();
         let Some(source) = authorizers.filter(|_| snapshot.policies.uses_authorizer()) else {
-            let decided = decide(&snapshot, &req, None);
-            let decided = unless_undecodable(&review, decided)?;
-            return Ok((decided, review));
+            let uid = req.uid.to_string();
+            let outcome = decide(&snapshot, &req, None, deadline, only);
+            return decided(uid, outcome, review);
         };
         (snapshot, source.clone())
     };
     tokio::task::spawn_blocking(move || {
-        let decided = {
+        let (uid, outcome) = {
             let req = request_of(&review)?;
             let authorizer = source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null));
-            decide(&snapshot, &req, Some(&authorizer))
+            let outcome = decide(&snapshot, &req, Some(&authorizer), deadline, only);
+            (req.uid.to_string(), outcome)
         };
-        Ok((unless_undecodable(&review, decided)?, review))
+        decided(uid, outcome, review)
     })
     .await
     .map_err(|e| DispatchError::Internal(e.to_string()))?
+}
+
+/// The decision of `review`, unless deciding read an object that cannot be decoded.
+fn decided<O>(
+    uid: String,
+    outcome: O,
+    review: ReceivedRequest,
+) -> Result<Decision<O>, DispatchError> {
+    let outcome = unless_undecodable(&review, outcome)?;
+    Ok(Decision {
+        uid,
+        outcome,
+        review,
+    })
 }
 
 /// Validates a write of one of celgate's own policies or bindings exactly where kube-apiserver

@@ -12,7 +12,7 @@ mod store;
 mod view;
 
 pub use deps::{AuthorizerSource, Deps};
-pub use dispatch::{Call, Decided, DispatchError, Mutated, PolicyWriteVerdict};
+pub use dispatch::{Call, Decided, Decision, DispatchError, Mutated, PolicyWriteVerdict};
 pub use store::SnapshotStore;
 pub use view::{
     KindSchemaView, NamespaceView, ParamKey, ParamKindEntry, ParamViews, PolicyParamKinds, Snapshot,

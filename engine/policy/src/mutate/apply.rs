@@ -40,11 +40,28 @@ impl ApplySemantics {
     }
 }
 
+/// Why an apply configuration could not be merged, worded as upstream words it (after
+/// `error applying patch: `); each holds structured-merge-diff's joined path errors.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ApplyError {
+    /// The configuration does not fit the kind's schema.
+    #[error("failed to convert patch object to typed object: {0}")]
+    Config(String),
+    /// The configuration sets atomic values (upstream's semantics), at these paths.
+    #[error("invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {0}")]
+    Atomic(String),
+    /// The object does not fit the kind's schema.
+    #[error("failed to convert original object to typed object: {0}")]
+    Object(String),
+    /// The merge itself failed.
+    #[error("failed to merge patch: {0}")]
+    Merge(String),
+}
+
 /// Merges `config` into `object`, whose kind's schema is `schema`, in place; `fit` is what is
 /// known of whether `object` fits the schema (what is not known is checked; after a merge it
 /// fits), and `writes` is told where the merge writes before it does. Returns whether the
-/// object changed. The error is upstream's text after `error applying patch: `; the object
-/// is then unchanged.
+/// object changed. On error the object is unchanged.
 pub(super) fn apply(
     schema: &Schema,
     object: &mut Value,
@@ -52,7 +69,7 @@ pub(super) fn apply(
     mut config: Value,
     semantics: ApplySemantics,
     writes: &mut Writes,
-) -> Result<bool, String> {
+) -> Result<bool, ApplyError> {
     // The configuration is of the object's kind, whatever it says.
     if let Value::Object(c) = &mut config {
         for field in ["apiVersion", "kind"] {
@@ -65,18 +82,12 @@ pub(super) fn apply(
     let root = Ty::root(schema);
     let errors = validate(&root, &config, false, &Within::All);
     if !errors.is_empty() {
-        return Err(format!(
-            "failed to convert patch object to typed object: {}",
-            join_errors(&errors)
-        ));
+        return Err(ApplyError::Config(join_errors(&errors)));
     }
     if semantics == ApplySemantics::Upstream {
         let atomics = atomic_paths(&root, &config);
         if !atomics.is_empty() {
-            return Err(format!(
-                "invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {}",
-                atomics.join(", ")
-            ));
+            return Err(ApplyError::Atomic(atomics.join(", ")));
         }
     }
     let unchecked = match fit {
@@ -87,16 +98,13 @@ pub(super) fn apply(
     if let Some(within) = unchecked {
         let errors = validate(&root, object, true, &within);
         if !errors.is_empty() {
-            return Err(format!(
-                "failed to convert original object to typed object: {}",
-                join_errors(&errors)
-            ));
+            return Err(ApplyError::Object(join_errors(&errors)));
         }
         *fit = Fit::Fits;
     }
     // A merge of two values that fit the schema fits it too.
     merge_into(&root, object, &config, writes)
-        .map_err(|errors| format!("failed to merge patch: {}", join_errors(&errors)))
+        .map_err(|errors| ApplyError::Merge(join_errors(&errors)))
 }
 
 /// Fields a strict decoding of a built-in kind rejects: members its schema does not declare,
@@ -257,7 +265,7 @@ pub(super) mod tests {
             }
             Err(e) => {
                 assert_eq!(out, *object, "an error leaves the object unchanged");
-                Err(e)
+                Err(e.to_string())
             }
         }
     }

@@ -3,16 +3,16 @@
 //! result type. An expression that fails to compile keeps its error, so the policy stays in
 //! force and its failurePolicy decides the requests it matches.
 
-use std::sync::Arc;
+use std::fmt;
 
-use celgate_cel::{Variables, authz};
+use celgate_cel::Type;
 
 use super::apply::ApplySemantics;
 use crate::compile::{
-    CompiledExpr, CompiledMatchCondition, compile_checked, match_condition_errors,
-    mutation_environment, policy_variables, reads_old_object, result_types, variable_errors,
+    CompiledExpr, CompiledPolicy, PolicyKind, compile_checked, match_condition_errors,
+    mutation_environment, result_types, variable_errors,
 };
-use crate::model::{FailurePolicy, MutatingPolicySpec, PatchType};
+use crate::model::{MutatingPolicySpec, PatchType};
 
 /// What one mutation's expression builds.
 #[derive(Debug)]
@@ -27,42 +27,40 @@ pub enum CompiledMutation {
 }
 
 /// A MutatingAdmissionPolicy ready to evaluate.
-pub struct MutatingPolicy {
-    /// The policy as written.
-    pub spec: MutatingPolicySpec,
-    /// Shared copy of the name, for errors and metrics labels.
-    pub name: Arc<str>,
+pub type MutatingPolicy = CompiledPolicy<Mutating>;
+
+/// What a MutatingAdmissionPolicy compiles of its own.
+pub struct Mutating {
     /// Compiled mutations, in order.
     pub mutations: Vec<CompiledMutation>,
-    /// Compiled match conditions, in order.
-    pub match_conditions: Vec<CompiledMatchCondition>,
-    /// Compiled variables, evaluated lazily per activation.
-    pub variables: Arc<Variables>,
     /// How apply configurations treat atomic values.
     pub apply_semantics: ApplySemantics,
-    /// Whether any expression may read `authorizer` (so requests need one built).
-    pub uses_authorizer: bool,
-    /// Whether any expression may read `oldObject` (so the old object is decoded for it).
-    pub reads_old_object: bool,
 }
 
-impl std::fmt::Debug for MutatingPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MutatingPolicy")
-            .field("name", &self.name)
-            .field("generation", &self.spec.generation)
-            .field("mutations", &self.mutations.len())
-            .field("apply_semantics", &self.apply_semantics)
-            .finish_non_exhaustive()
+impl PolicyKind for Mutating {
+    type Spec = MutatingPolicySpec;
+    const NAME: &'static str = "MutatingPolicy";
+
+    fn authorizer_sources(spec: &MutatingPolicySpec) -> impl Iterator<Item = &str> {
+        (spec.mutations.iter()).flat_map(|m| {
+            (m.apply_configuration.as_deref().into_iter()).chain(m.json_patch.as_deref())
+        })
+    }
+
+    fn programs(&self) -> impl Iterator<Item = &CompiledExpr> {
+        self.mutations.iter().filter_map(|m| match m {
+            CompiledMutation::ApplyConfiguration(p) | CompiledMutation::JsonPatch(p) => Some(p),
+            CompiledMutation::Missing => None,
+        })
+    }
+
+    fn debug_fields(&self, d: &mut fmt::DebugStruct<'_, '_>) {
+        d.field("mutations", &self.mutations.len())
+            .field("apply_semantics", &self.apply_semantics);
     }
 }
 
 impl MutatingPolicy {
-    /// The policy's failure policy.
-    pub fn failure_policy(&self) -> FailurePolicy {
-        self.spec.failure_policy
-    }
-
     /// Compile errors of the policy's expressions, with their field paths, for status and logs.
     pub fn compile_errors(&self) -> Vec<(String, String)> {
         let mut out = variable_errors(&self.variables);
@@ -87,76 +85,28 @@ impl MutatingPolicy {
 /// Compiles every expression of a MutatingAdmissionPolicy; `semantics` is how its apply
 /// configurations treat atomic values (see [`ApplySemantics::from_annotation`]).
 pub fn compile_mutating(spec: MutatingPolicySpec, semantics: ApplySemantics) -> MutatingPolicy {
-    let has_params = spec.param_kind.is_some();
-    let variables = policy_variables(
-        has_params,
-        true,
-        spec.variables
-            .iter()
-            .map(|v| (v.name.as_str(), v.expression.as_str())),
-    );
-    let env = variables.env().clone();
-    let mutation_env = mutation_environment(&env);
-    let match_conditions: Vec<CompiledMatchCondition> = spec
-        .match_conditions
-        .iter()
-        .map(|c| CompiledMatchCondition {
-            name: c.name.clone(),
-            program: compile_checked(&env, &c.expression, result_types::CONDITION),
-        })
-        .collect();
-    let mutations: Vec<CompiledMutation> = spec
-        .mutations
-        .iter()
-        .map(
-            |m| match (&m.patch_type, &m.apply_configuration, &m.json_patch) {
-                (PatchType::ApplyConfiguration, Some(src), _) => {
-                    CompiledMutation::ApplyConfiguration(compile_checked(
-                        &mutation_env,
-                        src,
-                        &result_types::apply_configuration(),
-                    ))
-                }
-                (PatchType::JsonPatch, _, Some(src)) => CompiledMutation::JsonPatch(
-                    compile_checked(&mutation_env, src, &result_types::json_patch()),
-                ),
-                _ => CompiledMutation::Missing,
-            },
-        )
-        .collect();
-    // A textual test: a false positive only costs building an authorizer per request.
-    let uses_authorizer = spec
-        .match_conditions
-        .iter()
-        .map(|c| c.expression.as_str())
-        .chain(spec.variables.iter().map(|v| v.expression.as_str()))
-        .chain(spec.mutations.iter().flat_map(|m| {
-            m.apply_configuration
-                .as_deref()
-                .into_iter()
-                .chain(m.json_patch.as_deref())
-        }))
-        .any(|src| src.contains(authz::AUTHORIZER_VARIABLE));
-    let reads_old_object = reads_old_object(
-        mutations
-            .iter()
-            .filter_map(|m| match m {
-                CompiledMutation::ApplyConfiguration(p) | CompiledMutation::JsonPatch(p) => Some(p),
-                CompiledMutation::Missing => None,
-            })
-            .chain(match_conditions.iter().map(|c| &c.program)),
-        &variables,
-    );
-    MutatingPolicy {
-        reads_old_object,
-        name: Arc::from(spec.name.as_str()),
-        spec,
-        mutations,
-        match_conditions,
-        variables,
-        apply_semantics: semantics,
-        uses_authorizer,
-    }
+    MutatingPolicy::compile(spec, |spec, variables| {
+        let env = mutation_environment(variables.env());
+        let compile = |src: &str, want: &[Type]| compile_checked(&env, src, want);
+        let mutations = (spec.mutations.iter())
+            .map(
+                |m| match (&m.patch_type, &m.apply_configuration, &m.json_patch) {
+                    (PatchType::ApplyConfiguration, Some(src), _) => {
+                        let want = result_types::apply_configuration();
+                        CompiledMutation::ApplyConfiguration(compile(src, &want))
+                    }
+                    (PatchType::JsonPatch, _, Some(src)) => {
+                        CompiledMutation::JsonPatch(compile(src, &result_types::json_patch()))
+                    }
+                    _ => CompiledMutation::Missing,
+                },
+            )
+            .collect();
+        Mutating {
+            mutations,
+            apply_semantics: semantics,
+        }
+    })
 }
 
 #[cfg(test)]

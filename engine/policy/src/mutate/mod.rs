@@ -20,27 +20,27 @@ mod tests;
 mod touched;
 mod typed;
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use celgate_cel::{EvalError, RUNTIME_BUDGET};
 use serde_json::Value;
 
-use crate::evaluation::{Batch, Evaluation, namespace_object};
+use crate::compile::ExprError;
+use crate::evaluation::{Batch, Evaluation, guarded};
 use crate::matching;
 use crate::model::{FailurePolicy, MutatingBindingSpec, ReinvocationPolicy};
-use crate::params::{self, Collected, ParamKindState};
 use crate::request::{Operation, Request};
 use crate::schema::{Gvk, Schema};
+use crate::scope::{ScopeError, binding_params, policy_scope};
 use crate::validate::exempt::exempt;
 use crate::validate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
-use crate::validate::{Context, Denial, ErrorType};
+use crate::validate::{CheckError, Context, Denial, ErrorType};
 use touched::{Places, Saved, Writes};
 use typed::{Fit, Within, Written};
 
 pub use apply::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
-pub use compile::{CompiledMutation, MutatingPolicy, compile_mutating};
+pub use compile::{CompiledMutation, Mutating, MutatingPolicy, compile_mutating};
 
 /// A bound mutating policy in a snapshot: the compiled policy and its bindings, in list order.
 #[derive(Debug, Clone)]
@@ -266,14 +266,43 @@ fn policy_message(policy: &str, binding: Option<&str>, message: &str) -> String 
     }
 }
 
-/// The metric error type of a mutation's error text, as upstream classifies it.
-fn error_type(message: &str) -> ErrorType {
-    if message.starts_with("compilation") {
-        ErrorType::CompileError
-    } else if message.starts_with("validation failed due to running out of cost budget") {
-        ErrorType::OutOfBudget
-    } else {
-        ErrorType::InvalidError
+/// Why one mutation failed, worded as kube-apiserver words it. The metric's `error_type` is
+/// read from the variant ([`MutationError::error_type`]), never from the text.
+#[derive(Debug, thiserror::Error)]
+enum MutationError {
+    /// The mutation's expression did not compile (shown as the compile error itself).
+    #[error("{0}")]
+    Compile(ExprError),
+    /// The policy has no evaluator for the mutation's patch type.
+    #[error("policy evaluator is nil")]
+    Missing,
+    /// Evaluating the expression failed, or ran out of budget (validation's errors and text).
+    #[error(transparent)]
+    Eval(CheckError),
+    /// The expression's result is not a patch of its type.
+    #[error(transparent)]
+    Patch(patch_values::PatchValueError),
+    /// The apply configuration could not be merged into the object.
+    #[error("error applying patch: {0}")]
+    Apply(apply::ApplyError),
+    /// The JSON patch could not be applied to the object.
+    #[error("JSON Patch: {0}")]
+    JsonPatch(json_patch::PatchError),
+}
+
+impl MutationError {
+    /// The `error_type` metric label of this failure: only a parse or type-check error
+    /// (`compilation failed: …`) counts as a compile error.
+    fn error_type(&self) -> ErrorType {
+        match self {
+            MutationError::Compile(ExprError::Compile(_)) => ErrorType::CompileError,
+            MutationError::Eval(e) => e.error_type(),
+            MutationError::Compile(ExprError::Program(_) | ExprError::ResultType { .. })
+            | MutationError::Missing
+            | MutationError::Patch(_)
+            | MutationError::Apply(_)
+            | MutationError::JsonPatch(_) => ErrorType::InvalidError,
+        }
     }
 }
 
@@ -296,17 +325,10 @@ impl Run<'_> {
     /// error under its failurePolicy; the object keeps what the policy's earlier invocations
     /// did.
     fn policy_guarded(&mut self, bound: &BoundMutatingPolicy) -> Result<(), Immediate> {
-        let ran = catch_unwind(AssertUnwindSafe(|| self.policy(bound)));
-        match ran {
+        match guarded(|| self.policy(bound)) {
             Ok(result) => result,
-            Err(panic) => {
-                let what = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| (*s).to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "a panic without a message".to_string());
-                let msg = format!("internal error in celgate while evaluating the policy: {what}");
-                self.error(&bound.policy, None, &msg, None);
+            Err(internal) => {
+                self.error(&bound.policy, None, &internal.to_string(), None);
                 Ok(())
             }
         }
@@ -315,42 +337,25 @@ impl Run<'_> {
     fn policy(&mut self, bound: &BoundMutatingPolicy) -> Result<(), Immediate> {
         let policy = &bound.policy;
         let (req, ctx) = (self.req, self.ctx);
-        let policy_match = match &policy.spec.match_constraints {
-            None => Err("policy contained no match constraints, a required field".to_string()),
-            Some(c) => matching::matches(c, req, ctx.namespaces).map_err(|e| e.to_string()),
-        };
-        match policy_match {
-            Ok(false) => return Ok(()),
-            Ok(true) => {}
+        let scope = policy_scope(&policy.spec, req, ctx);
+        let namespace_object = match scope {
+            Ok(Some(ns)) => ns,
+            Ok(None) => return Ok(()),
+            Err(ScopeError::Namespace(e)) => {
+                return Err(Immediate::new(404, "NotFound", e.to_string()));
+            }
             Err(e) => {
-                self.error(
-                    policy,
-                    None,
-                    &format!("failed to configure policy: {e}"),
-                    None,
-                );
+                self.error(policy, None, &e.to_string(), None);
                 return Ok(());
             }
-        }
-        if let Some(kind) = policy
-            .spec
-            .param_kind
-            .as_ref()
-            .filter(|kind| matches!(ctx.params.kind(kind), ParamKindState::NotServed))
-        {
-            let msg = format!("failed to configure policy: {}", params::not_served(kind));
-            self.error(policy, None, &msg, None);
-            return Ok(());
-        }
-        let namespace_object = namespace_object(req, ctx.namespaces)
-            .map_err(|e| Immediate::new(404, "NotFound", e))?;
+        };
         for binding in &bound.bindings {
-            let list = match binding_params(policy, binding, req, ctx) {
-                Ok(Some(list)) => list,
-                Ok(None) => continue,
+            let params = binding_params(&policy.spec, &**binding, req, ctx);
+            let list = match params {
+                Ok(Ok(list)) => list,
+                Ok(Err(_)) => continue,
                 Err(e) => {
-                    let msg = format!("failed to configure binding: {e}");
-                    self.error(policy, Some(&binding.name), &msg, None);
+                    self.error(policy, Some(&binding.name), &e.to_string(), None);
                     continue;
                 }
             };
@@ -417,7 +422,7 @@ impl Run<'_> {
             let result = self.mutation(policy, mutation, namespace_object, param)?;
             let error_type = match &result {
                 Ok(_) => ErrorType::NoError,
-                Err(msg) => error_type(msg),
+                Err(e) => e.error_type(),
             };
             self.checks.push(MutationCheck {
                 policy: policy.name.clone(),
@@ -427,7 +432,10 @@ impl Run<'_> {
             });
             match result {
                 Ok(c) => changed |= c,
-                Err(msg) => self.error(policy, Some(&binding.name), &msg, Some("Invalid")),
+                Err(e) => {
+                    let msg = e.to_string();
+                    self.error(policy, Some(&binding.name), &msg, Some("Invalid"));
+                }
             }
         }
         let param_key = param.map(|p| {
@@ -476,15 +484,15 @@ impl Run<'_> {
     }
 
     /// Evaluates one mutation and applies its patch to the object; the inner `Ok` says whether
-    /// the object changed. The inner `Err` is a policy error's text; the outer one an error
-    /// upstream returns at once.
+    /// the object changed. The inner `Err` is a policy error; the outer one an error upstream
+    /// returns at once.
     fn mutation(
         &mut self,
         policy: &MutatingPolicy,
         mutation: &CompiledMutation,
         namespace_object: &Value,
         param: Option<&Value>,
-    ) -> Result<Result<bool, String>, Immediate> {
+    ) -> Result<Result<bool, MutationError>, Immediate> {
         let gvk = || {
             Gvk::new(
                 self.req.kind.group,
@@ -507,11 +515,11 @@ impl Run<'_> {
         let (compiled, is_apply) = match mutation {
             CompiledMutation::ApplyConfiguration(c) => (c, true),
             CompiledMutation::JsonPatch(c) => (c, false),
-            CompiledMutation::Missing => return Ok(Err("policy evaluator is nil".into())),
+            CompiledMutation::Missing => return Ok(Err(MutationError::Missing)),
         };
         let program = match compiled {
             Ok(p) => p,
-            Err(e) => return Ok(Err(e.to_string())),
+            Err(e) => return Ok(Err(MutationError::Compile(e.clone()))),
         };
         // The patch, as JSON, computed while the activation borrows the object.
         enum Patch {
@@ -525,15 +533,14 @@ impl Run<'_> {
             let value = match program.eval(&act, &mut budget) {
                 Ok(v) => v,
                 Err(EvalError::BudgetExhausted) => {
-                    return Ok(Err(
-                        "validation failed due to running out of cost budget, no further validation rules will be run".into(),
-                    ));
+                    return Ok(Err(MutationError::Eval(CheckError::OutOfBudget)));
                 }
-                Err(e) => {
-                    return Ok(Err(format!(
-                        "expression '{}' resulted in error: {e}",
-                        program.source()
-                    )));
+                Err(error) => {
+                    let expression = program.source().to_string();
+                    return Ok(Err(MutationError::Eval(CheckError::Eval {
+                        expression,
+                        error,
+                    })));
                 }
             };
             let converted = if is_apply {
@@ -543,7 +550,7 @@ impl Run<'_> {
             };
             match converted {
                 Ok(p) => p,
-                Err(e) => return Ok(Err(e)),
+                Err(e) => return Ok(Err(MutationError::Patch(e))),
             }
         };
         match patch {
@@ -552,7 +559,7 @@ impl Run<'_> {
                 let semantics = policy.apply_semantics;
                 match apply::apply(&kind.schema, object, fit, config, semantics, writes) {
                     Ok(changed) => Ok(Ok(changed)),
-                    Err(e) => Ok(Err(format!("error applying patch: {e}"))),
+                    Err(e) => Ok(Err(MutationError::Apply(e))),
                 }
             }
             Patch::Json(ops) => {
@@ -585,7 +592,7 @@ impl Run<'_> {
                         return Ok(match e {
                             // A failed test leaves the object as it was.
                             json_patch::PatchError::TestFailed(_) => Ok(false),
-                            e => Err(format!("JSON Patch: {e}")),
+                            e => Err(MutationError::JsonPatch(e)),
                         });
                     }
                 };
@@ -624,31 +631,4 @@ impl Run<'_> {
             }
         }
     }
-}
-
-/// The params to evaluate a binding with; `None` when the binding does not apply (its match
-/// resources miss, or no param and `Allow`).
-fn binding_params<'p>(
-    policy: &MutatingPolicy,
-    binding: &MutatingBindingSpec,
-    req: &Request<'_>,
-    ctx: &Context<'p>,
-) -> Result<Option<Vec<Option<&'p Value>>>, String> {
-    let selected = match &binding.match_resources {
-        None => true,
-        Some(m) => matching::matches(m, req, ctx.namespaces).map_err(|e| e.to_string())?,
-    };
-    if !selected {
-        return Ok(None);
-    }
-    let collected = params::collect(
-        policy.spec.param_kind.as_ref(),
-        binding.param_ref.as_ref(),
-        req,
-        ctx.params,
-    )?;
-    Ok(match collected {
-        Collected::Evaluate(list) => Some(list),
-        Collected::Skip => None,
-    })
 }

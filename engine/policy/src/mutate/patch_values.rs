@@ -4,7 +4,7 @@
 //! (`Object.spec.template`), as upstream does at run time.
 
 use base64::Engine as _;
-use celgate_cel::Value;
+use celgate_cel::{EvalError, Value};
 
 use super::json_patch::Operation;
 
@@ -51,47 +51,68 @@ fn check_type_names(v: &Value<'_>, path: &mut String, depth: usize, errors: &mut
     }
 }
 
-/// `Ok` when the `Object` literals in `v` (rooted at type `root`) are named by their paths;
-/// else `type mismatch: <errors>`.
-fn type_names_match(v: &Value<'_>, root: &str) -> Result<(), String> {
+/// Why a mutation's result is not a patch of its type, worded as upstream words it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PatchValueError {
+    /// `Object` literals not named after their field paths (upstream's errors, one a line).
+    #[error("type mismatch: {0}")]
+    TypeNames(String),
+    /// An `ApplyConfiguration` expression gave something other than an `Object`.
+    #[error("unsupported return type from ApplyConfiguration expression: {0}")]
+    NotObject(String),
+    /// An apply configuration that cannot be written as JSON.
+    #[error("invalid return type: {0}")]
+    NotJson(EvalError),
+    /// An apply configuration whose JSON is not an object.
+    #[error("invalid return type: not an object")]
+    NotJsonObject,
+    /// A `JSONPatch` expression gave something other than a list.
+    #[error("type mismatch: JSONPatchType.expression should evaluate to array")]
+    NotList,
+    /// An item of a `JSONPatch` expression's list is not a `JSONPatch`.
+    #[error(
+        "type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch: type conversion error from '{0}' to 'JSONPatch'"
+    )]
+    NotJsonPatch(String),
+    /// A `JSONPatch` value that cannot be written as JSON.
+    #[error("JSONPath valueExpression evaluated to a type that could not marshal to JSON: {0}")]
+    Value(String),
+}
+
+/// `Ok` when the `Object` literals in `v` (rooted at type `root`) are named by their paths.
+fn type_names_match(v: &Value<'_>, root: &str) -> Result<(), PatchValueError> {
     let mut errors = Vec::new();
     check_type_names(v, &mut root.to_string(), 0, &mut errors);
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(format!("type mismatch: {}", errors.join("\n")))
+        Err(PatchValueError::TypeNames(errors.join("\n")))
     }
 }
 
-/// An `ApplyConfiguration` result as JSON, or upstream's error text.
-pub(super) fn apply_configuration(v: &Value<'_>) -> Result<serde_json::Value, String> {
+/// An `ApplyConfiguration` result as JSON.
+pub(super) fn apply_configuration(v: &Value<'_>) -> Result<serde_json::Value, PatchValueError> {
     let Value::Struct(s) = v else {
-        return Err(format!(
-            "unsupported return type from ApplyConfiguration expression: {}",
-            v.type_name()
-        ));
+        return Err(PatchValueError::NotObject(v.type_name().to_string()));
     };
     type_names_match(v, s.type_name())?;
     v.to_json()
-        .map_err(|e| format!("invalid return type: {e}"))
+        .map_err(PatchValueError::NotJson)
         .and_then(|j| match j {
             serde_json::Value::Object(_) => Ok(j),
-            _ => Err("invalid return type: not an object".to_string()),
+            _ => Err(PatchValueError::NotJsonObject),
         })
 }
 
-/// A `JSONPatch` expression's result as operations, or upstream's error text.
-pub(super) fn json_patch(v: &Value<'_>) -> Result<Vec<Operation>, String> {
+/// A `JSONPatch` expression's result as operations.
+pub(super) fn json_patch(v: &Value<'_>) -> Result<Vec<Operation>, PatchValueError> {
     let Value::List(list) = v else {
-        return Err("type mismatch: JSONPatchType.expression should evaluate to array".into());
+        return Err(PatchValueError::NotList);
     };
     let mut ops = Vec::with_capacity(list.len());
     for item in list.iter() {
         let Value::Struct(s) = &item else {
-            return Err(format!(
-                "type mismatch: JSONPatchType.expression should evaluate to array of JSONPatch: type conversion error from '{}' to 'JSONPatch'",
-                item.type_name()
-            ));
+            return Err(PatchValueError::NotJsonPatch(item.type_name().to_string()));
         };
         let text = |f: &str| {
             s.field(f)
@@ -105,11 +126,7 @@ pub(super) fn json_patch(v: &Value<'_>) -> Result<Vec<Operation>, String> {
                 if let Value::Struct(o) = val {
                     type_names_match(val, o.type_name())?;
                 }
-                Some(json_value(val, 0).map_err(|e| {
-                    format!(
-                        "JSONPath valueExpression evaluated to a type that could not marshal to JSON: {e}"
-                    )
-                })?)
+                Some(json_value(val, 0).map_err(PatchValueError::Value)?)
             }
         };
         let from = text("from");

@@ -536,3 +536,32 @@ fn the_request_object_is_decoded_only_where_matching_reads_it() {
         [json!({"op": "add", "path": "/metadata/labels/seen", "value": "yes"})]
     );
 }
+
+#[test]
+fn a_mutation_errors_metric_type_is_its_variants_not_its_texts() {
+    use super::MutationError;
+    use crate::compile::ExprError;
+    use crate::validate::CheckError;
+    let cases = [
+        (
+            MutationError::Compile(ExprError::Compile("x".into())),
+            ErrorType::CompileError,
+        ),
+        (
+            MutationError::Compile(ExprError::Program("x".into())),
+            ErrorType::InvalidError,
+        ),
+        (
+            MutationError::Eval(CheckError::OutOfBudget),
+            ErrorType::OutOfBudget,
+        ),
+        (MutationError::Missing, ErrorType::InvalidError),
+        (
+            MutationError::JsonPatch(super::json_patch::PatchError::Failed("compilation".into())),
+            ErrorType::InvalidError,
+        ),
+    ];
+    for (error, want) in cases {
+        assert_eq!(error.error_type(), want, "{error}");
+    }
+}

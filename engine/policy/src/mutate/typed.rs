@@ -429,32 +429,54 @@ fn go_sharp(v: &Value) -> String {
     }
 }
 
+/// Why a list item has no identity in its associative list, worded as structured-merge-diff
+/// words it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ItemError {
+    /// A set (no keys) holds a map.
+    #[error("associative list without keys has an element that's a map type")]
+    MapInSet,
+    /// A set holds a list.
+    #[error("not supported: associative list with lists as elements")]
+    ListInSet,
+    /// A set holds a null.
+    #[error("associative list without keys has an element that's an explicit null")]
+    NullInSet,
+    /// A list map holds a null.
+    #[error("associative list with keys may not have a null element")]
+    NullInMap,
+    /// A list map holds something other than a map.
+    #[error("associative list with keys may not have non-map elements")]
+    NotMap,
+    /// A list map's item has none of the keys, nor a default for one (the keys, quoted).
+    #[error(
+        "associative list with keys has an element that omits all key fields [{0}] (and doesn't have default values for any key fields)"
+    )]
+    NoKey(String),
+}
+
 /// The path element of a list item: `[i]` for atomic lists, `[k=v,…]` for list maps,
 /// `[=v]` for sets; `Err` when an associative item cannot be keyed.
 pub(super) fn item_element<'a>(
     list: &ListAtom<'a>,
     index: usize,
     item: &'a Value,
-) -> Result<Element<'a>, String> {
+) -> Result<Element<'a>, ItemError> {
     if list.atomic {
         return Ok(Element::Index(index));
     }
     if list.keys.is_empty() {
         return match item {
-            Value::Object(_) => {
-                Err("associative list without keys has an element that's a map type".into())
-            }
-            Value::Array(_) => Err("not supported: associative list with lists as elements".into()),
-            Value::Null => {
-                Err("associative list without keys has an element that's an explicit null".into())
-            }
+            Value::Object(_) => Err(ItemError::MapInSet),
+            Value::Array(_) => Err(ItemError::ListInSet),
+            Value::Null => Err(ItemError::NullInSet),
             v => Ok(Element::Value(v)),
         };
     }
     let map = match item {
-        Value::Null => return Err("associative list with keys may not have a null element".into()),
+        Value::Null => return Err(ItemError::NullInMap),
         Value::Object(m) => m,
-        _ => return Err("associative list with keys may not have non-map elements".into()),
+        _ => return Err(ItemError::NotMap),
     };
     let defaults = list.elem.atom().map;
     let mut key = Vec::new();
@@ -467,10 +489,7 @@ pub(super) fn item_element<'a>(
     }
     if key.is_empty() {
         let quoted: Vec<String> = list.keys.iter().map(|k| format!("{k:?}")).collect();
-        return Err(format!(
-            "associative list with keys has an element that omits all key fields [{}] (and doesn't have default values for any key fields)",
-            quoted.join(" ")
-        ));
+        return Err(ItemError::NoKey(quoted.join(" ")));
     }
     key.sort_by(|a, b| a.0.cmp(b.0));
     Ok(Element::Key(key))

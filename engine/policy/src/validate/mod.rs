@@ -3,9 +3,10 @@
 //!
 //! Each file holds one step: `outcome` the result and its error types, `exempt` the resources
 //! no policy sees, `validations` (with their message expressions), `enforcement` (Deny, Warn,
-//! Audit) and `audit_annotations`; this module runs the policy and binding loop. The activation
-//! and budgets of one evaluation and the match conditions are shared with mutating policies
-//! (`crate::evaluation`, `crate::match_conditions`).
+//! Audit) and `audit_annotations`; this module runs the policy and binding loop. Whether a
+//! policy and its bindings apply (`crate::scope`), the activation, budgets and panic guard of
+//! one evaluation (`crate::evaluation`) and the match conditions are shared with mutating
+//! policies.
 
 mod audit_annotations;
 mod enforcement;
@@ -17,24 +18,24 @@ pub(crate) mod test_policies;
 pub mod trace;
 mod validations;
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
 use celgate_cel::Authorizer;
 
 use crate::compile::ValidatingPolicy;
-use crate::matching::{self, Namespaces};
+use crate::matching::Namespaces;
 use crate::model::{FailurePolicy, ValidatingBindingSpec};
-use crate::params::{self, Collected, ParamKindState, Params};
+use crate::params::Params;
 use crate::request::Request;
+use crate::scope::{ScopeError, binding_params, policy_scope};
 
 pub use audit_annotations::MAX_AUDIT_ANNOTATION_VALUE_BYTES;
 pub use exempt::exempt;
 pub use outcome::{Check, CheckError, Denial, ErrorType, Outcome, VALIDATION_FAILURE_KEY};
 pub use validations::MAX_MESSAGE_EXPRESSION_BYTES;
 
-use crate::evaluation::{Evaluation, namespace_object};
+use crate::evaluation::{Evaluation, guarded};
 use audit_annotations::evaluate_audit_annotations;
 use enforcement::route_decision;
 use match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
@@ -95,24 +96,12 @@ pub fn validate_only<'p>(
 fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
     // The index gave candidates for the request's resource: `evaluate_policy` matches them.
     let mut one = Outcome::default();
-    let evaluated = catch_unwind(AssertUnwindSafe(|| {
-        evaluate_policy(bound, req, ctx, &mut one);
-    }));
-    match evaluated {
+    match guarded(|| evaluate_policy(bound, req, ctx, &mut one)) {
         Ok(()) => out.merge(one),
-        Err(panic) => {
-            let what = panic
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic without a message".to_string());
+        Err(internal) => {
             if bound.policy.failure_policy() == FailurePolicy::Fail {
-                let error = CheckError::Internal(what);
-                deny_first(
-                    out,
-                    policy_message(&bound.policy.name, None, &error.to_string()),
-                    None,
-                );
+                let msg = policy_message(&bound.policy.name, None, &internal.to_string());
+                deny_first(out, msg, None);
             }
         }
     }
@@ -122,42 +111,27 @@ fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, o
 fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
     let policy = &bound.policy;
     let fail = policy.failure_policy() == FailurePolicy::Fail;
-    let policy_match = match &policy.spec.match_constraints {
-        None => Err("policy contained no match constraints, a required field".to_string()),
-        Some(c) => matching::matches(c, req, ctx.namespaces).map_err(|e| e.to_string()),
-    };
-    match policy_match {
-        Ok(false) => {
+    let scope = policy_scope(&policy.spec, req, ctx);
+    let namespace_object = match scope {
+        Ok(Some(ns)) => ns,
+        Ok(None) => {
             if let Some(t) = ctx.trace {
                 t.skipped(&policy.name, None, Skip::PolicyNotMatched);
             }
             return;
         }
-        Ok(true) => {}
-        Err(e) => {
-            if fail {
-                let msg = format!("failed to configure policy: {e}");
-                deny_first(out, policy_message(&policy.name, None, &msg), None);
-            }
+        Err(ScopeError::Namespace(e)) => {
+            deny_first(out, e.to_string(), Some("NotFound"));
             return;
         }
-    }
-    let unserved = policy
-        .spec
-        .param_kind
-        .as_ref()
-        .filter(|kind| matches!(ctx.params.kind(kind), ParamKindState::NotServed));
-    if let Some(kind) = unserved {
-        if fail {
-            let msg = format!("failed to configure policy: {}", params::not_served(kind));
-            deny_first(out, policy_message(&policy.name, None, &msg), None);
-        }
-        return;
-    }
-    let namespace_object = match namespace_object(req, ctx.namespaces) {
-        Ok(ns) => ns,
         Err(e) => {
-            deny_first(out, e, Some("NotFound"));
+            if fail {
+                deny_first(
+                    out,
+                    policy_message(&policy.name, None, &e.to_string()),
+                    None,
+                );
+            }
             return;
         }
     };
@@ -165,7 +139,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
     for binding in &bound.bindings {
         let started = Instant::now();
         // A binding whose match or params cannot be worked out is a configuration error.
-        let params = binding_params(policy, binding, req, ctx);
+        let params = binding_params(&policy.spec, &**binding, req, ctx);
         let params = match params {
             Ok(Ok(list)) => list,
             Ok(Err(why)) => {
@@ -176,12 +150,8 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
             }
             Err(e) => {
                 if fail {
-                    let msg = format!("failed to configure binding: {e}");
-                    deny_first(
-                        out,
-                        policy_message(&policy.name, Some(&binding.name), &msg),
-                        None,
-                    );
+                    let msg = policy_message(&policy.name, Some(&binding.name), &e.to_string());
+                    deny_first(out, msg, None);
                 }
                 continue;
             }
@@ -248,36 +218,6 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         out.audit_annotations
             .push((format!("{}/{key}", policy.name), values.join(", ")));
     }
-}
-
-/// The params to evaluate a binding with, or why the binding does not apply (its match
-/// resources miss, or no param and `Allow`).
-type BindingParams<'p> = Result<Vec<Option<&'p serde_json::Value>>, Skip>;
-
-/// The params to evaluate a binding with; `Err` is a binding configuration error.
-fn binding_params<'p>(
-    policy: &ValidatingPolicy,
-    binding: &ValidatingBindingSpec,
-    req: &Request<'_>,
-    ctx: &Context<'p>,
-) -> Result<BindingParams<'p>, String> {
-    let selected = match &binding.match_resources {
-        None => true,
-        Some(m) => matching::matches(m, req, ctx.namespaces).map_err(|e| e.to_string())?,
-    };
-    if !selected {
-        return Ok(Err(Skip::BindingNotMatched));
-    }
-    let collected = params::collect(
-        policy.spec.param_kind.as_ref(),
-        binding.param_ref.as_ref(),
-        req,
-        ctx.params,
-    )?;
-    Ok(match collected {
-        Collected::Evaluate(list) => Ok(list),
-        Collected::Skip => Err(Skip::NoParams),
-    })
 }
 
 #[cfg(test)]
