@@ -162,6 +162,13 @@ fn decode_with(
 /// Reads a review with celgate's own scanner, its request's `object` and `oldObject` as tapes
 /// (see [`ReceivedRequest::scan`]). [`Declined`] for text it leaves to serde_json, and for a
 /// review that is not an object, whose error serde_json's pass gives.
+///
+/// It pays about 5 µs per validating review: on the realistic 6 KB Pod create review it
+/// decodes in 27.4 µs where serde_json's pass alone ([`decode_without_scanner`]) takes 33.7 µs
+/// (medians of 11 alternating rounds, ×1.23; ×1.15 and ×1.46 in two other runs, minimums
+/// ×1.12 to ×1.26). Decode, decide and encode take 85.0 against 89.6 µs (×1.06; ×1.02 and
+/// ×0.93 in the other runs): within the noise of the 2 shared cores measured on.
+/// `cargo bench -p celgate-webhook --bench hand_written`.
 fn scanned(text: &Arc<str>) -> Result<Wire, Declined> {
     let mut scan = Scan::new(text);
     let mut wire = Wire::default();

@@ -3,6 +3,13 @@
 //! request. Each bucket is an atomic count and the sum an `f64` kept as bits in an atomic word.
 //! A scrape reads the buckets one by one and gives their total as the count, so count and
 //! buckets always agree; the sum may include an observation the buckets do not show yet.
+//!
+//! Measured against prometheus-client's with the same 16 buckets, it is not faster beyond
+//! noise: 25.9 against 28.9 ns per observation on one thread (medians of 11 alternating
+//! rounds, ×1.12; ×1.43 and ×1.00 in two other runs), and with two threads observing into one
+//! histogram 83.4 against 83.4 ns (×1.00; ×0.52 and ×0.63: slower). Locking and unlocking
+//! a parking_lot mutex costs about what this one's two atomic updates do.
+//! `cargo bench -p celgate-webhook --bench hand_written`.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -251,7 +251,9 @@ impl Metrics {
     }
 
     /// Records the policy checks of one request: each counted, and its duration observed in
-    /// upstream's buckets and in celgate's fine ones.
+    /// upstream's buckets and in celgate's fine ones. Checks are those that fail or deny, as
+    /// upstream counts them; each family costs a label lookup, about 180 ns a check
+    /// (`benches/hand_written.rs`).
     pub fn record(&self, checks: &[Check]) {
         for c in checks {
             let labels = CheckLabels {
