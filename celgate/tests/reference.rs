@@ -8,6 +8,8 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
 
 use clap::CommandFactory;
 
@@ -119,8 +121,47 @@ struct Family {
     labels: BTreeSet<String>,
 }
 
+/// Every family of the registry with at least one series: the webhook's families and the
+/// certificates' have series only once something happened, so one of each happens here.
+fn exercised() -> prometheus_client::registry::Registry {
+    use celgate_engine::mutate::MutationCheck;
+    use celgate_engine::validate::{Check, ErrorType};
+    use celgate_webhook::decision_log::{AdmissionKind, Denied};
+
+    let (registry, webhook) = celgate_operator::metrics::registry(10);
+    let (policy, binding): (Arc<str>, Arc<str>) = (Arc::from("p"), Arc::from("b"));
+    let elapsed = Duration::from_micros(5);
+    webhook.record(&[Check {
+        policy: policy.clone(),
+        binding: binding.clone(),
+        error_type: ErrorType::InvalidError,
+        enforcement_action: "deny",
+        elapsed,
+    }]);
+    webhook.record_mutations(&[MutationCheck {
+        policy,
+        binding,
+        error_type: ErrorType::NoError,
+        elapsed,
+    }]);
+    webhook.request("/validate/fail", 200, elapsed);
+    webhook.error("/validate/fail", "not_ready");
+    let request = serde_json::json!({"operation": "CREATE"});
+    webhook.decided(
+        AdmissionKind::Validating,
+        &request,
+        Some(Denied::by(Some(("p", "b")), "denied")),
+    );
+    let pem = rcgen::generate_simple_self_signed(vec!["celgate".to_string()])
+        .unwrap()
+        .cert
+        .pem();
+    celgate_operator::metrics::certificates(&pem, &pem).unwrap();
+    registry
+}
+
 fn metrics() -> String {
-    let (registry, _) = celgate_operator::metrics::registry(10);
+    let registry = exercised();
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
     let mut families: Vec<(String, Family)> = Vec::new();
@@ -135,7 +176,7 @@ fn metrics() -> String {
                 parts.next().unwrap_or_default(),
                 parts.next().unwrap_or_default(),
             );
-            if !families.last().is_some_and(|(n, _)| n == name) {
+            if families.last().is_none_or(|(n, _)| n != name) {
                 families.push((name.to_string(), Family::default()));
             }
             let family = &mut families.last_mut().unwrap().1;
@@ -158,12 +199,23 @@ fn metrics() -> String {
             }
         }
     }
+    // The registry's descriptors (its Debug form is the only way to list them): each must be
+    // in the page, so a family added without being exercised above fails here.
+    let described = format!("{registry:?}");
+    for name in described.split("Descriptor { name: \"").skip(1) {
+        let name = name.split('"').next().unwrap_or_default();
+        assert!(
+            families
+                .iter()
+                .any(|(f, _)| f == &format!("celgate_{name}")),
+            "the family celgate_{name} has no series: exercise it in `exercised()`"
+        );
+    }
     let mut page = String::from(
         "# Metrics reference\n\n\
          Every family celgate serves on its metrics port (`/metrics`, OpenMetrics text),\n\
          generated from the registry by `make docs`; a test fails when this page and the code\n\
-         differ. Histograms are exposed as `_bucket`, `_sum` and `_count` series. Labels are those of the series created when the process starts; a family\n\
-         whose series appear only with traffic shows none here (its description names them).\n\
+         differ. Histograms are exposed as `_bucket`, `_sum` and `_count` series. Each family is listed with its label names.\n\
          [monitoring.md](../monitoring.md) explains how to read them.\n\n\
          | metric | type | labels | description |\n|---|---|---|---|\n",
     );
