@@ -8,7 +8,7 @@ use celgate_engine::MutationOutcome;
 use serde::Serialize;
 use serde_json::Value;
 
-use super::report::DenialRecord;
+use super::report::{DenialRecord, verdict};
 
 /// One invocation of the policy: a binding with one param, and its mutations' results.
 #[derive(Debug, Serialize, PartialEq)]
@@ -91,17 +91,7 @@ impl MutationReport {
 
     /// The report as text for people, the object as YAML.
     pub fn human(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "request: {}", self.request);
-        for note in &self.notes {
-            let _ = writeln!(out, "note: {note}");
-        }
-        match &self.denial {
-            None => out.push_str("ALLOWED\n"),
-            Some(d) => {
-                let _ = writeln!(out, "DENIED ({} {})\n  {}", d.code, d.reason, d.message);
-            }
-        }
+        let mut out = verdict(&self.request, &self.notes, self.denial.as_ref());
         out.push_str("\npatch:\n");
         if self.patch.is_empty() {
             out.push_str("  none: the mutations leave the object as it is\n");

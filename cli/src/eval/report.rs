@@ -280,17 +280,7 @@ impl Report {
 
     /// The report as text for people.
     pub fn human(&self) -> String {
-        let mut out = String::new();
-        let _ = writeln!(out, "request: {}", self.request);
-        for note in &self.notes {
-            let _ = writeln!(out, "note: {note}");
-        }
-        match &self.denial {
-            None => out.push_str("ALLOWED\n"),
-            Some(d) => {
-                let _ = writeln!(out, "DENIED ({} {})\n  {}", d.code, d.reason, d.message);
-            }
-        }
+        let mut out = verdict(&self.request, &self.notes, self.denial.as_ref());
         for w in &self.warnings {
             let _ = writeln!(out, "warning: {w}");
         }
@@ -374,6 +364,23 @@ fn shorten(text: &str) -> String {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_string(),
     }
+}
+
+/// The head of a human report, for either kind: the request, its notes, and whether it was
+/// allowed or denied (with the denial).
+pub fn verdict(request: &str, notes: &[String], denial: Option<&DenialRecord>) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "request: {request}");
+    for note in notes {
+        let _ = writeln!(out, "note: {note}");
+    }
+    match denial {
+        None => out.push_str("ALLOWED\n"),
+        Some(d) => {
+            let _ = writeln!(out, "DENIED ({} {})\n  {}", d.code, d.reason, d.message);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -246,7 +246,8 @@ impl Context {
     }
 
     /// The schemas the stored, bound mutating policies need, when they must be fetched
-    /// (again); `Err` when some could not be read (what was read is returned with it).
+    /// (again), with whether every one could be read (false: those read are returned, and the
+    /// reconcile is retried).
     async fn mutated_schemas(&self) -> (Option<Arc<KindSchemaView>>, bool) {
         let Some(schemas) = &self.schemas else {
             return (None, true);

@@ -7,6 +7,11 @@
 //! errors are always serde_json's own. Numbers other than integers of up to 18 digits are
 //! read by serde_json, each from its own few bytes.
 //!
+//! It pays its way on decoding: the realistic 6 KB Pod review decodes for validation in 27.4
+//! µs against 33.7 µs through serde_json alone (medians of 11 alternating rounds, ×1.23; ×1.15
+//! and ×1.46 in two other runs), about 5 µs, some 6% of the whole review's decode, decide and
+//! encode (`cargo bench -p celgate-webhook --bench hand_written`).
+//!
 //! [`Scan`] is a cursor: a caller walks the members of the objects it knows (an
 //! AdmissionReview and its request) and reads each member's value as a tape, as a
 //! `serde_json::Value`, or not at all.
