@@ -81,7 +81,7 @@ pub fn validate_policy(obj: &Value, envs: &Environments<'_>) -> Vec<FieldError> 
                 errs.invalid(
                     &format!("{p}.message"),
                     quote(msg),
-                    "message must be non-empty if specified",
+                    "must be non-empty if specified",
                 );
             } else if msg.trim().contains(['\n', '\r']) {
                 errs.invalid(
@@ -177,6 +177,27 @@ mod tests {
         assert_eq!(
             errs[2],
             "spec.validations[2].messageExpression: Invalid value: \"object.metadata.name\": must evaluate to string but got dyn"
+        );
+    }
+
+    /// The texts kube-apiserver 1.36.3 answers for the same spec (`kubectl apply
+    /// --dry-run=server` of the in-tree kind).
+    #[test]
+    fn blank_messages_and_line_breaks_are_named_as_in_tree() {
+        let mut spec = base();
+        spec["validations"] = json!([
+            {"expression": "true", "message": "   "},
+            {"expression": "true", "message": "a\nb"},
+            {"expression": "true", "messageExpression": "   "},
+        ]);
+        let errs = texts(&validate_policy(&policy(spec), &Environments::default()));
+        assert_eq!(
+            errs,
+            [
+                "spec.validations[0].message: Invalid value: \"   \": must be non-empty if specified",
+                "spec.validations[1].message: Invalid value: \"a\\nb\": must not contain line breaks",
+                "spec.validations[2].messageExpression: Invalid value: \"   \": must be non-empty if specified",
+            ]
         );
     }
 
