@@ -247,15 +247,14 @@ impl EvalError {
     }
 
     /// True for errors that must stop evaluation even where CEL would otherwise absorb an
-    /// error (`&&`, `||`, comprehension loops): cost and cancellation.
+    /// error (`&&`, `||`, comprehension loops): cost and cancellation. A composited variable's
+    /// error is a value to the expression reading it, even when the variable's own evaluation
+    /// passed its per-call limit (Kubernetes evaluates it as a program of its own).
     pub fn is_fatal(&self) -> bool {
-        match self {
-            EvalError::CostLimitExceeded | EvalError::BudgetExhausted | EvalError::Interrupted => {
-                true
-            }
-            EvalError::VariableEval { error, .. } => error.is_fatal(),
-            _ => false,
-        }
+        matches!(
+            self,
+            EvalError::CostLimitExceeded | EvalError::BudgetExhausted | EvalError::Interrupted
+        )
     }
 }
 
