@@ -193,6 +193,18 @@ pub enum EvalError {
     /// The deadline passed or the evaluation was cancelled.
     #[error("operation interrupted")]
     Interrupted,
+    /// `replace` or `format` would make strings grow past celgate's bound
+    /// ([`STRING_GROWTH_LIMIT`](crate::STRING_GROWTH_LIMIT)), which upstream does not have:
+    /// their cost ignores what they build.
+    #[error(
+        "operation cancelled: {function} would grow strings by more than {limit} bytes, celgate's bound on what replace and format build"
+    )]
+    StringGrowthExceeded {
+        /// The function.
+        function: String,
+        /// The bound, in bytes.
+        limit: u64,
+    },
     /// A composited variable failed to compile.
     #[error("composited variable \"{name}\" fails to compile: {error}")]
     VariableCompile {
@@ -253,7 +265,10 @@ impl EvalError {
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            EvalError::CostLimitExceeded | EvalError::BudgetExhausted | EvalError::Interrupted
+            EvalError::CostLimitExceeded
+                | EvalError::BudgetExhausted
+                | EvalError::Interrupted
+                | EvalError::StringGrowthExceeded { .. }
         )
     }
 }
