@@ -90,8 +90,11 @@ impl Budget {
     }
 
     /// Records that `function` made strings grow by `n` bytes: an error past
-    /// [`STRING_GROWTH_LIMIT`] in all.
+    /// [`STRING_GROWTH_LIMIT`] in all (a call that adds nothing never fails).
     pub(crate) fn grow(&mut self, n: u64, function: &str) -> Result<(), EvalError> {
+        if n == 0 {
+            return Ok(());
+        }
         self.grown = self.grown.saturating_add(n);
         if self.grown > STRING_GROWTH_LIMIT {
             return Err(string_growth_exceeded(function));
@@ -158,6 +161,15 @@ mod tests {
         assert_eq!(b.remaining(), 2);
         assert_eq!(b.spend(3), Err(EvalError::BudgetExhausted));
         assert_eq!(b.remaining(), 0);
+    }
+
+    #[test]
+    fn growth_is_bounded_in_all_but_adding_nothing_never_fails() {
+        let mut b = Budget::default();
+        assert!(b.grow(STRING_GROWTH_LIMIT, "replace").is_ok());
+        assert!(b.grow(0, "replace").is_ok());
+        assert_eq!(b.grow(1, "format"), Err(string_growth_exceeded("format")));
+        assert!(b.grow(0, "replace").is_ok());
     }
 
     #[test]

@@ -369,6 +369,24 @@ mod tests {
         assert!(run(s, &[ValidationAction::Deny], "x").allowed());
     }
 
+    #[test]
+    fn strings_grown_past_celgates_bound_are_the_validations_error() {
+        let expression = "object.spec.template.spec.containers[0].image.replace('a', 'bbbbbbbbbbbbbbbbbbbb') != ''";
+        let s = spec(vec![Validation {
+            expression: expression.into(),
+            ..Default::default()
+        }]);
+        let d = run(s, &[ValidationAction::Deny], &"a".repeat(1_000_000))
+            .denial
+            .expect("denied");
+        assert_eq!(
+            d.message,
+            format!(
+                "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: expression '{expression}' resulted in error: operation cancelled: replace would grow strings by more than 12582912 bytes, celgate's bound on what replace and format build"
+            )
+        );
+    }
+
     /// A variable of a million iterations: more than the per-call limit allows.
     fn scan() -> NamedExpression {
         let hundred = (0..100)
