@@ -118,7 +118,8 @@ impl<'a> Activation<'a> {
             return r.clone();
         }
         let (r, cost) = c.defs.evaluate(index, self, budget);
-        // A fatal error (cost, cancellation) is not a property of the variable: do not memoise.
+        // The shared budget or cancellation is not a property of the variable: do not memoise
+        // it. Any other error is, its per-call limit included: Kubernetes' lazy map keeps it.
         if let Err(e) = &r
             && e.is_fatal()
         {
@@ -128,7 +129,7 @@ impl<'a> Activation<'a> {
     }
 
     /// The composited variables evaluated so far, in declaration order (for tracing tools;
-    /// one that stopped on a cost or cancellation error is not listed).
+    /// one stopped by the shared budget or cancellation is not listed).
     pub fn evaluated_variables(&self) -> impl Iterator<Item = EvaluatedVariable<'_, 'a>> {
         self.composited.iter().flat_map(|c| {
             c.memo.iter().enumerate().filter_map(|(index, cell)| {

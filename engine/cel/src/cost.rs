@@ -15,6 +15,12 @@ pub const RUNTIME_BUDGET: u64 = 10_000_000;
 /// Kubernetes' budget for a match-condition batch (`RuntimeCELCostBudgetMatchConditions`).
 pub const MATCH_CONDITIONS_BUDGET: u64 = 2_500_000;
 
+/// celgate's bound, in bytes, on how much `replace` and `format` may make strings grow in one
+/// batch of expressions (one [`Budget`]): four times the 3 MiB kube-apiserver accepts in a
+/// request. Upstream charges them for their input only, so within its cost limits they can
+/// build strings of gigabytes; strings built by costed operations (`+`, `join`) stay far below.
+pub const STRING_GROWTH_LIMIT: u64 = 4 * 3 * 1024 * 1024;
+
 /// The cost of selecting a field or reading a variable.
 pub(crate) const SELECT_COST: u64 = 1;
 /// The cost of building a list.
@@ -32,6 +38,8 @@ pub(crate) const CHECK_FREQUENCY: u64 = 100;
 pub struct Budget {
     per_call: u64,
     remaining: u64,
+    /// Bytes `replace` and `format` added to strings so far.
+    grown: u64,
     deadline: Option<Instant>,
     cancel: Option<Arc<AtomicBool>>,
 }
@@ -42,6 +50,7 @@ impl Budget {
         Self {
             per_call: per_call_limit,
             remaining: total,
+            grown: 0,
             deadline: None,
             cancel: None,
         }
@@ -80,6 +89,19 @@ impl Budget {
         Ok(())
     }
 
+    /// Records that `function` made strings grow by `n` bytes: an error past
+    /// [`STRING_GROWTH_LIMIT`] in all (a call that adds nothing never fails).
+    pub(crate) fn grow(&mut self, n: u64, function: &str) -> Result<(), EvalError> {
+        if n == 0 {
+            return Ok(());
+        }
+        self.grown = self.grown.saturating_add(n);
+        if self.grown > STRING_GROWTH_LIMIT {
+            return Err(string_growth_exceeded(function));
+        }
+        Ok(())
+    }
+
     /// `Err(Interrupted)` if the deadline passed or cancellation was requested.
     pub(crate) fn check_interrupt(&self) -> Result<(), EvalError> {
         if let Some(flag) = &self.cancel
@@ -100,6 +122,14 @@ impl Default for Budget {
     /// Kubernetes' limits for one validation batch.
     fn default() -> Self {
         Self::new(PER_CALL_LIMIT, RUNTIME_BUDGET)
+    }
+}
+
+/// The error of `function` making strings grow past [`STRING_GROWTH_LIMIT`].
+pub(crate) fn string_growth_exceeded(function: &str) -> EvalError {
+    EvalError::StringGrowthExceeded {
+        function: function.to_string(),
+        limit: STRING_GROWTH_LIMIT,
     }
 }
 
@@ -131,6 +161,15 @@ mod tests {
         assert_eq!(b.remaining(), 2);
         assert_eq!(b.spend(3), Err(EvalError::BudgetExhausted));
         assert_eq!(b.remaining(), 0);
+    }
+
+    #[test]
+    fn growth_is_bounded_in_all_but_adding_nothing_never_fails() {
+        let mut b = Budget::default();
+        assert!(b.grow(STRING_GROWTH_LIMIT, "replace").is_ok());
+        assert!(b.grow(0, "replace").is_ok());
+        assert_eq!(b.grow(1, "format"), Err(string_growth_exceeded("format")));
+        assert!(b.grow(0, "replace").is_ok());
     }
 
     #[test]

@@ -193,6 +193,18 @@ pub enum EvalError {
     /// The deadline passed or the evaluation was cancelled.
     #[error("operation interrupted")]
     Interrupted,
+    /// `replace` or `format` would make strings grow past celgate's bound
+    /// ([`STRING_GROWTH_LIMIT`](crate::STRING_GROWTH_LIMIT)), which upstream does not have:
+    /// their cost ignores what they build.
+    #[error(
+        "operation cancelled: {function} would grow strings by more than {limit} bytes, celgate's bound on what replace and format build"
+    )]
+    StringGrowthExceeded {
+        /// The function.
+        function: String,
+        /// The bound, in bytes.
+        limit: u64,
+    },
     /// A composited variable failed to compile.
     #[error("composited variable \"{name}\" fails to compile: {error}")]
     VariableCompile {
@@ -247,15 +259,17 @@ impl EvalError {
     }
 
     /// True for errors that must stop evaluation even where CEL would otherwise absorb an
-    /// error (`&&`, `||`, comprehension loops): cost and cancellation.
+    /// error (`&&`, `||`, comprehension loops): cost and cancellation. A composited variable's
+    /// error is a value to the expression reading it, even when the variable's own evaluation
+    /// passed its per-call limit (Kubernetes evaluates it as a program of its own).
     pub fn is_fatal(&self) -> bool {
-        match self {
-            EvalError::CostLimitExceeded | EvalError::BudgetExhausted | EvalError::Interrupted => {
-                true
-            }
-            EvalError::VariableEval { error, .. } => error.is_fatal(),
-            _ => false,
-        }
+        matches!(
+            self,
+            EvalError::CostLimitExceeded
+                | EvalError::BudgetExhausted
+                | EvalError::Interrupted
+                | EvalError::StringGrowthExceeded { .. }
+        )
     }
 }
 

@@ -480,6 +480,14 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         if reads_result {
             self.charge(call.cost(Some(cand), &args, &out).saturating_sub(before))?;
         }
+        if cand.grows {
+            let bytes = |v: Option<&Value<'_>>| match v {
+                Some(Value::String(s)) => s.len() as u64,
+                _ => 0,
+            };
+            let added = bytes(Some(&out)).saturating_sub(bytes(args.first()));
+            self.budget.grow(added, &call.function)?;
+        }
         Ok(out)
     }
 

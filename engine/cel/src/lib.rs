@@ -37,7 +37,9 @@ mod variables;
 mod version;
 
 pub use activation::{Activation, EvaluatedVariable};
-pub use cost::{Budget, MATCH_CONDITIONS_BUDGET, PER_CALL_LIMIT, RUNTIME_BUDGET};
+pub use cost::{
+    Budget, MATCH_CONDITIONS_BUDGET, PER_CALL_LIMIT, RUNTIME_BUDGET, STRING_GROWTH_LIMIT,
+};
 pub use env::{Env, EnvBuilder, Program};
 pub use error::{CompileError, EvalError, Issue, NoSuchOverload, OverloadShown};
 pub use json_tape::JsonTape;

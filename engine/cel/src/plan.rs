@@ -434,6 +434,7 @@ impl<'p> Planner<'p, '_> {
                     imp,
                     cost: o.cost,
                     cost_reads_result: o.cost_reads_result,
+                    grows: o.grows,
                 })
             })
             .collect();

@@ -80,6 +80,8 @@ pub(crate) struct Candidate {
     pub cost: CostFn,
     /// Whether `cost` reads the call's result.
     pub cost_reads_result: bool,
+    /// Whether the evaluator must bound the result's growth over the receiver.
+    pub grows: bool,
 }
 
 /// A message literal `Name{field: value, ?field: optional}`.

@@ -251,6 +251,9 @@ pub(crate) struct Overload {
     pub cost: CostFn,
     /// Whether `cost` reads the call's result (most costs read only the arguments).
     pub cost_reads_result: bool,
+    /// Whether the result may be a string much longer than the receiver, which the cost
+    /// ignores: the evaluator bounds the growth (see [`crate::STRING_GROWTH_LIMIT`]).
+    pub grows: bool,
 }
 
 impl Overload {
@@ -311,6 +314,7 @@ impl Registry {
                 imp: None,
                 cost: cost_one,
                 cost_reads_result: false,
+                grows: false,
             },
         }
     }
@@ -372,6 +376,12 @@ impl OverloadBuilder<'_> {
     pub fn cost_of_result(mut self, f: CostFn) -> Self {
         self.overload.cost = f;
         self.overload.cost_reads_result = true;
+        self
+    }
+
+    /// Marks a string result whose growth over the receiver the cost ignores.
+    pub fn grows(mut self) -> Self {
+        self.overload.grows = true;
         self
     }
 

@@ -197,9 +197,15 @@ impl LazyVariables for Variables {
             ),
             Ok(p) => {
                 let (r, cost) = p.eval_with_cost(act, budget);
-                let r = r.map_err(|e| EvalError::VariableEval {
-                    name: def.name.clone(),
-                    error: Box::new(e),
+                // The shared budget and cancellation end the batch, not the variable; anything
+                // else, its own per-call limit included, is the variable's error (Kubernetes'
+                // `variableAccessor.Callback`).
+                let r = r.map_err(|e| match e {
+                    EvalError::BudgetExhausted | EvalError::Interrupted => e,
+                    e => EvalError::VariableEval {
+                        name: def.name.clone(),
+                        error: Box::new(e),
+                    },
                 });
                 (r, cost)
             }
@@ -210,6 +216,7 @@ impl LazyVariables for Variables {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cost::{PER_CALL_LIMIT, RUNTIME_BUDGET};
 
     #[test]
     fn variables_are_lazy_memoised_and_typed() {
@@ -262,6 +269,46 @@ mod tests {
         assert!(err.flatten().unwrap_or_default().starts_with(
             "composited variable \"bad\" fails to compile: compilation failed: ERROR"
         ));
+    }
+
+    #[test]
+    fn a_variable_past_its_per_call_limit_fails_once_as_a_value() {
+        let env = Env::kubernetes().build();
+        let hundred = (0..100)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        let scan =
+            format!("[{hundred}].all(a, [{hundred}].all(b, [{hundred}].all(c, a + b + c >= 0)))");
+        let vars = env.compile_variables([("scan", scan.as_str())]);
+        let compile = |src| vars.env().compile(src).map_err(|e| e.to_string());
+        let (Ok(read), Ok(absorbed)) =
+            (compile("variables.scan"), compile("variables.scan || true"))
+        else {
+            panic!("compiles");
+        };
+        let mut act = Activation::new();
+        act.bind_variables(&vars);
+        let mut budget = Budget::default();
+        let err = read.eval(&act, &mut budget).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some(
+                "composited variable \"scan\" fails to evaluate: operation cancelled: actual cost limit exceeded"
+            )
+        );
+        // Charged once, at the per-call limit; then memoised, and absorbed like any error.
+        let spent = RUNTIME_BUDGET - budget.remaining();
+        assert!(
+            spent > PER_CALL_LIMIT && spent < PER_CALL_LIMIT + 100,
+            "{spent}"
+        );
+        assert!(matches!(
+            absorbed.eval(&act, &mut budget),
+            Ok(Value::Bool(true))
+        ));
+        // The second expression pays only for its own reading of `variables.scan`.
+        assert_eq!(RUNTIME_BUDGET - budget.remaining(), spent + 2);
     }
 
     #[test]

@@ -78,8 +78,20 @@ fn string_doubling_hits_the_cost_limit_before_allocating_much() {
     let mut act = Activation::new();
     act.bind_variables(&vars);
     let mut budget = kubernetes_budget();
-    let err = program.eval(&act, &mut budget).err();
-    assert!(err.as_ref().is_some_and(EvalError::is_fatal), "{err:?}");
+    // The first variable past the per-call limit fails (v20, 16 MiB); as in Kubernetes, each
+    // later one fails with the error of the one it reads.
+    let err = program
+        .eval(&act, &mut budget)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.starts_with("composited variable \"v40\" fails to evaluate: composited variable \"v39\"")
+            && err.ends_with(
+                "composited variable \"v20\" fails to evaluate: operation cancelled: actual cost limit exceeded"
+            ),
+        "{err}"
+    );
 }
 
 #[test]
@@ -182,6 +194,78 @@ fn huge_literals_are_bounded() {
     let src = format!("[{}].exists(x, x == 14999)", items.join(","));
     assert_eq!(
         eval_with(&src, &serde_json::Value::Null, kubernetes_budget()),
+        Ok(true)
+    );
+}
+
+/// The error of `function` passing celgate's bound on what `replace` and `format` build.
+fn grown(function: &str) -> Result<bool, EvalError> {
+    Err(EvalError::StringGrowthExceeded {
+        function: function.into(),
+        limit: celgate_cel::STRING_GROWTH_LIMIT,
+    })
+}
+
+#[test]
+fn replace_and_format_stop_at_celgates_bound_on_what_they_build() {
+    // Kubernetes charges `replace` for its input alone: a 1 MB string with a 1,000-character
+    // replacement would cost 200,000 and build a gigabyte. One call past the bound fails
+    // before building anything.
+    let object = serde_json::json!({"s": "a".repeat(1_000_000), "r": "b".repeat(1_000)});
+    assert_eq!(
+        eval_with(
+            "object.s.replace('a', object.r).size() > 0",
+            &object,
+            kubernetes_budget()
+        ),
+        grown("replace")
+    );
+    assert_eq!(
+        EvalError::StringGrowthExceeded {
+            function: "replace".into(),
+            limit: celgate_cel::STRING_GROWTH_LIMIT,
+        }
+        .to_string(),
+        "operation cancelled: replace would grow strings by more than 12582912 bytes, celgate's bound on what replace and format build"
+    );
+    // Within the bound, as upstream (the first 5,000 only: 5 MB).
+    assert_eq!(
+        eval_with(
+            "object.s.replace('a', object.r, 5000).size() == 995000 + 5000 * 1000",
+            &object,
+            kubernetes_budget()
+        ),
+        Ok(true)
+    );
+    // Many calls, each within the bound, are bounded together: 1,000 characters to 1 MB
+    // for 200 each.
+    let small = serde_json::json!({"s": "a".repeat(1_000), "r": "b".repeat(1_000)});
+    assert_eq!(
+        eval_with(
+            "[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12].map(i, object.s.replace('a', object.r)).size() > 0",
+            &small,
+            kubernetes_budget()
+        ),
+        grown("replace")
+    );
+    // `format` is charged for its format string alone: a list of the same megabyte string
+    // formatted once.
+    let refs = ["object.s"; 13].join(", ");
+    assert_eq!(
+        eval_with(
+            &format!("'%s'.format([[{refs}]]).size() > 0"),
+            &object,
+            kubernetes_budget()
+        ),
+        grown("format")
+    );
+    let refs = ["object.s"; 10].join(", ");
+    assert_eq!(
+        eval_with(
+            &format!("'%s'.format([[{refs}]]).size() > 0"),
+            &object,
+            kubernetes_budget()
+        ),
         Ok(true)
     );
 }

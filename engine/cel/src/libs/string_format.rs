@@ -10,7 +10,7 @@ use super::ip::go_quote;
 use super::time::{format_duration, format_timestamp};
 use super::{arg, str_arg};
 use crate::ast::{Expr, ExprKind};
-use crate::cost::{actual_size, traversal_cost};
+use crate::cost::{STRING_GROWTH_LIMIT, actual_size, string_growth_exceeded, traversal_cost};
 use crate::error::EvalError;
 use crate::registry::Registry;
 use crate::types::Type;
@@ -22,7 +22,20 @@ pub(crate) fn register(r: &mut Registry) {
         .member(&[Type::String, Type::list(Type::Dyn)], Type::String)
         .imp(format)
         .cost(|args, _| traversal_cost(args.first().map(actual_size).unwrap_or(0)))
+        .grows()
         .done();
+}
+
+/// What the formatting functions fail with once the text passes [`STRING_GROWTH_LIMIT`]
+/// (celgate's bound, not a cel-go text): [`format`] turns it into its typed error.
+const TOO_LARGE: &str = "\0string growth";
+
+/// [`TOO_LARGE`] once `len` bytes pass the bound.
+fn bounded(len: usize) -> Result<(), String> {
+    if len as u64 > STRING_GROWTH_LIMIT {
+        return Err(TOO_LARGE.into());
+    }
+    Ok(())
 }
 
 const DEFAULT_PRECISION: usize = 6;
@@ -78,9 +91,14 @@ fn format_member(v: &Value<'_>) -> Result<String, String> {
 }
 
 fn format_list(l: &List<'_>) -> Result<String, String> {
+    let mut len = 0;
     let items = l
         .iter()
-        .map(|v| format_member(&v))
+        .map(|v| {
+            let s = format_member(&v)?;
+            len += s.len() + 2;
+            bounded(len).map(|()| s)
+        })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(format!("[{}]", items.join(", ")))
 }
@@ -90,6 +108,7 @@ fn format_map(v: &Value<'_>) -> Result<String, String> {
         return Err(string_clause_error(v));
     };
     let mut pairs = Vec::with_capacity(m.len());
+    let mut len = 0;
     for (k, val) in m.entries() {
         let key = match &k {
             Value::String(s) => go_quote(s),
@@ -103,7 +122,10 @@ fn format_map(v: &Value<'_>) -> Result<String, String> {
                 ));
             }
         };
-        pairs.push((key, format_member(&val)?));
+        let member = format_member(&val)?;
+        len += key.len() + member.len() + 3;
+        bounded(len)?;
+        pairs.push((key, member));
     }
     pairs.sort_by(|a, b| a.0.cmp(&b.0));
     let body: Vec<String> = pairs.into_iter().map(|(k, v)| format!("{k}:{v}")).collect();
@@ -367,8 +389,15 @@ fn interpolate(fmt: &str, args: &List<'_>) -> Result<String, String> {
             return Err("unexpected end of string".into());
         }
         let (verb, precision, next) = parse_clause(fmt, i + 1)?;
-        let s = apply(verb, precision, &v).map_err(|e| format!("error during formatting: {e}"))?;
+        let s = apply(verb, precision, &v).map_err(|e| {
+            if e == TOO_LARGE {
+                e
+            } else {
+                format!("error during formatting: {e}")
+            }
+        })?;
         out.extend_from_slice(s.as_bytes());
+        bounded(out.len().saturating_sub(b.len()))?;
         i = next;
         arg_index += 1;
     }
@@ -498,9 +527,13 @@ fn format<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     let Value::List(l) = arg(args, 1)? else {
         return Err(EvalError::no_such_overload());
     };
-    interpolate(fmt, l)
-        .map(Value::string)
-        .map_err(EvalError::msg)
+    interpolate(fmt, l).map(Value::string).map_err(|e| {
+        if e == TOO_LARGE {
+            string_growth_exceeded("format")
+        } else {
+            EvalError::msg(e)
+        }
+    })
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! in code points.
 
 use super::{arg, int_arg, kube_lists, str_arg};
-use crate::cost::{actual_size, traversal_cost};
+use crate::cost::{STRING_GROWTH_LIMIT, actual_size, string_growth_exceeded, traversal_cost};
 use crate::error::EvalError;
 use crate::registry::Registry;
 use crate::types::Type;
@@ -49,11 +49,13 @@ pub(crate) fn register(r: &mut Registry) {
         .member(&[String, String, String], String)
         .imp(replace)
         .cost(cost_traverse_twice)
+        .grows()
         .done();
     r.def("replace")
         .member(&[String, String, String, Int], String)
         .imp(replace)
         .cost(cost_traverse_twice)
+        .grows()
         .done();
     r.def("split")
         .member(&[String, String], ls.clone())
@@ -247,6 +249,15 @@ fn replace<'a>(args: &[Value<'a>]) -> Result<Value<'a>, EvalError> {
     } else {
         -1
     };
+    // Bounded before anything is built: the evaluator counts the growth against the batch's
+    // bound afterwards (see `STRING_GROWTH_LIMIT`).
+    if new.len() > old.len() {
+        let most = usize::try_from(n).unwrap_or(usize::MAX);
+        let count = s.matches(old).take(most).count() as u64;
+        if count.saturating_mul((new.len() - old.len()) as u64) > STRING_GROWTH_LIMIT {
+            return Err(string_growth_exceeded("replace"));
+        }
+    }
     Ok(Value::string(if n < 0 {
         s.replace(old, new)
     } else {

@@ -29,10 +29,25 @@ pub enum PatchError {
     /// A `test` operation compared unequal: upstream then leaves the object unchanged.
     #[error("testing value {0} failed: test failed")]
     TestFailed(String),
+    /// The `copy` operations of one patch copied more than [`COPY_SIZE_LIMIT`] bytes in all.
+    #[error(
+        "Unable to complete the copy, the accumulated size increase of copy is {accumulated}, exceeding the limit {limit}"
+    )]
+    CopySizeExceeded {
+        /// The bytes copied so far, this copy included.
+        accumulated: u64,
+        /// The limit.
+        limit: u64,
+    },
     /// Any other failure, with the library's text.
     #[error("{0}")]
     Failed(String),
 }
+
+/// The most a patch's `copy` operations may copy in all, in bytes of the copied values' JSON:
+/// kube-apiserver sets the library's `AccumulatedCopySizeLimit` to its `JSONPatchMaxCopyBytes`,
+/// 3 MiB.
+pub const COPY_SIZE_LIMIT: u64 = 3 * 1024 * 1024;
 
 const MISSING: &str = "missing value";
 const INVALID_INDEX: &str = "invalid index referenced";
@@ -42,6 +57,7 @@ const INVALID_INDEX: &str = "invalid index referenced";
 /// one may have changed it back).
 pub fn apply(doc: &mut Value, ops: &[Operation]) -> Result<bool, PatchError> {
     let mut changed = false;
+    let mut copied = 0;
     for op in ops {
         changed |= match op.op.as_str() {
             "add" => add(doc, op)?,
@@ -49,7 +65,7 @@ pub fn apply(doc: &mut Value, ops: &[Operation]) -> Result<bool, PatchError> {
             "replace" => replace(doc, op)?,
             "move" => move_op(doc, op).map(|()| true)?,
             "test" => test(doc, op).map(|()| false)?,
-            "copy" => copy(doc, op)?,
+            "copy" => copy(doc, op, &mut copied)?,
             other => return Err(failed(format!("Unexpected kind: {other}"))),
         };
     }
@@ -326,7 +342,8 @@ fn move_op(doc: &mut Value, op: &Operation) -> Result<(), PatchError> {
         .map_err(|e| failed(format!("error in move for path: '{path}': {e}")))
 }
 
-fn copy(doc: &mut Value, op: &Operation) -> Result<bool, PatchError> {
+/// `copy`, adding the copied value's size to `copied`, the patch's total so far.
+fn copy(doc: &mut Value, op: &Operation, copied: &mut u64) -> Result<bool, PatchError> {
     let from = from(op, "copy")?;
     let (c, key) = find(doc, &from).ok_or_else(|| {
         failed(format!(
@@ -342,7 +359,54 @@ fn copy(doc: &mut Value, op: &Operation) -> Result<bool, PatchError> {
             "copy operation does not apply: doc is missing destination path: {path}: {MISSING}"
         ))
     })?;
+    // The library copies an absent or null member as nothing, of size 0.
+    *copied = copied.saturating_add(if val.is_null() { 0 } else { go_size(&val) });
+    if *copied > COPY_SIZE_LIMIT {
+        return Err(PatchError::CopySizeExceeded {
+            accumulated: *copied,
+            limit: COPY_SIZE_LIMIT,
+        });
+    }
     add_to(c, &key, val).map_err(|e| failed(format!("error while adding value during copy: {e}")))
+}
+
+/// The length of `v` as Go's `json.Marshal` writes it: compact, with `<`, `>`, `&`, U+2028
+/// and U+2029 escaped.
+fn go_size(v: &Value) -> u64 {
+    match v {
+        Value::Null | Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => number_text(n).len() as u64,
+        Value::String(s) => go_string_size(s),
+        Value::Array(a) => {
+            let commas = a.len().saturating_sub(1) as u64;
+            a.iter().map(go_size).fold(2 + commas, u64::saturating_add)
+        }
+        Value::Object(m) => {
+            let commas = m.len().saturating_sub(1) as u64;
+            m.iter()
+                .map(|(k, v)| {
+                    go_string_size(k)
+                        .saturating_add(1)
+                        .saturating_add(go_size(v))
+                })
+                .fold(2 + commas, u64::saturating_add)
+        }
+    }
+}
+
+/// The length of a string as Go's encoding/json quotes it.
+fn go_string_size(s: &str) -> u64 {
+    let escaped: u64 = s
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' | '\n' | '\r' | '\t' | '\u{8}' | '\u{c}' => 2,
+            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => 6,
+            c if (c as u32) < 0x20 => 6,
+            c => c.len_utf8() as u64,
+        })
+        .sum();
+    escaped + 2
 }
 
 fn test(doc: &mut Value, op: &Operation) -> Result<(), PatchError> {
@@ -414,7 +478,7 @@ pub(super) fn number_text(n: &serde_json::Number) -> String {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::{Operation, PatchError, apply, changes_nothing_on_error};
+    use super::{COPY_SIZE_LIMIT, Operation, PatchError, apply, changes_nothing_on_error};
 
     fn op(o: &str, path: &str, from: Option<&str>, value: Option<Value>) -> Operation {
         Operation {
@@ -686,6 +750,50 @@ mod tests {
             assert_eq!(got.map(|_| d), want, "{name}");
         }
         assert!(exact_unchanged >= 2 && exact_failed >= 5);
+    }
+
+    /// Figures from the library itself (gopkg.in/evanphx/json-patch.v4 v4.13.0 with the limit
+    /// kube-apiserver sets).
+    #[test]
+    fn copies_stop_at_kube_apiservers_accumulated_copy_size_limit() {
+        let copies = |from: &str, n: usize| -> Vec<Operation> {
+            (0..n)
+                .map(|i| op("copy", &format!("/spec/c{i}"), Some(from), None))
+                .collect()
+        };
+        let exceeded = |accumulated| {
+            Err(PatchError::CopySizeExceeded {
+                accumulated,
+                limit: COPY_SIZE_LIMIT,
+            })
+        };
+        // Three copies of a 1 MiB string: the third passes 3 MiB.
+        let mut d = json!({"spec": {"s": "x".repeat(1024 * 1024)}});
+        assert_eq!(apply(&mut d, &copies("/spec/s", 2)), Ok(true));
+        let mut d = json!({"spec": {"s": "x".repeat(1024 * 1024)}});
+        let got = apply(&mut d, &copies("/spec/s", 3));
+        assert_eq!(got, exceeded(3_145_734));
+        assert_eq!(
+            got.map_err(|e| e.to_string()),
+            Err("Unable to complete the copy, the accumulated size increase of copy is 3145734, exceeding the limit 3145728".into())
+        );
+        // Copying an object into itself doubles it each time: stopped long before 25 copies.
+        let spec: Value = serde_json::from_str(SPEC).unwrap_or_default();
+        let mut d = json!({ "spec": spec });
+        assert_eq!(apply(&mut d, &copies("/spec", 25)), exceeded(5_340_957));
+        // Null and absent members copy nothing.
+        let mut d = json!({"spec": {"nil": null}});
+        let ops = [copies("/spec/nil", 1), copies("/spec/absent", 1)].concat();
+        assert!(apply(&mut d, &ops).is_ok());
+    }
+
+    /// A spec with every kind of value and every escape Go's encoder writes.
+    const SPEC: &str = r#"{"replicas":3,"ratio":1.5,"text":"<a&b>\u2028\n\u0001é\b\f\"\\","nil":null,"args":["a",null,true],"big":1e+21,"f":1000,"g":0.000001,"h":1e-7}"#;
+
+    #[test]
+    fn copied_sizes_are_go_encodings() {
+        let spec: Value = serde_json::from_str(SPEC).unwrap_or_default();
+        assert_eq!(super::go_size(&spec), 157);
     }
 
     #[test]

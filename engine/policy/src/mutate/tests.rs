@@ -227,6 +227,22 @@ fn errors_deny_with_upstreams_messages_under_fail_only() {
             )),
         ),
         (
+            "copies doubling an object stop at kube-apiserver's 3 MiB of copies",
+            json_patch(&format!(
+                "[JSONPatch{{op: 'add', path: '/spec/d', value: {{'a': '0123456789'}}}}] + [{}]",
+                (0..25)
+                    .map(|i| format!(
+                        "JSONPatch{{op: 'copy', from: '/spec/d', path: '/spec/d/c{i}'}}"
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+            Some((
+                "Invalid",
+                "policy 'p' with binding 'p-b' denied request: JSON Patch: Unable to complete the copy, the accumulated size increase of copy is 6291571, exceeding the limit 3145728",
+            )),
+        ),
+        (
             "a test under a missing parent",
             json_patch("[JSONPatch{op: 'test', path: '/data/color', value: 'red'}]"),
             Some((

@@ -261,7 +261,7 @@ pub(super) fn evaluate_validations(
 
 #[cfg(test)]
 mod tests {
-    use crate::model::{FailurePolicy, Validation, ValidationAction};
+    use crate::model::{FailurePolicy, NamedExpression, Validation, ValidationAction};
     use crate::validate::ErrorType;
     use crate::validate::test_policies::{run, spec};
 
@@ -367,5 +367,92 @@ mod tests {
         );
         s.failure_policy = FailurePolicy::Ignore;
         assert!(run(s, &[ValidationAction::Deny], "x").allowed());
+    }
+
+    #[test]
+    fn strings_grown_past_celgates_bound_are_the_validations_error() {
+        let expression = "object.spec.template.spec.containers[0].image.replace('a', 'bbbbbbbbbbbbbbbbbbbb') != ''";
+        let s = spec(vec![Validation {
+            expression: expression.into(),
+            ..Default::default()
+        }]);
+        let d = run(s, &[ValidationAction::Deny], &"a".repeat(1_000_000))
+            .denial
+            .expect("denied");
+        assert_eq!(
+            d.message,
+            format!(
+                "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: expression '{expression}' resulted in error: operation cancelled: replace would grow strings by more than 12582912 bytes, celgate's bound on what replace and format build"
+            )
+        );
+    }
+
+    /// A variable of a million iterations: more than the per-call limit allows.
+    fn scan() -> NamedExpression {
+        let hundred = (0..100)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(",");
+        NamedExpression {
+            name: "scan".into(),
+            expression: format!(
+                "[{hundred}].all(a, [{hundred}].all(b, [{hundred}].all(c, a + b + c >= 0)))"
+            ),
+        }
+    }
+
+    #[test]
+    fn a_variable_past_the_per_call_limit_is_the_reading_validations_error() {
+        // As Kubernetes: the variable is a program of its own, stopped by its own per-call
+        // limit; its error (memoised, charged once) is the validation's.
+        let reading = |expression: &str, n: usize| {
+            let mut s = spec(
+                (0..n)
+                    .map(|_| Validation {
+                        expression: expression.into(),
+                        ..Default::default()
+                    })
+                    .collect(),
+            );
+            s.variables = vec![scan()];
+            run(s, &[ValidationAction::Deny], "x")
+        };
+        // Twelve validations read it: the variable is evaluated once, so the 10,000,000
+        // budget is not exhausted.
+        let d = reading("variables.scan", 12).denial.expect("denied");
+        assert_eq!(
+            d.message,
+            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: expression 'variables.scan' resulted in error: composited variable \"scan\" fails to evaluate: operation cancelled: actual cost limit exceeded"
+        );
+        assert_eq!(d.code, 422);
+        // The error is a value to the reading expression, which may absorb it.
+        assert!(reading("variables.scan || true", 12).allowed());
+    }
+
+    #[test]
+    fn variables_spend_the_shared_budget() {
+        // Eleven such variables, each read once, each charged its million: the eleventh runs
+        // past the 10,000,000 budget, which ends the batch as upstream's check after it does.
+        let mut s = spec(
+            (0..11)
+                .map(|i| Validation {
+                    expression: format!("variables.scan{i} || true"),
+                    ..Default::default()
+                })
+                .collect(),
+        );
+        s.variables = (0..11)
+            .map(|i| NamedExpression {
+                name: format!("scan{i}"),
+                ..scan()
+            })
+            .collect();
+        let d = run(s, &[ValidationAction::Deny], "x")
+            .denial
+            .expect("denied");
+        assert_eq!(
+            d.message,
+            "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: validation failed due to running out of cost budget, no further validation rules will be run"
+        );
     }
 }
