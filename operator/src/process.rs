@@ -26,7 +26,7 @@ use crate::controllers::policies::{self, KindStores, Stores};
 use crate::serving::leader::Leadership;
 use crate::serving::registration::{Applied, Inputs};
 use crate::serving::registration::{Endpoint, Registration};
-use crate::serving::{cert_watch, certs, leader};
+use crate::serving::{cert_watch, certs, leader, registration};
 use crate::status::{Checker, StatusWriter};
 use crate::{metrics, retry, status};
 
@@ -216,7 +216,10 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
     let registration = Registration {
         create_missing: matches!(endpoint, Endpoint::Url(_)),
         endpoint,
-        namespace: args.namespace.clone(),
+        excluded_namespaces: registration::excluded_namespaces(
+            &args.namespace,
+            &args.excluded_namespaces,
+        ),
         rules: args.webhook_rules,
     };
     // One discovery and one schema cache serve the type checker and the mutated kinds.

@@ -1,11 +1,13 @@
 //! The ValidatingWebhookConfiguration and MutatingWebhookConfiguration celgate owns: their rules
-//! are the union of the compiled policies' match constraints, bound or not (so only relevant
-//! traffic reaches the webhook, and binding a policy changes no configuration), or with
+//! are the union of the bound compiled policies' match constraints (so only relevant traffic
+//! reaches the webhook, and a policy nothing binds costs no request), or with
 //! [`WebhookRules::All`] every resource (so a new policy changes no configuration), split into a
-//! fail-closed and a fail-open webhook by failurePolicy, and they exclude celgate's own
-//! namespace so a broken webhook cannot lock celgate out. The mutating side is split further
-//! by reinvocationPolicy, since the API server reinvokes a webhook as a whole: policies that
-//! must run once are never served by a webhook it may call again.
+//! fail-closed and a fail-open webhook by failurePolicy. They never send CONNECT, nor the
+//! requests of [`NEVER_SENT`], and they exclude celgate's own namespace and the
+//! `--excluded-namespaces` (kube-system by default) so a broken webhook cannot lock celgate or
+//! the control plane out. The mutating side is split further by reinvocationPolicy, since the
+//! API server reinvokes a webhook as a whole: policies that must run once are never served by a
+//! webhook it may call again.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -14,8 +16,8 @@ use celgate_engine::model::{FailurePolicy, MatchResources, ReinvocationPolicy};
 use celgate_engine::{MutatingWebhookGroup, PolicySet};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
+    ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{ObjectMeta, Patch, PatchParams};
@@ -108,6 +110,48 @@ impl Endpoint {
 
 const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
 
+/// The operations a webhook is registered for: never CONNECT (`kubectl exec`, `attach`,
+/// `port-forward`), so a broken celgate cannot also take away the way to debug it.
+const REGISTERED_OPERATIONS: [&str; 3] = ["CREATE", "UPDATE", "DELETE"];
+
+/// Requests never sent to a policy webhook, whatever the rules, each with a matchCondition
+/// (name, CEL) that excludes it: the busiest writes of the control plane, whose failure
+/// (under a fail-closed webhook while celgate is down) would take the cluster down with it,
+/// and the review kinds no policy applies to anyway.
+pub const NEVER_SENT: [(&str, &str); 4] = [
+    // Events: written by every component all the time; losing them must not block anything.
+    (
+        "celgate-never-events",
+        "!(request.resource.resource == 'events' && (request.resource.group == '' || request.resource.group == 'events.k8s.io'))",
+    ),
+    // Leases: node heartbeats and leader election (celgate's own included) renew every few seconds.
+    (
+        "celgate-never-leases",
+        "!(request.resource.group == 'coordination.k8s.io' && request.resource.resource == 'leases')",
+    ),
+    // TokenReviews and SelfSubjectReviews: authentication checks, never stored; no policy applies.
+    (
+        "celgate-never-authentication-reviews",
+        "!(request.resource.group == 'authentication.k8s.io' && request.resource.resource in ['tokenreviews', 'selfsubjectreviews'])",
+    ),
+    // SubjectAccessReviews and their kin: authorization checks (celgate's `authorizer` makes them), never stored; no policy applies.
+    (
+        "celgate-never-authorization-reviews",
+        "!(request.resource.group == 'authorization.k8s.io' && request.resource.resource in ['subjectaccessreviews', 'selfsubjectaccessreviews', 'localsubjectaccessreviews', 'selfsubjectrulesreviews'])",
+    ),
+];
+
+/// The matchConditions of every policy webhook: [`NEVER_SENT`].
+fn never_sent() -> Vec<MatchCondition> {
+    NEVER_SENT
+        .iter()
+        .map(|(name, expression)| MatchCondition {
+            name: (*name).to_string(),
+            expression: (*expression).to_string(),
+        })
+        .collect()
+}
+
 /// Which requests a webhook that serves policies is sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum WebhookRules {
@@ -116,10 +160,10 @@ pub enum WebhookRules {
     /// has loaded the changed configuration (a few milliseconds more).
     #[default]
     Policies,
-    /// Every resource, subresource and operation, once it serves any policy: a new policy is
-    /// enforced as soon as celgate has compiled it, with no configuration change; every write
-    /// in the cluster (outside celgate's namespace) then waits on celgate, and with
-    /// failurePolicy Fail fails while celgate is unreachable.
+    /// Every resource, subresource and operation but CONNECT and [`NEVER_SENT`], once it serves
+    /// any bound policy: a new policy is enforced as soon as celgate has compiled it and a
+    /// binding names it; every write in the cluster (outside the excluded namespaces) then
+    /// waits on celgate, and with failurePolicy Fail fails while celgate is unreachable.
     All,
 }
 
@@ -127,7 +171,7 @@ pub enum WebhookRules {
 fn every_resource() -> RuleWithOperations {
     let any = || Some(vec!["*".to_string()]);
     RuleWithOperations {
-        operations: any(),
+        operations: Some(REGISTERED_OPERATIONS.map(String::from).to_vec()),
         api_groups: any(),
         api_versions: any(),
         resources: Some(vec!["*/*".to_string()]),
@@ -143,35 +187,48 @@ fn covering(policies: Vec<RuleWithOperations>, coverage: WebhookRules) -> Vec<Ru
     }
 }
 
-/// Webhook rules for one failure policy: every well-formed resource rule of the compiled
-/// validating policies, bound or not. An unbound policy's rules are registered too so that
-/// binding it, the common change, needs no configuration update (kube-apiserver takes several
-/// milliseconds to reload one); until then celgate admits what only it matches.
+/// Webhook rules for one failure policy: every well-formed resource rule of the bound compiled
+/// validating policies. A policy nothing binds registers nothing, so it costs no request, and
+/// under failurePolicy Fail cannot fail one while celgate is down; binding it then waits for
+/// kube-apiserver to load the changed configuration (Ready says when).
 fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
-    let bound = set.validating().iter().map(|b| &b.policy);
     union_of_rules(
-        bound
-            .chain(&set.unbound().validating)
+        set.validating()
+            .iter()
+            .map(|b| &b.policy)
             .filter(|p| p.failure_policy() == failure)
             .map(|p| p.spec.match_constraints.as_ref()),
     )
 }
 
-/// Webhook rules for one mutating webhook group: every well-formed resource rule of the
-/// compiled mutating policies of that group, bound or not (as for [`rules`]).
+/// Webhook rules for one mutating webhook group: every well-formed resource rule of the bound
+/// compiled mutating policies of that group (as for [`rules`]).
 fn mutating_rules(set: &PolicySet, group: MutatingWebhookGroup) -> Vec<RuleWithOperations> {
-    let bound = set.mutating().iter().map(|b| &b.policy);
     union_of_rules(
-        bound
-            .chain(&set.unbound().mutating)
+        set.mutating()
+            .iter()
+            .map(|b| &b.policy)
             .filter(|p| MutatingWebhookGroup::of(p) == group)
             .map(|p| p.spec.match_constraints.as_ref()),
     )
 }
 
-/// Every well-formed resource rule of these match constraints, once each, in order. A
-/// malformed rule is left out (the engine still rejects what it cannot match), so one bad
-/// policy cannot make the whole configuration invalid.
+/// The operations of a rule as registered: CONNECT dropped, `*` spelled out without it; empty
+/// when the rule is for CONNECT alone.
+fn registered_operations(operations: &[String]) -> Vec<String> {
+    if operations.iter().any(|o| o == "*") {
+        return REGISTERED_OPERATIONS.map(String::from).to_vec();
+    }
+    operations
+        .iter()
+        .filter(|o| REGISTERED_OPERATIONS.contains(&o.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Every well-formed resource rule of these match constraints, without CONNECT, once each, in
+/// order. A malformed rule is left out (the engine still rejects what it cannot match), so one
+/// bad policy cannot make the whole configuration invalid; so is a rule for CONNECT alone.
 fn union_of_rules<'a>(
     constraints: impl Iterator<Item = Option<&'a MatchResources>>,
 ) -> Vec<RuleWithOperations> {
@@ -188,16 +245,17 @@ fn union_of_rules<'a>(
                 && !r.resources.is_empty()
                 && r.resources.iter().all(|x| !x.is_empty())
                 && matches!(r.scope.as_str(), "*" | "Cluster" | "Namespaced");
+            let operations = registered_operations(&r.operations);
             let key = (
-                r.operations.clone(),
+                operations.clone(),
                 r.api_groups.clone(),
                 r.api_versions.clone(),
                 r.resources.clone(),
                 r.scope.clone(),
             );
-            if well_formed && seen.insert(key) {
+            if well_formed && !operations.is_empty() && seen.insert(key) {
                 out.push(RuleWithOperations {
-                    operations: Some(r.operations.clone()),
+                    operations: Some(operations),
                     api_groups: Some(r.api_groups.clone()),
                     api_versions: Some(r.api_versions.clone()),
                     resources: Some(r.resources.clone()),
@@ -224,12 +282,27 @@ fn configuration_metadata() -> ObjectMeta {
     }
 }
 
-fn exclude_namespace(namespace: &str) -> LabelSelector {
+/// The namespaces the policy webhooks skip: celgate's own, always, then `others` (the
+/// `--excluded-namespaces`), each once; empty names are ignored.
+pub fn excluded_namespaces(own: &str, others: &[String]) -> Vec<String> {
+    let mut out = vec![own.to_string()];
+    for namespace in others {
+        let namespace = namespace.trim();
+        if !namespace.is_empty() && !out.iter().any(|n| n == namespace) {
+            out.push(namespace.to_string());
+        }
+    }
+    out
+}
+
+/// The namespaceSelector of a policy webhook: every namespace but `excluded`, by the name
+/// label kube-apiserver sets on every namespace.
+fn exclude_namespaces(excluded: &[String]) -> LabelSelector {
     LabelSelector {
         match_expressions: Some(vec![LabelSelectorRequirement {
             key: "kubernetes.io/metadata.name".into(),
             operator: "NotIn".into(),
-            values: Some(vec![namespace.to_string()]),
+            values: Some(excluded.to_vec()),
         }]),
         match_labels: None,
     }
@@ -250,8 +323,8 @@ pub struct Applied {
 pub struct Registration {
     /// Where the API server reaches the webhook.
     pub endpoint: Endpoint,
-    /// celgate's own namespace, excluded from the webhooks.
-    pub namespace: String,
+    /// The namespaces the policy webhooks skip ([`excluded_namespaces`]: celgate's own first).
+    pub excluded_namespaces: Vec<String>,
     /// Whether celgate creates the configurations when they are missing (out of cluster), or
     /// only fills in the ones its manifests ship (in a cluster: `kubectl delete -k` then
     /// removes them, and a stopping replica can never bring them back).
@@ -312,9 +385,15 @@ impl Registration {
                         self.rules,
                         &self.endpoint,
                         &ca,
-                        &self.namespace,
+                        &self.excluded_namespaces,
                     ),
-                    mutating_configuration(&set, self.rules, &self.endpoint, &ca, &self.namespace),
+                    mutating_configuration(
+                        &set,
+                        self.rules,
+                        &self.endpoint,
+                        &ca,
+                        &self.excluded_namespaces,
+                    ),
                 );
                 if !applied.is(&desired) {
                     metrics::reconciled(metrics::REGISTRATION);
@@ -365,7 +444,7 @@ pub fn validating_configuration(
     coverage: WebhookRules,
     endpoint: &Endpoint,
     ca_pem: &str,
-    own_namespace: &str,
+    excluded: &[String],
 ) -> ValidatingWebhookConfiguration {
     let webhooks = [
         (VALIDATE_FAIL, FailurePolicy::Fail, "Fail", "/validate/fail"),
@@ -385,12 +464,12 @@ pub fn validating_configuration(
             client_config: endpoint.client_config(path, ca_pem),
             failure_policy: Some(failure_str.to_string()),
             match_policy: Some("Equivalent".to_string()),
-            namespace_selector: Some(exclude_namespace(own_namespace)),
+            namespace_selector: Some(exclude_namespaces(excluded)),
             object_selector: Some(LabelSelector::default()),
             rules: Some(rules),
             side_effects: "None".to_string(),
             timeout_seconds: Some(10),
-            match_conditions: None,
+            match_conditions: Some(never_sent()),
         })
     })
     .chain(std::iter::once(ValidatingWebhook {
@@ -432,7 +511,7 @@ pub fn mutating_configuration(
     coverage: WebhookRules,
     endpoint: &Endpoint,
     ca_pem: &str,
-    own_namespace: &str,
+    excluded: &[String],
 ) -> MutatingWebhookConfiguration {
     let webhooks = MUTATING_WEBHOOKS
         .iter()
@@ -452,13 +531,13 @@ pub fn mutating_configuration(
                 client_config: endpoint.client_config(path, ca_pem),
                 failure_policy: Some(failure.to_string()),
                 match_policy: Some("Equivalent".to_string()),
-                namespace_selector: Some(exclude_namespace(own_namespace)),
+                namespace_selector: Some(exclude_namespaces(excluded)),
                 object_selector: Some(LabelSelector::default()),
                 reinvocation_policy: Some(reinvocation.to_string()),
                 rules: Some(rules),
                 side_effects: "None".to_string(),
                 timeout_seconds: Some(10),
-                match_conditions: None,
+                match_conditions: Some(never_sent()),
             })
         })
         .collect();
@@ -597,6 +676,11 @@ mod tests {
     const MUTATING: &str =
         "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/celgate";
 
+    /// The default exclusions: celgate's namespace and kube-system.
+    fn excluded() -> Vec<String> {
+        excluded_namespaces("celgate-system", &["kube-system".to_string()])
+    }
+
     /// A set of one bound policy matching creates of `resource`.
     fn matching(resource: &str) -> Option<Arc<PolicySet>> {
         let mut policy = fixtures::policy_json("p", 1, "true", None);
@@ -636,7 +720,7 @@ mod tests {
             let (_leading, leadership) = watch::channel(true);
             let registration = Registration {
                 endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
-                namespace: "celgate-system".into(),
+                excluded_namespaces: excluded(),
                 create_missing: true,
                 rules: WebhookRules::Policies,
             };
@@ -783,7 +867,7 @@ mod tests {
                     name: "celgate-webhook".into(),
                     port: 443,
                 },
-                namespace: "celgate-system".into(),
+                excluded_namespaces: excluded(),
                 create_missing: false,
                 rules: WebhookRules::Policies,
             };
@@ -872,7 +956,7 @@ mod tests {
             WebhookRules::Policies,
             &endpoint,
             "ca",
-            "celgate",
+            &excluded(),
         );
         let hook = cfg
             .webhooks
@@ -905,7 +989,7 @@ mod tests {
             WebhookRules::Policies,
             &endpoint,
             "ca",
-            "celgate",
+            &excluded(),
         );
         assert_eq!(empty.webhooks, Some(Vec::new()), "no policy, no webhook");
 
@@ -927,13 +1011,8 @@ mod tests {
                 bound("d", "Ignore", "IfNeeded", "pods"),
             ],
         );
-        let cfg = mutating_configuration(
-            &set,
-            WebhookRules::Policies,
-            &endpoint,
-            "ca",
-            "celgate-system",
-        );
+        let cfg =
+            mutating_configuration(&set, WebhookRules::Policies, &endpoint, "ca", &excluded());
         let hooks = cfg.webhooks.unwrap();
         let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(
@@ -963,17 +1042,12 @@ mod tests {
             assert_eq!(hook.side_effects, "None");
             assert_eq!(
                 hook.namespace_selector,
-                Some(exclude_namespace("celgate-system"))
+                Some(exclude_namespaces(&excluded()))
             );
         }
         // The validating configuration has no webhook for mutating policies.
-        let validating = validating_configuration(
-            &set,
-            WebhookRules::Policies,
-            &endpoint,
-            "ca",
-            "celgate-system",
-        );
+        let validating =
+            validating_configuration(&set, WebhookRules::Policies, &endpoint, "ca", &excluded());
         let names: Vec<String> = validating
             .webhooks
             .unwrap_or_default()
@@ -984,30 +1058,29 @@ mod tests {
     }
 
     #[test]
-    fn a_policy_is_registered_before_it_is_bound_so_binding_it_changes_no_configuration() {
+    fn a_policy_is_registered_once_bound_and_never_for_connect() {
         use crate::controllers::policy_set::{PolicyCache, Stored};
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let configurations = |set: &PolicySet| {
             (
-                validating_configuration(
-                    set,
-                    WebhookRules::Policies,
-                    &endpoint,
-                    "ca",
-                    "celgate-system",
-                ),
-                mutating_configuration(
-                    set,
-                    WebhookRules::Policies,
-                    &endpoint,
-                    "ca",
-                    "celgate-system",
-                ),
+                validating_configuration(set, WebhookRules::Policies, &endpoint, "ca", &excluded()),
+                mutating_configuration(set, WebhookRules::Policies, &endpoint, "ca", &excluded()),
             )
         };
-        let validating = fixtures::policy("p", 1, "true", None);
+        let mut validating_json = fixtures::policy_json("p", 1, "true", None);
+        // CONNECT is never registered: `*` is spelled out without it, a CONNECT-only rule
+        // is left out.
+        validating_json["spec"]["matchConstraints"]["resourceRules"] = json!([
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"],
+             "resources": ["configmaps"], "scope": "*"},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT"],
+             "resources": ["pods/exec"], "scope": "*"},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT", "CREATE"],
+             "resources": ["pods/portforward"], "scope": "*"},
+        ]);
+        let validating: celgate_crds::ValidatingAdmissionPolicy =
+            serde_json::from_value(validating_json).unwrap();
         let mutating = fixtures::mutating_policy("m", "Ignore", "IfNeeded", "secrets");
-        let not_compiled = fixtures::mutating_policy("n", "Fail", "Never", "pods");
         let mut cache = PolicyCache::default();
         cache.insert(&validating, policy_set::compile(&validating));
         cache.insert(&mutating, policy_set::compile(&mutating));
@@ -1016,40 +1089,131 @@ mod tests {
             bindings: Vec::new(),
         };
         let mut mutating = Stored {
-            policies: vec![Arc::new(mutating), Arc::new(not_compiled)],
+            policies: vec![Arc::new(mutating)],
             bindings: Vec::new(),
         };
 
+        // Unbound: no policy webhook at all, so no request reaches celgate for them.
         let unbound = cache.build(validating.clone(), mutating.clone());
-        assert!(unbound.is_empty(), "no policy is bound yet");
-        let before = configurations(&unbound);
-        let (v, m) = &before;
-        let v_json = serde_json::to_value(v).unwrap();
-        assert_eq!(resources(&v_json), ["configmaps"]);
-        let hooks = m.webhooks.clone().unwrap_or_default();
-        let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
-        // The uncompiled policy `n` (Fail, Never) has no webhook.
-        assert_eq!(names, ["mutate-ignore-reinvoke.celgate.io"]);
-        let rules = hooks[0].rules.clone().unwrap_or_default();
-        assert_eq!(
-            rules[0].resources.as_deref(),
-            Some(&["secrets".to_string()][..])
-        );
+        let (v, m) = configurations(&unbound);
+        let names: Vec<String> = v
+            .webhooks
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| w.name)
+            .collect();
+        assert_eq!(names, [VALIDATE_POLICIES]);
+        assert_eq!(m.webhooks, Some(Vec::new()));
 
         validating.bindings = vec![Arc::new(fixtures::binding("b", "p"))];
         mutating.bindings = vec![Arc::new(fixtures::mutating_binding("mb", "m"))];
         let bound = cache.build(validating, mutating);
+        let (v, m) = configurations(&bound);
+        let v = serde_json::to_value(v).unwrap();
+        let hook = &v["webhooks"][0];
+        assert_eq!(hook["name"], VALIDATE_FAIL);
         assert_eq!(
-            (bound.validating().len(), bound.mutating().len()),
-            (1, 1),
-            "both policies are bound"
+            hook["rules"],
+            json!([
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE", "DELETE"],
+                 "resources": ["configmaps"], "scope": "*"},
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                 "resources": ["pods/portforward"], "scope": "*"},
+            ])
         );
-        assert!(bound.unbound().validating.is_empty() && bound.unbound().mutating.is_empty());
+        let hooks = m.webhooks.unwrap_or_default();
+        let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, ["mutate-ignore-reinvoke.celgate.io"]);
+    }
+
+    #[test]
+    fn policy_webhooks_skip_the_excluded_namespaces_and_the_requests_never_sent() {
         assert_eq!(
-            configurations(&bound),
-            before,
-            "binding changed the configurations"
+            excluded_namespaces(
+                "celgate-system",
+                &[
+                    "kube-system".into(),
+                    String::new(),
+                    "celgate-system".into(),
+                    " x ".into()
+                ]
+            ),
+            ["celgate-system", "kube-system", "x"]
         );
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
+        let set = matching("configmaps").unwrap();
+        for coverage in [WebhookRules::Policies, WebhookRules::All] {
+            let v = serde_json::to_value(validating_configuration(
+                &set,
+                coverage,
+                &endpoint,
+                "ca",
+                &excluded(),
+            ))
+            .unwrap();
+            let hook = &v["webhooks"][0];
+            assert_eq!(hook["name"], VALIDATE_FAIL);
+            assert_eq!(
+                hook["namespaceSelector"],
+                json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn", "values": ["celgate-system", "kube-system"]}]})
+            );
+            let conditions: Vec<&str> = hook["matchConditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c["name"].as_str())
+                .collect();
+            assert_eq!(
+                conditions,
+                NEVER_SENT.iter().map(|(name, _)| *name).collect::<Vec<_>>()
+            );
+            // celgate's own webhook is not filtered.
+            assert!(v["webhooks"][1].get("matchConditions").is_none());
+        }
+    }
+
+    /// Evaluates the [`NEVER_SENT`] conditions for a request to `group`/`resource` with
+    /// celgate's own CEL: whether the request would be sent.
+    fn sent(group: &str, resource: &str) -> bool {
+        use celgate_cel::{Activation, Budget, Env, Type, Value as CelValue};
+        let env = Env::kubernetes().variable("request", Type::Dyn).build();
+        let request = json!({"resource": {"group": group, "version": "v1", "resource": resource}});
+        NEVER_SENT.iter().all(|(_, expression)| {
+            let program = env.compile(expression).unwrap();
+            let mut activation = Activation::new();
+            activation.bind_json("request", &request);
+            let mut budget = Budget::new(1_000_000, 10_000_000);
+            match program.eval(&activation, &mut budget).unwrap() {
+                CelValue::Bool(sent) => sent,
+                other => panic!("{expression} gave {other:?}"),
+            }
+        })
+    }
+
+    #[test]
+    fn the_requests_never_sent_are_those_documented() {
+        for (group, resource) in [
+            ("", "events"),
+            ("events.k8s.io", "events"),
+            ("coordination.k8s.io", "leases"),
+            ("authentication.k8s.io", "tokenreviews"),
+            ("authentication.k8s.io", "selfsubjectreviews"),
+            ("authorization.k8s.io", "subjectaccessreviews"),
+            ("authorization.k8s.io", "selfsubjectaccessreviews"),
+            ("authorization.k8s.io", "localsubjectaccessreviews"),
+        ] {
+            assert!(!sent(group, resource), "{group}/{resource} is sent");
+        }
+        for (group, resource) in [
+            ("", "configmaps"),
+            ("", "pods"),
+            ("apps", "deployments"),
+            ("example.com", "events"),
+            ("coordination.k8s.io", "leasecandidates"),
+        ] {
+            assert!(sent(group, resource), "{group}/{resource} is not sent");
+        }
     }
 
     #[test]
@@ -1058,8 +1222,8 @@ mod tests {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let configurations = |set: &PolicySet, coverage| {
             (
-                validating_configuration(set, coverage, &endpoint, "ca", "celgate-system"),
-                mutating_configuration(set, coverage, &endpoint, "ca", "celgate-system"),
+                validating_configuration(set, coverage, &endpoint, "ca", &excluded()),
+                mutating_configuration(set, coverage, &endpoint, "ca", &excluded()),
             )
         };
         let configmaps = fixtures::policy("p", 1, "true", None);
@@ -1074,15 +1238,21 @@ mod tests {
             cache.insert(p, policy_set::compile(p));
         }
         cache.insert(&mutating, policy_set::compile(&mutating));
+        // Every policy stored is bound.
         let stored = |validating: Vec<&celgate_crds::ValidatingAdmissionPolicy>| {
+            let bindings = validating
+                .iter()
+                .filter_map(|p| p.metadata.name.as_deref())
+                .map(|name| Arc::new(fixtures::binding(&format!("{name}-b"), name)))
+                .collect();
             (
                 Stored {
                     policies: validating.into_iter().cloned().map(Arc::new).collect(),
-                    bindings: Vec::new(),
+                    bindings,
                 },
                 Stored {
                     policies: vec![Arc::new(mutating.clone())],
-                    bindings: Vec::new(),
+                    bindings: vec![Arc::new(fixtures::mutating_binding("m-b", "m"))],
                 },
             )
         };
@@ -1095,7 +1265,7 @@ mod tests {
         let (v, m) = configurations(&one, WebhookRules::All);
         let v = serde_json::to_value(v).unwrap();
         let every = serde_json::json!([{"apiGroups": ["*"], "apiVersions": ["*"],
-            "operations": ["*"], "resources": ["*/*"], "scope": "*"}]);
+            "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["*/*"], "scope": "*"}]);
         let hooks = v["webhooks"].as_array().unwrap();
         let names: Vec<&str> = hooks.iter().filter_map(|w| w["name"].as_str()).collect();
         // No policy fails open: no fail-open webhook, even covering everything.
@@ -1103,7 +1273,7 @@ mod tests {
         assert_eq!(hooks[0]["rules"], every);
         assert_eq!(
             hooks[0]["namespaceSelector"],
-            serde_json::to_value(exclude_namespace("celgate-system")).unwrap()
+            serde_json::to_value(exclude_namespaces(&excluded())).unwrap()
         );
         // celgate's own webhook keeps its rules.
         assert_eq!(
