@@ -317,6 +317,7 @@ async fn run_controllers(
     let (mutating_bindings, mutating_binding_writer) = reflector::store();
     let (published, sets) = watch::channel(None);
     let (applied_sender, applied) = watch::channel(Applied::default());
+    let (live_sender, live) = watch::channel(registration::Live::default());
     let rediscovered = schemas.rediscovered();
     let stores = Stores {
         validating: KindStores { policies, bindings },
@@ -359,12 +360,14 @@ async fn run_controllers(
             rediscovered,
         ),
         namespaces::run(client.clone(), store),
+        registration::watch_live(client.clone(), live_sender),
         registration.keep_applied(
             client,
             Inputs {
                 sets,
                 ca,
                 leadership: status.leadership.clone(),
+                live,
             },
             applied_sender
         ),

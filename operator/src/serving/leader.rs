@@ -257,11 +257,21 @@ mod tests {
         let mut tenure = Tenure::default();
         assert_eq!(tenure.remaining(now), Duration::ZERO, "not read yet");
 
-        tenure.observe(Some(&lease("me", now - Duration::from_secs(4))), "me", deadline);
+        tenure.observe(
+            Some(&lease("me", now - Duration::from_secs(4))),
+            "me",
+            deadline,
+        );
         let remaining = tenure.remaining(now);
-        assert!(remaining > Duration::from_secs(5) && remaining <= Duration::from_secs(6), "{remaining:?}");
+        assert!(
+            remaining > Duration::from_secs(5) && remaining <= Duration::from_secs(6),
+            "{remaining:?}"
+        );
         // No renewal since: the deadline passes, well before the Lease (15 s) expires.
-        assert_eq!(tenure.remaining(now + Duration::from_secs(7)), Duration::ZERO);
+        assert_eq!(
+            tenure.remaining(now + Duration::from_secs(7)),
+            Duration::ZERO
+        );
 
         // Renewed: leads again.
         tenure.observe(Some(&lease("me", now)), "me", deadline);

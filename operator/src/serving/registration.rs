@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use celgate_engine::model::{FailurePolicy, MatchResources, ReinvocationPolicy};
 use celgate_engine::{MutatingWebhookGroup, PolicySet};
+use futures::{Stream, StreamExt, stream};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
     MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
@@ -21,10 +22,11 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use thiserror::Error;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::metrics;
 use crate::retry::{self, Backoff};
@@ -309,13 +311,133 @@ fn exclude_namespaces(excluded: &[String]) -> LabelSelector {
 }
 
 /// What the webhook registration has achieved, for status: a policy generation is enforced
-/// once a set holding it is covered by the applied configurations.
+/// once a set holding it is covered by the configurations the API server holds.
 #[derive(Clone, Debug, Default)]
 pub struct Applied {
-    /// The latest policy set whose webhook configurations are applied.
+    /// The latest policy set whose webhook configurations are applied and, as far as the
+    /// watch of them knows, still in place; `None` once they were changed or deleted and could
+    /// not be applied again.
     pub set: Option<Arc<PolicySet>>,
     /// Why the configurations of a newer set could not be applied, until they are.
     pub error: Option<String>,
+}
+
+/// One configuration named celgate as the API server holds it, from a watch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Observed {
+    /// Not listed yet.
+    #[default]
+    Unknown,
+    /// It does not exist.
+    Absent,
+    /// It exists, as this JSON (without managedFields).
+    Present(serde_json::Value),
+}
+
+/// Both configurations named celgate as the API server holds them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Live {
+    /// The ValidatingWebhookConfiguration.
+    pub validating: Observed,
+    /// The MutatingWebhookConfiguration.
+    pub mutating: Observed,
+}
+
+/// Follows both configurations named celgate into `live` (every replica; only the leader
+/// acts on it), until the process stops.
+pub async fn watch_live(client: Client, live: watch::Sender<Live>) {
+    let validating = observe::<ValidatingWebhookConfiguration>(client.clone()).map(|o| (true, o));
+    let mutating = observe::<MutatingWebhookConfiguration>(client).map(|o| (false, o));
+    stream::select(validating, mutating)
+        .for_each(|(is_validating, observed)| {
+            live.send_if_modified(|live| {
+                let side = if is_validating {
+                    &mut live.validating
+                } else {
+                    &mut live.mutating
+                };
+                let changed = *side != observed;
+                *side = observed;
+                changed
+            });
+            std::future::ready(())
+        })
+        .await;
+}
+
+/// The configuration of kind `K` named celgate after each change, from a watch of that name.
+fn observe<K>(client: Client) -> impl Stream<Item = Observed> + Send
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let config = watcher::Config::default().fields(&format!("metadata.name={CONFIGURATION_NAME}"));
+    let mut listed = Observed::Absent;
+    watcher(Api::<K>::all(client), config)
+        .backoff(retry::watch())
+        .filter_map(move |event| {
+            let observed = match event {
+                Ok(watcher::Event::Init) => {
+                    listed = Observed::Absent;
+                    None
+                }
+                Ok(watcher::Event::InitApply(object)) => {
+                    listed = present(object);
+                    None
+                }
+                Ok(watcher::Event::InitDone) => Some(listed.clone()),
+                Ok(watcher::Event::Apply(object)) => Some(present(object)),
+                Ok(watcher::Event::Delete(_)) => Some(Observed::Absent),
+                Err(error) => {
+                    debug!(%error, "watch of the webhook configurations failed; retrying");
+                    None
+                }
+            };
+            std::future::ready(observed)
+        })
+}
+
+/// A watched configuration as JSON, without managedFields.
+fn present<K: kube::Resource + serde::Serialize>(mut object: K) -> Observed {
+    object.meta_mut().managed_fields = None;
+    serde_json::to_value(object).map_or(Observed::Unknown, Observed::Present)
+}
+
+/// Whether the `live` configuration holds every field of `desired` celgate sets: each of
+/// its webhooks, by name, with those fields' values (the API server's defaults and webhooks
+/// another field manager added are not compared).
+fn holds_configuration(live: &serde_json::Value, desired: &serde_json::Value) -> bool {
+    let webhooks = |v: &serde_json::Value| v["webhooks"].as_array().cloned().unwrap_or_default();
+    let live = webhooks(live);
+    webhooks(desired)
+        .iter()
+        .all(|d| live.iter().any(|l| l["name"] == d["name"] && holds(l, d)))
+}
+
+/// Whether `live` holds `desired`: every member of a desired object (empty ones may be
+/// absent), every item of a desired list in order, any other value equal.
+fn holds(live: &serde_json::Value, desired: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (live, desired) {
+        (Value::Object(l), Value::Object(d)) => d.iter().all(|(key, d)| match l.get(key) {
+            Some(l) => holds(l, d),
+            None => match d {
+                Value::Null => true,
+                Value::Array(d) => d.is_empty(),
+                Value::Object(d) => d.is_empty(),
+                _ => false,
+            },
+        }),
+        (Value::Array(l), Value::Array(d)) => {
+            l.len() == d.len() && l.iter().zip(d).all(|(l, d)| holds(l, d))
+        }
+        _ => live == desired,
+    }
 }
 
 /// Where and how the API server reaches celgate's webhooks.
@@ -342,6 +464,9 @@ pub struct Inputs {
     pub ca: watch::Receiver<String>,
     /// Whether this replica holds the Lease: only the leader writes the configurations.
     pub leadership: Leadership,
+    /// The configurations as the API server holds them ([`watch_live`]): the leader applies
+    /// them again when they no longer hold what it applied.
+    pub live: watch::Receiver<Live>,
 }
 
 /// Why the webhook configurations could not be applied.
@@ -370,15 +495,26 @@ impl Registration {
     ) {
         let mut applied = Written::default();
         let mut retry = Backoff::new(retry::WRITE);
+        // Whether a configuration was changed or deleted behind celgate's back since the last
+        // successful apply: until it is applied again, no set is covered.
+        let mut lost = false;
         loop {
             let set = inputs.sets.borrow_and_update().clone();
             let ca = inputs.ca.borrow_and_update().clone();
             let leading = *inputs.leadership.borrow_and_update();
+            let live = inputs.live.borrow_and_update().clone();
             if !leading {
                 // Another replica writes; what it wrote is unknown here, so apply again once
                 // this one leads.
                 applied = Written::default();
             } else if let Some(set) = set {
+                if let Some(what) = applied.forget_changed(&live) {
+                    warn!(
+                        configuration = what,
+                        "the webhook configuration was changed or deleted by someone else; applying it again"
+                    );
+                    lost = true;
+                }
                 let desired = (
                     validating_configuration(
                         &set,
@@ -405,12 +541,16 @@ impl Registration {
                                 "webhook configurations applied"
                             );
                             retry.reset();
+                            lost = false;
                         }
                         Err(error) => {
                             metrics::reconcile_failed(metrics::REGISTRATION);
                             let delay = retry.next_delay();
                             warn!(%error, retry_in_s = delay.as_secs_f64(), "cannot apply the webhook configurations");
                             applied_sets.send_modify(|a| {
+                                if lost {
+                                    a.set = None;
+                                }
                                 a.error = Some(format!(
                                     "cannot apply the webhook configurations: {error}"
                                 ));
@@ -418,6 +558,7 @@ impl Registration {
                             tokio::select! {
                                 () = tokio::time::sleep(delay) => {}
                                 Ok(()) = inputs.leadership.changed() => {}
+                                Ok(()) = inputs.live.changed() => {}
                             }
                             continue;
                         }
@@ -432,6 +573,7 @@ impl Registration {
                 changed = inputs.sets.changed() => if changed.is_err() { return },
                 changed = inputs.ca.changed() => if changed.is_err() { return },
                 changed = inputs.leadership.changed() => if changed.is_err() { return },
+                changed = inputs.live.changed() => if changed.is_err() { return },
             }
         }
     }
@@ -577,6 +719,16 @@ impl Written {
                 .is_some_and(|m| m.configuration == desired.1)
     }
 
+    /// Forgets each configuration `live` shows deleted, re-created (another uid) or no longer
+    /// holding what was applied, so it is applied again; names the first one forgotten.
+    fn forget_changed(&mut self, live: &Live) -> Option<&'static str> {
+        let validating = forget_if_changed(&mut self.validating, &live.validating)
+            .then_some("ValidatingWebhookConfiguration");
+        let mutating = forget_if_changed(&mut self.mutating, &live.mutating)
+            .then_some("MutatingWebhookConfiguration");
+        validating.or(mutating)
+    }
+
     /// Applies the configurations of `desired` that differ from the ones applied, validating
     /// first. A configuration that fails to apply is forgotten, so its uid is read again.
     async fn apply(
@@ -589,6 +741,29 @@ impl Written {
         apply_changed(client, &mut self.validating, validating, create_missing).await?;
         apply_changed(client, &mut self.mutating, mutating, create_missing).await
     }
+}
+
+/// Forgets `applied` when `live` no longer holds it; whether it did.
+fn forget_if_changed<K: serde::Serialize>(
+    applied: &mut Option<AppliedConfiguration<K>>,
+    live: &Observed,
+) -> bool {
+    let Some(a) = applied else {
+        return false;
+    };
+    let changed = match live {
+        Observed::Unknown => false,
+        Observed::Absent => true,
+        Observed::Present(live) => {
+            live["metadata"]["uid"].as_str() != a.uid.as_deref()
+                || serde_json::to_value(&a.configuration)
+                    .map_or(true, |desired| !holds_configuration(live, &desired))
+        }
+    };
+    if changed {
+        *applied = None;
+    }
+    changed
 }
 
 /// Server-side applies `desired` unless `applied` holds it already, by the uid `applied` knows
@@ -724,10 +899,12 @@ mod tests {
                 create_missing: true,
                 rules: WebhookRules::Policies,
             };
+            let (_live, live) = watch::channel(Live::default());
             let inputs = Inputs {
                 sets: receiver,
                 ca,
                 leadership,
+                live,
             };
             let (applied, mut covered) = watch::channel(Applied::default());
             let _task = tokio::spawn(registration.keep_applied(client, inputs, applied));
@@ -871,10 +1048,12 @@ mod tests {
                 create_missing: false,
                 rules: WebhookRules::Policies,
             };
+            let (_live, live) = watch::channel(Live::default());
             let inputs = Inputs {
                 sets: receiver,
                 ca,
                 leadership,
+                live,
             };
             let (applied, mut covered) = watch::channel(Applied::default());
             let _task = tokio::spawn(registration.keep_applied(client, inputs, applied));
@@ -942,6 +1121,129 @@ mod tests {
             );
             assert_eq!(call.body["metadata"]["uid"], "v-uid");
             assert_eq!(ca_bundle(&call.body), "ca-3");
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_configuration_changed_deleted_or_re_created_by_hand_is_applied_again() {
+        let scenario = async {
+            let (client, mut api) = fixtures::pair();
+            let (_sets, sets) = watch::channel(matching("configmaps"));
+            let (_ca, ca) = watch::channel("ca".to_string());
+            let (_leading, leadership) = watch::channel(true);
+            let (live_sender, live) = watch::channel(Live::default());
+            let registration = Registration {
+                endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
+                excluded_namespaces: excluded(),
+                create_missing: false,
+                rules: WebhookRules::Policies,
+            };
+            let inputs = Inputs {
+                sets,
+                ca,
+                leadership,
+                live,
+            };
+            let (applied, mut covered) = watch::channel(Applied::default());
+            let _task = tokio::spawn(registration.keep_applied(client, inputs, applied));
+
+            // Applied once: each configuration read (its uid), then patched.
+            let mut written = Vec::new();
+            for (path, uid) in [(VALIDATING, "v-uid"), (MUTATING, "m-uid")] {
+                let call = api.next().await;
+                assert_eq!((&call.method, call.path.as_str()), (&Method::GET, path));
+                call.reply(200, json!({"metadata": {"name": "celgate", "uid": uid}}));
+                let call = api.next().await;
+                assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, path));
+                let body = call.body.clone();
+                call.reply(200, body.clone());
+                written.push(body);
+            }
+            covered.changed().await.unwrap();
+            assert!(covered.borrow_and_update().set.is_some());
+            let (validating, mutating) = (written[0].clone(), written[1].clone());
+
+            // The watch shows them as applied, with the API server's defaults: nothing to do.
+            let mut defaulted = validating.clone();
+            defaulted["webhooks"][0]["reinvocationPolicy"] = json!("Never");
+            defaulted["metadata"]["resourceVersion"] = json!("7");
+            live_sender.send_replace(Live {
+                validating: Observed::Present(defaulted.clone()),
+                mutating: Observed::Present(mutating.clone()),
+            });
+            let idle = tokio::time::timeout(Duration::from_secs(3600), api.next()).await;
+            assert!(idle.is_err(), "applied again what is in place");
+
+            // failurePolicy edited by hand: applied again at once.
+            let mut edited = defaulted.clone();
+            edited["webhooks"][0]["failurePolicy"] = json!("Ignore");
+            live_sender.send_modify(|l| l.validating = Observed::Present(edited));
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
+            call.reply(
+                200,
+                json!({"metadata": {"name": "celgate", "uid": "v-uid"}}),
+            );
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, VALIDATING)
+            );
+            assert_eq!(call.body["webhooks"][0]["failurePolicy"], "Fail");
+            let body = call.body.clone();
+            call.reply(200, body);
+            covered.changed().await.unwrap();
+            assert!(covered.borrow_and_update().set.is_some());
+            live_sender.send_modify(|l| l.validating = Observed::Present(validating.clone()));
+
+            // Deleted (in a cluster celgate does not create it): not covered, and status says why.
+            live_sender.send_modify(|l| l.validating = Observed::Absent);
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
+            call.reply(404, status(404, "NotFound"));
+            {
+                let now = covered.wait_for(|a| a.error.is_some()).await.unwrap();
+                assert!(
+                    now.set.is_none(),
+                    "a deleted configuration still covers the set"
+                );
+                assert!(now.error.as_deref().unwrap().contains("does not exist"));
+            }
+
+            // Re-created (another uid, empty): applied at once, by its new uid.
+            live_sender.send_modify(|l| {
+                l.validating =
+                    Observed::Present(json!({"metadata": {"name": "celgate", "uid": "v-uid-2"}}));
+            });
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
+            call.reply(
+                200,
+                json!({"metadata": {"name": "celgate", "uid": "v-uid-2"}}),
+            );
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, VALIDATING)
+            );
+            assert_eq!(call.body["metadata"]["uid"], "v-uid-2");
+            assert_eq!(resources(&call.body), ["configmaps"]);
+            let body = call.body.clone();
+            call.reply(200, body);
+            let now = covered.wait_for(|a| a.error.is_none()).await.unwrap();
+            assert!(now.set.is_some());
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)
             .await
