@@ -61,7 +61,12 @@ fn rule_names(groups: &Value) -> Vec<String> {
         .into_iter()
         .flatten()
         .flat_map(|g| g["rules"].as_array().into_iter().flatten())
-        .filter_map(|r| r["alert"].as_str().or(r["record"].as_str()).map(str::to_string))
+        .filter_map(|r| {
+            r["alert"]
+                .as_str()
+                .or(r["record"].as_str())
+                .map(str::to_string)
+        })
         .collect()
 }
 
