@@ -34,18 +34,7 @@ use prometheus_client::metrics::histogram::Histogram;
 
 mod common;
 
-use common::{fixture, fixture_mutating, fixture_store, fixture_validating};
-
-/// The celgate binary's allocator (celgate/src/main.rs), so this measures the product.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use common::{env_or, fixture, fixture_mutating, fixture_store, fixture_validating};
 
 /// Check durations as celgate's checks take them (a few microseconds), cycled through.
 const DURATIONS: [f64; 8] = [3e-6, 5e-6, 8e-6, 1.2e-5, 2e-6, 4e-5, 4e-6, 6e-6];

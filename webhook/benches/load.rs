@@ -78,18 +78,7 @@ use tokio_rustls::TlsConnector;
 
 mod common;
 
-use common::{fixture, fixture_mutating, fixture_store, fixture_validating};
-
-/// The celgate binary's allocator (celgate/src/main.rs), so this measures the product.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-fn env_or(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+use common::{env_or, fixture, fixture_mutating, fixture_store, fixture_validating};
 
 /// Where the measurements send reviews.
 const VALIDATE_PATH: &str = "/validate";

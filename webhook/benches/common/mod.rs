@@ -22,6 +22,18 @@ use serde_json::json;
 #[path = "../../../e2e/src/fixture.rs"]
 pub mod fixture;
 
+/// The celgate binary's allocator (celgate/src/main.rs), so this measures the product.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// The number in environment variable `name`, or `default`.
+pub fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// The schemas of `core/v1` and `apps/v1` from the committed built-in snapshot, as the operator
 /// publishes them for the kinds mutating policies match.
 fn builtin_schemas() -> KindSchemaView {
