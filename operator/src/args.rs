@@ -22,6 +22,16 @@ pub struct RunArgs {
     /// celgate's own namespace: holds the certificate Secret and is excluded from the webhooks.
     #[arg(long, env = "CELGATE_NAMESPACE", default_value = "celgate-system")]
     pub namespace: String,
+    /// Namespaces whose requests never reach the policy webhooks, comma-separated, besides
+    /// celgate's own (always excluded): a broken celgate cannot lock the control plane out.
+    /// Set it to "" to exclude only celgate's namespace.
+    #[arg(
+        long,
+        env = "CELGATE_EXCLUDED_NAMESPACES",
+        value_delimiter = ',',
+        default_value = "kube-system"
+    )]
+    pub excluded_namespaces: Vec<String>,
     /// Name of the webhook's Service (in cluster).
     #[arg(long, env = "CELGATE_SERVICE_NAME", default_value = "celgate-webhook")]
     pub service_name: String,
@@ -43,7 +53,7 @@ pub struct RunArgs {
     /// Which requests the policy webhooks are sent: `policies` (what the compiled policies'
     /// rules match; a policy over a resource no other policy matches waits for kube-apiserver
     /// to load the changed webhook configuration) or `all` (every resource, subresource and
-    /// operation outside celgate's namespace: a new policy is enforced once compiled, but every
+    /// operation but CONNECT outside the excluded namespaces: a new policy is enforced once compiled, but every
     /// write waits on celgate, and with failurePolicy Fail fails while celgate is unreachable).
     #[arg(
         long,

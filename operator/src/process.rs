@@ -26,7 +26,7 @@ use crate::controllers::policies::{self, KindStores, Stores};
 use crate::serving::leader::Leadership;
 use crate::serving::registration::{Applied, Inputs};
 use crate::serving::registration::{Endpoint, Registration};
-use crate::serving::{cert_watch, certs, leader};
+use crate::serving::{cert_watch, certs, leader, registration};
 use crate::status::{Checker, StatusWriter};
 use crate::{metrics, retry, status};
 
@@ -62,6 +62,34 @@ pub enum RunError {
     /// The webhook server task panicked or was cancelled.
     #[error("the webhook server task ended abnormally: {0}")]
     Task(#[source] tokio::task::JoinError),
+    /// A task that must run as long as the process (the controllers and watches, certificate
+    /// following) ended or panicked: the process exits non-zero so the kubelet restarts it.
+    #[error("the {task} stopped ({how}); exiting so that celgate is restarted")]
+    TaskEnded {
+        /// Which task.
+        task: &'static str,
+        /// How it ended: returned, or the panic.
+        how: String,
+    },
+}
+
+/// Waits for the first of `tasks`, which must all run for the life of the process, to end, and
+/// names it and how it ended.
+async fn supervise(tasks: Vec<(&'static str, tokio::task::JoinHandle<()>)>) -> RunError {
+    use futures::FutureExt;
+    if tasks.is_empty() {
+        return std::future::pending().await;
+    }
+    let ended = tasks
+        .into_iter()
+        .map(|(task, handle)| handle.map(move |ended| (task, ended)).boxed());
+    let ((task, ended), _, _) = futures::future::select_all(ended).await;
+    let how = match ended {
+        Ok(()) => "returned".to_string(),
+        Err(error) if error.is_panic() => format!("panicked: {error}"),
+        Err(error) => error.to_string(),
+    };
+    RunError::TaskEnded { task, how }
 }
 
 fn init_logging(json: bool) {
@@ -216,7 +244,10 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
     let registration = Registration {
         create_missing: matches!(endpoint, Endpoint::Url(_)),
         endpoint,
-        namespace: args.namespace.clone(),
+        excluded_namespaces: registration::excluded_namespaces(
+            &args.namespace,
+            &args.excluded_namespaces,
+        ),
         rules: args.webhook_rules,
     };
     // One discovery and one schema cache serve the type checker and the mutated kinds.
@@ -253,7 +284,17 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         certificates,
         ca_sender,
     ));
-    tokio::spawn(metrics::follow_leadership(election.leadership.clone()));
+    let leadership_metrics = tokio::spawn(metrics::follow_leadership(election.leadership.clone()));
+    let aborts = [
+        controllers.abort_handle(),
+        certificates_followed.abort_handle(),
+        leadership_metrics.abort_handle(),
+    ];
+    let supervised = supervise(vec![
+        ("controllers and watches", controllers),
+        ("certificate follower", certificates_followed),
+        ("leadership metrics", leadership_metrics),
+    ]);
     let serving_metrics = async move {
         match metrics_server {
             Some(server) => server.serve().await,
@@ -261,14 +302,28 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         }
     };
     let outcome = tokio::select! {
-        served = &mut serving => Some(served),
-        served = serving_metrics => Some(Ok(served)),
+        served = &mut serving => Some(served.map_err(RunError::Task).and_then(|r| r.map_err(RunError::from))),
+        served = serving_metrics => Some(served.map_err(RunError::from)),
+        ended = supervised => {
+            error!(error = %ended, "stopping");
+            Some(Err(ended))
+        }
         () = shutdown_signal() => None,
     };
     let outcome = match outcome {
-        Some(served) => served
-            .map_err(RunError::Task)
-            .and_then(|r| r.map_err(RunError::from)),
+        Some(Err(ended @ RunError::TaskEnded { .. })) => {
+            // The webhook still serves the last snapshot: drain it as on SIGTERM.
+            stop_gracefully(
+                &server,
+                &mut serving,
+                election,
+                Duration::from_secs(args.shutdown_delay_seconds),
+                Duration::from_secs(args.shutdown_grace_seconds),
+            )
+            .await;
+            Err(ended)
+        }
+        Some(served) => served,
         None => {
             stop_gracefully(
                 &server,
@@ -281,8 +336,9 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
             Ok(())
         }
     };
-    controllers.abort();
-    certificates_followed.abort();
+    for task in aborts {
+        task.abort();
+    }
     outcome
 }
 
@@ -296,7 +352,7 @@ struct StatusConfig {
     pub identity: String,
 }
 
-/// Runs the operator's controllers against `client` until the process stops, publishing into `store` (with the
+/// Runs the operator's controllers against `client` until the process stops or one of them ends, publishing into `store` (with the
 /// schemas of mutated kinds from `schemas`), registers the webhooks as `registration` says
 /// (trusting the CA bundle on `ca`) while this replica leads, and writes status as `status`
 /// says.
@@ -314,6 +370,7 @@ async fn run_controllers(
     let (mutating_bindings, mutating_binding_writer) = reflector::store();
     let (published, sets) = watch::channel(None);
     let (applied_sender, applied) = watch::channel(Applied::default());
+    let (live_sender, live) = watch::channel(registration::Live::default());
     let rediscovered = schemas.rediscovered();
     let stores = Stores {
         validating: KindStores { policies, bindings },
@@ -340,33 +397,38 @@ async fn run_controllers(
         status.checker,
         status.identity,
     );
-    tokio::join!(
-        policies::run::<ValidatingAdmissionPolicy>(
+    // Each runs for the life of the process: the first to end is logged and ends them all,
+    // and the supervisor then stops the process.
+    let ended = tokio::select! {
+        () = policies::run::<ValidatingAdmissionPolicy>(
             client.clone(),
             ctx.clone(),
             policy_writer,
             binding_writer,
             futures::stream::pending(),
-        ),
-        policies::run::<MutatingAdmissionPolicy>(
+        ) => "validating policy controller",
+        () = policies::run::<MutatingAdmissionPolicy>(
             client.clone(),
             ctx,
             mutating_writer,
             mutating_binding_writer,
             rediscovered,
-        ),
-        namespaces::run(client.clone(), store),
-        registration.keep_applied(
+        ) => "mutating policy controller",
+        () = namespaces::run(client.clone(), store) => "namespace watch",
+        () = registration::watch_live(client.clone(), live_sender) => "webhook configuration watch",
+        () = registration.keep_applied(
             client,
             Inputs {
                 sets,
                 ca,
                 leadership: status.leadership.clone(),
+                live,
             },
             applied_sender
-        ),
-        writer.run(status.leadership),
-    );
+        ) => "webhook registration",
+        () = writer.run(status.leadership) => "status writer",
+    };
+    error!(task = ended, "a controller stopped");
 }
 
 /// The certificates to start serving with. With cert-manager, waits (logging) until the
@@ -444,6 +506,35 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_supervisor_reports_the_first_task_that_ends_or_panics() {
+        let forever = || tokio::spawn(std::future::pending::<()>());
+        let ended = supervise(vec![
+            ("a", forever()),
+            ("controllers and watches", tokio::spawn(async {})),
+        ])
+        .await;
+        assert_eq!(
+            ended.to_string(),
+            "the controllers and watches stopped (returned); exiting so that celgate is restarted"
+        );
+        #[allow(clippy::panic)]
+        let panicking = tokio::spawn(async { panic!("boom") });
+        let ended = supervise(vec![("a", forever()), ("watch", panicking)]).await;
+        let message = ended.to_string();
+        assert!(
+            message.starts_with("the watch stopped (panicked"),
+            "{message}"
+        );
+        // Tasks still running are not reported.
+        let ended = tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            supervise(vec![("b", forever())]),
+        )
+        .await;
+        assert!(ended.is_err(), "a running task was reported");
+    }
 
     #[test]
     fn url_hosts() {

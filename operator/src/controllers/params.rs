@@ -155,7 +155,9 @@ impl Kind {
         retry: &mut Backoff,
     ) {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
-        let events = watcher(api, watcher::Config::default()).backoff(crate::retry::watch());
+        let events = watcher(api, watcher::Config::default())
+            .backoff(crate::retry::watch())
+            .modify(without_managed_fields);
         let mut events = std::pin::pin!(events);
         let mut changes = Changes::default();
         while let Some(event) = events.next().await {
@@ -314,6 +316,13 @@ fn discovery_forbidden(key: &ParamKey, subject: &str) -> String {
     )
 }
 
+/// Drops a param object's `managedFields` before it is cached: often the larger part of a
+/// small object, and no policy needs them (a documented difference: in-tree, CEL can read
+/// `params.metadata.managedFields`).
+fn without_managed_fields(object: &mut DynamicObject) {
+    object.metadata.managed_fields = None;
+}
+
 /// `(namespace, name)` of a param object; the namespace is empty for cluster-scoped kinds.
 fn object_key(object: &DynamicObject, namespaced: bool) -> (&str, &str) {
     let meta = &object.metadata;
@@ -366,6 +375,20 @@ mod tests {
     use tokio::time::Instant;
 
     const KIND: (&str, &str) = ("example.com/v1", "Widget");
+
+    #[test]
+    fn params_are_cached_without_managed_fields() {
+        let mut object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w", "managedFields": [{"manager": "kubectl", "operation": "Apply"}]},
+            "spec": {"max": 1},
+        }))
+        .unwrap();
+        without_managed_fields(&mut object);
+        let cached = serde_json::to_value(&object).unwrap();
+        assert!(cached["metadata"].get("managedFields").is_none());
+        assert_eq!(cached["spec"]["max"], 1);
+    }
     const LOOKUP: &str = "/apis/example.com/v1";
     const WIDGETS: &str = "/apis/example.com/v1/widgets";
 

@@ -1,14 +1,18 @@
 //! The leader Lease: every replica serves admission and builds its snapshot, but only the one
 //! holding the Lease writes status and events. Election is kube-lease-manager's (server-side
 //! apply on a `coordination.k8s.io/v1` Lease in celgate's namespace); this module keeps it
-//! running through API errors and publishes whether this replica leads right now.
+//! running through API errors and publishes whether this replica leads right now. A holder
+//! that cannot renew the Lease steps down after the renew deadline, before the Lease expires
+//! and another replica may take it (client-go's RenewDeadline): kube-lease-manager keeps
+//! saying it holds the Lease while its renewals fail, so this module reads the Lease itself.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use kube::Client;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::{Api, Client};
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder};
 use tokio::sync::{oneshot, watch};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::retry::{self, Backoff};
 
@@ -29,10 +33,52 @@ pub struct LeaseConfig {
 }
 
 impl LeaseConfig {
-    /// How long before expiry the holder renews: a third of the duration, at least a second.
-    /// It is also the clock skew between nodes the election tolerates.
+    /// How long before expiry the holder renews: two thirds of the duration (so it renews every
+    /// third of it, and one failed renewal is not yet fatal), at least a second and less than
+    /// the duration.
     fn grace_seconds(&self) -> u64 {
-        (self.duration_seconds / 3).max(1)
+        (self.duration_seconds * 2 / 3).clamp(1, self.duration_seconds.saturating_sub(1).max(1))
+    }
+
+    /// How long after its last recorded renewal a holder stops leading: two thirds of the
+    /// duration (client-go's RenewDeadline, below LeaseDuration). The last third is the clock
+    /// skew between nodes the election tolerates.
+    pub fn renew_deadline(&self) -> Duration {
+        Duration::from_millis(self.duration_seconds * 2000 / 3)
+    }
+
+    /// How often the holder reads the Lease to learn that its renewals still land: half the
+    /// renewal interval, so the renewal it sees is never older than the deadline allows.
+    fn check_interval(&self) -> Duration {
+        Duration::from_millis(self.duration_seconds * 1000 / 6).max(Duration::from_millis(250))
+    }
+}
+
+/// Until when this replica may act as leader: its last renewal as the Lease records it, plus
+/// the renew deadline; nothing while the Lease names another holder or was not read yet.
+#[derive(Debug, Default)]
+struct Tenure {
+    until: Option<SystemTime>,
+}
+
+impl Tenure {
+    /// Notes the Lease as the API server holds it now (`None`: it does not exist).
+    fn observe(&mut self, lease: Option<&Lease>, identity: &str, deadline: Duration) {
+        let spec = lease.and_then(|l| l.spec.as_ref());
+        let holder = spec.and_then(|s| s.holder_identity.as_deref());
+        self.until = match spec.and_then(|s| s.renew_time.as_ref()) {
+            Some(renewed) if holder == Some(identity) => {
+                SystemTime::from(renewed.0).checked_add(deadline)
+            }
+            _ => None,
+        };
+    }
+
+    /// How long this replica may still lead at `now`: zero once the deadline has passed.
+    fn remaining(&self, now: SystemTime) -> Duration {
+        self.until
+            .and_then(|until| until.duration_since(now).ok())
+            .unwrap_or(Duration::ZERO)
     }
 }
 
@@ -100,6 +146,8 @@ async fn run(
     mut stopped: oneshot::Receiver<()>,
 ) {
     let mut retry = Backoff::new(retry::CLUSTER);
+    let leases = Api::<Lease>::namespaced(client.clone(), &config.namespace);
+    let deadline = config.renew_deadline();
     loop {
         let manager = tokio::select! {
             _ = &mut stopped => return,
@@ -118,11 +166,17 @@ async fn run(
         };
         retry.reset();
         let (mut state, task) = manager.watch().await;
+        let mut tenure = Tenure::default();
+        let mut next_check = tokio::time::Instant::now();
         loop {
-            let now = *state.borrow_and_update();
+            let held = *state.borrow_and_update();
+            let remaining = tenure.remaining(SystemTime::now());
+            let now = held && !remaining.is_zero();
             if leading.send_replace(now) != now {
                 if now {
                     info!(identity = %config.identity, lease = %config.name, "acquired the leader lease; writing status");
+                } else if held {
+                    warn!(identity = %config.identity, lease = %config.name, renew_deadline_s = deadline.as_secs_f64(), "cannot renew the leader lease; no longer writing status or webhook configurations");
                 } else {
                     info!(identity = %config.identity, lease = %config.name, "lost the leader lease; no longer writing status");
                 }
@@ -136,11 +190,27 @@ async fn run(
                     return;
                 }
                 changed = state.changed() => {
+                    next_check = tokio::time::Instant::now();
                     if changed.is_err() {
                         // The manager's task ended (it only does on an error): not leading.
                         leading.send_replace(false);
                         warn!(lease = %config.name, "the leader election stopped; starting it again");
                         break;
+                    }
+                }
+                // The renew deadline passed: loop to step down.
+                () = tokio::time::sleep(remaining), if now => {}
+                // While the manager holds the Lease, read it: the holder leads only until the
+                // renew deadline after the last renewal the Lease records.
+                () = tokio::time::sleep_until(next_check), if held => {
+                    let interval = config.check_interval();
+                    next_check = tokio::time::Instant::now() + interval;
+                    // Never read past the deadline: stepping down must not wait on the API server.
+                    let wait = if now { remaining.min(interval) } else { interval };
+                    match tokio::time::timeout(wait, leases.get_opt(&config.name)).await {
+                        Ok(Ok(lease)) => tenure.observe(lease.as_ref(), &config.identity, deadline),
+                        Ok(Err(error)) => debug!(%error, lease = %config.name, "cannot read the leader lease"),
+                        Err(_) => debug!(lease = %config.name, "reading the leader lease timed out"),
                     }
                 }
             }
@@ -161,8 +231,57 @@ mod tests {
             duration_seconds,
             identity: "i".into(),
         };
-        assert_eq!(config(15).grace_seconds(), 5);
+        assert_eq!(config(15).grace_seconds(), 10);
+        assert_eq!(config(3).grace_seconds(), 2);
         assert_eq!(config(2).grace_seconds(), 1);
+        // The holder stops leading before the Lease expires, and after a renewal it missed.
+        assert_eq!(config(15).renew_deadline(), Duration::from_secs(10));
+        assert!(config(2).renew_deadline() < Duration::from_secs(2));
+        assert!(config(2).renew_deadline() > Duration::from_secs(1));
+        // It reads the Lease twice per renewal.
+        assert_eq!(config(15).check_interval(), Duration::from_millis(2500));
+    }
+
+    fn lease(holder: &str, renewed: SystemTime) -> Lease {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "l", "namespace": "n"},
+            "spec": {"holderIdentity": holder, "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(renewed.try_into().unwrap())},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_holder_leads_until_the_renew_deadline_after_its_last_renewal() {
+        let deadline = Duration::from_secs(10);
+        let now = SystemTime::now();
+        let mut tenure = Tenure::default();
+        assert_eq!(tenure.remaining(now), Duration::ZERO, "not read yet");
+
+        tenure.observe(
+            Some(&lease("me", now - Duration::from_secs(4))),
+            "me",
+            deadline,
+        );
+        let remaining = tenure.remaining(now);
+        assert!(
+            remaining > Duration::from_secs(5) && remaining <= Duration::from_secs(6),
+            "{remaining:?}"
+        );
+        // No renewal since: the deadline passes, well before the Lease (15 s) expires.
+        assert_eq!(
+            tenure.remaining(now + Duration::from_secs(7)),
+            Duration::ZERO
+        );
+
+        // Renewed: leads again.
+        tenure.observe(Some(&lease("me", now)), "me", deadline);
+        assert!(tenure.remaining(now) > Duration::from_secs(9));
+        // Another holder, or no Lease: not leading.
+        tenure.observe(Some(&lease("other", now)), "me", deadline);
+        assert_eq!(tenure.remaining(now), Duration::ZERO);
+        tenure.observe(Some(&lease("me", now)), "me", deadline);
+        tenure.observe(None, "me", deadline);
+        assert_eq!(tenure.remaining(now), Duration::ZERO);
     }
 
     #[test]

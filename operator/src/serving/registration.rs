@@ -1,28 +1,32 @@
 //! The ValidatingWebhookConfiguration and MutatingWebhookConfiguration celgate owns: their rules
-//! are the union of the compiled policies' match constraints, bound or not (so only relevant
-//! traffic reaches the webhook, and binding a policy changes no configuration), or with
+//! are the union of the bound compiled policies' match constraints (so only relevant traffic
+//! reaches the webhook, and a policy nothing binds costs no request), or with
 //! [`WebhookRules::All`] every resource (so a new policy changes no configuration), split into a
-//! fail-closed and a fail-open webhook by failurePolicy, and they exclude celgate's own
-//! namespace so a broken webhook cannot lock celgate out. The mutating side is split further
-//! by reinvocationPolicy, since the API server reinvokes a webhook as a whole: policies that
-//! must run once are never served by a webhook it may call again.
+//! fail-closed and a fail-open webhook by failurePolicy. They never send CONNECT, nor the
+//! requests of [`NEVER_SENT`], and they exclude celgate's own namespace and the
+//! `--excluded-namespaces` (kube-system by default) so a broken webhook cannot lock celgate or
+//! the control plane out. The mutating side is split further by reinvocationPolicy, since the
+//! API server reinvokes a webhook as a whole: policies that must run once are never served by a
+//! webhook it may call again.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use celgate_engine::model::{FailurePolicy, MatchResources, ReinvocationPolicy};
 use celgate_engine::{MutatingWebhookGroup, PolicySet};
+use futures::{Stream, StreamExt, stream};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
-    ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MatchCondition, MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations,
+    ServiceReference, ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{ObjectMeta, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client};
 use thiserror::Error;
 use tokio::sync::watch;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::metrics;
 use crate::retry::{self, Backoff};
@@ -108,6 +112,48 @@ impl Endpoint {
 
 const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
 
+/// The operations a webhook is registered for: never CONNECT (`kubectl exec`, `attach`,
+/// `port-forward`), so a broken celgate cannot also take away the way to debug it.
+const REGISTERED_OPERATIONS: [&str; 3] = ["CREATE", "UPDATE", "DELETE"];
+
+/// Requests never sent to a policy webhook, whatever the rules, each with a matchCondition
+/// (name, CEL) that excludes it: the busiest writes of the control plane, whose failure
+/// (under a fail-closed webhook while celgate is down) would take the cluster down with it,
+/// and the review kinds no policy applies to anyway.
+pub const NEVER_SENT: [(&str, &str); 4] = [
+    // Events: written by every component all the time; losing them must not block anything.
+    (
+        "celgate-never-events",
+        "!(request.resource.resource == 'events' && (request.resource.group == '' || request.resource.group == 'events.k8s.io'))",
+    ),
+    // Leases: node heartbeats and leader election (celgate's own included) renew every few seconds.
+    (
+        "celgate-never-leases",
+        "!(request.resource.group == 'coordination.k8s.io' && request.resource.resource == 'leases')",
+    ),
+    // TokenReviews and SelfSubjectReviews: authentication checks, never stored; no policy applies.
+    (
+        "celgate-never-authentication-reviews",
+        "!(request.resource.group == 'authentication.k8s.io' && request.resource.resource in ['tokenreviews', 'selfsubjectreviews'])",
+    ),
+    // SubjectAccessReviews and their kin: authorization checks (celgate's `authorizer` makes them), never stored; no policy applies.
+    (
+        "celgate-never-authorization-reviews",
+        "!(request.resource.group == 'authorization.k8s.io' && request.resource.resource in ['subjectaccessreviews', 'selfsubjectaccessreviews', 'localsubjectaccessreviews', 'selfsubjectrulesreviews'])",
+    ),
+];
+
+/// The matchConditions of every policy webhook: [`NEVER_SENT`].
+fn never_sent() -> Vec<MatchCondition> {
+    NEVER_SENT
+        .iter()
+        .map(|(name, expression)| MatchCondition {
+            name: (*name).to_string(),
+            expression: (*expression).to_string(),
+        })
+        .collect()
+}
+
 /// Which requests a webhook that serves policies is sent.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum WebhookRules {
@@ -116,10 +162,10 @@ pub enum WebhookRules {
     /// has loaded the changed configuration (a few milliseconds more).
     #[default]
     Policies,
-    /// Every resource, subresource and operation, once it serves any policy: a new policy is
-    /// enforced as soon as celgate has compiled it, with no configuration change; every write
-    /// in the cluster (outside celgate's namespace) then waits on celgate, and with
-    /// failurePolicy Fail fails while celgate is unreachable.
+    /// Every resource, subresource and operation but CONNECT and [`NEVER_SENT`], once it serves
+    /// any bound policy: a new policy is enforced as soon as celgate has compiled it and a
+    /// binding names it; every write in the cluster (outside the excluded namespaces) then
+    /// waits on celgate, and with failurePolicy Fail fails while celgate is unreachable.
     All,
 }
 
@@ -127,7 +173,7 @@ pub enum WebhookRules {
 fn every_resource() -> RuleWithOperations {
     let any = || Some(vec!["*".to_string()]);
     RuleWithOperations {
-        operations: any(),
+        operations: Some(REGISTERED_OPERATIONS.map(String::from).to_vec()),
         api_groups: any(),
         api_versions: any(),
         resources: Some(vec!["*/*".to_string()]),
@@ -143,35 +189,48 @@ fn covering(policies: Vec<RuleWithOperations>, coverage: WebhookRules) -> Vec<Ru
     }
 }
 
-/// Webhook rules for one failure policy: every well-formed resource rule of the compiled
-/// validating policies, bound or not. An unbound policy's rules are registered too so that
-/// binding it, the common change, needs no configuration update (kube-apiserver takes several
-/// milliseconds to reload one); until then celgate admits what only it matches.
+/// Webhook rules for one failure policy: every well-formed resource rule of the bound compiled
+/// validating policies. A policy nothing binds registers nothing, so it costs no request, and
+/// under failurePolicy Fail cannot fail one while celgate is down; binding it then waits for
+/// kube-apiserver to load the changed configuration (Ready says when).
 fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
-    let bound = set.validating().iter().map(|b| &b.policy);
     union_of_rules(
-        bound
-            .chain(&set.unbound().validating)
+        set.validating()
+            .iter()
+            .map(|b| &b.policy)
             .filter(|p| p.failure_policy() == failure)
             .map(|p| p.spec.match_constraints.as_ref()),
     )
 }
 
-/// Webhook rules for one mutating webhook group: every well-formed resource rule of the
-/// compiled mutating policies of that group, bound or not (as for [`rules`]).
+/// Webhook rules for one mutating webhook group: every well-formed resource rule of the bound
+/// compiled mutating policies of that group (as for [`rules`]).
 fn mutating_rules(set: &PolicySet, group: MutatingWebhookGroup) -> Vec<RuleWithOperations> {
-    let bound = set.mutating().iter().map(|b| &b.policy);
     union_of_rules(
-        bound
-            .chain(&set.unbound().mutating)
+        set.mutating()
+            .iter()
+            .map(|b| &b.policy)
             .filter(|p| MutatingWebhookGroup::of(p) == group)
             .map(|p| p.spec.match_constraints.as_ref()),
     )
 }
 
-/// Every well-formed resource rule of these match constraints, once each, in order. A
-/// malformed rule is left out (the engine still rejects what it cannot match), so one bad
-/// policy cannot make the whole configuration invalid.
+/// The operations of a rule as registered: CONNECT dropped, `*` spelled out without it; empty
+/// when the rule is for CONNECT alone.
+fn registered_operations(operations: &[String]) -> Vec<String> {
+    if operations.iter().any(|o| o == "*") {
+        return REGISTERED_OPERATIONS.map(String::from).to_vec();
+    }
+    operations
+        .iter()
+        .filter(|o| REGISTERED_OPERATIONS.contains(&o.as_str()))
+        .cloned()
+        .collect()
+}
+
+/// Every well-formed resource rule of these match constraints, without CONNECT, once each, in
+/// order. A malformed rule is left out (the engine still rejects what it cannot match), so one
+/// bad policy cannot make the whole configuration invalid; so is a rule for CONNECT alone.
 fn union_of_rules<'a>(
     constraints: impl Iterator<Item = Option<&'a MatchResources>>,
 ) -> Vec<RuleWithOperations> {
@@ -188,16 +247,17 @@ fn union_of_rules<'a>(
                 && !r.resources.is_empty()
                 && r.resources.iter().all(|x| !x.is_empty())
                 && matches!(r.scope.as_str(), "*" | "Cluster" | "Namespaced");
+            let operations = registered_operations(&r.operations);
             let key = (
-                r.operations.clone(),
+                operations.clone(),
                 r.api_groups.clone(),
                 r.api_versions.clone(),
                 r.resources.clone(),
                 r.scope.clone(),
             );
-            if well_formed && seen.insert(key) {
+            if well_formed && !operations.is_empty() && seen.insert(key) {
                 out.push(RuleWithOperations {
-                    operations: Some(r.operations.clone()),
+                    operations: Some(operations),
                     api_groups: Some(r.api_groups.clone()),
                     api_versions: Some(r.api_versions.clone()),
                     resources: Some(r.resources.clone()),
@@ -224,25 +284,160 @@ fn configuration_metadata() -> ObjectMeta {
     }
 }
 
-fn exclude_namespace(namespace: &str) -> LabelSelector {
+/// The namespaces the policy webhooks skip: celgate's own, always, then `others` (the
+/// `--excluded-namespaces`), each once; empty names are ignored.
+pub fn excluded_namespaces(own: &str, others: &[String]) -> Vec<String> {
+    let mut out = vec![own.to_string()];
+    for namespace in others {
+        let namespace = namespace.trim();
+        if !namespace.is_empty() && !out.iter().any(|n| n == namespace) {
+            out.push(namespace.to_string());
+        }
+    }
+    out
+}
+
+/// The namespaceSelector of a policy webhook: every namespace but `excluded`, by the name
+/// label kube-apiserver sets on every namespace.
+fn exclude_namespaces(excluded: &[String]) -> LabelSelector {
     LabelSelector {
         match_expressions: Some(vec![LabelSelectorRequirement {
             key: "kubernetes.io/metadata.name".into(),
             operator: "NotIn".into(),
-            values: Some(vec![namespace.to_string()]),
+            values: Some(excluded.to_vec()),
         }]),
         match_labels: None,
     }
 }
 
 /// What the webhook registration has achieved, for status: a policy generation is enforced
-/// once a set holding it is covered by the applied configurations.
+/// once a set holding it is covered by the configurations the API server holds.
 #[derive(Clone, Debug, Default)]
 pub struct Applied {
-    /// The latest policy set whose webhook configurations are applied.
+    /// The latest policy set whose webhook configurations are applied and, as far as the
+    /// watch of them knows, still in place; `None` once they were changed or deleted and could
+    /// not be applied again.
     pub set: Option<Arc<PolicySet>>,
     /// Why the configurations of a newer set could not be applied, until they are.
     pub error: Option<String>,
+}
+
+/// One configuration named celgate as the API server holds it, from a watch.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Observed {
+    /// Not listed yet.
+    #[default]
+    Unknown,
+    /// It does not exist.
+    Absent,
+    /// It exists, as this JSON (without managedFields).
+    Present(serde_json::Value),
+}
+
+/// Both configurations named celgate as the API server holds them.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Live {
+    /// The ValidatingWebhookConfiguration.
+    pub validating: Observed,
+    /// The MutatingWebhookConfiguration.
+    pub mutating: Observed,
+}
+
+/// Follows both configurations named celgate into `live` (every replica; only the leader
+/// acts on it), until the process stops.
+pub async fn watch_live(client: Client, live: watch::Sender<Live>) {
+    let validating = observe::<ValidatingWebhookConfiguration>(client.clone()).map(|o| (true, o));
+    let mutating = observe::<MutatingWebhookConfiguration>(client).map(|o| (false, o));
+    stream::select(validating, mutating)
+        .for_each(|(is_validating, observed)| {
+            live.send_if_modified(|live| {
+                let side = if is_validating {
+                    &mut live.validating
+                } else {
+                    &mut live.mutating
+                };
+                let changed = *side != observed;
+                *side = observed;
+                changed
+            });
+            std::future::ready(())
+        })
+        .await;
+}
+
+/// The configuration of kind `K` named celgate after each change, from a watch of that name.
+fn observe<K>(client: Client) -> impl Stream<Item = Observed> + Send
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::Serialize
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let config = watcher::Config::default().fields(&format!("metadata.name={CONFIGURATION_NAME}"));
+    let mut listed = Observed::Absent;
+    watcher(Api::<K>::all(client), config)
+        .backoff(retry::watch())
+        .filter_map(move |event| {
+            let observed = match event {
+                Ok(watcher::Event::Init) => {
+                    listed = Observed::Absent;
+                    None
+                }
+                Ok(watcher::Event::InitApply(object)) => {
+                    listed = present(object);
+                    None
+                }
+                Ok(watcher::Event::InitDone) => Some(listed.clone()),
+                Ok(watcher::Event::Apply(object)) => Some(present(object)),
+                Ok(watcher::Event::Delete(_)) => Some(Observed::Absent),
+                Err(error) => {
+                    debug!(%error, "watch of the webhook configurations failed; retrying");
+                    None
+                }
+            };
+            std::future::ready(observed)
+        })
+}
+
+/// A watched configuration as JSON, without managedFields.
+fn present<K: kube::Resource + serde::Serialize>(mut object: K) -> Observed {
+    object.meta_mut().managed_fields = None;
+    serde_json::to_value(object).map_or(Observed::Unknown, Observed::Present)
+}
+
+/// Whether the `live` configuration holds every field of `desired` celgate sets: each of
+/// its webhooks, by name, with those fields' values (the API server's defaults and webhooks
+/// another field manager added are not compared).
+fn holds_configuration(live: &serde_json::Value, desired: &serde_json::Value) -> bool {
+    let webhooks = |v: &serde_json::Value| v["webhooks"].as_array().cloned().unwrap_or_default();
+    let live = webhooks(live);
+    webhooks(desired)
+        .iter()
+        .all(|d| live.iter().any(|l| l["name"] == d["name"] && holds(l, d)))
+}
+
+/// Whether `live` holds `desired`: every member of a desired object (empty ones may be
+/// absent), every item of a desired list in order, any other value equal.
+fn holds(live: &serde_json::Value, desired: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (live, desired) {
+        (Value::Object(l), Value::Object(d)) => d.iter().all(|(key, d)| match l.get(key) {
+            Some(l) => holds(l, d),
+            None => match d {
+                Value::Null => true,
+                Value::Array(d) => d.is_empty(),
+                Value::Object(d) => d.is_empty(),
+                _ => false,
+            },
+        }),
+        (Value::Array(l), Value::Array(d)) => {
+            l.len() == d.len() && l.iter().zip(d).all(|(l, d)| holds(l, d))
+        }
+        _ => live == desired,
+    }
 }
 
 /// Where and how the API server reaches celgate's webhooks.
@@ -250,8 +445,8 @@ pub struct Applied {
 pub struct Registration {
     /// Where the API server reaches the webhook.
     pub endpoint: Endpoint,
-    /// celgate's own namespace, excluded from the webhooks.
-    pub namespace: String,
+    /// The namespaces the policy webhooks skip ([`excluded_namespaces`]: celgate's own first).
+    pub excluded_namespaces: Vec<String>,
     /// Whether celgate creates the configurations when they are missing (out of cluster), or
     /// only fills in the ones its manifests ship (in a cluster: `kubectl delete -k` then
     /// removes them, and a stopping replica can never bring them back).
@@ -269,6 +464,9 @@ pub struct Inputs {
     pub ca: watch::Receiver<String>,
     /// Whether this replica holds the Lease: only the leader writes the configurations.
     pub leadership: Leadership,
+    /// The configurations as the API server holds them ([`watch_live`]): the leader applies
+    /// them again when they no longer hold what it applied.
+    pub live: watch::Receiver<Live>,
 }
 
 /// Why the webhook configurations could not be applied.
@@ -297,24 +495,41 @@ impl Registration {
     ) {
         let mut applied = Written::default();
         let mut retry = Backoff::new(retry::WRITE);
+        // Whether a configuration was changed or deleted behind celgate's back since the last
+        // successful apply: until it is applied again, no set is covered.
+        let mut lost = false;
         loop {
             let set = inputs.sets.borrow_and_update().clone();
             let ca = inputs.ca.borrow_and_update().clone();
             let leading = *inputs.leadership.borrow_and_update();
+            let live = inputs.live.borrow_and_update().clone();
             if !leading {
                 // Another replica writes; what it wrote is unknown here, so apply again once
                 // this one leads.
                 applied = Written::default();
             } else if let Some(set) = set {
+                if let Some(what) = applied.forget_changed(&live) {
+                    warn!(
+                        configuration = what,
+                        "the webhook configuration was changed or deleted by someone else; applying it again"
+                    );
+                    lost = true;
+                }
                 let desired = (
                     validating_configuration(
                         &set,
                         self.rules,
                         &self.endpoint,
                         &ca,
-                        &self.namespace,
+                        &self.excluded_namespaces,
                     ),
-                    mutating_configuration(&set, self.rules, &self.endpoint, &ca, &self.namespace),
+                    mutating_configuration(
+                        &set,
+                        self.rules,
+                        &self.endpoint,
+                        &ca,
+                        &self.excluded_namespaces,
+                    ),
                 );
                 if !applied.is(&desired) {
                     metrics::reconciled(metrics::REGISTRATION);
@@ -326,12 +541,16 @@ impl Registration {
                                 "webhook configurations applied"
                             );
                             retry.reset();
+                            lost = false;
                         }
                         Err(error) => {
                             metrics::reconcile_failed(metrics::REGISTRATION);
                             let delay = retry.next_delay();
                             warn!(%error, retry_in_s = delay.as_secs_f64(), "cannot apply the webhook configurations");
                             applied_sets.send_modify(|a| {
+                                if lost {
+                                    a.set = None;
+                                }
                                 a.error = Some(format!(
                                     "cannot apply the webhook configurations: {error}"
                                 ));
@@ -339,6 +558,7 @@ impl Registration {
                             tokio::select! {
                                 () = tokio::time::sleep(delay) => {}
                                 Ok(()) = inputs.leadership.changed() => {}
+                                Ok(()) = inputs.live.changed() => {}
                             }
                             continue;
                         }
@@ -353,6 +573,7 @@ impl Registration {
                 changed = inputs.sets.changed() => if changed.is_err() { return },
                 changed = inputs.ca.changed() => if changed.is_err() { return },
                 changed = inputs.leadership.changed() => if changed.is_err() { return },
+                changed = inputs.live.changed() => if changed.is_err() { return },
             }
         }
     }
@@ -365,7 +586,7 @@ pub fn validating_configuration(
     coverage: WebhookRules,
     endpoint: &Endpoint,
     ca_pem: &str,
-    own_namespace: &str,
+    excluded: &[String],
 ) -> ValidatingWebhookConfiguration {
     let webhooks = [
         (VALIDATE_FAIL, FailurePolicy::Fail, "Fail", "/validate/fail"),
@@ -385,12 +606,12 @@ pub fn validating_configuration(
             client_config: endpoint.client_config(path, ca_pem),
             failure_policy: Some(failure_str.to_string()),
             match_policy: Some("Equivalent".to_string()),
-            namespace_selector: Some(exclude_namespace(own_namespace)),
+            namespace_selector: Some(exclude_namespaces(excluded)),
             object_selector: Some(LabelSelector::default()),
             rules: Some(rules),
             side_effects: "None".to_string(),
             timeout_seconds: Some(10),
-            match_conditions: None,
+            match_conditions: Some(never_sent()),
         })
     })
     .chain(std::iter::once(ValidatingWebhook {
@@ -432,7 +653,7 @@ pub fn mutating_configuration(
     coverage: WebhookRules,
     endpoint: &Endpoint,
     ca_pem: &str,
-    own_namespace: &str,
+    excluded: &[String],
 ) -> MutatingWebhookConfiguration {
     let webhooks = MUTATING_WEBHOOKS
         .iter()
@@ -452,13 +673,13 @@ pub fn mutating_configuration(
                 client_config: endpoint.client_config(path, ca_pem),
                 failure_policy: Some(failure.to_string()),
                 match_policy: Some("Equivalent".to_string()),
-                namespace_selector: Some(exclude_namespace(own_namespace)),
+                namespace_selector: Some(exclude_namespaces(excluded)),
                 object_selector: Some(LabelSelector::default()),
                 reinvocation_policy: Some(reinvocation.to_string()),
                 rules: Some(rules),
                 side_effects: "None".to_string(),
                 timeout_seconds: Some(10),
-                match_conditions: None,
+                match_conditions: Some(never_sent()),
             })
         })
         .collect();
@@ -498,6 +719,16 @@ impl Written {
                 .is_some_and(|m| m.configuration == desired.1)
     }
 
+    /// Forgets each configuration `live` shows deleted, re-created (another uid) or no longer
+    /// holding what was applied, so it is applied again; names the first one forgotten.
+    fn forget_changed(&mut self, live: &Live) -> Option<&'static str> {
+        let validating = forget_if_changed(&mut self.validating, &live.validating)
+            .then_some("ValidatingWebhookConfiguration");
+        let mutating = forget_if_changed(&mut self.mutating, &live.mutating)
+            .then_some("MutatingWebhookConfiguration");
+        validating.or(mutating)
+    }
+
     /// Applies the configurations of `desired` that differ from the ones applied, validating
     /// first. A configuration that fails to apply is forgotten, so its uid is read again.
     async fn apply(
@@ -510,6 +741,29 @@ impl Written {
         apply_changed(client, &mut self.validating, validating, create_missing).await?;
         apply_changed(client, &mut self.mutating, mutating, create_missing).await
     }
+}
+
+/// Forgets `applied` when `live` no longer holds it; whether it did.
+fn forget_if_changed<K: serde::Serialize>(
+    applied: &mut Option<AppliedConfiguration<K>>,
+    live: &Observed,
+) -> bool {
+    let Some(a) = applied else {
+        return false;
+    };
+    let changed = match live {
+        Observed::Unknown => false,
+        Observed::Absent => true,
+        Observed::Present(live) => {
+            live["metadata"]["uid"].as_str() != a.uid.as_deref()
+                || serde_json::to_value(&a.configuration)
+                    .map_or(true, |desired| !holds_configuration(live, &desired))
+        }
+    };
+    if changed {
+        *applied = None;
+    }
+    changed
 }
 
 /// Server-side applies `desired` unless `applied` holds it already, by the uid `applied` knows
@@ -597,6 +851,11 @@ mod tests {
     const MUTATING: &str =
         "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/celgate";
 
+    /// The default exclusions: celgate's namespace and kube-system.
+    fn excluded() -> Vec<String> {
+        excluded_namespaces("celgate-system", &["kube-system".to_string()])
+    }
+
     /// A set of one bound policy matching creates of `resource`.
     fn matching(resource: &str) -> Option<Arc<PolicySet>> {
         let mut policy = fixtures::policy_json("p", 1, "true", None);
@@ -636,14 +895,16 @@ mod tests {
             let (_leading, leadership) = watch::channel(true);
             let registration = Registration {
                 endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
-                namespace: "celgate-system".into(),
+                excluded_namespaces: excluded(),
                 create_missing: true,
                 rules: WebhookRules::Policies,
             };
+            let (_live, live) = watch::channel(Live::default());
             let inputs = Inputs {
                 sets: receiver,
                 ca,
                 leadership,
+                live,
             };
             let (applied, mut covered) = watch::channel(Applied::default());
             let _task = tokio::spawn(registration.keep_applied(client, inputs, applied));
@@ -783,14 +1044,16 @@ mod tests {
                     name: "celgate-webhook".into(),
                     port: 443,
                 },
-                namespace: "celgate-system".into(),
+                excluded_namespaces: excluded(),
                 create_missing: false,
                 rules: WebhookRules::Policies,
             };
+            let (_live, live) = watch::channel(Live::default());
             let inputs = Inputs {
                 sets: receiver,
                 ca,
                 leadership,
+                live,
             };
             let (applied, mut covered) = watch::channel(Applied::default());
             let _task = tokio::spawn(registration.keep_applied(client, inputs, applied));
@@ -864,6 +1127,129 @@ mod tests {
             .expect("the scenario did not finish");
     }
 
+    #[tokio::test(start_paused = true)]
+    async fn a_configuration_changed_deleted_or_re_created_by_hand_is_applied_again() {
+        let scenario = async {
+            let (client, mut api) = fixtures::pair();
+            let (_sets, sets) = watch::channel(matching("configmaps"));
+            let (_ca, ca) = watch::channel("ca".to_string());
+            let (_leading, leadership) = watch::channel(true);
+            let (live_sender, live) = watch::channel(Live::default());
+            let registration = Registration {
+                endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
+                excluded_namespaces: excluded(),
+                create_missing: false,
+                rules: WebhookRules::Policies,
+            };
+            let inputs = Inputs {
+                sets,
+                ca,
+                leadership,
+                live,
+            };
+            let (applied, mut covered) = watch::channel(Applied::default());
+            let _task = tokio::spawn(registration.keep_applied(client, inputs, applied));
+
+            // Applied once: each configuration read (its uid), then patched.
+            let mut written = Vec::new();
+            for (path, uid) in [(VALIDATING, "v-uid"), (MUTATING, "m-uid")] {
+                let call = api.next().await;
+                assert_eq!((&call.method, call.path.as_str()), (&Method::GET, path));
+                call.reply(200, json!({"metadata": {"name": "celgate", "uid": uid}}));
+                let call = api.next().await;
+                assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, path));
+                let body = call.body.clone();
+                call.reply(200, body.clone());
+                written.push(body);
+            }
+            covered.changed().await.unwrap();
+            assert!(covered.borrow_and_update().set.is_some());
+            let (validating, mutating) = (written[0].clone(), written[1].clone());
+
+            // The watch shows them as applied, with the API server's defaults: nothing to do.
+            let mut defaulted = validating.clone();
+            defaulted["webhooks"][0]["reinvocationPolicy"] = json!("Never");
+            defaulted["metadata"]["resourceVersion"] = json!("7");
+            live_sender.send_replace(Live {
+                validating: Observed::Present(defaulted.clone()),
+                mutating: Observed::Present(mutating.clone()),
+            });
+            let idle = tokio::time::timeout(Duration::from_secs(3600), api.next()).await;
+            assert!(idle.is_err(), "applied again what is in place");
+
+            // failurePolicy edited by hand: applied again at once.
+            let mut edited = defaulted.clone();
+            edited["webhooks"][0]["failurePolicy"] = json!("Ignore");
+            live_sender.send_modify(|l| l.validating = Observed::Present(edited));
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
+            call.reply(
+                200,
+                json!({"metadata": {"name": "celgate", "uid": "v-uid"}}),
+            );
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, VALIDATING)
+            );
+            assert_eq!(call.body["webhooks"][0]["failurePolicy"], "Fail");
+            let body = call.body.clone();
+            call.reply(200, body);
+            covered.changed().await.unwrap();
+            assert!(covered.borrow_and_update().set.is_some());
+            live_sender.send_modify(|l| l.validating = Observed::Present(validating.clone()));
+
+            // Deleted (in a cluster celgate does not create it): not covered, and status says why.
+            live_sender.send_modify(|l| l.validating = Observed::Absent);
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
+            call.reply(404, status(404, "NotFound"));
+            {
+                let now = covered.wait_for(|a| a.error.is_some()).await.unwrap();
+                assert!(
+                    now.set.is_none(),
+                    "a deleted configuration still covers the set"
+                );
+                assert!(now.error.as_deref().unwrap().contains("does not exist"));
+            }
+
+            // Re-created (another uid, empty): applied at once, by its new uid.
+            live_sender.send_modify(|l| {
+                l.validating =
+                    Observed::Present(json!({"metadata": {"name": "celgate", "uid": "v-uid-2"}}));
+            });
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::GET, VALIDATING)
+            );
+            call.reply(
+                200,
+                json!({"metadata": {"name": "celgate", "uid": "v-uid-2"}}),
+            );
+            let call = api.next().await;
+            assert_eq!(
+                (&call.method, call.path.as_str()),
+                (&Method::PATCH, VALIDATING)
+            );
+            assert_eq!(call.body["metadata"]["uid"], "v-uid-2");
+            assert_eq!(resources(&call.body), ["configmaps"]);
+            let body = call.body.clone();
+            call.reply(200, body);
+            let now = covered.wait_for(|a| a.error.is_none()).await.unwrap();
+            assert!(now.set.is_some());
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
     #[test]
     fn the_policy_webhook_covers_all_four_kinds() {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
@@ -872,7 +1258,7 @@ mod tests {
             WebhookRules::Policies,
             &endpoint,
             "ca",
-            "celgate",
+            &excluded(),
         );
         let hook = cfg
             .webhooks
@@ -905,7 +1291,7 @@ mod tests {
             WebhookRules::Policies,
             &endpoint,
             "ca",
-            "celgate",
+            &excluded(),
         );
         assert_eq!(empty.webhooks, Some(Vec::new()), "no policy, no webhook");
 
@@ -927,13 +1313,8 @@ mod tests {
                 bound("d", "Ignore", "IfNeeded", "pods"),
             ],
         );
-        let cfg = mutating_configuration(
-            &set,
-            WebhookRules::Policies,
-            &endpoint,
-            "ca",
-            "celgate-system",
-        );
+        let cfg =
+            mutating_configuration(&set, WebhookRules::Policies, &endpoint, "ca", &excluded());
         let hooks = cfg.webhooks.unwrap();
         let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(
@@ -963,17 +1344,12 @@ mod tests {
             assert_eq!(hook.side_effects, "None");
             assert_eq!(
                 hook.namespace_selector,
-                Some(exclude_namespace("celgate-system"))
+                Some(exclude_namespaces(&excluded()))
             );
         }
         // The validating configuration has no webhook for mutating policies.
-        let validating = validating_configuration(
-            &set,
-            WebhookRules::Policies,
-            &endpoint,
-            "ca",
-            "celgate-system",
-        );
+        let validating =
+            validating_configuration(&set, WebhookRules::Policies, &endpoint, "ca", &excluded());
         let names: Vec<String> = validating
             .webhooks
             .unwrap_or_default()
@@ -984,30 +1360,29 @@ mod tests {
     }
 
     #[test]
-    fn a_policy_is_registered_before_it_is_bound_so_binding_it_changes_no_configuration() {
+    fn a_policy_is_registered_once_bound_and_never_for_connect() {
         use crate::controllers::policy_set::{PolicyCache, Stored};
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let configurations = |set: &PolicySet| {
             (
-                validating_configuration(
-                    set,
-                    WebhookRules::Policies,
-                    &endpoint,
-                    "ca",
-                    "celgate-system",
-                ),
-                mutating_configuration(
-                    set,
-                    WebhookRules::Policies,
-                    &endpoint,
-                    "ca",
-                    "celgate-system",
-                ),
+                validating_configuration(set, WebhookRules::Policies, &endpoint, "ca", &excluded()),
+                mutating_configuration(set, WebhookRules::Policies, &endpoint, "ca", &excluded()),
             )
         };
-        let validating = fixtures::policy("p", 1, "true", None);
+        let mut validating_json = fixtures::policy_json("p", 1, "true", None);
+        // CONNECT is never registered: `*` is spelled out without it, a CONNECT-only rule
+        // is left out.
+        validating_json["spec"]["matchConstraints"]["resourceRules"] = json!([
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"],
+             "resources": ["configmaps"], "scope": "*"},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT"],
+             "resources": ["pods/exec"], "scope": "*"},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT", "CREATE"],
+             "resources": ["pods/portforward"], "scope": "*"},
+        ]);
+        let validating: celgate_crds::ValidatingAdmissionPolicy =
+            serde_json::from_value(validating_json).unwrap();
         let mutating = fixtures::mutating_policy("m", "Ignore", "IfNeeded", "secrets");
-        let not_compiled = fixtures::mutating_policy("n", "Fail", "Never", "pods");
         let mut cache = PolicyCache::default();
         cache.insert(&validating, policy_set::compile(&validating));
         cache.insert(&mutating, policy_set::compile(&mutating));
@@ -1016,40 +1391,131 @@ mod tests {
             bindings: Vec::new(),
         };
         let mut mutating = Stored {
-            policies: vec![Arc::new(mutating), Arc::new(not_compiled)],
+            policies: vec![Arc::new(mutating)],
             bindings: Vec::new(),
         };
 
+        // Unbound: no policy webhook at all, so no request reaches celgate for them.
         let unbound = cache.build(validating.clone(), mutating.clone());
-        assert!(unbound.is_empty(), "no policy is bound yet");
-        let before = configurations(&unbound);
-        let (v, m) = &before;
-        let v_json = serde_json::to_value(v).unwrap();
-        assert_eq!(resources(&v_json), ["configmaps"]);
-        let hooks = m.webhooks.clone().unwrap_or_default();
-        let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
-        // The uncompiled policy `n` (Fail, Never) has no webhook.
-        assert_eq!(names, ["mutate-ignore-reinvoke.celgate.io"]);
-        let rules = hooks[0].rules.clone().unwrap_or_default();
-        assert_eq!(
-            rules[0].resources.as_deref(),
-            Some(&["secrets".to_string()][..])
-        );
+        let (v, m) = configurations(&unbound);
+        let names: Vec<String> = v
+            .webhooks
+            .unwrap_or_default()
+            .into_iter()
+            .map(|w| w.name)
+            .collect();
+        assert_eq!(names, [VALIDATE_POLICIES]);
+        assert_eq!(m.webhooks, Some(Vec::new()));
 
         validating.bindings = vec![Arc::new(fixtures::binding("b", "p"))];
         mutating.bindings = vec![Arc::new(fixtures::mutating_binding("mb", "m"))];
         let bound = cache.build(validating, mutating);
+        let (v, m) = configurations(&bound);
+        let v = serde_json::to_value(v).unwrap();
+        let hook = &v["webhooks"][0];
+        assert_eq!(hook["name"], VALIDATE_FAIL);
         assert_eq!(
-            (bound.validating().len(), bound.mutating().len()),
-            (1, 1),
-            "both policies are bound"
+            hook["rules"],
+            json!([
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE", "DELETE"],
+                 "resources": ["configmaps"], "scope": "*"},
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                 "resources": ["pods/portforward"], "scope": "*"},
+            ])
         );
-        assert!(bound.unbound().validating.is_empty() && bound.unbound().mutating.is_empty());
+        let hooks = m.webhooks.unwrap_or_default();
+        let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
+        assert_eq!(names, ["mutate-ignore-reinvoke.celgate.io"]);
+    }
+
+    #[test]
+    fn policy_webhooks_skip_the_excluded_namespaces_and_the_requests_never_sent() {
         assert_eq!(
-            configurations(&bound),
-            before,
-            "binding changed the configurations"
+            excluded_namespaces(
+                "celgate-system",
+                &[
+                    "kube-system".into(),
+                    String::new(),
+                    "celgate-system".into(),
+                    " x ".into()
+                ]
+            ),
+            ["celgate-system", "kube-system", "x"]
         );
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
+        let set = matching("configmaps").unwrap();
+        for coverage in [WebhookRules::Policies, WebhookRules::All] {
+            let v = serde_json::to_value(validating_configuration(
+                &set,
+                coverage,
+                &endpoint,
+                "ca",
+                &excluded(),
+            ))
+            .unwrap();
+            let hook = &v["webhooks"][0];
+            assert_eq!(hook["name"], VALIDATE_FAIL);
+            assert_eq!(
+                hook["namespaceSelector"],
+                json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn", "values": ["celgate-system", "kube-system"]}]})
+            );
+            let conditions: Vec<&str> = hook["matchConditions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|c| c["name"].as_str())
+                .collect();
+            assert_eq!(
+                conditions,
+                NEVER_SENT.iter().map(|(name, _)| *name).collect::<Vec<_>>()
+            );
+            // celgate's own webhook is not filtered.
+            assert!(v["webhooks"][1].get("matchConditions").is_none());
+        }
+    }
+
+    /// Evaluates the [`NEVER_SENT`] conditions for a request to `group`/`resource` with
+    /// celgate's own CEL: whether the request would be sent.
+    fn sent(group: &str, resource: &str) -> bool {
+        use celgate_cel::{Activation, Budget, Env, Type, Value as CelValue};
+        let env = Env::kubernetes().variable("request", Type::Dyn).build();
+        let request = json!({"resource": {"group": group, "version": "v1", "resource": resource}});
+        NEVER_SENT.iter().all(|(_, expression)| {
+            let program = env.compile(expression).unwrap();
+            let mut activation = Activation::new();
+            activation.bind_json("request", &request);
+            let mut budget = Budget::new(1_000_000, 10_000_000);
+            match program.eval(&activation, &mut budget).unwrap() {
+                CelValue::Bool(sent) => sent,
+                other => panic!("{expression} gave {other:?}"),
+            }
+        })
+    }
+
+    #[test]
+    fn the_requests_never_sent_are_those_documented() {
+        for (group, resource) in [
+            ("", "events"),
+            ("events.k8s.io", "events"),
+            ("coordination.k8s.io", "leases"),
+            ("authentication.k8s.io", "tokenreviews"),
+            ("authentication.k8s.io", "selfsubjectreviews"),
+            ("authorization.k8s.io", "subjectaccessreviews"),
+            ("authorization.k8s.io", "selfsubjectaccessreviews"),
+            ("authorization.k8s.io", "localsubjectaccessreviews"),
+        ] {
+            assert!(!sent(group, resource), "{group}/{resource} is sent");
+        }
+        for (group, resource) in [
+            ("", "configmaps"),
+            ("", "pods"),
+            ("apps", "deployments"),
+            ("example.com", "events"),
+            ("coordination.k8s.io", "leasecandidates"),
+        ] {
+            assert!(sent(group, resource), "{group}/{resource} is not sent");
+        }
     }
 
     #[test]
@@ -1058,8 +1524,8 @@ mod tests {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let configurations = |set: &PolicySet, coverage| {
             (
-                validating_configuration(set, coverage, &endpoint, "ca", "celgate-system"),
-                mutating_configuration(set, coverage, &endpoint, "ca", "celgate-system"),
+                validating_configuration(set, coverage, &endpoint, "ca", &excluded()),
+                mutating_configuration(set, coverage, &endpoint, "ca", &excluded()),
             )
         };
         let configmaps = fixtures::policy("p", 1, "true", None);
@@ -1074,15 +1540,21 @@ mod tests {
             cache.insert(p, policy_set::compile(p));
         }
         cache.insert(&mutating, policy_set::compile(&mutating));
+        // Every policy stored is bound.
         let stored = |validating: Vec<&celgate_crds::ValidatingAdmissionPolicy>| {
+            let bindings = validating
+                .iter()
+                .filter_map(|p| p.metadata.name.as_deref())
+                .map(|name| Arc::new(fixtures::binding(&format!("{name}-b"), name)))
+                .collect();
             (
                 Stored {
                     policies: validating.into_iter().cloned().map(Arc::new).collect(),
-                    bindings: Vec::new(),
+                    bindings,
                 },
                 Stored {
                     policies: vec![Arc::new(mutating.clone())],
-                    bindings: Vec::new(),
+                    bindings: vec![Arc::new(fixtures::mutating_binding("m-b", "m"))],
                 },
             )
         };
@@ -1095,7 +1567,7 @@ mod tests {
         let (v, m) = configurations(&one, WebhookRules::All);
         let v = serde_json::to_value(v).unwrap();
         let every = serde_json::json!([{"apiGroups": ["*"], "apiVersions": ["*"],
-            "operations": ["*"], "resources": ["*/*"], "scope": "*"}]);
+            "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["*/*"], "scope": "*"}]);
         let hooks = v["webhooks"].as_array().unwrap();
         let names: Vec<&str> = hooks.iter().filter_map(|w| w["name"].as_str()).collect();
         // No policy fails open: no fail-open webhook, even covering everything.
@@ -1103,7 +1575,7 @@ mod tests {
         assert_eq!(hooks[0]["rules"], every);
         assert_eq!(
             hooks[0]["namespaceSelector"],
-            serde_json::to_value(exclude_namespace("celgate-system")).unwrap()
+            serde_json::to_value(exclude_namespaces(&excluded())).unwrap()
         );
         // celgate's own webhook keeps its rules.
         assert_eq!(
