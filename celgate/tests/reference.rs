@@ -146,6 +146,8 @@ fn exercised() -> prometheus_client::registry::Registry {
     }]);
     webhook.request("/validate/fail", 200, elapsed);
     webhook.error("/validate/fail", "not_ready");
+    webhook.connection_closed("over_limit");
+    webhook.connections_open(1);
     let request = serde_json::json!({"operation": "CREATE"});
     webhook.decided(
         AdmissionKind::Validating,

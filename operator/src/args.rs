@@ -2,6 +2,11 @@
 //! is generated from them.
 
 use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use celgate_webhook::{AuthConfig, Limits};
+use clap::builder::TypedValueParser as _;
 
 use crate::serving::certs::CertSource;
 use crate::serving::registration::WebhookRules;
@@ -70,6 +75,63 @@ pub struct RunArgs {
     /// (delay + grace must stay below the pod's terminationGracePeriodSeconds).
     #[arg(long, env = "CELGATE_SHUTDOWN_GRACE_SECONDS", default_value_t = 15)]
     pub shutdown_grace_seconds: u64,
+    /// Plain-HTTP port serving `/healthz` and `/readyz` from a thread of their own, so the
+    /// kubelet's probes are answered while reviews saturate the webhook; 0 (the default, for
+    /// several processes on one host) serves them only on the webhook port. The Deployment
+    /// sets 8081.
+    #[arg(long, env = "CELGATE_HEALTH_PORT", default_value_t = 0)]
+    pub health_port: u16,
+    /// Connections the webhook holds open at once; one more is closed when accepted. An API
+    /// server over HTTP/2 uses one; over HTTP/1.1 (behind a Service) one per concurrent call.
+    /// About 100 KiB each of TLS and HTTP buffers at most.
+    #[arg(long, env = "CELGATE_WEBHOOK_MAX_CONNECTIONS", default_value_t = Limits::DEFAULT.max_connections,
+          value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
+    pub webhook_max_connections: usize,
+    /// Reviews read or decided at once; one more is answered HTTP 429 with Retry-After at once
+    /// (the API server then applies the webhook's failurePolicy).
+    #[arg(long, env = "CELGATE_WEBHOOK_MAX_IN_FLIGHT", default_value_t = Limits::DEFAULT.max_in_flight,
+          value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
+    pub webhook_max_in_flight: usize,
+    /// MiB of review bodies (as declared by Content-Length) read or decided at once; a review
+    /// that would pass it is answered HTTP 429 at once. What bounds memory under load: with
+    /// the default, a replica peaks well under the Deployment's 256 MiB limit (docs/limitations.md).
+    #[arg(long, env = "CELGATE_WEBHOOK_MAX_IN_FLIGHT_MIB", default_value_t = Limits::DEFAULT.max_in_flight_bytes / MIB,
+          value_parser = clap::value_parser!(u32).range(1..=4096).map(|n| n as usize))]
+    pub webhook_max_in_flight_mib: usize,
+    /// Largest review body in MiB (413 beyond): kube-apiserver accepts objects up to 3 MiB and
+    /// a review carries the object and its old version.
+    #[arg(long, env = "CELGATE_WEBHOOK_MAX_BODY_MIB", default_value_t = Limits::DEFAULT.max_body_bytes / MIB,
+          value_parser = clap::value_parser!(u32).range(1..=1024).map(|n| n as usize))]
+    pub webhook_max_body_mib: usize,
+    /// Seconds a new connection has for its TLS handshake and first request's headers, and a
+    /// request for its headers from its first byte (slow clients are cut off).
+    #[arg(long, env = "CELGATE_WEBHOOK_HEADER_TIMEOUT_SECONDS", default_value_t = Limits::DEFAULT.header_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub webhook_header_timeout_seconds: u64,
+    /// Seconds a connection stays open with no request in flight. Longer than the 90 s after
+    /// which kube-apiserver's client drops an idle connection, so the client closes first and
+    /// never sends a review on a connection the server is closing.
+    #[arg(long, env = "CELGATE_WEBHOOK_IDLE_TIMEOUT_SECONDS", default_value_t = Limits::DEFAULT.idle_timeout.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub webhook_idle_timeout_seconds: u64,
+    /// Seconds between HTTP/2 PINGs to a quiet client; one unanswered for 20 s closes the
+    /// connection (a peer gone without a FIN stops holding a connection slot).
+    #[arg(long, env = "CELGATE_WEBHOOK_HTTP2_KEEPALIVE_SECONDS", default_value_t = Limits::DEFAULT.http2_keep_alive.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub webhook_http2_keepalive_seconds: u64,
+    /// PEM bundle of the CAs whose client certificates authenticate an API server (its
+    /// AdmissionConfiguration's kubeconfig names the certificate). With this or
+    /// `--token-file`, unauthenticated reviews are answered 401 and never evaluated.
+    #[arg(long, env = "CELGATE_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+    /// Comma-separated names a client certificate must carry one of (subject common name or
+    /// DNS subject alternative name); empty accepts any certificate the CAs signed.
+    #[arg(long, env = "CELGATE_CLIENT_NAMES", value_delimiter = ',')]
+    pub client_names: Vec<String>,
+    /// File of the bearer tokens that authenticate an API server, one a line (its
+    /// AdmissionConfiguration's kubeconfig names the token). Read at start.
+    #[arg(long, env = "CELGATE_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
     /// Plain-HTTP port serving `/metrics` (OpenMetrics text) on the bind address; 0 disables it.
     #[arg(long, env = "CELGATE_METRICS_PORT", default_value_t = 8080)]
     pub metrics_port: u16,
@@ -100,4 +162,36 @@ pub struct RunArgs {
     /// downward API), else `<host name>-<process id>`.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+}
+
+/// One MiB.
+const MIB: usize = 1024 * 1024;
+
+impl RunArgs {
+    /// The webhook's limits these flags set.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_connections: self.webhook_max_connections,
+            max_in_flight: self.webhook_max_in_flight,
+            max_in_flight_bytes: self.webhook_max_in_flight_mib.saturating_mul(MIB),
+            max_body_bytes: self.webhook_max_body_mib.saturating_mul(MIB),
+            header_timeout: Duration::from_secs(self.webhook_header_timeout_seconds),
+            idle_timeout: Duration::from_secs(self.webhook_idle_timeout_seconds),
+            http2_keep_alive: Duration::from_secs(self.webhook_http2_keepalive_seconds),
+        }
+    }
+
+    /// The credentials the webhook accepts, as these flags name them.
+    pub fn auth(&self) -> AuthConfig {
+        AuthConfig {
+            client_ca_file: self.client_ca_file.clone(),
+            client_names: self
+                .client_names
+                .iter()
+                .map(|n| n.trim().to_string())
+                .filter(|n| !n.is_empty())
+                .collect(),
+            token_file: self.token_file.clone(),
+        }
+    }
 }

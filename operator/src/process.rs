@@ -191,9 +191,32 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         hosts,
         source: args.cert_source,
     };
+    let (registry, webhook_metrics) = metrics::registry(args.decision_log_rate);
+    let store = celgate_snapshot::SnapshotStore::new();
+    let deps = celgate_snapshot::Deps {
+        authorizers: Some(std::sync::Arc::new(authorizer::SarAuthorizers::new(
+            client.clone(),
+        ))),
+        compatibility: args.cel_compatibility_version,
+    };
+    let auth = celgate_webhook::Authenticator::load(&args.auth())
+        .map_err(celgate_webhook::ServerError::from)?;
+    let state = celgate_webhook::AppState::configured(
+        store.clone(),
+        deps,
+        webhook_metrics,
+        args.limits(),
+        auth,
+    )?;
+    // The probes answer from now on: `/healthz` fails until the webhook listens (a
+    // startupProbe covers a slow first certificate), `/readyz` until policies are published.
+    if args.health_port != 0 {
+        let addr = SocketAddr::new(args.bind_address, args.health_port);
+        celgate_webhook::ProbeServer::start(addr, state.clone())?;
+        info!(%addr, "probes listening");
+    }
     let certificates = first_certificates(&client, &secret).await?;
     cert_watch::record(&certificates);
-    let (registry, webhook_metrics) = metrics::registry(args.decision_log_rate);
     let metrics_server = match args.metrics_port {
         0 => None,
         port => {
@@ -203,23 +226,14 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
             Some(server)
         }
     };
-    let store = celgate_snapshot::SnapshotStore::new();
-    let deps = celgate_snapshot::Deps {
-        authorizers: Some(std::sync::Arc::new(authorizer::SarAuthorizers::new(
-            client.clone(),
-        ))),
-        compatibility: args.cel_compatibility_version,
-    };
     let addr = SocketAddr::new(args.bind_address, args.webhook_port);
     let server = celgate_webhook::Server::new(
         addr,
-        store.clone(),
-        deps,
+        state,
         celgate_webhook::TlsMaterial {
             cert_pem: certificates.cert_pem.clone(),
             key_pem: certificates.key_pem.clone(),
         },
-        webhook_metrics,
     )
     .await?;
     info!(%addr, "webhook listening");

@@ -826,9 +826,8 @@ async fn start_server(store: Arc<SnapshotStore>, material: TlsMaterial) -> (Sock
         &mut prometheus_client::registry::Registry::default(),
         10,
     );
-    let server = Server::new(addr, store, Deps::default(), material, metrics)
-        .await
-        .unwrap();
+    let state = celgate_webhook::AppState::new(store, Deps::default(), metrics);
+    let server = Server::new(addr, state, material).await.unwrap();
     let serving = server.clone();
     tokio::spawn(async move { serving.serve().await });
     for _ in 0..100 {

@@ -3,18 +3,24 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, Path, Request, State as AxumState};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum_server::Handle;
-use axum_server::accept::NoDelayAcceptor;
-use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::danger::ClientCertVerifier;
 use thiserror::Error;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tracing::warn;
 
 use celgate_engine::MutatingWebhookGroup;
 use celgate_engine::model::{FailurePolicy, ReinvocationPolicy};
@@ -23,23 +29,19 @@ use celgate_snapshot::Deps;
 use celgate_snapshot::SnapshotStore;
 use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, DispatchError};
 
+use crate::auth::{AuthError, Authenticator, Peer};
+use crate::connection::{self, Activity, Serving};
 use crate::decision_log::AdmissionKind;
 use crate::decision_log::Denied;
+use crate::limits::{Limits, MAX_CALL_TIMEOUT, RETRY_AFTER_SECONDS};
 use crate::metrics::{Metrics, admission_path};
 use crate::review::{self, Review, TextReview, ValidationReview};
 
-/// Largest AdmissionReview body accepted: an object and its old version at the API server's
-/// request size limit, with room to spare.
-pub const MAX_BODY_BYTES: usize = 16 * 1024 * 1024;
-
-/// HTTP/2 receive window of one review's stream: a typical review (a few KiB to a few hundred)
-/// arrives without waiting for a window update.
-const STREAM_WINDOW_BYTES: u32 = 1024 * 1024;
-/// HTTP/2 receive window of a connection, shared by its concurrent reviews.
-const CONNECTION_WINDOW_BYTES: u32 = 4 * 1024 * 1024;
+/// Review bytes are counted in flight in units of this many bytes.
+const BYTES_PER_PERMIT: usize = 1024;
 
 /// What the handlers share: the snapshot store the operator publishes into, dispatch's
-/// dependencies, and the metrics.
+/// dependencies, the metrics, the limits and the credentials accepted.
 #[derive(Debug)]
 pub struct AppState {
     /// The current snapshot.
@@ -48,21 +50,96 @@ pub struct AppState {
     pub deps: Deps,
     /// The webhook's metrics.
     pub metrics: Metrics,
+    limits: Limits,
+    auth: Option<Authenticator>,
+    /// Reviews in flight, one permit each.
+    in_flight: Arc<Semaphore>,
+    /// Review bytes in flight, one permit per [`BYTES_PER_PERMIT`].
+    in_flight_bytes: Arc<Semaphore>,
+    /// Set once the webhook's port is bound: `/healthz` answers 200 from then on.
+    listening: AtomicBool,
     /// Set once the process is stopping: `/readyz` answers 503 so load balancers and Service
     /// endpoints stop sending new connections, while requests keep being decided.
     draining: AtomicBool,
 }
 
 impl AppState {
-    /// Handler state over `store`, recording into `metrics`.
+    /// Handler state over `store`, recording into `metrics`, with the default limits and no
+    /// authentication.
     pub fn new(store: Arc<SnapshotStore>, deps: Deps, metrics: Metrics) -> Arc<Self> {
+        let limits = Limits::DEFAULT;
         Arc::new(Self {
+            in_flight: Arc::new(Semaphore::new(limits.max_in_flight)),
+            in_flight_bytes: Arc::new(Semaphore::new(byte_permits(limits.max_in_flight_bytes))),
+            limits,
+            auth: None,
             store,
             deps,
             metrics,
+            listening: AtomicBool::new(false),
             draining: AtomicBool::new(false),
         })
     }
+
+    /// Handler state with `limits`, accepting only calls `auth` authenticates (when given).
+    pub fn configured(
+        store: Arc<SnapshotStore>,
+        deps: Deps,
+        metrics: Metrics,
+        limits: Limits,
+        auth: Option<Authenticator>,
+    ) -> Result<Arc<Self>, ServerError> {
+        if limits.max_connections == 0 || limits.max_in_flight == 0 || limits.max_body_bytes == 0 {
+            return Err(ServerError::Limits(
+                "the connection, in-flight and body limits must be at least 1".into(),
+            ));
+        }
+        if limits.max_in_flight_bytes < limits.max_body_bytes {
+            return Err(ServerError::Limits(format!(
+                "the review bytes in flight ({}) must be at least the largest review body ({}), or a review that large could never be admitted",
+                limits.max_in_flight_bytes, limits.max_body_bytes
+            )));
+        }
+        Ok(Arc::new(Self {
+            in_flight: Arc::new(Semaphore::new(
+                limits.max_in_flight.min(Semaphore::MAX_PERMITS),
+            )),
+            in_flight_bytes: Arc::new(Semaphore::new(byte_permits(limits.max_in_flight_bytes))),
+            limits,
+            auth,
+            store,
+            deps,
+            metrics,
+            listening: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+        }))
+    }
+
+    /// The limits served with.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Whether the process is alive and serving: the webhook listens.
+    pub fn healthy(&self) -> bool {
+        self.listening.load(Ordering::Relaxed)
+    }
+
+    /// Why the replica should not be sent reviews now, if it should not.
+    pub fn unready(&self) -> Option<&'static str> {
+        if self.draining.load(Ordering::Relaxed) {
+            Some("shutting down")
+        } else if !self.store.load().ready {
+            Some("no policy set is published yet")
+        } else {
+            None
+        }
+    }
+}
+
+/// Permits of the review bytes semaphore for `bytes`, rounded up.
+fn byte_permits(bytes: usize) -> usize {
+    bytes.div_ceil(BYTES_PER_PERMIT).min(Semaphore::MAX_PERMITS)
 }
 
 /// A PEM certificate chain and private key for the serving endpoint.
@@ -79,7 +156,13 @@ pub struct TlsMaterial {
 pub enum ServerError {
     /// The certificate or key cannot be used.
     #[error("invalid serving certificate or key: {0}")]
-    Tls(std::io::Error),
+    Tls(String),
+    /// The limits contradict each other.
+    #[error("invalid webhook limits: {0}")]
+    Limits(String),
+    /// The credentials to accept cannot be loaded.
+    #[error(transparent)]
+    Auth(#[from] AuthError),
     /// The listener failed.
     #[error("webhook server on {addr} failed: {source}")]
     Serve {
@@ -94,64 +177,138 @@ pub enum ServerError {
 #[derive(Clone)]
 pub struct Server {
     state: Arc<AppState>,
-    tls: RustlsConfig,
+    router: Router,
+    tls: Arc<ArcSwap<rustls::ServerConfig>>,
+    verifier: Option<Arc<dyn ClientCertVerifier>>,
     addr: SocketAddr,
-    handle: Handle<SocketAddr>,
+    listener: Arc<std::sync::Mutex<Option<TcpListener>>>,
+    connections: Arc<Semaphore>,
+    stopping: Arc<watch::Sender<Option<Duration>>>,
 }
 
 impl Server {
-    /// Prepares a server on `addr` with an initial certificate, deciding over the snapshots
-    /// published into `store` and recording into `metrics`.
+    /// Binds `addr` for a server with an initial certificate, serving `state` (its limits, its
+    /// credentials, the snapshots published into its store); connections wait in the
+    /// listener's backlog until [`Server::serve`] runs.
     pub async fn new(
         addr: SocketAddr,
-        store: Arc<SnapshotStore>,
-        deps: Deps,
+        state: Arc<AppState>,
         tls: TlsMaterial,
-        metrics: Metrics,
     ) -> Result<Self, ServerError> {
-        let state = AppState::new(store, deps, metrics);
-        let tls = RustlsConfig::from_pem(tls.cert_pem.into_bytes(), tls.key_pem.into_bytes())
+        let verifier = state.auth.as_ref().and_then(Authenticator::client_verifier);
+        let config = tls_config(&tls, verifier.clone())?;
+        let listener = TcpListener::bind(addr)
             .await
-            .map_err(ServerError::Tls)?;
+            .map_err(|source| ServerError::Serve { addr, source })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ServerError::Serve { addr, source })?;
+        state.listening.store(true, Ordering::Relaxed);
         Ok(Self {
+            listener: Arc::new(std::sync::Mutex::new(Some(listener))),
+            connections: Arc::new(Semaphore::new(
+                state.limits.max_connections.min(Semaphore::MAX_PERMITS),
+            )),
+            router: router(state.clone()),
             state,
-            tls,
+            tls: Arc::new(ArcSwap::from_pointee(config)),
+            verifier,
             addr,
-            handle: Handle::new(),
+            stopping: Arc::new(watch::Sender::new(None)),
         })
     }
 
     /// Swaps the serving certificate; new connections use it at once.
     pub async fn reload_tls(&self, tls: TlsMaterial) -> Result<(), ServerError> {
         self.tls
-            .reload_from_pem(tls.cert_pem.into_bytes(), tls.key_pem.into_bytes())
-            .await
-            .map_err(ServerError::Tls)
+            .store(Arc::new(tls_config(&tls, self.verifier.clone())?));
+        Ok(())
     }
 
-    /// Serves until [`Server::shutdown`] is called.
+    /// The address the server listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until [`Server::shutdown`] is called and the connections have finished (or
+    /// its grace has passed).
     pub async fn serve(&self) -> Result<(), ServerError> {
+        let listener = self
+            .listener
+            .lock()
+            .ok()
+            .and_then(|mut l| l.take())
+            .ok_or_else(|| ServerError::Serve {
+                addr: self.addr,
+                source: std::io::Error::other("the server is served already"),
+            })?;
+        let mut stopping = self.stopping.subscribe();
+        let mut tasks = JoinSet::new();
+        loop {
+            tokio::select! {
+                accepted = listener.accept() => match accepted {
+                    Ok((tcp, _)) => self.accept(tcp, &mut tasks),
+                    Err(e) => {
+                        // Out of file descriptors, typically: wait for connections to close.
+                        warn!(error = %e, "cannot accept a webhook connection");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => {}
+                () = connection::stopped(&mut stopping) => break,
+            }
+        }
+        drop(listener);
+        let grace = stopping.borrow().unwrap_or_default();
+        let finished = async { while tasks.join_next().await.is_some() {} };
+        let _ = tokio::time::timeout(grace, finished).await;
+        tasks.shutdown().await;
+        Ok(())
+    }
+
+    /// Serves one accepted connection as a task of `tasks`, or closes it at once when as
+    /// many are open as allowed.
+    fn accept(&self, tcp: TcpStream, tasks: &mut JoinSet<()>) {
+        let metrics = &self.state.metrics;
+        let Ok(permit) = self.connections.clone().try_acquire_owned() else {
+            metrics.connection_closed("over_limit");
+            return;
+        };
         // TCP_NODELAY: an HTTP/2 answer (what kube-apiserver reads) is several frames written
         // apart; with Nagle's algorithm the last one waits for the peer's delayed ACK (~40 ms).
-        let acceptor = RustlsAcceptor::new(self.tls.clone()).acceptor(NoDelayAcceptor::new());
-        let mut server = axum_server::bind(self.addr)
-            .acceptor(acceptor)
-            .handle(self.handle.clone());
-        // HTTP/2 receive windows that hold a review whole: with the protocol's 64 KiB defaults,
-        // concurrent reviews on one connection (how kube-apiserver calls a webhook over
-        // HTTP/2) stall on flow control and pay a WINDOW_UPDATE round trip per 64 KiB.
-        server
-            .http_builder()
-            .http2()
-            .initial_stream_window_size(STREAM_WINDOW_BYTES)
-            .initial_connection_window_size(CONNECTION_WINDOW_BYTES);
-        server
-            .serve(router(self.state.clone()).into_make_service())
-            .await
-            .map_err(|source| ServerError::Serve {
-                addr: self.addr,
-                source,
-            })
+        let _ = tcp.set_nodelay(true);
+        let state = self.state.clone();
+        let acceptor = TlsAcceptor::from(self.tls.load_full());
+        let stopping = self.stopping.subscribe();
+        let router = self.router.clone();
+        tasks.spawn(async move {
+            let open = Open::new(&state, permit);
+            let accepted = Instant::now();
+            let limits = &state.limits;
+            let tls = match tokio::time::timeout(limits.header_timeout, acceptor.accept(tcp)).await
+            {
+                Ok(Ok(tls)) => tls,
+                Ok(Err(_)) => return state.metrics.connection_closed("tls"),
+                Err(_) => return state.metrics.connection_closed("header_timeout"),
+            };
+            let (_, session) = tls.get_ref();
+            let http2 = session.alpn_protocol() == Some(b"h2");
+            let peer = state
+                .auth
+                .as_ref()
+                .map(|auth| auth.peer(session.peer_certificates()));
+            let activity = Activity::new(accepted, !http2, limits.header_timeout);
+            let serving = Serving {
+                router,
+                peer,
+                limits: limits.clone(),
+                stopping,
+            };
+            if let Some(closed) = connection::serve(tls, http2, activity, serving).await {
+                state.metrics.connection_closed(closed.reason());
+            }
+            drop(open);
+        });
     }
 
     /// Marks the server as stopping: `/readyz` fails from now on, and everything else is
@@ -163,17 +320,72 @@ impl Server {
     /// Stops accepting connections, tells HTTP/2 clients to go elsewhere (GOAWAY) and lets
     /// in-flight requests finish for at most `grace`; [`Server::serve`] returns once they have.
     pub fn shutdown(&self, grace: Duration) {
-        self.handle.graceful_shutdown(Some(grace));
+        self.stopping.send_replace(Some(grace));
     }
 
     /// Connections open now (in-flight and idle keep-alive ones).
     pub fn connections(&self) -> usize {
-        self.handle.connection_count()
+        self.state
+            .limits
+            .max_connections
+            .min(Semaphore::MAX_PERMITS)
+            .saturating_sub(self.connections.available_permits())
     }
 }
 
+/// An open connection: holds its place under the connection limit and counts in the gauge.
+struct Open<'a> {
+    state: &'a AppState,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl<'a> Open<'a> {
+    fn new(state: &'a AppState, permit: OwnedSemaphorePermit) -> Self {
+        state.metrics.connections_open(1);
+        Self {
+            state,
+            _permit: permit,
+        }
+    }
+}
+
+impl Drop for Open<'_> {
+    fn drop(&mut self) {
+        self.state.metrics.connections_open(-1);
+    }
+}
+
+/// The TLS configuration of `material`, asking clients for a certificate `verifier` checks
+/// (optional: a client without one completes the handshake), offering HTTP/2 and HTTP/1.1.
+fn tls_config(
+    material: &TlsMaterial,
+    verifier: Option<Arc<dyn ClientCertVerifier>>,
+) -> Result<rustls::ServerConfig, ServerError> {
+    let tls = |e: &dyn std::fmt::Display| ServerError::Tls(e.to_string());
+    let chain = CertificateDer::pem_slice_iter(material.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| tls(&e))?;
+    if chain.is_empty() {
+        return Err(ServerError::Tls("no PEM certificate in the chain".into()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(material.key_pem.as_bytes()).map_err(|e| tls(&e))?;
+    let builder = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| tls(&e))?;
+    let builder = match verifier {
+        Some(verifier) => builder.with_client_cert_verifier(verifier),
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| tls(&e))?;
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    Ok(config)
+}
+
 /// The routes, over shared state (public for in-process tests). Metrics are served on their
-/// own plain-HTTP port ([`crate::MetricsServer`]), not here.
+/// own plain-HTTP port ([`crate::MetricsServer`]), the probes on theirs too
+/// ([`crate::ProbeServer`]) and here as well.
 pub fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate_all))
@@ -181,15 +393,24 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/mutate", post(mutate_all))
         .route("/mutate/{failure}/{reinvocation}", post(mutate_by_group))
         .route("/validate-policies", post(validate_policies))
-        .route("/healthz", get(|| async { "ok" }))
+        .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::max(state.limits.max_body_bytes))
+        .layer(middleware::from_fn_with_state(state.clone(), admit))
         .layer(middleware::from_fn_with_state(state.clone(), observe))
         .with_state(state)
 }
 
+/// The probes alone, for the probe port.
+pub fn probe_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
 /// Counts and times every request on an admission route (by route and HTTP code answered,
-/// including rejections of the body before a handler runs).
+/// including rejections before a handler runs).
 async fn observe(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: Next) -> Response {
     let Some(path) = admission_path(req.uri().path()) else {
         return next.run(req).await;
@@ -206,15 +427,90 @@ async fn observe(AxumState(state): AxumState<Arc<AppState>>, req: Request, next:
     response
 }
 
+/// Lets a review on an admission route through only if it is authenticated (else 401) and
+/// within the limits of reviews and review bytes in flight (else 429 at once), before its body
+/// is read; then bounds reading and deciding it by the call's timeout (else 408).
+async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: Next) -> Response {
+    if admission_path(req.uri().path()).is_none() {
+        return next.run(req).await;
+    }
+    if let Some(auth) = &state.auth
+        && !auth.allows(req.extensions().get::<Peer>().copied(), req.headers())
+    {
+        return unauthenticated();
+    }
+    let limits = &state.limits;
+    let Ok(_review) = state.in_flight.clone().try_acquire_owned() else {
+        return overloaded(&format!(
+            "{} reviews are in flight, the limit (--webhook-max-in-flight)",
+            limits.max_in_flight
+        ));
+    };
+    // A body without a length may be as large as allowed.
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        .unwrap_or(limits.max_body_bytes)
+        .min(limits.max_body_bytes);
+    let weight = u32::try_from(byte_permits(declared.max(1))).unwrap_or(u32::MAX);
+    let Ok(_bytes) = state.in_flight_bytes.clone().try_acquire_many_owned(weight) else {
+        return overloaded(&format!(
+            "reviews of {} bytes in all are in flight, and this one's {declared} would pass the limit (--webhook-max-in-flight-mib)",
+            limits
+                .max_in_flight_bytes
+                .saturating_sub(state.in_flight_bytes.available_permits() * BYTES_PER_PERMIT)
+        ));
+    };
+    let timeout = call_timeout(req.uri().query());
+    // Past the timeout the API server has given up; dispatch answers its own timeouts first.
+    match tokio::time::timeout(timeout + Duration::from_secs(1), next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => (
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the review was not received and decided within the call's timeout of {}s\n",
+                timeout.as_secs()
+            ),
+        )
+            .into_response(),
+    }
+}
+
+/// The answer to a call without valid credentials.
+fn unauthenticated() -> Response {
+    (
+        StatusCode::UNAUTHORIZED,
+        [(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))],
+        "celgate accepts reviews only from authenticated API servers: present a client certificate signed by --client-ca-file, or a bearer token of --token-file (see the Security section of docs/install.md)\n",
+    )
+        .into_response()
+}
+
+/// The answer to a review refused for load: the API server may retry after a second, else
+/// the webhook's failurePolicy applies.
+fn overloaded(why: &str) -> Response {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS))],
+        format!("celgate is overloaded: {why}; retry later\n"),
+    )
+        .into_response()
+}
+
 /// The `reason` label of a review answered with HTTP `status`: the webhook was not ready (503),
-/// the review could not be read (another 4xx), or celgate failed (another 5xx).
+/// the call was not authenticated (401), the webhook was overloaded (429), the review was not
+/// read and decided in time (408), it could not be read (another 4xx), or celgate failed
+/// (another 5xx).
 fn error_reason(status: StatusCode) -> &'static str {
-    if status == StatusCode::SERVICE_UNAVAILABLE {
-        "not_ready"
-    } else if status.is_client_error() {
-        "bad_request"
-    } else {
-        "internal"
+    match status {
+        StatusCode::SERVICE_UNAVAILABLE => "not_ready",
+        StatusCode::UNAUTHORIZED => "unauthenticated",
+        StatusCode::TOO_MANY_REQUESTS => "overloaded",
+        StatusCode::REQUEST_TIMEOUT => "timeout",
+        s if s.is_client_error() => "bad_request",
+        _ => "internal",
     }
 }
 
@@ -233,15 +529,18 @@ fn dispatch_error(e: &DispatchError) -> Response {
     (status, format!("{e}\n")).into_response()
 }
 
-/// The API server's `?timeout=` for this call (Go duration seconds, e.g. `10s`), or its default.
-fn call_timeout(query: Option<&str>) -> std::time::Duration {
+/// The API server's `?timeout=` for this call (Go duration seconds, e.g. `10s`), or its default;
+/// at most [`MAX_CALL_TIMEOUT`], so a forged one cannot overflow a deadline.
+fn call_timeout(query: Option<&str>) -> Duration {
     query
         .into_iter()
         .flat_map(|q| q.split('&'))
         .find_map(|kv| kv.strip_prefix("timeout="))
         .and_then(|t| t.strip_suffix('s'))
         .and_then(|secs| secs.parse::<u64>().ok())
-        .map_or(DEFAULT_CALL_TIMEOUT, std::time::Duration::from_secs)
+        .map_or(DEFAULT_CALL_TIMEOUT, |secs| {
+            Duration::from_secs(secs).min(MAX_CALL_TIMEOUT)
+        })
 }
 
 /// Every bound policy (for direct use and tests).
@@ -390,13 +689,22 @@ async fn validate_policies(
     }
 }
 
-async fn readyz(AxumState(state): AxumState<Arc<AppState>>) -> Response {
-    if state.draining.load(Ordering::Relaxed) {
-        (StatusCode::SERVICE_UNAVAILABLE, "shutting down\n").into_response()
-    } else if state.store.load().ready {
+async fn healthz(AxumState(state): AxumState<Arc<AppState>>) -> Response {
+    if state.healthy() {
         "ok".into_response()
     } else {
-        dispatch_error(&DispatchError::NotReady)
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the webhook does not listen yet\n",
+        )
+            .into_response()
+    }
+}
+
+async fn readyz(AxumState(state): AxumState<Arc<AppState>>) -> Response {
+    match state.unready() {
+        None => "ok".into_response(),
+        Some(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("{why}\n")).into_response(),
     }
 }
 
@@ -415,6 +723,11 @@ mod tests {
             std::time::Duration::from_secs(30)
         );
         assert_eq!(call_timeout(Some("timeout=oops")), DEFAULT_CALL_TIMEOUT);
+        // A forged timeout is capped, so `Instant + timeout` cannot overflow.
+        assert_eq!(
+            call_timeout(Some("timeout=18446744073709551615s")),
+            MAX_CALL_TIMEOUT
+        );
         assert_eq!(call_timeout(None), DEFAULT_CALL_TIMEOUT);
     }
 }

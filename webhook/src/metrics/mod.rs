@@ -10,6 +10,7 @@ use std::time::Duration;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use celgate_engine::mutate::MutationCheck;
@@ -67,7 +68,18 @@ pub struct PathLabels {
 pub struct ErrorLabels {
     /// One of [`ADMISSION_PATHS`].
     pub path: &'static str,
-    /// `not_ready`, `bad_request` or `internal`.
+    /// `not_ready`, `bad_request`, `internal`, `unauthenticated` (401), `overloaded` (429:
+    /// the limit of reviews or of review bytes in flight) or `timeout` (408: not read and
+    /// decided within the call's timeout).
+    pub reason: &'static str,
+}
+
+/// Labels of a connection the server closed on its own.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ConnectionLabels {
+    /// `over_limit` (closed at once: as many connections were open as allowed), `tls` (the
+    /// handshake failed), `header_timeout` (no complete request headers in time, handshake
+    /// included) or `idle` (no request for the idle timeout).
     pub reason: &'static str,
 }
 
@@ -139,6 +151,8 @@ pub struct Metrics {
     request_duration: Family<PathLabels, Histogram, fn() -> Histogram>,
     errors: Family<ErrorLabels, Counter>,
     decisions: Family<DecisionLabels, Counter>,
+    connections_closed: Family<ConnectionLabels, Counter>,
+    connections_open: Gauge,
     /// One structured line per denial, at most a set number per second.
     decision_log: DecisionLog,
 }
@@ -232,6 +246,18 @@ impl Metrics {
                 }));
             }
         }
+        let connections_closed = Family::<ConnectionLabels, Counter>::default();
+        registry.register(
+            "webhook_connections_closed",
+            "Connections to the admission webhook closed by celgate, by reason (a limit or a timeout of the server)",
+            connections_closed.clone(),
+        );
+        let connections_open = Gauge::default();
+        registry.register(
+            "webhook_connections_open",
+            "Connections to the admission webhook open now",
+            connections_open.clone(),
+        );
         let decision_log = DecisionLog::register(registry, decision_log_rate);
         Self {
             checks,
@@ -244,6 +270,8 @@ impl Metrics {
             request_duration,
             errors,
             decisions,
+            connections_closed,
+            connections_open,
             decision_log,
         }
     }
@@ -303,6 +331,18 @@ impl Metrics {
         self.errors
             .get_or_create(&ErrorLabels { path, reason })
             .inc();
+    }
+
+    /// Records a connection closed by the server, for `reason`.
+    pub fn connection_closed(&self, reason: &'static str) {
+        self.connections_closed
+            .get_or_create(&ConnectionLabels { reason })
+            .inc();
+    }
+
+    /// Counts a connection opened (`1`) or closed (`-1`).
+    pub fn connections_open(&self, delta: i64) {
+        self.connections_open.inc_by(delta);
     }
 
     /// Records one admission decision of `request` (its members): allowed, or `denied` (which also goes to

@@ -1,0 +1,337 @@
+//! One accepted connection: its deadlines and its HTTP/1.1 or HTTP/2 service. hyper's own
+//! HTTP/1.1 header timeout also runs while a keep-alive connection waits for its next request,
+//! so it would close idle connections early; here the header deadline starts only when a
+//! request's first byte arrives (or at accept, for the first request), and idleness counts
+//! time with no request in flight, not bytes (so HTTP/2 PINGs do not keep a connection alive).
+
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::Request;
+use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulConnection;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
+use tower_service::Service;
+
+use crate::auth::Peer;
+use crate::limits::{HTTP2_PING_TIMEOUT, Limits};
+
+/// HTTP/2 receive window of one review's stream: a typical review (a few KiB to a few hundred)
+/// arrives without waiting for a window update.
+const STREAM_WINDOW_BYTES: u32 = 1024 * 1024;
+/// HTTP/2 receive window of a connection, shared by its concurrent reviews.
+const CONNECTION_WINDOW_BYTES: u32 = 4 * 1024 * 1024;
+/// Largest header block of an HTTP/2 request (hyper's default is 16 MiB).
+const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
+
+/// Why the server closed a connection (the `reason` label of its metric).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Closed {
+    /// No complete request headers in time.
+    HeaderTimeout,
+    /// No request in flight for the idle timeout.
+    Idle,
+}
+
+impl Closed {
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Self::HeaderTimeout => "header_timeout",
+            Self::Idle => "idle",
+        }
+    }
+}
+
+/// What a connection is doing, shared by its reader, its service and its watchdog. Times are
+/// milliseconds since the connection was accepted, plus one (0 is "none").
+#[derive(Debug)]
+pub(crate) struct Activity {
+    accepted: Instant,
+    in_flight: AtomicU32,
+    header_deadline: AtomicU64,
+    idle_since: AtomicU64,
+    /// HTTP/1.1: a byte read with no request in flight starts the next request's headers.
+    http1: bool,
+    header_timeout: u64,
+}
+
+impl Activity {
+    /// A connection accepted at `accepted`, whose first request's headers are due within the
+    /// header timeout.
+    pub(crate) fn new(accepted: Instant, http1: bool, header_timeout: Duration) -> Arc<Self> {
+        let header_timeout = millis(header_timeout);
+        Arc::new(Self {
+            accepted,
+            in_flight: AtomicU32::new(0),
+            header_deadline: AtomicU64::new(1 + header_timeout),
+            idle_since: AtomicU64::new(1),
+            http1,
+            header_timeout,
+        })
+    }
+
+    fn now(&self) -> u64 {
+        1 + millis(self.accepted.elapsed())
+    }
+
+    /// A request's headers arrived: it is in flight until the guard is dropped.
+    pub(crate) fn started(self: &Arc<Self>) -> Busy {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.header_deadline.store(0, Ordering::Release);
+        Busy(self.clone())
+    }
+
+    fn read(&self) {
+        if self.http1 && self.in_flight.load(Ordering::Acquire) == 0 {
+            let deadline = self.now().saturating_add(self.header_timeout);
+            // Only the first byte of a request starts its deadline.
+            let _ = self.header_deadline.compare_exchange(
+                0,
+                deadline,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+    }
+
+    /// Whether the connection should be closed now.
+    fn expired(&self, idle_timeout: Duration) -> Option<Closed> {
+        let now = self.now();
+        let deadline = self.header_deadline.load(Ordering::Acquire);
+        if deadline != 0 && now >= deadline {
+            return Some(Closed::HeaderTimeout);
+        }
+        let idle = deadline == 0
+            && self.in_flight.load(Ordering::Acquire) == 0
+            && now.saturating_sub(self.idle_since.load(Ordering::Acquire)) >= millis(idle_timeout);
+        idle.then_some(Closed::Idle)
+    }
+}
+
+/// A request in flight on its connection.
+pub(crate) struct Busy(Arc<Activity>);
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.idle_since.store(self.0.now(), Ordering::Release);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The connection's stream, telling its [`Activity`] when bytes arrive.
+struct Watched<I> {
+    io: I,
+    activity: Arc<Activity>,
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.activity.read();
+        }
+        polled
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
+}
+
+/// How one connection is served.
+pub(crate) struct Serving {
+    /// The routes.
+    pub router: Router,
+    /// What the TLS handshake proved about the client (none over plain HTTP).
+    pub peer: Option<Peer>,
+    /// The limits.
+    pub limits: Limits,
+    /// Becomes `Some` (the grace) when the server stops: the connection finishes what is in
+    /// flight and ends.
+    pub stopping: watch::Receiver<Option<Duration>>,
+}
+
+/// Serves `io` (HTTP/2 if `http2`, else HTTP/1.1) until the client closes it or the server
+/// does; returns why the server did, if it did.
+pub(crate) async fn serve<I>(
+    io: I,
+    http2: bool,
+    activity: Arc<Activity>,
+    serving: Serving,
+) -> Option<Closed>
+where
+    I: AsyncRead + AsyncWrite + Send + Unpin + 'static,
+{
+    let Serving {
+        router,
+        peer,
+        limits,
+        mut stopping,
+    } = serving;
+    let service = {
+        let activity = activity.clone();
+        hyper::service::service_fn(move |mut req: Request<Incoming>| {
+            let busy = activity.started();
+            if let Some(peer) = peer {
+                req.extensions_mut().insert(peer);
+            }
+            let mut router = router.clone();
+            async move {
+                let response = router.call(req.map(Body::new)).await;
+                drop(busy);
+                response
+            }
+        })
+    };
+    let io = TokioIo::new(Watched {
+        io,
+        activity: activity.clone(),
+    });
+    if http2 {
+        let conn = http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .keep_alive_interval(limits.http2_keep_alive)
+            .keep_alive_timeout(HTTP2_PING_TIMEOUT)
+            .max_concurrent_streams(u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX))
+            .max_header_list_size(MAX_HEADER_LIST_BYTES)
+            // Receive windows that hold a review whole: with the protocol's 64 KiB defaults,
+            // concurrent reviews on one connection (how kube-apiserver calls a webhook over
+            // HTTP/2) stall on flow control and pay a WINDOW_UPDATE round trip per 64 KiB.
+            .initial_stream_window_size(STREAM_WINDOW_BYTES)
+            .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
+            .serve_connection(io, service);
+        drive(conn, &activity, &limits, &mut stopping).await
+    } else {
+        let conn = http1::Builder::new()
+            .timer(TokioTimer::new())
+            .serve_connection(io, service);
+        drive(conn, &activity, &limits, &mut stopping).await
+    }
+}
+
+/// Runs `conn` under its deadlines: a late header closes it at once, idleness and the
+/// server's stop close it gracefully.
+async fn drive<C: GracefulConnection>(
+    conn: C,
+    activity: &Activity,
+    limits: &Limits,
+    stopping: &mut watch::Receiver<Option<Duration>>,
+) -> Option<Closed> {
+    tokio::pin!(conn);
+    let idle = tokio::select! {
+        _ = conn.as_mut() => return None,
+        closed = watchdog(activity, limits) => match closed {
+            Closed::HeaderTimeout => return Some(closed),
+            Closed::Idle => true,
+        },
+        () = stopped(stopping) => false,
+    };
+    conn.as_mut().graceful_shutdown();
+    if idle {
+        // Nothing is in flight: a client that does not read the GOAWAY gets no longer.
+        let _ = tokio::time::timeout(limits.header_timeout, conn).await;
+        Some(Closed::Idle)
+    } else {
+        // The server bounds this by its shutdown grace.
+        let _ = conn.await;
+        None
+    }
+}
+
+/// Completes when the server stops (or is gone).
+pub(crate) async fn stopped(stopping: &mut watch::Receiver<Option<Duration>>) {
+    // The guard `wait_for` returns is dropped here, before any other await.
+    let _ = stopping.wait_for(Option::is_some).await;
+}
+
+/// Completes when the connection's deadlines say to close it, checking ten times per
+/// shortest timeout (at most once a second, at least every 50 ms).
+async fn watchdog(activity: &Activity, limits: &Limits) -> Closed {
+    let tick = (limits.header_timeout.min(limits.idle_timeout) / 10)
+        .clamp(Duration::from_millis(50), Duration::from_secs(1));
+    let mut interval = tokio::time::interval(tick);
+    interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        interval.tick().await;
+        if let Some(closed) = activity.expired(limits.idle_timeout) {
+            return closed;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_is_due_from_accept_then_from_a_requests_first_byte() {
+        let activity = Activity::new(Instant::now(), true, Duration::ZERO);
+        assert_eq!(
+            activity.expired(Duration::from_secs(60)),
+            Some(Closed::HeaderTimeout)
+        );
+        let busy = activity.started();
+        activity.read(); // a request body's bytes
+        assert_eq!(activity.expired(Duration::ZERO), None);
+        drop(busy);
+        assert_eq!(activity.expired(Duration::ZERO), Some(Closed::Idle));
+        assert_eq!(activity.expired(Duration::from_secs(60)), None);
+        activity.read(); // the next request's first byte
+        assert_eq!(
+            activity.expired(Duration::from_secs(60)),
+            Some(Closed::HeaderTimeout)
+        );
+    }
+
+    #[test]
+    fn http2_frames_between_requests_start_no_header_deadline() {
+        let activity = Activity::new(Instant::now(), false, Duration::ZERO);
+        drop(activity.started());
+        activity.read(); // a PING
+        assert_eq!(activity.expired(Duration::from_secs(60)), None);
+    }
+}
