@@ -468,21 +468,15 @@ impl<'c> Driver<'c> {
     /// Waits (30 s at most) until celgate's ValidatingWebhookConfiguration holds every resource
     /// rule of the ValidatingAdmissionPolicies in `yaml` under the webhook of their failurePolicy.
     pub async fn wait_validating_rules(&self, yaml: &str) {
+        let docs = parse_docs(yaml);
         let mut wanted = Vec::new();
-        for doc in parse_docs(yaml) {
-            if doc["kind"] != "ValidatingAdmissionPolicy" {
-                continue;
-            }
+        for doc in bound(&docs, "ValidatingAdmissionPolicy") {
             let webhook = if doc["spec"]["failurePolicy"] == "Ignore" {
                 "validate-ignore.celgate.io"
             } else {
                 "validate.celgate.io"
             };
-            for r in doc["spec"]["matchConstraints"]["resourceRules"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-            {
+            for r in registered_rules(doc) {
                 wanted.push((Some(webhook), r));
             }
         }
@@ -509,15 +503,9 @@ impl<'c> Driver<'c> {
     /// of the MutatingAdmissionPolicies in `yaml` (under any of its webhooks); the error lists
     /// the rules still missing.
     pub async fn wait_mutating_rules(&self, yaml: &str, limit: Duration) -> Result<(), String> {
-        let wanted: Vec<(Option<&str>, Value)> = parse_docs(yaml)
-            .into_iter()
-            .filter(|d| d["kind"] == "MutatingAdmissionPolicy")
-            .flat_map(|d| {
-                d["spec"]["matchConstraints"]["resourceRules"]
-                    .as_array()
-                    .cloned()
-                    .unwrap_or_default()
-            })
+        let docs = parse_docs(yaml);
+        let wanted: Vec<(Option<&str>, Value)> = bound(&docs, "MutatingAdmissionPolicy")
+            .flat_map(registered_rules)
             .map(|r| (None, r))
             .collect();
         let api = Api::<MutatingWebhookConfiguration>::all(self.client.clone());
@@ -572,6 +560,42 @@ fn sentinel_yaml(engine: Engine, mutating: bool, step: u32) -> String {
             indent(binding_extra, 2)
         },
     )
+}
+
+/// The policies of `kind` in `docs` that a binding in `docs` names: celgate registers no rule
+/// for a policy nothing binds.
+fn bound<'a>(docs: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a Value> + 'a {
+    let binding = format!("{kind}Binding");
+    docs.iter().filter(move |d| {
+        d["kind"] == kind
+            && docs.iter().any(|b| {
+                b["kind"] == binding.as_str() && b["spec"]["policyName"] == d["metadata"]["name"]
+            })
+    })
+}
+
+/// The resource rules of a policy as celgate registers them: never CONNECT (`*` spelled out
+/// as CREATE, UPDATE, DELETE), a CONNECT-only rule not at all.
+fn registered_rules(policy: &Value) -> Vec<Value> {
+    let rules = policy["spec"]["matchConstraints"]["resourceRules"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    rules
+        .into_iter()
+        .filter_map(|mut rule| {
+            let operations: Vec<Value> = rule["operations"].as_array().cloned().unwrap_or_default();
+            let registered: Vec<Value> = if operations.iter().any(|o| o == "*") {
+                vec![json!("CREATE"), json!("UPDATE"), json!("DELETE")]
+            } else {
+                operations.into_iter().filter(|o| o != "CONNECT").collect()
+            };
+            (!registered.is_empty()).then(|| {
+                rule["operations"] = Value::Array(registered);
+                rule
+            })
+        })
+        .collect()
 }
 
 /// The rules of `wanted` that no webhook of `cfg` (named as given, or any) holds.

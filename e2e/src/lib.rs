@@ -315,6 +315,14 @@ impl Celgate {
         celgate
     }
 
+    /// Starts `celgate run` against the cluster as the admin with `args` added, registered by
+    /// URL, and waits until it is ready.
+    pub async fn start_with(cluster: &Cluster, args: &[&str]) -> Self {
+        let celgate = Self::spawn_with(cluster, free_port(), "celgate", args, "info");
+        celgate.wait_ready().await;
+        celgate
+    }
+
     /// The celgate binary run: `CELGATE_BIN`, else the debug build in the target directory.
     pub fn binary() -> PathBuf {
         std::env::var_os("CELGATE_BIN")

@@ -2171,7 +2171,8 @@ async fn in_tree_and_celgate_decide_alike() {
 
     let cluster = Cluster::start();
     cluster.install_crds();
-    let celgate = Celgate::start(&cluster).await;
+    // Every request is sent, as in-tree: the events scenarios compare matchPolicy.
+    let celgate = Celgate::start_with(&cluster, &["--never-sent=none"]).await;
     let mut h = Harness::new(&cluster).await;
     h.driver.kubectl_apply(PARAM_CRD);
     let out = cluster.kubectl(

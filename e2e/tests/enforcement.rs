@@ -230,8 +230,8 @@ async fn with_every_resource_covered_a_new_policy_is_enforced_without_a_configur
     let rules = serde_json::to_value(&fail_closed.rules).unwrap();
     assert_eq!(
         rules,
-        serde_json::json!([{"apiGroups": ["*"], "apiVersions": ["*"], "operations": ["*"],
-            "resources": ["*/*"], "scope": "*"}])
+        serde_json::json!([{"apiGroups": ["*"], "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE", "DELETE"], "resources": ["*/*"], "scope": "*"}])
     );
 
     // A ConfigMap no policy matches reaches celgate and is admitted.

@@ -9,7 +9,7 @@ use celgate_webhook::{AuthConfig, Limits};
 use clap::builder::TypedValueParser as _;
 
 use crate::serving::certs::CertSource;
-use crate::serving::registration::WebhookRules;
+use crate::serving::registration::{NeverSent, WebhookRules};
 
 /// How the operator runs.
 #[derive(clap::Args, Debug)]
@@ -37,6 +37,17 @@ pub struct RunArgs {
         default_value = "kube-system"
     )]
     pub excluded_namespaces: Vec<String>,
+    /// Kinds of request the policy webhooks are never sent, comma-separated, whatever the
+    /// policies match (docs/behaviour.md says why each): `none` sends every request, as
+    /// in-tree does.
+    #[arg(
+        long,
+        env = "CELGATE_NEVER_SENT",
+        value_enum,
+        value_delimiter = ',',
+        default_value = "events,leases,authentication-reviews,authorization-reviews"
+    )]
+    pub never_sent: Vec<NeverSent>,
     /// Name of the webhook's Service (in cluster).
     #[arg(long, env = "CELGATE_SERVICE_NAME", default_value = "celgate-webhook")]
     pub service_name: String,

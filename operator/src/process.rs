@@ -258,10 +258,13 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
     let registration = Registration {
         create_missing: matches!(endpoint, Endpoint::Url(_)),
         endpoint,
-        excluded_namespaces: registration::excluded_namespaces(
-            &args.namespace,
-            &args.excluded_namespaces,
-        ),
+        exemptions: registration::Exemptions {
+            namespaces: registration::excluded_namespaces(
+                &args.namespace,
+                &args.excluded_namespaces,
+            ),
+            never_sent: args.never_sent.clone(),
+        },
         rules: args.webhook_rules,
     };
     // One discovery and one schema cache serve the type checker and the mutated kinds.

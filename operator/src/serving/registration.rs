@@ -3,7 +3,7 @@
 //! reaches the webhook, and a policy nothing binds costs no request), or with
 //! [`WebhookRules::All`] every resource (so a new policy changes no configuration), split into a
 //! fail-closed and a fail-open webhook by failurePolicy. They never send CONNECT, nor the
-//! requests of [`NEVER_SENT`], and they exclude celgate's own namespace and the
+//! requests of [`NeverSent`], and they exclude celgate's own namespace and the
 //! `--excluded-namespaces` (kube-system by default) so a broken webhook cannot lock celgate or
 //! the control plane out. The mutating side is split further by reinvocationPolicy, since the
 //! API server reinvokes a webhook as a whole: policies that must run once are never served by a
@@ -116,42 +116,96 @@ const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
 /// `port-forward`), so a broken celgate cannot also take away the way to debug it.
 const REGISTERED_OPERATIONS: [&str; 3] = ["CREATE", "UPDATE", "DELETE"];
 
-/// Requests never sent to a policy webhook, whatever the rules, each with a matchCondition
-/// (name, CEL) that excludes it: the busiest writes of the control plane, whose failure
-/// (under a fail-closed webhook while celgate is down) would take the cluster down with it,
-/// and the review kinds no policy applies to anyway.
-pub const NEVER_SENT: [(&str, &str); 4] = [
-    // Events: written by every component all the time; losing them must not block anything.
-    (
-        "celgate-never-events",
-        "!(request.resource.resource == 'events' && (request.resource.group == '' || request.resource.group == 'events.k8s.io'))",
-    ),
-    // Leases: node heartbeats and leader election (celgate's own included) renew every few seconds.
-    (
-        "celgate-never-leases",
-        "!(request.resource.group == 'coordination.k8s.io' && request.resource.resource == 'leases')",
-    ),
-    // TokenReviews and SelfSubjectReviews: authentication checks, never stored; no policy applies.
-    (
-        "celgate-never-authentication-reviews",
-        "!(request.resource.group == 'authentication.k8s.io' && request.resource.resource in ['tokenreviews', 'selfsubjectreviews'])",
-    ),
-    // SubjectAccessReviews and their kin: authorization checks (celgate's `authorizer` makes them), never stored; no policy applies.
-    (
-        "celgate-never-authorization-reviews",
-        "!(request.resource.group == 'authorization.k8s.io' && request.resource.resource in ['subjectaccessreviews', 'selfsubjectaccessreviews', 'localsubjectaccessreviews', 'selfsubjectrulesreviews'])",
-    ),
-];
+/// Requests never sent to a policy webhook, whatever the rules (`--never-sent`), each excluded
+/// by a matchCondition: the busiest writes of the control plane, whose failure (under a
+/// fail-closed webhook while celgate is down) would take the cluster down with it, and the
+/// review kinds no policy applies to anyway. In-tree policies see them all; `none` sends them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum NeverSent {
+    /// Events (core and events.k8s.io): written by every component all the time; losing them
+    /// must not block anything.
+    Events,
+    /// Leases: node heartbeats and leader election (celgate's own included) renew every few
+    /// seconds.
+    Leases,
+    /// TokenReviews and SelfSubjectReviews: authentication checks, never stored.
+    AuthenticationReviews,
+    /// SubjectAccessReviews and their kin: authorization checks (celgate's `authorizer` makes
+    /// them), never stored.
+    AuthorizationReviews,
+    /// Nothing: every request the rules match is sent, as in-tree.
+    None,
+}
 
-/// The matchConditions of every policy webhook: [`NEVER_SENT`].
-fn never_sent() -> Vec<MatchCondition> {
-    NEVER_SENT
-        .iter()
-        .map(|(name, expression)| MatchCondition {
-            name: (*name).to_string(),
-            expression: (*expression).to_string(),
+impl NeverSent {
+    /// The default of `--never-sent`: every kind above.
+    pub const DEFAULT: [NeverSent; 4] = [
+        NeverSent::Events,
+        NeverSent::Leases,
+        NeverSent::AuthenticationReviews,
+        NeverSent::AuthorizationReviews,
+    ];
+
+    /// The matchCondition (name, CEL) that keeps these requests away; none for `None`.
+    pub fn condition(self) -> Option<(&'static str, &'static str)> {
+        Some(match self {
+            NeverSent::Events => (
+                "celgate-never-events",
+                "!(request.resource.resource == 'events' && (request.resource.group == '' || request.resource.group == 'events.k8s.io'))",
+            ),
+            NeverSent::Leases => (
+                "celgate-never-leases",
+                "!(request.resource.group == 'coordination.k8s.io' && request.resource.resource == 'leases')",
+            ),
+            NeverSent::AuthenticationReviews => (
+                "celgate-never-authentication-reviews",
+                "!(request.resource.group == 'authentication.k8s.io' && request.resource.resource in ['tokenreviews', 'selfsubjectreviews'])",
+            ),
+            NeverSent::AuthorizationReviews => (
+                "celgate-never-authorization-reviews",
+                "!(request.resource.group == 'authorization.k8s.io' && request.resource.resource in ['subjectaccessreviews', 'selfsubjectaccessreviews', 'localsubjectaccessreviews', 'selfsubjectrulesreviews'])",
+            ),
+            NeverSent::None => return None,
         })
-        .collect()
+    }
+}
+
+/// What the policy webhooks never see: namespaces and kinds of request.
+#[derive(Clone, Debug)]
+pub struct Exemptions {
+    /// The namespaces skipped ([`excluded_namespaces`]: celgate's own first).
+    pub namespaces: Vec<String>,
+    /// The requests never sent.
+    pub never_sent: Vec<NeverSent>,
+}
+
+impl Exemptions {
+    /// The matchConditions of every policy webhook: one per kind never sent, once each.
+    fn match_conditions(&self) -> Vec<MatchCondition> {
+        let mut out: Vec<MatchCondition> = Vec::new();
+        for (name, expression) in self.never_sent.iter().filter_map(|n| n.condition()) {
+            if !out.iter().any(|c| c.name == name) {
+                out.push(MatchCondition {
+                    name: name.to_string(),
+                    expression: expression.to_string(),
+                });
+            }
+        }
+        out
+    }
+
+    /// The namespaceSelector of a policy webhook: every namespace but the skipped ones, by the
+    /// name label kube-apiserver sets on every namespace.
+    fn namespace_selector(&self) -> LabelSelector {
+        LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "kubernetes.io/metadata.name".into(),
+                operator: "NotIn".into(),
+                values: Some(self.namespaces.clone()),
+            }]),
+            match_labels: None,
+        }
+    }
 }
 
 /// Which requests a webhook that serves policies is sent.
@@ -162,7 +216,7 @@ pub enum WebhookRules {
     /// has loaded the changed configuration (a few milliseconds more).
     #[default]
     Policies,
-    /// Every resource, subresource and operation but CONNECT and [`NEVER_SENT`], once it serves
+    /// Every resource, subresource and operation but CONNECT and [`NeverSent`], once it serves
     /// any bound policy: a new policy is enforced as soon as celgate has compiled it and a
     /// binding names it; every write in the cluster (outside the excluded namespaces) then
     /// waits on celgate, and with failurePolicy Fail fails while celgate is unreachable.
@@ -295,19 +349,6 @@ pub fn excluded_namespaces(own: &str, others: &[String]) -> Vec<String> {
         }
     }
     out
-}
-
-/// The namespaceSelector of a policy webhook: every namespace but `excluded`, by the name
-/// label kube-apiserver sets on every namespace.
-fn exclude_namespaces(excluded: &[String]) -> LabelSelector {
-    LabelSelector {
-        match_expressions: Some(vec![LabelSelectorRequirement {
-            key: "kubernetes.io/metadata.name".into(),
-            operator: "NotIn".into(),
-            values: Some(excluded.to_vec()),
-        }]),
-        match_labels: None,
-    }
 }
 
 /// What the webhook registration has achieved, for status: a policy generation is enforced
@@ -445,8 +486,8 @@ fn holds(live: &serde_json::Value, desired: &serde_json::Value) -> bool {
 pub struct Registration {
     /// Where the API server reaches the webhook.
     pub endpoint: Endpoint,
-    /// The namespaces the policy webhooks skip ([`excluded_namespaces`]: celgate's own first).
-    pub excluded_namespaces: Vec<String>,
+    /// What the policy webhooks never see.
+    pub exemptions: Exemptions,
     /// Whether celgate creates the configurations when they are missing (out of cluster), or
     /// only fills in the ones its manifests ship (in a cluster: `kubectl delete -k` then
     /// removes them, and a stopping replica can never bring them back).
@@ -521,15 +562,9 @@ impl Registration {
                         self.rules,
                         &self.endpoint,
                         &ca,
-                        &self.excluded_namespaces,
+                        &self.exemptions,
                     ),
-                    mutating_configuration(
-                        &set,
-                        self.rules,
-                        &self.endpoint,
-                        &ca,
-                        &self.excluded_namespaces,
-                    ),
+                    mutating_configuration(&set, self.rules, &self.endpoint, &ca, &self.exemptions),
                 );
                 if !applied.is(&desired) {
                     metrics::reconciled(metrics::REGISTRATION);
@@ -586,7 +621,7 @@ pub fn validating_configuration(
     coverage: WebhookRules,
     endpoint: &Endpoint,
     ca_pem: &str,
-    excluded: &[String],
+    exempt: &Exemptions,
 ) -> ValidatingWebhookConfiguration {
     let webhooks = [
         (VALIDATE_FAIL, FailurePolicy::Fail, "Fail", "/validate/fail"),
@@ -606,12 +641,12 @@ pub fn validating_configuration(
             client_config: endpoint.client_config(path, ca_pem),
             failure_policy: Some(failure_str.to_string()),
             match_policy: Some("Equivalent".to_string()),
-            namespace_selector: Some(exclude_namespaces(excluded)),
+            namespace_selector: Some(exempt.namespace_selector()),
             object_selector: Some(LabelSelector::default()),
             rules: Some(rules),
             side_effects: "None".to_string(),
             timeout_seconds: Some(10),
-            match_conditions: Some(never_sent()),
+            match_conditions: Some(exempt.match_conditions()),
         })
     })
     .chain(std::iter::once(ValidatingWebhook {
@@ -653,7 +688,7 @@ pub fn mutating_configuration(
     coverage: WebhookRules,
     endpoint: &Endpoint,
     ca_pem: &str,
-    excluded: &[String],
+    exempt: &Exemptions,
 ) -> MutatingWebhookConfiguration {
     let webhooks = MUTATING_WEBHOOKS
         .iter()
@@ -673,13 +708,13 @@ pub fn mutating_configuration(
                 client_config: endpoint.client_config(path, ca_pem),
                 failure_policy: Some(failure.to_string()),
                 match_policy: Some("Equivalent".to_string()),
-                namespace_selector: Some(exclude_namespaces(excluded)),
+                namespace_selector: Some(exempt.namespace_selector()),
                 object_selector: Some(LabelSelector::default()),
                 reinvocation_policy: Some(reinvocation.to_string()),
                 rules: Some(rules),
                 side_effects: "None".to_string(),
                 timeout_seconds: Some(10),
-                match_conditions: Some(never_sent()),
+                match_conditions: Some(exempt.match_conditions()),
             })
         })
         .collect();
@@ -852,8 +887,11 @@ mod tests {
         "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/celgate";
 
     /// The default exclusions: celgate's namespace and kube-system.
-    fn excluded() -> Vec<String> {
-        excluded_namespaces("celgate-system", &["kube-system".to_string()])
+    fn excluded() -> Exemptions {
+        Exemptions {
+            namespaces: excluded_namespaces("celgate-system", &["kube-system".to_string()]),
+            never_sent: NeverSent::DEFAULT.to_vec(),
+        }
     }
 
     /// A set of one bound policy matching creates of `resource`.
@@ -895,7 +933,7 @@ mod tests {
             let (_leading, leadership) = watch::channel(true);
             let registration = Registration {
                 endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
-                excluded_namespaces: excluded(),
+                exemptions: excluded(),
                 create_missing: true,
                 rules: WebhookRules::Policies,
             };
@@ -1044,7 +1082,7 @@ mod tests {
                     name: "celgate-webhook".into(),
                     port: 443,
                 },
-                excluded_namespaces: excluded(),
+                exemptions: excluded(),
                 create_missing: false,
                 rules: WebhookRules::Policies,
             };
@@ -1137,7 +1175,7 @@ mod tests {
             let (live_sender, live) = watch::channel(Live::default());
             let registration = Registration {
                 endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
-                excluded_namespaces: excluded(),
+                exemptions: excluded(),
                 create_missing: false,
                 rules: WebhookRules::Policies,
             };
@@ -1344,7 +1382,7 @@ mod tests {
             assert_eq!(hook.side_effects, "None");
             assert_eq!(
                 hook.namespace_selector,
-                Some(exclude_namespaces(&excluded()))
+                Some(excluded().namespace_selector())
             );
         }
         // The validating configuration has no webhook for mutating policies.
@@ -1468,29 +1506,36 @@ mod tests {
                 .collect();
             assert_eq!(
                 conditions,
-                NEVER_SENT.iter().map(|(name, _)| *name).collect::<Vec<_>>()
+                NeverSent::DEFAULT
+                    .iter()
+                    .filter_map(|n| n.condition())
+                    .map(|(name, _)| name)
+                    .collect::<Vec<_>>()
             );
             // celgate's own webhook is not filtered.
             assert!(v["webhooks"][1].get("matchConditions").is_none());
         }
     }
 
-    /// Evaluates the [`NEVER_SENT`] conditions for a request to `group`/`resource` with
+    /// Evaluates the [`NeverSent`] conditions for a request to `group`/`resource` with
     /// celgate's own CEL: whether the request would be sent.
     fn sent(group: &str, resource: &str) -> bool {
         use celgate_cel::{Activation, Budget, Env, Type, Value as CelValue};
         let env = Env::kubernetes().variable("request", Type::Dyn).build();
         let request = json!({"resource": {"group": group, "version": "v1", "resource": resource}});
-        NEVER_SENT.iter().all(|(_, expression)| {
-            let program = env.compile(expression).unwrap();
-            let mut activation = Activation::new();
-            activation.bind_json("request", &request);
-            let mut budget = Budget::new(1_000_000, 10_000_000);
-            match program.eval(&activation, &mut budget).unwrap() {
-                CelValue::Bool(sent) => sent,
-                other => panic!("{expression} gave {other:?}"),
-            }
-        })
+        NeverSent::DEFAULT
+            .iter()
+            .filter_map(|n| n.condition())
+            .all(|(_, expression)| {
+                let program = env.compile(expression).unwrap();
+                let mut activation = Activation::new();
+                activation.bind_json("request", &request);
+                let mut budget = Budget::new(1_000_000, 10_000_000);
+                match program.eval(&activation, &mut budget).unwrap() {
+                    CelValue::Bool(sent) => sent,
+                    other => panic!("{expression} gave {other:?}"),
+                }
+            })
     }
 
     #[test]
@@ -1516,6 +1561,22 @@ mod tests {
         ] {
             assert!(sent(group, resource), "{group}/{resource} is not sent");
         }
+    }
+
+    #[test]
+    fn never_sent_none_sends_every_request_and_kinds_are_listed_once() {
+        let exempt = |never_sent: Vec<NeverSent>| Exemptions {
+            namespaces: vec!["celgate-system".into()],
+            never_sent,
+        };
+        assert!(exempt(vec![NeverSent::None]).match_conditions().is_empty());
+        let names: Vec<String> =
+            exempt(vec![NeverSent::Leases, NeverSent::None, NeverSent::Leases])
+                .match_conditions()
+                .into_iter()
+                .map(|c| c.name)
+                .collect();
+        assert_eq!(names, ["celgate-never-leases"]);
     }
 
     #[test]
@@ -1575,7 +1636,7 @@ mod tests {
         assert_eq!(hooks[0]["rules"], every);
         assert_eq!(
             hooks[0]["namespaceSelector"],
-            serde_json::to_value(exclude_namespaces(&excluded())).unwrap()
+            serde_json::to_value(excluded().namespace_selector()).unwrap()
         );
         // celgate's own webhook keeps its rules.
         assert_eq!(
