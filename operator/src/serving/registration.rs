@@ -170,6 +170,14 @@ impl NeverSent {
     }
 }
 
+/// The matchCondition that keeps celgate's own kinds from the policy webhooks, always: no
+/// policy applies to them (as in-tree policies skip the in-tree policy kinds), and while
+/// celgate is down a fail-closed policy over `*` must not stop its policies being deleted.
+const OWN_KINDS: (&str, &str) = (
+    "celgate-never-own-kinds",
+    "request.resource.group != 'admission.celgate.io'",
+);
+
 /// What the policy webhooks never see: namespaces and kinds of request.
 #[derive(Clone, Debug)]
 pub struct Exemptions {
@@ -180,10 +188,13 @@ pub struct Exemptions {
 }
 
 impl Exemptions {
-    /// The matchConditions of every policy webhook: one per kind never sent, once each.
+    /// The matchConditions of every policy webhook: celgate's own kinds, then one per kind
+    /// never sent, once each.
     fn match_conditions(&self) -> Vec<MatchCondition> {
         let mut out: Vec<MatchCondition> = Vec::new();
-        for (name, expression) in self.never_sent.iter().filter_map(|n| n.condition()) {
+        let conditions = std::iter::once(OWN_KINDS)
+            .chain(self.never_sent.iter().filter_map(|n| n.condition()));
+        for (name, expression) in conditions {
             if !out.iter().any(|c| c.name == name) {
                 out.push(MatchCondition {
                     name: name.to_string(),
@@ -1506,10 +1517,13 @@ mod tests {
                 .collect();
             assert_eq!(
                 conditions,
-                NeverSent::DEFAULT
-                    .iter()
-                    .filter_map(|n| n.condition())
-                    .map(|(name, _)| name)
+                std::iter::once(OWN_KINDS.0)
+                    .chain(
+                        NeverSent::DEFAULT
+                            .iter()
+                            .filter_map(|n| n.condition())
+                            .map(|(name, _)| name)
+                    )
                     .collect::<Vec<_>>()
             );
             // celgate's own webhook is not filtered.
@@ -1523,10 +1537,10 @@ mod tests {
         use celgate_cel::{Activation, Budget, Env, Type, Value as CelValue};
         let env = Env::kubernetes().variable("request", Type::Dyn).build();
         let request = json!({"resource": {"group": group, "version": "v1", "resource": resource}});
-        NeverSent::DEFAULT
+        excluded()
+            .match_conditions()
             .iter()
-            .filter_map(|n| n.condition())
-            .all(|(_, expression)| {
+            .all(|MatchCondition { expression, .. }| {
                 let program = env.compile(expression).unwrap();
                 let mut activation = Activation::new();
                 activation.bind_json("request", &request);
@@ -1549,6 +1563,8 @@ mod tests {
             ("authorization.k8s.io", "subjectaccessreviews"),
             ("authorization.k8s.io", "selfsubjectaccessreviews"),
             ("authorization.k8s.io", "localsubjectaccessreviews"),
+            (celgate_engine::GROUP, "validatingadmissionpolicies"),
+            (celgate_engine::GROUP, "mutatingadmissionpolicybindings"),
         ] {
             assert!(!sent(group, resource), "{group}/{resource} is sent");
         }
@@ -1569,14 +1585,16 @@ mod tests {
             namespaces: vec!["celgate-system".into()],
             never_sent,
         };
-        assert!(exempt(vec![NeverSent::None]).match_conditions().is_empty());
+        let only_own = exempt(vec![NeverSent::None]).match_conditions();
+        assert_eq!(only_own.len(), 1);
+        assert_eq!(only_own[0].name, OWN_KINDS.0);
         let names: Vec<String> =
             exempt(vec![NeverSent::Leases, NeverSent::None, NeverSent::Leases])
                 .match_conditions()
                 .into_iter()
                 .map(|c| c.name)
                 .collect();
-        assert_eq!(names, ["celgate-never-leases"]);
+        assert_eq!(names, [OWN_KINDS.0, "celgate-never-leases"]);
     }
 
     #[test]
