@@ -30,4 +30,8 @@ In another shell:
   $kubectl -n default create deployment web --image=nginx --replicas=6   # denied by the demo policy
 
 MSG
-"${CARGO_TARGET_DIR:-$root/target}/debug/celgate" run --webhook-port "$port" --webhook-url "https://127.0.0.1:$port"
+# On the control plane started here, celgate accepts only kube-apiserver's credentials.
+auth=()
+[ -n "$started" ] && auth=(--client-ca-file "$started/pki/ca.crt" --client-names kube-apiserver-webhook-client \
+  --token-file "$started/pki/webhook-token")
+"${CARGO_TARGET_DIR:-$root/target}/debug/celgate" run --webhook-port "$port" --webhook-url "https://127.0.0.1:$port" "${auth[@]}"

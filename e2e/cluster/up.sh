@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Starts a local control plane (etcd, kube-apiserver, kube-controller-manager) on free loopback
-# ports, with its own CA, client certificates, RBAC and a Metadata-level audit log.
+# ports, with its own CA, client certificates, RBAC, a Metadata-level audit log and an
+# AdmissionConfiguration that gives admission webhooks a client certificate and a bearer token
+# (pki/webhook-client.crt, pki/webhook-token).
 #   up.sh <state-dir>     state, logs and the kubeconfig go there; the last line printed is
 #                         `export KUBECONFIG=<state-dir>/kubeconfig`.
 # down.sh <state-dir> stops it. Every wait is bounded.
@@ -49,6 +51,47 @@ if [ ! -f "$pki/ca.crt" ]; then
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
   )
 fi
+
+# kube-apiserver's credentials towards admission webhooks (celgate's --client-ca-file with
+# --client-names, or --token-file): a client certificate from the cluster CA and a bearer token.
+if [ ! -f "$pki/webhook-client.crt" ]; then
+  (
+    cd "$pki"
+    openssl req -newkey rsa:2048 -nodes -subj "/CN=kube-apiserver-webhook-client" \
+      -keyout webhook-client.key -out webhook-client.csr 2>/dev/null
+    printf 'basicConstraints=critical,CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' \
+      > webhook-client.ext
+    openssl x509 -req -in webhook-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile webhook-client.ext -out webhook-client.crt 2>/dev/null
+    rm -f webhook-client.csr webhook-client.ext
+    openssl rand -hex 32 > webhook-token
+  )
+fi
+cat > "$dir/webhook-kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+users:
+- name: "*"
+  user:
+    client-certificate: $pki/webhook-client.crt
+    client-key: $pki/webhook-client.key
+    token: $(cat "$pki/webhook-token")
+KC
+cat > "$dir/admission-config.yaml" <<AC
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $dir/webhook-kubeconfig
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $dir/webhook-kubeconfig
+AC
 
 etcd_port=$(free_port); etcd_peer=$(free_port); api_port=$(free_port)
 [ "$etcd_port" != "$etcd_peer" ] && [ "$api_port" != "$etcd_port" ] && [ "$api_port" != "$etcd_peer" ] \
@@ -125,6 +168,7 @@ apiserver=("$bin/kube-apiserver" \
   --disable-admission-plugins ServiceAccount \
   --endpoint-reconciler-type none \
   --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
+  --admission-control-config-file "$dir/admission-config.yaml" \
   --profiling=false)
 printf '%s\0' "${apiserver[@]}" > "$dir/kube-apiserver.args"
 start kube-apiserver "${apiserver[@]}"

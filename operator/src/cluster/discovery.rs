@@ -16,7 +16,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::Client;
 use kube::api::{Api, PartialObjectMeta};
 use kube::core::discovery::v2::{ACCEPT_AGGREGATED_DISCOVERY_V2, APIGroupDiscoveryList};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use serde_json::Value;
 use thiserror::Error;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -195,8 +195,7 @@ async fn refresh_loop(
     // Whether the next discovery follows a CRD change or the period (not only requests).
     let mut changed = true;
     let crds: Api<PartialObjectMeta<CustomResourceDefinition>> = Api::all(client.clone());
-    let events = watcher(crds, watcher::Config::default())
-        .backoff(crate::retry::watch())
+    let events = crate::retry::watch(crds, watcher::Config::default())
         .inspect(metrics::watch(resource::CRDS, false));
     let mut events = std::pin::pin!(events);
     let mut retry = Backoff::new(retry::CLUSTER);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use celgate_snapshot::{NamespaceView, SnapshotStore};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client, ResourceExt};
 use serde_json::{Map, Value};
 use tracing::warn;
@@ -17,8 +17,7 @@ use crate::metrics::{self, resource};
 /// Follows every namespace into `store` until the process stops. A failed watch keeps the
 /// last view and is retried with backoff.
 pub async fn run(client: Client, store: Arc<SnapshotStore>) {
-    let events = watcher(Api::<Namespace>::all(client), watcher::Config::default())
-        .backoff(crate::retry::watch())
+    let events = crate::retry::watch(Api::<Namespace>::all(client), watcher::Config::default())
         .inspect(metrics::watch(resource::NAMESPACES, false));
     let mut events = std::pin::pin!(events);
     let mut changes = Changes::default();

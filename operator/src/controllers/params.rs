@@ -155,9 +155,8 @@ impl Kind {
         retry: &mut Backoff,
     ) {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
-        let events = watcher(api, watcher::Config::default())
-            .backoff(crate::retry::watch())
-            .modify(without_managed_fields);
+        let events =
+            crate::retry::watch(api, watcher::Config::default()).modify(without_managed_fields);
         let mut events = std::pin::pin!(events);
         let mut changes = Changes::default();
         while let Some(event) = events.next().await {

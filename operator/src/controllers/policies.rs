@@ -466,15 +466,13 @@ pub fn controller<P: Controlled>(
     let (requeue, lists) = mpsc::unbounded();
     let (policies_watched, bindings_watched) = P::WATCHED;
     let (policies_resource, bindings_resource) = P::RESOURCES;
-    let policies = watcher(Api::<P>::all(client.clone()), watcher::Config::default())
-        .backoff(retry::watch())
+    let policies = retry::watch(Api::<P>::all(client.clone()), watcher::Config::default())
         .modify(without_managed_fields)
         .reflect(policy_writer)
         .inspect(metrics::watch(policies_resource, true))
         .inspect(on_list_done(ctx.clone(), policies_watched, requeue.clone()))
         .touched_objects();
-    let bindings = watcher(Api::<P::Binding>::all(client), watcher::Config::default())
-        .backoff(retry::watch())
+    let bindings = retry::watch(Api::<P::Binding>::all(client), watcher::Config::default())
         .modify(without_managed_fields)
         .reflect(binding_writer)
         .inspect(metrics::watch(bindings_resource, true))
@@ -490,6 +488,7 @@ pub fn controller<P: Controlled>(
         })
         .reconcile_on(requeued)
         .reconcile_all_on(reconcile_all)
+        .trigger_backoff(retry::AlreadyDelayed)
         .run(reconcile::<P>, error_policy::<P>, ctx.clone())
         .map(move |result| ctx.reconciled(result))
 }

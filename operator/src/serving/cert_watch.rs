@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio::sync::watch;
 use tracing::{error, info, warn};
@@ -73,7 +73,7 @@ pub async fn follow(
 ) {
     let api: Api<Secret> = Api::namespaced(client.clone(), &secret.namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={}", secret.name));
-    let events = watcher(api, config).backoff(crate::retry::watch());
+    let events = crate::retry::watch(api, config);
     futures::pin_mut!(events);
     let mut renew = tokio::time::interval(RENEW_CHECK);
     renew.tick().await;

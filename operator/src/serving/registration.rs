@@ -22,7 +22,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
 use kube::api::{ObjectMeta, Patch, PatchParams};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Api, Client};
 use thiserror::Error;
 use tokio::sync::watch;
@@ -192,8 +192,8 @@ impl Exemptions {
     /// never sent, once each.
     fn match_conditions(&self) -> Vec<MatchCondition> {
         let mut out: Vec<MatchCondition> = Vec::new();
-        let conditions = std::iter::once(OWN_KINDS)
-            .chain(self.never_sent.iter().filter_map(|n| n.condition()));
+        let conditions =
+            std::iter::once(OWN_KINDS).chain(self.never_sent.iter().filter_map(|n| n.condition()));
         for (name, expression) in conditions {
             if !out.iter().any(|c| c.name == name) {
                 out.push(MatchCondition {
@@ -430,28 +430,26 @@ where
 {
     let config = watcher::Config::default().fields(&format!("metadata.name={CONFIGURATION_NAME}"));
     let mut listed = Observed::Absent;
-    watcher(Api::<K>::all(client), config)
-        .backoff(retry::watch())
-        .filter_map(move |event| {
-            let observed = match event {
-                Ok(watcher::Event::Init) => {
-                    listed = Observed::Absent;
-                    None
-                }
-                Ok(watcher::Event::InitApply(object)) => {
-                    listed = present(object);
-                    None
-                }
-                Ok(watcher::Event::InitDone) => Some(listed.clone()),
-                Ok(watcher::Event::Apply(object)) => Some(present(object)),
-                Ok(watcher::Event::Delete(_)) => Some(Observed::Absent),
-                Err(error) => {
-                    debug!(%error, "watch of the webhook configurations failed; retrying");
-                    None
-                }
-            };
-            std::future::ready(observed)
-        })
+    retry::watch(Api::<K>::all(client), config).filter_map(move |event| {
+        let observed = match event {
+            Ok(watcher::Event::Init) => {
+                listed = Observed::Absent;
+                None
+            }
+            Ok(watcher::Event::InitApply(object)) => {
+                listed = present(object);
+                None
+            }
+            Ok(watcher::Event::InitDone) => Some(listed.clone()),
+            Ok(watcher::Event::Apply(object)) => Some(present(object)),
+            Ok(watcher::Event::Delete(_)) => Some(Observed::Absent),
+            Err(error) => {
+                debug!(%error, "watch of the webhook configurations failed; retrying");
+                None
+            }
+        };
+        std::future::ready(observed)
+    })
 }
 
 /// A watched configuration as JSON, without managedFields.

@@ -1,0 +1,441 @@
+//! celgate as the cluster's fail-closed component, against a real control plane whose
+//! kube-apiserver presents credentials to webhooks (the AdmissionConfiguration of `up.sh`):
+//!
+//! 1. With `--client-ca-file` (names pinned), then with `--token-file`, kube-apiserver decides
+//!    through celgate; a forged review without the certificate or token is answered 401 and
+//!    makes no SubjectAccessReview (counted in the API server's audit log), while the same
+//!    review with them is decided and makes one.
+//! 2. With celgate stopped and a fail-closed policy over everything bound everywhere, writes
+//!    fail in ordinary namespaces, but Pods, Leases and ConfigMaps in `kube-system`, Leases and
+//!    Events anywhere, and the deletion of celgate's own policies go through.
+//! 3. The live configuration edited by hand (failurePolicy) or deleted is put back by the
+//!    leader; the times are reported.
+//! 4. kube-apiserver restarted five times under load: after each, the next policy change is
+//!    enforced; the times are reported.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use celgate_e2e::demo::CELGATE_API;
+use celgate_e2e::{Celgate, Cluster, create_namespace, curl, wait_for};
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::json;
+
+/// The name on kube-apiserver's webhook client certificate (`up.sh`).
+const CLIENT_NAME: &str = "kube-apiserver-webhook-client";
+
+/// A ConfigMap named `name` with label `verdict`.
+fn config_map(name: &str, verdict: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name, "labels": {"verdict": verdict}}}))
+        .unwrap_or_else(|e| panic!("config map: {e}"))
+}
+
+/// Creates (as a dry run) a ConfigMap in `namespace`; the API server's error message if refused.
+async fn try_create(client: &kube::Client, namespace: &str, verdict: &str) -> Result<(), String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let dry_run = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    api.create(&dry_run, &config_map("probe", verdict))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// A policy and its binding: ConfigMaps in `namespace` must pass `expression`.
+fn config_map_policy(name: &str, namespace: &str, expression: &str, message: &str) -> String {
+    format!(
+        "apiVersion: {CELGATE_API}\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - {{apiGroups: [\"\"], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}}\n  validations:\n  - expression: \"{expression}\"\n    message: \"{message}\"\n---\napiVersion: {CELGATE_API}\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: {name}\nspec:\n  policyName: {name}\n  validationActions: [Deny]\n  matchResources:\n    namespaceSelector:\n      matchLabels: {{kubernetes.io/metadata.name: {namespace}}}\n"
+    )
+}
+
+/// Waits (30 s at most) until a ConfigMap created in `namespace` is denied with `message`.
+async fn wait_denied(client: &kube::Client, namespace: &str, verdict: &str, message: &str) {
+    wait_for(
+        &format!("a ConfigMap in {namespace} denied with {message:?}"),
+        Duration::from_secs(30),
+        || async {
+            match try_create(client, namespace, verdict).await {
+                Err(e) if e.contains(message) => Some(()),
+                _ => None,
+            }
+        },
+    )
+    .await;
+}
+
+/// SubjectAccessReviews created so far, from the API server's audit log.
+fn access_reviews(cluster: &Cluster) -> usize {
+    let log = std::fs::read_to_string(cluster.dir().join("audit.log")).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["verb"] == "create"
+                && e["objectRef"]["resource"] == "subjectaccessreviews"
+        })
+        .count()
+}
+
+/// A review kube-apiserver could send for a ConfigMap created in `namespace` by `user`.
+fn forged_review(namespace: &str, user: &str) -> String {
+    json!({
+        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {
+            "uid": "00000000-0000-0000-0000-000000000001",
+            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "requestKind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+            "requestResource": {"group": "", "version": "v1", "resource": "configmaps"},
+            "name": "forged", "namespace": namespace, "operation": "CREATE",
+            "userInfo": {"username": user, "groups": ["system:authenticated"]},
+            "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "forged", "namespace": namespace}},
+            "oldObject": null, "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    })
+    .to_string()
+}
+
+/// POSTs `body` to celgate's `path` with extra curl `args`; the HTTP status.
+fn post(celgate: &Celgate, path: &str, body: &str, args: &[&str]) -> u16 {
+    let url = format!("https://127.0.0.1:{}{path}?timeout=10s", celgate.port);
+    // HTTP/1.1: a refused review's body is never read, and over HTTP/2 the stream is then
+    // reset after the answer, which curl (unlike Go's client) may report instead of it.
+    let mut all = vec![
+        "--http1.1",
+        "-sk",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-X",
+        "POST",
+        "-H",
+        "content-type: application/json",
+        "--data-binary",
+        body,
+    ];
+    all.extend_from_slice(args);
+    all.push(&url);
+    let out = curl(&all);
+    String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .parse()
+        .ok()
+        .filter(|status| *status != 0)
+        .unwrap_or_else(|| panic!("curl {path} failed: {out:?}\n{}", celgate.logs()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_apiserver_authenticates_and_forged_reviews_get_401_and_no_access_review() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let client = cluster.client().await;
+    create_namespace(&client, "guarded", "celgate").await;
+    let pki = cluster.dir().join("pki");
+    let path = |file: &str| pki.join(file).to_string_lossy().into_owned();
+    let (ca, token_file) = (path("ca.crt"), path("webhook-token"));
+    let token = std::fs::read_to_string(&token_file)
+        .unwrap_or_else(|e| panic!("{token_file}: {e}"))
+        .trim()
+        .to_string();
+    let (admin_cert, admin_key) = (path("admin.crt"), path("admin.key"));
+    let (client_cert, client_key) = (path("webhook-client.crt"), path("webhook-client.key"));
+    let forged = forged_review("guarded", "mallory");
+    let bearer = format!("authorization: Bearer {token}");
+
+    for (mode, args) in [
+        (
+            "client certificate",
+            vec!["--client-ca-file", &ca, "--client-names", CLIENT_NAME],
+        ),
+        ("bearer token", vec!["--token-file", &token_file]),
+    ] {
+        let celgate = Celgate::start_with(&cluster, &args).await;
+        // The policy asks the authorizer, so every evaluation makes a SubjectAccessReview.
+        cluster.apply(&config_map_policy(
+            "secret-readers",
+            "guarded",
+            "!authorizer.group('').resource('secrets').namespace(object.metadata.namespace).check('get').allowed()",
+            "who may read secrets may not create config maps here",
+        ));
+        // kube-apiserver authenticates with the AdmissionConfiguration and celgate decides.
+        wait_denied(
+            &client,
+            "guarded",
+            "any",
+            "who may read secrets may not create config maps here",
+        )
+        .await;
+
+        let before = access_reviews(&cluster);
+        let wrong_token = "authorization: Bearer not-the-token".to_string();
+        let refused: Vec<(&str, Vec<&str>)> = vec![
+            ("no credentials", vec![]),
+            (
+                "a certificate of the cluster CA with another name",
+                vec!["--cert", &admin_cert, "--key", &admin_key],
+            ),
+            ("a wrong token", vec!["-H", &wrong_token]),
+        ];
+        for (what, extra) in &refused {
+            for endpoint in ["/validate/fail", "/validate/ignore", "/validate-policies"] {
+                assert_eq!(
+                    post(&celgate, endpoint, &forged, extra),
+                    401,
+                    "{mode}: a forged review to {endpoint} with {what}"
+                );
+            }
+        }
+        // The audit log is written as requests complete; give a stray review time to show.
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(
+            access_reviews(&cluster),
+            before,
+            "{mode}: a refused review made a SubjectAccessReview"
+        );
+        // The same review with kube-apiserver's credentials is decided, and is seen asking.
+        let accepted = match mode {
+            "client certificate" => vec!["--cert", &client_cert, "--key", &client_key],
+            _ => vec!["-H", &bearer],
+        };
+        assert_eq!(post(&celgate, "/validate/fail", &forged, &accepted), 200);
+        wait_for(
+            "the accepted review's SubjectAccessReview in the audit log",
+            Duration::from_secs(10),
+            || async { (access_reviews(&cluster) > before).then_some(()) },
+        )
+        .await;
+        eprintln!(
+            "hardening: {mode}: kube-apiserver decided through celgate; {} forged reviews answered 401 \
+             and made no SubjectAccessReview (audit log: {before} before and after); the same review \
+             with kube-apiserver's credentials was decided",
+            refused.len() * 3
+        );
+        // SIGTERM: the Lease is released, so the next process leads (and registers) at once.
+        let mut celgate = celgate;
+        celgate.terminate(Duration::from_secs(30));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_celgate_stopped_a_fail_closed_policy_over_everything_locks_nothing_out() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let client = cluster.client().await;
+    let mut celgate = Celgate::start(&cluster).await;
+    cluster.apply(&format!(
+        "apiVersion: {CELGATE_API}\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: deny-everything\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - {{apiGroups: [\"*\"], apiVersions: [\"*\"], operations: [\"*\"], resources: [\"*/*\"]}}\n  validations:\n  - expression: \"false\"\n    message: everything is denied\n---\napiVersion: {CELGATE_API}\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: deny-everything\nspec:\n  policyName: deny-everything\n  validationActions: [Deny]\n"
+    ));
+    wait_denied(&client, "default", "any", "everything is denied").await;
+    celgate.kill();
+
+    // Ordinary writes now fail: the webhook is fail-closed and unreachable.
+    let refused = try_create(&client, "default", "any").await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.contains("failed calling webhook")),
+        "a ConfigMap in default while celgate is down: {refused:?}"
+    );
+    let post = PostParams::default();
+    let lease = |name: &str| -> Lease {
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"holderIdentity": "x"}}))
+            .unwrap_or_else(|e| panic!("lease: {e}"))
+    };
+    // kube-system is excluded.
+    Api::<ConfigMap>::namespaced(client.clone(), "kube-system")
+        .create(&post, &config_map("while-down", "any"))
+        .await
+        .unwrap_or_else(|e| panic!("a ConfigMap in kube-system: {e}"));
+    Api::<Lease>::namespaced(client.clone(), "kube-system")
+        .create(&post, &lease("while-down"))
+        .await
+        .unwrap_or_else(|e| panic!("a Lease in kube-system: {e}"));
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "while-down"},
+        "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}))
+    .unwrap_or_else(|e| panic!("pod: {e}"));
+    Api::<Pod>::namespaced(client.clone(), "kube-system")
+        .create(&post, &pod)
+        .await
+        .unwrap_or_else(|e| panic!("a Pod in kube-system: {e}"));
+    // Leases and Events are never sent, in any namespace.
+    Api::<Lease>::namespaced(client.clone(), "default")
+        .create(&post, &lease("while-down"))
+        .await
+        .unwrap_or_else(|e| panic!("a Lease in default: {e}"));
+    let event: Event = serde_json::from_value(json!({"metadata": {"name": "while-down"},
+        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "example.com/e2e",
+        "reportingInstance": "e2e", "action": "Test", "reason": "Test", "type": "Normal",
+        "regarding": {"kind": "Namespace", "name": "default"}}))
+    .unwrap_or_else(|e| panic!("event: {e}"));
+    Api::<Event>::namespaced(client.clone(), "default")
+        .create(&post, &event)
+        .await
+        .unwrap_or_else(|e| panic!("an Event in default: {e}"));
+    // celgate's own policies can be deleted.
+    cluster.kubectl_ok(&[
+        "delete",
+        "validatingadmissionpolicybindings.admission.celgate.io/deny-everything",
+        "validatingadmissionpolicies.admission.celgate.io/deny-everything",
+    ]);
+    eprintln!(
+        "hardening: celgate stopped, fail-closed policy over everything: ConfigMap in default refused; \
+         ConfigMap, Lease and Pod in kube-system, Lease and Event in default created; the policy deleted"
+    );
+}
+
+/// The failurePolicy of celgate's fail-closed webhook as the API server holds it.
+async fn fail_closed_policy(api: &Api<ValidatingWebhookConfiguration>) -> Option<String> {
+    let cfg = api.get_opt("celgate").await.ok().flatten()?;
+    cfg.webhooks?
+        .into_iter()
+        .find(|w| w.name == "validate.celgate.io")?
+        .failure_policy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_leader_puts_back_a_configuration_edited_or_deleted_by_hand() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let client = cluster.client().await;
+    create_namespace(&client, "drift", "celgate").await;
+    let _celgate = Celgate::start(&cluster).await;
+    cluster.apply(&config_map_policy(
+        "no-deny",
+        "drift",
+        "object.metadata.labels.verdict != 'deny'",
+        "denied by label",
+    ));
+    wait_denied(&client, "drift", "deny", "denied by label").await;
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    assert_eq!(fail_closed_policy(&api).await.as_deref(), Some("Fail"));
+
+    let index = api
+        .get("celgate")
+        .await
+        .unwrap_or_else(|e| panic!("{e}"))
+        .webhooks
+        .unwrap_or_default()
+        .iter()
+        .position(|w| w.name == "validate.celgate.io")
+        .unwrap_or_else(|| panic!("no validate.celgate.io webhook"));
+    let patch = format!(
+        "[{{\"op\": \"replace\", \"path\": \"/webhooks/{index}/failurePolicy\", \"value\": \"Ignore\"}}]"
+    );
+    cluster.kubectl_ok(&[
+        "patch",
+        "validatingwebhookconfiguration",
+        "celgate",
+        "--type=json",
+        "-p",
+        &patch,
+    ]);
+    let edited = Instant::now();
+    wait_for(
+        "failurePolicy Fail put back",
+        Duration::from_secs(30),
+        || async { (fail_closed_policy(&api).await.as_deref() == Some("Fail")).then_some(()) },
+    )
+    .await;
+    let reverted_in = edited.elapsed();
+
+    cluster.kubectl_ok(&["delete", "validatingwebhookconfiguration", "celgate"]);
+    let deleted = Instant::now();
+    wait_for(
+        "the deleted configuration re-created",
+        Duration::from_secs(30),
+        || async { (fail_closed_policy(&api).await.as_deref() == Some("Fail")).then_some(()) },
+    )
+    .await;
+    let recreated_in = deleted.elapsed();
+    wait_denied(&client, "drift", "deny", "denied by label").await;
+    eprintln!(
+        "hardening: failurePolicy edited by hand put back {reverted_in:.2?} later; \
+         the deleted configuration re-created {recreated_in:.2?} later"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_each_of_five_api_server_restarts_under_load_the_next_change_is_enforced() {
+    const RESTARTS: usize = 5;
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let client = cluster.client().await;
+    create_namespace(&client, "restarts", "celgate").await;
+    let _celgate = Celgate::start(&cluster).await;
+    let policy = |denied: &[String]| {
+        let list = denied
+            .iter()
+            .map(|d| format!("'{d}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        config_map_policy(
+            "restarts",
+            "restarts",
+            &format!("!(object.metadata.labels.verdict in [{list}])"),
+            "denied by label",
+        )
+    };
+    let mut denied = vec!["deny-0".to_string()];
+    cluster.apply(&policy(&denied));
+    wait_denied(&client, "restarts", "deny-0", "denied by label").await;
+
+    // Load: allowed creates back to back until the end.
+    let stop = Arc::new(AtomicBool::new(false));
+    let (sent, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let load = {
+        let (client, stop, sent, failed) =
+            (client.clone(), stop.clone(), sent.clone(), failed.clone());
+        tokio::spawn(async move {
+            let mut rounds = 0u32;
+            while !stop.load(Ordering::Relaxed) && rounds < 1_000_000 {
+                rounds += 1;
+                sent.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = try_create(&client, "restarts", "allow").await
+                    && e.contains("denied")
+                {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+
+    let mut enforced = Vec::new();
+    for round in 1..=RESTARTS {
+        let away = tokio::task::block_in_place(|| cluster.restart_apiserver());
+        let verdict = format!("deny-{round}");
+        denied.push(verdict.clone());
+        cluster.apply(&policy(&denied));
+        let applied = Instant::now();
+        wait_denied(&client, "restarts", &verdict, "denied by label").await;
+        let took = applied.elapsed();
+        eprintln!(
+            "hardening: restart {round}: kube-apiserver away {away:.1} s; next change enforced {took:.0?} after kubectl apply returned"
+        );
+        enforced.push(took);
+    }
+    stop.store(true, Ordering::Relaxed);
+    load.await.unwrap_or_else(|e| panic!("load task: {e}"));
+    enforced.sort();
+    eprintln!(
+        "hardening: {RESTARTS} restarts: change enforced in {:?} (max {:.0?}); {} creates under load, {} wrongly denied",
+        enforced,
+        enforced.last().copied().unwrap_or_default(),
+        sent.load(Ordering::Relaxed),
+        failed.load(Ordering::Relaxed)
+    );
+    assert_eq!(
+        failed.load(Ordering::Relaxed),
+        0,
+        "allowed creates were denied"
+    );
+}
