@@ -273,9 +273,8 @@ async fn with_celgate_stopped_a_fail_closed_policy_over_everything_locks_nothing
         .await
         .unwrap_or_else(|e| panic!("a Lease in default: {e}"));
     let event: Event = serde_json::from_value(json!({"metadata": {"name": "while-down"},
-        "eventTime": "2026-01-01T00:00:00.000000Z", "reportingController": "example.com/e2e",
-        "reportingInstance": "e2e", "action": "Test", "reason": "Test", "type": "Normal",
-        "regarding": {"kind": "Namespace", "name": "default"}}))
+        "involvedObject": {"kind": "Namespace", "name": "default"},
+        "reason": "Test", "message": "written while celgate is down", "type": "Normal"}))
     .unwrap_or_else(|e| panic!("event: {e}"));
     Api::<Event>::namespaced(client.clone(), "default")
         .create(&post, &event)
