@@ -367,7 +367,9 @@ impl Celgate {
         Self::spawn_kubeconfig(cluster, &kubeconfig, port, name, args, rust_log)
     }
 
-    fn spawn_kubeconfig(
+    /// Like [`Celgate::spawn_with`], reaching the API server as `kubeconfig` says (through a
+    /// proxy, say).
+    pub fn spawn_kubeconfig(
         cluster: &Cluster,
         kubeconfig: &Path,
         port: u16,

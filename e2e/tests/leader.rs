@@ -1,12 +1,16 @@
 //! One writer of status: two celgate processes on one control plane (both serve admission), only
 //! the one holding the leader Lease writes status and events. When the leader dies without
 //! releasing the Lease (SIGKILL), a policy changed meanwhile gets its status from the other
-//! process once the Lease has expired.
+//! process once the Lease has expired. A leader cut off from the API server (a black hole in
+//! front of it, for that replica only) stops leading before its Lease expires, so two replicas
+//! never write at once.
 //!
 //! Who wrote is read from the outside: the Lease's holder, the `reportingInstance` of the events
 //! about the policy (celgate's recorder reports its identity), and each process's own log.
 
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant, SystemTime};
 
 use celgate_e2e::demo::CELGATE_API;
 use celgate_e2e::{Celgate, Cluster, free_port, policies_api, wait_for};
@@ -14,6 +18,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::Value;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
 
 /// The Lease celgate holds (its default name, in its default namespace).
 const LEASE: &str = "celgate-leader";
@@ -183,5 +190,200 @@ async fn only_the_leader_writes_status_and_the_other_takes_over() {
     assert!(
         after.iter().all(|r| r == "celgate-a" || r == "celgate-b"),
         "events from unknown reporters: {after:?}"
+    );
+}
+
+/// A TCP proxy in front of the API server for one replica. Once cut it is a black hole: bytes
+/// either way are dropped and connections stay open, new ones are accepted and never answered
+/// (a partition, which is worse than a refusal: requests hang instead of failing).
+struct Proxy {
+    port: u16,
+    cut: Arc<AtomicBool>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Proxy {
+    async fn start(upstream: u16) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap_or_else(|e| panic!("proxy: {e}"));
+        let port = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("proxy: {e}"))
+            .port();
+        let cut = Arc::new(AtomicBool::new(false));
+        let task = tokio::spawn({
+            let cut = cut.clone();
+            async move {
+                while let Ok((client, _)) = listener.accept().await {
+                    let cut = cut.clone();
+                    tokio::spawn(async move {
+                        let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)).await else {
+                            return;
+                        };
+                        let (from_client, to_client) = client.into_split();
+                        let (from_server, to_server) = server.into_split();
+                        tokio::join!(
+                            pump(from_client, to_server, cut.clone()),
+                            pump(from_server, to_client, cut)
+                        );
+                    });
+                }
+            }
+        });
+        Proxy { port, cut, task }
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Copies `from` to `to` until either ends, dropping the bytes while `cut` is set.
+async fn pump(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, cut: Arc<AtomicBool>) {
+    let mut buf = vec![0u8; 16 * 1024];
+    loop {
+        match from.read(&mut buf).await {
+            Ok(0) | Err(_) => {
+                if !cut.load(Ordering::SeqCst) {
+                    let _ = to.shutdown().await;
+                }
+                return;
+            }
+            Ok(n) if !cut.load(Ordering::SeqCst) => {
+                if to.write_all(&buf[..n]).await.is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+        }
+    }
+}
+
+/// The value of the gauge `celgate_leader` a replica reports.
+fn leading(celgate: &Celgate) -> Option<bool> {
+    celgate
+        .metrics()
+        .lines()
+        .find_map(|l| l.strip_prefix("celgate_leader "))
+        .map(|v| v.trim() == "1")
+}
+
+/// The renewTime of the Lease, as wall-clock time.
+async fn renewed_at(client: &kube::Client) -> SystemTime {
+    let lease = Api::<Lease>::namespaced(client.clone(), NAMESPACE)
+        .get(LEASE)
+        .await
+        .unwrap_or_else(|e| panic!("the Lease: {e}"));
+    let renewed = lease
+        .spec
+        .and_then(|s| s.renew_time)
+        .unwrap_or_else(|| panic!("the Lease has no renewTime"));
+    SystemTime::UNIX_EPOCH + Duration::from_micros(renewed.0.as_microsecond().unsigned_abs())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_cut_off_from_the_api_server_stops_leading_before_its_lease_expires() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let client = cluster.client().await;
+    let api_port: u16 = std::fs::read_to_string(cluster.dir().join("apiserver-port"))
+        .unwrap_or_else(|e| panic!("apiserver-port: {e}"))
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("apiserver-port: {e}"));
+    let proxy = Proxy::start(api_port).await;
+    let kubeconfig = cluster.dir().join("through-proxy.kubeconfig");
+    let text = std::fs::read_to_string(&cluster.kubeconfig)
+        .unwrap_or_else(|e| panic!("kubeconfig: {e}"))
+        .replace(
+            &format!("https://127.0.0.1:{api_port}"),
+            &format!("https://127.0.0.1:{}", proxy.port),
+        );
+    std::fs::write(&kubeconfig, text).unwrap_or_else(|e| panic!("kubeconfig: {e}"));
+
+    let duration = LEASE_SECONDS.to_string();
+    let args = |identity: &'static str| {
+        [
+            "--identity",
+            identity,
+            "--lease-duration-seconds",
+            duration.as_str(),
+        ]
+    };
+    let a = Celgate::spawn_kubeconfig(
+        &cluster,
+        &kubeconfig,
+        free_port(),
+        "celgate-a",
+        &args("celgate-a"),
+        "info",
+    );
+    a.wait_ready().await;
+    wait_for(
+        "celgate-a to hold the Lease",
+        Duration::from_secs(60),
+        || async { (holder(&client).await.as_deref() == Some("celgate-a")).then_some(()) },
+    )
+    .await;
+    let b = Celgate::spawn_with(
+        &cluster,
+        free_port(),
+        "celgate-b",
+        &args("celgate-b"),
+        "info",
+    );
+    b.wait_ready().await;
+    assert_eq!(leading(&a), Some(true));
+    assert_eq!(leading(&b), Some(false));
+
+    proxy.cut.store(true, Ordering::SeqCst);
+    let cut = Instant::now();
+    // The last renewal celgate-a made: the Lease is its until this plus the duration.
+    let renewed = renewed_at(&client).await;
+    let cut_after_renewal = SystemTime::now()
+        .duration_since(renewed)
+        .unwrap_or_default();
+    let expires = renewed + Duration::from_secs(LEASE_SECONDS);
+    let stepped_down = wait_for(
+        "celgate-a to stop leading",
+        Duration::from_secs(LEASE_SECONDS * 3),
+        || async { (leading(&a) == Some(false)).then(SystemTime::now) },
+    )
+    .await;
+    let stepped_down_after = cut.elapsed();
+    assert!(
+        stepped_down < expires,
+        "celgate-a still led {:?} after its Lease expired",
+        stepped_down.duration_since(expires).unwrap_or_default()
+    );
+    let margin = expires.duration_since(stepped_down).unwrap_or_default();
+    wait_for(
+        "celgate-b to take the Lease",
+        Duration::from_secs(LEASE_SECONDS * 4),
+        || async { (holder(&client).await.as_deref() == Some("celgate-b")).then_some(()) },
+    )
+    .await;
+    let taken_over_after = cut.elapsed();
+    assert!(
+        a.logs().contains("cannot renew the leader lease"),
+        "celgate-a did not say why it stopped leading:\n{}",
+        a.logs()
+    );
+
+    // The partition heals: celgate-a finds the Lease held and does not lead again.
+    proxy.cut.store(false, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(LEASE_SECONDS)).await;
+    assert_eq!(leading(&a), Some(false), "celgate-a leads again");
+    assert_eq!(holder(&client).await.as_deref(), Some("celgate-b"));
+    println!(
+        "leader: cut off {:.1} s after its last renewal, celgate-a stopped leading {:.1} s after the cut, \
+         {:.1} s before its Lease would have expired (lease {LEASE_SECONDS} s); celgate-b took over {:.1} s after the cut",
+        cut_after_renewal.as_secs_f64(),
+        stepped_down_after.as_secs_f64(),
+        margin.as_secs_f64(),
+        taken_over_after.as_secs_f64()
     );
 }
