@@ -20,9 +20,9 @@ use tokio::net::TcpStream;
 use tokio::task::JoinSet;
 
 /// Slowloris connections: TLS, then request headers a byte at a time.
-const SLOW: usize = 40;
+const SLOW: usize = 500;
 /// Half-open connections: TCP, then nothing (more than the connection limit leaves).
-const HALF_OPEN: usize = 300;
+const HALF_OPEN: usize = 5_000;
 /// Reviews timed per measurement.
 const SAMPLES: usize = 300;
 /// Concurrent maximum-size reviews.
