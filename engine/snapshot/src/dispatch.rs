@@ -62,9 +62,11 @@ impl Call {
         self.started + CACHE_SYNC_WAIT.min(self.timeout.saturating_sub(DECISION_HEADROOM))
     }
 
-    /// When evaluation must stop: the API server has given up on the call by then.
+    /// When evaluation must stop: the API server has given up on the call by then. A timeout
+    /// too large for the clock (the webhook clamps it to 30 s first) leaves no time at all.
     pub fn evaluation_deadline(&self) -> std::time::Instant {
-        self.started.into_std() + self.timeout
+        let started = self.started.into_std();
+        started.checked_add(self.timeout).unwrap_or(started)
     }
 }
 

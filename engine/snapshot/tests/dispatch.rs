@@ -768,3 +768,17 @@ fn caught_up_only_once_every_param_kind_of_the_bound_policies_has_listed() {
         "the namespace is not known"
     );
 }
+
+#[test]
+fn a_call_timeout_too_large_for_the_clock_leaves_no_time_and_does_not_panic() {
+    let call = Call {
+        timeout: Duration::MAX,
+        ..Call::now()
+    };
+    assert_eq!(call.evaluation_deadline(), call.started.into_std());
+    let usual = Call::now();
+    assert_eq!(
+        usual.evaluation_deadline() - usual.started.into_std(),
+        dispatch::DEFAULT_CALL_TIMEOUT
+    );
+}
