@@ -1,5 +1,6 @@
 //! `authorizer` in expressions is answered for the requesting user (here an impersonated one)
-//! with SubjectAccessReviews, with the same decisions and messages as the in-tree plugin.
+//! with SubjectAccessReviews, with the same decisions and messages as the in-tree plugin, label
+//! and field selectors (valid or not) included.
 
 use std::time::Duration;
 
@@ -22,6 +23,15 @@ spec:
   - expression: "authorizer.group('').resource('configmaps').namespace(request.namespace).check('list').allowed()"
     message: "creating configmaps needs list"
   - expression: "authorizer.requestResource.check('create').allowed()"
+  # Selectors, valid or not, never make the check error; one that does not parse is ignored.
+  - expression: "!authorizer.group('').resource('configmaps').namespace(request.namespace).labelSelector('app=web').check('list').errored()"
+    message: "a valid label selector errored"
+  - expression: "!authorizer.group('').resource('configmaps').namespace(request.namespace).fieldSelector('metadata.name=x').check('list').errored()"
+    message: "a valid field selector errored"
+  - expression: "!authorizer.group('').resource('configmaps').namespace(request.namespace).labelSelector('app in (').fieldSelector('metadata.name in x').check('list').errored()"
+    message: "selectors that do not parse errored"
+  - expression: "authorizer.group('').resource('configmaps').namespace(request.namespace).labelSelector('app in (').check('list').allowed() == authorizer.group('').resource('configmaps').namespace(request.namespace).check('list').allowed()"
+    message: "a selector that does not parse changed the decision"
 ---
 apiVersion: API
 kind: ValidatingAdmissionPolicyBinding

@@ -181,11 +181,30 @@ impl SarAuthorizer {
                         Decision::NoOpinion
                     },
                     reason: status.reason.unwrap_or_default(),
-                    error: status.evaluation_error.filter(|e| !e.is_empty()),
+                    error: status.evaluation_error.and_then(authorizer_error),
                 }
             }
         }
     }
+}
+
+/// The notes the SubjectAccessReview endpoint adds when it cannot parse a selector it was given
+/// (and so ignores it). In-tree, the authorizer library keeps such a parse error beside the
+/// check and the authorizers decide without the selector, so the check does not error.
+const SELECTOR_IGNORED: [&str; 2] = [
+    "spec.resourceAttributes.fieldSelector ignored due to parse error",
+    "spec.resourceAttributes.labelSelector ignored due to parse error",
+];
+
+/// A SubjectAccessReview's evaluationError as the check's error, as in-tree would have it: the
+/// notes of [`SELECTOR_IGNORED`] dropped (the endpoint joins its notes with "; "); `None` when
+/// nothing is left.
+fn authorizer_error(evaluation_error: String) -> Option<String> {
+    let kept: Vec<&str> = evaluation_error
+        .split("; ")
+        .filter(|note| !note.is_empty() && !SELECTOR_IGNORED.contains(note))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join("; "))
 }
 
 impl Authorizer for SarAuthorizer {
@@ -203,5 +222,28 @@ impl Authorizer for SarAuthorizer {
             cache.push((req.clone(), decision.clone()));
         }
         decision
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_selector_the_api_server_could_not_parse_is_no_error_of_the_check() {
+        let both = format!("{}; {}", SELECTOR_IGNORED[0], SELECTOR_IGNORED[1]);
+        assert_eq!(authorizer_error(both), None);
+        assert_eq!(authorizer_error(String::new()), None);
+        assert_eq!(
+            authorizer_error(format!(
+                "webhook authorizer failed; {}",
+                SELECTOR_IGNORED[1]
+            )),
+            Some("webhook authorizer failed".to_string())
+        );
+        assert_eq!(
+            authorizer_error("webhook authorizer failed".into()),
+            Some("webhook authorizer failed".to_string())
+        );
     }
 }
