@@ -1683,6 +1683,33 @@ validations:
         .labels(json!({"env": "prod"}), json!({"env": "dev"})),
     );
 
+    // Declared timestamps, valued as the object's strings: what compiles, what fails at run time.
+    for (name, expression) in [
+        (
+            "namespace-object-time-methods",
+            "type(namespaceObject.metadata.creationTimestamp) == string && !has(namespaceObject.metadata.deletionTimestamp) && namespaceObject.metadata.creationTimestamp.getFullYear() > 2000",
+        ),
+        (
+            "namespace-object-time-conversion",
+            "timestamp(namespaceObject.metadata.creationTimestamp) > timestamp('2000-01-01T00:00:00Z')",
+        ),
+        (
+            "namespace-object-time-compare",
+            "namespaceObject.metadata.creationTimestamp - duration('1h') < timestamp('2100-01-01T00:00:00Z')",
+        ),
+    ] {
+        s.push(Scenario::new(
+            "namespaceObject",
+            name,
+            pb(
+                name,
+                &(cm_rule("\"CREATE\"") + &format!("validations:\n- expression: {expression:?}\n")),
+                &deny(),
+            ),
+            vec![create("a config map", CMS, cm("a", json!({})))],
+        ));
+    }
+
     s.push(Scenario::new(
         "namespaceObject",
         "namespace-object-null",

@@ -28,6 +28,8 @@ fn cases() -> Vec<(&'static str, &'static str, String)> {
         ("audit-dyn", "ValidatingAdmissionPolicy", policy("  auditAnnotations:\n  - key: k\n    valueExpression: \"true ? 'x' : dyn(null)\"")),
         ("duplicate-condition", "ValidatingAdmissionPolicy", policy("  matchConditions:\n  - name: a\n    expression: \"true\"\n  - name: b\n    expression: \"1\"\n  validations:\n  - expression: \"true\"")),
         ("object-literal", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"Object{} == Object{}\"")),
+        // namespaceObject's times are timestamps to the type checker.
+        ("namespace-time-as-string", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"namespaceObject.metadata.creationTimestamp.startsWith('20') || namespaceObject.status.conditions.exists(c, c.lastTransitionTime.contains('x'))\"")),
         ("deny-and-warn", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny, Warn]".into()),
         ("no-actions", "ValidatingAdmissionPolicyBinding", "  policyName: p".into()),
         ("name-and-selector", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny]\n  paramRef:\n    name: x\n    selector: {}\n    parameterNotFoundAction: Deny".into()),

@@ -61,7 +61,11 @@ pub fn admission_request() -> Type {
     )
 }
 
-/// `kubernetes.Namespace`: the metadata fields upstream copies, spec and status.
+/// `kubernetes.Namespace`: the metadata fields upstream copies, spec and status. The times are
+/// declared `timestamp`, as upstream's Namespace schema gives them (format date-time), while
+/// their values stay the strings of the object, as upstream's conversion leaves them: so
+/// `.startsWith()` on one does not compile, and `timestamp(...)` of one fails at run time with
+/// `no such overload: timestamp(string)`, as in kube-apiserver.
 pub fn namespace() -> Type {
     let strings = || Type::map(Type::String, Type::String);
     let metadata = Type::object(
@@ -75,9 +79,9 @@ pub fn namespace() -> Type {
             // Upstream declares `UID` while the value's key is `uid` (so `.uid` does not
             // compile and `.UID` finds nothing at run time); celgate declares the same.
             ("UID", Type::String),
-            ("creationTimestamp", Type::String),
+            ("creationTimestamp", Type::Timestamp),
             ("deletionGracePeriodSeconds", Type::Int),
-            ("deletionTimestamp", Type::String),
+            ("deletionTimestamp", Type::Timestamp),
             ("generation", Type::Int),
             ("resourceVersion", Type::String),
             ("finalizers", Type::list(Type::String)),
@@ -88,7 +92,7 @@ pub fn namespace() -> Type {
         fields([
             ("status", Type::String),
             ("type", Type::String),
-            ("lastTransitionTime", Type::String),
+            ("lastTransitionTime", Type::Timestamp),
             ("message", Type::String),
             ("reason", Type::String),
         ]),
