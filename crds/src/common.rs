@@ -1,5 +1,7 @@
 //! Types shared by the four kinds, field for field those of `admissionregistration.k8s.io/v1`
-//! (Kubernetes 1.36), with the API server's defaults and list-type markers in the schema.
+//! (Kubernetes 1.36), with the API server's defaults and list-type markers in the schema. Enum
+//! variants are in the order kube-apiserver lists them as "supported values", which the CRD
+//! schema's `enum` repeats in its errors.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use schemars::JsonSchema;
@@ -8,31 +10,31 @@ use serde::{Deserialize, Serialize};
 /// What happens when a policy cannot be evaluated (compile, runtime or configuration error).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum FailurePolicy {
-    /// The error is ignored and the request is admitted.
-    Ignore,
     /// The request is rejected (the default).
     #[default]
     Fail,
+    /// The error is ignored and the request is admitted.
+    Ignore,
 }
 
 /// How a rule matches a request for a resource in a version it does not list.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum MatchPolicy {
-    /// Only the listed group/version/resource matches.
-    Exact,
     /// An equivalent resource in another group or version also matches (the default).
     #[default]
     Equivalent,
+    /// Only the listed group/version/resource matches.
+    Exact,
 }
 
 /// What a binding does when its paramRef finds no param object.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum ParameterNotFoundAction {
-    /// The binding is skipped.
-    Allow,
     /// The request is rejected under the policy's failurePolicy (the default).
     #[default]
     Deny,
+    /// The binding is skipped.
+    Allow,
 }
 
 /// The kind of the resources a policy reads as `params`.

@@ -157,10 +157,10 @@ pub struct ValidatingAdmissionPolicyBindingSpec {
 /// What a failed validation does under a binding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
 pub enum ValidationAction {
+    /// The failure is recorded in the audit log.
+    Audit,
     /// The request is rejected.
     Deny,
     /// The failure is returned to the client as a warning.
     Warn,
-    /// The failure is recorded in the audit log.
-    Audit,
 }

@@ -1,5 +1,7 @@
 //! Whatever kube-apiserver rejects when an in-tree policy or binding is written, celgate rejects
-//! at `kubectl apply` with the same field errors (compared after the `… is invalid: ` prefix).
+//! at `kubectl apply` with the same field errors (compared after the `… is invalid: ` prefix):
+//! a table with a case for every text of the API validation of the four kinds (celgate's webhook
+//! and its CRD schemas alike), enum orders and kube-apiserver's own renderings included.
 
 use celgate_e2e::{Celgate, Cluster};
 
@@ -30,6 +32,40 @@ fn cases() -> Vec<(&'static str, &'static str, String)> {
         ("object-literal", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"Object{} == Object{}\"")),
         // namespaceObject's times are timestamps to the type checker.
         ("namespace-time-as-string", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"namespaceObject.metadata.creationTimestamp.startsWith('20') || namespaceObject.status.conditions.exists(c, c.lastTransitionTime.contains('x'))\"")),
+        // One case for each further text of the API validation of the four kinds.
+        ("blank-message", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"true\"\n    message: \"   \"")),
+        ("blank-message-expression", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"true\"\n    messageExpression: \"  \"")),
+        ("blank-expression", "ValidatingAdmissionPolicy", policy("  validations:\n  - expression: \"  \"")),
+        ("long-audit-value", "ValidatingAdmissionPolicy", policy(&format!("  auditAnnotations:\n  - key: k\n    valueExpression: \"'{}'\"", "m".repeat(5119)))),
+        ("audit-annotations-21", "ValidatingAdmissionPolicy", policy(&format!("  auditAnnotations:\n{}", (0..21).map(|i| format!("  - key: k{i}\n    valueExpression: \"'v'\"\n")).collect::<String>()))),
+        ("audit-key-invalid", "ValidatingAdmissionPolicy", policy("  auditAnnotations:\n  - key: \"a b\"\n    valueExpression: \"'v'\"")),
+        ("audit-key-duplicate", "ValidatingAdmissionPolicy", policy("  auditAnnotations:\n  - key: k\n    valueExpression: \"'v'\"\n  - key: k\n    valueExpression: \"'w'\"")),
+        ("no-validations", "ValidatingAdmissionPolicy", policy("  validations: []")),
+        ("no-failure-policy-value", "ValidatingAdmissionPolicy", policy("  failurePolicy: Sometimes\n  validations:\n  - expression: \"true\"")),
+        ("no-match-constraints", "ValidatingAdmissionPolicy", "  validations:\n  - expression: \"true\"".into()),
+        ("no-resource-rules", "ValidatingAdmissionPolicy", "  matchConstraints:\n    namespaceSelector: {}\n  validations:\n  - expression: \"true\"".into()),
+        ("star-and-other-resources", "ValidatingAdmissionPolicy", format!("  matchConstraints:{}\n  validations:\n  - expression: \"true\"", RULES.replace("[\"deployments\"]", "[\"*\", \"deployments\"]"))),
+        ("star-star-and-other", "ValidatingAdmissionPolicy", format!("  matchConstraints:{}\n  validations:\n  - expression: \"true\"", RULES.replace("[\"deployments\"]", "[\"*/*\", \"deployments\"]"))),
+        ("all-subresources-and-one", "ValidatingAdmissionPolicy", format!("  matchConstraints:{}\n  validations:\n  - expression: \"true\"", RULES.replace("[\"deployments\"]", "[\"deployments/*\", \"deployments/status\"]"))),
+        ("subresource-of-all-and-one", "ValidatingAdmissionPolicy", format!("  matchConstraints:{}\n  validations:\n  - expression: \"true\"", RULES.replace("[\"deployments\"]", "[\"*/status\", \"deployments/status\"]"))),
+        ("star-group-and-other", "ValidatingAdmissionPolicy", format!("  matchConstraints:{}\n  validations:\n  - expression: \"true\"", RULES.replace("[\"apps\"]", "[\"*\", \"apps\"]"))),
+        ("star-version-and-other", "ValidatingAdmissionPolicy", format!("  matchConstraints:{}\n  validations:\n  - expression: \"true\"", RULES.replace("[\"v1\"]", "[\"*\", \"v1\"]"))),
+        ("empty-version", "ValidatingAdmissionPolicy", format!("  matchConstraints:{}\n  validations:\n  - expression: \"true\"", RULES.replace("[\"v1\"]", "[\"\"]"))),
+        ("selector-in-without-values", "ValidatingAdmissionPolicy", format!("  matchConstraints:{RULES}\n    namespaceSelector:\n      matchExpressions:\n      - {{key: env, operator: In}}\n  validations:\n  - expression: \"true\"")),
+        ("selector-exists-with-values", "ValidatingAdmissionPolicy", format!("  matchConstraints:{RULES}\n    objectSelector:\n      matchExpressions:\n      - {{key: env, operator: Exists, values: [a]}}\n  validations:\n  - expression: \"true\"")),
+        ("selector-bad-key", "ValidatingAdmissionPolicy", format!("  matchConstraints:{RULES}\n    objectSelector:\n      matchLabels: {{\"-bad-\": x}}\n  validations:\n  - expression: \"true\"")),
+        ("bad-match-policy", "ValidatingAdmissionPolicy", format!("  matchConstraints:{RULES}\n    matchPolicy: Loose\n  validations:\n  - expression: \"true\"")),
+        ("bad-scope", "ValidatingAdmissionPolicy", format!("  matchConstraints:{}\n  validations:\n  - expression: \"true\"", RULES.replace("resources: [\"deployments\"]", "resources: [\"deployments\"]\n      scope: Everywhere"))),
+        ("variable-bad-name", "ValidatingAdmissionPolicy", policy("  variables:\n  - name: \"1x\"\n    expression: \"1\"\n  validations:\n  - expression: \"true\"")),
+        ("variable-no-expression", "ValidatingAdmissionPolicy", policy("  variables:\n  - name: x\n    expression: \"\"\n  validations:\n  - expression: \"true\"")),
+        ("condition-bad-name", "ValidatingAdmissionPolicy", policy("  matchConditions:\n  - name: \"a b\"\n    expression: \"true\"\n  validations:\n  - expression: \"true\"")),
+        ("conditions-65", "ValidatingAdmissionPolicy", policy(&format!("  matchConditions:\n{}  validations:\n  - expression: \"true\"", (0..65).map(|i| format!("  - name: c{i}\n    expression: \"true\"\n")).collect::<String>()))),
+        ("param-kind-no-version", "ValidatingAdmissionPolicy", policy("  paramKind:\n    apiVersion: example.com\n    kind: Thing\n  validations:\n  - expression: \"true\"")),
+        ("param-kind-no-kind", "ValidatingAdmissionPolicy", policy("  paramKind:\n    apiVersion: v1\n    kind: \"\"\n  validations:\n  - expression: \"true\"")),
+        ("duplicate-action", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Audit, Audit]".into()),
+        ("bad-action", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Block]".into()),
+        ("bad-param-name", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny]\n  paramRef:\n    name: \"a%b\"\n    parameterNotFoundAction: Deny".into()),
+        ("bad-not-found-action", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny]\n  paramRef:\n    name: x\n    parameterNotFoundAction: Ignore".into()),
         ("deny-and-warn", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny, Warn]".into()),
         ("no-actions", "ValidatingAdmissionPolicyBinding", "  policyName: p".into()),
         ("name-and-selector", "ValidatingAdmissionPolicyBinding", "  policyName: p\n  validationActions: [Deny]\n  paramRef:\n    name: x\n    selector: {}\n    parameterNotFoundAction: Deny".into()),

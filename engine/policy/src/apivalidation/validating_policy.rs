@@ -99,9 +99,20 @@ pub fn validate_policy(obj: &Value, envs: &Environments<'_>) -> Vec<FieldError> 
         }
     }
     if annotations.len() > 20 {
+        // kube-apiserver shows its internal structs, which have no JSON names: `Key` and
+        // `ValueExpression`, in that order.
+        let shown: Vec<serde_json::Value> = annotations
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "Key": str_of(a, "key").unwrap_or_default(),
+                    "ValueExpression": str_of(a, "valueExpression").unwrap_or_default(),
+                })
+            })
+            .collect();
         errs.invalid(
             "spec.auditAnnotations",
-            serde_json::to_string(annotations).unwrap_or_default(),
+            serde_json::to_string(&shown).unwrap_or_default(),
             "must not have more than 20 auditAnnotations",
         );
     }
