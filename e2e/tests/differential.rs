@@ -1710,6 +1710,40 @@ validations:
         ));
     }
 
+    // A variable past the per-expression cost limit: its error is the reading validation's,
+    // charged once however many validations read it.
+    {
+        let hundred = (0..100)
+            .map(|i| i.to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        let scan =
+            format!("[{hundred}].all(a, [{hundred}].all(b, [{hundred}].all(c, a + b + c >= 0)))");
+        for (name, reading) in [
+            ("variable-cost-limit", "variables.scan"),
+            ("variable-cost-limit-absorbed", "variables.scan || true"),
+        ] {
+            // A last validation fails, so a scenario whose reads all pass still denies.
+            let validations: String = (0..12)
+                .map(|_| format!("- expression: {reading:?}\n"))
+                .chain(std::iter::once(
+                    "- expression: \"false\"\n  message: every read passed\n".to_string(),
+                ))
+                .collect();
+            s.push(Scenario::new(
+                "variables",
+                name,
+                pb(
+                    name,
+                    &(cm_rule("\"CREATE\"")
+                        + &format!("variables:\n- name: scan\n  expression: {scan:?}\nvalidations:\n{validations}")),
+                    &deny(),
+                ),
+                vec![create("a config map", CMS, cm("a", json!({})))],
+            ));
+        }
+    }
+
     s.push(Scenario::new(
         "namespaceObject",
         "namespace-object-null",
