@@ -3,23 +3,25 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // A failed expectation is a failed test.
 
+mod common;
+
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use base64::Engine as _;
 use celgate_engine::model::{
-    FailurePolicy, MatchResources, MutatingBindingSpec, MutatingPolicySpec, Mutation, PatchType,
-    ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec, Validation, ValidationAction,
+    FailurePolicy, MutatingBindingSpec, MutatingPolicySpec, Mutation, PatchType,
 };
 use celgate_engine::mutate::{ApplySemantics, KindSchema, compile_mutating};
 use celgate_engine::schema::schemas_from_openapi;
-use celgate_engine::{BoundMutatingPolicy, BoundPolicy, PolicySet, compile_validating};
+use celgate_engine::{BoundMutatingPolicy, PolicySet, compile_validating};
 use celgate_snapshot::{Deps, KindSchemaView, NamespaceView, SnapshotStore};
 use celgate_webhook::AppState;
 use celgate_webhook::metrics::Metrics;
 use celgate_webhook::metrics_server;
 use celgate_webhook::server::router;
+use common::bound;
 use http_body_util::BodyExt;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -27,40 +29,6 @@ use tower::ServiceExt;
 
 fn policy(limit: i64, failure_policy: FailurePolicy) -> PolicySet {
     PolicySet::new(vec![bound(limit, failure_policy)], Vec::new())
-}
-
-/// The demo policy over deployments allowing at most `limit` replicas, with its binding.
-fn bound(limit: i64, failure_policy: FailurePolicy) -> BoundPolicy {
-    let spec = ValidatingPolicySpec {
-        name: "demo-policy.example.com".into(),
-        match_constraints: Some(MatchResources {
-            resource_rules: vec![ResourceRule {
-                operations: vec!["CREATE".into(), "UPDATE".into()],
-                api_groups: vec!["apps".into()],
-                api_versions: vec!["v1".into()],
-                resources: vec!["deployments".into()],
-                scope: "*".into(),
-                ..Default::default()
-            }],
-            ..Default::default()
-        }),
-        validations: vec![Validation {
-            expression: format!("object.spec.replicas <= {limit}"),
-            ..Default::default()
-        }],
-        failure_policy,
-        ..Default::default()
-    };
-    BoundPolicy {
-        policy: Arc::new(compile_validating(spec)),
-        bindings: vec![Arc::new(ValidatingBindingSpec {
-            name: "demo-binding-test.example.com".into(),
-            policy_name: "demo-policy.example.com".into(),
-            match_resources: None,
-            param_ref: None,
-            validation_actions: vec![ValidationAction::Deny],
-        })],
-    }
 }
 
 fn review(resource: &str, replicas: i64) -> Value {

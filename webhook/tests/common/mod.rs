@@ -101,6 +101,11 @@ pub fn connector(
 
 /// The demo policy: deployments may have at most 5 replicas.
 pub fn policies() -> PolicySet {
+    PolicySet::new(vec![bound(5, FailurePolicy::Fail)], Vec::new())
+}
+
+/// The demo policy over deployments allowing at most `limit` replicas, with its binding.
+pub fn bound(limit: i64, failure_policy: FailurePolicy) -> BoundPolicy {
     let spec = ValidatingPolicySpec {
         name: "demo-policy.example.com".into(),
         match_constraints: Some(MatchResources {
@@ -115,25 +120,22 @@ pub fn policies() -> PolicySet {
             ..Default::default()
         }),
         validations: vec![Validation {
-            expression: "object.spec.replicas <= 5".into(),
+            expression: format!("object.spec.replicas <= {limit}"),
             ..Default::default()
         }],
-        failure_policy: FailurePolicy::Fail,
+        failure_policy,
         ..Default::default()
     };
-    PolicySet::new(
-        vec![BoundPolicy {
-            policy: Arc::new(compile_validating(spec)),
-            bindings: vec![Arc::new(ValidatingBindingSpec {
-                name: "demo-binding.example.com".into(),
-                policy_name: "demo-policy.example.com".into(),
-                match_resources: None,
-                param_ref: None,
-                validation_actions: vec![ValidationAction::Deny],
-            })],
-        }],
-        Vec::new(),
-    )
+    BoundPolicy {
+        policy: Arc::new(compile_validating(spec)),
+        bindings: vec![Arc::new(ValidatingBindingSpec {
+            name: "demo-binding-test.example.com".into(),
+            policy_name: "demo-policy.example.com".into(),
+            match_resources: None,
+            param_ref: None,
+            validation_actions: vec![ValidationAction::Deny],
+        })],
+    }
 }
 
 /// A Deployment review with `replicas`; with `padding` bytes, an UPDATE whose object and old
