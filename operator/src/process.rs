@@ -327,32 +327,23 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         }
         () = shutdown_signal() => None,
     };
-    let outcome = match outcome {
-        Some(Err(ended @ RunError::TaskEnded { .. })) => {
-            // The webhook still serves the last snapshot: drain it as on SIGTERM.
-            stop_gracefully(
-                &server,
-                &mut serving,
-                election,
-                Duration::from_secs(args.shutdown_delay_seconds),
-                Duration::from_secs(args.shutdown_grace_seconds),
-            )
-            .await;
-            Err(ended)
-        }
-        Some(served) => served,
-        None => {
-            stop_gracefully(
-                &server,
-                &mut serving,
-                election,
-                Duration::from_secs(args.shutdown_delay_seconds),
-                Duration::from_secs(args.shutdown_grace_seconds),
-            )
-            .await;
-            Ok(())
-        }
+    // On SIGTERM, and when a supervised task ended (the webhook still serves the last
+    // snapshot), drain as a stopping pod should; a server that stopped has nothing to drain.
+    let (outcome, drain) = match outcome {
+        Some(Err(ended @ RunError::TaskEnded { .. })) => (Err(ended), true),
+        Some(served) => (served, false),
+        None => (Ok(()), true),
     };
+    if drain {
+        stop_gracefully(
+            &server,
+            &mut serving,
+            election,
+            Duration::from_secs(args.shutdown_delay_seconds),
+            Duration::from_secs(args.shutdown_grace_seconds),
+        )
+        .await;
+    }
     for task in aborts {
         task.abort();
     }
