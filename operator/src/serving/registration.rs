@@ -921,6 +921,20 @@ mod tests {
     }
 
     /// The resources of the fail-closed webhook's rules in an applied configuration.
+    /// Answers the read of the configuration at `path` with one of `uid`, then expects its
+    /// patch by that uid, echoes it and returns the applied body.
+    async fn read_then_patch(api: &mut fixtures::ApiServer, path: &str, uid: &str) -> Value {
+        let call = api.next().await;
+        assert_eq!((&call.method, call.path.as_str()), (&Method::GET, path));
+        call.reply(200, json!({"metadata": {"name": "celgate", "uid": uid}}));
+        let call = api.next().await;
+        assert_eq!((&call.method, call.path.as_str()), (&Method::PATCH, path));
+        assert_eq!(call.body["metadata"]["uid"], uid);
+        let body = call.body.clone();
+        call.reply(200, body.clone());
+        body
+    }
+
     fn resources(body: &Value) -> Vec<String> {
         body["webhooks"]
             .as_array()
@@ -1027,24 +1041,8 @@ mod tests {
             // now existing: its uid is read (the create answered none), then kept from the
             // answer, so the next change is one request.
             sets.send_replace(matching("secrets"));
-            let call = api.next().await;
-            assert_eq!(
-                (&call.method, call.path.as_str()),
-                (&Method::GET, VALIDATING)
-            );
-            call.reply(
-                200,
-                json!({"metadata": {"name": "celgate", "uid": "v-uid"}}),
-            );
-            let call = api.next().await;
-            assert_eq!(
-                (&call.method, call.path.as_str()),
-                (&Method::PATCH, VALIDATING)
-            );
-            assert_eq!(call.body["metadata"]["uid"], "v-uid");
-            assert_eq!(resources(&call.body), ["secrets"]);
-            let body = call.body.clone();
-            call.reply(200, body);
+            let body = read_then_patch(&mut api, VALIDATING, "v-uid").await;
+            assert_eq!(resources(&body), ["secrets"]);
             sets.send_replace(matching("pods"));
             let call = api.next().await;
             assert_eq!(
@@ -1228,23 +1226,8 @@ mod tests {
             let mut edited = defaulted.clone();
             edited["webhooks"][0]["failurePolicy"] = json!("Ignore");
             live_sender.send_modify(|l| l.validating = Observed::Present(edited));
-            let call = api.next().await;
-            assert_eq!(
-                (&call.method, call.path.as_str()),
-                (&Method::GET, VALIDATING)
-            );
-            call.reply(
-                200,
-                json!({"metadata": {"name": "celgate", "uid": "v-uid"}}),
-            );
-            let call = api.next().await;
-            assert_eq!(
-                (&call.method, call.path.as_str()),
-                (&Method::PATCH, VALIDATING)
-            );
-            assert_eq!(call.body["webhooks"][0]["failurePolicy"], "Fail");
-            let body = call.body.clone();
-            call.reply(200, body);
+            let body = read_then_patch(&mut api, VALIDATING, "v-uid").await;
+            assert_eq!(body["webhooks"][0]["failurePolicy"], "Fail");
             covered.changed().await.unwrap();
             assert!(covered.borrow_and_update().set.is_some());
             live_sender.send_modify(|l| l.validating = Observed::Present(validating.clone()));
@@ -1271,24 +1254,8 @@ mod tests {
                 l.validating =
                     Observed::Present(json!({"metadata": {"name": "celgate", "uid": "v-uid-2"}}));
             });
-            let call = api.next().await;
-            assert_eq!(
-                (&call.method, call.path.as_str()),
-                (&Method::GET, VALIDATING)
-            );
-            call.reply(
-                200,
-                json!({"metadata": {"name": "celgate", "uid": "v-uid-2"}}),
-            );
-            let call = api.next().await;
-            assert_eq!(
-                (&call.method, call.path.as_str()),
-                (&Method::PATCH, VALIDATING)
-            );
-            assert_eq!(call.body["metadata"]["uid"], "v-uid-2");
-            assert_eq!(resources(&call.body), ["configmaps"]);
-            let body = call.body.clone();
-            call.reply(200, body);
+            let body = read_then_patch(&mut api, VALIDATING, "v-uid-2").await;
+            assert_eq!(resources(&body), ["configmaps"]);
             let now = covered.wait_for(|a| a.error.is_none()).await.unwrap();
             assert!(now.set.is_some());
         };
