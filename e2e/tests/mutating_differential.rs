@@ -383,6 +383,37 @@ fn scenarios() -> Vec<Scenario> {
             create("no spec at all", WIDGETS, widget("nospec", None)),
         ],
     ));
+    // Integers a double cannot hold reach the patch as text (cel-go's JSON conversion).
+    s.push(Scenario::new(
+        "values",
+        "jsonpatch-int-beyond-2-53-custom",
+        mpb(
+            "jsonpatch-int-beyond-2-53-custom",
+            &format!(
+                "{}mutations:\n{}",
+                rule("diff.example.com", "\"CREATE\"", "\"widgets\""),
+                patch(r#"[JSONPatch{op: "add", path: "/spec/size", value: 9007199254740992}]"#)
+            ),
+        ),
+        vec![create(
+            "an integer field",
+            WIDGETS,
+            widget("big", Some(json!({"example": "x"}))),
+        )],
+    ));
+    s.push(Scenario::new(
+        "values",
+        "jsonpatch-int-beyond-2-53-built-in",
+        mpb(
+            "jsonpatch-int-beyond-2-53-built-in",
+            &format!(
+                "{}mutations:\n{}",
+                rule("apps", "\"CREATE\"", "\"deployments\""),
+                patch(r#"[JSONPatch{op: "replace", path: "/spec/replicas", value: -9007199254740992}]"#)
+            ),
+        ),
+        vec![create("an int32 field", DEPLOYS, deployment("big", 1))],
+    ));
     s.push(Scenario::new(
         "docs",
         "docs-jsonpatch-selector",

@@ -12,6 +12,8 @@ use super::json_patch::Operation;
 const ROOT: &str = "Object";
 /// Deepest value converted (a guard against stack exhaustion).
 const MAX_DEPTH: usize = 256;
+/// The largest integer magnitude a JSON number (a double) holds exactly: 2^53 − 1.
+const MAX_JSON_INT: u64 = (1 << 53) - 1;
 
 /// Type-name mismatches of the `Object` literals inside `v`, with `path` the type name its
 /// position calls for (`Object.spec`): upstream's `unexpected type name …` errors, joined by
@@ -140,8 +142,9 @@ pub(super) fn json_patch(v: &Value<'_>) -> Result<Vec<Operation>, PatchValueErro
     Ok(ops)
 }
 
-/// A value as upstream passes it through protobuf's `Value`: every number a double (so
-/// integers above 2^53 lose precision), bytes base64, timestamps and durations as text.
+/// A value as upstream passes it through protobuf's `Value`: numbers as doubles, but an int or
+/// uint beyond ±(2^53 − 1), which a double cannot hold exactly, as its decimal text (cel-go's
+/// conversion, as protobuf's JSON mapping does); bytes base64, timestamps and durations as text.
 fn json_value(v: &Value<'_>, depth: usize) -> Result<serde_json::Value, String> {
     use serde_json::Value as J;
     if depth > MAX_DEPTH {
@@ -150,7 +153,9 @@ fn json_value(v: &Value<'_>, depth: usize) -> Result<serde_json::Value, String> 
     Ok(match v {
         Value::Null => J::Null,
         Value::Bool(b) => J::Bool(*b),
+        Value::Int(i) if i.unsigned_abs() > MAX_JSON_INT => J::String(i.to_string()),
         Value::Int(i) => number(*i as f64)?,
+        Value::Uint(u) if *u > MAX_JSON_INT => J::String(u.to_string()),
         Value::Uint(u) => number(*u as f64)?,
         Value::Double(d) => number(*d)?,
         Value::String(s) => J::String(s.to_string()),
@@ -206,4 +211,33 @@ fn number(f: f64) -> Result<serde_json::Value, String> {
     serde_json::Number::from_f64(f)
         .map(serde_json::Value::Number)
         .ok_or_else(|| format!("json: unsupported value: {f}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_integer_a_double_cannot_hold_becomes_its_text() {
+        let limit = (1_i64 << 53) - 1;
+        let cases = [
+            (Value::Int(limit), json!(limit)),
+            (Value::Int(-limit), json!(-limit)),
+            (Value::Int(limit + 1), json!("9007199254740992")),
+            (Value::Int(-limit - 1), json!("-9007199254740992")),
+            (Value::Int(i64::MIN), json!("-9223372036854775808")),
+            (Value::Uint(limit as u64), json!(limit)),
+            (Value::Uint(u64::MAX), json!("18446744073709551615")),
+            // A double keeps its (rounded) value.
+            (
+                Value::Double(9007199254740993.0),
+                json!(9007199254740992_i64),
+            ),
+        ];
+        for (value, want) in cases {
+            assert_eq!(json_value(&value, 0), Ok(want), "{value:?}");
+        }
+    }
 }
