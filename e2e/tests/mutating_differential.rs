@@ -1259,6 +1259,93 @@ fn scenarios() -> Vec<Scenario> {
         )
         .setup(&deploy_yaml("web", 1)),
     );
+    // A Scale is no typed object to apply a configuration to, and a custom resource's Scale
+    // cannot be converted for a mutation at all: kube-apiserver denies both.
+    s.push(
+        Scenario::new(
+            "context",
+            "subresource-scale-apply",
+            mpb(
+                "subresource-scale-apply",
+                &format!(
+                    "{}mutations:\n{}",
+                    rule("apps", "\"UPDATE\"", "\"deployments/scale\""),
+                    apply(r#"Object{spec: Object.spec{replicas: 5}}"#)
+                ),
+            ),
+            vec![update(
+                "scale to 10",
+                &at(DEPLOYS, "web/scale"),
+                json!({"spec": {"replicas": 10}}),
+            )],
+        )
+        .setup(&deploy_yaml("web", 1)),
+    );
+    for (name, mutation) in [
+        (
+            "subresource-scale-custom-patch",
+            patch(r#"[JSONPatch{op: "replace", path: "/spec/replicas", value: 5}]"#),
+        ),
+        (
+            "subresource-scale-custom-apply",
+            apply(r#"Object{spec: Object.spec{replicas: 5}}"#),
+        ),
+    ] {
+        s.push(
+            Scenario::new(
+                "context",
+                name,
+                mpb(
+                    name,
+                    &format!(
+                        "{}mutations:\n{mutation}",
+                        rule("diff.example.com", "\"UPDATE\"", "\"widgets/scale\"")
+                    ),
+                ),
+                vec![update(
+                    "scale to 10",
+                    &at(WIDGETS, "scaled/scale"),
+                    json!({"spec": {"replicas": 10}}),
+                )],
+            )
+            .setup("apiVersion: diff.example.com/v1\nkind: Widget\nmetadata:\n  name: scaled\n  namespace: \"{{ns}}\"\nspec:\n  size: 1\n---\n"),
+        );
+    }
+    // Other subresources of built-in kinds: a Pod's ephemeral containers, by either patch type.
+    for (name, mutation) in [
+        (
+            "subresource-ephemeral-apply",
+            apply(
+                r#"Object{spec: Object.spec{ephemeralContainers: [Object.spec.ephemeralContainers{name: "debug", image: "registry.example/debug:2"}]}}"#,
+            ),
+        ),
+        (
+            "subresource-ephemeral-patch",
+            patch(
+                r#"[JSONPatch{op: "replace", path: "/spec/ephemeralContainers/0/image", value: "registry.example/debug:2"}]"#,
+            ),
+        ),
+    ] {
+        s.push(
+            Scenario::new(
+                "context",
+                name,
+                mpb(
+                    name,
+                    &format!(
+                        "{}mutations:\n{mutation}",
+                        rule("", "\"UPDATE\"", "\"pods/ephemeralcontainers\"")
+                    ),
+                ),
+                vec![update(
+                    "add a debug container",
+                    &at(PODS, "debugged/ephemeralcontainers"),
+                    json!({"spec": {"ephemeralContainers": [{"name": "debug", "image": "registry.example/debug:1", "targetContainerName": "c"}]}}),
+                )],
+            )
+            .setup("apiVersion: v1\nkind: Pod\nmetadata:\n  name: debugged\n  namespace: \"{{ns}}\"\nspec:\n  containers: [{name: c, image: registry.example/app:1}]\n---\n"),
+        );
+    }
     s.push(
         Scenario::new(
             "context",
@@ -1628,6 +1715,12 @@ spec:
               settings:
                 type: object
                 additionalProperties: {type: string}
+          status:
+            type: object
+            properties:
+              size: {type: integer}
+    subresources:
+      scale: {specReplicasPath: .spec.size, statusReplicasPath: .status.size}
 "#;
 
 /// An in-tree MutatingAdmissionPolicy that keeps the ConfigMap paramKind bound for the whole run

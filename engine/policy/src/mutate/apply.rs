@@ -56,6 +56,17 @@ pub(super) enum ApplyError {
     /// The merge itself failed.
     #[error("failed to merge patch: {0}")]
     Merge(String),
+    /// kube-apiserver's apply has no typed model of this kind (a `Scale`), shown as Go shows
+    /// a group/version/kind (`autoscaling/v1, Kind=Scale`).
+    #[error("failed to convert patch object to typed object: no corresponding type for {0}")]
+    NoType(String),
+}
+
+/// Whether `object` is an `autoscaling/v1` `Scale`, which kube-apiserver's apply has no typed
+/// model of (celgate's server-side opt-in applies to it all the same).
+pub(super) fn is_scale(object: &Value) -> bool {
+    object.get("apiVersion").and_then(Value::as_str) == Some("autoscaling/v1")
+        && object.get("kind").and_then(Value::as_str) == Some("Scale")
 }
 
 /// Merges `config` into `object`, whose kind's schema is `schema`, in place; `fit` is what is
@@ -70,6 +81,9 @@ pub(super) fn apply(
     semantics: ApplySemantics,
     writes: &mut Writes,
 ) -> Result<bool, ApplyError> {
+    if semantics == ApplySemantics::Upstream && is_scale(object) {
+        return Err(ApplyError::NoType("autoscaling/v1, Kind=Scale".into()));
+    }
     // The configuration is of the object's kind, whatever it says.
     if let Value::Object(c) = &mut config {
         for field in ["apiVersion", "kind"] {

@@ -288,6 +288,10 @@ enum MutationError {
     /// The JSON patch could not be applied to the object.
     #[error("JSON Patch: {0}")]
     JsonPatch(json_patch::PatchError),
+    /// A custom resource's `Scale` was patched: kube-apiserver converts the patched object to
+    /// the custom resource's own version, which a `Scale` is not.
+    #[error("request to convert CR to an invalid group/version: autoscaling/v1")]
+    CustomResourceScale,
 }
 
 impl MutationError {
@@ -301,7 +305,8 @@ impl MutationError {
             | MutationError::Missing
             | MutationError::Patch(_)
             | MutationError::Apply(_)
-            | MutationError::JsonPatch(_) => ErrorType::InvalidError,
+            | MutationError::JsonPatch(_)
+            | MutationError::CustomResourceScale => ErrorType::InvalidError,
         }
     }
 }
@@ -583,6 +588,12 @@ impl Run<'_> {
                     .then(|| Saved::new(&self.object, &places));
                 let written = Written::of_paths(places.into_paths());
                 let declared = self.declared || matches!(self.fit, Fit::Fits);
+                // A custom resource's Scale (only "" and apps serve one among the built-in
+                // groups) cannot take a patch; kube-apiserver says so once the patch applied.
+                let custom_resource_scale = (self.req.sub_resource == "scale"
+                    && !matches!(self.req.resource.group, "" | "apps")
+                    && apply::is_scale(&self.object))
+                .then(|| self.object.clone());
                 let changed = match json_patch::apply(&mut self.object, &ops) {
                     Ok(changed) => changed,
                     Err(e) => {
@@ -596,6 +607,10 @@ impl Run<'_> {
                         });
                     }
                 };
+                if let Some(before) = custom_resource_scale {
+                    self.object = before;
+                    return Ok(Err(MutationError::CustomResourceScale));
+                }
                 if kind.built_in {
                     let within = if declared {
                         written.within()
