@@ -31,10 +31,12 @@ const POLICY: &str = "leader-policy";
 /// What celgate logs when it acquires the Lease.
 const ACQUIRED: &str = "acquired the leader lease";
 
-fn spawn(cluster: &Cluster, identity: &str) -> Celgate {
+/// Starts `identity` with the short Lease, reaching the API server as `kubeconfig` says.
+fn spawn_through(cluster: &Cluster, kubeconfig: &std::path::Path, identity: &str) -> Celgate {
     let duration = LEASE_SECONDS.to_string();
-    Celgate::spawn_with(
+    Celgate::spawn_kubeconfig(
         cluster,
+        kubeconfig,
         free_port(),
         identity,
         &[
@@ -45,6 +47,20 @@ fn spawn(cluster: &Cluster, identity: &str) -> Celgate {
         ],
         "info",
     )
+}
+
+fn spawn(cluster: &Cluster, identity: &str) -> Celgate {
+    spawn_through(cluster, &cluster.kubeconfig, identity)
+}
+
+/// Waits (60 s at most) until `identity` holds the Lease.
+async fn wait_holder(client: &kube::Client, identity: &str) {
+    wait_for(
+        &format!("{identity} to hold the Lease"),
+        Duration::from_secs(60),
+        || async { (holder(client).await.as_deref() == Some(identity)).then_some(()) },
+    )
+    .await;
 }
 
 async fn holder(client: &kube::Client) -> Option<String> {
@@ -106,12 +122,7 @@ async fn only_the_leader_writes_status_and_the_other_takes_over() {
     // `a` starts first and leads; `b` starts once the Lease is `a`'s.
     let mut a = spawn(&cluster, "celgate-a");
     a.wait_ready().await;
-    wait_for(
-        "celgate-a to hold the Lease",
-        Duration::from_secs(60),
-        || async { (holder(&client).await.as_deref() == Some("celgate-a")).then_some(()) },
-    )
-    .await;
+    wait_holder(&client, "celgate-a").await;
     let b = spawn(&cluster, "celgate-b");
     b.wait_ready().await;
 
@@ -304,37 +315,10 @@ async fn a_leader_cut_off_from_the_api_server_stops_leading_before_its_lease_exp
         );
     std::fs::write(&kubeconfig, text).unwrap_or_else(|e| panic!("kubeconfig: {e}"));
 
-    let duration = LEASE_SECONDS.to_string();
-    let args = |identity: &'static str| {
-        [
-            "--identity",
-            identity,
-            "--lease-duration-seconds",
-            duration.as_str(),
-        ]
-    };
-    let a = Celgate::spawn_kubeconfig(
-        &cluster,
-        &kubeconfig,
-        free_port(),
-        "celgate-a",
-        &args("celgate-a"),
-        "info",
-    );
+    let a = spawn_through(&cluster, &kubeconfig, "celgate-a");
     a.wait_ready().await;
-    wait_for(
-        "celgate-a to hold the Lease",
-        Duration::from_secs(60),
-        || async { (holder(&client).await.as_deref() == Some("celgate-a")).then_some(()) },
-    )
-    .await;
-    let b = Celgate::spawn_with(
-        &cluster,
-        free_port(),
-        "celgate-b",
-        &args("celgate-b"),
-        "info",
-    );
+    wait_holder(&client, "celgate-a").await;
+    let b = spawn(&cluster, "celgate-b");
     b.wait_ready().await;
     assert_eq!(leading(&a), Some(true));
     assert_eq!(leading(&b), Some(false));
