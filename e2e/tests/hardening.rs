@@ -301,6 +301,16 @@ async fn fail_closed_policy(api: &Api<ValidatingWebhookConfiguration>) -> Option
         .failure_policy
 }
 
+/// How long (30 s at most) until the fail-closed webhook is fail-closed again, from now.
+async fn put_back(api: &Api<ValidatingWebhookConfiguration>, what: &str) -> Duration {
+    let changed = Instant::now();
+    wait_for(what, Duration::from_secs(30), || async {
+        (fail_closed_policy(api).await.as_deref() == Some("Fail")).then_some(())
+    })
+    .await;
+    changed.elapsed()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_leader_puts_back_a_configuration_edited_or_deleted_by_hand() {
     let cluster = Cluster::start();
@@ -338,24 +348,9 @@ async fn the_leader_puts_back_a_configuration_edited_or_deleted_by_hand() {
         "-p",
         &patch,
     ]);
-    let edited = Instant::now();
-    wait_for(
-        "failurePolicy Fail put back",
-        Duration::from_secs(30),
-        || async { (fail_closed_policy(&api).await.as_deref() == Some("Fail")).then_some(()) },
-    )
-    .await;
-    let reverted_in = edited.elapsed();
-
+    let reverted_in = put_back(&api, "failurePolicy Fail put back").await;
     cluster.kubectl_ok(&["delete", "validatingwebhookconfiguration", "celgate"]);
-    let deleted = Instant::now();
-    wait_for(
-        "the deleted configuration re-created",
-        Duration::from_secs(30),
-        || async { (fail_closed_policy(&api).await.as_deref() == Some("Fail")).then_some(()) },
-    )
-    .await;
-    let recreated_in = deleted.elapsed();
+    let recreated_in = put_back(&api, "the deleted configuration re-created").await;
     wait_denied(&client, "drift", "deny", "denied by label").await;
     eprintln!(
         "hardening: failurePolicy edited by hand put back {reverted_in:.2?} later; \
