@@ -157,8 +157,20 @@ pub fn run(args: RunArgs) -> Result<(), RunError> {
         .block_on(serve(args))
 }
 
+/// The client of the cluster in `KUBECONFIG` (or the Pod's), without kube's retry layer:
+/// every operation here retries with the delays of [`retry`], and the layer would wait out a
+/// `Retry-After` (5 s from a kube-apiserver still starting its watch cache) before a watch
+/// could see its error and list again.
+async fn client() -> Result<Client, RunError> {
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(|e| RunError::Client(kube::Error::InferConfig(e)))?;
+    config.default_retry = false;
+    Client::try_from(config).map_err(RunError::Client)
+}
+
 async fn serve(args: RunArgs) -> Result<(), RunError> {
-    let client = Client::try_default().await.map_err(RunError::Client)?;
+    let client = client().await?;
     Api::<celgate_crds::ValidatingAdmissionPolicy>::all(client.clone())
         .list(&ListParams::default().limit(1))
         .await

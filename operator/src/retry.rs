@@ -90,11 +90,13 @@ impl Backoff {
 /// A watch of `api` that recovers from errors with little delay: it waits from 100 ms doubling
 /// to at most 250 ms (with jitter), back to 100 ms after 10 s without errors, and lists again at
 /// once after a 410 Gone (as client-go's reflector does), unless another came within the last
-/// second. After a kube-apiserver restart a watch is so back within a few hundred milliseconds
-/// of the API server answering (a restart brings connection errors, then a 410 and a re-list),
-/// where kube-runtime's default (800 ms doubling to 30 s, every error a step) left policy changes
-/// unseen for seconds. A handful of watches retrying a few times a second costs an API server
-/// that is down nothing.
+/// second. When a watch cannot start because kube-apiserver answers 503 or 429 (after a restart
+/// its watch cache takes seconds to start, while lists are served from etcd), it lists again
+/// rather than retrying the watch, at most every 500 ms, so changes made meanwhile are seen.
+/// After a kube-apiserver restart a watch is so back within a few hundred milliseconds of the
+/// API server answering, where kube-runtime's default (800 ms doubling to 30 s, every error a
+/// step) left policy changes unseen for seconds. A handful of watches retrying a few times a
+/// second costs an API server that is down nothing.
 pub fn watch<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -109,7 +111,7 @@ where
         .without_max_times()
         .with_jitter();
     let mut last_gone: Option<Instant> = None;
-    watcher(api, config)
+    relisting(api, config)
         .filter(move |event| {
             let relist_now = matches!(event, Err(watcher::Error::WatchError(status)) if status.code == 410)
                 && last_gone.is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
@@ -123,6 +125,38 @@ where
             watcher::ExponentialBackoff::from(delays),
             Duration::from_secs(10),
         ))
+}
+
+/// The shortest time between two lists [`relisting`] starts.
+const RELIST_SPACING: Duration = Duration::from_millis(500);
+
+/// kube-runtime's watcher of `api`, started again (from a list) when a watch cannot start
+/// because kube-apiserver is not serving watches yet: by itself the watcher would retry the
+/// watch from its last list until the watch cache is up, and see nothing changed meanwhile.
+fn relisting<K>(
+    api: Api<K>,
+    config: watcher::Config,
+) -> impl Stream<Item = Result<watcher::Event<K>, watcher::Error>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+{
+    let inner = watcher(api.clone(), config.clone()).boxed();
+    let last_list: Option<Instant> = None;
+    futures::stream::unfold((inner, last_list), move |(mut inner, mut last_list)| {
+        let (api, config) = (api.clone(), config.clone());
+        async move {
+            let event = inner.next().await?;
+            let not_serving_watches = matches!(&event,
+                    Err(watcher::Error::WatchStartFailed(kube::Error::Api(status)))
+                        if status.code == 503 || status.code == 429);
+            if not_serving_watches && last_list.is_none_or(|at| at.elapsed() >= RELIST_SPACING) {
+                debug!("kube-apiserver serves no watch yet; listing again");
+                last_list = Some(Instant::now());
+                inner = watcher(api, config).boxed();
+            }
+            Some((event, (inner, last_list)))
+        }
+    })
 }
 
 /// The backoff of a kube-runtime Controller whose trigger streams are watches that already
@@ -147,6 +181,58 @@ impl kube::runtime::utils::Backoff for AlreadyDelayed {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fixtures::{self, list, policy_json};
+    use celgate_crds::ValidatingAdmissionPolicy;
+
+    /// Plays a list, then a watch that fails with `code`; returns whether the client's next
+    /// call is a list and, when it is, the name of the policy that list brought.
+    async fn after_a_watch_failing_with(code: u16) -> (bool, Option<String>) {
+        let (client, mut server) = fixtures::pair();
+        let mut events = Box::pin(watch(
+            Api::<ValidatingAdmissionPolicy>::all(client),
+            watcher::Config::default(),
+        ));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let reader = tokio::spawn(async move {
+            while let Some(event) = events.next().await {
+                if let Ok(watcher::Event::InitApply(p)) = event {
+                    let _ = tx.send(p.metadata.name.unwrap_or_default());
+                }
+            }
+        });
+        let call = server.next().await;
+        assert!(!call.is_watch(), "the first call lists");
+        call.reply(200, list(vec![]));
+        let call = server.next().await;
+        assert!(call.is_watch(), "then it watches");
+        call.reply(code, fixtures::status(code, "Failing"));
+        let call = server.next().await;
+        let listed = !call.is_watch();
+        let seen = if listed {
+            call.reply(200, list(vec![policy_json("changed", 2, "true", None)]));
+            rx.recv().await
+        } else {
+            None
+        };
+        reader.abort();
+        (listed, seen)
+    }
+
+    #[tokio::test]
+    async fn a_watch_kube_apiserver_cannot_serve_yet_lists_again_and_sees_what_changed() {
+        for code in [503, 429] {
+            assert_eq!(
+                after_a_watch_failing_with(code).await,
+                (true, Some("changed".to_string())),
+                "after {code}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn a_watch_failing_otherwise_is_retried_from_the_last_list() {
+        assert_eq!(after_a_watch_failing_with(500).await, (false, None));
+    }
 
     #[test]
     fn delays_double_up_to_the_cap_and_restart_after_a_reset() {
