@@ -42,6 +42,57 @@ pub fn difference<T: PartialEq + std::fmt::Debug>(
     })
 }
 
+/// Metadata the API server sets by itself, different on every request.
+pub const SERVER_MANAGED: [&str; 6] = [
+    "managedFields",
+    "resourceVersion",
+    "uid",
+    "creationTimestamp",
+    "generation",
+    "selfLink",
+];
+
+/// `object` without the [`SERVER_MANAGED`] metadata.
+pub fn strip_server_managed(mut object: Value) -> Value {
+    if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+        for f in SERVER_MANAGED {
+            meta.remove(f);
+        }
+    }
+    object
+}
+
+/// Paths (`/a/b/0`) where two JSON values differ, with both sides.
+pub fn json_differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for k in keys {
+                json_differences(
+                    &format!("{path}/{k}"),
+                    x.get(k).unwrap_or(&Value::Null),
+                    y.get(k).unwrap_or(&Value::Null),
+                    out,
+                );
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                json_differences(&format!("{path}/{i}"), p, q, out);
+            }
+        }
+        _ if a != b => out.push(format!(
+            "object {}: in-tree {} vs celgate {}",
+            if path.is_empty() { "/" } else { path },
+            a,
+            b
+        )),
+        _ => {}
+    }
+}
+
 /// The engine a phase plays with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Engine {

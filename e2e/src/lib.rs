@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
+pub mod audit;
 pub mod differential;
 pub mod fixture;
 pub mod log;

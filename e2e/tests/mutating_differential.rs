@@ -25,7 +25,9 @@
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
-use celgate_e2e::differential::{self, Driver, Engine, docs, indent, parse_docs};
+use celgate_e2e::differential::{
+    self, Driver, Engine, docs, indent, json_differences, parse_docs, strip_server_managed,
+};
 use celgate_e2e::{Celgate, Cluster, inner_message};
 use serde_json::{Map, Value, json};
 
@@ -1492,25 +1494,6 @@ struct Outcome {
     object: Value,
 }
 
-/// Metadata the API server sets by itself, different on every request.
-const SERVER_MANAGED: [&str; 6] = [
-    "managedFields",
-    "resourceVersion",
-    "uid",
-    "creationTimestamp",
-    "generation",
-    "selfLink",
-];
-
-fn strip_server_managed(mut object: Value) -> Value {
-    if let Some(meta) = object.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-        for f in SERVER_MANAGED {
-            meta.remove(f);
-        }
-    }
-    object
-}
-
 fn describe(o: &Outcome) -> String {
     let mut s = format!(
         "{} {} {}",
@@ -1525,37 +1508,6 @@ fn describe(o: &Outcome) -> String {
         let _ = write!(s, "\n        warning {w:?}");
     }
     s
-}
-
-/// Paths (`/a/b/0`) where two JSON values differ, with both sides.
-fn json_differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
-    match (a, b) {
-        (Value::Object(x), Value::Object(y)) => {
-            let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for k in keys {
-                json_differences(
-                    &format!("{path}/{k}"),
-                    x.get(k).unwrap_or(&Value::Null),
-                    y.get(k).unwrap_or(&Value::Null),
-                    out,
-                );
-            }
-        }
-        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
-            for (i, (p, q)) in x.iter().zip(y).enumerate() {
-                json_differences(&format!("{path}/{i}"), p, q, out);
-            }
-        }
-        _ if a != b => out.push(format!(
-            "object {}: in-tree {} vs celgate {}",
-            if path.is_empty() { "/" } else { path },
-            a,
-            b
-        )),
-        _ => {}
-    }
 }
 
 fn differences(a: &Outcome, b: &Outcome) -> Vec<String> {
