@@ -106,6 +106,10 @@ pub fn normalise_audit(annotations: &BTreeMap<String, String>) -> Vec<(String, S
                 }
             }
         } else if [
+            // kube-apiserver's record of each mutating webhook call: in-tree policies are no
+            // webhooks, so only celgate's calls have them.
+            "mutation.webhook.admission.k8s.io/",
+            "patch.webhook.admission.k8s.io/",
             "authorization.k8s.io/",
             "pod-security.kubernetes.io/",
             "apiserver.latency.k8s.io/",

@@ -363,23 +363,32 @@ impl<'c> Driver<'c> {
     /// Applies policies and bindings (any of the four kinds) with server-side apply.
     pub async fn apply_policies(&self, yaml: &str) {
         for doc in parse_docs(yaml) {
-            let ar = policy_resource(
-                doc["apiVersion"].as_str().unwrap_or_default(),
-                doc["kind"].as_str().unwrap_or_default(),
-            );
-            let name = doc["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            Api::<DynamicObject>::all_with(self.client.clone(), &ar)
-                .patch(
-                    &name,
-                    &PatchParams::apply("celgate-differential").force(),
-                    &Patch::Apply(&doc),
-                )
+            self.try_apply_policy(&doc)
                 .await
-                .unwrap_or_else(|e| panic!("cannot apply {} {name}: {e}\n{yaml}", ar.kind));
+                .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
         }
+    }
+
+    /// Applies one policy or binding with server-side apply; the API server's message when it
+    /// refuses it.
+    pub async fn try_apply_policy(&self, doc: &Value) -> Result<(), String> {
+        let ar = policy_resource(
+            doc["apiVersion"].as_str().unwrap_or_default(),
+            doc["kind"].as_str().unwrap_or_default(),
+        );
+        let name = doc["metadata"]["name"].as_str().unwrap_or_default();
+        Api::<DynamicObject>::all_with(self.client.clone(), &ar)
+            .patch(
+                name,
+                &PatchParams::apply("celgate-differential").force(),
+                &Patch::Apply(doc),
+            )
+            .await
+            .map(|_| ())
+            .map_err(|e| match e {
+                kube::Error::Api(status) => status.message,
+                other => format!("cannot apply {} {name}: {other}", ar.kind),
+            })
     }
 
     /// Deletes policies and bindings, bindings first; absent objects are fine.

@@ -15,6 +15,7 @@ use kube::{Client, Config};
 pub mod audit;
 pub mod differential;
 pub mod fixture;
+pub mod generated;
 pub mod log;
 pub mod schemas;
 

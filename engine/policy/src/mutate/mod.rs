@@ -12,6 +12,7 @@
 
 mod apply;
 mod compile;
+mod go_decode;
 pub mod json_patch;
 mod merge;
 mod patch_values;
@@ -612,6 +613,13 @@ impl Run<'_> {
                     return Ok(Err(MutationError::CustomResourceScale));
                 }
                 if kind.built_in {
+                    if let Some(e) = go_decode::type_error(&kind.schema, &self.object) {
+                        return Err(Immediate::new(
+                            500,
+                            "InternalError",
+                            format!("Internal error occurred: {e}"),
+                        ));
+                    }
                     let within = if declared {
                         written.within()
                     } else {

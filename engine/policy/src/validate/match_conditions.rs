@@ -43,7 +43,11 @@ pub(crate) fn evaluate_match_conditions(
     if conditions.is_empty() {
         return MatchConditions::Apply;
     }
-    let act = &evaluation.activation(Batch::Checks);
+    let mut act = evaluation.activation(Batch::Checks);
+    // kube-apiserver evaluates match conditions without the namespace: there (and in the
+    // variables they read) `namespaceObject` is null.
+    act.bind("namespaceObject", Value::Null);
+    let act = &act;
     let mut budget = evaluation.budget(MATCH_CONDITIONS_BUDGET);
     let mut errors = Vec::new();
     let mut any_false = false;

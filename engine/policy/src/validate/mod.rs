@@ -41,7 +41,7 @@ use enforcement::route_decision;
 use match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use outcome::{deny_first, policy_message};
 use trace::{Skip, Trace};
-use validations::evaluate_validations;
+use validations::{Decision, evaluate_validations};
 
 /// A bound policy in a snapshot: the compiled policy and its bindings, in list order.
 #[derive(Debug, Clone)]
@@ -183,11 +183,25 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
             match evaluate_match_conditions(&evaluation, &policy.match_conditions, sources) {
                 MatchConditions::Apply => {}
                 MatchConditions::Skip => continue,
-                MatchConditions::Error(msg) => {
-                    if fail {
-                        let msg = policy_message(&policy.name, Some(&binding.name), &msg);
-                        deny_first(out, msg, None);
-                    }
+                MatchConditions::Error(message) => {
+                    // As in-tree: the error is the policy's one failed validation (index 0),
+                    // denied, warned or audited as the binding says; nothing else is evaluated.
+                    let failed = Decision {
+                        deny: fail,
+                        error: true,
+                        message,
+                        reason: None,
+                        index: 0,
+                        error_type: ErrorType::InvalidError,
+                    };
+                    route_decision(
+                        policy,
+                        binding,
+                        &binding_name,
+                        &failed,
+                        started.elapsed(),
+                        out,
+                    );
                     continue;
                 }
             }
@@ -229,8 +243,9 @@ mod tests {
 
     use super::test_policies::{bound, cache, context, create_deployment, spec};
     use super::validate;
-    use crate::model::{FailurePolicy, Validation, ValidationAction};
+    use crate::model::{FailurePolicy, NamedExpression, Validation, ValidationAction};
     use crate::request::Request;
+    use crate::validate::VALIDATION_FAILURE_KEY;
 
     /// An authorizer with a defect: it panics.
     struct Panicking;
@@ -277,5 +292,75 @@ mod tests {
         broken.failure_policy = FailurePolicy::Ignore;
         let policies = [bound(broken, vec![ValidationAction::Deny])];
         assert!(validate(&policies, &req, &ctx).allowed());
+    }
+
+    #[test]
+    fn match_conditions_see_a_null_namespace_object_and_validations_the_namespace() {
+        let mut s = spec(vec![Validation {
+            expression: "namespaceObject.metadata.name != 'staging-ns'".into(),
+            ..Default::default()
+        }]);
+        s.match_conditions = vec![NamedExpression {
+            name: "c".into(),
+            expression: "namespaceObject == null".into(),
+        }];
+        let raw = create_deployment(json!({"spec": {"replicas": 3}}));
+        let req = Request::from_json(&raw).expect("valid request");
+        let namespaces = cache();
+        let out = validate(
+            &[bound(s, vec![ValidationAction::Deny])],
+            &req,
+            &context(&namespaces),
+        );
+        assert_eq!(
+            out.denial.map(|d| d.message).as_deref(),
+            Some(
+                "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: failed expression: namespaceObject.metadata.name != 'staging-ns'"
+            )
+        );
+    }
+
+    #[test]
+    fn a_match_condition_error_is_warned_and_audited_as_the_binding_says_not_always_denied() {
+        let mut failing = spec(vec![Validation {
+            expression: "false".into(),
+            ..Default::default()
+        }]);
+        failing.match_conditions = vec![NamedExpression {
+            name: "c".into(),
+            expression: "object.spec.missing == 1".into(),
+        }];
+        let raw = create_deployment(json!({"spec": {"replicas": 3}}));
+        let req = Request::from_json(&raw).expect("valid request");
+        let namespaces = cache();
+        let ctx = context(&namespaces);
+        let error = "expression 'object.spec.missing == 1' resulted in error: no such key: missing";
+        let policies = [bound(
+            failing.clone(),
+            vec![ValidationAction::Warn, ValidationAction::Audit],
+        )];
+        let out = validate(&policies, &req, &ctx);
+        assert!(out.allowed());
+        assert_eq!(
+            out.warnings,
+            vec![format!(
+                "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': {error}"
+            )]
+        );
+        assert_eq!(
+            out.audit_annotations,
+            vec![(
+                VALIDATION_FAILURE_KEY.to_string(),
+                format!(
+                    "[{{\"message\":\"{error}\",\"policy\":\"p\",\"binding\":\"b\",\"expressionIndex\":0,\"validationActions\":[\"Warn\",\"Audit\"]}}]"
+                )
+            )]
+        );
+        let denied = validate(&[bound(failing, vec![ValidationAction::Deny])], &req, &ctx);
+        let denial = denied.denial.expect("denied");
+        assert_eq!(
+            denial.message,
+            format!("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: {error}")
+        );
     }
 }

@@ -1,0 +1,473 @@
+//! The generated admission differential: cases made from a seed (ValidatingAdmissionPolicies
+//! and MutatingAdmissionPolicies with bindings and params, over built-in kinds, subresources
+//! and a generated CRD; creates, updates, deletes and subresource writes as several users, all
+//! server-side dry runs; see `celgate_e2e::generated`) are played on ONE control plane, once
+//! with in-tree objects and once with celgate's, and compared: whether each policy object is
+//! accepted (and the API server's message when not), then per request the decision, code,
+//! reason, message, warnings, audit annotations and the object as it would be stored.
+//!
+//! First the reproducers in `e2e/testdata/generated/` are played (each a difference found
+//! once and fixed since); then cases of the run's seed, in batches (every binding is scoped to
+//! its case's namespaces, so a batch's cases cannot see each other), until the count or the
+//! time budget is spent. A case that differs is shrunk (a request, a policy, a validation … left
+//! out while it still differs) and written to `target/generated-differential/<name>.yaml`;
+//! once fixed, that file moves to `e2e/testdata/generated/`.
+//!
+//! `CELGATE_FUZZ_SEED` (default 1), `CELGATE_FUZZ_CASES` (default 48) and
+//! `CELGATE_FUZZ_SECONDS` (default 240) bound a run; `make admission-fuzz` runs a long one.
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use celgate_e2e::audit::{AuditLog, normalise_audit};
+use celgate_e2e::differential::{
+    Driver, Engine, difference, json_differences, strip_server_managed,
+};
+use celgate_e2e::generated::{Case, Generator};
+use celgate_e2e::{Celgate, Cluster, inner_message, workspace};
+use serde_json::{Value, json};
+
+/// Cases played together between two sentinel bumps.
+const BATCH: usize = 12;
+/// How long a sentinel or a webhook rule may take to be in force.
+const IN_FORCE: Duration = Duration::from_secs(30);
+/// Replays of a differing case while shrinking it, at most.
+const SHRINK_STEPS: usize = 40;
+
+/// What one request gave.
+#[derive(Clone, Debug, PartialEq)]
+struct Outcome {
+    code: u16,
+    reason: String,
+    message: String,
+    warnings: Vec<String>,
+    audit: Vec<(String, String)>,
+    /// The object as it would be stored (server-managed metadata left out); `Null` on failure.
+    object: Value,
+}
+
+/// What a case gave with one engine: each policy object's acceptance, each request's outcome.
+#[derive(Clone, Debug, PartialEq)]
+struct Played {
+    accepted: Vec<Result<(), String>>,
+    outcomes: Vec<Outcome>,
+}
+
+/// The refusal of a policy object without what names the engine's group.
+fn refusal(message: &str) -> String {
+    message
+        .split_once(" is invalid: ")
+        .map_or(message, |(_, rest)| rest)
+        .to_string()
+}
+
+/// `message` with the items of a field error list (`… is invalid: [a, b]`) sorted: kube-apiserver
+/// lists a custom resource's schema errors in an order that varies from call to call.
+fn canonical(message: &str) -> String {
+    match message.split_once(" is invalid: [") {
+        Some((head, list)) if list.ends_with(']') => {
+            let mut items: Vec<&str> = list[..list.len() - 1].split(", ").collect();
+            items.sort_unstable();
+            format!("{head} is invalid: [{}]", items.join(", "))
+        }
+        _ => message.to_string(),
+    }
+}
+
+/// The lines telling how two plays of `case` differ; empty when they agree.
+fn differences(case: &Case, in_tree: &Played, celgate: &Played) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, (a, b)) in in_tree.accepted.iter().zip(&celgate.accepted).enumerate() {
+        let (a, b) = (
+            a.as_ref().map_err(|e| refusal(e)),
+            b.as_ref().map_err(|e| refusal(e)),
+        );
+        if a != b {
+            out.push(format!(
+                "policy object {} ({}): in-tree {a:?} vs celgate {b:?}",
+                case.policies[i]["metadata"]["name"], case.policies[i]["kind"]
+            ));
+        }
+    }
+    for (req, (a, b)) in case
+        .requests
+        .iter()
+        .zip(in_tree.outcomes.iter().zip(&celgate.outcomes))
+    {
+        let mut d: Vec<String> = [
+            difference("code", &a.code, &b.code, true),
+            difference("reason", &a.reason, &b.reason, true),
+            difference("message", &a.message, &b.message, false),
+            difference("warnings", &a.warnings, &b.warnings, false),
+            difference("audit annotations", &a.audit, &b.audit, false),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        json_differences("", &a.object, &b.object, &mut d);
+        for line in d {
+            out.push(format!(
+                "request {:?} ({} {}): {line}",
+                req.label, req.method, req.path
+            ));
+        }
+    }
+    out
+}
+
+struct Harness<'c> {
+    driver: Driver<'c>,
+    audit: AuditLog,
+    seq: u64,
+    crds: HashSet<String>,
+}
+
+impl Harness<'_> {
+    /// Creates what the cases need before their phases: CRDs, namespaces, setup objects.
+    async fn prepare(&mut self, cases: &[Case]) {
+        for case in cases {
+            for crd in &case.crds {
+                let name = crd["metadata"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                if self.crds.insert(name.clone()) {
+                    self.driver.kubectl_apply(&crd.to_string());
+                    let out = self.driver.cluster.kubectl(
+                        &[
+                            "wait",
+                            "--for=condition=Established",
+                            "--timeout=60s",
+                            &format!("crd/{name}"),
+                        ],
+                        "",
+                    );
+                    assert!(
+                        out.status.success(),
+                        "{}",
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                }
+            }
+            let labels = json!(case.namespace_labels);
+            self.driver.namespace(&case.ns(), &labels).await;
+            self.driver.namespace(&case.ns2(), &labels).await;
+            let setup: Vec<String> = case
+                .setup
+                .iter()
+                .map(|o| case.render(o, None).to_string())
+                .collect();
+            if !setup.is_empty() {
+                self.driver.kubectl_apply(&setup.join("\n---\n"));
+            }
+        }
+    }
+
+    async fn request(&mut self, case: &Case, index: usize) -> Outcome {
+        let req = &case.requests[index];
+        self.seq += 1;
+        let id = format!(
+            "{:08x}-9e4e-4000-8000-{:012x}",
+            std::process::id(),
+            self.seq
+        );
+        let mut headers = vec![("Audit-ID".to_string(), id.clone())];
+        if let Some(user) = &req.user {
+            headers.push(("Impersonate-User".into(), user.name.clone()));
+            for g in user
+                .groups
+                .iter()
+                .map(String::as_str)
+                .chain(["system:masters"])
+            {
+                headers.push(("Impersonate-Group".into(), g.to_string()));
+            }
+        }
+        let path = format!(
+            "{}?dryRun=All",
+            case.render(&json!(req.path), None)
+                .as_str()
+                .unwrap_or_default()
+        );
+        let body = req.body.as_ref().map(|b| case.render(b, None));
+        let resp = self
+            .driver
+            .http(&req.method, &path, body.as_ref(), &headers);
+        let mut warnings = resp.warnings.clone();
+        warnings.sort();
+        let annotations = self.audit.annotations(&id).await;
+        Outcome {
+            code: resp.code,
+            reason: resp.reason(),
+            message: canonical(inner_message(&resp.message())),
+            warnings,
+            audit: normalise_audit(&annotations),
+            object: if resp.allowed() {
+                strip_server_managed(resp.body)
+            } else {
+                Value::Null
+            },
+        }
+    }
+
+    /// Proves what was applied or deleted in force for the kinds the cases use.
+    async fn settle(&mut self, cases: &[Case], engine: Engine) {
+        if cases.iter().any(|c| c.has("MutatingAdmissionPolicy")) {
+            self.driver
+                .bump_mutating_sentinel(engine, IN_FORCE)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        if cases.iter().any(|c| c.has("ValidatingAdmissionPolicy")) {
+            self.driver.bump_sentinel(engine).await;
+        }
+    }
+
+    /// One engine's phase over a batch: apply, prove in force, play, delete, prove gone.
+    async fn phase(&mut self, cases: &[Case], engine: Engine) -> Vec<Played> {
+        let mut accepted = Vec::new();
+        let mut applied = Vec::new();
+        for case in cases {
+            let mut results = Vec::new();
+            for doc in &case.policies {
+                let doc = case.render(doc, Some(engine));
+                let result = self.driver.try_apply_policy(&doc).await;
+                if result.is_ok() {
+                    applied.push(doc.to_string());
+                }
+                results.push(result);
+            }
+            accepted.push(results);
+        }
+        let yaml = applied.join("\n---\n");
+        if engine == Engine::Celgate {
+            self.driver.wait_validating_rules(&yaml).await;
+            self.driver
+                .wait_mutating_rules(&yaml, IN_FORCE)
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        self.settle(cases, engine).await;
+        let mut played = Vec::new();
+        for (case, accepted) in cases.iter().zip(accepted) {
+            let mut outcomes = Vec::new();
+            for i in 0..case.requests.len() {
+                outcomes.push(self.request(case, i).await);
+            }
+            played.push(Played { accepted, outcomes });
+        }
+        self.driver.delete_policies(&yaml).await;
+        self.settle(cases, engine).await;
+        played
+    }
+
+    /// Plays a batch with both engines; the differences of each case, and what in-tree gave.
+    async fn compare(&mut self, cases: &[Case]) -> Vec<(Vec<String>, Played)> {
+        self.prepare(cases).await;
+        let in_tree = self.phase(cases, Engine::InTree).await;
+        let celgate = self.phase(cases, Engine::Celgate).await;
+        cases
+            .iter()
+            .zip(in_tree.into_iter().zip(&celgate))
+            .map(|(c, (a, b))| (differences(c, &a, b), a))
+            .collect()
+    }
+
+    /// The smallest case found (within [`SHRINK_STEPS`] replays) that still differs, and how.
+    async fn shrink(&mut self, mut case: Case, mut found: Vec<String>) -> (Case, Vec<String>) {
+        let mut steps = 0;
+        'smaller: loop {
+            for (n, mut smaller) in case.shrunk().into_iter().enumerate() {
+                if steps >= SHRINK_STEPS {
+                    break 'smaller;
+                }
+                steps += 1;
+                smaller.name = format!(
+                    "{}-m{steps}x{n}",
+                    case.name.split("-m").next().unwrap_or_default()
+                );
+                let (d, _) = self.compare(std::slice::from_ref(&smaller)).await.remove(0);
+                if !d.is_empty() {
+                    (case, found) = (smaller, d);
+                    continue 'smaller;
+                }
+            }
+            break;
+        }
+        (case, found)
+    }
+}
+
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .map(|v| v.parse().unwrap_or_else(|e| panic!("{name}={v}: {e}")))
+        .unwrap_or(default)
+}
+
+/// In-tree policies that keep the ConfigMap paramKind bound for the whole run (kubernetes#130887
+/// freezes the in-tree param cache otherwise), matching a resource nobody requests.
+fn keepers() -> Vec<Value> {
+    let rules = json!({"resourceRules": [{"apiGroups": ["keep.example.com"], "apiVersions": ["v1"],
+        "operations": ["CREATE"], "resources": ["nevers"]}]});
+    let param_ref =
+        json!({"name": "none", "namespace": "default", "parameterNotFoundAction": "Allow"});
+    let api = Engine::InTree.api();
+    vec![
+        json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "keep-generated"},
+            "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}, "matchConstraints": rules,
+                "validations": [{"expression": "true"}]}}),
+        json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": "keep-generated-binding"},
+            "spec": {"policyName": "keep-generated", "validationActions": ["Deny"], "paramRef": param_ref}}),
+        json!({"apiVersion": api, "kind": "MutatingAdmissionPolicy", "metadata": {"name": "keep-generated-m"},
+            "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}, "matchConstraints": rules,
+                "reinvocationPolicy": "Never", "mutations": [{"patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": "Object{}"}}]}}),
+        json!({"apiVersion": api, "kind": "MutatingAdmissionPolicyBinding",
+            "metadata": {"name": "keep-generated-m-binding"},
+            "spec": {"policyName": "keep-generated-m", "paramRef": param_ref}}),
+    ]
+}
+
+/// The reproducers kept in `e2e/testdata/generated/`, named `r<n>-…` so they never share
+/// namespaces with generated cases.
+fn reproducers() -> Vec<(PathBuf, Case)> {
+    let dir = workspace().join("e2e/testdata/generated");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    files.retain(|p| p.extension().is_some_and(|e| e == "yaml"));
+    files.sort();
+    files
+        .into_iter()
+        .enumerate()
+        .map(|(i, path)| {
+            let text = std::fs::read_to_string(&path)
+                .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let mut case =
+                Case::from_file(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            case.name = format!("r{i}-{}", case.name);
+            (path, case)
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn generated_cases_decide_alike_in_tree_and_in_celgate() {
+    let started = Instant::now();
+    let seed = env_number("CELGATE_FUZZ_SEED", 1);
+    let limit = env_number("CELGATE_FUZZ_CASES", 48);
+    let budget = Duration::from_secs(env_number("CELGATE_FUZZ_SECONDS", 240));
+
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let celgate = Celgate::start_with(&cluster, &["--never-sent=none"]).await;
+    let mut h = Harness {
+        driver: Driver::new(&cluster).await,
+        audit: AuditLog::new(cluster.dir().join("audit.log")),
+        seq: 0,
+        crds: HashSet::new(),
+    };
+    h.driver.sentinel_namespaces().await;
+    for doc in keepers() {
+        h.driver
+            .try_apply_policy(&doc)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+    }
+    for e in [Engine::InTree, Engine::Celgate] {
+        h.driver
+            .bump_mutating_sentinel(e, IN_FORCE)
+            .await
+            .unwrap_or_else(|err| panic!("{err}"));
+        h.driver.bump_sentinel(e).await;
+    }
+
+    let mut report = String::new();
+    let kept = reproducers();
+    for batch in kept.chunks(BATCH) {
+        let cases: Vec<Case> = batch.iter().map(|(_, c)| c.clone()).collect();
+        for ((path, _), (d, _)) in batch.iter().zip(h.compare(&cases).await) {
+            if !d.is_empty() {
+                let _ = writeln!(
+                    report,
+                    "reproducer {} differs again:\n  {}",
+                    path.display(),
+                    d.join("\n  ")
+                );
+            }
+        }
+    }
+    eprintln!(
+        "generated differential: {} reproducers played again in {:?}",
+        kept.len(),
+        started.elapsed()
+    );
+
+    let generator = Generator::new(seed);
+    let out_dir = workspace().join("target/generated-differential");
+    let (mut played, mut requests, mut differing) = (0u64, 0usize, Vec::new());
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    let mut decisions: BTreeMap<&str, usize> = BTreeMap::new();
+    let run = Instant::now();
+    while played < limit && run.elapsed() < budget {
+        let cases: Vec<Case> = (played..(played + BATCH as u64).min(limit))
+            .map(|i| generator.case(i))
+            .collect();
+        played += cases.len() as u64;
+        let results = h.compare(&cases).await;
+        for (case, (d, in_tree)) in cases.into_iter().zip(results) {
+            requests += case.requests.len();
+            for p in &case.policies {
+                *kinds
+                    .entry(p["kind"].as_str().unwrap_or_default().to_string())
+                    .or_default() += 1;
+            }
+            *decisions.entry("policy objects refused").or_default() +=
+                in_tree.accepted.iter().filter(|a| a.is_err()).count();
+            for o in &in_tree.outcomes {
+                let what = match (o.code, o.warnings.is_empty()) {
+                    (200..=299, true) => "requests allowed",
+                    (200..=299, false) => "requests allowed with warnings",
+                    _ => "requests failed",
+                };
+                *decisions.entry(what).or_default() += 1;
+            }
+            if d.is_empty() {
+                continue;
+            }
+            eprintln!("case {} DIFFERS:\n  {}", case.name, d.join("\n  "));
+            let (small, found) = h.shrink(case.clone(), d).await;
+            std::fs::create_dir_all(&out_dir)
+                .unwrap_or_else(|e| panic!("{}: {e}", out_dir.display()));
+            let file = out_dir.join(format!("{}.yaml", case.name));
+            std::fs::write(&file, small.to_file(&found.join("\n")))
+                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let _ = writeln!(
+                report,
+                "case {} differs; shrunk to {}:\n  {}",
+                case.name,
+                file.display(),
+                found.join("\n  ")
+            );
+            differing.push(case.name);
+        }
+    }
+    let minutes = run.elapsed().as_secs_f64() / 60.0;
+    eprintln!(
+        "generated differential: seed {seed}: {played} cases ({requests} requests; policy objects {kinds:?}) in {:.1} min \
+         ({:.0} cases/min); in-tree: {decisions:?}; {} differ",
+        minutes,
+        played as f64 / minutes.max(1e-9),
+        differing.len()
+    );
+    assert!(
+        !celgate.logs().contains("panicked"),
+        "celgate panicked:\n{}",
+        celgate.logs()
+    );
+    assert!(report.is_empty(), "{report}");
+}

@@ -1,0 +1,266 @@
+//! Whether a built-in kind's object still decodes into its Go type after a JSON patch, as
+//! kube-apiserver decodes the patched object before the next policy sees it (a value of the
+//! wrong JSON type, or a number an integer field cannot hold, fails the request with Go's
+//! `json: cannot unmarshal …`). Fields with a decoder of their own (quantities, times,
+//! int-or-string, raw extensions, preserved unknown fields) and unknown fields are not checked.
+
+use serde_json::Value;
+
+use crate::schema::Schema;
+
+/// Components whose Go types decode themselves (their errors are theirs, not encoding/json's).
+const OWN_DECODERS: [&str; 7] = [
+    "io.k8s.apimachinery.pkg.api.resource.Quantity",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Time",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.MicroTime",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.FieldsV1",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.Duration",
+    "io.k8s.apimachinery.pkg.runtime.RawExtension",
+    "io.k8s.apimachinery.pkg.util.intstr.IntOrString",
+];
+
+/// How deep the walk follows the object (deeper values are not checked).
+const MAX_DEPTH: usize = 64;
+
+/// Go's error for the first value of `object` (in the object's order) that its kind's Go type
+/// cannot hold, as kube-apiserver's JSON decoder words it.
+pub(super) fn type_error(kind: &Schema, object: &Value) -> Option<String> {
+    let name = struct_name(kind)?;
+    let mut path = Vec::new();
+    walk(kind, object, &mut path, name, 0)
+}
+
+fn walk<'v>(
+    schema: &Schema,
+    v: &'v Value,
+    path: &mut Vec<&'v str>,
+    within: &str,
+    depth: usize,
+) -> Option<String> {
+    if v.is_null() || depth > MAX_DEPTH || decodes_itself(schema) {
+        return None;
+    }
+    let expected = go_type(schema)?;
+    let error = |value: String| {
+        Some(format!(
+            "json: cannot unmarshal {value} into Go struct field {within}.{} of type {expected}",
+            path.join(".")
+        ))
+    };
+    match schema.type_name()? {
+        "object" => {
+            let Value::Object(members) = v else {
+                return error(json_kind(v).into());
+            };
+            if let Some(values) = schema.additional_properties_schema() {
+                return members
+                    .values()
+                    .find_map(|m| walk(&values, m, path, within, depth + 1));
+            }
+            let inner = struct_name(schema).unwrap_or(within);
+            members.iter().find_map(|(key, m)| {
+                let field = schema.property(key)?;
+                path.push(key);
+                let found = walk(&field, m, path, inner, depth + 1);
+                path.pop();
+                found
+            })
+        }
+        "array" => {
+            let Value::Array(items) = v else {
+                return error(json_kind(v).into());
+            };
+            let item = schema.items()?;
+            items
+                .iter()
+                .find_map(|i| walk(&item, i, path, within, depth + 1))
+        }
+        "string" if !v.is_string() => error(json_kind(v).into()),
+        "boolean" if !v.is_boolean() => error(json_kind(v).into()),
+        "number" if !v.is_number() => error(json_kind(v).into()),
+        "integer" => match v {
+            Value::Number(n) => {
+                let text = go_number(n);
+                let fits = match schema.format() {
+                    "int32" => text.parse::<i32>().is_ok(),
+                    _ => text.parse::<i64>().is_ok(),
+                };
+                (!fits).then(|| error(format!("number {text}"))).flatten()
+            }
+            other => error(json_kind(other).into()),
+        },
+        _ => None,
+    }
+}
+
+/// Whether the position's Go type has a decoder of its own, or holds anything.
+fn decodes_itself(schema: &Schema) -> bool {
+    schema.is_int_or_string()
+        || schema.preserves_unknown_fields()
+        || schema.format() == "byte"
+        || schema
+            .component()
+            .is_some_and(|c| OWN_DECODERS.contains(&c))
+}
+
+/// The Go struct a component names (`io.k8s.api.core.v1.PodSpec` → `PodSpec`), for objects
+/// with fields.
+fn struct_name(schema: &Schema) -> Option<&str> {
+    let component = schema.component()?;
+    schema.properties().next()?;
+    component.rsplit('.').next()
+}
+
+/// Go's name of the position's type as `%v` of a `reflect.Type` prints it; `None` when unknown.
+fn go_type(schema: &Schema) -> Option<String> {
+    Some(match schema.type_name()? {
+        "string" => "string".into(),
+        "boolean" => "bool".into(),
+        "integer" => match schema.format() {
+            "int32" => "int32".into(),
+            "int64" => "int64".into(),
+            _ => "int".into(),
+        },
+        "number" => match schema.format() {
+            "float" => "float32".into(),
+            _ => "float64".into(),
+        },
+        "array" => format!("[]{}", go_type(&schema.items()?)?),
+        "object" => match schema.additional_properties_schema() {
+            Some(values) => format!("map[string]{}", go_type(&values)?),
+            None => {
+                let component = schema.component()?;
+                let mut parts = component.rsplit('.');
+                let (name, package) = (parts.next()?, parts.next()?);
+                format!("{package}.{name}")
+            }
+        },
+        _ => return None,
+    })
+}
+
+/// The JSON type Go names in its error.
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// A number as Go's encoding/json writes it: integers as they are, floats in their shortest
+/// form, with an exponent (`1e+21`, `1e-7`) outside [1e-6, 1e21).
+fn go_number(n: &serde_json::Number) -> String {
+    match n.as_f64() {
+        Some(f) if n.is_f64() => {
+            let abs = f.abs();
+            if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
+                let text = format!("{f:e}");
+                match text.split_once('e') {
+                    Some((mantissa, exp)) if !exp.starts_with('-') => format!("{mantissa}e+{exp}"),
+                    _ => text,
+                }
+            } else {
+                format!("{f}")
+            }
+        }
+        _ => n.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::schema::schemas_from_openapi;
+
+    /// A Pod as the built-in kinds' OpenAPI names its parts.
+    fn pod_schema() -> std::sync::Arc<Schema> {
+        let r = |c: &str| json!({"$ref": format!("#/components/schemas/{c}")});
+        let doc = json!({"components": {"schemas": {
+            "io.k8s.api.core.v1.Pod": {"type": "object", "properties": {
+                "metadata": r("io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"),
+                "spec": r("io.k8s.api.core.v1.PodSpec")},
+                "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": "Pod"}]},
+            "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": {"type": "object", "properties": {
+                "annotations": {"type": "object", "additionalProperties": {"type": "string"}},
+                "creationTimestamp": r("io.k8s.apimachinery.pkg.apis.meta.v1.Time")}},
+            "io.k8s.apimachinery.pkg.apis.meta.v1.Time": {"type": "string", "format": "date-time"},
+            "io.k8s.api.core.v1.PodSpec": {"type": "object", "properties": {
+                "containers": {"type": "array", "items": r("io.k8s.api.core.v1.Container")},
+                "hostNetwork": {"type": "boolean"}}},
+            "io.k8s.api.core.v1.Container": {"type": "object", "properties": {
+                "name": {"type": "string"},
+                "ports": {"type": "array", "items": r("io.k8s.api.core.v1.ContainerPort")}}},
+            "io.k8s.api.core.v1.ContainerPort": {"type": "object", "properties": {
+                "containerPort": {"type": "integer", "format": "int32"}}},
+        }}});
+        schemas_from_openapi(&doc).expect("schema")[0].1.clone()
+    }
+
+    #[test]
+    fn the_first_value_go_cannot_decode_is_named_as_go_names_it() {
+        let schema = pod_schema();
+        let error = |object: Value| type_error(&schema, &object);
+        let port = |p: Value| json!({"spec": {"containers": [{"name": "c", "ports": [{"containerPort": p}]}]}});
+        let into_port = |what: &str| {
+            Some(format!(
+                "json: cannot unmarshal {what} into Go struct field ContainerPort.spec.containers.ports.containerPort of type int32"
+            ))
+        };
+        assert_eq!(error(port(json!(80))), None);
+        assert_eq!(error(port(json!(80.0))), None, "written 80 by Go");
+        assert_eq!(error(port(json!(1.5))), into_port("number 1.5"));
+        assert_eq!(
+            error(port(json!(3_000_000_000u64))),
+            into_port("number 3000000000")
+        );
+        assert_eq!(error(port(json!("80"))), into_port("string"));
+        assert_eq!(
+            error(json!({"metadata": {"annotations": {"a": true}}})).as_deref(),
+            Some(
+                "json: cannot unmarshal bool into Go struct field ObjectMeta.metadata.annotations of type string"
+            )
+        );
+        assert_eq!(
+            error(json!({"metadata": {"annotations": "x"}})).as_deref(),
+            Some(
+                "json: cannot unmarshal string into Go struct field ObjectMeta.metadata.annotations of type map[string]string"
+            )
+        );
+        assert_eq!(
+            error(json!({"spec": {"containers": {"name": "c"}}})).as_deref(),
+            Some(
+                "json: cannot unmarshal object into Go struct field PodSpec.spec.containers of type []v1.Container"
+            )
+        );
+        assert_eq!(
+            error(json!({"spec": "x"})).as_deref(),
+            Some("json: cannot unmarshal string into Go struct field Pod.spec of type v1.PodSpec")
+        );
+        // Nulls, unknown fields and types that decode themselves are left to kube-apiserver.
+        assert_eq!(
+            error(json!({"spec": null, "other": 1, "metadata": {"creationTimestamp": 5}})),
+            None
+        );
+    }
+
+    #[test]
+    fn numbers_are_written_as_go_writes_them() {
+        let text = |v: Value| match v {
+            Value::Number(n) => go_number(&n),
+            _ => unreachable!(),
+        };
+        assert_eq!(text(json!(2.0)), "2");
+        assert_eq!(text(json!(1.5)), "1.5");
+        assert_eq!(text(json!(1e21)), "1e+21");
+        assert_eq!(text(json!(1e300)), "1e+300");
+        assert_eq!(text(json!(1.5e-7)), "1.5e-7");
+        assert_eq!(text(json!(-7)), "-7");
+        assert_eq!(text(json!(3_000_000_000u64)), "3000000000");
+    }
+}
