@@ -30,6 +30,24 @@ pub enum Format {
     Json,
 }
 
+/// Writes a report in the output format: `human()` for people, or the report as JSON.
+fn write_report(
+    format: Format,
+    report: &impl serde::Serialize,
+    human: impl FnOnce() -> String,
+    out: &mut dyn std::io::Write,
+) -> Result<(), CliError> {
+    match format {
+        Format::Human => out.write_all(human().as_bytes())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, report)
+                .map_err(|e| CliError::Internal(e.to_string()))?;
+            out.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
 /// Why an offline command could not do its work (exit code 2).
 #[derive(Debug, Error)]
 pub enum CliError {
