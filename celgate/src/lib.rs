@@ -1,5 +1,5 @@
 //! The `celgate` command line: the operator with its co-located admission webhook (`celgate
-//! run`, the default) and the offline commands (`check`, `eval`, `crds`). It only reads the
+//! run`, the default) and the offline commands (`check`, `eval`, `test`, `crds`). It only reads the
 //! command line and hands it to the operator library or the offline commands.
 
 use std::process::ExitCode;
@@ -32,6 +32,9 @@ enum Command {
     /// Type-check policy files offline against the built-in kinds and CRD files
     /// (exit code 0 clean, 1 findings, 2 wrong input).
     Check(celgate_cli::check::CheckArgs),
+    /// Run policy test suites offline: each case's request decided as `eval` decides it and
+    /// compared with its expected result (exit code 0 all pass, 1 a case fails, 2 wrong input).
+    Test(celgate_cli::suite::TestArgs),
 }
 
 /// Prints the CRDs as a multi-document YAML stream.
@@ -54,6 +57,11 @@ pub fn main() -> ExitCode {
         Command::Eval(args) => {
             return celgate_cli::run(move || {
                 celgate_cli::eval::run(&args, &mut std::io::stdout().lock())
+            });
+        }
+        Command::Test(args) => {
+            return celgate_cli::run(move || {
+                celgate_cli::suite::run(&args, &mut std::io::stdout().lock())
             });
         }
         Command::Crds => print_crds().map_err(|e| format!("cannot render CRD YAML: {e}")),
