@@ -1,5 +1,5 @@
 //! The `celgate` command line: the operator with its co-located admission webhook (`celgate
-//! run`, the default) and the offline commands (`check`, `eval`, `test`, `crds`). It only reads the
+//! run`, the default) and the offline commands (`check`, `eval`, `test`, `scan`, `crds`). It only reads the
 //! command line and hands it to the operator library or the offline commands.
 
 use std::process::ExitCode;
@@ -35,6 +35,9 @@ enum Command {
     /// Run policy test suites offline: each case's request decided as `eval` decides it and
     /// compared with its expected result (exit code 0 all pass, 1 a case fails, 2 wrong input).
     Test(celgate_cli::suite::TestArgs),
+    /// List the would-be violations of manifests: each object decided as a CREATE under every
+    /// ValidatingAdmissionPolicy binding (exit code 0 none, 1 violations, 2 wrong input).
+    Scan(celgate_cli::scan::ScanArgs),
 }
 
 /// Prints the CRDs as a multi-document YAML stream.
@@ -62,6 +65,11 @@ pub fn main() -> ExitCode {
         Command::Test(args) => {
             return celgate_cli::run(move || {
                 celgate_cli::suite::run(&args, &mut std::io::stdout().lock())
+            });
+        }
+        Command::Scan(args) => {
+            return celgate_cli::run(move || {
+                celgate_cli::scan::run(&args, &mut std::io::stdout().lock())
             });
         }
         Command::Crds => print_crds().map_err(|e| format!("cannot render CRD YAML: {e}")),

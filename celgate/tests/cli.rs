@@ -700,3 +700,89 @@ fn test_input_errors_exit_2_and_say_what_to_change() {
         "{stderr}"
     );
 }
+
+#[test]
+fn scan_lists_the_objects_each_binding_would_deny_warn_or_audit() {
+    let (manifests, policy, params) = (
+        fixture("scan/manifests"),
+        sample_tests("replica-limit/policy.yaml"),
+        sample_tests("replica-limit/params.yaml"),
+    );
+    let args = [
+        "scan",
+        &manifests,
+        "--policies",
+        &policy,
+        "--params",
+        &params,
+    ];
+    let out = celgate(&[&args[..], &["-o", "json"]].concat());
+    assert_eq!(out.status.code(), Some(1), "violations exit 1");
+    let report = json(&out);
+    let found: Vec<(String, String, String)> = report["violations"]
+        .as_array()
+        .expect("violations")
+        .iter()
+        .map(|v| {
+            (
+                v["binding"].as_str().expect("binding").to_string(),
+                format!(
+                    "{}/{}",
+                    v["object"]["namespace"].as_str().expect("ns"),
+                    v["object"]["name"].as_str().expect("name")
+                ),
+                v["message"].as_str().expect("message").to_string(),
+            )
+        })
+        .collect();
+    let v = |b: &str, o: &str, m: &str| (b.to_string(), o.to_string(), m.to_string());
+    assert_eq!(
+        found,
+        vec![
+            v(
+                "replica-limit-prod",
+                "prod/web",
+                "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: at most 3 replicas, got 10"
+            ),
+            v(
+                "replica-limit-staging",
+                "staging/web",
+                "Validation failed for ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-staging': at most 3 replicas, got 10"
+            ),
+            v("replica-limit-dev", "dev/web", "at most 3 replicas, got 10"),
+        ]
+    );
+    assert_eq!(report["scanned"], 9);
+    assert_eq!(report["bindings"], 3);
+    assert_eq!(report["skipped"].as_array().expect("skipped").len(), 1);
+    assert!(
+        report["skipped"][0]["reason"]
+            .as_str()
+            .expect("reason")
+            .starts_with("Widget (example.com/v1) is neither a built-in kind of Kubernetes v1.36"),
+        "{report:#}"
+    );
+
+    let out = celgate(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(
+        text.contains("apps/v1 Deployment prod/web (") && text.contains("): policy replica-limit, binding replica-limit-prod [Deny]\n  ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: at most 3 replicas, got 10\n"),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().last(),
+        Some("9 object(s) scanned with 3 binding(s): 3 violation(s)"),
+        "{text}"
+    );
+
+    // With only the manifests no binding selects, nothing is violated.
+    let clean = fixture("eval/deployment-2.yaml");
+    let out = celgate(&["scan", &clean, "--policies", &policy, "--params", &params]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}

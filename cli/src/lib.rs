@@ -1,6 +1,6 @@
 //! The offline commands: `celgate eval` decides one admission request from files, `celgate
-//! check` type-checks policy files and `celgate test` runs policy test suites, all without a
-//! cluster. Each runs on a thread
+//! check` type-checks policy files, `celgate test` runs policy test suites and `celgate scan`
+//! lists the would-be violations of manifests, all without a cluster. Each runs on a thread
 //! with the stack the engine needs and exits 0 (allowed / clean), 1 (denied / findings) or 2
 //! (the command line or an input file is wrong).
 
@@ -8,6 +8,7 @@ pub mod check;
 pub mod defaults;
 pub mod documents;
 pub mod eval;
+pub mod scan;
 pub mod suite;
 pub mod types;
 pub mod walk;
@@ -16,9 +17,11 @@ use std::process::ExitCode;
 
 use thiserror::Error;
 
-/// Exit code of a request that is allowed, files with no finding, or suites that pass.
+/// Exit code of a request that is allowed, files with no finding, suites that pass or manifests
+/// with no violation.
 pub const EXIT_OK: u8 = 0;
-/// Exit code of a request that is denied, files with findings, or a suite case that fails.
+/// Exit code of a request that is denied, files with findings, a suite case that fails or a
+/// violation.
 pub const EXIT_FINDINGS: u8 = 1;
 /// Exit code of a wrong command line or input file (clap uses it for usage errors too).
 pub const EXIT_USAGE: u8 = 2;
