@@ -131,6 +131,30 @@ mod tests {
         assert_eq!(args.user, "celgate-eval");
         assert_eq!(args.groups, vec!["system:authenticated".to_string()]);
 
+        let cli = Cli::try_parse_from(["celgate", "test", "a", "b", "--format", "junit"])
+            .expect("parses");
+        let Some(Command::Test(args)) = cli.command else {
+            panic!("not test: {:?}", cli.command);
+        };
+        assert_eq!(args.paths.len(), 2);
+        assert_eq!(args.output, celgate_cli::suite::TestFormat::Junit);
+        let cli = Cli::try_parse_from([
+            "celgate",
+            "scan",
+            "m/",
+            "--policies",
+            "p.yaml",
+            "-o",
+            "json",
+        ])
+        .expect("parses");
+        assert!(
+            matches!(cli.command, Some(Command::Scan(args)) if args.output == celgate_cli::Format::Json)
+        );
+        let err =
+            Cli::try_parse_from(["celgate", "scan", "m/"]).expect_err("--policies is required");
+        assert_eq!(err.exit_code(), i32::from(celgate_cli::EXIT_USAGE));
+
         let missing = Cli::try_parse_from(["celgate", "eval", "--policy", "p.yaml"]);
         let err = missing.expect_err("--binding and --object are required");
         assert_eq!(err.exit_code(), i32::from(celgate_cli::EXIT_USAGE));

@@ -222,3 +222,85 @@ fn violation(decision: &Decision) -> Option<String> {
         });
     Some(message.unwrap_or_else(|| audited.value.clone()))
 }
+
+#[cfg(test)]
+mod tests {
+    use celgate_engine::Outcome;
+    use celgate_engine::validate::Denial;
+
+    use super::*;
+    use crate::documents::parse;
+    use crate::eval::report::Report;
+
+    fn decision(outcome: Outcome) -> Decision {
+        Decision::Validating(Report::new(outcome, String::new(), Vec::new(), Vec::new()))
+    }
+
+    #[test]
+    fn a_violation_is_a_denial_a_warning_or_an_audited_failure() {
+        assert_eq!(violation(&decision(Outcome::default())), None);
+        let denied = Outcome {
+            denial: Some(Denial {
+                message: "denied".into(),
+                reason: "Invalid".into(),
+                code: 422,
+            }),
+            ..Outcome::default()
+        };
+        assert_eq!(violation(&decision(denied)), Some("denied".into()));
+        let warned = Outcome {
+            warnings: vec!["warned".into()],
+            ..Outcome::default()
+        };
+        assert_eq!(violation(&decision(warned)), Some("warned".into()));
+        let audited = Outcome {
+            audit_annotations: vec![
+                ("p/replicas".into(), "10".into()),
+                (
+                    VALIDATION_FAILURE_KEY.into(),
+                    r#"[{"message":"too many","policy":"p","binding":"b","expressionIndex":0,"validationActions":["Audit"]}]"#.into(),
+                ),
+            ],
+            ..Outcome::default()
+        };
+        assert_eq!(violation(&decision(audited)), Some("too many".into()));
+        let annotated_only = Outcome {
+            audit_annotations: vec![("p/replicas".into(), "10".into())],
+            ..Outcome::default()
+        };
+        assert_eq!(violation(&decision(annotated_only)), None);
+    }
+
+    #[test]
+    fn bindings_pair_with_their_policy_and_one_without_is_an_error() {
+        let text = "\
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata: {name: b1}
+spec: {policyName: p, validationActions: [Deny, Audit]}
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicy
+metadata: {name: p}
+spec: {}
+---
+apiVersion: admission.celgate.io/v1
+kind: MutatingAdmissionPolicy
+metadata: {name: m}
+spec: {}
+";
+        let docs = parse("p.yaml", text).expect("parses");
+        let bound = bound_policies(&docs).expect("bound");
+        let names: Vec<(&str, &str)> = bound.iter().map(|(p, b)| (p.name(), b.name())).collect();
+        assert_eq!(names, vec![("p", "b1")]);
+        assert_eq!(validation_actions(bound[0].1), vec!["Deny", "Audit"]);
+
+        let orphan = text.replace("policyName: p", "policyName: q");
+        let docs = parse("p.yaml", &orphan).expect("parses");
+        let err = bound_policies(&docs).expect_err("no policy q");
+        assert_eq!(
+            err.to_string(),
+            "p.yaml, document 1: binding b1 binds ValidatingAdmissionPolicy \"q\", which --policies does not define"
+        );
+    }
+}

@@ -103,3 +103,122 @@ fn verdict(allowed: bool, message: Option<&str>) -> String {
         (false, None) => "denied".into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use celgate_engine::Outcome;
+    use celgate_engine::validate::Denial;
+
+    use super::*;
+    use crate::eval::mutation::MutationReport;
+    use crate::eval::report::Report;
+
+    fn expect(yaml: &str) -> Expect {
+        serde_saphyr::from_str(yaml).expect("an expectation")
+    }
+
+    fn validating(
+        denial: Option<&str>,
+        warnings: &[&str],
+        annotations: &[(&str, &str)],
+    ) -> Decision {
+        let outcome = Outcome {
+            denial: denial.map(|m| Denial {
+                message: m.into(),
+                reason: "Invalid".into(),
+                code: 422,
+            }),
+            warnings: warnings.iter().map(|w| w.to_string()).collect(),
+            audit_annotations: annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            checks: Vec::new(),
+        };
+        Decision::Validating(Report::new(outcome, String::new(), Vec::new(), Vec::new()))
+    }
+
+    fn names(failures: &[Failure]) -> Vec<&str> {
+        failures.iter().map(|f| f.expectation).collect()
+    }
+
+    #[test]
+    fn each_unmet_expectation_is_named_with_what_was_expected_and_what_came() {
+        let denied = validating(Some("no"), &["careful"], &[("p/k", "v")]);
+        assert_eq!(
+            unmet(
+                &expect(
+                    "{allowed: false, message: 'no', warnings: [careful], auditAnnotations: {p/k: v}}"
+                ),
+                &denied
+            ),
+            Vec::new()
+        );
+        let failures = unmet(
+            &expect("{allowed: true, warnings: [], auditAnnotations: {p/k: w}}"),
+            &denied,
+        );
+        assert_eq!(
+            names(&failures),
+            vec!["allowed", "warnings", "auditAnnotations"]
+        );
+        assert_eq!(
+            failures[0],
+            Failure {
+                expectation: "allowed",
+                expected: json!("allowed"),
+                got: json!("denied: no"),
+            }
+        );
+        assert_eq!(failures[1].got, json!(["careful"]));
+        assert_eq!(failures[2].got, json!({"p/k": "v"}));
+        let failures = unmet(&expect("{allowed: false, message: 'yes'}"), &denied);
+        assert_eq!(
+            failures,
+            vec![Failure {
+                expectation: "message",
+                expected: json!("yes"),
+                got: json!("no"),
+            }]
+        );
+        // What the case leaves out is not checked.
+        assert_eq!(unmet(&expect("{allowed: false}"), &denied), Vec::new());
+    }
+
+    #[test]
+    fn a_mutating_decision_is_checked_by_its_object_and_patch() {
+        let mutated = Decision::Mutating(MutationReport {
+            allowed: true,
+            denial: None,
+            request: String::new(),
+            notes: Vec::new(),
+            patch: vec![json!({"op": "add", "path": "/data", "value": {}})],
+            object: json!({"data": {}}),
+            invocations: Vec::new(),
+        });
+        assert_eq!(
+            unmet(
+                &expect(
+                    "{allowed: true, object: {data: {}}, patch: [{op: add, path: /data, value: {}}]}"
+                ),
+                &mutated
+            ),
+            Vec::new()
+        );
+        let failures = unmet(
+            &expect("{allowed: true, object: {data: {a: b}}, patch: []}"),
+            &mutated,
+        );
+        assert_eq!(names(&failures), vec!["object", "patch"]);
+        assert_eq!(failures[0].got, json!({"data": {}}));
+    }
+
+    #[test]
+    fn expectations_that_do_not_fit_the_policy_are_refused() {
+        assert_eq!(misfit(&expect("{allowed: false, message: m}"), false), None);
+        assert!(misfit(&expect("{allowed: true, message: m}"), false).is_some());
+        assert!(misfit(&expect("{allowed: true, patch: []}"), false).is_some());
+        assert!(misfit(&expect("{allowed: true, warnings: []}"), true).is_some());
+        assert_eq!(misfit(&expect("{allowed: true, object: {}}"), true), None);
+    }
+}
