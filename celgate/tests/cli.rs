@@ -240,7 +240,7 @@ fn eval_decides_a_custom_kind_served_by_its_crd() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("Widget (example.com/v1) is neither a built-in kind of Kubernetes v1.")
-            && err.contains("pass its CustomResourceDefinition with --crd FILE, or its resource with --resource <plural>"),
+            && err.contains("pass its CustomResourceDefinition with --crd FILE (crds in a test suite), or its resource with --resource <plural> (resource in a test case)"),
         "{err}"
     );
     // --resource stands in for the CRD; with no namespace on the object, it is cluster-scoped.
@@ -691,6 +691,17 @@ fn test_input_errors_exit_2_and_say_what_to_change() {
     let stderr = String::from_utf8(out.stderr).expect("utf-8");
     assert!(stderr.contains("typo.test.yaml"), "{stderr}");
     assert!(stderr.contains("allowd"), "{stderr}");
+
+    let suite = fixture("test/invalid-case");
+    let out = celgate(&["test", &suite]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).expect("utf-8");
+    assert_eq!(
+        stderr,
+        format!(
+            "celgate: {suite}/celgate-test.yaml, case \"an update without its old object\": UPDATE needs the object as it was before the update: --old-object (oldObject in a test case)\n"
+        )
+    );
 
     let out = celgate(&["test", &fixture("eval")]);
     assert_eq!(out.status.code(), Some(2));

@@ -88,18 +88,18 @@ pub fn build(input: &RequestInput<'_>, kinds: &OfflineKinds) -> Result<Built, Cl
     let (object, old_object) = match (operation, input.old_object) {
         (Operation::Update, None) => {
             return Err(CliError::Usage(
-                "UPDATE needs --old-object, the object as it was before the update".into(),
+                "UPDATE needs the object as it was before the update: --old-object (oldObject in a test case)".into(),
             ));
         }
         (Operation::Create | Operation::Connect, Some(_)) => {
             return Err(CliError::Usage(format!(
-                "{} has no old object: leave out --old-object",
+                "{} has no old object: leave out --old-object (oldObject in a test case)",
                 operation.as_str()
             )));
         }
         (Operation::Delete, Some(_)) => {
             return Err(CliError::Usage(
-                "DELETE takes the object being deleted as --object; leave out --old-object".into(),
+                "DELETE takes the object being deleted as --object (object in a test case): leave out --old-object (oldObject)".into(),
             ));
         }
         (Operation::Delete, None) => (&Value::Null, input.object),
@@ -123,7 +123,7 @@ pub fn build(input: &RequestInput<'_>, kinds: &OfflineKinds) -> Result<Built, Cl
         (None, Some(served)) => (served.resource.as_str(), ""),
         (None, None) => {
             return Err(CliError::Usage(format!(
-                "{kind} ({api_version}) is neither a built-in kind of Kubernetes {} nor the kind of a CustomResourceDefinition given: pass its CustomResourceDefinition with --crd FILE, or its resource with --resource <plural>",
+                "{kind} ({api_version}) is neither a built-in kind of Kubernetes {} nor the kind of a CustomResourceDefinition given: pass its CustomResourceDefinition with --crd FILE (crds in a test suite), or its resource with --resource <plural> (resource in a test case)",
                 kinds.kubernetes_version
             )));
         }
@@ -240,7 +240,7 @@ mod tests {
         let err = build(&update, &kinds).expect_err("no old object");
         assert_eq!(
             err.to_string(),
-            "UPDATE needs --old-object, the object as it was before the update"
+            "UPDATE needs the object as it was before the update: --old-object (oldObject in a test case)"
         );
     }
 
@@ -253,7 +253,7 @@ mod tests {
         assert_eq!(
             err.to_string(),
             format!(
-                "Widget (example.com/v1) is neither a built-in kind of Kubernetes {} nor the kind of a CustomResourceDefinition given: pass its CustomResourceDefinition with --crd FILE, or its resource with --resource <plural>",
+                "Widget (example.com/v1) is neither a built-in kind of Kubernetes {} nor the kind of a CustomResourceDefinition given: pass its CustomResourceDefinition with --crd FILE (crds in a test suite), or its resource with --resource <plural> (resource in a test case)",
                 kinds.kubernetes_version
             )
         );
