@@ -1,5 +1,5 @@
 //! The `celgate` command line: the operator with its co-located admission webhook (`celgate
-//! run`, the default) and the offline commands (`check`, `eval`, `crds`). It only reads the
+//! run`, the default) and the offline commands (`check`, `eval`, `test`, `scan`, `crds`). It only reads the
 //! command line and hands it to the operator library or the offline commands.
 
 use std::process::ExitCode;
@@ -32,6 +32,12 @@ enum Command {
     /// Type-check policy files offline against the built-in kinds and CRD files
     /// (exit code 0 clean, 1 findings, 2 wrong input).
     Check(celgate_cli::check::CheckArgs),
+    /// Run policy test suites offline: each case's request decided as `eval` decides it and
+    /// compared with its expected result (exit code 0 all pass, 1 a case fails, 2 wrong input).
+    Test(celgate_cli::suite::TestArgs),
+    /// List the would-be violations of manifests: each object decided as a CREATE under every
+    /// ValidatingAdmissionPolicy binding (exit code 0 none, 1 violations, 2 wrong input).
+    Scan(celgate_cli::scan::ScanArgs),
 }
 
 /// Prints the CRDs as a multi-document YAML stream.
@@ -54,6 +60,16 @@ pub fn main() -> ExitCode {
         Command::Eval(args) => {
             return celgate_cli::run(move || {
                 celgate_cli::eval::run(&args, &mut std::io::stdout().lock())
+            });
+        }
+        Command::Test(args) => {
+            return celgate_cli::run(move || {
+                celgate_cli::suite::run(&args, &mut std::io::stdout().lock())
+            });
+        }
+        Command::Scan(args) => {
+            return celgate_cli::run(move || {
+                celgate_cli::scan::run(&args, &mut std::io::stdout().lock())
             });
         }
         Command::Crds => print_crds().map_err(|e| format!("cannot render CRD YAML: {e}")),
@@ -114,6 +130,30 @@ mod tests {
         assert_eq!(args.output, celgate_cli::Format::Json);
         assert_eq!(args.user, "celgate-eval");
         assert_eq!(args.groups, vec!["system:authenticated".to_string()]);
+
+        let cli = Cli::try_parse_from(["celgate", "test", "a", "b", "--format", "junit"])
+            .expect("parses");
+        let Some(Command::Test(args)) = cli.command else {
+            panic!("not test: {:?}", cli.command);
+        };
+        assert_eq!(args.paths.len(), 2);
+        assert_eq!(args.output, celgate_cli::suite::TestFormat::Junit);
+        let cli = Cli::try_parse_from([
+            "celgate",
+            "scan",
+            "m/",
+            "--policies",
+            "p.yaml",
+            "-o",
+            "json",
+        ])
+        .expect("parses");
+        assert!(
+            matches!(cli.command, Some(Command::Scan(args)) if args.output == celgate_cli::Format::Json)
+        );
+        let err =
+            Cli::try_parse_from(["celgate", "scan", "m/"]).expect_err("--policies is required");
+        assert_eq!(err.exit_code(), i32::from(celgate_cli::EXIT_USAGE));
 
         let missing = Cli::try_parse_from(["celgate", "eval", "--policy", "p.yaml"]);
         let err = missing.expect_err("--binding and --object are required");

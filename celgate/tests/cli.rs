@@ -240,7 +240,7 @@ fn eval_decides_a_custom_kind_served_by_its_crd() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("Widget (example.com/v1) is neither a built-in kind of Kubernetes v1.")
-            && err.contains("pass its CustomResourceDefinition with --crd FILE, or its resource with --resource <plural>"),
+            && err.contains("pass its CustomResourceDefinition with --crd FILE (crds in a test suite), or its resource with --resource <plural> (resource in a test case)"),
         "{err}"
     );
     // --resource stands in for the CRD; with no namespace on the object, it is cluster-scoped.
@@ -542,5 +542,258 @@ fn check_types_a_mutating_policys_apply_configuration_beyond_upstream() {
             .unwrap_or_default()
             .contains("undefined field 'labelz'"),
         "{object}"
+    );
+}
+
+/// A path of the repository's `config/samples/tests/`.
+fn sample_tests(path: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../config/samples/tests")
+        .join(path)
+        .display()
+        .to_string()
+}
+
+/// The (case name, passed, unmet expectations) of every case of a `celgate test -o json` report.
+fn test_cases(report: &Value) -> Vec<(String, bool, Vec<String>)> {
+    report["suites"]
+        .as_array()
+        .expect("suites")
+        .iter()
+        .flat_map(|s| s["cases"].as_array().expect("cases"))
+        .map(|c| {
+            let unmet = c["failures"]
+                .as_array()
+                .expect("failures")
+                .iter()
+                .map(|f| f["expectation"].as_str().expect("expectation").to_string())
+                .collect();
+            (
+                c["name"].as_str().expect("name").to_string(),
+                c["passed"].as_bool().expect("passed"),
+                unmet,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn test_passes_on_the_shipped_example_suites() {
+    let out = celgate(&["test", &sample_tests(""), "-o", "json"]);
+    let report = json(&out);
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let suites: Vec<&str> = report["suites"]
+        .as_array()
+        .expect("suites")
+        .iter()
+        .map(|s| s["name"].as_str().expect("name"))
+        .collect();
+    assert_eq!(suites, vec!["default-labels", "replica-limit"]);
+    let cases = test_cases(&report);
+    assert_eq!(cases.len(), 9, "{cases:?}");
+    assert!(cases.iter().all(|(_, passed, _)| *passed), "{cases:?}");
+    assert_eq!(
+        (report["passed"].as_u64(), report["failed"].as_u64()),
+        (Some(9), Some(0))
+    );
+
+    let out = celgate(&["test", &sample_tests("replica-limit/celgate-test.yaml")]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(
+        text.lines()
+            .any(|l| l == "  ok    ten replicas are denied in prod"),
+        "{text}"
+    );
+    assert_eq!(text.lines().last(), Some("6 passed, 0 failed"), "{text}");
+}
+
+#[test]
+fn test_fails_on_a_failing_suite_and_names_the_expectation_not_met() {
+    let suite = fixture("test/failing");
+    let out = celgate(&["test", &suite, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(1), "a failed case exits 1");
+    let report = json(&out);
+    let s = |name: &str, passed, unmet: &[&str]| {
+        (
+            name.to_string(),
+            passed,
+            unmet.iter().map(|u| u.to_string()).collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        test_cases(&report),
+        vec![
+            s("two replicas are allowed", true, &[]),
+            s(
+                "ten replicas are expected to be allowed",
+                false,
+                &["allowed"]
+            ),
+            s(
+                "ten replicas are denied with another message",
+                false,
+                &["message"]
+            ),
+        ]
+    );
+    let denial = "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-binding' denied request: failed expression: variables.replicas <= 5";
+    let failure = &report["suites"][0]["cases"][2]["failures"][0];
+    assert_eq!(failure["expected"], "at most 5 replicas");
+    assert_eq!(failure["got"], denial);
+
+    let out = celgate(&["test", &suite]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    let expected = format!(
+        "  ok    two replicas are allowed\n\
+         \x20 FAIL  ten replicas are expected to be allowed  (CREATE apps/v1 Deployment default/web)\n\
+         \x20       allowed\n\
+         \x20         expected: \"allowed\"\n\
+         \x20         got:      \"denied: {denial}\"\n"
+    );
+    assert!(text.contains(&expected), "no\n{expected}\nin\n{text}");
+    assert!(
+        text.contains(&format!(
+            "        message\n          expected: \"at most 5 replicas\"\n          got:      \"{denial}\"\n"
+        )),
+        "{text}"
+    );
+    assert_eq!(text.lines().last(), Some("1 passed, 2 failed"), "{text}");
+}
+
+#[test]
+fn test_writes_junit_xml_with_a_failure_per_failed_case() {
+    let out = celgate(&["test", &fixture("test/failing"), "--format", "junit"]);
+    assert_eq!(out.status.code(), Some(1));
+    let xml = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(xml.starts_with("<?xml"), "{xml}");
+    assert!(
+        xml.contains(r#"<testsuite name="replica-limit-failing" tests="3" skipped="0" errors="0" failures="2">"#),
+        "{xml}"
+    );
+    assert_eq!(xml.matches("<testcase ").count(), 3, "{xml}");
+    assert_eq!(xml.matches("<failure ").count(), 2, "{xml}");
+    assert!(
+        xml.contains(r#"message="expectations not met: allowed""#),
+        "{xml}"
+    );
+    assert!(
+        xml.contains(r#"message="expectations not met: message""#),
+        "{xml}"
+    );
+}
+
+#[test]
+fn test_input_errors_exit_2_and_say_what_to_change() {
+    let out = celgate(&["test", &fixture("test/invalid")]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).expect("utf-8");
+    assert!(stderr.contains("typo.test.yaml"), "{stderr}");
+    assert!(stderr.contains("allowd"), "{stderr}");
+
+    let suite = fixture("test/invalid-case");
+    let out = celgate(&["test", &suite]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).expect("utf-8");
+    assert_eq!(
+        stderr,
+        format!(
+            "celgate: {suite}/celgate-test.yaml, case \"an update without its old object\": UPDATE needs the object as it was before the update: --old-object (oldObject in a test case)\n"
+        )
+    );
+
+    let out = celgate(&["test", &fixture("eval")]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).expect("utf-8");
+    assert!(
+        stderr.ends_with("holds no suite file: name one celgate-test.yaml or <name>.test.yaml\n"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn scan_lists_the_objects_each_binding_would_deny_warn_or_audit() {
+    let (manifests, policy, params) = (
+        fixture("scan/manifests"),
+        sample_tests("replica-limit/policy.yaml"),
+        sample_tests("replica-limit/params.yaml"),
+    );
+    let args = [
+        "scan",
+        &manifests,
+        "--policies",
+        &policy,
+        "--params",
+        &params,
+    ];
+    let out = celgate(&[&args[..], &["-o", "json"]].concat());
+    assert_eq!(out.status.code(), Some(1), "violations exit 1");
+    let report = json(&out);
+    let found: Vec<(String, String, String)> = report["violations"]
+        .as_array()
+        .expect("violations")
+        .iter()
+        .map(|v| {
+            (
+                v["binding"].as_str().expect("binding").to_string(),
+                format!(
+                    "{}/{}",
+                    v["object"]["namespace"].as_str().expect("ns"),
+                    v["object"]["name"].as_str().expect("name")
+                ),
+                v["message"].as_str().expect("message").to_string(),
+            )
+        })
+        .collect();
+    let v = |b: &str, o: &str, m: &str| (b.to_string(), o.to_string(), m.to_string());
+    assert_eq!(
+        found,
+        vec![
+            v(
+                "replica-limit-prod",
+                "prod/web",
+                "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: at most 3 replicas, got 10"
+            ),
+            v(
+                "replica-limit-staging",
+                "staging/web",
+                "Validation failed for ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-staging': at most 3 replicas, got 10"
+            ),
+            v("replica-limit-dev", "dev/web", "at most 3 replicas, got 10"),
+        ]
+    );
+    assert_eq!(report["scanned"], 9);
+    assert_eq!(report["bindings"], 3);
+    assert_eq!(report["skipped"].as_array().expect("skipped").len(), 1);
+    assert!(
+        report["skipped"][0]["reason"]
+            .as_str()
+            .expect("reason")
+            .starts_with("Widget (example.com/v1) is neither a built-in kind of Kubernetes v1.36"),
+        "{report:#}"
+    );
+
+    let out = celgate(&args);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert!(
+        text.contains("apps/v1 Deployment prod/web (") && text.contains("): policy replica-limit, binding replica-limit-prod [Deny]\n  ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: at most 3 replicas, got 10\n"),
+        "{text}"
+    );
+    assert_eq!(
+        text.lines().last(),
+        Some("9 object(s) scanned with 3 binding(s): 3 violation(s)"),
+        "{text}"
+    );
+
+    // With only the manifests no binding selects, nothing is violated.
+    let clean = fixture("eval/deployment-2.yaml");
+    let out = celgate(&["scan", &clean, "--policies", &policy, "--params", &params]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
     );
 }

@@ -30,6 +30,14 @@ pub enum InputError {
         /// The parser's message.
         message: String,
     },
+    /// A file's content is not what it must be.
+    #[error("{file}: {message}")]
+    Invalid {
+        /// The file as given.
+        file: String,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A document is not the object it must be.
     #[error("{file}, document {position}: {message}")]
     Object {

@@ -1,5 +1,6 @@
-//! The offline commands: `celgate eval` decides one admission request from files and
-//! `celgate check` type-checks policy files, both without a cluster. Each runs on a thread
+//! The offline commands: `celgate eval` decides one admission request from files, `celgate
+//! check` type-checks policy files, `celgate test` runs policy test suites and `celgate scan`
+//! lists the would-be violations of manifests, all without a cluster. Each runs on a thread
 //! with the stack the engine needs and exits 0 (allowed / clean), 1 (denied / findings) or 2
 //! (the command line or an input file is wrong).
 
@@ -7,15 +8,20 @@ pub mod check;
 pub mod defaults;
 pub mod documents;
 pub mod eval;
+pub mod scan;
+pub mod suite;
 pub mod types;
+pub mod walk;
 
 use std::process::ExitCode;
 
 use thiserror::Error;
 
-/// Exit code of a request that is allowed, or files with no finding.
+/// Exit code of a request that is allowed, files with no finding, suites that pass or manifests
+/// with no violation.
 pub const EXIT_OK: u8 = 0;
-/// Exit code of a request that is denied, or files with findings.
+/// Exit code of a request that is denied, files with findings, a suite case that fails or a
+/// violation.
 pub const EXIT_FINDINGS: u8 = 1;
 /// Exit code of a wrong command line or input file (clap uses it for usage errors too).
 pub const EXIT_USAGE: u8 = 2;
@@ -30,6 +36,24 @@ pub enum Format {
     Json,
 }
 
+/// Writes a report in the output format: `human()` for people, or the report as JSON.
+fn write_report(
+    format: Format,
+    report: &impl serde::Serialize,
+    human: impl FnOnce() -> String,
+    out: &mut dyn std::io::Write,
+) -> Result<(), CliError> {
+    match format {
+        Format::Human => out.write_all(human().as_bytes())?,
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut *out, report)
+                .map_err(|e| CliError::Internal(e.to_string()))?;
+            out.write_all(b"\n")?;
+        }
+    }
+    Ok(())
+}
+
 /// Why an offline command could not do its work (exit code 2).
 #[derive(Debug, Error)]
 pub enum CliError {
@@ -42,6 +66,17 @@ pub enum CliError {
     /// The result cannot be written.
     #[error("cannot write the result: {0}")]
     Output(#[from] std::io::Error),
+    /// A case of a `celgate test` suite cannot be run.
+    #[error("{suite}, case {case:?}: {source}")]
+    Case {
+        /// The suite file.
+        suite: String,
+        /// The case's name.
+        case: String,
+        /// Why.
+        #[source]
+        source: Box<CliError>,
+    },
     /// The embedded snapshot of the built-in kinds cannot be read.
     #[error(transparent)]
     Builtin(#[from] celgate_kinds::builtin::BuiltinError),

@@ -1,22 +1,22 @@
 //! `celgate eval`: decides one admission request offline, with the webhook's own dispatch over
 //! a snapshot built from files, and prints the decision with a trace of every expression (for
 //! a ValidatingAdmissionPolicy) or the patch and the mutated object (for a
-//! MutatingAdmissionPolicy).
+//! MutatingAdmissionPolicy). [`decide`] is the one path from a request to a decision that
+//! `celgate test` and `celgate scan` take too.
 
-mod mutation;
-mod report;
-mod request;
-mod snapshot;
+pub mod mutation;
+pub mod report;
+pub mod request;
+pub mod snapshot;
 
 use std::path::{Path, PathBuf};
 
-use serde_json::Value;
-
 use super::documents::{Document, read_file, read_files};
 use super::types::{OfflineKinds, OfflineTypes, read_crds};
-use super::{CliError, EXIT_FINDINGS, EXIT_OK, Format};
+use super::{CliError, EXIT_FINDINGS, EXIT_OK, Format, write_report};
 
-pub use request::Operation;
+pub use request::{Operation, RequestInput};
+pub use snapshot::{Bound, Policy};
 
 /// Arguments of `celgate eval`.
 #[derive(clap::Args, Debug)]
@@ -77,24 +77,6 @@ fn single_object(path: &Path) -> Result<Document, CliError> {
     }
 }
 
-/// Writes a report in the output format.
-fn write_report(
-    format: Format,
-    report: &impl serde::Serialize,
-    human: impl FnOnce() -> String,
-    out: &mut dyn std::io::Write,
-) -> Result<(), CliError> {
-    match format {
-        Format::Human => out.write_all(human().as_bytes())?,
-        Format::Json => {
-            serde_json::to_writer_pretty(&mut *out, report)
-                .map_err(|e| CliError::Internal(e.to_string()))?;
-            out.write_all(b"\n")?;
-        }
-    }
-    Ok(())
-}
-
 /// Runs `celgate eval`; the exit code is 0 when the request is allowed, 1 when denied.
 pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
     let object = single_object(&args.object)?;
@@ -107,40 +89,142 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
     }
     let policy = snapshot::load_policy(&args.policy, &args.binding)?;
     let params = read_files(&args.params)?;
-    let crds = read_crds(&args.crd)?;
+    let catalog = Catalog::for_policy(&policy, &read_crds(&args.crd)?)?;
+    let decision = decide(
+        &policy,
+        &catalog,
+        &params,
+        &RequestInput {
+            object: &object.object,
+            old_object: old_object.as_ref().map(|d| &d.object),
+            operation: args.operation,
+            resource: args.resource.as_deref(),
+            namespace: namespace.as_ref().map(|d| &d.object),
+            user: &args.user,
+            groups: &args.groups,
+        },
+    )?;
+    write_report(args.output, &decision, || decision.human(), out)?;
+    Ok(if decision.allowed() {
+        EXIT_OK
+    } else {
+        EXIT_FINDINGS
+    })
+}
+
+/// The kinds a decision needs: the served resources for a validating policy, and the kinds'
+/// schemas as well for a mutating one (reading them takes a while).
+pub enum Catalog {
+    /// The served resources.
+    Kinds(OfflineKinds),
+    /// The served resources and their kinds' schemas.
+    Types(OfflineTypes),
+}
+
+impl Catalog {
+    /// What `policy` needs, from the built-in kinds and `crds`.
+    pub fn for_policy(policy: &Policy, crds: &[Document]) -> Result<Self, CliError> {
+        Ok(match policy.bound {
+            Bound::Validating(_) => Catalog::Kinds(OfflineKinds::load(crds)?),
+            Bound::Mutating(_) => Catalog::Types(OfflineTypes::load(crds)?),
+        })
+    }
+
+    /// The served resources.
+    pub fn kinds(&self) -> &OfflineKinds {
+        match self {
+            Catalog::Kinds(kinds) => kinds,
+            Catalog::Types(types) => &types.kinds,
+        }
+    }
+}
+
+/// A decision with its report: a validating policy's (with the trace of every expression) or
+/// a mutating policy's (with the patch and the mutated object).
+#[derive(Debug, serde::Serialize)]
+#[serde(untagged)]
+pub enum Decision {
+    /// The decision of a ValidatingAdmissionPolicy.
+    Validating(report::Report),
+    /// The decision of a MutatingAdmissionPolicy.
+    Mutating(mutation::MutationReport),
+}
+
+impl Decision {
+    /// Whether the request is admitted.
+    pub fn allowed(&self) -> bool {
+        match self {
+            Decision::Validating(r) => r.allowed,
+            Decision::Mutating(r) => r.allowed,
+        }
+    }
+
+    /// The denial, if any.
+    pub fn denial(&self) -> Option<&report::DenialRecord> {
+        match self {
+            Decision::Validating(r) => r.denial.as_ref(),
+            Decision::Mutating(r) => r.denial.as_ref(),
+        }
+    }
+
+    /// The request decided: `OPERATION group/version Kind namespace/name`.
+    pub fn request(&self) -> &str {
+        match self {
+            Decision::Validating(r) => &r.request,
+            Decision::Mutating(r) => &r.request,
+        }
+    }
+
+    /// What the input left to assumption, and what kube-apiserver would reject in it.
+    pub fn notes(&self) -> &[String] {
+        match self {
+            Decision::Validating(r) => &r.notes,
+            Decision::Mutating(r) => &r.notes,
+        }
+    }
+
+    /// The report as text for people.
+    pub fn human(&self) -> String {
+        match self {
+            Decision::Validating(r) => r.human(),
+            Decision::Mutating(r) => r.human(),
+        }
+    }
+}
+
+/// Decides one request against `policy` with the webhook's own dispatch, over a snapshot of
+/// the policy, its `params` and the request's namespace: what `eval`, `test` and `scan` share.
+pub fn decide(
+    policy: &Policy,
+    catalog: &Catalog,
+    params: &[Document],
+    input: &RequestInput<'_>,
+) -> Result<Decision, CliError> {
     let mut notes = policy.notes.clone();
-    // Only mutations need the kind's schema, and reading the schemas takes a while.
-    let (kinds, schemas) = match &policy.bound {
-        snapshot::Bound::Validating(_) => (OfflineKinds::load(&crds)?, Default::default()),
-        snapshot::Bound::Mutating(_) => {
-            let types = OfflineTypes::load(&crds)?;
-            let schemas = snapshot::schemas(&types, &object.object, &mut notes);
-            (types.kinds, schemas)
+    let schemas = match (&policy.bound, catalog) {
+        (Bound::Validating(_), _) => Default::default(),
+        (Bound::Mutating(_), Catalog::Types(types)) => {
+            snapshot::schemas(types, input.object, &mut notes)
+        }
+        (Bound::Mutating(_), Catalog::Kinds(_)) => {
+            return Err(CliError::Internal(
+                "a mutating policy is decided without its kinds' schemas".into(),
+            ));
         }
     };
-
-    let built = request::build(&request::RequestInput {
-        object: &object.object,
-        old_object: old_object.as_ref().map(|d| &d.object),
-        operation: args.operation,
-        resource: args.resource.as_deref(),
-        namespace_file: namespace.as_ref().map(Document::name),
-        user: &args.user,
-        groups: &args.groups,
-        kinds: &kinds,
-    })?;
-    let ns_object: Option<&Value> = namespace.as_ref().map(|d| &d.object);
+    let kinds = catalog.kinds();
+    let built = request::build(input, kinds)?;
     let request_namespace = if built.namespaced {
         built.namespace.as_str()
     } else {
         ""
     };
     let snapshot = snapshot::build(
-        &policy,
-        &kinds,
+        policy,
+        kinds,
         schemas,
-        &params,
-        ns_object,
+        params,
+        input.namespace,
         request_namespace,
         &mut notes,
     );
@@ -156,30 +240,30 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
         notes.push("there is no authorizer offline: expressions that call it fail".into());
     }
     let described = describe(&req);
-    let allowed = match &policy.bound {
-        snapshot::Bound::Validating(_) => {
+    Ok(match &policy.bound {
+        Bound::Validating(_) => {
             let recorder = report::Recorder::default();
             let outcome =
                 celgate_snapshot::dispatch::decide_traced(&snapshot, &req, None, &recorder);
-            let report = report::Report::new(outcome, described, notes, recorder.into_entries());
-            write_report(args.output, &report, || report.human(), out)?;
-            report.allowed
+            Decision::Validating(report::Report::new(
+                outcome,
+                described,
+                notes,
+                recorder.into_entries(),
+            ))
         }
-        snapshot::Bound::Mutating(bound) => {
+        Bound::Mutating(bound) => {
             let outcome =
                 celgate_snapshot::dispatch::decide_mutation(&snapshot, &req, None, None, None);
-            let report = mutation::MutationReport::new(
+            Decision::Mutating(mutation::MutationReport::new(
                 outcome,
                 req.object(),
                 bound.policy.mutations.len(),
                 described,
                 notes,
-            );
-            write_report(args.output, &report, || report.human(), out)?;
-            report.allowed
+            ))
         }
-    };
-    Ok(if allowed { EXIT_OK } else { EXIT_FINDINGS })
+    })
 }
 
 /// `OPERATION group/version Kind namespace/name`.

@@ -10,7 +10,8 @@ use crate::documents::metadata_str;
 use crate::types::{OfflineKinds, group_version};
 
 /// The operation of the request.
-#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(clap::ValueEnum, serde::Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+#[serde(rename_all = "UPPERCASE")]
 pub enum Operation {
     /// An object is created (the default without `--old-object`).
     #[value(name = "CREATE")]
@@ -57,14 +58,12 @@ pub struct RequestInput<'i> {
     pub operation: Option<Operation>,
     /// `--resource`, if given (`plural` or `plural/subresource`).
     pub resource: Option<&'i str>,
-    /// The name of the namespace file's Namespace, if given.
-    pub namespace_file: Option<&'i str>,
+    /// The Namespace object of the request's namespace (`--namespace`), if given.
+    pub namespace: Option<&'i Value>,
     /// `--user`.
     pub user: &'i str,
     /// `--group`.
     pub groups: &'i [String],
-    /// The served kinds: the built-in ones and those of the `--crd` files.
-    pub kinds: &'i OfflineKinds,
 }
 
 /// The request, and where it lives.
@@ -78,8 +77,10 @@ pub struct Built {
     pub namespaced: bool,
 }
 
-/// Builds the AdmissionRequest.
-pub fn build(input: &RequestInput<'_>) -> Result<Built, CliError> {
+/// Builds the AdmissionRequest; `kinds` serve the object's kind (the built-in ones and those of
+/// the CRDs given).
+pub fn build(input: &RequestInput<'_>, kinds: &OfflineKinds) -> Result<Built, CliError> {
+    let namespace_file = input.namespace.map(|ns| metadata_str(ns, "name"));
     let operation = input.operation.unwrap_or(match input.old_object {
         Some(_) => Operation::Update,
         None => Operation::Create,
@@ -87,18 +88,18 @@ pub fn build(input: &RequestInput<'_>) -> Result<Built, CliError> {
     let (object, old_object) = match (operation, input.old_object) {
         (Operation::Update, None) => {
             return Err(CliError::Usage(
-                "UPDATE needs --old-object, the object as it was before the update".into(),
+                "UPDATE needs the object as it was before the update: --old-object (oldObject in a test case)".into(),
             ));
         }
         (Operation::Create | Operation::Connect, Some(_)) => {
             return Err(CliError::Usage(format!(
-                "{} has no old object: leave out --old-object",
+                "{} has no old object: leave out --old-object (oldObject in a test case)",
                 operation.as_str()
             )));
         }
         (Operation::Delete, Some(_)) => {
             return Err(CliError::Usage(
-                "DELETE takes the object being deleted as --object; leave out --old-object".into(),
+                "DELETE takes the object being deleted as --object (object in a test case): leave out --old-object (oldObject)".into(),
             ));
         }
         (Operation::Delete, None) => (&Value::Null, input.object),
@@ -116,14 +117,14 @@ pub fn build(input: &RequestInput<'_>) -> Result<Built, CliError> {
         ));
     }
     let (group, version) = group_version(api_version);
-    let known = input.kinds.resource_of(api_version, kind);
+    let known = kinds.resource_of(api_version, kind);
     let (resource, sub_resource) = match (input.resource, known) {
         (Some(r), _) => r.split_once('/').unwrap_or((r, "")),
         (None, Some(served)) => (served.resource.as_str(), ""),
         (None, None) => {
             return Err(CliError::Usage(format!(
-                "{kind} ({api_version}) is neither a built-in kind of Kubernetes {} nor the kind of a CustomResourceDefinition given: pass its CustomResourceDefinition with --crd FILE, or its resource with --resource <plural>",
-                input.kinds.kubernetes_version
+                "{kind} ({api_version}) is neither a built-in kind of Kubernetes {} nor the kind of a CustomResourceDefinition given: pass its CustomResourceDefinition with --crd FILE (crds in a test suite), or its resource with --resource <plural> (resource in a test case)",
+                kinds.kubernetes_version
             )));
         }
     };
@@ -131,14 +132,14 @@ pub fn build(input: &RequestInput<'_>) -> Result<Built, CliError> {
     let is_namespace = group.is_empty() && kind == "Namespace";
     let namespaced = match known {
         Some(served) => served.namespaced,
-        None => !metadata_str(subject, "namespace").is_empty() || input.namespace_file.is_some(),
+        None => !metadata_str(subject, "namespace").is_empty() || namespace_file.is_some(),
     };
     let namespace = if is_namespace {
         name.to_string()
     } else if namespaced {
         [
             metadata_str(subject, "namespace"),
-            input.namespace_file.unwrap_or(""),
+            namespace_file.unwrap_or(""),
         ]
         .into_iter()
         .find(|n| !n.is_empty())
@@ -186,18 +187,13 @@ pub fn build(input: &RequestInput<'_>) -> Result<Built, CliError> {
 mod tests {
     use super::*;
 
-    fn input<'i>(
-        kinds: &'i OfflineKinds,
-        object: &'i Value,
-        old: Option<&'i Value>,
-    ) -> RequestInput<'i> {
+    fn input<'i>(object: &'i Value, old: Option<&'i Value>) -> RequestInput<'i> {
         RequestInput {
-            kinds,
             object,
             old_object: old,
             operation: None,
             resource: None,
-            namespace_file: None,
+            namespace: None,
             user: "alice",
             groups: &[],
         }
@@ -208,7 +204,7 @@ mod tests {
         let kinds = OfflineKinds::load(&[]).expect("loads");
         let object =
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}});
-        let built = build(&input(&kinds, &object, None)).expect("builds");
+        let built = build(&input(&object, None), &kinds).expect("builds");
         assert_eq!(built.namespace, "default");
         let r = &built.request;
         assert_eq!(r["operation"], "CREATE");
@@ -228,23 +224,23 @@ mod tests {
         let kinds = OfflineKinds::load(&[]).expect("loads");
         let new = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "team"}});
         let old = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "team"}, "data": {}});
-        let built = build(&input(&kinds, &new, Some(&old))).expect("builds");
+        let built = build(&input(&new, Some(&old)), &kinds).expect("builds");
         assert_eq!(built.request["operation"], "UPDATE");
         assert_eq!(built.request["oldObject"], old);
         assert_eq!(built.namespace, "team");
 
-        let mut delete = input(&kinds, &new, None);
+        let mut delete = input(&new, None);
         delete.operation = Some(Operation::Delete);
-        let built = build(&delete).expect("builds");
+        let built = build(&delete, &kinds).expect("builds");
         assert_eq!(built.request["object"], Value::Null);
         assert_eq!(built.request["oldObject"], new);
 
-        let mut update = input(&kinds, &new, None);
+        let mut update = input(&new, None);
         update.operation = Some(Operation::Update);
-        let err = build(&update).expect_err("no old object");
+        let err = build(&update, &kinds).expect_err("no old object");
         assert_eq!(
             err.to_string(),
-            "UPDATE needs --old-object, the object as it was before the update"
+            "UPDATE needs the object as it was before the update: --old-object (oldObject in a test case)"
         );
     }
 
@@ -253,23 +249,23 @@ mod tests {
         let kinds = OfflineKinds::load(&[]).expect("loads");
         let widget =
             json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}});
-        let err = build(&input(&kinds, &widget, None)).expect_err("unknown kind");
+        let err = build(&input(&widget, None), &kinds).expect_err("unknown kind");
         assert_eq!(
             err.to_string(),
             format!(
-                "Widget (example.com/v1) is neither a built-in kind of Kubernetes {} nor the kind of a CustomResourceDefinition given: pass its CustomResourceDefinition with --crd FILE, or its resource with --resource <plural>",
+                "Widget (example.com/v1) is neither a built-in kind of Kubernetes {} nor the kind of a CustomResourceDefinition given: pass its CustomResourceDefinition with --crd FILE (crds in a test suite), or its resource with --resource <plural> (resource in a test case)",
                 kinds.kubernetes_version
             )
         );
-        let mut given = input(&kinds, &widget, None);
+        let mut given = input(&widget, None);
         given.resource = Some("widgets/status");
-        let built = build(&given).expect("builds");
+        let built = build(&given, &kinds).expect("builds");
         assert_eq!(built.request["resource"]["resource"], "widgets");
         assert_eq!(built.request["subResource"], "status");
         assert_eq!(built.namespace, "");
 
         let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}});
-        let built = build(&input(&kinds, &ns, None)).expect("builds");
+        let built = build(&input(&ns, None), &kinds).expect("builds");
         assert_eq!(
             (built.namespace.as_str(), built.namespaced),
             ("team", false)

@@ -74,6 +74,14 @@ impl Policy {
         names.into_iter().flatten().find(|n| !n.is_empty())
     }
 
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        match &self.bound {
+            Bound::Validating(b) => &b.policy.name,
+            Bound::Mutating(b) => &b.policy.name,
+        }
+    }
+
     /// Whether the policy may call the authorizer.
     pub fn uses_authorizer(&self) -> bool {
         match &self.bound {
@@ -104,6 +112,12 @@ pub fn load_policy(policy: &Path, bindings: &[PathBuf]) -> Result<Policy, CliErr
             docs.len()
         )));
     };
+    compile(doc, &read_files(bindings)?)
+}
+
+/// Compiles a policy document (a ValidatingAdmissionPolicy or a MutatingAdmissionPolicy) with
+/// its binding documents (bindings of the same kind, each naming the policy).
+pub fn compile(doc: &Document, bindings: &[Document]) -> Result<Policy, CliError> {
     let mut notes = Vec::new();
     let envs = Environments::new(celgate_cel::Compatibility::DEFAULT, None);
     let bound = match PolicyKind::of(doc) {
@@ -185,10 +199,10 @@ pub fn load_policy(policy: &Path, bindings: &[PathBuf]) -> Result<Policy, CliErr
     Ok(Policy { bound, notes })
 }
 
-/// Reads the binding files: each document a binding of `kind` (typed as `B`, converted by
-/// `convert` into its spec with its name and policy name) naming `policy`, in the order given.
+/// The bindings: each document a binding of `kind` (typed as `B`, converted by `convert` into
+/// its spec with its name and policy name) naming `policy`, in the order given.
 fn load_bindings<B, S>(
-    paths: &[PathBuf],
+    docs: &[Document],
     kind: PolicyKind,
     policy: &str,
     convert: impl Fn(&B) -> (S, (String, String)),
@@ -199,8 +213,8 @@ where
     B: DeserializeOwned + Serialize,
 {
     let mut specs = Vec::new();
-    for doc in read_files(paths)? {
-        if PolicyKind::of(&doc) != Some(kind) {
+    for doc in docs {
+        if PolicyKind::of(doc) != Some(kind) {
             return Err(doc
                 .error(format!(
                     "{} {} is not a {}",
@@ -210,8 +224,8 @@ where
                 ))
                 .into());
         }
-        let (binding, unknown) = typed::<B>(&doc)?;
-        reject_unknown(&doc, &unknown)?;
+        let (binding, unknown) = typed::<B>(doc)?;
+        reject_unknown(doc, &unknown)?;
         let (spec, (name, policy_name)) = convert(&binding);
         if policy_name != policy {
             return Err(doc
@@ -296,7 +310,7 @@ pub fn build(
     }
     if !request_namespace.is_empty() && !namespaces.iter().any(|(n, _)| n == request_namespace) {
         notes.push(format!(
-            "namespace {request_namespace:?} is evaluated as a Namespace without labels (give one with --namespace)"
+            "namespace {request_namespace:?} is evaluated as a Namespace without labels (no Namespace object of it is given)"
         ));
         namespaces.push((
             request_namespace.to_string(),
