@@ -30,7 +30,7 @@ use celgate_e2e::{Celgate, Cluster, inner_message, workspace};
 use serde_json::{Value, json};
 
 /// Cases played together between two sentinel bumps.
-const BATCH: usize = 12;
+const BATCH: usize = 24;
 /// How long a sentinel or a webhook rule may take to be in force.
 const IN_FORCE: Duration = Duration::from_secs(30);
 /// Replays of a differing case while shrinking it, at most.
