@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit docs e2e monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e deps differential image map-differential fuzz
+.PHONY: help build test unit docs e2e monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e deps differential image map-differential admission-fuzz fuzz
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -119,6 +119,15 @@ map-differential: deps ## MutatingAdmissionPolicy: in-tree vs celgate on one con
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build -p celgate
 	$(CARGO) test -p celgate-e2e --test mutating_differential -- --nocapture
+
+SEED ?= 1
+CASES ?= 2000
+BUDGET ?= 5400
+admission-fuzz: deps ## Generated admission differential: SEED, CASES and BUDGET (seconds) bound it (make test runs 48 cases); reproducers in target/generated-differential/
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) build -p celgate
+	CELGATE_FUZZ_SEED=$(SEED) CELGATE_FUZZ_CASES=$(CASES) CELGATE_FUZZ_SECONDS=$(BUDGET) \
+		$(CARGO) test -p celgate-e2e --test generated_differential -- --nocapture
 
 # The release build of celgate, wherever CARGO_TARGET_DIR puts it.
 CELGATE_RELEASE := $(abspath $(or $(CARGO_TARGET_DIR),target))/release/celgate
