@@ -418,7 +418,13 @@ async fn generated_cases_decide_alike_in_tree_and_in_celgate() {
             .map(|i| generator.case(i))
             .collect();
         played += cases.len() as u64;
+        let batch = Instant::now();
         let results = h.compare(&cases).await;
+        eprintln!(
+            "generated differential: cases {}..{played} in {:?}",
+            played - cases.len() as u64,
+            batch.elapsed()
+        );
         for (case, (d, in_tree)) in cases.into_iter().zip(results) {
             requests += case.requests.len();
             for p in &case.policies {

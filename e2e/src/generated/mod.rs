@@ -116,12 +116,16 @@ impl Generator {
                     "data": {"limit": (["3", "", "x"][rng.usize(..3)]), "k": "v"}}));
             }
         }
+        // At most one mutating policy: in-tree runs several in an order that varies from run
+        // to run (docs/limitations.md, "Order of mutating policies").
         let mut policies = Vec::new();
+        let mut mutating = false;
         for i in 0..1 + rng.usize(..2) {
             let policy = format!("{name}-{i}");
-            let pair = if rng.bool() {
+            let pair = if mutating || rng.bool() {
                 policies::validating(&mut rng, &policy, target, crd, params)
             } else {
+                mutating = true;
                 policies::mutating(&mut rng, &policy, target, crd, params)
             };
             policies.extend(pair);
@@ -310,10 +314,15 @@ mod tests {
     }
 
     #[test]
-    fn every_binding_is_scoped_to_its_case() {
+    fn every_binding_is_scoped_to_its_case_and_no_case_has_two_mutating_policies() {
         let g = Generator::new(9);
         for i in 0..50 {
             let case = g.case(i);
+            let mutating = case
+                .policies
+                .iter()
+                .filter(|p| p["kind"] == "MutatingAdmissionPolicy");
+            assert!(mutating.count() <= 1, "case {i}");
             for b in case
                 .policies
                 .iter()

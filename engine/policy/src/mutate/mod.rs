@@ -12,7 +12,7 @@
 
 mod apply;
 mod compile;
-mod go_decode;
+mod go_object;
 pub mod json_patch;
 mod merge;
 mod patch_values;
@@ -564,7 +564,12 @@ impl Run<'_> {
                 let (object, fit, writes) = (&mut self.object, &mut self.fit, &mut self.writes);
                 let semantics = policy.apply_semantics;
                 match apply::apply(&kind.schema, object, fit, config, semantics, writes) {
-                    Ok(changed) => Ok(Ok(changed)),
+                    Ok(changed) => {
+                        if kind.built_in {
+                            go_object::narrow_ints(&kind.schema, object);
+                        }
+                        Ok(Ok(changed))
+                    }
                     Err(e) => Ok(Err(MutationError::Apply(e))),
                 }
             }
@@ -613,7 +618,7 @@ impl Run<'_> {
                     return Ok(Err(MutationError::CustomResourceScale));
                 }
                 if kind.built_in {
-                    if let Some(e) = go_decode::type_error(&kind.schema, &self.object) {
+                    if let Some(e) = go_object::decode_error(&kind.schema, &self.object) {
                         return Err(Immediate::new(
                             500,
                             "InternalError",

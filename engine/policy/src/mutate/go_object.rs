@@ -1,8 +1,11 @@
-//! Whether a built-in kind's object still decodes into its Go type after a JSON patch, as
-//! kube-apiserver decodes the patched object before the next policy sees it (a value of the
-//! wrong JSON type, or a number an integer field cannot hold, fails the request with Go's
-//! `json: cannot unmarshal …`). Fields with a decoder of their own (quantities, times,
-//! int-or-string, raw extensions, preserved unknown fields) and unknown fields are not checked.
+//! A built-in kind's object as kube-apiserver turns it into the kind's Go type after each
+//! mutation. After a JSON patch it decodes the patched JSON: a value of the wrong JSON type, or
+//! a number an integer field cannot hold, fails the request with Go's `json: cannot unmarshal …`
+//! before the next policy sees the object. After an apply configuration it converts the merged
+//! object field by field: an integer too wide for its field is cut to the field's width (Go's
+//! integer conversion), so `2^63 - 1` in an int32 field becomes `-1`. Fields with a decoder of
+//! their own (quantities, times, int-or-string, raw extensions, preserved unknown fields) and
+//! unknown fields are left alone.
 
 use serde_json::Value;
 
@@ -24,10 +27,51 @@ const MAX_DEPTH: usize = 64;
 
 /// Go's error for the first value of `object` (in the object's order) that its kind's Go type
 /// cannot hold, as kube-apiserver's JSON decoder words it.
-pub(super) fn type_error(kind: &Schema, object: &Value) -> Option<String> {
+pub(super) fn decode_error(kind: &Schema, object: &Value) -> Option<String> {
     let name = struct_name(kind)?;
     let mut path = Vec::new();
     walk(kind, object, &mut path, name, 0)
+}
+
+/// Cuts every integer of `object` too wide for its int32 field to 32 bits, as Go's conversion
+/// of an int64 to an int32 does.
+pub(super) fn narrow_ints(kind: &Schema, object: &mut Value) {
+    narrow(kind, object, 0);
+}
+
+fn narrow(schema: &Schema, v: &mut Value, depth: usize) {
+    if depth > MAX_DEPTH || decodes_itself(schema) {
+        return;
+    }
+    match v {
+        Value::Object(members) => {
+            if let Some(values) = schema.additional_properties_schema() {
+                for m in members.values_mut() {
+                    narrow(&values, m, depth + 1);
+                }
+            } else {
+                for (key, m) in members.iter_mut() {
+                    if let Some(field) = schema.property(key) {
+                        narrow(&field, m, depth + 1);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item) = schema.items() {
+                for i in items {
+                    narrow(&item, i, depth + 1);
+                }
+            }
+        }
+        Value::Number(n) if schema.type_name() == Some("integer") && schema.format() == "int32" => {
+            if let Some(wide) = n.as_i64().filter(|w| i32::try_from(*w).is_err()) {
+                // Go's int64 → int32 conversion keeps the low 32 bits.
+                *v = Value::from(wide as i32);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn walk<'v>(
@@ -205,7 +249,7 @@ mod tests {
     #[test]
     fn the_first_value_go_cannot_decode_is_named_as_go_names_it() {
         let schema = pod_schema();
-        let error = |object: Value| type_error(&schema, &object);
+        let error = |object: Value| decode_error(&schema, &object);
         let port = |p: Value| json!({"spec": {"containers": [{"name": "c", "ports": [{"containerPort": p}]}]}});
         let into_port = |what: &str| {
             Some(format!(
@@ -246,6 +290,19 @@ mod tests {
         assert_eq!(
             error(json!({"spec": null, "other": 1, "metadata": {"creationTimestamp": 5}})),
             None
+        );
+    }
+
+    #[test]
+    fn an_applied_integer_too_wide_for_an_int32_field_is_cut_to_32_bits() {
+        let schema = pod_schema();
+        let mut object = json!({"spec": {"containers": [{"name": "c", "ports": [
+            {"containerPort": 9_223_372_036_854_775_807_i64}, {"containerPort": 4_294_967_297_i64},
+            {"containerPort": 80}]}]}});
+        narrow_ints(&schema, &mut object);
+        assert_eq!(
+            object["spec"]["containers"][0]["ports"],
+            json!([{"containerPort": -1}, {"containerPort": 1}, {"containerPort": 80}])
         );
     }
 
