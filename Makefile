@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit docs e2e monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e deps differential image map-differential admission-fuzz fuzz
+.PHONY: help build test unit docs e2e monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -28,6 +28,18 @@ e2e: deps ## The black-box suite against a real control plane (built on first us
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build -p celgate
 	$(CARGO) test -p celgate-e2e -- --test-threads=1
+
+helm-build: ## Build (or reuse) helm (e2e/cluster/helm.env) from the Go module proxy; prints its path
+	@e2e/cluster/build-helm.sh
+
+# `make helm-template VALUES='--set certificates.source=cert-manager'`
+VALUES ?=
+helm-template: ## Render charts/celgate into celgate-system with VALUES (helm flags); the defaults render config/default
+	@"$$(e2e/cluster/build-helm.sh)" template celgate charts/celgate --namespace celgate-system $(VALUES)
+
+helm-test: ## helm lint --strict, and the chart's renders compared with config/default and its components (no cluster; part of make e2e)
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) test -p celgate-e2e --test helm
 
 image: ## The container image (static binary, FROM scratch) as an OCI archive in target/image/; prints its reference
 	@CARGO=$(CARGO) e2e/image/build.sh

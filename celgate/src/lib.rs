@@ -7,11 +7,20 @@ use std::process::ExitCode;
 use celgate_operator::RunArgs;
 use clap::{Parser, Subcommand};
 
+/// What `celgate --version` prints after the name: the crate version and the git revision it was
+/// built from (build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (rev ",
+    env!("CELGATE_REVISION"),
+    ")"
+);
+
 /// celgate: ValidatingAdmissionPolicy and MutatingAdmissionPolicy for any cluster, as CRDs.
 ///
 /// Without a command, celgate runs the operator (as `celgate run`).
 #[derive(Parser, Debug)]
-#[command(version, about, args_conflicts_with_subcommands = true)]
+#[command(version = VERSION, about, args_conflicts_with_subcommands = true)]
 pub struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

@@ -797,3 +797,28 @@ fn scan_lists_the_objects_each_binding_would_deny_warn_or_audit() {
         String::from_utf8_lossy(&out.stdout)
     );
 }
+
+/// `celgate --version` names the version and the git revision it was built from: build.rs's
+/// CELGATE_REVISION override, else this checkout's HEAD, else `unknown`.
+#[test]
+fn version_prints_the_crate_version_and_the_git_revision() {
+    let out = celgate(&["--version"]);
+    assert!(out.status.success(), "{out:?}");
+    let revision = std::env::var("CELGATE_REVISION")
+        .ok()
+        .filter(|r| !r.is_empty())
+        .or_else(|| {
+            let git = Command::new("git")
+                .args(["rev-parse", "--short", "HEAD"])
+                .current_dir(env!("CARGO_MANIFEST_DIR"))
+                .output()
+                .ok()
+                .filter(|o| o.status.success())?;
+            Some(String::from_utf8_lossy(&git.stdout).trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown".to_string());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        format!("celgate {} (rev {revision})\n", env!("CARGO_PKG_VERSION"))
+    );
+}

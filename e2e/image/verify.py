@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Checks the OCI archive `make image` wrote, without a container runtime.
 
-verify.py ARCHIVE REF VERSION_LINE: the archive's index names REF; every blob it reads matches its
-digest; the image config runs /celgate with `run` as user 65532:65532; its one layer holds only
+verify.py ARCHIVE REF VERSION_LINE [LABEL=VALUE...]: the archive's index names REF; every blob it
+reads matches its digest; the image config runs /celgate with `run` as user 65532:65532 and has
+each LABEL with its VALUE; its one layer holds only
 the celgate binary, which prints VERSION_LINE for `--version`, run from an otherwise empty root
 (chroot, when run as root) so it needs no file beside it.
 """
@@ -32,9 +33,10 @@ def blob(archive, digest):
 
 
 def main():
-    if len(sys.argv) != 4:
-        fail("usage: verify.py ARCHIVE REF VERSION_LINE")
-    path, ref, version_line = sys.argv[1:]
+    if len(sys.argv) < 4:
+        fail("usage: verify.py ARCHIVE REF VERSION_LINE [LABEL=VALUE...]")
+    path, ref, version_line = sys.argv[1:4]
+    labels = dict(a.split("=", 1) for a in sys.argv[4:])
     with tarfile.open(path) as archive:
         index = json.load(archive.extractfile("index.json"))
         manifests = index.get("manifests", [])
@@ -50,6 +52,10 @@ def main():
         for key, want in expected.items():
             if run.get(key) != want:
                 fail(f"config {key} is {run.get(key)!r}, expected {want!r}")
+        for key, want in labels.items():
+            got = (run.get("Labels") or {}).get(key)
+            if got != want:
+                fail(f"label {key} is {got!r}, expected {want!r}")
         if config.get("os") != "linux" or config.get("architecture") != "amd64":
             fail(f"image is {config.get('os')}/{config.get('architecture')}, expected linux/amd64")
         layers = manifest.get("layers", [])
