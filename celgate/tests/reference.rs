@@ -126,7 +126,7 @@ struct Family {
 fn exercised() -> prometheus_client::registry::Registry {
     use celgate_engine::mutate::MutationCheck;
     use celgate_engine::validate::{Check, ErrorType};
-    use celgate_webhook::decision_log::{AdmissionKind, Denied};
+    use celgate_webhook::decision_log::{AdmissionKind, Line};
 
     let (registry, webhook) = celgate_operator::metrics::registry(10);
     let (policy, binding): (Arc<str>, Arc<str>) = (Arc::from("p"), Arc::from("b"));
@@ -136,6 +136,7 @@ fn exercised() -> prometheus_client::registry::Registry {
         binding: binding.clone(),
         error_type: ErrorType::InvalidError,
         enforcement_action: "deny",
+        message: Some(Arc::from("denied")),
         elapsed,
     }]);
     webhook.record_mutations(&[MutationCheck {
@@ -152,7 +153,7 @@ fn exercised() -> prometheus_client::registry::Registry {
     webhook.decided(
         AdmissionKind::Validating,
         &request,
-        Some(Denied::by(Some(("p", "b")), "denied")),
+        Some(Line::denied(Some(("p", "b")), "denied")),
     );
     let pem = rcgen::generate_simple_self_signed(vec!["celgate".to_string()])
         .unwrap()

@@ -146,8 +146,9 @@ pub struct RunArgs {
     /// Plain-HTTP port serving `/metrics` (OpenMetrics text) on the bind address; 0 disables it.
     #[arg(long, env = "CELGATE_METRICS_PORT", default_value_t = 8080)]
     pub metrics_port: u16,
-    /// Denials written to the decision log per second, at most (target `celgate::decision`);
-    /// the rest are counted in `celgate_decision_log_dropped_total`. 0 disables the log.
+    /// Decision log lines (denials, warnings, audited failures) per second, at most (target
+    /// `celgate::decision`); the rest are counted in `celgate_decision_log_dropped_total`. 0
+    /// disables the log.
     #[arg(long, env = "CELGATE_DECISION_LOG_RATE", default_value_t = 10)]
     pub decision_log_rate: u32,
     /// Log as JSON lines.

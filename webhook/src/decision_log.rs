@@ -1,8 +1,9 @@
-//! The decision log: one structured `tracing` line per denial (target `celgate::decision`,
-//! fields kind, policy, binding, namespace, name, resource, operation, user, `decision=denied`,
-//! and the denial message as the line's message), at most a set
-//! number per second; the lines over that rate are counted, not written. The rate limit is a
-//! one-second window in one atomic word, so the request path takes no lock.
+//! The decision log: one structured `tracing` line per denial, warning and audited failure
+//! of a request (target `celgate::decision`, fields kind, policy, binding, namespace, name,
+//! resource, operation, user, `decision=denied|warned|audited`, and the message as the line's
+//! message), at most a set number per second; the lines over that rate are counted, not
+//! written. The rate limit is a one-second window in one atomic word, so the request path takes
+//! no lock.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -30,7 +31,7 @@ impl AdmissionKind {
     }
 }
 
-/// Denials logged per second, at most, and the lines dropped over that rate.
+/// Decision lines logged per second, at most, and the lines dropped over that rate.
 #[derive(Debug)]
 pub struct DecisionLog {
     rate: u32,
@@ -42,22 +43,47 @@ pub struct DecisionLog {
     dropped: Counter,
 }
 
-/// One denial, as the decision log names it.
+/// What a decision line records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decided {
+    /// The request was denied.
+    Denied,
+    /// A binding's `Warn` action gave the client a warning.
+    Warned,
+    /// A binding's `Audit` action recorded a failure in the audit log.
+    Audited,
+}
+
+impl Decided {
+    /// The `decision` field.
+    fn as_str(self) -> &'static str {
+        match self {
+            Decided::Denied => "denied",
+            Decided::Warned => "warned",
+            Decided::Audited => "audited",
+        }
+    }
+}
+
+/// One decision, as the decision log names it.
 #[derive(Debug, Clone, Copy)]
-pub struct Denied<'a> {
-    /// The policy that denied, when one policy did ("" otherwise).
+pub struct Line<'a> {
+    /// What happened.
+    pub decided: Decided,
+    /// The policy that decided, when one policy did ("" otherwise).
     pub policy: &'a str,
     /// Its binding.
     pub binding: &'a str,
-    /// The denial message answered.
+    /// The message answered (or warned, or audited).
     pub message: &'a str,
 }
 
-impl<'a> Denied<'a> {
+impl<'a> Line<'a> {
     /// A denial answered with `message`, by the (policy, binding) `by` when one is known.
-    pub fn by(by: Option<(&'a str, &'a str)>, message: &'a str) -> Self {
+    pub fn denied(by: Option<(&'a str, &'a str)>, message: &'a str) -> Self {
         let (policy, binding) = by.unwrap_or(("", ""));
         Self {
+            decided: Decided::Denied,
             policy,
             binding,
             message,
@@ -66,19 +92,19 @@ impl<'a> Denied<'a> {
 }
 
 impl DecisionLog {
-    /// A log of at most `rate` denials per second (0: none), registering its counters of lines
+    /// A log of at most `rate` lines per second (0: none), registering its counters of lines
     /// written and dropped into `registry`.
     pub fn register(registry: &mut Registry, rate: u32) -> Self {
         let written = Counter::default();
         let dropped = Counter::default();
         registry.register(
             "decision_log_lines",
-            "Denials written to the decision log",
+            "Decisions (denials, warnings, audited failures) written to the decision log",
             written.clone(),
         );
         registry.register(
             "decision_log_dropped",
-            "Denials not written to the decision log because more than --decision-log-rate came in one second",
+            "Decisions not written to the decision log because more than --decision-log-rate came in one second",
             dropped.clone(),
         );
         Self {
@@ -118,9 +144,9 @@ impl DecisionLog {
         }
     }
 
-    /// Logs the `kind` denial of `request` (an AdmissionRequest's members, which name the
+    /// Logs a `kind` decision of `request` (an AdmissionRequest's members, which name the
     /// object and the user), or counts it as dropped when this second's lines are spent.
-    pub fn denied(&self, kind: AdmissionKind, request: &Value, denied: Denied<'_>) {
+    pub fn write(&self, kind: AdmissionKind, request: &Value, line: Line<'_>) {
         if !self.admit(Instant::now()) {
             self.dropped.inc();
             return;
@@ -139,16 +165,16 @@ impl DecisionLog {
         tracing::info!(
             target: "celgate::decision",
             kind = kind.as_str(),
-            policy = denied.policy,
-            binding = denied.binding,
+            policy = line.policy,
+            binding = line.binding,
             namespace = text(request.get("namespace")),
             name = text(request.get("name")),
             resource = resource.as_str(),
             operation = text(request.get("operation")),
             user = text(request.get("userInfo").and_then(|u| u.get("username"))),
-            decision = "denied",
+            decision = line.decided.as_str(),
             "{}",
-            denied.message
+            line.message
         );
     }
 }
@@ -197,9 +223,9 @@ mod tests {
         let request = serde_json::json!({"namespace": "ns", "name": "web",
             "operation": "CREATE", "resource": {"group": "apps", "version": "v1", "resource": "deployments"},
             "userInfo": {"username": "alice"}});
-        let denied = Denied::by(Some(("p", "b")), "no");
+        let denied = Line::denied(Some(("p", "b")), "no");
         for _ in 0..5 {
-            log.denied(AdmissionKind::Validating, &request, denied);
+            log.write(AdmissionKind::Validating, &request, denied);
         }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();

@@ -32,7 +32,7 @@ use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, DispatchError
 use crate::auth::{AuthError, Authenticator, Peer};
 use crate::connection::{self, Activity, Serving};
 use crate::decision_log::AdmissionKind;
-use crate::decision_log::Denied;
+use crate::decision_log::Line;
 use crate::limits::{Limits, MAX_CALL_TIMEOUT, RETRY_AFTER_SECONDS};
 use crate::metrics::{Metrics, admission_path};
 use crate::review::{self, Review, TextReview, ValidationReview};
@@ -594,11 +594,14 @@ async fn validate(
                     .checks
                     .iter()
                     .find(|c| c.enforcement_action == "deny");
-                Denied::by(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
+                Line::denied(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
             });
             state
                 .metrics
                 .decided(AdmissionKind::Validating, decided.review.fields(), denied);
+            state
+                .metrics
+                .noted(decided.review.fields(), &outcome.checks);
             json_response(review::response(&decided.uid, outcome))
         }
         Err(e) => dispatch_error(&e),
@@ -663,7 +666,7 @@ async fn mutate(
                     .checks
                     .iter()
                     .find(|c| c.error_type != celgate_engine::validate::ErrorType::NoError);
-                Denied::by(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
+                Line::denied(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
             });
             state
                 .metrics

@@ -18,7 +18,7 @@ use celgate_engine::validate::Check;
 
 use serde_json::Value;
 
-use crate::decision_log::{AdmissionKind, DecisionLog, Denied};
+use crate::decision_log::{AdmissionKind, Decided, DecisionLog, Line};
 
 pub use prometheus_client::metrics::histogram::Histogram;
 
@@ -153,7 +153,8 @@ pub struct Metrics {
     decisions: Family<DecisionLabels, Counter>,
     connections_closed: Family<ConnectionLabels, Counter>,
     connections_open: Gauge,
-    /// One structured line per denial, at most a set number per second.
+    /// One structured line per denial, warning and audited failure, at most a set number per
+    /// second.
     decision_log: DecisionLog,
 }
 
@@ -347,7 +348,7 @@ impl Metrics {
 
     /// Records one admission decision of `request` (its members): allowed, or `denied` (which also goes to
     /// the decision log).
-    pub fn decided(&self, kind: AdmissionKind, request: &Value, denied: Option<Denied<'_>>) {
+    pub fn decided(&self, kind: AdmissionKind, request: &Value, denied: Option<Line<'_>>) {
         let decision = if denied.is_some() {
             "denied"
         } else {
@@ -360,7 +361,29 @@ impl Metrics {
             })
             .inc();
         if let Some(denied) = denied {
-            self.decision_log.denied(kind, request, denied);
+            self.decision_log.write(kind, request, denied);
+        }
+    }
+
+    /// Writes the warnings and audited failures among a validating decision's `checks` to the
+    /// decision log.
+    pub fn noted(&self, request: &Value, checks: &[Check]) {
+        for check in checks {
+            let decided = match check.enforcement_action {
+                "warn" => Decided::Warned,
+                "audit" => Decided::Audited,
+                _ => continue,
+            };
+            if let Some(message) = &check.message {
+                let line = Line {
+                    decided,
+                    policy: &check.policy,
+                    binding: &check.binding,
+                    message,
+                };
+                self.decision_log
+                    .write(AdmissionKind::Validating, request, line);
+            }
         }
     }
 }
@@ -399,7 +422,7 @@ mod tests {
         metrics.decided(
             AdmissionKind::Mutating,
             &Value::Null,
-            Some(Denied::by(None, "denied")),
+            Some(Line::denied(None, "denied")),
         );
         let text = encode(&registry).unwrap();
         for line in [
@@ -417,6 +440,34 @@ mod tests {
     }
 
     #[test]
+    fn warnings_and_audited_failures_go_to_the_decision_log_and_nothing_else_does() {
+        use celgate_engine::validate::ErrorType;
+        let mut registry = Registry::with_prefix("celgate");
+        let metrics = Metrics::register(&mut registry, 10);
+        let check = |enforcement_action, message: Option<&str>| Check {
+            policy: Arc::from("p"),
+            binding: Arc::from("b"),
+            error_type: ErrorType::NoError,
+            enforcement_action,
+            message: message.map(Arc::from),
+            elapsed: Duration::ZERO,
+        };
+        let checks = [
+            check("warn", Some("replicas > 5")),
+            check("audit", Some("replicas > 5")),
+            check("allow", None),
+            // A denial is logged once, by `decided`.
+            check("deny", Some("replicas > 5")),
+        ];
+        metrics.noted(&Value::Null, &checks);
+        let text = encode(&registry).unwrap();
+        assert!(
+            text.contains("celgate_decision_log_lines_total 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_check_of_microseconds_is_resolved_by_the_fine_family_and_upstreams_is_kept() {
         use celgate_engine::validate::ErrorType;
         let mut registry = Registry::with_prefix("celgate");
@@ -426,6 +477,7 @@ mod tests {
             binding: Arc::from("b"),
             error_type: ErrorType::NoError,
             enforcement_action: "allow",
+            message: None,
             elapsed: Duration::from_micros(5),
         }]);
         metrics.record_mutations(&[MutationCheck {

@@ -23,6 +23,7 @@ pub(super) fn route_decision(
     if !d.deny {
         return;
     }
+    let message: Arc<str> = Arc::from(d.message.as_str());
     for action in &binding.validation_actions {
         match action {
             ValidationAction::Deny => deny_first(
@@ -66,6 +67,7 @@ pub(super) fn route_decision(
                 ValidationAction::Warn => "warn",
                 ValidationAction::Audit => "audit",
             },
+            message: Some(message.clone()),
             elapsed,
         });
     }

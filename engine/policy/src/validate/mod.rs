@@ -220,6 +220,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                         binding: binding_name.clone(),
                         error_type,
                         enforcement_action: "allow",
+                        message: None,
                         elapsed: started.elapsed(),
                     });
                 }

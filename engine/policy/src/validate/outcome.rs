@@ -134,6 +134,8 @@ pub struct Check {
     pub error_type: ErrorType,
     /// `allow`, `deny`, `warn` or `audit`.
     pub enforcement_action: &'static str,
+    /// The failed validation's message (`deny`, `warn` and `audit` only).
+    pub message: Option<Arc<str>>,
     /// Time spent evaluating the binding.
     pub elapsed: Duration,
 }
