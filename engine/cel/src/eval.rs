@@ -337,6 +337,11 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             Node::Const(v) => Ok(v.lend()),
             _ => match self.resolve(b) {
                 Err(e) if e.is_fatal() => return Err(e),
+                // A null read from a variable's data is Go's nil to cel-go, which names its
+                // type `<nil>` (a computed null is `types.Null`).
+                Ok(Value::Null) if reads_bound_data(b) => {
+                    Err(EvalError::InvalidQualifier("<nil>".into()))
+                }
                 r => r,
             },
         };
@@ -1037,6 +1042,17 @@ fn observe_cost(n: &Node) -> u64 {
     }
 }
 
+/// Whether `n` reads a bound variable's data as it is (the variable, its fields, constant
+/// indexes), where cel-go resolves native Go values that it has not turned into CEL values.
+fn reads_bound_data(n: &Node) -> bool {
+    match n {
+        Node::Global(_) => true,
+        Node::Select(inner, _, _) => reads_bound_data(inner),
+        Node::Index(args) => matches!(args[1], Node::Const(_)) && reads_bound_data(&args[0]),
+        _ => false,
+    }
+}
+
 /// Whether cel-go plans `n` as an attribute (a variable or conditional with qualifiers).
 fn is_attribute(n: &Node) -> bool {
     matches!(
@@ -1234,6 +1250,32 @@ mod tests {
             };
             assert_eq!(err.to_string(), *text, "{src}");
             assert_eq!(err.detail(), *detail, "{src}");
+        }
+    }
+
+    #[test]
+    fn a_null_read_from_bound_data_is_gos_nil_as_a_qualifier_and_a_computed_one_is_types_null() {
+        let env = Env::kubernetes().variable("object", Type::Dyn).build();
+        let data = serde_json::json!({"spec": {"note": null, "notes": [null]}});
+        for (src, qualifier) in [
+            ("{'a': 1}[object.spec.note]", "<nil>"),
+            ("{'a': 1}[object.spec.notes[0]]", "<nil>"),
+            ("{'a': 1}[?object.spec.note]", "<nil>"),
+            (
+                "{'a': 1}[object.spec.note == null ? dyn(null) : dyn('a')]",
+                "types.Null",
+            ),
+            ("{'a': 1}[object.spec.notes.map(x, x)[0]]", "types.Null"),
+        ] {
+            let program = env.compile(src).unwrap_or_else(|e| panic!("{src}: {e}"));
+            let mut act = crate::Activation::new();
+            act.bind_json("object", &data);
+            let err = program.eval(&act, &mut crate::Budget::default()).err();
+            assert_eq!(
+                err.map(|e| e.to_string()).as_deref(),
+                Some(format!("invalid qualifier type: {qualifier}").as_str()),
+                "{src}"
+            );
         }
     }
 
