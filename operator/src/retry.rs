@@ -1,9 +1,11 @@
 //! Delays between retries of one failing operation, and the delays each kind of operation
-//! uses, named once here. The delays are backon's exponential backoff (doubling from a first
-//! delay up to a cap), started again after a success. There is no jitter: each retried
-//! operation is one of a handful per process, so predictable delays cost nothing and keep
-//! retries testable with paused time. (The backoff is backon's: a hand-written one was no
-//! faster at anything that matters here, so it went.)
+//! uses, named once here (the client has no retry layer of its own). The delays are backon's
+//! exponential backoff (doubling from a first delay up to a cap), started again after a
+//! success. Operations retry without jitter: each is one of a handful per process, so
+//! predictable delays cost nothing and keep retries testable with paused time; watches
+//! ([`watch`]) add jitter, since every replica's watches fail together when kube-apiserver
+//! restarts. (The backoff is backon's: a hand-written one was no faster at anything that
+//! matters here, so it went.)
 
 use std::time::Duration;
 
