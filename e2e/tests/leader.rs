@@ -360,7 +360,13 @@ async fn a_leader_cut_off_from_the_api_server_stops_leading_before_its_lease_exp
     // The partition heals: celgate-a finds the Lease held and does not lead again.
     proxy.cut.store(false, Ordering::SeqCst);
     tokio::time::sleep(Duration::from_secs(LEASE_SECONDS)).await;
-    assert_eq!(leading(&a), Some(false), "celgate-a leads again");
+    assert_eq!(
+        leading(&a),
+        Some(false),
+        "celgate-a leads again\n--- a:\n{}\n--- b:\n{}",
+        a.logs(),
+        b.logs()
+    );
     assert_eq!(holder(&client).await.as_deref(), Some("celgate-b"));
     println!(
         "leader: cut off {:.1} s after its last renewal, celgate-a stopped leading {:.1} s after the cut, \
