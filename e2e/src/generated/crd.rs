@@ -182,6 +182,15 @@ impl Crd {
             .collect()
     }
 
+    /// The spec fields with a default in the schema.
+    pub fn defaulted_fields(&self) -> Vec<&'static str> {
+        self.fields
+            .iter()
+            .filter(|&&i| (FIELDS[i].schema)().get("default").is_some())
+            .map(|&i| FIELDS[i].name)
+            .collect()
+    }
+
     /// All spec field names.
     pub fn field_names(&self) -> Vec<&'static str> {
         self.fields.iter().map(|&i| FIELDS[i].name).collect()

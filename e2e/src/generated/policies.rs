@@ -334,10 +334,19 @@ fn mutation(rng: &mut Rng, target: Target, crd: &Crd, scope: &Scope) -> Value {
         }
     }
     let op = ["add", "add", "replace", "remove", "test", "copy", "move"][rng.usize(..7)];
-    if matches!(op, "remove" | "move") && target == Target::Deployment {
-        // kube-apiserver defaults a Deployment's replicas again after each in-tree mutation,
-        // a webhook cannot (docs/limitations.md, "Defaults between mutations").
-        paths.retain(|p| p != "\"/spec/replicas\"");
+    if matches!(op, "remove" | "move") {
+        // kube-apiserver fills in defaults again after each in-tree mutation, a webhook cannot
+        // (docs/limitations.md, "Defaults between mutations"): no defaulted field is removed.
+        let defaulted: Vec<String> = match target {
+            Target::Deployment => vec!["\"/spec/replicas\"".into()],
+            Target::Gadget | Target::GadgetStatus => crd
+                .defaulted_fields()
+                .iter()
+                .map(|f| format!("\"/spec/{f}\""))
+                .collect(),
+            _ => Vec::new(),
+        };
+        paths.retain(|p| !defaulted.contains(p));
     }
     let path = paths[rng.usize(..paths.len())].clone();
     let mut patch = format!("JSONPatch{{op: \"{op}\", path: {path}");

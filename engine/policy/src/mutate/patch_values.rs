@@ -200,10 +200,20 @@ fn json_value(v: &Value<'_>, depth: usize) -> Result<serde_json::Value, String> 
     })
 }
 
-/// A double as JSON: integral values as integers (Go writes them without a fraction).
+/// A double as JSON: integral values as integers (Go writes them without a fraction). A
+/// protobuf `Value` cannot hold an infinity or a NaN: protojson's error, as upstream reports it.
 fn number(f: f64) -> Result<serde_json::Value, String> {
     if !f.is_finite() {
-        return Err(format!("json: unsupported value: {f}"));
+        let go = if f.is_nan() {
+            "NaN"
+        } else if f > 0.0 {
+            "+Inf"
+        } else {
+            "-Inf"
+        };
+        return Err(format!(
+            "json: error calling MarshalJSON for type *structpb.Value: proto: google.protobuf.Value.number_value: invalid {go} value"
+        ));
     }
     if f.fract() == 0.0 && f.abs() < 9.2e18 {
         return Ok(serde_json::Value::from(f as i64));
@@ -238,6 +248,22 @@ mod tests {
         ];
         for (value, want) in cases {
             assert_eq!(json_value(&value, 0), Ok(want), "{value:?}");
+        }
+    }
+
+    #[test]
+    fn an_infinity_or_a_nan_fails_as_protojson_words_it() {
+        for (f, go) in [
+            (f64::INFINITY, "+Inf"),
+            (f64::NEG_INFINITY, "-Inf"),
+            (f64::NAN, "NaN"),
+        ] {
+            assert_eq!(
+                json_value(&Value::Double(f), 0),
+                Err(format!(
+                    "json: error calling MarshalJSON for type *structpb.Value: proto: google.protobuf.Value.number_value: invalid {go} value"
+                ))
+            );
         }
     }
 }

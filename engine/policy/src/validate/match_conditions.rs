@@ -18,7 +18,7 @@ pub(crate) enum MatchConditions {
     /// One is false (whatever the others gave): the policy does not apply.
     Skip,
     /// None is false and some failed: the message upstream reports (one error's text, or
-    /// `[e1, e2]`); failurePolicy decides.
+    /// `[e1, e2]` for several different ones); failurePolicy decides.
     Error(String),
 }
 
@@ -107,12 +107,17 @@ pub(crate) fn evaluate_match_conditions(
     if any_false {
         return MatchConditions::Skip;
     }
-    match errors.as_slice() {
-        [] => MatchConditions::Apply,
-        [one] => MatchConditions::Error(one.to_string()),
-        many => {
-            let all: Vec<String> = many.iter().map(ToString::to_string).collect();
-            MatchConditions::Error(format!("[{}]", all.join(", ")))
+    // Go's aggregate error: each distinct message once, in brackets when there are several.
+    let mut messages: Vec<String> = Vec::new();
+    for e in &errors {
+        let text = e.to_string();
+        if !messages.contains(&text) {
+            messages.push(text);
         }
+    }
+    match messages.as_slice() {
+        [] => MatchConditions::Apply,
+        [one] => MatchConditions::Error(one.clone()),
+        many => MatchConditions::Error(format!("[{}]", many.join(", "))),
     }
 }

@@ -322,6 +322,41 @@ mod tests {
     }
 
     #[test]
+    fn match_condition_errors_are_joined_as_go_aggregates_them_each_text_once() {
+        let raw = create_deployment(json!({"spec": {"replicas": 3}}));
+        let req = Request::from_json(&raw).expect("valid request");
+        let namespaces = cache();
+        let ctx = context(&namespaces);
+        let failing = |expressions: &[&str]| {
+            let mut s = spec(vec![Validation {
+                expression: "false".into(),
+                ..Default::default()
+            }]);
+            s.match_conditions = expressions
+                .iter()
+                .enumerate()
+                .map(|(i, e)| NamedExpression {
+                    name: format!("c{i}"),
+                    expression: (*e).into(),
+                })
+                .collect();
+            let out = validate(&[bound(s, vec![ValidationAction::Deny])], &req, &ctx);
+            out.denial.map(|d| d.message).unwrap_or_default()
+        };
+        let prefix = "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: ";
+        let a = "expression 'object.spec.a == 1' resulted in error: no such key: a";
+        let b = "expression 'object.spec.b == 1' resulted in error: no such key: b";
+        assert_eq!(
+            failing(&["object.spec.a == 1", "object.spec.a == 1"]),
+            format!("{prefix}{a}")
+        );
+        assert_eq!(
+            failing(&["object.spec.a == 1", "object.spec.b == 1"]),
+            format!("{prefix}[{a}, {b}]")
+        );
+    }
+
+    #[test]
     fn a_match_condition_error_is_warned_and_audited_as_the_binding_says_not_always_denied() {
         let mut failing = spec(vec![Validation {
             expression: "false".into(),
