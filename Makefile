@@ -29,7 +29,7 @@ e2e: deps ## The black-box suite against a real control plane (built on first us
 	$(CARGO) build -p celgate
 	$(CARGO) test -p celgate-e2e -- --test-threads=1
 
-image: ## The container image (static binary, FROM scratch) as an OCI archive in target/image/; prints its reference
+image: ## The container image (static binaries, FROM scratch) for linux/amd64 and linux/arm64: an OCI archive and SBOMs in target/image/; prints its reference
 	@CARGO=$(CARGO) e2e/image/build.sh
 
 monitoring-rules: deps ## promtool check and test the alert rules (config/monitoring); part of make e2e
