@@ -41,7 +41,7 @@ helm-test: ## helm lint --strict, and the chart's renders compared with config/d
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) test -p celgate-e2e --test helm
 
-image: ## The container image (static binary, FROM scratch) as an OCI archive in target/image/; prints its reference
+image: ## The container image (static binaries, FROM scratch) for linux/amd64 and linux/arm64: an OCI archive and SBOMs in target/image/; prints its reference
 	@CARGO=$(CARGO) e2e/image/build.sh
 
 monitoring-rules: deps ## promtool check and test the alert rules (config/monitoring); part of make e2e
