@@ -66,9 +66,10 @@ impl AuditLog {
         }
     }
 
-    /// The annotations of the ResponseComplete event with `id`, waiting up to 10 s for it.
+    /// The annotations of the ResponseComplete event with `id`, waiting up to 30 s for it (a
+    /// loaded machine writes the audit log late).
     pub async fn annotations(&mut self, id: &str) -> BTreeMap<String, String> {
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             self.read_new();
             if let Some(a) = self.events.remove(id) {
@@ -76,7 +77,7 @@ impl AuditLog {
             }
             assert!(
                 Instant::now() < deadline,
-                "no ResponseComplete audit event with auditID {id} within 10s"
+                "no ResponseComplete audit event with auditID {id} within 30s"
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
