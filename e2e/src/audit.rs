@@ -2,17 +2,23 @@
 //! audit ID, with celgate's audit annotation keys mapped back to the in-tree ones.
 
 use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The audit log file, read from where the last read stopped.
+/// The audit log file, read from where the last read stopped. kube-apiserver rotates it at
+/// 100 MB (renaming it and starting a new one): the renamed file's last events are read, then
+/// the new file from its start.
 pub struct AuditLog {
     path: PathBuf,
+    /// The file read (its inode), and how far.
+    inode: Option<u64>,
     offset: u64,
-    partial: String,
+    partial: Vec<u8>,
     events: HashMap<String, BTreeMap<String, String>>,
 }
 
@@ -21,31 +27,53 @@ impl AuditLog {
     pub fn new(path: PathBuf) -> Self {
         AuditLog {
             path,
+            inode: None,
             offset: 0,
-            partial: String::new(),
+            partial: Vec::new(),
             events: HashMap::new(),
         }
     }
 
     fn read_new(&mut self) {
-        let Ok(mut f) = std::fs::File::open(&self.path) else {
+        let Ok(file) = File::open(&self.path) else {
             return;
         };
-        if f.seek(SeekFrom::Start(self.offset)).is_err() {
+        let Ok(inode) = file.metadata().map(|m| m.ino()) else {
+            return;
+        };
+        if let Some(old) = self.inode.filter(|old| *old != inode) {
+            if let Some(rotated) = self.renamed(old) {
+                self.read_from(rotated);
+            }
+            self.offset = 0;
+        }
+        self.inode = Some(inode);
+        self.read_from(file);
+    }
+
+    /// The rotated file that was the log (inode `inode`), in the log's folder.
+    fn renamed(&self, inode: u64) -> Option<File> {
+        std::fs::read_dir(self.path.parent()?)
+            .ok()?
+            .filter_map(Result::ok)
+            .find(|e| e.metadata().is_ok_and(|m| m.ino() == inode))
+            .and_then(|e| File::open(e.path()).ok())
+    }
+
+    fn read_from(&mut self, mut file: File) {
+        if file.seek(SeekFrom::Start(self.offset)).is_err() {
             return;
         }
-        let mut buf = String::new();
-        let Ok(n) = f.read_to_string(&mut buf) else {
+        let Ok(n) = file.read_to_end(&mut self.partial) else {
             return;
         };
         self.offset += n as u64;
-        self.partial.push_str(&buf);
-        let Some(last) = self.partial.rfind('\n') else {
+        let Some(last) = self.partial.iter().rposition(|&b| b == b'\n') else {
             return;
         };
-        let complete: String = self.partial.drain(..=last).collect();
-        for line in complete.lines() {
-            let Ok(ev) = serde_json::from_str::<Value>(line) else {
+        let complete: Vec<u8> = self.partial.drain(..=last).collect();
+        for line in complete.split(|&b| b == b'\n') {
+            let Ok(ev) = serde_json::from_slice::<Value>(line) else {
                 continue;
             };
             if ev["stage"] != "ResponseComplete" {
@@ -131,4 +159,51 @@ pub fn normalise_audit(annotations: &BTreeMap<String, String>) -> Vec<(String, S
     }
     out.sort();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write as _;
+
+    use super::*;
+
+    fn event(id: &str, annotation: &str) -> String {
+        format!(
+            "{{\"stage\":\"ResponseComplete\",\"auditID\":\"{id}\",\"annotations\":{{\"k\":\"{annotation}\"}}}}\n"
+        )
+    }
+
+    #[test]
+    fn events_written_before_and_after_a_rotation_are_all_found() {
+        let dir = std::env::temp_dir().join(format!("celgate-audit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.join("audit.log");
+        let append = |p: &PathBuf, text: &str| {
+            let mut f = File::options()
+                .create(true)
+                .append(true)
+                .open(p)
+                .unwrap_or_else(|e| panic!("{e}"));
+            f.write_all(text.as_bytes())
+                .unwrap_or_else(|e| panic!("{e}"));
+        };
+        let mut log = AuditLog::new(path.clone());
+        append(&path, &event("a", "é"));
+        log.read_new();
+        // Written, then rotated before the next read; then a new file.
+        append(&path, &event("b", "2"));
+        let rotated = dir.join("audit-2026-11-28T18-00-00.000.log");
+        std::fs::rename(&path, &rotated).unwrap_or_else(|e| panic!("{e}"));
+        append(&path, &event("c", "3"));
+        log.read_new();
+        let found: Vec<Option<String>> = ["a", "b", "c"]
+            .iter()
+            .map(|id| log.events.get(*id).and_then(|a| a.get("k").cloned()))
+            .collect();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(
+            found,
+            [Some("é".into()), Some("2".into()), Some("3".into())]
+        );
+    }
 }

@@ -14,7 +14,8 @@
 //! once fixed, that file moves to `e2e/testdata/generated/`.
 //!
 //! `CELGATE_FUZZ_SEED` (default 1), `CELGATE_FUZZ_CASES` (default 48) and
-//! `CELGATE_FUZZ_SECONDS` (default 240) bound a run; `make admission-fuzz` runs a long one.
+//! `CELGATE_FUZZ_SECONDS` (default 240) bound a run, `CELGATE_FUZZ_FIRST` (default 0) is the
+//! first case's number (to go on from where a run stopped); `make admission-fuzz` runs a long one.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -457,16 +458,19 @@ async fn generated_cases_decide_alike_in_tree_and_in_celgate() {
     let mut decisions: BTreeMap<&str, usize> = BTreeMap::new();
     let mut varied = 0usize;
     let run = Instant::now();
-    while played < limit && run.elapsed() < budget {
-        let cases: Vec<Case> = (played..(played + BATCH as u64).min(limit))
+    let first = env_number("CELGATE_FUZZ_FIRST", 0);
+    let (mut next, end) = (first, first.saturating_add(limit));
+    while next < end && run.elapsed() < budget {
+        let cases: Vec<Case> = (next..(next + BATCH as u64).min(end))
             .map(|i| generator.case(i))
             .collect();
+        next += cases.len() as u64;
         played += cases.len() as u64;
         let batch = Instant::now();
         let results = h.compare(&cases).await;
         eprintln!(
-            "generated differential: cases {}..{played} in {:?}",
-            played - cases.len() as u64,
+            "generated differential: cases {}..{next} in {:?}",
+            next - cases.len() as u64,
             batch.elapsed()
         );
         for (case, judged) in cases.into_iter().zip(results) {
@@ -510,7 +514,7 @@ async fn generated_cases_decide_alike_in_tree_and_in_celgate() {
     }
     let minutes = run.elapsed().as_secs_f64() / 60.0;
     eprintln!(
-        "generated differential: seed {seed}: {played} cases ({requests} requests; policy objects {kinds:?}) in {:.1} min \
+        "generated differential: seed {seed}: {played} cases from case {first} ({requests} requests; policy objects {kinds:?}) in {:.1} min \
          ({:.0} cases/min); in-tree: {decisions:?}; {varied} where in-tree's order of policies varied and celgate gave one of its outcomes; {} differ",
         minutes,
         played as f64 / minutes.max(1e-9),
