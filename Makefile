@@ -135,10 +135,11 @@ map-differential: deps ## MutatingAdmissionPolicy: in-tree vs celgate on one con
 SEED ?= 1
 CASES ?= 2000
 BUDGET ?= 5400
-admission-fuzz: deps ## Generated admission differential: SEED, CASES and BUDGET (seconds) bound it (make test runs 48 cases); reproducers in target/generated-differential/
+FIRST ?= 0
+admission-fuzz: deps ## Generated admission differential: SEED, CASES and BUDGET (seconds) bound it, FIRST is the first case (make test runs 48 cases); reproducers in target/generated-differential/
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build -p celgate
-	CELGATE_FUZZ_SEED=$(SEED) CELGATE_FUZZ_CASES=$(CASES) CELGATE_FUZZ_SECONDS=$(BUDGET) \
+	CELGATE_FUZZ_SEED=$(SEED) CELGATE_FUZZ_CASES=$(CASES) CELGATE_FUZZ_SECONDS=$(BUDGET) CELGATE_FUZZ_FIRST=$(FIRST) \
 		$(CARGO) test -p celgate-e2e --test generated_differential -- --nocapture
 
 # The release build of celgate, wherever CARGO_TARGET_DIR puts it.
