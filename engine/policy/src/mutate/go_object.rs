@@ -84,12 +84,14 @@ fn walk<'v>(
     if v.is_null() || depth > MAX_DEPTH || decodes_itself(schema) {
         return None;
     }
-    let expected = go_type(schema)?;
+    // The Go type's name is built only for the error (this walk runs after every patch).
     let error = |value: String| {
-        Some(format!(
-            "json: cannot unmarshal {value} into Go struct field {within}.{} of type {expected}",
-            path.join(".")
-        ))
+        go_type(schema).map(|expected| {
+            format!(
+                "json: cannot unmarshal {value} into Go struct field {within}.{} of type {expected}",
+                path.join(".")
+            )
+        })
     };
     match schema.type_name()? {
         "object" => {
