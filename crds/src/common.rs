@@ -217,4 +217,47 @@ pub struct BindingStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Option<Conditions>,
+    /// The background audit of a ValidatingAdmissionPolicyBinding: the objects already stored
+    /// that would be denied, warned or audited if they were created now. Written by the
+    /// leader's audit (field manager `celgate-audit`); unset when the audit is off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<AuditStatus>,
+}
+
+/// What the background audit found for one binding.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditStatus {
+    /// Objects the binding matched at the last completed scan.
+    pub scanned: i64,
+    /// Objects whose validations fail now (kept in step with changes between scans).
+    pub violations: i64,
+    /// When the last scan of every resource the binding matches completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_scan_time: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// The first violating objects, by namespace and name (at most 10).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub violating_objects: Vec<AuditViolation>,
+    /// Resources the audit could not read (for example, celgate may not list them), with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "atomic"))]
+    pub errors: Vec<String>,
+}
+
+/// One violating object.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditViolation {
+    /// The object's apiVersion.
+    pub api_version: String,
+    /// The object's kind.
+    pub kind: String,
+    /// The object's namespace; empty for a cluster-scoped object.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// The object's name.
+    pub name: String,
+    /// The message a create of the object would be answered with.
+    pub message: String,
 }

@@ -132,6 +132,11 @@ pub struct AuditAnnotation {
         json_path = ".status.resolvedParams"
     ),
     printcolumn(
+        name = "Violations",
+        type_ = "integer",
+        json_path = ".status.audit.violations"
+    ),
+    printcolumn(
         name = "Age",
         type_ = "date",
         json_path = ".metadata.creationTimestamp"

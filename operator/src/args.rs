@@ -174,6 +174,29 @@ pub struct RunArgs {
     /// downward API), else `<host name>-<process id>`.
     #[arg(long, env = "POD_NAME")]
     pub identity: Option<String>,
+    /// The background audit (leader only): objects already stored that a ValidatingAdmissionPolicy
+    /// binding would deny, warn or audit if they were created now, in PolicyReports, each
+    /// binding's `status.audit` and `celgate_audit_*` metrics. A binding opts out with the
+    /// annotation `audit.celgate.io/scan: "false"`.
+    #[arg(long, env = "CELGATE_AUDIT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub audit: bool,
+    /// Seconds between full audit scans (changes of policies, bindings, params, namespaces
+    /// and CRDs start one too, and watches keep results in step between scans).
+    #[arg(long, env = "CELGATE_AUDIT_INTERVAL_SECONDS", default_value_t = 3600,
+          value_parser = clap::value_parser!(u64).range(10..))]
+    pub audit_interval_seconds: u64,
+    /// Objects per list page of an audit scan.
+    #[arg(long, env = "CELGATE_AUDIT_PAGE_SIZE", default_value_t = 500,
+          value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub audit_page_size: u32,
+    /// List pages an audit scan requests per second, at most (all resources together).
+    #[arg(long, env = "CELGATE_AUDIT_PAGES_PER_SECOND", default_value_t = 10,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub audit_pages_per_second: u32,
+    /// PolicyReport writes and deletes per second, at most.
+    #[arg(long, env = "CELGATE_AUDIT_REPORT_WRITES_PER_SECOND", default_value_t = 50,
+          value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub audit_report_writes_per_second: u32,
 }
 
 /// One MiB.
@@ -191,6 +214,20 @@ impl RunArgs {
             idle_timeout: Duration::from_secs(self.webhook_idle_timeout_seconds),
             http2_keep_alive: Duration::from_secs(self.webhook_http2_keepalive_seconds),
         }
+    }
+
+    /// How the audit runs, unless it is off.
+    pub fn audit(&self) -> Option<crate::audit::AuditConfig> {
+        self.audit.then(|| crate::audit::AuditConfig {
+            interval: Duration::from_secs(self.audit_interval_seconds),
+            page_size: self.audit_page_size,
+            pages_per_second: self.audit_pages_per_second,
+            writes_per_second: self.audit_report_writes_per_second,
+            excluded_namespaces: crate::serving::registration::excluded_namespaces(
+                &self.namespace,
+                &self.excluded_namespaces,
+            ),
+        })
     }
 
     /// The credentials the webhook accepts, as these flags name them.

@@ -9,9 +9,12 @@
 //!   authorization checks);
 //! - `serving`: what makes the webhook reachable and trusted (its configurations,
 //!   certificates, the Lease);
+//! - `audit`: what the Lease holder finds in the objects already stored (would each be
+//!   admitted now?), written to PolicyReports and binding status;
 //! - `metrics`, `retry`, `args` and `process` (which starts and stops all of it).
 
 pub mod args;
+mod audit;
 mod cluster;
 mod controllers;
 pub mod metrics;

@@ -87,6 +87,12 @@ struct CertificateLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AuditLabels {
+    policy: String,
+    binding: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct BuildLabels {
     version: &'static str,
 }
@@ -112,6 +118,9 @@ struct Families {
     certificate_expiry: Family<CertificateLabels, FloatGauge>,
     leader: Gauge,
     build_info: Family<BuildLabels, Gauge>,
+    audit_violations: Family<AuditLabels, Gauge>,
+    audit_scanned: Family<AuditLabels, Gauge>,
+    audit_scans: Counter,
     /// Policy and binding changes observed and not yet published: when each was first seen.
     pending: Mutex<Pending>,
 }
@@ -132,6 +141,9 @@ static FAMILIES: LazyLock<Families> = LazyLock::new(|| Families {
     certificate_expiry: Family::default(),
     leader: Gauge::default(),
     build_info: Family::default(),
+    audit_violations: Family::default(),
+    audit_scanned: Family::default(),
+    audit_scans: Counter::default(),
     pending: Mutex::new(HashMap::new()),
 });
 
@@ -253,6 +265,49 @@ fn register(registry: &mut Registry) {
             version: env!("CARGO_PKG_VERSION"),
         })
         .set(1);
+    registry.register(
+        "audit_violations",
+        "Stored objects whose create the binding would deny, warn or audit now (background audit, leader only), by policy and binding",
+        f.audit_violations.clone(),
+    );
+    registry.register(
+        "audit_scanned_objects",
+        "Stored objects the binding matched at the last completed audit scan of its resources, by policy and binding",
+        f.audit_scanned.clone(),
+    );
+    registry.register(
+        "audit_resource_scans",
+        "Completed audit scans of one resource (a full list, paged)",
+        f.audit_scans.clone(),
+    );
+}
+
+/// Sets a binding's audit gauges.
+pub fn audit_binding(policy: &str, binding: &str, scanned: i64, violations: i64) {
+    let labels = AuditLabels {
+        policy: policy.to_string(),
+        binding: binding.to_string(),
+    };
+    FAMILIES.audit_scanned.get_or_create(&labels).set(scanned);
+    FAMILIES
+        .audit_violations
+        .get_or_create(&labels)
+        .set(violations);
+}
+
+/// Removes a binding's audit gauges (it left the audit, or this replica stopped leading).
+pub fn audit_binding_gone(policy: &str, binding: &str) {
+    let labels = AuditLabels {
+        policy: policy.to_string(),
+        binding: binding.to_string(),
+    };
+    FAMILIES.audit_scanned.remove(&labels);
+    FAMILIES.audit_violations.remove(&labels);
+}
+
+/// Counts one completed audit scan of a resource.
+pub fn audit_resource_scanned() {
+    FAMILIES.audit_scans.inc();
 }
 
 /// Counts one reconcile of `controller`.

@@ -28,7 +28,7 @@ use crate::serving::registration::{Applied, Inputs};
 use crate::serving::registration::{Endpoint, Registration};
 use crate::serving::{cert_watch, certs, leader, registration};
 use crate::status::{Checker, StatusWriter};
-use crate::{metrics, retry, status};
+use crate::{audit, metrics, retry, status};
 
 /// Why the operator could not start, or stopped abnormally.
 #[derive(Debug, Error)]
@@ -215,7 +215,7 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         .map_err(celgate_webhook::ServerError::from)?;
     let state = celgate_webhook::AppState::configured(
         store.clone(),
-        deps,
+        deps.clone(),
         webhook_metrics,
         args.limits(),
         auth,
@@ -287,6 +287,11 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         checker: status::ClusterChecker::start(discovery.clone(), schema_cache.clone()),
         identity,
     };
+    let audit = args.audit().map(|config| Audit {
+        config,
+        discovery: discovery.clone(),
+        deps,
+    });
     let schema_source = mutated_schemas::SchemaSource {
         discovery,
         cache: schema_cache,
@@ -305,6 +310,7 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         ca,
         status,
         schema_source,
+        audit,
     ));
     let certificates_followed = tokio::spawn(cert_watch::follow(
         client.clone(),
@@ -372,6 +378,13 @@ struct StatusConfig {
     pub identity: String,
 }
 
+/// The background audit's configuration and what it needs besides the stores.
+struct Audit {
+    config: audit::AuditConfig,
+    discovery: discovery::Discovery,
+    deps: celgate_snapshot::Deps,
+}
+
 /// Runs the operator's controllers against `client` until the process stops or one of them ends, publishing into `store` (with the
 /// schemas of mutated kinds from `schemas`), registers the webhooks as `registration` says
 /// (trusting the CA bundle on `ca`) while this replica leads, and writes status as `status`
@@ -383,6 +396,7 @@ async fn run_controllers(
     ca: watch::Receiver<String>,
     status: StatusConfig,
     schemas: SchemaSource,
+    audit: Option<Audit>,
 ) {
     let (policies, policy_writer) = reflector::store();
     let (bindings, binding_writer) = reflector::store();
@@ -399,6 +413,8 @@ async fn run_controllers(
             bindings: mutating_bindings,
         },
     };
+    let (audit_client, audit_store, audit_stores) =
+        (client.clone(), store.clone(), stores.validating.clone());
     let ctx = Arc::new(policies::Context::new(
         client.clone(),
         store.clone(),
@@ -417,6 +433,20 @@ async fn run_controllers(
         status.checker,
         status.identity,
     );
+    let audit_or_nothing = async {
+        match audit {
+            Some(a) => {
+                let sources = audit::Sources {
+                    store: audit_store,
+                    stores: audit_stores,
+                    discovery: a.discovery,
+                    deps: a.deps,
+                };
+                audit::run(audit_client, sources, status.leadership.clone(), a.config).await;
+            }
+            None => std::future::pending().await,
+        }
+    };
     // Each runs for the life of the process: the first to end is logged and ends them all,
     // and the supervisor then stops the process.
     let ended = tokio::select! {
@@ -446,7 +476,8 @@ async fn run_controllers(
             },
             applied_sender
         ) => "webhook registration",
-        () = writer.run(status.leadership) => "status writer",
+        () = writer.run(status.leadership.clone()) => "status writer",
+        () = audit_or_nothing => "audit",
     };
     error!(task = ended, "a controller stopped");
 }

@@ -5,6 +5,7 @@
 //!
 //! The operator writes the store; the webhook reads it; neither knows the other's types.
 
+pub mod audit;
 mod deps;
 pub mod dispatch;
 mod policy_write;

@@ -566,7 +566,13 @@ impl StatusWriter {
         let resolved_params =
             readiness::resolved_params(&world.snapshot, param_kind.as_ref(), param_ref);
         let generation = binding.meta().generation.unwrap_or_default();
-        let previous = binding.status();
+        // `status.audit` is the audit's (its own field manager): left out of this write and
+        // of the comparison.
+        let previous = binding.status().map(|s| BindingStatus {
+            audit: None,
+            ..s.clone()
+        });
+        let previous = previous.as_ref();
         let status = BindingStatus {
             observed_generation: Some(generation),
             resolved_params,
@@ -576,6 +582,7 @@ impl StatusWriter {
                 previous.and_then(|s| s.conditions.as_deref()),
                 &conditions::now(),
             )),
+            audit: None,
         };
         if previous == Some(&status) {
             return;

@@ -1,0 +1,269 @@
+//! The background audit, against the in-tree plugin: 500 objects of three kinds stored across
+//! five namespaces, then a policy bound with `Audit`. celgate's PolicyReports must list exactly
+//! the objects the in-tree plugin denies when each is created again in a server-side dry run
+//! under the same policy with a Deny binding, with the same messages; the binding's
+//! `status.audit` and `celgate_audit_violations` must count them. Then an object fixed and one
+//! deleted leave the reports within seconds, a param change rescans (compared with in-tree
+//! again), and the binding's opt-out annotation removes its reports and `status.audit`.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use celgate_e2e::scan_fixture::{self, Key};
+use celgate_e2e::{Celgate, Cluster, wait_for, workspace};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+
+const OBJECTS: usize = 500;
+const NAMESPACES: usize = 5;
+const PREFIX: &str = "audit";
+const CELGATE_API: &str = "admission.celgate.io/v1";
+const IN_TREE_API: &str = "admissionregistration.k8s.io/v1";
+const BINDING: &str = "audit-owners-celgate";
+const IN_TREE_BINDING: &str = "audit-owners-intree";
+
+/// The in-tree oracle: the policy bound with Deny, each stored object in the fixture's
+/// namespaces created again (dry run), the binding turned off again.
+async fn oracle(
+    cluster: &Cluster,
+    client: &kube::Client,
+    max_keys: usize,
+) -> BTreeSet<(Key, String)> {
+    cluster.apply(&scan_fixture::policy(
+        IN_TREE_API,
+        IN_TREE_BINDING,
+        "Deny",
+        "yes",
+    ));
+    let objects = scan_fixture::stored(client, |ns| ns.starts_with(&format!("{PREFIX}-"))).await;
+    // The in-tree plugin loads a new binding and param asynchronously: wait until it denies a
+    // probe, a ConfigMap with its owner label and one key more than the param allows.
+    let data: serde_json::Map<String, Value> = (0..=max_keys)
+        .map(|k| (format!("k{k}"), json!("v")))
+        .collect();
+    let probe = [(
+        (
+            "ConfigMap".to_string(),
+            format!("{PREFIX}-0"),
+            "probe".to_string(),
+        ),
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "data": data,
+            "metadata": {"name": "probe", "namespace": format!("{PREFIX}-0"), "labels": {"owner": "probe"}}}),
+    )];
+    wait_for(
+        "the in-tree binding to deny",
+        Duration::from_secs(30),
+        || async {
+            let denied = scan_fixture::in_tree_denials(client, &probe).await;
+            (!denied.is_empty()).then_some(())
+        },
+    )
+    .await;
+    let denied = scan_fixture::in_tree_denials(client, &objects).await;
+    // Off again by selecting no namespace: a binding deleted would leave the paramKind unbound,
+    // and the in-tree plugin does not watch a param kind bound again (kubernetes#130887).
+    cluster.apply(&scan_fixture::policy(
+        IN_TREE_API,
+        IN_TREE_BINDING,
+        "Deny",
+        "never",
+    ));
+    denied
+}
+
+/// Waits until celgate's reports are `want`; returns how long it took.
+async fn reports_become(
+    client: &kube::Client,
+    want: &BTreeSet<(Key, String)>,
+    limit: Duration,
+) -> Duration {
+    let started = Instant::now();
+    let mut last = BTreeSet::new();
+    let found = tokio::time::timeout(limit, async {
+        loop {
+            last = scan_fixture::reported(client).await;
+            if &last == want {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    if found.is_err() {
+        let missing: Vec<_> = want.difference(&last).take(5).collect();
+        let extra: Vec<_> = last.difference(want).take(5).collect();
+        panic!(
+            "celgate's reports ({} results) are not in-tree's denials ({}) after {limit:?}: missing {missing:?}, extra {extra:?}",
+            last.len(),
+            want.len()
+        );
+    }
+    started.elapsed()
+}
+
+/// The celgate binding's `status.audit`.
+async fn audit_status(client: &kube::Client) -> Value {
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &kube::api::ApiResource {
+            group: "admission.celgate.io".into(),
+            version: "v1".into(),
+            api_version: CELGATE_API.into(),
+            kind: "ValidatingAdmissionPolicyBinding".into(),
+            plural: "validatingadmissionpolicybindings".into(),
+        },
+    );
+    let binding = api
+        .get(BINDING)
+        .await
+        .unwrap_or_else(|e| panic!("cannot read binding {BINDING}: {e}"));
+    binding.data["status"]["audit"].clone()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let reports_crds = workspace().join("config/policy-reports");
+    cluster.kubectl_ok(&["apply", "-k", &reports_crds.to_string_lossy()]);
+    cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/policyreports.wgpolicyk8s.io",
+        "crd/clusterpolicyreports.wgpolicyk8s.io",
+    ]);
+    let client = cluster.client().await;
+
+    // The objects, before any policy.
+    let mut items = scan_fixture::namespaces(PREFIX, NAMESPACES);
+    items.push(json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": scan_fixture::PARAMS_NAMESPACE}}));
+    items.extend((0..OBJECTS).map(|i| scan_fixture::object(PREFIX, NAMESPACES, i)));
+    let list = json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
+    let out = cluster.kubectl(&["create", "-f", "-"], &list);
+    assert!(
+        out.status.success(),
+        "cannot create the fixture: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    cluster.apply(&scan_fixture::param(4));
+
+    let celgate = Celgate::start(&cluster).await;
+    let denied = oracle(&cluster, &client, 4).await;
+    let audited: usize = scan_fixture::stored(&client, |ns| {
+        ns.starts_with(&format!("{PREFIX}-"))
+            && ns != format!("{PREFIX}-{}", NAMESPACES - 1)
+            && ns != scan_fixture::PARAMS_NAMESPACE
+    })
+    .await
+    .len();
+    assert!(
+        denied.len() > 50 && denied.len() < audited,
+        "the fixture should have violations and compliant objects: {} of {audited} denied",
+        denied.len()
+    );
+
+    let bound = Instant::now();
+    cluster.apply(&scan_fixture::policy(CELGATE_API, BINDING, "Audit", "yes"));
+    reports_become(&client, &denied, Duration::from_secs(60)).await;
+    println!(
+        "audit: {} objects stored in audited namespaces, {} denied by in-tree = reported by celgate, {:.1} s after the binding",
+        audited,
+        denied.len(),
+        bound.elapsed().as_secs_f64()
+    );
+    let mut last = Value::Null;
+    let status = tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let status = audit_status(&client).await;
+            last = status.clone();
+            if status["violations"] == json!(denied.len()) && status["scanned"] == json!(audited) {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!(
+            "status.audit does not count {audited} scanned, {} violations: {last}",
+            denied.len()
+        )
+    });
+    assert!(status["lastScanTime"].is_string(), "{status}");
+    let listed = status["violatingObjects"].as_array().map_or(0, Vec::len);
+    assert_eq!(listed, 10, "status lists the first 10 violations: {status}");
+    let gauge = format!(
+        "celgate_audit_violations{{policy=\"{}\",binding=\"{BINDING}\"}} {}",
+        scan_fixture::POLICY,
+        denied.len()
+    );
+    wait_for("the violations gauge", Duration::from_secs(10), || async {
+        celgate.metrics().contains(&gauge).then_some(())
+    })
+    .await;
+
+    // One object fixed (its owner label added), one deleted: both leave the reports.
+    let owner_only = denied
+        .iter()
+        .find(|((kind, _, _), message)| kind == "Secret" && message.ends_with("has no owner label"))
+        .map(|(key, _)| key.clone())
+        .unwrap_or_else(|| panic!("the fixture has a Secret lacking only its owner label"));
+    let deleted = denied
+        .iter()
+        .find(|((kind, _, name), _)| kind == "ServiceAccount" && name.starts_with("obj-"))
+        .map(|(key, _)| key.clone())
+        .unwrap_or_else(|| panic!("the fixture has a violating ServiceAccount"));
+    let secrets: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &owner_only.1, &scan_fixture::kinds()[1]);
+    secrets
+        .patch(
+            &owner_only.2,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"owner": "fixed"}}})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot label {owner_only:?}: {e}"));
+    let accounts: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &deleted.1, &scan_fixture::kinds()[2]);
+    accounts
+        .delete(&deleted.2, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("cannot delete {deleted:?}: {e}"));
+    let remaining: BTreeSet<(Key, String)> = denied
+        .iter()
+        .filter(|(key, _)| key != &owner_only && key != &deleted)
+        .cloned()
+        .collect();
+    let took = reports_become(&client, &remaining, Duration::from_secs(15)).await;
+    println!(
+        "audit: one object fixed and one deleted: their reports gone {:.1} s later",
+        took.as_secs_f64()
+    );
+
+    // A param change rescans: fewer keys allowed, compared with in-tree again.
+    let changed = Instant::now();
+    cluster.apply(&scan_fixture::param(2));
+    let denied = oracle(&cluster, &client, 2).await;
+    assert!(denied.len() > remaining.len(), "a lower limit denies more");
+    reports_become(&client, &denied, Duration::from_secs(60)).await;
+    println!(
+        "audit: param changed: {} denied by in-tree = reported by celgate, within {:.1} s of the change (the in-tree oracle ran meanwhile)",
+        denied.len(),
+        changed.elapsed().as_secs_f64()
+    );
+
+    // The binding opts out: its reports and status.audit go.
+    cluster.kubectl_ok(&[
+        "annotate",
+        "validatingadmissionpolicybindings.admission.celgate.io",
+        BINDING,
+        "audit.celgate.io/scan=false",
+    ]);
+    reports_become(&client, &BTreeSet::new(), Duration::from_secs(60)).await;
+    wait_for("status.audit to go", Duration::from_secs(30), || async {
+        audit_status(&client).await.is_null().then_some(())
+    })
+    .await;
+}

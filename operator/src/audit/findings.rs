@@ -1,0 +1,352 @@
+//! What the audit knows between writes: each object's violations (only objects with at least
+//! one are held; objects themselves are never kept), how many objects each binding matched at
+//! its resources' last completed scan, and which reports and statuses changed since they were
+//! last written.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use celgate_snapshot::audit::{StoredAs, Violation};
+
+/// A binding, by policy then binding name.
+pub type UnitKey = (Arc<str>, Arc<str>);
+
+/// The object a report is about.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Subject {
+    /// apiVersion.
+    pub api_version: String,
+    /// Kind.
+    pub kind: String,
+    /// Namespace; empty for a cluster-scoped object.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// The object's uid (the report's key).
+    pub uid: String,
+}
+
+/// One object's violations, by binding.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObjectFindings {
+    /// The object.
+    pub subject: Subject,
+    /// The resource it was listed as.
+    pub resource: StoredAs,
+    /// Its violations, by binding.
+    pub violations: BTreeMap<UnitKey, Violation>,
+}
+
+/// Matched-object counts of one completed scan of one resource.
+#[derive(Clone, Debug, Default)]
+pub struct Pass {
+    /// Objects each binding applied to.
+    pub matched: HashMap<UnitKey, i64>,
+    /// The objects with violations before the pass that it has not seen again.
+    unseen: HashSet<String>,
+}
+
+/// The audit's state.
+#[derive(Debug, Default)]
+pub struct Findings {
+    objects: HashMap<String, ObjectFindings>,
+    /// Per binding and resource: objects matched at the resource's last completed scan.
+    scanned: HashMap<UnitKey, HashMap<StoredAs, i64>>,
+    /// Per binding: the resources it may not read, with why.
+    errors: HashMap<UnitKey, BTreeMap<StoredAs, String>>,
+    /// Reports to write again: object uid → its namespace.
+    dirty_reports: HashMap<String, String>,
+    /// Whether any binding's status may have changed.
+    dirty_status: bool,
+    /// When each resource's last scan completed.
+    completed: HashMap<StoredAs, SystemTime>,
+}
+
+impl Findings {
+    /// Records the violations of one object (none: it has no report).
+    pub fn set(
+        &mut self,
+        subject: Subject,
+        resource: &StoredAs,
+        violations: BTreeMap<UnitKey, Violation>,
+    ) {
+        let uid = subject.uid.clone();
+        let namespace = subject.namespace.clone();
+        let next = (!violations.is_empty()).then(|| ObjectFindings {
+            subject,
+            resource: resource.clone(),
+            violations,
+        });
+        let changed = match next {
+            Some(next) => self.objects.insert(uid.clone(), next.clone()).as_ref() != Some(&next),
+            None => self.objects.remove(&uid).is_some(),
+        };
+        if changed {
+            self.dirty_reports.insert(uid, namespace);
+            self.dirty_status = true;
+        }
+    }
+
+    /// Forgets one object (deleted).
+    pub fn remove(&mut self, uid: &str) {
+        if let Some(gone) = self.objects.remove(uid) {
+            self.dirty_reports
+                .insert(uid.to_string(), gone.subject.namespace);
+            self.dirty_status = true;
+        }
+    }
+
+    /// Starts a scan of one resource: the objects with violations it holds now are forgotten
+    /// at [`finish`](Self::finish) unless the scan sees them again.
+    pub fn start(&self, resource: &StoredAs) -> Pass {
+        Pass {
+            matched: HashMap::new(),
+            unseen: self
+                .objects
+                .iter()
+                .filter(|(_, o)| &o.resource == resource)
+                .map(|(uid, _)| uid.clone())
+                .collect(),
+        }
+    }
+
+    /// Notes that a scan saw an object.
+    pub fn seen(pass: &mut Pass, uid: &str) {
+        pass.unseen.remove(uid);
+    }
+
+    /// Completes a scan of one resource.
+    pub fn finish(&mut self, resource: &StoredAs, pass: Pass, units: &[UnitKey]) {
+        for uid in &pass.unseen {
+            self.remove(uid);
+        }
+        for unit in units {
+            let count = pass.matched.get(unit).copied().unwrap_or(0);
+            self.scanned
+                .entry(unit.clone())
+                .or_default()
+                .insert(resource.clone(), count);
+            if let Some(errors) = self.errors.get_mut(unit) {
+                errors.remove(resource);
+            }
+        }
+        self.completed.insert(resource.clone(), SystemTime::now());
+        self.dirty_status = true;
+    }
+
+    /// Records that a resource cannot be read, for the bindings that select it.
+    pub fn failed(&mut self, resource: &StoredAs, units: &[UnitKey], why: &str) {
+        for unit in units {
+            self.errors
+                .entry(unit.clone())
+                .or_default()
+                .insert(resource.clone(), why.to_string());
+        }
+        self.dirty_status = true;
+    }
+
+    /// Keeps only what belongs to `units` (a new plan): the others' violations, counts and
+    /// errors go, and the reports they were in are written again.
+    pub fn retain_units(&mut self, units: &HashSet<UnitKey>) {
+        for (uid, object) in &mut self.objects {
+            let before = object.violations.len();
+            object.violations.retain(|k, _| units.contains(k));
+            if object.violations.len() != before {
+                self.dirty_reports
+                    .insert(uid.clone(), object.subject.namespace.clone());
+            }
+        }
+        self.objects.retain(|_, o| !o.violations.is_empty());
+        self.scanned.retain(|k, _| units.contains(k));
+        self.errors.retain(|k, _| units.contains(k));
+        self.dirty_status = true;
+    }
+
+    /// The reports to write since the last call: each object's uid and namespace with its
+    /// findings, or `None` when its report should go.
+    pub fn take_reports(&mut self) -> Vec<ReportChange> {
+        std::mem::take(&mut self.dirty_reports)
+            .into_iter()
+            .map(|(uid, namespace)| ReportChange {
+                findings: self.objects.get(&uid).cloned(),
+                uid,
+                namespace,
+            })
+            .collect()
+    }
+
+    /// Puts a report back to be written again (its write failed).
+    pub fn retry_report(&mut self, change: ReportChange) {
+        self.dirty_reports.insert(change.uid, change.namespace);
+    }
+
+    /// Whether binding statuses may have changed since the last call.
+    pub fn take_status(&mut self) -> bool {
+        std::mem::take(&mut self.dirty_status)
+    }
+
+    /// Marks binding statuses to be written again.
+    pub fn retry_status(&mut self) {
+        self.dirty_status = true;
+    }
+
+    /// The uids of the objects with violations (those with a report).
+    pub fn reported(&self) -> HashSet<String> {
+        self.objects.keys().cloned().collect()
+    }
+
+    /// Whether every one of `resources` completed a scan since `since`.
+    pub fn completed_since(&self, resources: &[StoredAs], since: SystemTime) -> bool {
+        resources
+            .iter()
+            .all(|r| self.completed.get(r).is_some_and(|at| *at >= since))
+    }
+
+    /// One binding's audit: matched objects, its violations (every one, by namespace and name),
+    /// the resources it cannot read, and when the last of its resources completed a scan (none
+    /// until each has).
+    pub fn of_unit(&self, unit: &UnitKey, resources: &[StoredAs]) -> UnitAudit {
+        let scanned = self
+            .scanned
+            .get(unit)
+            .map(|by| by.values().sum())
+            .unwrap_or(0);
+        let mut violations: Vec<(&Subject, &Violation)> = self
+            .objects
+            .values()
+            .filter_map(|o| o.violations.get(unit).map(|v| (&o.subject, v)))
+            .collect();
+        violations.sort_by(|a, b| (&a.0.namespace, &a.0.name).cmp(&(&b.0.namespace, &b.0.name)));
+        let errors = self
+            .errors
+            .get(unit)
+            .map(|by| by.values().cloned().collect())
+            .unwrap_or_default();
+        let last_scan = resources
+            .iter()
+            .map(|r| self.completed.get(r).copied())
+            .collect::<Option<Vec<_>>>()
+            .and_then(|times| times.into_iter().max());
+        UnitAudit {
+            scanned,
+            violations: violations
+                .into_iter()
+                .map(|(s, v)| (s.clone(), v.clone()))
+                .collect(),
+            errors,
+            last_scan,
+        }
+    }
+}
+
+/// A report to write: the object's uid and namespace, and its findings (`None`: delete it).
+#[derive(Debug, PartialEq)]
+pub struct ReportChange {
+    /// The object's uid.
+    pub uid: String,
+    /// The object's namespace; empty for a cluster-scoped object.
+    pub namespace: String,
+    /// Its findings, or `None` when it has none left.
+    pub findings: Option<ObjectFindings>,
+}
+
+/// One binding's audit, for its status and metrics.
+#[derive(Debug, Default)]
+pub struct UnitAudit {
+    /// Objects matched at the last completed scans.
+    pub scanned: i64,
+    /// Every violation, by namespace and name.
+    pub violations: Vec<(Subject, Violation)>,
+    /// Resources it cannot read, with why.
+    pub errors: Vec<String>,
+    /// When the last of its resources completed a scan.
+    pub last_scan: Option<SystemTime>,
+}
+
+#[cfg(test)]
+mod tests {
+    use celgate_snapshot::audit::Verdict;
+
+    use super::*;
+
+    fn resource() -> StoredAs {
+        StoredAs {
+            group: String::new(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            kind: "ConfigMap".into(),
+            namespaced: true,
+        }
+    }
+
+    fn subject(name: &str) -> Subject {
+        Subject {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+            namespace: "ns".into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+        }
+    }
+
+    fn unit() -> UnitKey {
+        (Arc::from("p"), Arc::from("b"))
+    }
+
+    fn failing() -> BTreeMap<UnitKey, Violation> {
+        BTreeMap::from([(
+            unit(),
+            Violation {
+                verdict: Verdict::Fail,
+                message: "no".into(),
+            },
+        )])
+    }
+
+    #[test]
+    fn a_report_is_written_when_an_objects_violations_change_and_only_then() {
+        let mut f = Findings::default();
+        f.set(subject("a"), &resource(), failing());
+        assert_eq!(f.take_reports().len(), 1);
+        f.set(subject("a"), &resource(), failing());
+        assert!(f.take_reports().is_empty(), "unchanged: nothing to write");
+        f.set(subject("a"), &resource(), BTreeMap::new());
+        assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
+    }
+
+    fn gone(f: &mut Findings) -> Vec<String> {
+        f.take_reports()
+            .into_iter()
+            .filter(|c| c.findings.is_none())
+            .map(|c| c.uid)
+            .collect()
+    }
+
+    #[test]
+    fn a_scan_forgets_objects_it_does_not_see_again_and_counts_what_it_matched() {
+        let mut f = Findings::default();
+        f.set(subject("gone"), &resource(), failing());
+        f.set(subject("kept"), &resource(), failing());
+        f.take_reports();
+        let mut pass = f.start(&resource());
+        Findings::seen(&mut pass, "uid-kept");
+        pass.matched.insert(unit(), 5);
+        f.finish(&resource(), pass, &[unit()]);
+        assert_eq!(gone(&mut f), vec!["uid-gone".to_string()]);
+        let audit = f.of_unit(&unit(), &[resource()]);
+        assert_eq!(audit.scanned, 5);
+        assert_eq!(audit.violations.len(), 1);
+        assert!(audit.last_scan.is_some());
+    }
+
+    #[test]
+    fn a_new_plan_drops_bindings_that_left_it() {
+        let mut f = Findings::default();
+        f.set(subject("a"), &resource(), failing());
+        f.take_reports();
+        f.retain_units(&HashSet::new());
+        assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
+        assert_eq!(f.of_unit(&unit(), &[resource()]).violations.len(), 0);
+    }
+}

@@ -1,0 +1,396 @@
+//! The background audit: while this replica leads, every object already stored that a bound
+//! ValidatingAdmissionPolicy's binding matches is asked "would it be admitted if it were
+//! created now?" ([`celgate_snapshot::audit`]), with the webhook's own dispatch and messages.
+//! Each resource is listed page by page (paced) and then watched, so an object fixed, created
+//! or deleted changes its results within seconds; objects are evaluated as they stream by and
+//! never kept. A change of policies, bindings, params, namespaces or served resources, and the
+//! interval, start a new scan. Results go to PolicyReports, each binding's `status.audit` and
+//! the `celgate_audit_*` gauges (`writer`).
+
+mod findings;
+mod reports;
+mod targets;
+mod writer;
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use celgate_crds::ValidatingAdmissionPolicy;
+use celgate_snapshot::audit::{StoredAs, Violation, create_request, decide, violation};
+use celgate_snapshot::{Deps, Snapshot, SnapshotStore};
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::{Instant, MissedTickBehavior};
+use tracing::{debug, info, warn};
+
+use self::findings::{Findings, Subject, UnitKey};
+use self::targets::{Targets, Unit};
+use crate::cluster::discovery::Discovery;
+use crate::controllers::policies::KindStores;
+use crate::metrics;
+use crate::serving::leader::Leadership;
+
+/// How the audit runs (`celgate run --audit-*`).
+#[derive(Clone, Debug)]
+pub struct AuditConfig {
+    /// A full scan at least this often, besides the scans changes start.
+    pub interval: Duration,
+    /// Objects per list page.
+    pub page_size: u32,
+    /// List pages requested per second, at most (all resources together).
+    pub pages_per_second: u32,
+    /// Report writes and deletes per second, at most.
+    pub writes_per_second: u32,
+    /// Namespaces the webhooks never see (their requests are admitted): not audited.
+    pub excluded_namespaces: Vec<String>,
+}
+
+/// How long the inputs must stay unchanged before a change starts a new scan.
+const QUIET: Duration = Duration::from_secs(1);
+/// The shortest time between two scans started by changes.
+const MIN_GAP: Duration = Duration::from_secs(5);
+/// How often the inputs are compared.
+const POLL: Duration = Duration::from_millis(500);
+
+/// The audit's shared state.
+type Shared = Arc<Mutex<Findings>>;
+
+fn lock(findings: &Mutex<Findings>) -> MutexGuard<'_, Findings> {
+    findings.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What the audit reads from the rest of the operator.
+pub struct Sources {
+    /// The snapshot the webhook decides with.
+    pub store: Arc<SnapshotStore>,
+    /// The stored validating policies and bindings (annotations: opt-outs, severity).
+    pub stores: KindStores<ValidatingAdmissionPolicy>,
+    /// The served resources.
+    pub discovery: Discovery,
+    /// Authorizers for policies that read `authorizer`.
+    pub deps: Deps,
+}
+
+/// Runs the audit whenever this replica leads, until the process stops.
+pub async fn run(
+    client: Client,
+    sources: Sources,
+    mut leadership: Leadership,
+    config: AuditConfig,
+) {
+    loop {
+        if leadership.wait_for(|leads| *leads).await.is_err() {
+            return;
+        }
+        info!("audit starts: this replica leads");
+        tokio::select! {
+            () = lead(&client, &sources, &config) => {}
+            _ = leadership.wait_for(|leads| !*leads) => {
+                info!("audit stops: this replica no longer leads");
+            }
+        }
+    }
+}
+
+/// Everything a change of which starts a new scan.
+#[derive(PartialEq)]
+struct Inputs {
+    policies: usize,
+    params: usize,
+    namespaces: usize,
+    discovery: u64,
+    annotations: Vec<String>,
+}
+
+impl Inputs {
+    fn now(snapshot: &Snapshot, sources: &Sources) -> Self {
+        let mut annotations: Vec<String> = sources
+            .stores
+            .bindings
+            .state()
+            .iter()
+            .filter(|b| targets::opted_out(b))
+            .map(|b| format!("binding {}", b.name_any()))
+            .chain(sources.stores.policies.state().iter().flat_map(|p| {
+                [targets::SEVERITY_ANNOTATION, targets::CATEGORY_ANNOTATION]
+                    .into_iter()
+                    .filter_map(|key| {
+                        p.annotations()
+                            .get(key)
+                            .map(|v| format!("policy {} {key}={v}", p.name_any()))
+                    })
+                    .collect::<Vec<_>>()
+            }))
+            .collect();
+        annotations.sort_unstable();
+        Self {
+            policies: Arc::as_ptr(&snapshot.policies) as usize,
+            params: Arc::as_ptr(&snapshot.params) as usize,
+            namespaces: Arc::as_ptr(&snapshot.namespaces) as usize,
+            discovery: *sources.discovery.revisions().borrow(),
+            annotations,
+        }
+    }
+}
+
+/// The audit while leading: a scan, then another whenever the inputs change or the interval
+/// passes; the writer runs beside it.
+async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
+    let findings: Shared = Arc::default();
+    let (plans, planned) = watch::channel((Arc::new(Targets::default()), SystemTime::now()));
+    let mut tasks = JoinSet::new();
+    tasks.spawn(writer::run(
+        client.clone(),
+        findings.clone(),
+        planned,
+        config.writes_per_second,
+    ));
+    let pacer = Arc::new(Pacer::new(config.pages_per_second));
+    loop {
+        let snapshot = sources.store.load();
+        if !snapshot.ready {
+            tokio::time::sleep(POLL).await;
+            continue;
+        }
+        let served = match sources.discovery.ready().await {
+            Ok(served) => served,
+            Err(e) => {
+                warn!(error = %e, "audit: cannot discover the served resources; retrying");
+                tokio::time::sleep(MIN_GAP).await;
+                continue;
+            }
+        };
+        let inputs = Inputs::now(&snapshot, sources);
+        let plan = Arc::new(targets::plan(
+            &snapshot,
+            &sources.stores.policies,
+            &sources.stores.bindings,
+            &served,
+        ));
+        let keys: HashSet<UnitKey> = plan.units.iter().map(|u| key(u)).collect();
+        lock(&findings).retain_units(&keys);
+        info!(
+            bindings = plan.units.len(),
+            resources = plan.resources.len(),
+            "audit scan starts"
+        );
+        let started = Instant::now();
+        plans.send_replace((plan.clone(), SystemTime::now()));
+        let mut kinds = JoinSet::new();
+        for resource in &plan.resources {
+            kinds.spawn(follow(
+                client.clone(),
+                resource.clone(),
+                plan.clone(),
+                findings.clone(),
+                pacer.clone(),
+                sources.store.clone(),
+                sources.deps.clone(),
+                config.clone(),
+            ));
+        }
+        let rescan_at = started + config.interval;
+        let mut changed_at: Option<Instant> = None;
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep_until(rescan_at) => break,
+            }
+            let now = Inputs::now(&sources.store.load(), sources);
+            if now != inputs {
+                let at = *changed_at.get_or_insert_with(Instant::now);
+                if at.elapsed() >= QUIET && started.elapsed() >= MIN_GAP {
+                    debug!("audit inputs changed: a new scan starts");
+                    break;
+                }
+            }
+        }
+        kinds.abort_all();
+    }
+}
+
+/// A binding's key.
+fn key(unit: &Unit) -> UnitKey {
+    (unit.policy.clone(), unit.binding.clone())
+}
+
+/// Paces list pages across every resource: one page per tick.
+struct Pacer(tokio::sync::Mutex<tokio::time::Interval>);
+
+impl Pacer {
+    fn new(per_second: u32) -> Self {
+        let mut interval = tokio::time::interval(Duration::from_secs(1) / per_second.max(1));
+        interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        Self(tokio::sync::Mutex::new(interval))
+    }
+
+    async fn wait(&self) {
+        self.0.lock().await.tick().await;
+    }
+}
+
+/// Lists and then watches one resource, evaluating each object under every binding of the
+/// plan that may select it, until aborted. A resource celgate may not read is recorded in the
+/// bindings' status and tried again with backoff.
+#[allow(clippy::too_many_arguments)]
+async fn follow(
+    client: Client,
+    resource: StoredAs,
+    plan: Arc<Targets>,
+    findings: Shared,
+    pacer: Arc<Pacer>,
+    store: Arc<SnapshotStore>,
+    deps: Deps,
+    config: AuditConfig,
+) {
+    let page_size = config.page_size;
+    let excluded = |object: &DynamicObject| {
+        object
+            .metadata
+            .namespace
+            .as_ref()
+            .is_some_and(|ns| config.excluded_namespaces.contains(ns))
+    };
+    let units: Vec<Arc<Unit>> = plan
+        .units
+        .iter()
+        .filter(|u| u.resources.contains(&resource))
+        .cloned()
+        .collect();
+    let keys: Vec<UnitKey> = units.iter().map(|u| key(u)).collect();
+    let api_resource = ApiResource {
+        group: resource.group.clone(),
+        version: resource.version.clone(),
+        api_version: resource.api_version(),
+        kind: resource.kind.clone(),
+        plural: resource.resource.clone(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client, &api_resource);
+    let config = watcher::Config::default().page_size(page_size);
+    let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+    let mut pass = None;
+    let mut listed: u32 = 0;
+    let mut failing = false;
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(Event::Init) => {
+                pacer.wait().await;
+                listed = 0;
+                pass = Some(lock(&findings).start(&resource));
+            }
+            Ok(Event::InitApply(object)) if excluded(&object) => {
+                listed += 1;
+                if let Some(pass) = pass.as_mut() {
+                    Findings::seen(pass, &object.uid().unwrap_or_default());
+                }
+            }
+            Ok(Event::InitApply(object)) => {
+                let (subject, violations, matched) =
+                    evaluate(&units, &resource, object, &store, &deps);
+                listed += 1;
+                if let Some(pass) = pass.as_mut() {
+                    Findings::seen(pass, &subject.uid);
+                    for unit in matched {
+                        *pass.matched.entry(unit).or_default() += 1;
+                    }
+                }
+                lock(&findings).set(subject, &resource, violations);
+                if listed.is_multiple_of(page_size.max(1)) {
+                    pacer.wait().await;
+                }
+            }
+            Ok(Event::InitDone) => {
+                if let Some(pass) = pass.take() {
+                    lock(&findings).finish(&resource, pass, &keys);
+                    metrics::audit_resource_scanned();
+                    debug!(resource = %resource.resource, objects = listed, "audit: resource scanned");
+                }
+                failing = false;
+            }
+            Ok(Event::Apply(object)) if excluded(&object) => {}
+            Ok(Event::Apply(object)) => {
+                let (subject, violations, _) = evaluate(&units, &resource, object, &store, &deps);
+                lock(&findings).set(subject, &resource, violations);
+            }
+            Ok(Event::Delete(object)) => {
+                if let Some(uid) = object.uid() {
+                    lock(&findings).remove(&uid);
+                }
+            }
+            Err(error) => {
+                let why = format!(
+                    "cannot list and watch {} ({}): {error}",
+                    resource.resource,
+                    resource.api_version()
+                );
+                if !failing {
+                    warn!(error = %why, "audit: a resource cannot be read; retrying with backoff");
+                    failing = true;
+                }
+                lock(&findings).failed(&resource, &keys, &why);
+            }
+        }
+    }
+}
+
+/// One object's violations and the bindings that applied to it, each binding decided alone
+/// against the current snapshot's namespaces and params.
+fn evaluate(
+    units: &[Arc<Unit>],
+    resource: &StoredAs,
+    object: DynamicObject,
+    store: &SnapshotStore,
+    deps: &Deps,
+) -> (Subject, BTreeMap<UnitKey, Violation>, Vec<UnitKey>) {
+    let subject = Subject {
+        api_version: resource.api_version(),
+        kind: resource.kind.clone(),
+        namespace: object.namespace().unwrap_or_default(),
+        name: object.name_any(),
+        uid: object.uid().unwrap_or_default(),
+    };
+    let mut violations = BTreeMap::new();
+    let mut matched = Vec::new();
+    // List items carry no apiVersion or kind: the resource gives them.
+    let mut value = serde_json::to_value(&object).unwrap_or(Value::Null);
+    if let Some(map) = value.as_object_mut() {
+        map.insert(
+            "apiVersion".into(),
+            Value::String(subject.api_version.clone()),
+        );
+        map.insert("kind".into(), Value::String(subject.kind.clone()));
+    }
+    let base = store.load();
+    for unit in units {
+        let mut snapshot = Snapshot::clone(&base);
+        snapshot.policies = unit.set.clone();
+        let received = create_request(resource, value.clone(), &format!("audit-{}", subject.uid));
+        let Ok(req) = received.request() else {
+            continue;
+        };
+        let authorizer = deps
+            .authorizers
+            .as_ref()
+            .filter(|_| unit.set.uses_authorizer())
+            .map(|source| source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null)));
+        let (outcome, applied) = match &authorizer {
+            // Authorization checks wait for the API server: not on a runtime worker's time.
+            Some(a) => tokio::task::block_in_place(|| decide(&snapshot, &req, Some(a))),
+            None => decide(&snapshot, &req, None),
+        };
+        if applied {
+            matched.push(key(unit));
+        }
+        if let Some(v) = violation(&outcome) {
+            violations.insert(key(unit), v);
+        }
+    }
+    (subject, violations, matched)
+}
