@@ -145,6 +145,7 @@ fn exercised() -> prometheus_client::registry::Registry {
         error_type: ErrorType::NoError,
         elapsed,
     }]);
+    celgate_operator::metrics::audit_binding("p", "b", 10, 2);
     webhook.request("/validate/fail", 200, elapsed);
     webhook.error("/validate/fail", "not_ready");
     webhook.connection_closed("over_limit");

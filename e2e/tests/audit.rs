@@ -204,6 +204,20 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     })
     .await;
 
+    // Idle, nothing scans again: the audit's own status writes (binding events, which publish
+    // a new policy set) are not changes of its inputs.
+    let scans = || {
+        celgate
+            .metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix("celgate_audit_resource_scans_total "))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("no celgate_audit_resource_scans_total"))
+    };
+    let before = scans();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(scans(), before, "the audit scanned again with nothing changed");
+
     // One object fixed (its owner label added), one deleted: both leave the reports.
     let owner_only = denied
         .iter()

@@ -112,6 +112,34 @@ spec:
       matchLabels: {engine: celgate}
 "#;
 
+/// An Audit binding over namespaces: the audit reports the namespace `audit-probe` in a
+/// ClusterPolicyReport.
+const NAMESPACE_AUDIT: &str = r#"
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: no-probe-namespace
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["namespaces"]
+  validations:
+  - expression: "object.metadata.name != 'audit-probe'"
+    message: "no probe namespaces"
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: no-probe-namespace
+spec:
+  policyName: no-probe-namespace
+  validationActions: [Audit]
+"#;
+
 const NOPES_CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -314,18 +342,28 @@ fn grants(cluster: &Cluster) -> BTreeSet<Grant> {
     out
 }
 
-/// Whether a request is the deliberate forbidden one: listing or watching the param kind the
-/// shipped RBAC does not grant.
+/// Whether a request is one of the deliberate forbidden ones: listing or watching the param
+/// kind the shipped RBAC does not grant, or Deployments, which the audit is not granted by
+/// default (config/rbac/audit.yaml).
 fn deliberately_forbidden(request: &Request) -> bool {
-    request.group == "example.invalid"
-        && request.resource == "nopes"
-        && (request.verb == "list" || request.verb == "watch")
+    let listed = request.verb == "list" || request.verb == "watch";
+    listed
+        && ((request.group == "example.invalid" && request.resource == "nopes")
+            || (request.group == "apps" && request.resource == "deployments"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_shipped_rule_is_used_and_nothing_else_is_forbidden() {
     let cluster = Cluster::start();
     cluster.install_crds();
+    let reports = workspace().join("config/policy-reports");
+    cluster.kubectl_ok(&["apply", "-k", &reports.to_string_lossy()]);
+    cluster.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/policyreports.wgpolicyk8s.io",
+    ]);
     let port = free_port();
     let celgate = Celgate::spawn_as(
         &cluster,
@@ -392,6 +430,106 @@ async fn every_shipped_rule_is_used_and_nothing_else_is_forbidden() {
     }
     cluster.apply(&PARAM_POLICY.replace("MESSAGE", "at most 3 replicas"));
     wait_ready(&cluster, "cvap", "replica-limit", ("True", "Enforced", 2)).await;
+
+    // The audit as the leader: a ConfigMap the scanner's own permissions fail `needs-list`
+    // for gets a PolicyReport, which goes when the ConfigMap does; Deployments, which the
+    // audit may not read by default, are named in the binding's status.audit.errors.
+    cluster.apply(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: audit-probe\n  namespace: ours\n",
+    );
+    let uid = cluster.kubectl_ok(&[
+        "get",
+        "configmap",
+        "audit-probe",
+        "-n",
+        "ours",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let report = format!("policyreport/celgate-{uid}");
+    let written = tokio::time::timeout(Duration::from_secs(60), async {
+        while !cluster
+            .kubectl(&["get", &report, "-n", "ours"], "")
+            .status
+            .success()
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(
+        written.is_ok(),
+        "no {report} after 60 s:\n{}",
+        celgate.logs()
+    );
+    // A cluster-scoped object's report is a ClusterPolicyReport.
+    cluster.apply(NAMESPACE_AUDIT);
+    cluster.apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: audit-probe\n");
+    let ns_uid = cluster.kubectl_ok(&[
+        "get",
+        "namespace",
+        "audit-probe",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    let cluster_report = format!("clusterpolicyreport/celgate-{ns_uid}");
+    let written = tokio::time::timeout(Duration::from_secs(60), async {
+        while !cluster
+            .kubectl(&["get", &cluster_report], "")
+            .status
+            .success()
+        {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(
+        written.is_ok(),
+        "no {cluster_report} after 60 s:\n{}",
+        celgate.logs()
+    );
+    cluster.kubectl_ok(&["delete", "namespace", "audit-probe", "--wait=false"]);
+    cluster.kubectl_ok(&["delete", "configmap", "audit-probe", "-n", "ours"]);
+    wait_for(
+        "the probe's PolicyReport to go",
+        Duration::from_secs(30),
+        || async {
+            (!cluster
+                .kubectl(&["get", &report, "-n", "ours"], "")
+                .status
+                .success())
+            .then_some(())
+        },
+    )
+    .await;
+    wait_for(
+        "the namespace's ClusterPolicyReport to go",
+        Duration::from_secs(60),
+        || async {
+            (!cluster
+                .kubectl(&["get", &cluster_report], "")
+                .status
+                .success())
+            .then_some(())
+        },
+    )
+    .await;
+    let errors = wait_for(
+        "status.audit.errors to name deployments",
+        Duration::from_secs(60),
+        || async {
+            let errors = cluster.kubectl_ok(&[
+                "get",
+                "cvapb",
+                "replica-limit",
+                "-o",
+                "jsonpath={.status.audit.errors}",
+            ]);
+            errors.contains("deployments").then_some(errors)
+        },
+    )
+    .await;
+    assert!(errors.contains("forbidden"), "{errors}");
 
     // The deliberate forbidden case: a param kind the shipped RBAC does not grant.
     cluster.apply(NOPES_CRD);
@@ -473,7 +611,7 @@ async fn every_shipped_rule_is_used_and_nothing_else_is_forbidden() {
     let forbidden: Vec<&Request> = seen.iter().filter(|r| r.code == 403).collect();
     assert!(
         forbidden.iter().any(|r| deliberately_forbidden(r)),
-        "the forbidden param kind was never listed: {seen:#?}"
+        "the forbidden kinds were never listed: {seen:#?}"
     );
     let unexpected: Vec<&&Request> = forbidden
         .iter()

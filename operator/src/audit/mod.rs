@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use celgate_crds::ValidatingAdmissionPolicy;
+use celgate_engine::model::ValidatingBindingSpec;
 use celgate_snapshot::audit::{StoredAs, Violation, create_request, decide, violation};
 use celgate_snapshot::{Deps, Snapshot, SnapshotStore};
 use futures::StreamExt;
@@ -99,10 +100,12 @@ pub async fn run(
     }
 }
 
-/// Everything a change of which starts a new scan.
+/// Everything a change of which starts a new scan. The bound validating policies are compared
+/// by compiled policy and binding spec, not by the published set: every binding event (a
+/// status write, the audit's own among them) publishes a new set.
 #[derive(PartialEq)]
 struct Inputs {
-    policies: usize,
+    policies: Vec<(usize, Vec<ValidatingBindingSpec>)>,
     params: usize,
     namespaces: usize,
     discovery: u64,
@@ -131,7 +134,20 @@ impl Inputs {
             .collect();
         annotations.sort_unstable();
         Self {
-            policies: Arc::as_ptr(&snapshot.policies) as usize,
+            policies: snapshot
+                .policies
+                .validating()
+                .iter()
+                .map(|b| {
+                    (
+                        Arc::as_ptr(&b.policy) as usize,
+                        b.bindings
+                            .iter()
+                            .map(|b| ValidatingBindingSpec::clone(b))
+                            .collect(),
+                    )
+                })
+                .collect(),
             params: Arc::as_ptr(&snapshot.params) as usize,
             namespaces: Arc::as_ptr(&snapshot.namespaces) as usize,
             discovery: *sources.discovery.revisions().borrow(),

@@ -22,6 +22,7 @@ use super::reports::{self, Reports};
 use super::targets::{Targets, Unit};
 use super::{Shared, key, lock};
 use crate::metrics;
+use crate::retry::{self, Backoff};
 
 /// How many violating objects a binding's status lists.
 pub const LISTED_VIOLATIONS: usize = 10;
@@ -44,6 +45,8 @@ pub async fn run(
     let mut pace = tokio::time::interval(Duration::from_secs(1) / writes_per_second.max(1));
     pace.set_missed_tick_behavior(MissedTickBehavior::Delay);
     let mut tick = tokio::time::interval(PERIOD);
+    let mut backoff = Backoff::new(retry::WRITE);
+    let mut retry_at: Option<tokio::time::Instant> = None;
     loop {
         tick.tick().await;
         let (plan, planned) = plans.borrow_and_update().clone();
@@ -64,15 +67,34 @@ pub async fn run(
                 Err(e) => warn!(error = %e, "audit: cannot tell whether PolicyReports are served"),
             }
         }
-        if served.is_some_and(|(ok, _)| ok) {
+        if served.is_some_and(|(ok, _)| ok)
+            && retry_at.is_none_or(|at| at <= tokio::time::Instant::now())
+        {
             let changes = lock(&findings).take_reports();
+            let mut failure = None;
             for change in changes {
+                if failure.is_some() {
+                    lock(&findings).retry_report(change);
+                    continue;
+                }
                 pace.tick().await;
                 if let Err(e) = write_report(&reports, &change, &units).await {
-                    warn!(error = %e, object = %change.uid, "audit: cannot write a PolicyReport; retrying");
+                    failure = Some((e, change.uid.clone()));
                     lock(&findings).retry_report(change);
                 }
             }
+            // A failed write (RBAC, the API server) waits a growing delay; the rest wait with it.
+            retry_at = match failure {
+                Some((e, uid)) => {
+                    let delay = backoff.next_delay();
+                    warn!(error = %e, object = %uid, retry_in_s = delay.as_secs_f64(), "audit: cannot write a PolicyReport");
+                    Some(tokio::time::Instant::now() + delay)
+                }
+                None => {
+                    backoff = Backoff::new(retry::WRITE);
+                    None
+                }
+            };
             let complete = lock(&findings).completed_since(&plan.resources, planned);
             if complete && pruned_plan != Some(planned) {
                 let keep = lock(&findings).reported();
