@@ -94,7 +94,7 @@ pub fn namespaces(prefix: &str, count: usize) -> Vec<Value> {
 pub fn object(prefix: &str, namespaces: usize, i: usize) -> Value {
     let namespace = format!("{prefix}-{}", i % namespaces.max(1));
     let mut metadata = json!({"name": format!("obj-{i}"), "namespace": namespace});
-    if i % 4 != 0 {
+    if !i.is_multiple_of(4) {
         metadata["labels"] = json!({"owner": format!("team-{}", i % 3)});
     }
     match i % 3 {
