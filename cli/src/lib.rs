@@ -80,6 +80,9 @@ pub enum CliError {
     /// The embedded snapshot of the built-in kinds cannot be read.
     #[error(transparent)]
     Builtin(#[from] celgate_kinds::builtin::BuiltinError),
+    /// The cluster in `KUBECONFIG` cannot be read (`celgate scan --cluster`).
+    #[error("cannot read the cluster: {0}")]
+    Cluster(String),
     /// The command's thread failed.
     #[error("internal error: {0}")]
     Internal(String),

@@ -70,6 +70,11 @@ impl OfflineKinds {
         })
     }
 
+    /// The served resources.
+    pub fn served(&self) -> &ServedResources {
+        &self.served
+    }
+
     /// The resource (plural, no subresource) of objects of `kind` in `api_version`, with its
     /// scope; `None` when neither the built-in kinds nor the CRDs serve it.
     pub fn resource_of(&self, api_version: &str, kind: &str) -> Option<&ServedResource> {

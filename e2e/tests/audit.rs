@@ -5,6 +5,7 @@
 //! `status.audit` and `celgate_audit_violations` must count them. Then an object fixed and one
 //! deleted leave the reports within seconds, a param change rescans (compared with in-tree
 //! again), and the binding's opt-out annotation removes its reports and `status.audit`.
+//! `celgate scan --cluster` over the same cluster finds what the reports list.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -204,6 +205,42 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     })
     .await;
 
+    // `celgate scan --cluster` finds the same, read-only, before any install would.
+    let policy_file = cluster.dir().join("audit-policy.yaml");
+    std::fs::write(
+        &policy_file,
+        scan_fixture::policy(CELGATE_API, BINDING, "Audit", "yes"),
+    )
+    .unwrap_or_else(|e| panic!("cannot write {}: {e}", policy_file.display()));
+    let out = std::process::Command::new(Celgate::binary())
+        .args(["scan", "--cluster", "-o", "json", "--policies"])
+        .arg(&policy_file)
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run celgate scan: {e}"));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "violations exit 1: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let scan: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("celgate scan -o json: {e}"));
+    let scanned: BTreeSet<(Key, String)> = scan["violations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let text = |f: &str| v["object"][f].as_str().unwrap_or_default().to_string();
+            let message = v["message"].as_str().unwrap_or_default().to_string();
+            ((text("kind"), text("namespace"), text("name")), message)
+        })
+        .collect();
+    assert_eq!(
+        scanned, denied,
+        "celgate scan --cluster and the reports differ"
+    );
+
     // Idle, nothing scans again: the audit's own status writes (binding events, which publish
     // a new policy set) are not changes of its inputs.
     let scans = || {
@@ -216,7 +253,11 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     };
     let before = scans();
     tokio::time::sleep(Duration::from_secs(8)).await;
-    assert_eq!(scans(), before, "the audit scanned again with nothing changed");
+    assert_eq!(
+        scans(),
+        before,
+        "the audit scanned again with nothing changed"
+    );
 
     // One object fixed (its owner label added), one deleted: both leave the reports.
     let owner_only = denied

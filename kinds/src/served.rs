@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use celgate_engine::model::{MatchPolicy, MatchResources, ResourceRule};
 use celgate_engine::schema::Gvk;
 use celgate_engine::typecheck::ApiResource;
 use kube::core::GroupVersionKind;
@@ -219,9 +220,90 @@ impl ServedResources {
                 && !r.resource.contains('/')
         })
     }
+    /// The resources (no subresources) whose stored objects a rule of `constraints` that
+    /// matches CREATE may select, as the audit lists them: for each group and resource, the
+    /// first served version the rule names (any served version under matchPolicy Equivalent,
+    /// which matches the others as equivalents), in the API server's order of preference.
+    /// Rules limited to resourceNames are left out: names are checked on the request.
+    pub fn created_by(&self, constraints: &MatchResources) -> Vec<&ServedResource> {
+        let equivalent = constraints.match_policy == MatchPolicy::Equivalent;
+        let mut out: Vec<&ServedResource> = Vec::new();
+        let rules = constraints
+            .resource_rules
+            .iter()
+            .filter(|r| creates(r) && r.resource_names.is_empty());
+        for rule in rules {
+            for r in &self.resources {
+                let selected = !r.resource.contains('/')
+                    && names(&rule.api_groups, &r.group)
+                    && (equivalent || names(&rule.api_versions, &r.version))
+                    && rule.resources.iter().any(|x| selects(x, &r.resource))
+                    && in_scope(&rule.scope, r.namespaced);
+                let listed = out
+                    .iter()
+                    .any(|o| o.group == r.group && o.resource == r.resource);
+                if selected && !listed {
+                    out.push(r);
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Whether the rule's operations include CREATE.
+fn creates(rule: &ResourceRule) -> bool {
+    rule.operations.iter().any(|o| o == "CREATE" || o == "*")
+}
+
+/// Whether `names` holds `name` or `*`.
+fn names(names: &[String], name: &str) -> bool {
+    names.iter().any(|n| n == "*" || n == name)
+}
+
+/// Whether a rule's resource entry selects the resource itself (not only its subresources).
+fn selects(entry: &str, resource: &str) -> bool {
+    entry == "*" || entry == "*/*" || entry == resource
+}
+
+/// Whether a rule's scope admits a resource that is (or is not) namespaced.
+fn in_scope(scope: &str, namespaced: bool) -> bool {
+    match scope {
+        "Cluster" => !namespaced,
+        "Namespaced" => namespaced,
+        _ => true,
+    }
 }
 
 /// A discovered kind as the type checker names it.
 fn checker_gvk(kind: &GroupVersionKind) -> Gvk {
     Gvk::new(&kind.group, &kind.version, &kind.kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(ops: &[&str]) -> ResourceRule {
+        ResourceRule {
+            resource_names: Vec::new(),
+            operations: ops.iter().map(|s| s.to_string()).collect(),
+            api_groups: vec![String::new()],
+            api_versions: vec!["v1".into()],
+            resources: vec!["pods".into()],
+            scope: "*".into(),
+        }
+    }
+
+    #[test]
+    fn a_rule_selects_resources_it_names_or_wildcards_for_creates_only() {
+        assert!(creates(&rule(&["CREATE", "UPDATE"])));
+        assert!(creates(&rule(&["*"])));
+        assert!(!creates(&rule(&["UPDATE", "DELETE"])));
+        assert!(selects("*", "pods") && selects("*/*", "pods") && selects("pods", "pods"));
+        assert!(!selects("pods/status", "pods") && !selects("pods/*", "pods"));
+        assert!(in_scope("Cluster", false) && !in_scope("Cluster", true));
+        assert!(in_scope("Namespaced", true) && in_scope("*", false));
+        assert!(names(&["*".into()], "apps") && !names(&[String::new()], "apps"));
+    }
 }

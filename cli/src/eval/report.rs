@@ -211,6 +211,10 @@ fn cel_text(v: &Value<'_>) -> String {
 pub struct Report {
     /// Whether the request is admitted.
     pub allowed: bool,
+    /// The message of the failed validation, whichever the binding's actions: the denial,
+    /// else the warning, else the audited failure's (`celgate scan`).
+    #[serde(skip)]
+    pub violation: Option<String>,
     /// The denial, if any.
     pub denial: Option<DenialRecord>,
     /// Warnings for the client.
@@ -264,6 +268,7 @@ impl Report {
         trace: Vec<TraceEntry>,
     ) -> Self {
         Report {
+            violation: celgate_snapshot::audit::violation(&outcome).map(|v| v.message),
             allowed: outcome.allowed(),
             denial: outcome.denial.map(DenialRecord::from),
             warnings: outcome.warnings,

@@ -1,9 +1,10 @@
-//! `celgate scan`: the would-be violations of manifests. For every ValidatingAdmissionPolicy
-//! binding and every object of the manifests, decides by [`crate::eval::decide`] a CREATE of the
-//! object by a fixed scanner identity, with no oldObject, as the question "would this object be
-//! admitted if it were created now?", and reports each binding whose validations fail: denied
-//! (Deny), warned (Warn) or audited (Audit).
+//! `celgate scan`: the would-be violations of manifests, or of a cluster's objects. For every
+//! ValidatingAdmissionPolicy binding and every object, decides by [`crate::eval::decide`] a
+//! CREATE of the object by the audit's scanner identity ([`celgate_snapshot::audit`]), with no
+//! oldObject, as the question "would this object be admitted if it were created now?", and
+//! reports each binding whose validations fail: denied (Deny), warned (Warn) or audited (Audit).
 
+mod cluster;
 mod report;
 
 use std::collections::BTreeMap;
@@ -17,14 +18,7 @@ use crate::eval::{Catalog, Decision, RequestInput, decide, snapshot};
 use crate::types::{OfflineKinds, read_crds};
 use crate::walk::{file_name, files_under};
 use crate::{CliError, EXIT_FINDINGS, EXIT_OK, Format, write_report};
-
-/// The user a scan's requests are made by.
-pub const SCANNER_USER: &str = "celgate:scanner";
-/// The groups of [`SCANNER_USER`].
-pub const SCANNER_GROUPS: [&str; 1] = ["system:authenticated"];
-
-/// The audit annotation kube-apiserver records an Audit binding's failed validations under.
-const VALIDATION_FAILURE_KEY: &str = "validation.policy.admission.k8s.io/validation_failure";
+use celgate_snapshot::audit::{SCANNER_GROUPS, SCANNER_USER};
 
 /// Arguments of `celgate scan`.
 #[derive(clap::Args, Debug)]
@@ -32,8 +26,13 @@ pub struct ScanArgs {
     /// Manifest files, or folders searched (with their subfolders) for `.yaml`, `.yml` and
     /// `.json` files: the objects scanned. Namespaces among them give the others' namespaces
     /// their labels.
-    #[arg(value_name = "MANIFEST", required = true, num_args = 1..)]
+    #[arg(value_name = "MANIFEST", required_unless_present = "cluster", num_args = 1..)]
     pub manifests: Vec<PathBuf>,
+    /// Scan the objects of the cluster in KUBECONFIG instead, read-only: every resource a
+    /// CREATE rule of the policies selects, the Namespaces, and (without --params) the
+    /// policies' param kinds, listed as celgate's background audit lists them.
+    #[arg(long, conflicts_with = "manifests")]
+    pub cluster: bool,
     /// ValidatingAdmissionPolicies and their bindings (several documents per file; other
     /// kinds in these files are passed over).
     #[arg(long, value_name = "FILE", required = true, num_args = 1..)]
@@ -57,22 +56,38 @@ fn is_manifest(path: &Path) -> bool {
 
 /// Runs `celgate scan`; the exit code is 0 with no violation, 1 with one or more.
 pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
-    let mut files = Vec::new();
-    for path in &args.manifests {
-        files.extend(files_under(path, is_manifest)?);
-    }
     let policy_docs = read_files(&args.policies)?;
-    let params = read_files(&args.params)?;
     let catalog = Catalog::Kinds(OfflineKinds::load(&read_crds(&args.crd)?)?);
     let bindings = bound_policies(&policy_docs)?;
+    let compiled = bindings
+        .iter()
+        .map(|(policy, binding)| {
+            snapshot::compile(policy, std::slice::from_ref(*binding)).map(|p| (p, *binding))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let (documents, params) = if args.cluster {
+        let wanted = cluster_reads(&compiled, catalog.kinds(), args.params.is_empty());
+        let read = cluster::read(catalog.kinds(), &wanted)?;
+        let params = if args.params.is_empty() {
+            read.params
+        } else {
+            read_files(&args.params)?
+        };
+        (read.objects, params)
+    } else {
+        let mut files = Vec::new();
+        for path in &args.manifests {
+            files.extend(files_under(path, is_manifest)?);
+        }
+        (read_files(&files)?, read_files(&args.params)?)
+    };
     let mut report = ScanReport::default();
-    let (objects, unknown): (Vec<Document>, Vec<Document>) =
-        read_files(&files)?.into_iter().partition(|d| {
-            catalog
-                .kinds()
-                .resource_of(d.api_version(), d.kind())
-                .is_some()
-        });
+    let (objects, unknown): (Vec<Document>, Vec<Document>) = documents.into_iter().partition(|d| {
+        catalog
+            .kinds()
+            .resource_of(d.api_version(), d.kind())
+            .is_some()
+    });
     report.skipped = unknown
         .iter()
         .map(|d| Skipped {
@@ -102,9 +117,7 @@ pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
         format!("namespace {ns:?} has no Namespace among the manifests: its objects are scanned as in a namespace without labels")
     }));
     let groups: Vec<String> = SCANNER_GROUPS.iter().map(|g| g.to_string()).collect();
-
-    for (policy_doc, binding_doc) in &bindings {
-        let policy = snapshot::compile(policy_doc, std::slice::from_ref(*binding_doc))?;
+    for (policy, binding_doc) in &compiled {
         for note in &policy.notes {
             if !report.notes.contains(note) {
                 report.notes.push(note.clone());
@@ -124,7 +137,7 @@ pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
                 user: SCANNER_USER,
                 groups: &groups,
             };
-            let decision = decide(&policy, &catalog, &params, &input)?;
+            let decision = decide(policy, &catalog, &params, &input)?;
             if let Some(message) = violation(&decision) {
                 report.violations.push(Violation {
                     policy: policy.name().to_string(),
@@ -146,6 +159,41 @@ pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
     } else {
         EXIT_FINDINGS
     })
+}
+
+/// What a scan of the cluster lists: every resource a CREATE rule of the compiled policies
+/// selects and, with `params`, each policy's param kind.
+fn cluster_reads<'k>(
+    compiled: &[(snapshot::Policy, &Document)],
+    kinds: &'k OfflineKinds,
+    params: bool,
+) -> Vec<cluster::Wanted<'k>> {
+    let mut wanted = Vec::new();
+    for (policy, _) in compiled {
+        let snapshot::Bound::Validating(bound) = &policy.bound else {
+            continue;
+        };
+        if let Some(constraints) = &bound.policy.spec.match_constraints {
+            wanted.extend(
+                kinds
+                    .served()
+                    .created_by(constraints)
+                    .into_iter()
+                    .map(|resource| cluster::Wanted {
+                        resource,
+                        params: false,
+                    }),
+            );
+        }
+        let param = bound.policy.spec.param_kind.as_ref().filter(|_| params);
+        if let Some(resource) = param.and_then(|k| kinds.resource_of(&k.api_version, &k.kind)) {
+            wanted.push(cluster::Wanted {
+                resource,
+                params: true,
+            });
+        }
+    }
+    wanted
 }
 
 /// Each ValidatingAdmissionPolicyBinding with its policy, in the files' order; a binding whose
@@ -194,33 +242,13 @@ fn validation_actions(binding: &Document) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// The message of a decision of one binding whose validations fail, whichever its actions:
-/// the denial (Deny, or a policy error under failurePolicy Fail), else the warning (Warn),
-/// else the audited failure's message (Audit).
+/// The message of a decision of one binding whose validations fail, whichever its actions
+/// ([`celgate_snapshot::audit::violation`]).
 fn violation(decision: &Decision) -> Option<String> {
-    let Decision::Validating(report) = decision else {
-        return None;
-    };
-    if let Some(denial) = &report.denial {
-        return Some(denial.message.clone());
+    match decision {
+        Decision::Validating(report) => report.violation.clone(),
+        Decision::Mutating(_) => None,
     }
-    if let Some(warning) = report.warnings.first() {
-        return Some(warning.clone());
-    }
-    let audited = report
-        .audit_annotations
-        .iter()
-        .find(|a| a.key == VALIDATION_FAILURE_KEY)?;
-    let message = serde_json::from_str::<Vec<Value>>(&audited.value)
-        .ok()
-        .and_then(|failures| {
-            failures
-                .first()
-                .and_then(|f| f.get("message"))
-                .and_then(Value::as_str)
-                .map(String::from)
-        });
-    Some(message.unwrap_or_else(|| audited.value.clone()))
 }
 
 #[cfg(test)]
@@ -257,7 +285,7 @@ mod tests {
             audit_annotations: vec![
                 ("p/replicas".into(), "10".into()),
                 (
-                    VALIDATION_FAILURE_KEY.into(),
+                    celgate_engine::validate::VALIDATION_FAILURE_KEY.into(),
                     r#"[{"message":"too many","policy":"p","binding":"b","expressionIndex":0,"validationActions":["Audit"]}]"#.into(),
                 ),
             ],

@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use celgate_crds::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
-use celgate_engine::model::{MatchPolicy, ResourceRule};
 use celgate_engine::{BoundPolicy, PolicySet};
 use celgate_kinds::served::ServedResources;
 use celgate_snapshot::Snapshot;
@@ -111,104 +110,20 @@ pub fn plan(
     }
 }
 
-/// The served resources (no subresources) a CREATE rule of the policy may select: for each
-/// group and resource, the first served version the rule names (any version under
-/// matchPolicy Equivalent, which matches the others as equivalents), in the API server's
-/// order of preference.
+/// The served resources a CREATE rule of the policy may select.
 fn resources_of(bound: &BoundPolicy, served: &ServedResources) -> Vec<StoredAs> {
     let Some(constraints) = &bound.policy.spec.match_constraints else {
         return Vec::new();
     };
-    let equivalent = constraints.match_policy == MatchPolicy::Equivalent;
-    let mut out: Vec<StoredAs> = Vec::new();
-    for rule in constraints
-        .resource_rules
-        .iter()
-        .filter(|r| creates(r) && r.resource_names.is_empty())
-    {
-        for r in served.resources() {
-            if r.resource.contains('/')
-                || !names(&rule.api_groups, &r.group)
-                || !(equivalent || names(&rule.api_versions, &r.version))
-                || !rule.resources.iter().any(|x| selects(x, &r.resource))
-                || !scope(&rule.scope, r.namespaced)
-                || out
-                    .iter()
-                    .any(|o| o.group == r.group && o.resource == r.resource)
-            {
-                continue;
-            }
-            out.push(StoredAs {
-                group: r.group.clone(),
-                version: r.version.clone(),
-                resource: r.resource.clone(),
-                kind: r.kind.kind.clone(),
-                namespaced: r.namespaced,
-            });
-        }
-    }
-    out
-}
-
-/// Whether the rule's operations include CREATE.
-fn creates(rule: &ResourceRule) -> bool {
-    rule.operations.iter().any(|o| o == "CREATE" || o == "*")
-}
-
-/// Whether `names` holds `name` or `*`.
-fn names(names: &[String], name: &str) -> bool {
-    names.iter().any(|n| n == "*" || n == name)
-}
-
-/// Whether a rule's resource entry selects the resource itself (not only its subresources).
-fn selects(entry: &str, resource: &str) -> bool {
-    entry == "*" || entry == "*/*" || entry == resource
-}
-
-/// Whether a rule's scope admits a resource that is (or is not) namespaced.
-fn scope(scope: &str, namespaced: bool) -> bool {
-    match scope {
-        "Cluster" => !namespaced,
-        "Namespaced" => namespaced,
-        _ => true,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rule(groups: &[&str], versions: &[&str], resources: &[&str], ops: &[&str]) -> ResourceRule {
-        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect();
-        ResourceRule {
-            resource_names: Vec::new(),
-            operations: strings(ops),
-            api_groups: strings(groups),
-            api_versions: strings(versions),
-            resources: strings(resources),
-            scope: "*".into(),
-        }
-    }
-
-    #[test]
-    fn a_rule_selects_resources_it_names_or_wildcards_for_creates_only() {
-        assert!(creates(&rule(
-            &[""],
-            &["v1"],
-            &["pods"],
-            &["CREATE", "UPDATE"]
-        )));
-        assert!(creates(&rule(&[""], &["v1"], &["pods"], &["*"])));
-        assert!(!creates(&rule(
-            &[""],
-            &["v1"],
-            &["pods"],
-            &["UPDATE", "DELETE"]
-        )));
-        assert!(selects("*", "pods") && selects("*/*", "pods") && selects("pods", "pods"));
-        assert!(!selects("pods/status", "pods") && !selects("pods/*", "pods"));
-        assert!(scope("Cluster", false) && !scope("Cluster", true));
-        assert!(scope("Namespaced", true) && scope("*", false));
-        assert!(names(&["*".into()], "apps") && !names(&["".into()], "apps"));
-    }
+    served
+        .created_by(constraints)
+        .into_iter()
+        .map(|r| StoredAs {
+            group: r.group.clone(),
+            version: r.version.clone(),
+            resource: r.resource.clone(),
+            kind: r.kind.kind.clone(),
+            namespaced: r.namespaced,
+        })
+        .collect()
 }
