@@ -305,6 +305,12 @@ pub fn audit_binding_gone(policy: &str, binding: &str) {
     FAMILIES.audit_violations.remove(&labels);
 }
 
+/// Removes every binding's audit gauges (this replica stopped leading: the new leader's count).
+pub fn audit_cleared() {
+    FAMILIES.audit_scanned.clear();
+    FAMILIES.audit_violations.clear();
+}
+
 /// Counts one completed audit scan of a resource.
 pub fn audit_resource_scanned() {
     FAMILIES.audit_scans.inc();

@@ -97,6 +97,7 @@ pub async fn run(
                 info!("audit stops: this replica no longer leads");
             }
         }
+        metrics::audit_cleared();
     }
 }
 
