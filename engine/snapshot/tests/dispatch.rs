@@ -782,3 +782,54 @@ fn a_call_timeout_too_large_for_the_clock_leaves_no_time_and_does_not_panic() {
         dispatch::DEFAULT_CALL_TIMEOUT
     );
 }
+
+/// The demo policy with a match condition excluding Deployments named `skipped`.
+fn policy_skipping(expression: &str) -> PolicySet {
+    let mut bound = bound(expression);
+    let mut spec = bound.policy.spec.clone();
+    spec.match_conditions = vec![celgate_engine::model::NamedExpression {
+        name: "not-skipped".into(),
+        expression: "object.metadata.name != 'skipped'".into(),
+    }];
+    bound.policy = Arc::new(compile_validating(spec));
+    PolicySet::new(vec![bound], Vec::new())
+}
+
+#[test]
+fn the_audit_asks_whether_a_create_of_the_stored_object_is_admitted_and_whether_the_binding_applied()
+ {
+    use celgate_snapshot::audit::{StoredAs, Verdict, create_request, decide, violation};
+    let deployments = StoredAs {
+        group: "apps".into(),
+        version: "v1".into(),
+        resource: "deployments".into(),
+        kind: "Deployment".into(),
+        namespaced: true,
+    };
+    let store = store_with(policy_skipping("object.spec.replicas <= 3"));
+    let snapshot = store.load();
+    let stored = |name: &str, replicas: i64| {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": name, "namespace": "default", "resourceVersion": "12"},
+            "spec": {"replicas": replicas}})
+    };
+    let ask = |object: Value| {
+        let received = create_request(&deployments, object, "audit-1");
+        let req = received.request().unwrap();
+        decide(&snapshot, &req, None)
+    };
+    let (outcome, applied) = ask(stored("big", 5));
+    assert!(applied);
+    let found = violation(&outcome).unwrap();
+    assert_eq!(found.verdict, Verdict::Fail);
+    assert_eq!(
+        found.message,
+        "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding' denied request: failed expression: object.spec.replicas <= 3"
+    );
+    let (outcome, applied) = ask(stored("small", 2));
+    assert!(applied, "a passing object still counts as matched");
+    assert_eq!(violation(&outcome), None);
+    let (outcome, applied) = ask(stored("skipped", 5));
+    assert!(!applied, "a match condition that is false: not matched");
+    assert_eq!(violation(&outcome), None);
+}
