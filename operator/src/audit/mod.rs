@@ -53,7 +53,8 @@ pub struct AuditConfig {
     pub excluded_namespaces: Vec<String>,
 }
 
-/// How long the inputs must stay unchanged before a change starts a new scan.
+/// How long after the first change of the inputs the new scan starts (changes made meanwhile
+/// join it).
 const QUIET: Duration = Duration::from_secs(1);
 /// The shortest time between two scans started by changes.
 const MIN_GAP: Duration = Duration::from_secs(5);
