@@ -217,6 +217,21 @@ async fn wait_ready(cluster: &Cluster, kind: &str, name: &str, want: (&str, &str
     .await;
 }
 
+/// Waits (up to 60 s) until `kubectl <get>` finds the report; fails with celgate's log.
+async fn wait_written(cluster: &Cluster, celgate: &Celgate, get: &[&str]) {
+    let written = tokio::time::timeout(Duration::from_secs(60), async {
+        while !cluster.kubectl(get, "").status.success() {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(
+        written.is_ok(),
+        "no {get:?} after 60 s:\n{}",
+        celgate.logs()
+    );
+}
+
 /// One request of celgate's in the audit log.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 struct Request {
@@ -447,21 +462,7 @@ async fn every_shipped_rule_is_used_and_nothing_else_is_forbidden() {
         "jsonpath={.metadata.uid}",
     ]);
     let report = format!("policyreport/celgate-{uid}");
-    let written = tokio::time::timeout(Duration::from_secs(60), async {
-        while !cluster
-            .kubectl(&["get", &report, "-n", "ours"], "")
-            .status
-            .success()
-        {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await;
-    assert!(
-        written.is_ok(),
-        "no {report} after 60 s:\n{}",
-        celgate.logs()
-    );
+    wait_written(&cluster, &celgate, &["get", &report, "-n", "ours"]).await;
     // A cluster-scoped object's report is a ClusterPolicyReport.
     cluster.apply(NAMESPACE_AUDIT);
     cluster.apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: audit-probe\n");
@@ -473,21 +474,7 @@ async fn every_shipped_rule_is_used_and_nothing_else_is_forbidden() {
         "jsonpath={.metadata.uid}",
     ]);
     let cluster_report = format!("clusterpolicyreport/celgate-{ns_uid}");
-    let written = tokio::time::timeout(Duration::from_secs(60), async {
-        while !cluster
-            .kubectl(&["get", &cluster_report], "")
-            .status
-            .success()
-        {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    })
-    .await;
-    assert!(
-        written.is_ok(),
-        "no {cluster_report} after 60 s:\n{}",
-        celgate.logs()
-    );
+    wait_written(&cluster, &celgate, &["get", &cluster_report]).await;
     cluster.kubectl_ok(&["delete", "namespace", "audit-probe", "--wait=false"]);
     cluster.kubectl_ok(&["delete", "configmap", "audit-probe", "-n", "ours"]);
     wait_for(
