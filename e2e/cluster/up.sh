@@ -6,6 +6,12 @@
 #   up.sh <state-dir>     state, logs and the kubeconfig go there; the last line printed is
 #                         `export KUBECONFIG=<state-dir>/kubeconfig`.
 # down.sh <state-dir> stops it. Every wait is bounded.
+# With NODE_IP=<address> (e2e/node/up.sh sets it) the control plane is one a kubelet on that
+# address can join: the API server also listens there and advertises it as the `kubernetes`
+# Service's endpoint (its certificate names it and the Service's cluster IP), pods get
+# ServiceAccount tokens, and the controller manager also runs the workload controllers
+# (Deployments, ReplicaSets, EndpointSlices, disruption budgets, pod garbage collection) and the
+# node lifecycle controller (it lifts a new node's not-ready taint).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:?usage: up.sh <state-dir>}
@@ -15,6 +21,7 @@ if [ -f "$dir/pids" ]; then
   exit 1
 fi
 bin=$("$here/build.sh")
+node_ip=${NODE_IP:-}
 export NO_PROXY=127.0.0.1,localhost no_proxy=127.0.0.1,localhost
 unset HTTPS_PROXY https_proxy HTTP_PROXY http_proxy
 
@@ -44,7 +51,9 @@ if [ ! -f "$pki/ca.crt" ]; then
         -extfile "$1.ext" -out "$1.crt" 2>/dev/null
       rm -f "$1.csr" "$1.ext"
     }
-    sign apiserver "/CN=kube-apiserver" serverAuth "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc"
+    # The `kubernetes` Service's cluster IP (the first of --service-cluster-ip-range) is what pods dial.
+    sign apiserver "/CN=kube-apiserver" serverAuth \
+      "IP:127.0.0.1,DNS:localhost,DNS:kubernetes.default.svc,IP:10.96.0.1${node_ip:+,IP:$node_ip}"
     sign admin "/O=system:masters/CN=celgate-admin" clientAuth
     sign controller-manager "/CN=system:kube-controller-manager" clientAuth
     openssl genrsa -out sa.key 2048 2>/dev/null
@@ -155,18 +164,25 @@ wait_for() { # description seconds command...
 }
 wait_for etcd 30 curl -sf "http://127.0.0.1:$etcd_port/health"
 
+if [ -n "$node_ip" ]; then
+  # The API server reaches the kubelet (logs, exec) at the node's IP, with the admin's certificate.
+  node_flags=(--bind-address 0.0.0.0 --advertise-address "$node_ip" --endpoint-reconciler-type lease
+    --authorization-mode Node,RBAC --kubelet-preferred-address-types InternalIP
+    --kubelet-client-certificate "$pki/admin.crt" --kubelet-client-key "$pki/admin.key")
+  controllers=deployment-controller,replicaset-controller,endpoints-controller,endpointslice-controller,disruption-controller,pod-garbage-collector-controller,node-lifecycle-controller
+else
+  node_flags=(--bind-address 127.0.0.1 --advertise-address 127.0.0.1 --endpoint-reconciler-type none
+    --disable-admission-plugins ServiceAccount --authorization-mode RBAC)
+  controllers=""
+fi
 # The API server's command line is kept, so restart-apiserver.sh can start it again as it was.
-apiserver=("$bin/kube-apiserver" \
-  --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+apiserver=("$bin/kube-apiserver" "${node_flags[@]}" --secure-port "$api_port" \
   --etcd-servers "http://127.0.0.1:$etcd_port" \
   --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
   --client-ca-file "$pki/ca.crt" \
   --service-account-issuer https://kubernetes.default.svc \
   --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
   --service-cluster-ip-range 10.96.0.0/16 \
-  --authorization-mode RBAC \
-  --disable-admission-plugins ServiceAccount \
-  --endpoint-reconciler-type none \
   --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
   --admission-control-config-file "$dir/admission-config.yaml" \
   --profiling=false)
@@ -179,7 +195,7 @@ wait_for kube-apiserver 90 ready
 
 start kube-controller-manager "$bin/kube-controller-manager" \
   --kubeconfig "$dir/controller-manager.kubeconfig" \
-  --controllers namespace-controller,serviceaccount-controller,clusterrole-aggregation-controller,serviceaccount-token-controller,garbage-collector-controller,root-ca-certificate-publisher-controller,validatingadmissionpolicy-status-controller \
+  --controllers namespace-controller,serviceaccount-controller,clusterrole-aggregation-controller,serviceaccount-token-controller,garbage-collector-controller,root-ca-certificate-publisher-controller,validatingadmissionpolicy-status-controller${controllers:+,$controllers} \
   --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
   --use-service-account-credentials --leader-elect=false --secure-port 0
 
