@@ -17,6 +17,7 @@ pub mod differential;
 pub mod fixture;
 pub mod generated;
 pub mod log;
+pub mod node;
 pub mod scan_fixture;
 pub mod schemas;
 

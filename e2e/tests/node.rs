@@ -1,0 +1,580 @@
+//! celgate installed as a cluster installs it, on a real node (e2e/node: kubelet, containerd,
+//! kube-proxy, kube-scheduler, and a loopback registry the image is pulled from by reference):
+//!
+//! 1. `kubectl apply -k config/default` (a copy pointing `images:` at the registry) brings up two
+//!    ready replicas; the API server calls the webhook through the `celgate-webhook` Service and
+//!    a denial of the docs' first example (config/samples/demo-policy.yaml) comes back; from the
+//!    Pods, as the ServiceAccount, celgate writes status and events, holds the Lease and serves
+//!    metrics.
+//! 2. Under 200 creates/s through the API server with a `Fail` policy, a rolling update to the
+//!    next image and then the deletion of one Pod: no failed admission, no wrong decision.
+//! 3. `kubectl delete -k` leaves nothing; `helm install`, `helm upgrade` to the next image and
+//!    `helm uninstall` do the same with the chart, and leave nothing either.
+//!
+//! Needs root (the kubelet). Run by `make e2e-node`; `make e2e` skips it.
+
+// A test fails on the first thing that goes wrong.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use celgate_e2e::node::{Node, text};
+use celgate_e2e::{curl, dry_run_deployment, wait_for, workspace};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ObjectMeta, PostParams};
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+const NAMESPACE: &str = "celgate-system";
+/// The namespace the docs' example binds (labelled environment=test).
+const DEMO_NAMESPACE: &str = "demo";
+/// The namespace of the load.
+const LOAD_NAMESPACE: &str = "node-load";
+/// Creates per second sent through kube-apiserver.
+const RATE: u64 = 200;
+/// Requests in flight at most.
+const IN_FLIGHT: usize = 64;
+/// The longest a load runs, whatever happens.
+const LOAD_LIMIT: Duration = Duration::from_secs(240);
+/// The text of the load policy's denials.
+const DENIED: &str =
+    "ValidatingAdmissionPolicy 'node-load-policy' with binding 'node-load-binding' denied request";
+
+/// A fail-closed policy denying ConfigMaps labelled verdict=deny in the load namespace.
+const LOAD_POLICY: &str = r#"apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: node-load-policy
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [CREATE], resources: [configmaps]}
+  validations:
+  - expression: "!has(object.metadata.labels) || object.metadata.labels[?'verdict'].orValue('') != 'deny'"
+    message: denied by verdict
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: node-load-binding
+spec:
+  policyName: node-load-policy
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels: {kubernetes.io/metadata.name: node-load}
+"#;
+
+/// Copies config/ under `dir` and points config/default's `images:` at `image` (`name:tag`), as
+/// `kustomize edit set image` would; returns the copy's config/default.
+fn kustomization(dir: &Path, image: &str) -> PathBuf {
+    fn copy(from: &Path, to: &Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for entry in std::fs::read_dir(from).unwrap() {
+            let entry = entry.unwrap();
+            let target = to.join(entry.file_name());
+            if entry.file_type().unwrap().is_dir() {
+                copy(&entry.path(), &target);
+            } else {
+                std::fs::copy(entry.path(), &target).unwrap();
+            }
+        }
+    }
+    let config = dir.join("config");
+    let _ = std::fs::remove_dir_all(&config);
+    copy(&workspace().join("config"), &config);
+    let file = config.join("default/kustomization.yaml");
+    let original = std::fs::read_to_string(&file).unwrap();
+    let (resources, _) = original
+        .split_once("\nimages:\n")
+        .expect("config/default/kustomization.yaml ends with its images: entry");
+    let (name, tag) = image.rsplit_once(':').expect("an image reference with a tag");
+    std::fs::write(
+        &file,
+        format!("{resources}\nimages:\n- name: celgate\n  newName: {name}\n  newTag: {tag}\n"),
+    )
+    .unwrap();
+    config.join("default")
+}
+
+/// `kubectl get pods -n celgate-system -o wide`, printed, and the Pods' JSON.
+fn pods(node: &Node) -> Vec<Value> {
+    eprintln!(
+        "$ kubectl get pods -n {NAMESPACE} -o wide\n{}",
+        node.kubectl_ok(&["get", "pods", "-n", NAMESPACE, "-o", "wide"])
+    );
+    let list: Value = serde_json::from_str(&node.kubectl_ok(&[
+        "get", "pods", "-n", NAMESPACE, "-o", "json",
+    ]))
+    .unwrap();
+    list["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn ready(pod: &Value) -> bool {
+    pod["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
+/// Waits until the Deployment has rolled out: two ready replicas of the newest template.
+fn rolled_out(node: &Node, limit: Duration) {
+    let timeout = format!("--timeout={}s", limit.as_secs());
+    let out = node.kubectl(
+        &["rollout", "status", "deployment/celgate", "-n", NAMESPACE, &timeout],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "the Deployment did not roll out within {limit:?}: {}\nlogs in {}",
+        text(&out),
+        node.dir().display()
+    );
+}
+
+/// The running, ready celgate Pods run `image`, two of them, on the node.
+fn assert_serving(node: &Node, image: &str) -> Vec<Value> {
+    let pods = pods(node);
+    let running: Vec<&Value> = pods
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+        .collect();
+    assert_eq!(running.len(), 2, "two replicas: {pods:#?}");
+    for pod in &running {
+        assert!(ready(pod), "a replica is not ready: {pod:#}");
+        assert_eq!(pod["spec"]["nodeName"], "celgate-node");
+        assert_eq!(pod["status"]["phase"], "Running");
+        assert_eq!(pod["spec"]["containers"][0]["image"], image);
+    }
+    running.into_iter().cloned().collect()
+}
+
+/// The API server calls celgate through the Service, and the docs' first example is enforced: a
+/// Deployment of 10 replicas is denied with the policy's message, one of 3 admitted.
+async fn assert_denial_through_the_service(node: &Node, client: &kube::Client) {
+    let webhooks: Value = serde_json::from_str(&node.kubectl_ok(&[
+        "get",
+        "validatingwebhookconfiguration",
+        "celgate",
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let webhooks = webhooks["webhooks"].as_array().cloned().unwrap_or_default();
+    assert!(!webhooks.is_empty(), "celgate registers its webhooks");
+    for w in &webhooks {
+        assert_eq!(w["clientConfig"]["service"]["name"], "celgate-webhook", "{w:#}");
+        assert_eq!(w["clientConfig"]["service"]["namespace"], NAMESPACE, "{w:#}");
+        assert!(w["clientConfig"]["url"].is_null(), "{w:#}");
+    }
+    let (message, code) = wait_for(
+        "the docs' example to deny 10 replicas",
+        Duration::from_secs(60),
+        || async { dry_run_deployment(client, DEMO_NAMESPACE, 10).await.err() },
+    )
+    .await;
+    eprintln!("denied through the celgate-webhook Service: HTTP {code}: {message}");
+    assert_eq!(code, 422, "{message}");
+    assert!(
+        message.contains(
+            "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding \
+             'demo-binding-test.example.com' denied request: failed expression: \
+             object.spec.replicas <= 5"
+        ),
+        "{message}"
+    );
+    dry_run_deployment(client, DEMO_NAMESPACE, 3)
+        .await
+        .unwrap_or_else(|e| panic!("3 replicas are admitted: {e:?}"));
+}
+
+/// celgate in its Pods, as its ServiceAccount: one holds the Lease (and says so in its metrics),
+/// the policy's status and events are written, and every Pod serves metrics counting decisions.
+async fn assert_in_cluster_duties(node: &Node, running: &[Value]) {
+    let names: Vec<&str> = running
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    let holder = wait_for("a replica to hold the Lease", Duration::from_secs(60), || {
+        let out = node.kubectl(
+            &["get", "lease", "celgate-leader", "-n", NAMESPACE, "-o", "jsonpath={.spec.holderIdentity}"],
+            "",
+        );
+        let holder = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let found = names.contains(&holder.as_str()).then_some(holder);
+        async move { found }
+    })
+    .await;
+    wait_for("the policy's Ready status", Duration::from_secs(60), || {
+        let out = node.kubectl(
+            &[
+                "get",
+                "validatingadmissionpolicies.admission.celgate.io",
+                "demo-policy.example.com",
+                "-o",
+                "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}",
+            ],
+            "",
+        );
+        let done = String::from_utf8_lossy(&out.stdout).trim() == "True";
+        async move { done.then_some(()) }
+    })
+    .await;
+    let events = wait_for("events on the policy", Duration::from_secs(60), || {
+        let out = node.kubectl(&["get", "events.events.k8s.io", "-n", "default", "-o", "json"], "");
+        let list: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let reasons: Vec<String> = list["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|e| e["regarding"]["name"] == "demo-policy.example.com")
+            .map(|e| format!("{} ({})", e["reason"], e["reportingController"]))
+            .collect();
+        async move { (!reasons.is_empty()).then_some(reasons) }
+    })
+    .await;
+    let mut leaders = 0;
+    let mut denied = 0.0;
+    for pod in running {
+        let ip = pod["status"]["podIP"].as_str().unwrap();
+        let out = curl(&["-sf", "--max-time", "5", &format!("http://{ip}:8080/metrics")]);
+        assert!(out.status.success(), "metrics of {ip}: {}", text(&out));
+        let metrics = String::from_utf8_lossy(&out.stdout);
+        let value = |prefix: &str| -> f64 {
+            metrics
+                .lines()
+                .filter(|l| l.starts_with(prefix))
+                .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                .sum()
+        };
+        leaders += value("celgate_leader ") as u32;
+        denied += value("celgate_admission_decisions_total{decision=\"denied\"");
+    }
+    eprintln!(
+        "Lease held by {holder}; events on the policy: {events:?}; metrics: {leaders} leader, \
+         {denied} denials counted"
+    );
+    assert_eq!(leaders, 1, "exactly one replica says it leads");
+    assert!(denied >= 1.0, "the denial is counted in a replica's metrics");
+}
+
+/// Nothing of celgate is left: no namespace, webhook configuration, CRD, cluster role or binding.
+fn assert_nothing_left(node: &Node) {
+    wait_for_sync("celgate-system to be deleted", Duration::from_secs(120), || {
+        !node.kubectl(&["get", "namespace", NAMESPACE], "").status.success()
+    });
+    for kind in [
+        "validatingwebhookconfigurations",
+        "mutatingwebhookconfigurations",
+        "customresourcedefinitions",
+        "clusterroles",
+        "clusterrolebindings",
+    ] {
+        let left = node.kubectl_ok(&["get", kind, "-o", "name"]);
+        let ours: Vec<&str> = left
+            .lines()
+            .filter(|l| l.contains("celgate"))
+            .collect();
+        assert!(ours.is_empty(), "{kind} left after the uninstall: {ours:?}");
+    }
+    let pods = node.kubectl_ok(&["get", "pods", "-A", "-o", "name"]);
+    assert!(
+        !pods.contains("celgate"),
+        "celgate Pods left after the uninstall: {pods}"
+    );
+}
+
+fn wait_for_sync(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// What became of one create.
+#[derive(Clone, Debug, PartialEq)]
+enum Outcome {
+    Correct,
+    /// The webhook could not be called (the API server's "failed calling webhook").
+    Failed(String),
+    /// The opposite decision, or an error that is not the policy's.
+    Wrong(String),
+}
+
+/// The creates of one load run.
+#[derive(Default)]
+struct Counts {
+    creates: usize,
+    failed: Vec<String>,
+    wrong: Vec<String>,
+}
+
+/// Sends creates at [`RATE`] (every other one to be denied) until `stop` is set (at most
+/// [`LOAD_LIMIT`]) and counts what became of them.
+async fn load(client: kube::Client, prefix: &'static str, stop: Arc<AtomicBool>) -> Counts {
+    let api: Api<ConfigMap> = Api::namespaced(client, LOAD_NAMESPACE);
+    let slots = Arc::new(Semaphore::new(IN_FLIGHT));
+    let mut ticks = tokio::time::interval(Duration::from_micros(1_000_000 / RATE));
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    let mut i = 0u64;
+    while !stop.load(Ordering::Relaxed) && start.elapsed() < LOAD_LIMIT {
+        ticks.tick().await;
+        let slot = slots.clone().acquire_owned().await.unwrap();
+        let api = api.clone();
+        let deny = i % 2 == 1;
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("{prefix}-{i}")),
+                labels: Some([("verdict".into(), if deny { "deny" } else { "allow" }.into())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        i += 1;
+        tasks.push(tokio::spawn(async move {
+            let result = api.create(&PostParams::default(), &cm).await;
+            drop(slot);
+            match (deny, result) {
+                (false, Ok(_)) => Outcome::Correct,
+                (true, Err(kube::Error::Api(s))) if s.message.contains(DENIED) => Outcome::Correct,
+                (_, Err(kube::Error::Api(s))) if s.message.contains("failed calling webhook") => {
+                    Outcome::Failed(s.message)
+                }
+                (true, Ok(_)) => Outcome::Wrong("admitted".into()),
+                (_, Err(e)) => Outcome::Wrong(e.to_string()),
+            }
+        }));
+    }
+    let mut counts = Counts::default();
+    for task in tasks {
+        counts.creates += 1;
+        match task.await.unwrap() {
+            Outcome::Correct => {}
+            Outcome::Failed(m) => counts.failed.push(m),
+            Outcome::Wrong(m) => counts.wrong.push(m),
+        }
+    }
+    counts
+}
+
+/// Runs `disrupt` (blocking) under the load, then 3 s more; returns the counts.
+async fn under_load(
+    client: &kube::Client,
+    prefix: &'static str,
+    disrupt: impl FnOnce() + Send + 'static,
+) -> (Counts, Duration) {
+    let stop = Arc::new(AtomicBool::new(false));
+    let run = tokio::spawn(load(client.clone(), prefix, stop.clone()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let start = Instant::now();
+    tokio::task::spawn_blocking(disrupt).await.unwrap();
+    let took = start.elapsed();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, Ordering::Relaxed);
+    (run.await.unwrap(), took)
+}
+
+fn report(what: &str, counts: &Counts, took: Duration) {
+    eprintln!(
+        "{what} (took {took:.1?}): {} creates at ~{RATE}/s, {} failed admissions, {} wrong decisions",
+        counts.creates,
+        counts.failed.len(),
+        counts.wrong.len()
+    );
+    assert!(counts.creates > 0, "{what}: no creates were sent");
+    assert!(
+        counts.failed.is_empty(),
+        "{what}: failed admissions: {:?}",
+        counts.failed.iter().take(5).collect::<Vec<_>>()
+    );
+    assert!(
+        counts.wrong.is_empty(),
+        "{what}: wrong decisions: {:?}",
+        counts.wrong.iter().take(5).collect::<Vec<_>>()
+    );
+}
+
+/// The demo namespace, the docs' example policy, and the load's namespace and policy.
+fn apply_policies(node: &Node) {
+    node.kubectl_ok(&["create", "namespace", DEMO_NAMESPACE]);
+    node.kubectl_ok(&["label", "namespace", DEMO_NAMESPACE, "environment=test"]);
+    node.kubectl_ok(&["create", "namespace", LOAD_NAMESPACE]);
+    node.kubectl_ok(&["apply", "-f", "config/samples/demo-policy.yaml"]);
+    let out = node.kubectl(&["apply", "-f", "-"], LOAD_POLICY);
+    assert!(out.status.success(), "{}", text(&out));
+}
+
+/// The policies and their namespaces go before celgate does (its CRDs would take them anyway).
+fn delete_policies(node: &Node) {
+    node.kubectl_ok(&["delete", "-f", "config/samples/demo-policy.yaml"]);
+    let out = node.kubectl(&["delete", "-f", "-"], LOAD_POLICY);
+    assert!(out.status.success(), "{}", text(&out));
+    node.kubectl_ok(&["delete", "namespace", DEMO_NAMESPACE, LOAD_NAMESPACE, "--timeout=120s"]);
+}
+
+/// Waits until a create labelled verdict=deny is denied by the load policy.
+async fn until_load_policy_enforced(client: &kube::Client) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), LOAD_NAMESPACE);
+    let params = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    wait_for("the load policy to deny", Duration::from_secs(60), || {
+        let (api, params) = (api.clone(), params.clone());
+        async move {
+            let cm = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some("probe".into()),
+                    labels: Some([("verdict".into(), "deny".into())].into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
+            match api.create(&params, &cm).await {
+                Err(kube::Error::Api(s)) if s.message.contains(DENIED) => Some(()),
+                _ => None,
+            }
+        }
+    })
+    .await;
+}
+
+fn helm(node: &Node, helm: &Path, args: &[&str]) -> String {
+    eprintln!("$ helm {}", args.join(" "));
+    let out = node.run(helm, args, "");
+    let transcript = text(&out);
+    eprintln!("{transcript}");
+    assert!(out.status.success(), "helm {} failed", args.join(" "));
+    transcript
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and_uninstalls_cleanly()
+ {
+    let started = Instant::now();
+    let node = Node::start();
+    let client = node.client().await;
+    let first = node.push_celgate("node-1");
+    let next = node.push_celgate("node-2");
+    eprintln!("images: {first}, {next} ({:.0?} since the start)", started.elapsed());
+
+    // 1. kubectl apply -k config/default, with the image from the registry.
+    let work = node.dir().join("work");
+    let default = kustomization(&work, &first);
+    let default = default.to_str().unwrap();
+    node.kubectl_ok(&["apply", "-k", default]);
+    rolled_out(&node, Duration::from_secs(180));
+    let running = assert_serving(&node, &first);
+    apply_policies(&node);
+    assert_denial_through_the_service(&node, &client).await;
+    assert_in_cluster_duties(&node, &running).await;
+    until_load_policy_enforced(&client).await;
+
+    // 2. A rolling update to the next image under load, then one Pod deleted under load.
+    let next_default = kustomization(&work.join("next"), &next);
+    let (counts, took) = {
+        let kubectl = node.bin.join("kubectl");
+        let kubeconfig = node.kubeconfig.clone();
+        under_load(&client, "roll", move || {
+            let out = std::process::Command::new(&kubectl)
+                .env("KUBECONFIG", &kubeconfig)
+                .args(["apply", "-k"])
+                .arg(&next_default)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", text(&out));
+            let out = std::process::Command::new(&kubectl)
+                .env("KUBECONFIG", &kubeconfig)
+                .args(["rollout", "status", "deployment/celgate", "-n", NAMESPACE, "--timeout=180s"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "rollout: {}", text(&out));
+        })
+        .await
+    };
+    report("rolling update node-1 → node-2", &counts, took);
+    let running = assert_serving(&node, &next);
+    let victim = running[0]["metadata"]["name"].as_str().unwrap().to_string();
+    let (counts, took) = {
+        let kubectl = node.bin.join("kubectl");
+        let kubeconfig = node.kubeconfig.clone();
+        under_load(&client, "delete", move || {
+            let out = std::process::Command::new(&kubectl)
+                .env("KUBECONFIG", &kubeconfig)
+                .args(["delete", "pod", &victim, "-n", NAMESPACE, "--wait=true", "--timeout=90s"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", text(&out));
+            let out = std::process::Command::new(&kubectl)
+                .env("KUBECONFIG", &kubeconfig)
+                .args(["rollout", "status", "deployment/celgate", "-n", NAMESPACE, "--timeout=120s"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{}", text(&out));
+        })
+        .await
+    };
+    report("one Pod deleted", &counts, took);
+    assert_serving(&node, &next);
+
+    // 3. kubectl delete -k leaves nothing.
+    delete_policies(&node);
+    node.kubectl_ok(&["delete", "-k", default, "--wait=true", "--timeout=120s"]);
+    assert_nothing_left(&node);
+
+    // Helm: install, upgrade to the next image, uninstall.
+    let helm_bin = {
+        let out = std::process::Command::new(workspace().join("e2e/cluster/build-helm.sh"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    };
+    let (repository, first_tag) = first.rsplit_once(':').unwrap();
+    let next_tag = next.rsplit_once(':').unwrap().1;
+    helm(
+        &node,
+        &helm_bin,
+        &[
+            "install", "celgate", "charts/celgate", "--namespace", NAMESPACE,
+            "--create-namespace", "--take-ownership",
+            "--set", &format!("image.repository={repository}"),
+            "--set", &format!("image.tag={first_tag}"),
+            "--wait", "--timeout", "3m",
+        ],
+    );
+    rolled_out(&node, Duration::from_secs(60));
+    let running = assert_serving(&node, &first);
+    apply_policies(&node);
+    assert_denial_through_the_service(&node, &client).await;
+    assert_in_cluster_duties(&node, &running).await;
+    helm(
+        &node,
+        &helm_bin,
+        &[
+            "upgrade", "celgate", "charts/celgate", "--namespace", NAMESPACE,
+            "--reset-then-reuse-values", "--set", &format!("image.tag={next_tag}"),
+            "--wait", "--timeout", "3m",
+        ],
+    );
+    rolled_out(&node, Duration::from_secs(60));
+    assert_serving(&node, &next);
+    assert_denial_through_the_service(&node, &client).await;
+    helm(&node, &helm_bin, &["list", "--namespace", NAMESPACE]);
+    delete_policies(&node);
+    helm(
+        &node,
+        &helm_bin,
+        &["uninstall", "celgate", "--namespace", NAMESPACE, "--wait", "--timeout", "3m"],
+    );
+    assert_nothing_left(&node);
+    eprintln!("real node suite: {:.0?} from the start", started.elapsed());
+}
