@@ -92,7 +92,9 @@ fn kustomization(dir: &Path, image: &str) -> PathBuf {
     let (resources, _) = original
         .split_once("\nimages:\n")
         .expect("config/default/kustomization.yaml ends with its images: entry");
-    let (name, tag) = image.rsplit_once(':').expect("an image reference with a tag");
+    let (name, tag) = image
+        .rsplit_once(':')
+        .expect("an image reference with a tag");
     std::fs::write(
         &file,
         format!("{resources}\nimages:\n- name: celgate\n  newName: {name}\n  newTag: {tag}\n"),
@@ -107,10 +109,9 @@ fn pods(node: &Node) -> Vec<Value> {
         "$ kubectl get pods -n {NAMESPACE} -o wide\n{}",
         node.kubectl_ok(&["get", "pods", "-n", NAMESPACE, "-o", "wide"])
     );
-    let list: Value = serde_json::from_str(&node.kubectl_ok(&[
-        "get", "pods", "-n", NAMESPACE, "-o", "json",
-    ]))
-    .unwrap();
+    let list: Value =
+        serde_json::from_str(&node.kubectl_ok(&["get", "pods", "-n", NAMESPACE, "-o", "json"]))
+            .unwrap();
     list["items"].as_array().cloned().unwrap_or_default()
 }
 
@@ -126,7 +127,14 @@ fn ready(pod: &Value) -> bool {
 fn rolled_out(node: &Node, limit: Duration) {
     let timeout = format!("--timeout={}s", limit.as_secs());
     let out = node.kubectl(
-        &["rollout", "status", "deployment/celgate", "-n", NAMESPACE, &timeout],
+        &[
+            "rollout",
+            "status",
+            "deployment/celgate",
+            "-n",
+            NAMESPACE,
+            &timeout,
+        ],
         "",
     );
     assert!(
@@ -168,8 +176,14 @@ async fn assert_denial_through_the_service(node: &Node, client: &kube::Client) {
     let webhooks = webhooks["webhooks"].as_array().cloned().unwrap_or_default();
     assert!(!webhooks.is_empty(), "celgate registers its webhooks");
     for w in &webhooks {
-        assert_eq!(w["clientConfig"]["service"]["name"], "celgate-webhook", "{w:#}");
-        assert_eq!(w["clientConfig"]["service"]["namespace"], NAMESPACE, "{w:#}");
+        assert_eq!(
+            w["clientConfig"]["service"]["name"], "celgate-webhook",
+            "{w:#}"
+        );
+        assert_eq!(
+            w["clientConfig"]["service"]["namespace"], NAMESPACE,
+            "{w:#}"
+        );
         assert!(w["clientConfig"]["url"].is_null(), "{w:#}");
     }
     let (message, code) = wait_for(
@@ -200,15 +214,27 @@ async fn assert_in_cluster_duties(node: &Node, running: &[Value]) {
         .iter()
         .map(|p| p["metadata"]["name"].as_str().unwrap())
         .collect();
-    let holder = wait_for("a replica to hold the Lease", Duration::from_secs(60), || {
-        let out = node.kubectl(
-            &["get", "lease", "celgate-leader", "-n", NAMESPACE, "-o", "jsonpath={.spec.holderIdentity}"],
-            "",
-        );
-        let holder = String::from_utf8_lossy(&out.stdout).trim().to_string();
-        let found = names.contains(&holder.as_str()).then_some(holder);
-        async move { found }
-    })
+    let holder = wait_for(
+        "a replica to hold the Lease",
+        Duration::from_secs(60),
+        || {
+            let out = node.kubectl(
+                &[
+                    "get",
+                    "lease",
+                    "celgate-leader",
+                    "-n",
+                    NAMESPACE,
+                    "-o",
+                    "jsonpath={.spec.holderIdentity}",
+                ],
+                "",
+            );
+            let holder = String::from_utf8_lossy(&out.stdout).trim().to_string();
+            let found = names.contains(&holder.as_str()).then_some(holder);
+            async move { found }
+        },
+    )
     .await;
     wait_for("the policy's Ready status", Duration::from_secs(60), || {
         let out = node.kubectl(
@@ -226,7 +252,10 @@ async fn assert_in_cluster_duties(node: &Node, running: &[Value]) {
     })
     .await;
     let events = wait_for("events on the policy", Duration::from_secs(60), || {
-        let out = node.kubectl(&["get", "events.events.k8s.io", "-n", "default", "-o", "json"], "");
+        let out = node.kubectl(
+            &["get", "events.events.k8s.io", "-n", "default", "-o", "json"],
+            "",
+        );
         let list: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
         let reasons: Vec<String> = list["items"]
             .as_array()
@@ -242,7 +271,12 @@ async fn assert_in_cluster_duties(node: &Node, running: &[Value]) {
     let mut denied = 0.0;
     for pod in running {
         let ip = pod["status"]["podIP"].as_str().unwrap();
-        let out = curl(&["-sf", "--max-time", "5", &format!("http://{ip}:8080/metrics")]);
+        let out = curl(&[
+            "-sf",
+            "--max-time",
+            "5",
+            &format!("http://{ip}:8080/metrics"),
+        ]);
         assert!(out.status.success(), "metrics of {ip}: {}", text(&out));
         let metrics = String::from_utf8_lossy(&out.stdout);
         let value = |prefix: &str| -> f64 {
@@ -253,21 +287,32 @@ async fn assert_in_cluster_duties(node: &Node, running: &[Value]) {
                 .sum()
         };
         leaders += value("celgate_leader ") as u32;
-        denied += value("celgate_admission_decisions_total{decision=\"denied\"");
+        denied +=
+            value("celgate_admission_decisions_total{kind=\"validating\",decision=\"denied\"}");
     }
     eprintln!(
         "Lease held by {holder}; events on the policy: {events:?}; metrics: {leaders} leader, \
          {denied} denials counted"
     );
     assert_eq!(leaders, 1, "exactly one replica says it leads");
-    assert!(denied >= 1.0, "the denial is counted in a replica's metrics");
+    assert!(
+        denied >= 1.0,
+        "the denial is counted in a replica's metrics"
+    );
 }
 
 /// Nothing of celgate is left: no namespace, webhook configuration, CRD, cluster role or binding.
 fn assert_nothing_left(node: &Node) {
-    wait_for_sync("celgate-system to be deleted", Duration::from_secs(120), || {
-        !node.kubectl(&["get", "namespace", NAMESPACE], "").status.success()
-    });
+    wait_for_sync(
+        "celgate-system to be deleted",
+        Duration::from_secs(120),
+        || {
+            !node
+                .kubectl(&["get", "namespace", NAMESPACE], "")
+                .status
+                .success()
+        },
+    );
     for kind in [
         "validatingwebhookconfigurations",
         "mutatingwebhookconfigurations",
@@ -276,10 +321,7 @@ fn assert_nothing_left(node: &Node) {
         "clusterrolebindings",
     ] {
         let left = node.kubectl_ok(&["get", kind, "-o", "name"]);
-        let ours: Vec<&str> = left
-            .lines()
-            .filter(|l| l.contains("celgate"))
-            .collect();
+        let ours: Vec<&str> = left.lines().filter(|l| l.contains("celgate")).collect();
         assert!(ours.is_empty(), "{kind} left after the uninstall: {ours:?}");
     }
     let pods = node.kubectl_ok(&["get", "pods", "-A", "-o", "name"]);
@@ -292,7 +334,10 @@ fn assert_nothing_left(node: &Node) {
 fn wait_for_sync(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !done() {
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(500));
     }
 }
@@ -333,7 +378,9 @@ async fn load(client: kube::Client, prefix: &'static str, stop: Arc<AtomicBool>)
         let cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(format!("{prefix}-{i}")),
-                labels: Some([("verdict".into(), if deny { "deny" } else { "allow" }.into())].into()),
+                labels: Some(
+                    [("verdict".into(), if deny { "deny" } else { "allow" }.into())].into(),
+                ),
                 ..Default::default()
             },
             ..Default::default()
@@ -417,7 +464,13 @@ fn delete_policies(node: &Node) {
     node.kubectl_ok(&["delete", "-f", "config/samples/demo-policy.yaml"]);
     let out = node.kubectl(&["delete", "-f", "-"], LOAD_POLICY);
     assert!(out.status.success(), "{}", text(&out));
-    node.kubectl_ok(&["delete", "namespace", DEMO_NAMESPACE, LOAD_NAMESPACE, "--timeout=120s"]);
+    node.kubectl_ok(&[
+        "delete",
+        "namespace",
+        DEMO_NAMESPACE,
+        LOAD_NAMESPACE,
+        "--timeout=120s",
+    ]);
 }
 
 /// Waits until a create labelled verdict=deny is denied by the load policy.
@@ -464,7 +517,10 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
     let client = node.client().await;
     let first = node.push_celgate("node-1");
     let next = node.push_celgate("node-2");
-    eprintln!("images: {first}, {next} ({:.0?} since the start)", started.elapsed());
+    eprintln!(
+        "images: {first}, {next} ({:.0?} since the start)",
+        started.elapsed()
+    );
 
     // 1. kubectl apply -k config/default, with the image from the registry.
     let work = node.dir().join("work");
@@ -480,6 +536,10 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
 
     // 2. A rolling update to the next image under load, then one Pod deleted under load.
     let next_default = kustomization(&work.join("next"), &next);
+    let old_hash = running[0]["metadata"]["labels"]["pod-template-hash"]
+        .as_str()
+        .unwrap()
+        .to_string();
     let (counts, took) = {
         let kubectl = node.bin.join("kubectl");
         let kubeconfig = node.kubeconfig.clone();
@@ -493,10 +553,32 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
             assert!(out.status.success(), "{}", text(&out));
             let out = std::process::Command::new(&kubectl)
                 .env("KUBECONFIG", &kubeconfig)
-                .args(["rollout", "status", "deployment/celgate", "-n", NAMESPACE, "--timeout=180s"])
+                .args([
+                    "rollout",
+                    "status",
+                    "deployment/celgate",
+                    "-n",
+                    NAMESPACE,
+                    "--timeout=180s",
+                ])
                 .output()
                 .unwrap();
             assert!(out.status.success(), "rollout: {}", text(&out));
+            // The old Pods' shutdown belongs to the update: until they are gone.
+            let out = std::process::Command::new(&kubectl)
+                .env("KUBECONFIG", &kubeconfig)
+                .args([
+                    "wait",
+                    "--for=delete",
+                    "pod",
+                    "-n",
+                    NAMESPACE,
+                    "--timeout=90s",
+                ])
+                .arg(format!("--selector=pod-template-hash={old_hash}"))
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "old Pods: {}", text(&out));
         })
         .await
     };
@@ -509,13 +591,28 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
         under_load(&client, "delete", move || {
             let out = std::process::Command::new(&kubectl)
                 .env("KUBECONFIG", &kubeconfig)
-                .args(["delete", "pod", &victim, "-n", NAMESPACE, "--wait=true", "--timeout=90s"])
+                .args([
+                    "delete",
+                    "pod",
+                    &victim,
+                    "-n",
+                    NAMESPACE,
+                    "--wait=true",
+                    "--timeout=90s",
+                ])
                 .output()
                 .unwrap();
             assert!(out.status.success(), "{}", text(&out));
             let out = std::process::Command::new(&kubectl)
                 .env("KUBECONFIG", &kubeconfig)
-                .args(["rollout", "status", "deployment/celgate", "-n", NAMESPACE, "--timeout=120s"])
+                .args([
+                    "rollout",
+                    "status",
+                    "deployment/celgate",
+                    "-n",
+                    NAMESPACE,
+                    "--timeout=120s",
+                ])
                 .output()
                 .unwrap();
             assert!(out.status.success(), "{}", text(&out));
@@ -540,15 +637,26 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
     };
     let (repository, first_tag) = first.rsplit_once(':').unwrap();
     let next_tag = next.rsplit_once(':').unwrap().1;
+    // The namespace first: helm's --create-namespace would make it after checking the release's
+    // objects, and then fail to create the chart's own Namespace ("already exists").
+    node.kubectl_ok(&["create", "namespace", NAMESPACE]);
     helm(
         &node,
         &helm_bin,
         &[
-            "install", "celgate", "charts/celgate", "--namespace", NAMESPACE,
-            "--create-namespace", "--take-ownership",
-            "--set", &format!("image.repository={repository}"),
-            "--set", &format!("image.tag={first_tag}"),
-            "--wait", "--timeout", "3m",
+            "install",
+            "celgate",
+            "charts/celgate",
+            "--namespace",
+            NAMESPACE,
+            "--take-ownership",
+            "--set",
+            &format!("image.repository={repository}"),
+            "--set",
+            &format!("image.tag={first_tag}"),
+            "--wait",
+            "--timeout",
+            "3m",
         ],
     );
     rolled_out(&node, Duration::from_secs(60));
@@ -560,9 +668,17 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
         &node,
         &helm_bin,
         &[
-            "upgrade", "celgate", "charts/celgate", "--namespace", NAMESPACE,
-            "--reset-then-reuse-values", "--set", &format!("image.tag={next_tag}"),
-            "--wait", "--timeout", "3m",
+            "upgrade",
+            "celgate",
+            "charts/celgate",
+            "--namespace",
+            NAMESPACE,
+            "--reset-then-reuse-values",
+            "--set",
+            &format!("image.tag={next_tag}"),
+            "--wait",
+            "--timeout",
+            "3m",
         ],
     );
     rolled_out(&node, Duration::from_secs(60));
@@ -573,7 +689,15 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
     helm(
         &node,
         &helm_bin,
-        &["uninstall", "celgate", "--namespace", NAMESPACE, "--wait", "--timeout", "3m"],
+        &[
+            "uninstall",
+            "celgate",
+            "--namespace",
+            NAMESPACE,
+            "--wait",
+            "--timeout",
+            "3m",
+        ],
     );
     assert_nothing_left(&node);
     eprintln!("real node suite: {:.0?} from the start", started.elapsed());

@@ -14,6 +14,8 @@ use std::time::{Duration, Instant};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::http::header::CONNECTION;
 use hyper::body::Incoming;
 use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -24,6 +26,7 @@ use tower_service::Service;
 
 use crate::auth::Peer;
 use crate::limits::{HTTP2_PING_TIMEOUT, Limits};
+use crate::server::AppState;
 
 /// HTTP/2 receive window of one review's stream: a typical review (a few KiB to a few hundred)
 /// arrives without waiting for a window update.
@@ -193,6 +196,8 @@ pub(crate) struct Serving {
     /// Becomes `Some` (the grace) when the server stops: the connection finishes what is in
     /// flight and ends.
     pub stopping: watch::Receiver<Option<Duration>>,
+    /// The webhook's state, whose draining ends HTTP/1.1 keep-alive (none for the probes).
+    pub state: Option<Arc<AppState>>,
 }
 
 /// Serves `io` (HTTP/2 if `http2`, else HTTP/1.1) until the client closes it or the server
@@ -211,7 +216,12 @@ where
         peer,
         limits,
         mut stopping,
+        state,
     } = serving;
+    // While the process drains, HTTP/1.1 answers say `Connection: close`: the client retires
+    // each kept-alive connection after its next answer, before the listener closes, instead of
+    // writing a request into a connection closed under it (a failed call). HTTP/2 has GOAWAY.
+    let draining = state.filter(|_| !http2);
     let service = {
         let activity = activity.clone();
         hyper::service::service_fn(move |mut req: Request<Incoming>| {
@@ -220,8 +230,16 @@ where
                 req.extensions_mut().insert(peer);
             }
             let mut router = router.clone();
+            let draining = draining.clone();
             async move {
-                let response = router.call(req.map(Body::new)).await;
+                let mut response = router.call(req.map(Body::new)).await;
+                if let Ok(response) = &mut response
+                    && draining.is_some_and(|state| state.draining())
+                {
+                    response
+                        .headers_mut()
+                        .insert(CONNECTION, HeaderValue::from_static("close"));
+                }
                 drop(busy);
                 response
             }

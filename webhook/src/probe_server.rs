@@ -79,6 +79,7 @@ async fn serve(listener: std::net::TcpListener, state: Arc<AppState>) {
             peer: None,
             limits: limits.clone(),
             stopping: stopping.clone(),
+            state: None,
         };
         tokio::spawn(async move {
             let _ = connection::serve(tcp, false, activity, serving).await;

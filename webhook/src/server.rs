@@ -125,9 +125,14 @@ impl AppState {
         self.listening.load(Ordering::Relaxed)
     }
 
+    /// Whether the process is stopping ([`Server::drain`]).
+    pub fn draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
     /// Why the replica should not be sent reviews now, if it should not.
     pub fn unready(&self) -> Option<&'static str> {
-        if self.draining.load(Ordering::Relaxed) {
+        if self.draining() {
             Some("shutting down")
         } else if !self.store.load().ready {
             Some("no policy set is published yet")
@@ -303,6 +308,7 @@ impl Server {
                 peer,
                 limits: limits.clone(),
                 stopping,
+                state: Some(state.clone()),
             };
             if let Some(closed) = connection::serve(tls, http2, activity, serving).await {
                 state.metrics.connection_closed(closed.reason());
