@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit docs e2e monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
+.PHONY: help build test unit docs e2e e2e-node node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-e2e deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -24,10 +24,23 @@ test: deps ## Unit tests, CRD drift, CEL conformance and differential ratchets, 
 unit: ## Unit and in-process tests only
 	$(CARGO) test --workspace --exclude celgate-e2e
 
-e2e: deps ## The black-box suite against a real control plane (built on first use, then cached)
+e2e: deps ## The black-box suite against a real control plane (built on first use, then cached); the real node's test is make e2e-node
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build -p celgate
-	$(CARGO) test -p celgate-e2e -- --test-threads=1
+	$(CARGO) test -p celgate-e2e -- --test-threads=1 --skip real_node_
+
+e2e-node: deps ## celgate as its Deployment on a real node (kubelet, containerd, kube-proxy; needs root): kustomize and Helm installs, rolling update and Pod deletion under load
+	e2e/cluster/build.sh >/dev/null
+	e2e/node/build.sh >/dev/null
+	$(CARGO) test -p celgate-e2e --test node -- --nocapture
+
+# The node's state directory: short, containerd's socket paths must stay under 108 bytes.
+LOCAL_NODE ?= /tmp/celgate-local-node
+node-up: deps ## Start a one-node cluster (control plane, kube-scheduler, kubelet, kube-proxy, a loopback registry) in LOCAL_NODE and print `export KUBECONFIG=… REGISTRY=…`; needs root
+	@e2e/node/up.sh $(LOCAL_NODE)
+
+node-down: ## Stop the node of make node-up, delete its pods, clean up, remove LOCAL_NODE
+	@e2e/node/down.sh $(LOCAL_NODE) && rm -rf $(LOCAL_NODE)
 
 helm-build: ## Build (or reuse) helm (e2e/cluster/helm.env) from the Go module proxy; prints its path
 	@e2e/cluster/build-helm.sh
