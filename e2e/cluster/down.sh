@@ -7,8 +7,10 @@ dir=${1:?usage: down.sh <state-dir>}
 pids=$(tac "$dir/pids" | awk '{print $2}')
 for pid in $pids; do kill -TERM "$pid" 2>/dev/null || true; done
 deadline=$(( $(date +%s) + 20 ))
+# Running, and not a zombie: what up.sh started is reaped by whoever inherited it, maybe late.
+alive() { [ -e "/proc/$1" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" != Z ]; }
 for pid in $pids; do
-  while kill -0 "$pid" 2>/dev/null; do
+  while alive "$pid"; do
     if [ "$(date +%s)" -ge "$deadline" ]; then kill -KILL "$pid" 2>/dev/null || true; sleep 0.2; break; fi
     sleep 0.1
   done

@@ -21,10 +21,12 @@ if [ -f "$dir/node-pids" ]; then
   fi
   # Every process of the node, in reverse order of start (containerd and the registry last).
   pids=$(tac "$dir/node-pids" | awk '{print $2}')
+  # Running, and not a zombie: what up.sh started is reaped by whoever inherited it, maybe late.
+  alive() { [ -e "/proc/$1" ] && [ "$(cut -d' ' -f3 "/proc/$1/stat" 2>/dev/null)" != Z ]; }
   stop() { # pid
     kill -TERM "$1" 2>/dev/null || return 0
     local deadline=$(( $(date +%s) + 20 ))
-    while kill -0 "$1" 2>/dev/null; do
+    while alive "$1"; do
       [ "$(date +%s)" -lt "$deadline" ] || { kill -KILL "$1" 2>/dev/null; break; }
       sleep 0.1
     done
@@ -35,7 +37,7 @@ if [ -f "$dir/node-pids" ]; then
     stop "$pid"
   done
   # What the kubelet did not stop is removed through containerd, then containerd stops.
-  if [ -n "$containerd_pid" ] && kill -0 "$containerd_pid" 2>/dev/null; then
+  if [ -n "$containerd_pid" ] && alive "$containerd_pid"; then
     for task in $("${ctr[@]}" tasks list -q 2>/dev/null); do
       "${ctr[@]}" tasks kill -s SIGKILL "$task" >/dev/null 2>&1
       "${ctr[@]}" tasks delete -f "$task" >/dev/null 2>&1
