@@ -4,8 +4,8 @@
 //! 1. `kubectl apply -k config/default` (a copy pointing `images:` at the registry) brings up two
 //!    ready replicas; the API server calls the webhook through the `celgate-webhook` Service and
 //!    a denial of the docs' first example (config/samples/demo-policy.yaml) comes back; from the
-//!    Pods, as the ServiceAccount, celgate writes status and events, holds the Lease and serves
-//!    metrics.
+//!    Pods, as the ServiceAccount (the audit log says who wrote), celgate writes status and
+//!    events, holds the Lease and serves metrics.
 //! 2. Under 200 creates/s through the API server with a `Fail` policy, a rolling update to the
 //!    next image and then the deletion of one Pod: no failed admission, no wrong decision.
 //! 3. `kubectl delete -k` leaves nothing; `helm install`, `helm upgrade` to the next image and
@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use celgate_e2e::node::{Node, text};
-use celgate_e2e::{curl, dry_run_deployment, wait_for, workspace};
+use celgate_e2e::{SERVICE_ACCOUNT_USER, curl, dry_run_deployment, wait_for, workspace};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
 use serde_json::Value;
@@ -299,6 +299,43 @@ async fn assert_in_cluster_duties(node: &Node, running: &[Value]) {
         denied >= 1.0,
         "the denial is counted in a replica's metrics"
     );
+    assert_written_as_the_service_account(node);
+}
+
+/// The audit log shows the policy's status, the Lease and the events written by celgate's
+/// ServiceAccount (the Pods have no other credentials; this proves their RBAC suffices).
+fn assert_written_as_the_service_account(node: &Node) {
+    let log = std::fs::read_to_string(node.dir().join("cluster/audit.log")).unwrap();
+    let mut writes = std::collections::BTreeSet::new();
+    for line in log.lines() {
+        let Ok(event) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let code = event["responseStatus"]["code"].as_u64().unwrap_or(0);
+        if event["user"]["username"] != SERVICE_ACCOUNT_USER
+            || event["stage"] != "ResponseComplete"
+            || !(200..300).contains(&code)
+            || !matches!(event["verb"].as_str(), Some("create" | "update" | "patch"))
+        {
+            continue;
+        }
+        let object = &event["objectRef"];
+        writes.insert(format!(
+            "{}{}",
+            object["resource"].as_str().unwrap_or_default(),
+            object["subresource"]
+                .as_str()
+                .map(|s| format!("/{s}"))
+                .unwrap_or_default()
+        ));
+    }
+    eprintln!("written by {SERVICE_ACCOUNT_USER}: {writes:?}");
+    for written in ["validatingadmissionpolicies/status", "leases", "events"] {
+        assert!(
+            writes.contains(written),
+            "no {written} written by {SERVICE_ACCOUNT_USER}: {writes:?}"
+        );
+    }
 }
 
 /// Nothing of celgate is left: no namespace, webhook configuration, CRD, cluster role or binding.
