@@ -73,6 +73,13 @@ ip link del celgate0 2>/dev/null
 for m in $(awk -v d="$dir" 'index($2, d) == 1 {print $2}' /proc/mounts | sort -r); do
   umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null
 done
+# The directories the kubelet, runc and the CNI library make at fixed paths, when left empty,
+# and the kubelet's device plugin socket (its path is fixed, whatever --root-dir says).
+rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+for d in /var/lib/kubelet/device-plugins /var/lib/kubelet /var/lib/cni/results /var/lib/cni \
+  /run/containerd/runc/k8s.io /run/containerd/runc /run/containerd/s /run/containerd; do
+  rmdir "$d" 2>/dev/null
+done
 for hierarchy in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
   [ -d "$hierarchy" ] && find "$hierarchy" -depth -type d -exec rmdir {} \; 2>/dev/null
 done
