@@ -163,10 +163,20 @@ impl Findings {
         self.dirty_status = true;
     }
 
-    /// The reports to write since the last call: each object's uid and namespace with its
-    /// findings, or `None` when its report should go.
-    pub fn take_reports(&mut self) -> Vec<ReportChange> {
-        std::mem::take(&mut self.dirty_reports)
+    /// Up to `limit` of the reports to write since the last call (the rest stay for the next):
+    /// each object's uid and namespace with its findings, or `None` when its report should go.
+    pub fn take_reports(&mut self, limit: usize) -> Vec<ReportChange> {
+        let taken: Vec<(String, String)> = if limit >= self.dirty_reports.len() {
+            std::mem::take(&mut self.dirty_reports)
+                .into_iter()
+                .collect()
+        } else {
+            let uids: Vec<String> = self.dirty_reports.keys().take(limit).cloned().collect();
+            uids.into_iter()
+                .filter_map(|uid| self.dirty_reports.remove_entry(&uid))
+                .collect()
+        };
+        taken
             .into_iter()
             .map(|(uid, namespace)| ReportChange {
                 findings: self.objects.get(&uid).cloned(),
@@ -308,15 +318,32 @@ mod tests {
     fn a_report_is_written_when_an_objects_violations_change_and_only_then() {
         let mut f = Findings::default();
         f.set(subject("a"), &resource(), failing());
-        assert_eq!(f.take_reports().len(), 1);
+        assert_eq!(f.take_reports(usize::MAX).len(), 1);
         f.set(subject("a"), &resource(), failing());
-        assert!(f.take_reports().is_empty(), "unchanged: nothing to write");
+        assert!(
+            f.take_reports(usize::MAX).is_empty(),
+            "unchanged: nothing to write"
+        );
         f.set(subject("a"), &resource(), BTreeMap::new());
         assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
     }
 
+    #[test]
+    fn reports_are_taken_at_most_limit_at_a_time_and_the_rest_kept() {
+        let mut f = Findings::default();
+        for name in ["a", "b", "c"] {
+            f.set(subject(name), &resource(), failing());
+        }
+        let mut uids: Vec<String> = f.take_reports(2).into_iter().map(|c| c.uid).collect();
+        assert_eq!(uids.len(), 2);
+        uids.extend(f.take_reports(2).into_iter().map(|c| c.uid));
+        uids.sort();
+        assert_eq!(uids, ["uid-a", "uid-b", "uid-c"]);
+        assert!(f.take_reports(2).is_empty());
+    }
+
     fn gone(f: &mut Findings) -> Vec<String> {
-        f.take_reports()
+        f.take_reports(usize::MAX)
             .into_iter()
             .filter(|c| c.findings.is_none())
             .map(|c| c.uid)
@@ -328,7 +355,7 @@ mod tests {
         let mut f = Findings::default();
         f.set(subject("gone"), &resource(), failing());
         f.set(subject("kept"), &resource(), failing());
-        f.take_reports();
+        f.take_reports(usize::MAX);
         let mut pass = f.start(&resource());
         Findings::seen(&mut pass, "uid-kept");
         pass.matched.insert(unit(), 5);
@@ -344,7 +371,7 @@ mod tests {
     fn a_new_plan_drops_bindings_that_left_it() {
         let mut f = Findings::default();
         f.set(subject("a"), &resource(), failing());
-        f.take_reports();
+        f.take_reports(usize::MAX);
         f.retain_units(&HashSet::new());
         assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
         assert_eq!(f.of_unit(&unit(), &[resource()]).violations.len(), 0);

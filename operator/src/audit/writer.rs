@@ -1,7 +1,8 @@
 //! Writes what the audit found, once a second: the PolicyReports of objects whose violations
-//! changed (paced), the `status.audit` of bindings whose audit changed, and the gauges; and,
-//! once every resource of a plan has been scanned, deletes the reports of objects that no
-//! longer have violations (left by an earlier leader or an earlier plan).
+//! changed (paced, at most a second's writes a tick), the `status.audit` of bindings whose
+//! audit changed, and the gauges; and, once every resource of a plan has been scanned, deletes
+//! the reports of objects that no longer have violations (left by an earlier leader or an
+//! earlier plan).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -70,7 +71,9 @@ pub async fn run(
         if served.is_some_and(|(ok, _)| ok)
             && retry_at.is_none_or(|at| at <= tokio::time::Instant::now())
         {
-            let changes = lock(&findings).take_reports();
+            // One second's writes a tick, so the bindings' status and the gauges below are not
+            // held back behind thousands of report writes.
+            let changes = lock(&findings).take_reports(writes_per_second.max(1) as usize);
             let mut failure = None;
             for change in changes {
                 if failure.is_some() {
@@ -115,7 +118,7 @@ pub async fn run(
             }
         } else {
             // Nothing reads the changes while the reports are not served.
-            drop(lock(&findings).take_reports());
+            drop(lock(&findings).take_reports(usize::MAX));
         }
 
         // The bindings' status and gauges.
