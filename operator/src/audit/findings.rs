@@ -186,6 +186,14 @@ impl Findings {
             .collect()
     }
 
+    /// Marks every object's report to be written (the reports became served).
+    pub fn rewrite_all(&mut self) {
+        for (uid, object) in &self.objects {
+            self.dirty_reports
+                .insert(uid.clone(), object.subject.namespace.clone());
+        }
+    }
+
     /// Puts a report back to be written again (its write failed).
     pub fn retry_report(&mut self, change: ReportChange) {
         self.dirty_reports.insert(change.uid, change.namespace);
@@ -340,6 +348,17 @@ mod tests {
         uids.sort();
         assert_eq!(uids, ["uid-a", "uid-b", "uid-c"]);
         assert!(f.take_reports(2).is_empty());
+    }
+
+    #[test]
+    fn every_report_is_written_again_when_asked() {
+        let mut f = Findings::default();
+        f.set(subject("a"), &resource(), failing());
+        f.take_reports(usize::MAX);
+        f.rewrite_all();
+        let again = f.take_reports(usize::MAX);
+        assert_eq!(again.len(), 1);
+        assert!(again[0].findings.is_some());
     }
 
     fn gone(f: &mut Findings) -> Vec<String> {

@@ -58,6 +58,10 @@ pub async fn run(
         if due {
             match reports.served().await {
                 Ok(ok) => {
+                    if ok && served.is_some() {
+                        // Installed since the last check: every report is written now.
+                        lock(&findings).rewrite_all();
+                    }
                     if !ok {
                         info!(
                             "audit: the wgpolicyk8s.io PolicyReport CRDs are not installed; no reports are written (binding status and metrics still are)"
@@ -68,9 +72,8 @@ pub async fn run(
                 Err(e) => warn!(error = %e, "audit: cannot tell whether PolicyReports are served"),
             }
         }
-        if served.is_some_and(|(ok, _)| ok)
-            && retry_at.is_none_or(|at| at <= tokio::time::Instant::now())
-        {
+        let reports_served = served.is_some_and(|(ok, _)| ok);
+        if reports_served && retry_at.is_none_or(|at| at <= tokio::time::Instant::now()) {
             // One second's writes a tick, so the bindings' status and the gauges below are not
             // held back behind thousands of report writes.
             let changes = lock(&findings).take_reports(writes_per_second.max(1) as usize);
@@ -116,8 +119,9 @@ pub async fn run(
                     }
                 }
             }
-        } else {
-            // Nothing reads the changes while the reports are not served.
+        } else if matches!(served, Some((false, _))) {
+            // Nothing reads the changes while the reports are not served. (While a failed
+            // write backs off, they wait.)
             drop(lock(&findings).take_reports(usize::MAX));
         }
 
