@@ -44,8 +44,9 @@ enum Command {
     /// Run policy test suites offline: each case's request decided as `eval` decides it and
     /// compared with its expected result (exit code 0 all pass, 1 a case fails, 2 wrong input).
     Test(celgate_cli::suite::TestArgs),
-    /// List the would-be violations of manifests: each object decided as a CREATE under every
-    /// ValidatingAdmissionPolicy binding (exit code 0 none, 1 violations, 2 wrong input).
+    /// List the would-be violations of manifests, or with --cluster of a cluster's objects: each
+    /// object decided as a CREATE under every ValidatingAdmissionPolicy binding (exit code 0
+    /// none, 1 violations, 2 wrong input).
     Scan(celgate_cli::scan::ScanArgs),
 }
 

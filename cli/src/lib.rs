@@ -1,6 +1,7 @@
 //! The offline commands: `celgate eval` decides one admission request from files, `celgate
 //! check` type-checks policy files, `celgate test` runs policy test suites and `celgate scan`
-//! lists the would-be violations of manifests, all without a cluster. Each runs on a thread
+//! lists the would-be violations of manifests, all without a cluster (`scan --cluster` reads a
+//! cluster's objects, read-only). Each runs on a thread
 //! with the stack the engine needs and exits 0 (allowed / clean), 1 (denied / findings) or 2
 //! (the command line or an input file is wrong).
 
