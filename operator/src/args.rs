@@ -216,20 +216,6 @@ impl RunArgs {
         }
     }
 
-    /// How the audit runs, unless it is off.
-    pub fn audit(&self) -> Option<crate::audit::AuditConfig> {
-        self.audit.then(|| crate::audit::AuditConfig {
-            interval: Duration::from_secs(self.audit_interval_seconds),
-            page_size: self.audit_page_size,
-            pages_per_second: self.audit_pages_per_second,
-            writes_per_second: self.audit_report_writes_per_second,
-            excluded_namespaces: crate::serving::registration::excluded_namespaces(
-                &self.namespace,
-                &self.excluded_namespaces,
-            ),
-        })
-    }
-
     /// The credentials the webhook accepts, as these flags name them.
     pub fn auth(&self) -> AuthConfig {
         AuthConfig {

@@ -287,8 +287,17 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         checker: status::ClusterChecker::start(discovery.clone(), schema_cache.clone()),
         identity,
     };
-    let audit = args.audit().map(|config| Audit {
-        config,
+    let audit = args.audit.then(|| Audit {
+        config: audit::AuditConfig {
+            interval: Duration::from_secs(args.audit_interval_seconds),
+            page_size: args.audit_page_size,
+            pages_per_second: args.audit_pages_per_second,
+            writes_per_second: args.audit_report_writes_per_second,
+            excluded_namespaces: registration::excluded_namespaces(
+                &args.namespace,
+                &args.excluded_namespaces,
+            ),
+        },
         discovery: discovery.clone(),
         deps,
     });

@@ -18,6 +18,7 @@ const FLOORS: &[(&str, u8)] = &[
     ("args", 2),
     ("controllers", 2),
     ("status", 3),
+    ("audit", 3),
     ("process", 4),
     ("lib", 5),
     // Test fixtures, used only by test modules.
