@@ -7,7 +7,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,6 @@ use tower_service::Service;
 
 use crate::auth::Peer;
 use crate::limits::{HTTP2_PING_TIMEOUT, Limits};
-use crate::server::AppState;
 
 /// HTTP/2 receive window of one review's stream: a typical review (a few KiB to a few hundred)
 /// arrives without waiting for a window update.
@@ -196,8 +195,8 @@ pub(crate) struct Serving {
     /// Becomes `Some` (the grace) when the server stops: the connection finishes what is in
     /// flight and ends.
     pub stopping: watch::Receiver<Option<Duration>>,
-    /// The webhook's state, whose draining ends HTTP/1.1 keep-alive (none for the probes).
-    pub state: Option<Arc<AppState>>,
+    /// Set while the webhook drains: HTTP/1.1 keep-alive ends (none for the probes).
+    pub draining: Option<Arc<AtomicBool>>,
 }
 
 /// Serves `io` (HTTP/2 if `http2`, else HTTP/1.1) until the client closes it or the server
@@ -216,12 +215,12 @@ where
         peer,
         limits,
         mut stopping,
-        state,
+        draining,
     } = serving;
     // While the process drains, HTTP/1.1 answers say `Connection: close`: the client retires
     // each kept-alive connection after its next answer, before the listener closes, instead of
     // writing a request into a connection closed under it (a failed call). HTTP/2 has GOAWAY.
-    let draining = state.filter(|_| !http2);
+    let draining = draining.filter(|_| !http2);
     let service = {
         let activity = activity.clone();
         hyper::service::service_fn(move |mut req: Request<Incoming>| {
@@ -234,7 +233,7 @@ where
             async move {
                 let mut response = router.call(req.map(Body::new)).await;
                 if let Ok(response) = &mut response
-                    && draining.is_some_and(|state| state.draining())
+                    && draining.is_some_and(|d| d.load(Ordering::Relaxed))
                 {
                     response
                         .headers_mut()

@@ -79,7 +79,7 @@ async fn serve(listener: std::net::TcpListener, state: Arc<AppState>) {
             peer: None,
             limits: limits.clone(),
             stopping: stopping.clone(),
-            state: None,
+            draining: None,
         };
         tokio::spawn(async move {
             let _ = connection::serve(tcp, false, activity, serving).await;

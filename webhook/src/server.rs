@@ -60,7 +60,7 @@ pub struct AppState {
     listening: AtomicBool,
     /// Set once the process is stopping: `/readyz` answers 503 so load balancers and Service
     /// endpoints stop sending new connections, while requests keep being decided.
-    draining: AtomicBool,
+    draining: Arc<AtomicBool>,
 }
 
 impl AppState {
@@ -77,7 +77,7 @@ impl AppState {
             deps,
             metrics,
             listening: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
+            draining: Arc::new(AtomicBool::new(false)),
         })
     }
 
@@ -111,7 +111,7 @@ impl AppState {
             deps,
             metrics,
             listening: AtomicBool::new(false),
-            draining: AtomicBool::new(false),
+            draining: Arc::new(AtomicBool::new(false)),
         }))
     }
 
@@ -308,7 +308,7 @@ impl Server {
                 peer,
                 limits: limits.clone(),
                 stopping,
-                state: Some(state.clone()),
+                draining: Some(state.draining.clone()),
             };
             if let Some(closed) = connection::serve(tls, http2, activity, serving).await {
                 state.metrics.connection_closed(closed.reason());
