@@ -17,9 +17,7 @@ fi
 kubectl=$(command -v kubectl || true)
 bin=$("$root/e2e/cluster/build.sh")
 [ -x "$bin/kubectl" ] && kubectl=$bin/kubectl
-"$kubectl" apply -k "$root/config/crd" >/dev/null
-"$kubectl" wait --for=condition=Established --timeout=60s \
-  crd/{validatingadmissionpolicies,validatingadmissionpolicybindings,mutatingadmissionpolicies,mutatingadmissionpolicybindings}.admission.celgate.io >/dev/null
+KUBECTL=$kubectl "$root/e2e/cluster/crds.sh"
 cat >&2 <<MSG
 
 celgate is starting against $KUBECONFIG.

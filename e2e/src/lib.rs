@@ -21,14 +21,6 @@ pub mod node;
 pub mod scan_fixture;
 pub mod schemas;
 
-/// celgate's CRDs, as `kubectl` names them.
-pub const CRDS: [&str; 4] = [
-    "crd/validatingadmissionpolicies.admission.celgate.io",
-    "crd/validatingadmissionpolicybindings.admission.celgate.io",
-    "crd/mutatingadmissionpolicies.admission.celgate.io",
-    "crd/mutatingadmissionpolicybindings.admission.celgate.io",
-];
-
 /// celgate's ServiceAccount as config/rbac binds it: namespace, name.
 pub const SERVICE_ACCOUNT: (&str, &str) = ("celgate-system", "celgate");
 
@@ -254,21 +246,17 @@ impl Cluster {
         path
     }
 
-    /// Installs celgate's CRDs from `config/crd` and waits until they are served.
+    /// Installs celgate's CRDs from `config/crd` and waits until they are Established, with the
+    /// script `make run` uses (`e2e/cluster/crds.sh`).
     pub fn install_crds(&self) {
-        let dir = workspace().join("config/crd");
-        let out = self.kubectl(&["apply", "-k", &dir.to_string_lossy()], "");
+        let out = Command::new(workspace().join("e2e/cluster/crds.sh"))
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("KUBECTL", self.bin.join("kubectl"))
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run e2e/cluster/crds.sh: {e}"));
         assert!(
             out.status.success(),
             "cannot install CRDs: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let mut args = vec!["wait", "--for=condition=Established", "--timeout=60s"];
-        args.extend(CRDS);
-        let out = self.kubectl(&args, "");
-        assert!(
-            out.status.success(),
-            "CRDs not established: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }

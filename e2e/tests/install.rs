@@ -1,12 +1,14 @@
 //! `kubectl apply -k config/default` installs every object of celgate's install, the Deployment's
 //! pod template meets its namespace's `restricted` Pod Security Standard, and
 //! `kubectl delete -k config/default` removes it all, leaving no webhook configuration behind.
-//! No kubelet runs here: the pods are never scheduled, and nothing waits for them.
+//! No kubelet runs here: the pods are never scheduled, and nothing waits for them. `make run`
+//! against a cluster that already runs installs the CRDs and enforces the README's first policy.
 
-use std::process::Output;
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use celgate_e2e::{Cluster, workspace};
+use celgate_e2e::{Cluster, free_port, workspace};
 use serde_json::{Value, json};
 
 /// celgate's namespace, as config/manager names it.
@@ -303,4 +305,104 @@ fn config_default_installs_meets_restricted_pod_security_and_uninstalls_cleanly(
             }
         },
     );
+}
+
+/// `e2e/cluster/run.sh` (what `make run` runs after building), in its own process group, which is
+/// stopped when dropped (the script's celgate is its child).
+struct MakeRun(Child);
+
+impl Drop for MakeRun {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn make_run_against_a_running_cluster_installs_the_crds_and_enforces_the_first_policy() {
+    let cluster = Cluster::start();
+    let log_path = cluster.dir().join("make-run.log");
+    let log = std::fs::File::create(&log_path)
+        .unwrap_or_else(|e| panic!("cannot create {}: {e}", log_path.display()));
+    let err = log
+        .try_clone()
+        .unwrap_or_else(|e| panic!("cannot share {}: {e}", log_path.display()));
+    let run = MakeRun(
+        Command::new(workspace().join("e2e/cluster/run.sh"))
+            .env("KUBECONFIG", &cluster.kubeconfig)
+            .env("WEBHOOK_PORT", free_port().to_string())
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .process_group(0)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run e2e/cluster/run.sh: {e}")),
+    );
+    let run_log = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    let sample = workspace().join("config/samples/demo-policy.yaml");
+    let sample = sample.to_string_lossy();
+    kubectl_ok(
+        &cluster,
+        &[
+            "label",
+            "namespace",
+            "default",
+            "environment=test",
+            "--overwrite",
+        ],
+        "",
+    );
+    // The CRDs exist once run.sh has applied them and waited for them.
+    wait_until(
+        "the README's first policy applied",
+        Duration::from_secs(90),
+        || {
+            let out = cluster.kubectl(&["apply", "-f", &sample], "");
+            out.status
+                .success()
+                .then_some(())
+                .ok_or_else(|| format!("{}\nmake run: {}", text(&out), run_log()))
+        },
+    );
+    let create = [
+        "create",
+        "deployment",
+        "web",
+        "-n",
+        "default",
+        "--image=nginx",
+        "--replicas=6",
+        "--dry-run=server",
+    ];
+    wait_until(
+        "a Deployment of 6 replicas denied",
+        Duration::from_secs(60),
+        || {
+            let out = cluster.kubectl(&create, "");
+            let said = text(&out);
+            (!out.status.success() && said.contains("demo-policy.example.com"))
+                .then_some(())
+                .ok_or_else(|| format!("{said}\nmake run: {}", run_log()))
+        },
+    );
+    let allowed = cluster.kubectl(
+        &[
+            "create",
+            "deployment",
+            "web",
+            "-n",
+            "default",
+            "--image=nginx",
+            "--replicas=5",
+            "--dry-run=server",
+        ],
+        "",
+    );
+    assert!(
+        allowed.status.success(),
+        "5 replicas are allowed: {}",
+        text(&allowed)
+    );
+    drop(run);
 }
