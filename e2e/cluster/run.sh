@@ -17,7 +17,9 @@ fi
 kubectl=$(command -v kubectl || true)
 bin=$("$root/e2e/cluster/build.sh")
 [ -x "$bin/kubectl" ] && kubectl=$bin/kubectl
-KUBECTL=$kubectl "$root/e2e/cluster/crds.sh"
+"$kubectl" apply -k "$root/config/crd" >/dev/null
+KUBECTL=$kubectl "$root/e2e/cluster/established.sh" \
+  {validatingadmissionpolicies,validatingadmissionpolicybindings,mutatingadmissionpolicies,mutatingadmissionpolicybindings}.admission.celgate.io
 cat >&2 <<MSG
 
 celgate is starting against $KUBECONFIG.

@@ -21,6 +21,14 @@ pub mod node;
 pub mod scan_fixture;
 pub mod schemas;
 
+/// celgate's CRDs, as `kubectl` names them.
+pub const CRDS: [&str; 4] = [
+    "crd/validatingadmissionpolicies.admission.celgate.io",
+    "crd/validatingadmissionpolicybindings.admission.celgate.io",
+    "crd/mutatingadmissionpolicies.admission.celgate.io",
+    "crd/mutatingadmissionpolicybindings.admission.celgate.io",
+];
+
 /// celgate's ServiceAccount as config/rbac binds it: namespace, name.
 pub const SERVICE_ACCOUNT: (&str, &str) = ("celgate-system", "celgate");
 
@@ -246,17 +254,29 @@ impl Cluster {
         path
     }
 
-    /// Installs celgate's CRDs from `config/crd` and waits until they are Established, with the
-    /// script `make run` uses (`e2e/cluster/crds.sh`).
+    /// Installs celgate's CRDs from `config/crd` and waits until they are Established.
     pub fn install_crds(&self) {
-        let out = Command::new(workspace().join("e2e/cluster/crds.sh"))
+        self.kubectl_ok(&[
+            "apply",
+            "-k",
+            &workspace().join("config/crd").to_string_lossy(),
+        ]);
+        self.wait_established(&CRDS);
+    }
+
+    /// Waits (at most 60 s) until each CRD of `crds` (`crd/<name>`) is Established, with
+    /// `e2e/cluster/established.sh` (as `make run` does): unlike `kubectl wait`, it does not fail
+    /// on a CRD created a moment ago, which has no conditions yet.
+    pub fn wait_established(&self, crds: &[&str]) {
+        let out = Command::new(workspace().join("e2e/cluster/established.sh"))
+            .args(crds)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("KUBECTL", self.bin.join("kubectl"))
             .output()
-            .unwrap_or_else(|e| panic!("cannot run e2e/cluster/crds.sh: {e}"));
+            .unwrap_or_else(|e| panic!("cannot run e2e/cluster/established.sh: {e}"));
         assert!(
             out.status.success(),
-            "cannot install CRDs: {}",
+            "CRDs {crds:?} not Established: {}",
             String::from_utf8_lossy(&out.stderr)
         );
     }

@@ -201,20 +201,7 @@ spec:
         x-kubernetes-preserve-unknown-fields: true
 "#,
     );
-    let out = cluster.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/nopes.example.invalid",
-        ],
-        "",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cluster.wait_established(&["crd/nopes.example.invalid"]);
     cluster.apply("apiVersion: example.invalid/v1\nkind: Nope\nmetadata:\n  name: replica-limit-test.example.com\n  namespace: params\ndata:\n  maxreplicas: \"2\"\n");
 
     // The shipped RBAC lets celgate read ConfigMaps only: the binding fails at once with the

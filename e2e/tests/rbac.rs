@@ -373,12 +373,7 @@ async fn every_shipped_rule_is_used_and_nothing_else_is_forbidden() {
     cluster.install_crds();
     let reports = workspace().join("config/policy-reports");
     cluster.kubectl_ok(&["apply", "-k", &reports.to_string_lossy()]);
-    cluster.kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/policyreports.wgpolicyk8s.io",
-    ]);
+    cluster.wait_established(&["crd/policyreports.wgpolicyk8s.io"]);
     let port = free_port();
     let celgate = Celgate::spawn_as(
         &cluster,
@@ -520,12 +515,7 @@ async fn every_shipped_rule_is_used_and_nothing_else_is_forbidden() {
 
     // The deliberate forbidden case: a param kind the shipped RBAC does not grant.
     cluster.apply(NOPES_CRD);
-    cluster.kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
-        "crd/nopes.example.invalid",
-    ]);
+    cluster.wait_established(&["crd/nopes.example.invalid"]);
     cluster.apply(FORBIDDEN_PARAM_POLICY);
     wait_ready(
         &cluster,

@@ -89,20 +89,7 @@ async fn the_committed_builtin_schemas_are_what_make_schemas_generates() {
     let cluster = Cluster::start();
     cluster.install_crds();
     cluster.apply(EXTRA_CRD);
-    let out = cluster.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/gadgets.drift.example.com",
-        ],
-        "",
-    );
-    assert!(
-        out.status.success(),
-        "CRD not established: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cluster.wait_established(&["crd/gadgets.drift.example.com"]);
     // The CRD is served and published before the snapshot, so leaving it out is the snapshot's doing.
     wait_for(
         "the CRD in /openapi/v3",

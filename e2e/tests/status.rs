@@ -848,21 +848,10 @@ async fn generations(api: &Api<DynamicObject>, names: &[String]) -> Vec<i64> {
 /// writers resolve CRD kinds through `/openapi/v3`; a kind without a schema there is skipped).
 async fn install_test_crds(cluster: &Cluster) {
     cluster.apply(CRDS);
-    let out = cluster.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/limits.status.example.com",
-            "crd/widgets.status.example.com",
-        ],
-        "",
-    );
-    assert!(
-        out.status.success(),
-        "test CRDs not established: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cluster.wait_established(&[
+        "crd/limits.status.example.com",
+        "crd/widgets.status.example.com",
+    ]);
     wait_for(
         "the test CRDs' schemas in /openapi/v3",
         Duration::from_secs(60),
