@@ -1097,8 +1097,13 @@ async fn on_a_control_plane_policies_survive_uninstall_reinstall_and_upgrades() 
     );
     // Without celgate the probe fails, saying what it got instead.
     celgate.kill();
+    let started = std::time::Instant::now();
     let out = probe("3");
     let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!(
+        "celgate probe without celgate ({:.1?}):\n{said}",
+        started.elapsed()
+    );
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(
         said.contains("FAIL: a ConfigMap labelled probe.celgate.io/verdict=deny"),
