@@ -331,6 +331,54 @@ fn default_values_render_config_default_but_its_namespace() {
 }
 
 #[test]
+fn chart_metadata_names_the_crds_and_the_tested_kubernetes() {
+    let file = workspace().join("charts/celgate/Chart.yaml");
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let chart: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("Chart.yaml: {e}"));
+    // ArtifactHub's list of the CRDs is the CRDs the chart installs.
+    let listed: Vec<Value> = serde_saphyr::from_str(
+        chart["annotations"]["artifacthub.io/crds"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("artifacthub.io/crds: {e}"));
+    let mut listed: Vec<(String, String)> = listed
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default().to_string(),
+                c["kind"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    listed.sort();
+    let rendered = helm_template(&[]);
+    let mut crds: Vec<(String, String)> = rendered
+        .iter()
+        .filter(|(k, _)| k.0 == "CustomResourceDefinition")
+        .map(|(k, crd)| {
+            (
+                k.2.clone(),
+                crd["spec"]["names"]["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    crds.sort();
+    assert_eq!(listed, crds);
+    // kubeVersion admits the pinned Kubernetes (every render here passes it) and refuses the one
+    // before: only 1.36 is tested.
+    let out = helm_template_in(NAMESPACE, &["--kube-version=1.35.0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("chart requires kubeVersion: >=1.36.0-0"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn options_with_a_kustomize_component_render_config_default_with_it() {
     for (values, components) in [
         (
