@@ -963,6 +963,14 @@ async fn on_a_control_plane_policies_survive_uninstall_reinstall_and_upgrades() 
     cluster.apply(&demo::binding(demo::CELGATE_API, "celgate"));
     let (message, _) = wait_denied(&client, "helm-demo", 10).await;
     assert!(message.contains(demo::POLICY_NAME), "{message}");
+    // The memory the chart requests is sized by this (printed, not asserted).
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", celgate.pid())).unwrap_or_default();
+    let memory: Vec<&str> = status
+        .lines()
+        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
+        .collect();
+    eprintln!("celgate serving one policy: {memory:?}");
     let uid = cluster.kubectl_ok(&[
         "get",
         "validatingadmissionpolicies.admission.celgate.io",
