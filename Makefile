@@ -48,11 +48,12 @@ helm-build: ## Build (or reuse) helm (e2e/cluster/helm.env) from the Go module p
 # `make helm-template VALUES='--set certificates.source=cert-manager'`
 VALUES ?=
 helm-template: ## Render charts/celgate into celgate-system with VALUES (helm flags); the defaults render config/default
-	@"$$(e2e/cluster/build-helm.sh)" template celgate charts/celgate --namespace celgate-system $(VALUES)
+	@. e2e/cluster/versions.env && "$$(e2e/cluster/build-helm.sh)" template celgate charts/celgate --namespace celgate-system --kube-version "$$K8S_VERSION" $(VALUES)
 
-helm-test: ## helm lint --strict, and the chart's renders compared with config/default and its components (no cluster; part of make e2e)
+helm-test: deps ## The chart: helm lint --strict, renders compared with config/default and its components, the schema, the CRDs' keep rule; install, uninstall, reinstall and upgrades on a control plane (part of make e2e)
 	e2e/cluster/build.sh >/dev/null
-	$(CARGO) test -p celgate-e2e --test helm
+	$(CARGO) build -p celgate
+	$(CARGO) test -p celgate-e2e --test helm -- --test-threads=1
 
 image: ## The container image (static binaries, FROM scratch) for linux/amd64 and linux/arm64: an OCI archive and SBOMs in target/image/; prints its reference
 	@CARGO=$(CARGO) e2e/image/build.sh

@@ -1,5 +1,6 @@
 //! The `celgate` command line: the operator with its co-located admission webhook (`celgate
-//! run`, the default) and the offline commands (`check`, `eval`, `test`, `scan`, `crds`). It only reads the
+//! run`, the default), the offline commands (`check`, `eval`, `test`, `scan`, `crds`) and
+//! `probe`, which proves an installed celgate decides. It only reads the
 //! command line and hands it to the operator library or the offline commands.
 
 use std::process::ExitCode;
@@ -48,6 +49,11 @@ enum Command {
     /// object decided as a CREATE under every ValidatingAdmissionPolicy binding (exit code 0
     /// none, 1 violations, 2 wrong input).
     Scan(celgate_cli::scan::ScanArgs),
+    /// Prove through the API server that the installed celgate decides: a dry-run ConfigMap
+    /// labelled probe.celgate.io/verdict=deny is denied by celgate's webhook with the named
+    /// policy's message, one labelled allow is admitted (what `helm test` runs; exit code 0
+    /// proven, 1 not, 2 the cluster cannot be asked).
+    Probe(celgate_cli::probe::ProbeArgs),
 }
 
 /// Prints the CRDs as a multi-document YAML stream.
@@ -80,6 +86,11 @@ pub fn main() -> ExitCode {
         Command::Scan(args) => {
             return celgate_cli::run(move || {
                 celgate_cli::scan::run(&args, &mut std::io::stdout().lock())
+            });
+        }
+        Command::Probe(args) => {
+            return celgate_cli::run(move || {
+                celgate_cli::probe::run(&args, &mut std::io::stdout().lock())
             });
         }
         Command::Crds => print_crds().map_err(|e| format!("cannot render CRD YAML: {e}")),

@@ -1,7 +1,8 @@
 //! The offline commands: `celgate eval` decides one admission request from files, `celgate
 //! check` type-checks policy files, `celgate test` runs policy test suites and `celgate scan`
 //! lists the would-be violations of manifests, all without a cluster (`scan --cluster` reads a
-//! cluster's objects, read-only). Each runs on a thread
+//! cluster's objects, read-only); `celgate probe` asks a cluster's API server to prove that an
+//! installed celgate decides (dry runs, nothing stored). Each runs on a thread
 //! with the stack the engine needs and exits 0 (allowed / clean), 1 (denied / findings) or 2
 //! (the command line or an input file is wrong).
 
@@ -9,6 +10,7 @@ pub mod check;
 pub mod defaults;
 pub mod documents;
 pub mod eval;
+pub mod probe;
 pub mod scan;
 pub mod suite;
 pub mod types;
@@ -81,7 +83,7 @@ pub enum CliError {
     /// The embedded snapshot of the built-in kinds cannot be read.
     #[error(transparent)]
     Builtin(#[from] celgate_kinds::builtin::BuiltinError),
-    /// The cluster in `KUBECONFIG` cannot be read (`celgate scan --cluster`).
+    /// The cluster in `KUBECONFIG` cannot be read (`celgate scan --cluster`, `celgate probe`).
     #[error("cannot read the cluster: {0}")]
     Cluster(String),
     /// The command's thread failed.

@@ -234,6 +234,12 @@ impl Cluster {
             },
         )
         .await;
+        self.token_kubeconfig(namespace, name)
+    }
+
+    /// Writes a kubeconfig that authenticates with a two-hour token of the ServiceAccount
+    /// `namespace/name` (server and CA as in the admin kubeconfig); returns its path.
+    pub fn token_kubeconfig(&self, namespace: &str, name: &str) -> PathBuf {
         let token = self.kubectl_ok(&["create", "token", name, "-n", namespace, "--duration=2h"]);
         let admin = Kubeconfig::read_from(&self.kubeconfig)
             .unwrap_or_else(|e| panic!("cannot read kubeconfig: {e}"));
@@ -244,7 +250,7 @@ impl Cluster {
             .unwrap_or_else(|| panic!("the admin kubeconfig names no cluster"));
         let server = cluster.server.clone().unwrap_or_default();
         let ca = cluster.certificate_authority.clone().unwrap_or_default();
-        let path = self.dir().join("celgate-sa.kubeconfig");
+        let path = self.dir().join(format!("{namespace}-{name}.kubeconfig"));
         let config = format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority: {ca}\nusers:\n- name: {name}\n  user:\n    token: {}\ncontexts:\n- name: local\n  context: {{cluster: local, user: {name}}}\ncurrent-context: local\n",
             token.trim()

@@ -1,16 +1,26 @@
-//! The Helm chart (charts/celgate) against the kustomize install it packages, with no cluster:
-//! `helm lint --strict` is clean; the default render is `kubectl kustomize config/default`,
-//! object for object; each option with a kustomize component renders what config/default plus
-//! that component renders; the options without one render the flags, mounts and objects they
-//! name, and only flags `celgate run` has. helm and kubectl are the cached builds of
-//! e2e/cluster/build-helm.sh and build.sh.
+//! The Helm chart (charts/celgate) against the kustomize install it packages: `helm lint
+//! --strict` is clean; with `namespace.create=true` the render is `kubectl kustomize
+//! config/default`, object for object, and with the defaults the same without the Namespace (the
+//! chart leaves the namespace to whoever makes it); each option with a kustomize component
+//! renders what config/default plus that component renders; the values peer charts have render
+//! where they belong; values.schema.json refuses wrong values; the CRDs carry the annotations
+//! that keep them (the only difference from config/crd, stripped before comparing). helm and
+//! kubectl are the cached builds of e2e/cluster/build-helm.sh and build.sh.
+//!
+//! One test runs the chart on a control plane (no kubelet: celgate runs beside it as a process):
+//! install into a namespace Helm creates, policies applied and enforced, uninstall and reinstall
+//! with every policy still there and enforced, an upgrade whose CRD adds a field and a failed
+//! upgrade rolled back, both keeping the policies; what Argo CD and Flux apply leaves celgate's
+//! webhooks alone; the `helm test` probe proves the webhook answers and a policy denies.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use celgate_e2e::workspace;
+use std::time::Duration;
+
+use celgate_e2e::{CRDS, Celgate, Cluster, create_namespace, demo, wait_denied, workspace};
 use serde_json::{Value, json};
 
 const NAMESPACE: &str = "celgate-system";
@@ -87,6 +97,22 @@ fn objects(yaml: &str) -> Objects {
     objects
 }
 
+/// `--kube-version=` the pinned Kubernetes (e2e/cluster/versions.env): what `helm template` and
+/// `helm lint` check the chart's kubeVersion against (Helm's own default is 1.20).
+fn kube_version() -> &'static str {
+    static FLAG: OnceLock<String> = OnceLock::new();
+    FLAG.get_or_init(|| {
+        let file = workspace().join("e2e/cluster/versions.env");
+        let versions =
+            std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+        let version = versions
+            .lines()
+            .find_map(|l| l.strip_prefix("K8S_VERSION="))
+            .unwrap_or_else(|| panic!("no K8S_VERSION in {}", file.display()));
+        format!("--kube-version={}", version.trim())
+    })
+}
+
 /// `helm template` of the chart as the release `celgate` in `namespace`, with `args` (--set …).
 fn helm_template_in(namespace: &str, args: &[&str]) -> Output {
     let mut all = vec![
@@ -95,15 +121,67 @@ fn helm_template_in(namespace: &str, args: &[&str]) -> Output {
         "charts/celgate",
         "--namespace",
         namespace,
+        kube_version(),
     ];
     all.extend_from_slice(args);
     run(helm_bin(), &all)
 }
 
+/// The objects the chart installs with `args` (not the `helm test` hooks).
 fn helm_template(args: &[&str]) -> Objects {
-    let out = helm_template_in(NAMESPACE, args);
+    let mut all = vec!["--skip-tests"];
+    all.extend_from_slice(args);
+    let out = helm_template_in(NAMESPACE, &all);
     assert_success(&format!("helm template {args:?}"), &out);
     objects(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The annotations that keep a CRD (charts/celgate/templates/_helpers.tpl, "celgate.kept"):
+/// Helm's resource policy, and Argo CD's sync options.
+const KEPT: [(&str, &str); 2] = [
+    ("helm.sh/resource-policy", "keep"),
+    (
+        "argocd.argoproj.io/sync-options",
+        "Delete=false,Prune=false",
+    ),
+];
+
+/// The render without the CRDs' keep annotations, after checking every CRD has exactly them and
+/// no other: what config/crd and config/policy-reports ship.
+fn without_keep(mut objects: Objects) -> Objects {
+    let kept: serde_json::Map<String, Value> = KEPT
+        .iter()
+        .map(|(k, v)| ((*k).to_string(), json!(v)))
+        .collect();
+    for ((kind, _, name), object) in objects.iter_mut() {
+        if kind != "CustomResourceDefinition" {
+            continue;
+        }
+        let metadata = object["metadata"]
+            .as_object_mut()
+            .unwrap_or_else(|| panic!("CRD {name} has no metadata"));
+        assert_eq!(
+            metadata.remove("annotations"),
+            Some(Value::Object(kept.clone())),
+            "CRD {name}: the annotations that keep it on uninstall"
+        );
+    }
+    objects
+}
+
+/// The kustomize render without its Namespace: what the chart renders when it leaves the
+/// namespace alone (`namespace.create=false`, the default).
+fn without_namespace(mut objects: Objects) -> Objects {
+    let namespace = (
+        "Namespace".to_string(),
+        String::new(),
+        NAMESPACE.to_string(),
+    );
+    assert!(
+        objects.remove(&namespace).is_some(),
+        "config/default ships the Namespace"
+    );
+    objects
 }
 
 /// `kubectl kustomize` of config/default with `components` (directories of config/).
@@ -170,17 +248,25 @@ fn args(objects: &Objects) -> Vec<String> {
         .collect()
 }
 
+fn pod_spec(objects: &Objects) -> &Value {
+    &get(objects, "Deployment", NAMESPACE, "celgate")["spec"]["template"]["spec"]
+}
+
 #[test]
 fn helm_lint_is_clean() {
     for values in [
         &[][..],
         &[
-            "--set=certificates.source=cert-manager",
+            "--set=certificates.source=cert-manager,namespace.create=true",
             "--set=monitoring.serviceMonitor.enabled=true,monitoring.rules.enabled=true",
             "--set=networkPolicy.enabled=true,authentication.token.secretName=t",
         ][..],
+        &[
+            "--set=hostNetwork=true,ports.webhook=10443,webhook.timeoutSeconds=5",
+            "--set=serviceAccount.create=false,serviceAccount.name=platform-celgate",
+        ][..],
     ] {
-        let mut args = vec!["lint", "--strict", "charts/celgate"];
+        let mut args = vec!["lint", "--strict", "charts/celgate", kube_version()];
         args.extend_from_slice(values);
         let out = run(helm_bin(), &args);
         assert_success(&format!("helm lint {values:?}"), &out);
@@ -197,9 +283,20 @@ fn helm_lint_is_clean() {
 }
 
 #[test]
-fn default_values_render_config_default() {
-    let helm = helm_template(&[]);
-    assert_same("default values", &helm, &kustomize(&[]));
+fn default_values_render_config_default_but_its_namespace() {
+    let kustomized = kustomize(&[]);
+    let helm = without_keep(helm_template(&[]));
+    assert_same(
+        "default values",
+        &helm,
+        &without_namespace(kustomized.clone()),
+    );
+    // namespace.create=true: the chart owns the namespace, with its Pod Security labels.
+    assert_same(
+        "namespace.create=true",
+        &without_keep(helm_template(&["--set=namespace.create=true"])),
+        &kustomized,
+    );
     // The comparison covers the whole install: four CRDs, the Deployment, the RBAC, the webhook
     // configurations.
     assert_eq!(
@@ -209,6 +306,76 @@ fn default_values_render_config_default() {
         4
     );
     assert_eq!(container(&helm)["image"], "celgate:0.1.0");
+    // Spread over nodes and zones, softly: one node still runs both replicas.
+    let spread = &pod_spec(&helm)["topologySpreadConstraints"];
+    let keys: Vec<&Value> = spread
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| &c["topologyKey"])
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            &json!("kubernetes.io/hostname"),
+            &json!("topology.kubernetes.io/zone")
+        ]
+    );
+    for c in spread.as_array().into_iter().flatten() {
+        assert_eq!(c["whenUnsatisfiable"], "ScheduleAnyway", "{c}");
+        assert_eq!(
+            c["labelSelector"]["matchLabels"],
+            json!({"app.kubernetes.io/name": "celgate"})
+        );
+    }
+}
+
+#[test]
+fn chart_metadata_names_the_crds_and_the_tested_kubernetes() {
+    let file = workspace().join("charts/celgate/Chart.yaml");
+    let text = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let chart: Value = serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("Chart.yaml: {e}"));
+    // ArtifactHub's list of the CRDs is the CRDs the chart installs.
+    let listed: Vec<Value> = serde_saphyr::from_str(
+        chart["annotations"]["artifacthub.io/crds"]
+            .as_str()
+            .unwrap_or_default(),
+    )
+    .unwrap_or_else(|e| panic!("artifacthub.io/crds: {e}"));
+    let mut listed: Vec<(String, String)> = listed
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default().to_string(),
+                c["kind"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    listed.sort();
+    let rendered = helm_template(&[]);
+    let mut crds: Vec<(String, String)> = rendered
+        .iter()
+        .filter(|(k, _)| k.0 == "CustomResourceDefinition")
+        .map(|(k, crd)| {
+            (
+                k.2.clone(),
+                crd["spec"]["names"]["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    crds.sort();
+    assert_eq!(listed, crds);
+    // kubeVersion admits the pinned Kubernetes (every render here passes it) and refuses the one
+    // before: only 1.36 is tested.
+    let out = helm_template_in(NAMESPACE, &["--kube-version=1.35.0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("chart requires kubeVersion: >=1.36.0-0"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -229,11 +396,34 @@ fn options_with_a_kustomize_component_render_config_default_with_it() {
             &["network-policy"][..],
         ),
     ] {
+        let mut values = values.to_vec();
+        values.push("--set=namespace.create=true");
         assert_same(
             &format!("{values:?}"),
-            &helm_template(values),
+            &without_keep(helm_template(&values)),
             &kustomize(components),
         );
+    }
+}
+
+#[test]
+fn policy_report_crds_are_config_policy_reports_and_kept() {
+    let rendered = without_keep(helm_template(&["--set=audit.policyReportCRDs=true"]));
+    let out = run(
+        kubectl_bin(),
+        &[
+            "kustomize",
+            &workspace()
+                .join("config/policy-reports")
+                .display()
+                .to_string(),
+        ],
+    );
+    assert_success("kubectl kustomize config/policy-reports", &out);
+    let reports = objects(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(reports.len(), 2);
+    for (key, crd) in &reports {
+        assert_eq!(rendered.get(key), Some(crd), "{key:?}");
     }
 }
 
@@ -389,14 +579,268 @@ fn empty_lists_a_config_map_ca_and_another_namespace() {
 }
 
 #[test]
+fn peer_chart_values_render_where_they_belong() {
+    let env = json!([{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}]);
+    let affinity = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "pool", "operator": "In", "values": ["system"]}]}]}}});
+    let spread = json!([{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": {"app.kubernetes.io/name": "celgate"}}}]);
+    // Merged key by key with the defaults, as Helm merges maps; null drops a key.
+    let pod_security = json!({"runAsUser": 1000, "fsGroup": 1000, "seccompProfile": null});
+    let container_security =
+        json!({"runAsUser": 1000, "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}});
+    let strategy =
+        json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}});
+    let rendered = helm_template(&[
+        "--set=podAnnotations.team=platform,podLabels.tier=admission",
+        "--set=serviceAccount.name=platform-celgate",
+        "--set=serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/celgate",
+        "--set=webhook.annotations.owner=platform,webhook.labels.tier=admission,webhook.timeoutSeconds=5",
+        "--set=priorityClassName=system-cluster-critical",
+        "--set=hostNetwork=true,ports.webhook=10443,ports.metrics=10080,ports.health=10081",
+        "--set=networkPolicy.enabled=true",
+        "--set-json=extraArgs=[\"--decision-log-rate=20\"]",
+        &format!("--set-json=extraEnv={env}"),
+        &format!("--set-json=affinity={affinity}"),
+        &format!("--set-json=topologySpreadConstraints={spread}"),
+        &format!("--set-json=podSecurityContext={pod_security}"),
+        &format!("--set-json=securityContext={container_security}"),
+        &format!("--set-json=updateStrategy={strategy}"),
+    ]);
+    let deployment = get(&rendered, "Deployment", NAMESPACE, "celgate");
+    let template = &deployment["spec"]["template"];
+    let spec = &template["spec"];
+    assert_eq!(
+        template["metadata"]["annotations"],
+        json!({"team": "platform"})
+    );
+    assert_eq!(
+        template["metadata"]["labels"],
+        json!({"app.kubernetes.io/name": "celgate", "tier": "admission"})
+    );
+    // The selector stays what it was: a Deployment's selector cannot change.
+    assert_eq!(
+        deployment["spec"]["selector"]["matchLabels"],
+        json!({"app.kubernetes.io/name": "celgate"})
+    );
+    assert_eq!(deployment["spec"]["strategy"], strategy);
+    assert_eq!(spec["affinity"], affinity);
+    assert_eq!(spec["topologySpreadConstraints"], spread);
+    assert_eq!(
+        spec["securityContext"],
+        json!({"runAsNonRoot": true, "runAsUser": 1000, "runAsGroup": 65532, "fsGroup": 1000})
+    );
+    assert_eq!(spec["priorityClassName"], "system-cluster-critical");
+    assert_eq!(spec["hostNetwork"], true);
+    assert_eq!(spec["dnsPolicy"], "ClusterFirstWithHostNet");
+    let c = container(&rendered);
+    assert_eq!(
+        c["securityContext"],
+        json!({
+            "allowPrivilegeEscalation": false,
+            "readOnlyRootFilesystem": true,
+            "runAsNonRoot": true,
+            "runAsUser": 1000,
+            "runAsGroup": 65532,
+            "capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        })
+    );
+    assert_eq!(
+        args(&rendered),
+        [
+            "run",
+            "--log-json",
+            "--webhook-port=10443",
+            "--metrics-port=10080",
+            "--health-port=10081",
+            "--webhook-timeout-seconds=5",
+            "--decision-log-rate=20",
+        ]
+    );
+    assert_eq!(
+        c["ports"],
+        json!([
+            {"name": "metrics", "containerPort": 10080},
+            {"name": "health", "containerPort": 10081},
+            {"name": "webhook", "containerPort": 10443},
+        ])
+    );
+    assert_eq!(c["env"][2], env[0]);
+    assert_eq!(c["env"].as_array().map(Vec::len), Some(3));
+    let policy = get(&rendered, "NetworkPolicy", NAMESPACE, "celgate");
+    let ports: Vec<&Value> = policy["spec"]["ingress"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|rule| &rule["ports"][0]["port"])
+        .collect();
+    assert_eq!(ports, [&json!(10443), &json!(10081), &json!(10080)]);
+
+    // The ServiceAccount's name and annotations, and every binding's subject follows it.
+    assert_eq!(spec["serviceAccountName"], "platform-celgate");
+    let account = get(&rendered, "ServiceAccount", NAMESPACE, "platform-celgate");
+    assert_eq!(
+        account["metadata"]["annotations"],
+        json!({"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/celgate"})
+    );
+    let mut bindings = 0;
+    for ((kind, _, name), object) in &rendered {
+        if kind.ends_with("Binding") {
+            bindings += 1;
+            assert_eq!(
+                object["subjects"],
+                json!([{"kind": "ServiceAccount", "name": "platform-celgate", "namespace": NAMESPACE}]),
+                "{kind} {name}"
+            );
+        }
+    }
+    assert_eq!(
+        bindings, 5,
+        "celgate, -params, -audit, and the two RoleBindings"
+    );
+
+    for kind in [
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
+    ] {
+        let metadata = &get(&rendered, kind, "", "celgate")["metadata"];
+        assert_eq!(metadata["annotations"], json!({"owner": "platform"}));
+        assert_eq!(
+            metadata["labels"],
+            json!({"app.kubernetes.io/name": "celgate", "tier": "admission"})
+        );
+    }
+
+    // An existing ServiceAccount: none rendered, still bound.
+    let rendered = helm_template(&["--set=serviceAccount.create=false"]);
+    assert!(!rendered.keys().any(|k| k.0 == "ServiceAccount"));
+    assert_eq!(pod_spec(&rendered)["serviceAccountName"], "celgate");
+}
+
+#[test]
+fn the_default_resources_hold_the_measured_peak() {
+    let rendered = helm_template(&[]);
+    let resources = &container(&rendered)["resources"];
+    assert_eq!(
+        *resources,
+        json!({"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}})
+    );
+    // The peak the memory limit is sized for: docs/limitations.md, measured by
+    // webhook/tests/hostile.rs (32 concurrent 7 MiB reviews at the default in-flight limits).
+    let limitations = std::fs::read_to_string(workspace().join("docs/limitations.md"))
+        .unwrap_or_else(|e| panic!("docs/limitations.md: {e}"));
+    let peak: u32 = limitations
+        .split_once("peaks at ")
+        .and_then(|(_, rest)| rest.split_once(" MiB resident"))
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| {
+            panic!("docs/limitations.md states no peak (\"peaks at N MiB resident\")")
+        });
+    assert!(
+        peak < 256,
+        "the measured peak ({peak} MiB) must stay under the 256Mi limit"
+    );
+}
+
+#[test]
+fn the_helm_test_hook_runs_celgate_probe_with_celgate_s_image() {
+    let out = helm_template_in(
+        NAMESPACE,
+        &[
+            "--set=image.repository=registry.example/celgate,image.tag=1.2.3",
+            "--show-only=templates/tests/probe.yaml",
+        ],
+    );
+    assert_success("helm template --show-only probe", &out);
+    let hooks = objects(&String::from_utf8_lossy(&out.stdout));
+    for ((kind, _, name), object) in &hooks {
+        assert_eq!(
+            object["metadata"]["annotations"]["helm.sh/hook"], "test",
+            "{kind} {name}"
+        );
+        // Deleted once the test passes, but the pod: `helm test --logs` reads its log after.
+        let deleted = if kind == "Pod" {
+            "before-hook-creation"
+        } else {
+            "before-hook-creation,hook-succeeded"
+        };
+        assert_eq!(
+            object["metadata"]["annotations"]["helm.sh/hook-delete-policy"], deleted,
+            "{kind} {name}"
+        );
+    }
+    let pod = get(&hooks, "Pod", NAMESPACE, "celgate-test");
+    let probe = &pod["spec"]["containers"][0];
+    // The Deployment's image: the only one a cluster without a public registry can pull.
+    assert_eq!(probe["image"], "registry.example/celgate:1.2.3");
+    assert_eq!(
+        probe["args"],
+        json!([
+            "probe",
+            "--policy=celgate-helm-test",
+            "--namespace=default",
+            "--timeout-seconds=60"
+        ])
+    );
+    assert_eq!(pod["spec"]["serviceAccountName"], "celgate-test");
+    assert_eq!(pod["spec"]["restartPolicy"], "Never");
+    // The policy and RBAC come first (weight -1), the pod after them.
+    for (kind, namespace, name) in [
+        ("ValidatingAdmissionPolicy", "", "celgate-helm-test"),
+        ("ValidatingAdmissionPolicyBinding", "", "celgate-helm-test"),
+        ("ServiceAccount", NAMESPACE, "celgate-test"),
+        ("Role", "default", "celgate-test"),
+        ("RoleBinding", "default", "celgate-test"),
+    ] {
+        assert_eq!(
+            get(&hooks, kind, namespace, name)["metadata"]["annotations"]["helm.sh/hook-weight"],
+            "-1"
+        );
+    }
+    assert_eq!(
+        get(&hooks, "Role", "default", "celgate-test")["rules"],
+        json!([{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}])
+    );
+    // The binding selects only the probe's ConfigMaps, in the test namespace.
+    assert_eq!(
+        get(
+            &hooks,
+            "ValidatingAdmissionPolicyBinding",
+            "",
+            "celgate-helm-test"
+        )["spec"]["matchResources"],
+        json!({
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}},
+            "objectSelector": {"matchExpressions": [{"key": "probe.celgate.io/verdict", "operator": "Exists"}]},
+        })
+    );
+    // `celgate probe` is a command of the binary (docs/reference/flags.md is generated from it).
+    let reference = std::fs::read_to_string(workspace().join("docs/reference/flags.md"))
+        .unwrap_or_else(|e| panic!("docs/reference/flags.md: {e}"));
+    let section = reference
+        .split("## `celgate ")
+        .find(|s| s.starts_with("probe`"))
+        .unwrap_or_else(|| panic!("no `celgate probe` section in flags.md"));
+    for flag in ["--policy", "--namespace", "--timeout-seconds"] {
+        assert!(section.contains(&format!("| `{flag}` |")), "{flag}");
+    }
+}
+
+#[test]
 fn wrong_values_fail_with_what_is_allowed() {
     for (set, message) in [
-        (
-            "certificates.source=vault",
-            "certificates.source is \"vault\": self or cert-manager",
-        ),
-        ("logFormat=logfmt", "logFormat is \"logfmt\": json or text"),
-        ("webhookRules=some", "webhookRules is \"some\""),
+        // values.schema.json
+        ("certificates.source=vault", "/certificates/source"),
+        ("logFormat=logfmt", "/logFormat"),
+        ("webhookRules=some", "/webhookRules"),
+        ("replicas=two", "/replicas"),
+        ("webhook.timeoutSeconds=60", "/webhook/timeoutSeconds"),
+        ("ports.webhook=70000", "/ports/webhook"),
+        ("replica=3", "replica"),
+        ("neverSent={events,pods}", "/neverSent/1"),
+        ("extraArgs={run}", "/extraArgs/0"),
+        // one value against another (templates/_helpers.tpl)
         (
             "monitoring.podMonitor.enabled=true,monitoring.serviceMonitor.enabled=true",
             "enable podMonitor or serviceMonitor, not both",
@@ -404,6 +848,14 @@ fn wrong_values_fail_with_what_is_allowed() {
         (
             "authentication.clientCA.secretName=a,authentication.clientCA.configMapName=b",
             "set secretName or configMapName, not both",
+        ),
+        (
+            "hostNetwork=true,namespace.create=true",
+            "refuses host networking",
+        ),
+        (
+            "test.namespace=kube-system",
+            "test.namespace is \"kube-system\", which celgate's webhooks exclude",
         ),
     ] {
         let out = helm_template_in(NAMESPACE, &[&format!("--set={set}")]);
@@ -413,4 +865,304 @@ fn wrong_values_fail_with_what_is_allowed() {
             "{set}: {stderr}"
         );
     }
+}
+
+/// helm with `args` against the control plane; its output.
+fn helm_on(cluster: &Cluster, args: &[&str]) -> Output {
+    eprintln!("$ helm {}", args.join(" "));
+    Command::new(helm_bin())
+        .args(args)
+        .current_dir(workspace())
+        .env("KUBECONFIG", &cluster.kubeconfig)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run helm: {e}"))
+}
+
+fn helm_on_ok(cluster: &Cluster, args: &[&str]) {
+    let out = helm_on(cluster, args);
+    assert_success(&format!("helm {}", args.join(" ")), &out);
+}
+
+/// The webhooks celgate registered in its ValidatingWebhookConfiguration.
+fn registered_webhooks(cluster: &Cluster) -> Vec<Value> {
+    let out = cluster.kubectl_ok(&[
+        "get",
+        "validatingwebhookconfiguration",
+        "celgate",
+        "-o",
+        "json",
+    ]);
+    let config: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    config["webhooks"].as_array().cloned().unwrap_or_default()
+}
+
+/// The demo policy and binding are stored, unchanged since they were applied.
+fn assert_policies_stored(cluster: &Cluster, uid: &str) {
+    let out = cluster.kubectl_ok(&[
+        "get",
+        "validatingadmissionpolicies.admission.celgate.io",
+        demo::POLICY_NAME,
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    assert_eq!(out, uid, "the policy is the one applied before");
+    cluster.kubectl_ok(&[
+        "get",
+        "validatingadmissionpolicybindings.admission.celgate.io",
+        demo::BINDING_NAME,
+    ]);
+}
+
+/// The chart with its CRD of ValidatingAdmissionPolicies given one more field, `spec.upgradeProbe`:
+/// a copy (links followed) under `dir`.
+fn chart_with_a_new_crd_field(dir: &Path) -> PathBuf {
+    let chart = dir.join("celgate");
+    let out = Command::new("cp")
+        .args(["-rL", "charts/celgate"])
+        .arg(&chart)
+        .current_dir(workspace())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cp: {e}"));
+    assert_success("cp -rL charts/celgate", &out);
+    let file = chart.join("files/crd/validatingadmissionpolicies.yaml");
+    let crd = std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    let anchor = "\n          spec:\n            description: A set of CEL validations applied to the requests its bindings select.\n            properties:\n";
+    assert!(crd.contains(anchor), "the CRD's spec properties moved");
+    let patched = crd.replace(
+        anchor,
+        &format!(
+            "{anchor}              upgradeProbe:\n                description: A field the next chart adds.\n                type: string\n"
+        ),
+    );
+    std::fs::write(&file, patched).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    chart
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_control_plane_policies_survive_uninstall_reinstall_and_upgrades() {
+    let cluster = Cluster::start();
+    let client = cluster.client().await;
+    let install = [
+        "install",
+        "celgate",
+        "charts/celgate",
+        "--namespace",
+        NAMESPACE,
+        "--create-namespace",
+    ];
+    // A namespace Helm creates, no --take-ownership: the chart leaves the namespace alone.
+    helm_on_ok(&cluster, &install);
+    let mut wait = vec!["wait", "--for=condition=Established", "--timeout=60s"];
+    wait.extend(CRDS);
+    cluster.kubectl_ok(&wait);
+    // No kubelet runs the Deployment: celgate runs beside the control plane as a process, and
+    // fills the chart's webhook configurations.
+    let mut celgate = Celgate::start(&cluster).await;
+    create_namespace(&client, "helm-demo", "celgate").await;
+    cluster.apply(&demo::policy(demo::CELGATE_API, 5));
+    cluster.apply(&demo::binding(demo::CELGATE_API, "celgate"));
+    let (message, _) = wait_denied(&client, "helm-demo", 10).await;
+    assert!(message.contains(demo::POLICY_NAME), "{message}");
+    // The memory the chart requests is sized by this (printed, not asserted).
+    let status =
+        std::fs::read_to_string(format!("/proc/{}/status", celgate.pid())).unwrap_or_default();
+    let memory: Vec<&str> = status
+        .lines()
+        .filter(|l| l.starts_with("VmRSS") || l.starts_with("VmHWM"))
+        .collect();
+    eprintln!("celgate serving one policy: {memory:?}");
+    let uid = cluster.kubectl_ok(&[
+        "get",
+        "validatingadmissionpolicies.admission.celgate.io",
+        demo::POLICY_NAME,
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+
+    // GitOps: what Argo CD applies (client-side, its default; server-side with
+    // ServerSideApply=true, as Flux's drift correction does) leaves celgate's webhooks alone,
+    // and neither diff sees drift in them.
+    let webhooks = registered_webhooks(&cluster);
+    assert!(!webhooks.is_empty(), "celgate registered its webhooks");
+    let rendered = helm_template_in(NAMESPACE, &["--skip-tests"]);
+    assert_success("helm template", &rendered);
+    let rendered = String::from_utf8_lossy(&rendered.stdout).into_owned();
+    for apply in [
+        &["apply", "-f", "-"][..],
+        &[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "--field-manager=gitops",
+            "-f",
+            "-",
+        ][..],
+    ] {
+        let out = cluster.kubectl(apply, &rendered);
+        assert!(
+            out.status.success(),
+            "kubectl {apply:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(registered_webhooks(&cluster), webhooks, "{apply:?}");
+    }
+    for diff in [
+        &["diff", "-f", "-"][..],
+        &["diff", "--server-side", "--field-manager=gitops", "-f", "-"][..],
+    ] {
+        let out = cluster.kubectl(diff, &rendered);
+        assert!(
+            out.status.success(),
+            "kubectl {diff:?} sees drift:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // Uninstall (the pods go with the release): the CRDs, the policy and its binding stay.
+    celgate.kill();
+    helm_on_ok(
+        &cluster,
+        &["uninstall", "celgate", "--namespace", NAMESPACE],
+    );
+    for crd in CRDS {
+        let annotations =
+            cluster.kubectl_ok(&["get", crd, "-o", "jsonpath={.metadata.annotations}"]);
+        assert!(
+            annotations.contains("\"helm.sh/resource-policy\":\"keep\""),
+            "{crd}: {annotations}"
+        );
+    }
+    assert_policies_stored(&cluster, &uid);
+    let left = cluster.kubectl(&["get", "validatingwebhookconfiguration", "celgate"], "");
+    assert!(
+        !left.status.success(),
+        "the webhook configuration goes with the release"
+    );
+
+    // Reinstall: the kept CRDs carry this release's name and namespace, so Helm adopts them;
+    // the policy is enforced again as it was.
+    helm_on_ok(&cluster, &install);
+    let mut celgate = Celgate::start(&cluster).await;
+    wait_denied(&client, "helm-demo", 10).await;
+    assert_policies_stored(&cluster, &uid);
+
+    // An upgrade to a chart whose CRD adds a field: the CRD is updated (a policy keeps the
+    // field), the policies stay.
+    let work = workspace().join("target/helm-upgrade");
+    let _ = std::fs::remove_dir_all(&work);
+    std::fs::create_dir_all(&work).unwrap_or_else(|e| panic!("{}: {e}", work.display()));
+    let next = chart_with_a_new_crd_field(&work);
+    let next = next.display().to_string();
+    helm_on_ok(
+        &cluster,
+        &[
+            "upgrade",
+            "celgate",
+            &next,
+            "--namespace",
+            NAMESPACE,
+            "--reset-then-reuse-values",
+        ],
+    );
+    let probe_field = "{\"metadata\":{\"name\":\"upgrade-probe.example.com\"},\"apiVersion\":\"admission.celgate.io/v1\",\"kind\":\"ValidatingAdmissionPolicy\",\"spec\":{\"upgradeProbe\":\"kept\",\"matchConstraints\":{\"resourceRules\":[{\"apiGroups\":[\"example.com\"],\"apiVersions\":[\"v1\"],\"operations\":[\"CREATE\"],\"resources\":[\"widgets\"]}]},\"validations\":[{\"expression\":\"true\"}]}}";
+    // kubectl validates fields strictly: before the upgrade, the field is refused as unknown.
+    let mut last = String::new();
+    for _ in 0..30 {
+        let out = cluster.kubectl(
+            &["apply", "-f", "-", "-o", "jsonpath={.spec.upgradeProbe}"],
+            probe_field,
+        );
+        last = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if last == "kept" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+    let stored = last;
+    assert_eq!(stored, "kept", "the upgraded CRD keeps spec.upgradeProbe");
+    assert_policies_stored(&cluster, &uid);
+
+    // A failed upgrade (a Deployment the API server refuses), then `helm rollback` (--atomic
+    // would roll back with --wait, for replicas no kubelet runs here): the CRDs are those of the
+    // last good revision, the policies stay.
+    let failed = helm_on(
+        &cluster,
+        &[
+            "upgrade",
+            "celgate",
+            "charts/celgate",
+            "--namespace",
+            NAMESPACE,
+            "--reset-then-reuse-values",
+            "--set=updateStrategy.type=Recreate",
+        ],
+    );
+    assert!(
+        !failed.status.success()
+            && String::from_utf8_lossy(&failed.stderr).contains("UPGRADE FAILED"),
+        "the upgrade fails: {}",
+        String::from_utf8_lossy(&failed.stderr)
+    );
+    assert_policies_stored(&cluster, &uid);
+    helm_on_ok(&cluster, &["rollback", "celgate", "--namespace", NAMESPACE]);
+    let field = cluster.kubectl_ok(&[
+        "get",
+        "validatingadmissionpolicies.admission.celgate.io",
+        "upgrade-probe.example.com",
+        "-o",
+        "jsonpath={.spec.upgradeProbe}",
+    ]);
+    assert_eq!(field, "kept", "the rolled-back CRD is the upgraded one");
+    assert_policies_stored(&cluster, &uid);
+    wait_denied(&client, "helm-demo", 10).await;
+
+    // The `helm test` probe (its pod cannot run here): the hook's policy, binding and RBAC
+    // applied, `celgate probe` as the hook's ServiceAccount sees the denial through celgate's
+    // webhook and the allowed ConfigMap admitted.
+    let out = helm_template_in(NAMESPACE, &["--show-only=templates/tests/probe.yaml"]);
+    assert_success("helm template --show-only probe", &out);
+    let hooks = objects(&String::from_utf8_lossy(&out.stdout));
+    for ((kind, _, _), object) in &hooks {
+        if kind != "Pod" {
+            cluster.apply(&object.to_string());
+        }
+    }
+    let probe = |timeout: &str| {
+        let kubeconfig = cluster.token_kubeconfig(NAMESPACE, "celgate-test");
+        Command::new(Celgate::binary())
+            .args(["probe", "--policy=celgate-helm-test", "--namespace=default"])
+            .arg(format!("--timeout-seconds={timeout}"))
+            .env("KUBECONFIG", kubeconfig)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run celgate probe: {e}"))
+    };
+    let out = probe("60");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("celgate probe:\n{said}");
+    assert_success("celgate probe", &out);
+    assert!(
+        said.contains("denied by celgate's webhook: HTTP 422")
+            && said.contains("ValidatingAdmissionPolicy 'celgate-helm-test'")
+            && said.contains("admitted"),
+        "{said}"
+    );
+    // Without celgate the probe fails, saying what it got instead.
+    celgate.kill();
+    let started = std::time::Instant::now();
+    let out = probe("3");
+    let said = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!(
+        "celgate probe without celgate ({:.1?}):\n{said}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("FAIL: a ConfigMap labelled probe.celgate.io/verdict=deny"),
+        "{said}"
+    );
 }
