@@ -278,6 +278,7 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
             never_sent: args.never_sent.clone(),
         },
         rules: args.webhook_rules,
+        timeout_seconds: args.webhook_timeout_seconds,
     };
     // One discovery and one schema cache serve the type checker and the mutated kinds.
     let discovery = discovery::Discovery::spawn(client.clone());
