@@ -1325,6 +1325,34 @@ mod tests {
     }
 
     #[test]
+    fn every_webhook_has_the_timeout_of_the_flag() {
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
+        let set = matching("configmaps").unwrap();
+        let with_mutating = PolicySet::new(
+            set.validating().to_vec(),
+            vec![celgate_engine::BoundMutatingPolicy {
+                policy: policy_set::compile(&fixtures::mutating_policy(
+                    "m", "Fail", "Never", "pods",
+                )),
+                bindings: vec![Arc::new(convert::mutating_binding(
+                    &fixtures::mutating_binding("mb", "m"),
+                ))],
+            }],
+        );
+        let registration = Registration {
+            timeout_seconds: 3,
+            ..registration(&endpoint, WebhookRules::Policies)
+        };
+        let v = validating_configuration(&with_mutating, &registration, "ca");
+        let m = mutating_configuration(&with_mutating, &registration, "ca");
+        let timeouts: Vec<Option<i32>> = (v.webhooks.unwrap().iter().map(|w| w.timeout_seconds))
+            .chain(m.webhooks.unwrap().iter().map(|w| w.timeout_seconds))
+            .collect();
+        // The fail-closed validating webhook, the policy webhook, the mutating one.
+        assert_eq!(timeouts, [Some(3), Some(3), Some(3)]);
+    }
+
+    #[test]
     fn the_policy_webhook_covers_all_four_kinds() {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let cfg = validating_configuration(
