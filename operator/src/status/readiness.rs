@@ -28,6 +28,9 @@ pub const PARAM_KIND_NOT_SERVED: &str = "ParamKindNotServed";
 /// NotReady reason: celgate may not read the paramKind; the message names the permission to
 /// grant and to whom.
 pub const PARAM_KIND_FORBIDDEN: &str = "ParamKindForbidden";
+/// NotReady reason: the param objects the bindings of the paramKind select are more than
+/// celgate keeps (`--param-max-mib`); the message says how much.
+pub const PARAMS_TOO_LARGE: &str = "ParamsTooLarge";
 /// NotReady reason: the webhook configurations covering this generation could not be applied.
 pub const WEBHOOK_NOT_REGISTERED: &str = "WebhookNotRegistered";
 
@@ -77,6 +80,9 @@ fn param_kind_problem(snapshot: &Snapshot, kind: &ParamKind) -> Option<Readiness
         )),
         Some(ParamKindEntry::Forbidden(message)) => {
             Some(Readiness::not_ready(PARAM_KIND_FORBIDDEN, &**message))
+        }
+        Some(ParamKindEntry::TooLarge(message)) => {
+            Some(Readiness::not_ready(PARAMS_TOO_LARGE, &**message))
         }
         Some(ParamKindEntry::Syncing) | None => Some(Readiness::Pending),
     }
@@ -488,6 +494,19 @@ mod tests {
             Readiness::NotReady {
                 reason: PARAM_KIND_FORBIDDEN,
                 message: denied.into()
+            }
+        );
+        let too_large =
+            "the Widget objects (example.com/v1) the bindings' paramRefs select take 40.0 MiB, …";
+        with(
+            &mut snapshot,
+            Some(ParamKindEntry::TooLarge(too_large.into())),
+        );
+        assert_eq!(
+            policy_readiness(&snapshot, &covering(&set), 1),
+            Readiness::NotReady {
+                reason: PARAMS_TOO_LARGE,
+                message: too_large.into()
             }
         );
         with(&mut snapshot, Some(ParamKindEntry::Ready(Arc::default())));
