@@ -5,7 +5,7 @@
 use celgate_e2e::demo::{BINDING_NAME, CELGATE_API, IN_TREE_API, binding, policy};
 use celgate_e2e::{
     Celgate, Cluster, Identity, create_namespace, curl, dry_run_deployment, inner_message,
-    wait_admitted, wait_denied,
+    wait_admitted, wait_denied, wait_for,
 };
 
 const DEMO_DENIAL: &str = "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5";
@@ -121,6 +121,35 @@ spec:
 "#
         ));
     }
+    // A policy whose rules kube-apiserver refuses in a webhook configuration (`*` beside
+    // another group), written the same way and bound everywhere: it is left out of celgate's
+    // configuration, so the others above are still enforced, and says why.
+    cluster.apply(
+        r#"
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: refused-rules
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: ["*", "apps"]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["deployments"]
+  validations:
+    - expression: "false"
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: refused-rules
+spec:
+  policyName: refused-rules
+  validationActions: [Deny]
+"#,
+    );
     let celgate = Celgate::start_as(&cluster, Identity::ServiceAccount).await;
 
     // Malformed AdmissionReviews posted straight to the webhook: HTTP 400 saying what is wrong.
@@ -172,6 +201,38 @@ spec:
     dry_run_deployment(&client, "broken-ignore", 1)
         .await
         .unwrap_or_else(|(m, _)| panic!("Ignore policy denied: {m}"));
+
+    let ready = wait_for(
+        "refused-rules to say why it is not enforced",
+        std::time::Duration::from_secs(30),
+        || async {
+            let out = cluster.kubectl(
+                &[
+                    "get",
+                    "cvap",
+                    "refused-rules",
+                    "-o",
+                    "jsonpath={.status.conditions[?(@.type==\"Ready\")]}",
+                ],
+                "",
+            );
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            (!text.is_empty()).then_some(text)
+        },
+    )
+    .await;
+    let ready: serde_json::Value = serde_json::from_str(&ready).unwrap();
+    assert_eq!(
+        (&ready["status"], &ready["reason"]),
+        (&"False".into(), &"InvalidRules".into()),
+        "{ready}"
+    );
+    let message = ready["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("spec.matchConstraints.resourceRules[0].apiGroups: Invalid value: ")
+            && message.contains("if '*' is present, must not specify other API groups"),
+        "{message}"
+    );
 
     // celgate is still healthy after all of it.
     let health = curl(&[

@@ -280,6 +280,38 @@ async fn with_celgate_stopped_a_fail_closed_policy_over_everything_locks_nothing
         .create(&post, &event)
         .await
         .unwrap_or_else(|e| panic!("an Event in default: {e}"));
+    // The namespaces of the nodes' heartbeats and of the bootstrap cluster-info are excluded.
+    Api::<Lease>::namespaced(client.clone(), "kube-node-lease")
+        .create(&post, &lease("while-down"))
+        .await
+        .unwrap_or_else(|e| panic!("a Lease in kube-node-lease: {e}"));
+    Api::<ConfigMap>::namespaced(client.clone(), "kube-public")
+        .create(&post, &config_map("while-down", "any"))
+        .await
+        .unwrap_or_else(|e| panic!("a ConfigMap in kube-public: {e}"));
+    // What the cluster heals itself with is never sent: a node and its status, a
+    // CertificateSigningRequest, a Service IP address, an APIService.
+    cluster.apply(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: while-down\n---\n\
+         apiVersion: networking.k8s.io/v1\nkind: IPAddress\nmetadata:\n  name: 10.0.0.250\n\
+         spec:\n  parentRef: {group: \"\", resource: services, namespace: default, name: x}\n---\n\
+         apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata:\n  name: v1.while-down.example.com\n\
+         spec: {group: while-down.example.com, version: v1, groupPriorityMinimum: 100, versionPriority: 100}\n",
+    );
+    cluster.kubectl_ok(&[
+        "patch",
+        "node",
+        "while-down",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","message":"written while celgate is down"}]}}"#,
+    ]);
+    cluster.apply(&format!(
+        "apiVersion: certificates.k8s.io/v1\nkind: CertificateSigningRequest\nmetadata:\n  name: while-down\n\
+         spec:\n  signerName: kubernetes.io/kube-apiserver-client\n  usages: [client auth]\n  request: {}\n",
+        certificate_request()
+    ));
     // celgate's own policies can be deleted.
     cluster.kubectl_ok(&[
         "delete",
@@ -288,8 +320,27 @@ async fn with_celgate_stopped_a_fail_closed_policy_over_everything_locks_nothing
     ]);
     eprintln!(
         "hardening: celgate stopped, fail-closed policy over everything: ConfigMap in default refused; \
-         ConfigMap, Lease and Pod in kube-system, Lease and Event in default created; the policy deleted"
+         ConfigMap, Lease and Pod in kube-system, Lease and Event in default, Lease in kube-node-lease, \
+         ConfigMap in kube-public, Node and its status, IPAddress, APIService and CSR created; the policy deleted"
     );
+}
+
+/// A PEM certificate request for a new key, base64-encoded as a CSR's `spec.request` holds it.
+fn certificate_request() -> String {
+    let out = std::process::Command::new("sh")
+        .args([
+            "-c",
+            "openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+             -keyout /dev/null -subj /CN=while-down 2>/dev/null | base64 -w0",
+        ])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run openssl: {e}"));
+    let encoded = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success() && !encoded.is_empty(),
+        "openssl req | base64 failed"
+    );
+    encoded
 }
 
 /// The failurePolicy of celgate's fail-closed webhook as the API server holds it.

@@ -9,7 +9,7 @@ use celgate_webhook::{AuthConfig, Limits};
 use clap::builder::TypedValueParser as _;
 
 use crate::serving::certs::CertSource;
-use crate::serving::registration::{NeverSent, WebhookRules};
+use crate::serving::registration::{DEFAULT_TIMEOUT_SECONDS, NeverSent, WebhookRules};
 
 /// How the operator runs.
 #[derive(clap::Args, Debug)]
@@ -28,13 +28,14 @@ pub struct RunArgs {
     #[arg(long, env = "CELGATE_NAMESPACE", default_value = "celgate-system")]
     pub namespace: String,
     /// Namespaces whose requests never reach the policy webhooks, comma-separated, besides
-    /// celgate's own (always excluded): a broken celgate cannot lock the control plane out.
-    /// Set it to "" to exclude only celgate's namespace.
+    /// celgate's own (always excluded): a broken celgate cannot lock the control plane out
+    /// (kube-node-lease holds the nodes' heartbeats, kube-public the cluster-info bootstrap
+    /// reads). Set it to "" to exclude only celgate's namespace.
     #[arg(
         long,
         env = "CELGATE_EXCLUDED_NAMESPACES",
         value_delimiter = ',',
-        default_value = "kube-system"
+        default_value = "kube-system,kube-node-lease,kube-public"
     )]
     pub excluded_namespaces: Vec<String>,
     /// Kinds of request the policy webhooks are never sent, comma-separated, whatever the
@@ -45,9 +46,23 @@ pub struct RunArgs {
         env = "CELGATE_NEVER_SENT",
         value_enum,
         value_delimiter = ',',
-        default_value = "events,leases,authentication-reviews,authorization-reviews"
+        default_value = "events,leases,authentication-reviews,authorization-reviews,nodes,certificate-signing-requests,ip-allocations,api-services"
     )]
     pub never_sent: Vec<NeverSent>,
+    /// Seconds kube-apiserver waits for each of celgate's webhooks to answer (their
+    /// `timeoutSeconds`, 1 to 30) before the webhook's failurePolicy decides: how long a write
+    /// waits on an unreachable celgate that does not refuse connections (docs/limitations.md
+    /// gives the measurement the default is chosen by).
+    #[arg(long, env = "CELGATE_WEBHOOK_TIMEOUT_SECONDS", default_value_t = DEFAULT_TIMEOUT_SECONDS,
+          value_parser = clap::value_parser!(i32).range(1..=30))]
+    pub webhook_timeout_seconds: i32,
+    /// MiB of param objects (as JSON) celgate keeps of each paramKind: what the bindings'
+    /// paramRefs select (only that is watched). Past it, the kind's objects are dropped and its
+    /// bindings fail under their failurePolicy with a message saying so (status reason
+    /// ParamsTooLarge) until the selection fits again.
+    #[arg(long, env = "CELGATE_PARAM_MAX_MIB", default_value_t = 32,
+          value_parser = clap::value_parser!(u32).range(1..=4096).map(|n| n as usize))]
+    pub param_max_mib: usize,
     /// Name of the webhook's Service (in cluster).
     #[arg(long, env = "CELGATE_SERVICE_NAME", default_value = "celgate-webhook")]
     pub service_name: String,

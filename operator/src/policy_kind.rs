@@ -11,6 +11,7 @@ use celgate_crds::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
     ValidatingAdmissionPolicyBinding,
 };
+use celgate_engine::apivalidation::validate_resource_rules;
 use celgate_engine::model::{MutatingBindingSpec, ParamKind, ParamRef, ValidatingBindingSpec};
 use celgate_engine::mutate::{ApplySemantics, compile_mutating};
 use celgate_engine::{
@@ -20,13 +21,14 @@ use celgate_engine::{
 use celgate_kinds::convert;
 use celgate_snapshot::PolicyParamKinds;
 use kube::Resource;
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::metrics::{self, resource};
 
 /// A kind of admission policy, implemented by the policy's CRD type.
 pub trait PolicyKind:
-    Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Send + Sync + 'static
+    Resource<DynamicType = ()> + Clone + Debug + DeserializeOwned + Serialize + Send + Sync + 'static
 {
     /// The binding kind that names policies of this kind.
     type Binding: Resource<DynamicType = ()>
@@ -69,6 +71,18 @@ pub trait PolicyKind:
     fn compiled_param_kind(compiled: &Self::Compiled) -> Option<&ParamKind>;
     /// The stored policy's paramKind.
     fn param_kind(&self) -> Option<&celgate_crds::ParamKind>;
+    /// What kube-apiserver refuses in the stored policy's `matchConstraints.resourceRules`, each
+    /// error as it prints it (field, value, why). A webhook configuration holding one refused
+    /// rule is refused whole, so such a policy is left out of the policy set and of celgate's
+    /// configurations (its failurePolicy cannot apply: no request is sent for it).
+    fn rule_errors(&self) -> Vec<String> {
+        let object = serde_json::to_value(self).unwrap_or_default();
+        let constraints = &object["spec"]["matchConstraints"];
+        validate_resource_rules(constraints, "spec.matchConstraints")
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
 
     /// The policy a stored binding names.
     fn policy_name(binding: &Self::Binding) -> Option<&str>;

@@ -278,6 +278,7 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
             never_sent: args.never_sent.clone(),
         },
         rules: args.webhook_rules,
+        timeout_seconds: args.webhook_timeout_seconds,
     };
     // One discovery and one schema cache serve the type checker and the mutated kinds.
     let discovery = discovery::Discovery::spawn(client.clone());
@@ -320,6 +321,7 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         status,
         schema_source,
         audit,
+        args.param_max_mib.saturating_mul(1024 * 1024),
     ));
     let certificates_followed = tokio::spawn(cert_watch::follow(
         client.clone(),
@@ -397,7 +399,8 @@ struct Audit {
 /// Runs the operator's controllers against `client` until the process stops or one of them ends, publishing into `store` (with the
 /// schemas of mutated kinds from `schemas`), registers the webhooks as `registration` says
 /// (trusting the CA bundle on `ca`) while this replica leads, and writes status as `status`
-/// says.
+/// says; of each param kind it keeps at most `max_param_bytes`.
+#[allow(clippy::too_many_arguments)]
 async fn run_controllers(
     client: Client,
     store: Arc<SnapshotStore>,
@@ -406,6 +409,7 @@ async fn run_controllers(
     status: StatusConfig,
     schemas: SchemaSource,
     audit: Option<Audit>,
+    max_param_bytes: usize,
 ) {
     let (policies, policy_writer) = reflector::store();
     let (bindings, binding_writer) = reflector::store();
@@ -430,6 +434,7 @@ async fn run_controllers(
         stores.clone(),
         published,
         Some(schemas),
+        max_param_bytes,
     ));
     let writer = StatusWriter::new(
         client.clone(),

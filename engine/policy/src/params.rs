@@ -94,6 +94,9 @@ pub enum ParamKindState<'a> {
     /// Served, but celgate may not read it; the message says which permission is missing.
     /// Bindings with a paramRef fail at once with it under their failurePolicy.
     Forbidden(&'a str),
+    /// Served, but its selected objects are more than celgate keeps; the message says how much.
+    /// Bindings with a paramRef fail at once with it under their failurePolicy.
+    TooLarge(&'a str),
 }
 
 /// The param kinds the engine can read, implemented by the operator's param cache.
@@ -147,7 +150,8 @@ pub enum ParamError {
     /// The API server does not serve the param kind (the kind as Go prints it).
     #[error("paramKind kind `{0}` not known")]
     NotKnown(String),
-    /// celgate may not read the param kind; the message says which permission is missing.
+    /// celgate may not read the param kind, or keeps none of it (too large); the message says
+    /// which permission is missing or what to change.
     #[error("{0}")]
     Forbidden(String),
     /// A paramRef without a namespace, for a namespaced kind, on a cluster-scoped request.
@@ -187,7 +191,7 @@ pub fn collect<'p>(
         ParamKindState::Ready(store) => store,
         ParamKindState::Syncing => return Err(ParamError::NotSynced(go_param_kind(kind))),
         ParamKindState::NotServed => return Err(ParamError::NotKnown(go_param_kind(kind))),
-        ParamKindState::Forbidden(message) => {
+        ParamKindState::Forbidden(message) | ParamKindState::TooLarge(message) => {
             return Err(ParamError::Forbidden(message.to_string()));
         }
     };

@@ -131,6 +131,10 @@ pub enum ParamKindEntry {
     /// until it allows it); the message says which permission is missing. Requests do not
     /// wait for it: a binding with a paramRef fails at once under its failurePolicy with it.
     Forbidden(Arc<str>),
+    /// Its selected objects are more than celgate keeps (`--param-max-mib`); the message says
+    /// how much and what to change. Requests do not wait for it: a binding with a paramRef
+    /// fails at once under its failurePolicy with it.
+    TooLarge(Arc<str>),
 }
 
 /// `(apiVersion, kind)` of a param kind.
@@ -175,6 +179,7 @@ impl Params for ParamViews {
             Some(ParamKindEntry::Ready(objects)) => ParamKindState::Ready(objects),
             Some(ParamKindEntry::NotServed) => ParamKindState::NotServed,
             Some(ParamKindEntry::Forbidden(message)) => ParamKindState::Forbidden(message),
+            Some(ParamKindEntry::TooLarge(message)) => ParamKindState::TooLarge(message),
             Some(ParamKindEntry::Syncing) | None => ParamKindState::Syncing,
         }
     }

@@ -1,6 +1,11 @@
-//! Param kinds: one watch per paramKind the bound policies use, started when first used and
-//! stopped when no policy uses it (so a kind bound again later is watched afresh, never frozen).
-//! Each watch event updates only the object it names.
+//! Param kinds: the objects of each paramKind the bound policies use, watched from when it is
+//! first used until no policy uses it (so a kind bound again later is watched afresh, never
+//! frozen). Only what a binding's paramRef can select is watched and kept: a named param by its
+//! name, a selector by its labels, in the paramRef's namespace (every namespace only when it
+//! names none, as the request's namespace is then used); bindings selecting the same share one
+//! watch. What is kept of a kind is bounded in bytes (`--param-max-mib`): past the bound its
+//! objects are dropped and its bindings fail under their failurePolicy, saying why, until the
+//! selection shrinks. Each watch event updates only the object it names.
 //!
 //! Whether a kind is served is asked of discovery, and only a definite answer that it is not
 //! (the API server's 404, or a group version without the kind) marks it NotServed, which fails
@@ -10,12 +15,13 @@
 //! requests do not wait for it, a binding with a paramRef fails at once under its failurePolicy
 //! (a kind already listed keeps its objects, as after any other failure).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
+use celgate_engine::model::{LabelSelector, ParamKind, ParamRef};
 use celgate_engine::{ParamObjects, PolicySet};
 use celgate_snapshot::{ParamKey, ParamKindEntry, SnapshotStore};
-use futures::StreamExt;
+use futures::{StreamExt, stream};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use kube::discovery::{self, Scope};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -25,51 +31,162 @@ use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use crate::cluster::identity::Identity;
-use crate::controllers::changes::{Change, Changes};
 use crate::retry::{self, Backoff};
 
 /// The label that aggregates a ClusterRole into `celgate-params`, the role bound to celgate's
 /// ServiceAccount for reading param kinds (config/rbac).
 pub const AGGREGATE_TO_PARAMS_LABEL: &str = "admission.celgate.io/aggregate-to-params";
 
+/// Objects per list page of a param watch: a page is held whole while it is read, and a
+/// ConfigMap can hold 1 MiB.
+const PAGE_SIZE: u32 = 50;
+
+/// What the paramRef of one binding can select of its kind.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Selects {
+    /// The paramRef's namespace; `None`: every namespace (a namespaced kind's paramRef without
+    /// one reads the request's namespace, which can be any; a cluster-scoped kind has none).
+    namespace: Option<String>,
+    /// How the objects are selected.
+    selection: Selection,
+}
+
+/// How a paramRef selects objects, as a watch asks the API server for them.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Selection {
+    /// One object by name (`metadata.name=<name>`).
+    Name(String),
+    /// Objects by label selector, in the API server's syntax (empty: every object).
+    Labels(String),
+}
+
+impl Selects {
+    /// What `param_ref` can select; `None` when it selects nothing a request could use (no
+    /// name nor selector, or a selector that does not parse: the binding then fails anyway).
+    fn of(param_ref: &ParamRef) -> Option<Selects> {
+        let selection = match (&param_ref.name, &param_ref.selector) {
+            (Some(name), _) if !name.is_empty() => Selection::Name(name.clone()),
+            (_, Some(selector)) => Selection::Labels(label_selector(selector)?),
+            _ => return None,
+        };
+        Some(Selects {
+            namespace: param_ref.namespace.clone().filter(|n| !n.is_empty()),
+            selection,
+        })
+    }
+
+    /// The watch of this scope's objects, listed in pages of [`PAGE_SIZE`].
+    fn watch_config(&self) -> watcher::Config {
+        let config = watcher::Config::default().page_size(PAGE_SIZE);
+        match &self.selection {
+            Selection::Name(name) => config.fields(&format!("metadata.name={name}")),
+            Selection::Labels(labels) if labels.is_empty() => config,
+            Selection::Labels(labels) => config.labels(labels),
+        }
+    }
+}
+
+/// A label selector in the API server's syntax (`k=v,k in (a,b),k notin (a),k,!k`); `None`
+/// for an operator it does not know.
+fn label_selector(selector: &LabelSelector) -> Option<String> {
+    let mut parts: Vec<String> = selector
+        .match_labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    for r in &selector.match_expressions {
+        parts.push(match r.operator.as_str() {
+            "In" => format!("{} in ({})", r.key, r.values.join(",")),
+            "NotIn" => format!("{} notin ({})", r.key, r.values.join(",")),
+            "Exists" => r.key.clone(),
+            "DoesNotExist" => format!("!{}", r.key),
+            _ => return None,
+        });
+    }
+    Some(parts.join(","))
+}
+
+/// Every param kind the bound policies of `set` use, with what their bindings' paramRefs can
+/// select of it, each scope once.
+fn wanted(set: &PolicySet) -> HashMap<ParamKey, BTreeSet<Selects>> {
+    let mut out: HashMap<ParamKey, BTreeSet<Selects>> = set
+        .param_kinds()
+        .iter()
+        .map(|k| ((k.api_version.clone(), k.kind.clone()), BTreeSet::new()))
+        .collect();
+    let mut add = |kind: Option<&ParamKind>, param_ref: Option<&ParamRef>| {
+        if let (Some(kind), Some(scope)) = (kind, param_ref.and_then(Selects::of)) {
+            out.entry((kind.api_version.clone(), kind.kind.clone()))
+                .or_default()
+                .insert(scope);
+        }
+    };
+    for b in set.validating() {
+        for binding in &b.bindings {
+            add(
+                b.policy.spec.param_kind.as_ref(),
+                binding.param_ref.as_ref(),
+            );
+        }
+    }
+    for b in set.mutating() {
+        for binding in &b.bindings {
+            add(
+                b.policy.spec.param_kind.as_ref(),
+                binding.param_ref.as_ref(),
+            );
+        }
+    }
+    out
+}
+
+/// One running param kind watch and the scopes it follows.
+struct Running {
+    scopes: BTreeSet<Selects>,
+    task: JoinHandle<()>,
+}
+
 /// The running param watches.
 pub struct ParamWatches {
     client: Client,
     identity: Identity,
     store: Arc<SnapshotStore>,
-    running: HashMap<ParamKey, JoinHandle<()>>,
+    max_bytes: usize,
+    running: HashMap<ParamKey, Running>,
 }
 
 impl ParamWatches {
-    /// No watches yet.
-    pub fn new(client: Client, store: Arc<SnapshotStore>) -> Self {
+    /// No watches yet; each kind keeps at most `max_bytes` of objects (as JSON).
+    pub fn new(client: Client, store: Arc<SnapshotStore>, max_bytes: usize) -> Self {
         Self {
             identity: Identity::new(client.clone()),
             client,
             store,
+            max_bytes,
             running: HashMap::new(),
         }
     }
 
-    /// Starts watches for param kinds newly used by `set` and stops those no longer used. A
-    /// new kind is published as syncing before this returns, so a policy published after it
-    /// finds its params syncing (requests wait for them) rather than unknown.
+    /// Starts watches for param kinds newly used by `set`, stops those no longer used, and
+    /// starts a kind again when what its bindings select changed. A new (or restarted) kind is
+    /// published as syncing before this returns, so a policy published after it finds its
+    /// params syncing (requests wait for them) rather than unknown or incomplete.
     pub fn sync(&mut self, set: &PolicySet) {
-        let wanted: HashSet<ParamKey> = set
-            .param_kinds()
-            .iter()
-            .map(|k| (k.api_version.clone(), k.kind.clone()))
-            .collect();
-        self.running.retain(|key, task| {
-            let keep = wanted.contains(key);
+        let mut wanted = wanted(set);
+        self.running.retain(|key, running| {
+            let keep = wanted.get(key) == Some(&running.scopes);
             if !keep {
-                info!(api_version = %key.0, kind = %key.1, "no policy uses this param kind any more; stopping its watch");
-                task.abort();
-                self.store.publish_param_kind(key, None);
+                running.task.abort();
+                if wanted.contains_key(key) {
+                    info!(api_version = %key.0, kind = %key.1, "the params the bindings select changed; watching them afresh");
+                } else {
+                    info!(api_version = %key.0, kind = %key.1, "no policy uses this param kind any more; stopping its watch");
+                    self.store.publish_param_kind(key, None);
+                }
             }
             keep
         });
-        for key in wanted {
+        for (key, scopes) in wanted.drain() {
             if self.running.contains_key(&key) {
                 continue;
             }
@@ -79,19 +196,21 @@ impl ParamWatches {
                 store: self.store.clone(),
                 identity: self.identity.clone(),
                 key: key.clone(),
+                scopes: scopes.iter().cloned().collect(),
+                max_bytes: self.max_bytes,
                 shown: ParamKindEntry::Syncing,
                 forbidden_logged: None,
             };
             let task = tokio::spawn(kind.run(self.client.clone()));
-            self.running.insert(key, task);
+            self.running.insert(key, Running { scopes, task });
         }
     }
 }
 
 impl Drop for ParamWatches {
     fn drop(&mut self) {
-        for task in self.running.values() {
-            task.abort();
+        for running in self.running.values() {
+            running.task.abort();
         }
     }
 }
@@ -101,6 +220,10 @@ struct Kind {
     store: Arc<SnapshotStore>,
     identity: Identity,
     key: ParamKey,
+    /// What the bindings select, each followed by a watch of its own.
+    scopes: Vec<Selects>,
+    /// The most bytes (as JSON) of objects kept.
+    max_bytes: usize,
     shown: ParamKindEntry,
     /// The last forbidden message logged, until the kind lists again (so a retry that is
     /// forbidden the same way is not logged again).
@@ -146,7 +269,9 @@ impl Kind {
         }
     }
 
-    /// Follows the kind's objects until the API server says the kind is gone.
+    /// Follows the selected objects of the kind until the API server says the kind is gone,
+    /// or the kept objects shrink back under the bound after passing it (they are then listed
+    /// afresh).
     async fn follow(
         &mut self,
         client: &Client,
@@ -154,18 +279,36 @@ impl Kind {
         namespaced: bool,
         retry: &mut Backoff,
     ) {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
-        let events =
-            crate::retry::watch(api, watcher::Config::default()).modify(without_managed_fields);
-        let mut events = std::pin::pin!(events);
-        let mut changes = Changes::default();
-        while let Some(event) = events.next().await {
+        if self.scopes.is_empty() {
+            // Bound, but no binding selects anything: nothing to watch.
+            self.show(ParamKindEntry::Ready(Arc::new(ParamObjects::new(
+                namespaced,
+            ))));
+            return std::future::pending().await;
+        }
+        let watches = self.scopes.iter().enumerate().map(|(i, scope)| {
+            let api: Api<DynamicObject> = match (&scope.namespace, namespaced) {
+                (Some(namespace), true) => {
+                    Api::namespaced_with(client.clone(), namespace, resource)
+                }
+                _ => Api::all_with(client.clone(), resource),
+            };
+            crate::retry::watch(api, scope.watch_config())
+                .modify(without_managed_fields)
+                .map(move |event| (i, event))
+                .boxed()
+        });
+        let mut events = stream::select_all(watches);
+        let mut selected = Selected::new(self.scopes.len(), namespaced);
+        while let Some((scope, event)) = events.next().await {
             match event {
                 Ok(event) => {
-                    if let Some(change) = changes.next(event) {
-                        let objects = self.objects_after(change, namespaced);
-                        self.show(ParamKindEntry::Ready(objects));
+                    if self.take(&mut selected, scope, event) {
                         retry.reset();
+                    }
+                    if selected.over.is_none() && selected.dropped {
+                        info!(api_version = %self.key.0, kind = %self.key.1, "the selected params fit again; listing them afresh");
+                        return;
                     }
                 }
                 Err(e) if watch_not_found(&e) => {
@@ -189,36 +332,60 @@ impl Kind {
         }
     }
 
-    /// The kind's objects after `change`; objects it does not name are shared, not copied.
-    fn objects_after(&self, change: Change<DynamicObject>, namespaced: bool) -> Arc<ParamObjects> {
-        let mut objects = match (&self.shown, &change) {
-            (ParamKindEntry::Ready(objects), Change::Apply(_) | Change::Delete(_)) => {
-                objects.clone()
+    /// Takes one watch event of `scope` into `selected`, and publishes the kind once every
+    /// scope has listed; whether something was published.
+    fn take(
+        &mut self,
+        selected: &mut Selected,
+        scope: usize,
+        event: watcher::Event<DynamicObject>,
+    ) -> bool {
+        match event {
+            watcher::Event::Init => {
+                selected.relisting[scope] = Some(BTreeSet::new());
+                return false;
             }
-            _ => Arc::new(ParamObjects::new(namespaced)),
-        };
-        let edit = Arc::make_mut(&mut objects);
-        match change {
-            Change::Apply(object) => {
+            watcher::Event::InitApply(object) => {
+                let value = self.param_value(&object);
+                let key = selected.key_of(&object);
+                if let Some(listed) = &mut selected.relisting[scope] {
+                    listed.insert(key.clone());
+                }
+                if let Some(value) = value {
+                    selected.apply(scope, key, value, self.max_bytes);
+                }
+                return false;
+            }
+            watcher::Event::InitDone => {
+                let listed = selected.relisting[scope].take().unwrap_or_default();
+                selected.forget_unlisted(scope, &listed, self.max_bytes);
+                selected.listed[scope] = true;
+            }
+            watcher::Event::Apply(object) => {
+                let key = selected.key_of(&object);
                 if let Some(value) = self.param_value(&object) {
-                    let (namespace, name) = object_key(&object, namespaced);
-                    edit.insert(namespace, name, value);
+                    selected.apply(scope, key, value, self.max_bytes);
                 }
             }
-            Change::Delete(object) => {
-                let (namespace, name) = object_key(&object, namespaced);
-                edit.remove(namespace, name);
-            }
-            Change::Replace(all) => {
-                for object in all {
-                    if let Some(value) = self.param_value(&object) {
-                        let (namespace, name) = object_key(&object, namespaced);
-                        edit.insert(namespace, name, value);
-                    }
-                }
+            watcher::Event::Delete(object) => {
+                let key = selected.key_of(&object);
+                selected.release(scope, &key, self.max_bytes);
             }
         }
-        objects
+        if !selected.listed.iter().all(|l| *l) {
+            return false;
+        }
+        match &selected.over {
+            Some(bytes) => {
+                let message = too_large(&self.key, *bytes, self.max_bytes);
+                if !matches!(&self.shown, ParamKindEntry::TooLarge(m) if **m == *message) {
+                    warn!(api_version = %self.key.0, kind = %self.key.1, "{message}");
+                    self.show(ParamKindEntry::TooLarge(message.into()));
+                }
+            }
+            None => self.show(ParamKindEntry::Ready(selected.objects.clone())),
+        }
+        true
     }
 
     /// A param object as policies read it, with apiVersion and kind from the paramKind (as
@@ -264,12 +431,136 @@ impl Kind {
             ParamKindEntry::Syncing => "syncing".into(),
             ParamKindEntry::NotServed => "not served".into(),
             ParamKindEntry::Forbidden(_) => "forbidden".into(),
+            ParamKindEntry::TooLarge(_) => "too large".into(),
         };
         debug!(api_version = %self.key.0, kind = %self.key.1, %state, "publishing param kind");
         self.store
             .publish_param_kind(&self.key, Some(entry.clone()));
         self.shown = entry;
     }
+}
+
+/// The objects the scopes of one kind select, each kept once however many scopes select it,
+/// with their size.
+struct Selected {
+    namespaced: bool,
+    /// The kept objects (empty while over the bound).
+    objects: Arc<ParamObjects>,
+    /// Each selected object: the scopes selecting it and its size as JSON.
+    held: HashMap<(String, String), (BTreeSet<usize>, usize)>,
+    /// Bytes of every selected object.
+    bytes: usize,
+    /// Whether each scope has listed since the watch started.
+    listed: Vec<bool>,
+    /// The objects a scope's list in progress has returned.
+    relisting: Vec<Option<BTreeSet<(String, String)>>>,
+    /// The bytes selected while over the bound.
+    over: Option<usize>,
+    /// Whether objects were dropped for the bound (then they are listed afresh once under it).
+    dropped: bool,
+}
+
+impl Selected {
+    fn new(scopes: usize, namespaced: bool) -> Self {
+        Self {
+            namespaced,
+            objects: Arc::new(ParamObjects::new(namespaced)),
+            held: HashMap::new(),
+            bytes: 0,
+            listed: vec![false; scopes],
+            relisting: vec![None; scopes],
+            over: None,
+            dropped: false,
+        }
+    }
+
+    fn key_of(&self, object: &DynamicObject) -> (String, String) {
+        let (namespace, name) = object_key(object, self.namespaced);
+        (namespace.to_string(), name.to_string())
+    }
+
+    /// `scope` selects `value` under `key` (added or changed).
+    fn apply(&mut self, scope: usize, key: (String, String), value: Arc<Value>, max: usize) {
+        let size = json_bytes(&value);
+        let (scopes, bytes) = self.held.entry(key.clone()).or_default();
+        scopes.insert(scope);
+        self.bytes = self.bytes - *bytes + size;
+        *bytes = size;
+        if self.over.is_none() {
+            Arc::make_mut(&mut self.objects).insert(&key.0, &key.1, value);
+        }
+        self.check(max);
+    }
+
+    /// `scope` no longer selects `key` (deleted, or no longer matching its selector).
+    fn release(&mut self, scope: usize, key: &(String, String), max: usize) {
+        let Some((scopes, bytes)) = self.held.get_mut(key) else {
+            return;
+        };
+        scopes.remove(&scope);
+        if scopes.is_empty() {
+            self.bytes -= *bytes;
+            self.held.remove(key);
+            Arc::make_mut(&mut self.objects).remove(&key.0, &key.1);
+        }
+        self.check(max);
+    }
+
+    /// `scope` listed afresh and returned only `listed`: it selects no other object.
+    fn forget_unlisted(&mut self, scope: usize, listed: &BTreeSet<(String, String)>, max: usize) {
+        let gone: Vec<(String, String)> = (self.held.iter())
+            .filter(|(key, (scopes, _))| scopes.contains(&scope) && !listed.contains(*key))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in gone {
+            self.release(scope, &key, max);
+        }
+    }
+
+    /// Drops the kept objects once the selection passes `max` bytes; notes when it is back
+    /// under it.
+    fn check(&mut self, max: usize) {
+        if self.bytes > max {
+            if self.over.is_none() {
+                self.objects = Arc::new(ParamObjects::new(self.namespaced));
+                self.dropped = true;
+            }
+            self.over = Some(self.bytes);
+        } else {
+            self.over = None;
+        }
+    }
+}
+
+/// The size of a JSON value as text, without whitespace: what bounds the params kept.
+fn json_bytes(value: &Value) -> usize {
+    match value {
+        Value::Null | Value::Bool(true) => 4,
+        Value::Bool(false) => 5,
+        Value::Number(n) => n.to_string().len(),
+        Value::String(s) => s.len() + 2,
+        Value::Array(items) => 2 + items.len() + items.iter().map(json_bytes).sum::<usize>(),
+        Value::Object(members) => {
+            2 + members.len()
+                + (members.iter())
+                    .map(|(k, v)| k.len() + 3 + json_bytes(v))
+                    .sum::<usize>()
+        }
+    }
+}
+
+/// The message of a kind whose selected objects are more than celgate keeps.
+fn too_large(key: &ParamKey, bytes: usize, max: usize) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    format!(
+        "the {} objects ({}) the bindings' paramRefs select take {:.1} MiB, more than the {:.0} \
+         MiB celgate keeps of a param kind (--param-max-mib): select fewer (a paramRef \
+         namespace, name or narrower selector) or raise the limit",
+        key.1,
+        key.0,
+        bytes as f64 / MIB,
+        max as f64 / MIB
+    )
 }
 
 /// What the API server forbade celgate to do with a param kind's objects.
@@ -368,6 +659,7 @@ mod tests {
     use crate::controllers::policy_set;
     use crate::fixtures::{self, ApiServer, Reply, status};
     use celgate_engine::BoundPolicy;
+    use celgate_kinds::convert;
     use celgate_snapshot::Snapshot;
     use serde_json::json;
     use std::time::Duration;
@@ -391,8 +683,18 @@ mod tests {
     const LOOKUP: &str = "/apis/example.com/v1";
     const WIDGETS: &str = "/apis/example.com/v1/widgets";
 
-    /// A policy set whose policies use these param kinds.
+    /// A policy set whose policies use these param kinds, each bound with a paramRef
+    /// selecting every object in every namespace.
     fn using(kinds: &[(&str, &str)]) -> PolicySet {
+        let everything = ParamRef {
+            selector: Some(LabelSelector::default()),
+            ..ParamRef::default()
+        };
+        selecting(kinds, &[everything])
+    }
+
+    /// A policy set whose policies use these param kinds, each bound once per paramRef.
+    fn selecting(kinds: &[(&str, &str)], refs: &[ParamRef]) -> PolicySet {
         PolicySet::new(
             kinds
                 .iter()
@@ -404,7 +706,18 @@ mod tests {
                         "true",
                         Some(*kind),
                     )),
-                    bindings: Vec::new(),
+                    bindings: refs
+                        .iter()
+                        .enumerate()
+                        .map(|(j, param_ref)| {
+                            let mut binding = convert::validating_binding(&fixtures::binding(
+                                &format!("b{i}-{j}"),
+                                &format!("p{i}"),
+                            ));
+                            binding.param_ref = Some(param_ref.clone());
+                            Arc::new(binding)
+                        })
+                        .collect(),
                 })
                 .collect(),
             Vec::new(),
@@ -440,6 +753,7 @@ mod tests {
             Some(ParamKindEntry::Syncing) => "syncing".into(),
             Some(ParamKindEntry::NotServed) => "not served".into(),
             Some(ParamKindEntry::Forbidden(_)) => "forbidden".into(),
+            Some(ParamKindEntry::TooLarge(_)) => "too large".into(),
             Some(ParamKindEntry::Ready(objects)) => {
                 let all: Vec<String> = objects
                     .iter()
@@ -459,7 +773,7 @@ mod tests {
     fn start() -> (Arc<SnapshotStore>, ParamWatches, ApiServer) {
         let (client, api) = fixtures::pair();
         let store = SnapshotStore::new();
-        let mut watches = ParamWatches::new(client, store.clone());
+        let mut watches = ParamWatches::new(client, store.clone(), usize::MAX);
         watches.sync(&using(&[KIND]));
         (store, watches, api)
     }
@@ -620,7 +934,7 @@ mod tests {
         bounded(async {
             let (client, mut api) = fixtures::pair();
             let store = SnapshotStore::new();
-            let mut watches = ParamWatches::new(client, store.clone());
+            let mut watches = ParamWatches::new(client, store.clone(), usize::MAX);
             watches.sync(&using(&[("v1", "ConfigMap")]));
             let lookup = api.next().await;
             assert_eq!(lookup.path, "/api/v1");
@@ -704,5 +1018,181 @@ mod tests {
             assert_eq!(shown(&store.load()), "ready w1=5,w2=4");
         })
         .await;
+    }
+
+    fn widget_in(namespace: &str, name: &str, max: u32, labels: Value) -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget",
+               "metadata": {"name": name, "namespace": namespace, "labels": labels,
+                            "resourceVersion": format!("{max}")},
+               "data": {"max": max}})
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn only_what_the_bindings_select_is_watched_and_an_object_two_select_is_kept_once() {
+        bounded(async {
+            let (client, mut api) = fixtures::pair();
+            let store = SnapshotStore::new();
+            let mut watches = ParamWatches::new(client, store.clone(), usize::MAX);
+            let by_name = ParamRef {
+                name: Some("w1".into()),
+                namespace: Some("params".into()),
+                ..ParamRef::default()
+            };
+            let by_labels = ParamRef {
+                selector: Some(LabelSelector {
+                    match_labels: [("team".to_string(), "a".to_string())].into(),
+                    ..LabelSelector::default()
+                }),
+                ..ParamRef::default()
+            };
+            // Two policies share the kind; both bindings of each select the same: one watch each.
+            watches.sync(&selecting(&[KIND, KIND], &[by_name, by_labels]));
+            api.next().await.reply(200, served());
+            let w1 = widget_in("params", "w1", 3, json!({"team": "a"}));
+            let w2 = widget_in("other", "w2", 4, json!({"team": "a"}));
+            let mut asked = BTreeSet::new();
+            let seen = api
+                .serve_until(
+                    |call| {
+                        asked.insert((
+                            call.path.clone(),
+                            call.is_watch(),
+                            call.query.contains("fieldSelector=metadata.name%3Dw1"),
+                            call.query.contains("labelSelector=team%3Da"),
+                        ));
+                        match (call.path.as_str(), call.is_watch()) {
+                            (_, true) => Reply::Hold,
+                            ("/apis/example.com/v1/namespaces/params/widgets", false) => {
+                                Reply::Json(200, fixtures::list(vec![w1.clone()]))
+                            }
+                            (WIDGETS, false) => {
+                                Reply::Json(200, fixtures::list(vec![w1.clone(), w2.clone()]))
+                            }
+                            (path, _) => panic!("unexpected call to {path}"),
+                        }
+                    },
+                    shows(&store, "ready w2=4,w1=3"),
+                )
+                .await;
+            // Ordered by namespace: other/w2, then params/w1.
+            assert_eq!(seen, "ready w2=4,w1=3");
+            let lists: Vec<_> = asked
+                .iter()
+                .filter(|(_, watch, _, _)| !watch)
+                .cloned()
+                .collect();
+            assert_eq!(
+                lists,
+                [
+                    (
+                        "/apis/example.com/v1/namespaces/params/widgets".to_string(),
+                        false,
+                        true,
+                        false
+                    ),
+                    (WIDGETS.to_string(), false, false, true),
+                ]
+            );
+            // w1 no longer has the label: the selector's watch drops it, the name's keeps it.
+            api.serve_until_watching(|_| Reply::Hold, WIDGETS).await;
+            api.end_watches(WIDGETS, &[json!({"type": "DELETED", "object": w1})]);
+            let seen = api
+                .serve_until(
+                    |call| match call.is_watch() {
+                        true => Reply::Hold,
+                        false => Reply::Json(200, fixtures::list(vec![w2.clone()])),
+                    },
+                    async {
+                        tokio::time::sleep(Duration::from_secs(5)).await;
+                        shown(&store.load())
+                    },
+                )
+                .await;
+            assert_eq!(seen, "ready w2=4,w1=3");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn past_the_bound_a_kind_is_too_large_with_its_objects_dropped_until_it_fits_again() {
+        bounded(async {
+            let (client, mut api) = fixtures::pair();
+            let store = SnapshotStore::new();
+            let big = |name: &str| {
+                let mut w = widget(name, 1);
+                w["data"]["pad"] = "x".repeat(600 * 1024).into();
+                w
+            };
+            // Room for one big widget, not two.
+            let mut watches = ParamWatches::new(client, store.clone(), 1024 * 1024);
+            watches.sync(&using(&[KIND]));
+            api.next().await.reply(200, served());
+            api.serve_until(
+                serve(vec![big("w1"), big("w2")]),
+                shows(&store, "too large"),
+            )
+            .await;
+            let message = match store.load().params.entry(KIND.0, KIND.1) {
+                Some(ParamKindEntry::TooLarge(m)) => m.to_string(),
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(
+                message,
+                "the Widget objects (example.com/v1) the bindings' paramRefs select take 1.2 MiB, \
+                 more than the 1 MiB celgate keeps of a param kind (--param-max-mib): select \
+                 fewer (a paramRef namespace, name or narrower selector) or raise the limit"
+            );
+            let kind = celgate_engine::model::ParamKind {
+                api_version: KIND.0.into(),
+                kind: KIND.1.into(),
+            };
+            assert!(matches!(
+                celgate_engine::Params::kind(&*store.load().params, &kind),
+                celgate_engine::ParamKindState::TooLarge(m) if m == message
+            ));
+            // One is deleted: the rest fits, and is looked up and listed afresh.
+            api.serve_until_watching(serve(vec![]), WIDGETS).await;
+            api.end_watches(WIDGETS, &[json!({"type": "DELETED", "object": big("w2")})]);
+            let mut relist = serve(vec![widget("w1", 1)]);
+            let seen = api
+                .serve_until(
+                    |call| match call.path.as_str() {
+                        LOOKUP => Reply::Json(200, served()),
+                        _ => relist(call),
+                    },
+                    shows(&store, "ready w1=1"),
+                )
+                .await;
+            assert_eq!(seen, "ready w1=1");
+        })
+        .await;
+    }
+
+    #[test]
+    fn a_selector_is_written_as_the_api_server_reads_it() {
+        use celgate_engine::model::LabelRequirement;
+        let requirement = |key: &str, operator: &str, values: &[&str]| LabelRequirement {
+            key: key.into(),
+            operator: operator.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        let selector = LabelSelector {
+            match_labels: [("app".to_string(), "web".to_string())].into(),
+            match_expressions: vec![
+                requirement("tier", "In", &["a", "b"]),
+                requirement("env", "NotIn", &["dev"]),
+                requirement("owned", "Exists", &[]),
+                requirement("legacy", "DoesNotExist", &[]),
+            ],
+        };
+        assert_eq!(
+            label_selector(&selector).as_deref(),
+            Some("app=web,tier in (a,b),env notin (dev),owned,!legacy")
+        );
+        let odd = LabelSelector {
+            match_expressions: vec![requirement("x", "Near", &[])],
+            ..LabelSelector::default()
+        };
+        assert_eq!(label_selector(&odd), None);
     }
 }

@@ -188,11 +188,12 @@ impl Context {
         stores: Stores,
         published: watch::Sender<Option<Arc<PolicySet>>>,
         schemas: Option<SchemaSource>,
+        max_param_bytes: usize,
     ) -> Self {
         Self {
             state: Mutex::new(State {
                 cache: PolicyCache::default(),
-                params: ParamWatches::new(client, store.clone()),
+                params: ParamWatches::new(client, store.clone(), max_param_bytes),
                 policies_listed: false,
                 bindings_listed: false,
                 mutating_listed: false,
@@ -553,6 +554,7 @@ mod tests {
                 stores(policy_reader, binding_reader),
                 published,
                 None,
+                usize::MAX,
             ));
             ctx.listed(Watched::MutatingPolicies);
             ctx.listed(Watched::MutatingBindings);
@@ -808,6 +810,7 @@ mod tests {
             stores(policies, bindings),
             published,
             None,
+            usize::MAX,
         ));
         ctx.listed(Watched::MutatingPolicies);
         ctx.listed(Watched::MutatingBindings);
@@ -859,6 +862,7 @@ mod tests {
             stores(policies, bindings),
             published,
             None,
+            usize::MAX,
         ));
         // No mutating policy is stored (their watch is not part of this controller).
         ctx.listed(Watched::MutatingPolicies);

@@ -25,6 +25,9 @@ struct Compiled<P: PolicyKind> {
     policy: Arc<P::Compiled>,
     /// Whether some expression does not compile.
     failing: bool,
+    /// Whether kube-apiserver refuses some of its resource rules in a webhook configuration:
+    /// then it is left out of the set (see [`PolicyKind::rule_errors`]).
+    rules_refused: bool,
 }
 
 /// A binding converted at one uid and generation.
@@ -139,6 +142,10 @@ impl PolicyCache {
     pub fn insert<P: Cached>(&mut self, policy: &P, compiled: Arc<P::Compiled>) {
         let name = policy.name_any();
         let (uid, generation) = uid_and_generation(policy);
+        let rule_errors = policy.rule_errors();
+        for error in &rule_errors {
+            warn!(kind = P::KIND, policy = %name, %error, "kube-apiserver refuses this rule in a webhook configuration; the policy is left out until it is fixed");
+        }
         let kind = P::compiled_param_kind(&compiled).cloned();
         let kinds = P::param_kinds_of(Arc::make_mut(&mut self.param_kinds));
         if kinds.get(&name) != Some(&kind) {
@@ -151,6 +158,7 @@ impl PolicyCache {
                 generation,
                 variant: P::compiled_variant(&compiled),
                 failing: !P::compile_errors(&compiled).is_empty(),
+                rules_refused: !rule_errors.is_empty(),
                 policy: compiled,
             },
         );
@@ -179,7 +187,9 @@ impl PolicyCache {
     /// The bound policy set for these stored objects: each policy as last compiled (a stored
     /// policy not compiled yet is left out) with the bindings that name it, policies by name
     /// and each policy's bindings by name; compiled policies no binding names are kept apart
-    /// (for the webhook rules). Bindings naming a missing policy are ignored, as upstream.
+    /// (for the webhook rules). A policy whose rules kube-apiserver refuses in a webhook
+    /// configuration is left out, so it cannot make the configurations of all the others
+    /// invalid. Bindings naming a missing policy are ignored, as upstream.
     /// What left the stores is forgotten.
     pub fn build(
         &mut self,
@@ -255,7 +265,7 @@ impl<P: PolicyKind> KindCache<P> {
         let mut bound = Vec::new();
         for policy in &policies {
             let name = name_of(policy.as_ref());
-            if let Some(compiled) = self.policies.get(name) {
+            if let Some(compiled) = self.policies.get(name).filter(|c| !c.rules_refused) {
                 match by_policy.remove(name) {
                     Some(bindings) => bound.push(P::bind(compiled.policy.clone(), bindings)),
                     None => P::unbound_of(unbound).push(compiled.policy.clone()),
@@ -346,6 +356,7 @@ mod tests {
 
     use super::*;
     use crate::fixtures;
+    use serde_json::json;
 
     fn pending(cache: &PolicyCache, policies: Vec<ValidatingAdmissionPolicy>) -> usize {
         let validating = Stored {
@@ -357,6 +368,133 @@ mod tests {
             bindings: Vec::new(),
         };
         cache.pending(&validating, &mutating)
+    }
+
+    /// Every rule of the webhook configurations built from `set`, as kube-apiserver validates
+    /// them: the errors it would refuse the configuration with.
+    fn refused_rules(set: &PolicySet) -> Vec<String> {
+        use crate::serving::registration::{
+            DEFAULT_TIMEOUT_SECONDS, Endpoint, Exemptions, Registration, WebhookRules,
+            mutating_configuration, validating_configuration,
+        };
+        use celgate_engine::apivalidation::validate_resource_rules;
+        let registration = Registration {
+            endpoint: Endpoint::Url("https://127.0.0.1:9443".into()),
+            exemptions: Exemptions {
+                namespaces: vec!["celgate-system".into()],
+                never_sent: Vec::new(),
+            },
+            create_missing: true,
+            rules: WebhookRules::Policies,
+            timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
+        };
+        let validating = validating_configuration(set, &registration, "ca");
+        let mutating = mutating_configuration(set, &registration, "ca");
+        let mut rules: Vec<serde_json::Value> = Vec::new();
+        for w in validating.webhooks.unwrap_or_default() {
+            rules.extend(
+                w.rules
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|r| serde_json::to_value(r).unwrap()),
+            );
+        }
+        for w in mutating.webhooks.unwrap_or_default() {
+            rules.extend(
+                w.rules
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|r| serde_json::to_value(r).unwrap()),
+            );
+        }
+        validate_resource_rules(&serde_json::json!({ "resourceRules": rules }), "webhooks")
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    /// Both kinds stored: `policies` and `mutating`, each bound by one binding.
+    fn build_bound(
+        cache: &mut PolicyCache,
+        policies: Vec<ValidatingAdmissionPolicy>,
+        mutating: Vec<MutatingAdmissionPolicy>,
+    ) -> PolicySet {
+        for p in &policies {
+            cache.insert(p, compile(p));
+        }
+        for p in &mutating {
+            cache.insert(p, compile(p));
+        }
+        let validating = Stored {
+            bindings: policies
+                .iter()
+                .map(|p| Arc::new(fixtures::binding(&format!("b-{}", name_of(p)), name_of(p))))
+                .collect(),
+            policies: policies.into_iter().map(Arc::new).collect(),
+        };
+        let mutating = Stored {
+            bindings: mutating
+                .iter()
+                .map(|p| {
+                    Arc::new(fixtures::mutating_binding(
+                        &format!("b-{}", name_of(p)),
+                        name_of(p),
+                    ))
+                })
+                .collect(),
+            policies: mutating.into_iter().map(Arc::new).collect(),
+        };
+        cache.build(validating, mutating)
+    }
+
+    #[test]
+    fn a_policy_whose_rules_kube_apiserver_refuses_is_left_out_and_the_others_are_kept() {
+        // Stored while celgate was down (its policy webhook fails open): rules a webhook
+        // configuration may not hold, each beside a good policy.
+        let bad_rules = [
+            json!({"apiGroups": ["*", "apps"], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["deployments"]}),
+            json!({"apiGroups": [""], "apiVersions": ["*", "v1"], "operations": ["CREATE"], "resources": ["pods"]}),
+            json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*", "CREATE"], "resources": ["pods"]}),
+            json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["*/*", "pods"]}),
+            json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["*", "pods"]}),
+            json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods/*", "pods/status"]}),
+            json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["*/status", "pods/status"]}),
+            json!({"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"], "scope": "Everywhere"}),
+            json!({"apiGroups": [""], "apiVersions": [""], "operations": ["CREATE"], "resources": ["pods"]}),
+        ];
+        for rule in bad_rules {
+            let mut bad = fixtures::policy_json("bad", 1, "false", None);
+            bad["spec"]["matchConstraints"]["resourceRules"] = json!([rule.clone()]);
+            let bad: ValidatingAdmissionPolicy = serde_json::from_value(bad).unwrap();
+            let mut bad_mutating =
+                serde_json::to_value(fixtures::mutating_policy("bad-m", "Fail", "Never", "pods"))
+                    .unwrap();
+            bad_mutating["spec"]["matchConstraints"]["resourceRules"] = json!([rule.clone()]);
+            let bad_mutating: MutatingAdmissionPolicy =
+                serde_json::from_value(bad_mutating).unwrap();
+            let good = fixtures::policy("good", 1, "false", None);
+            let good_mutating = fixtures::mutating_policy("good-m", "Fail", "Never", "secrets");
+
+            let mut cache = PolicyCache::default();
+            let set = build_bound(
+                &mut cache,
+                vec![bad, good],
+                vec![bad_mutating, good_mutating],
+            );
+            assert_eq!(refused_rules(&set), Vec::<String>::new(), "rule {rule}");
+            let names: Vec<&str> = set
+                .validating()
+                .iter()
+                .map(|b| b.policy.spec.name.as_str())
+                .collect();
+            assert_eq!(names, ["good"], "rule {rule}");
+            let names: Vec<&str> = set
+                .mutating()
+                .iter()
+                .map(|b| b.policy.spec.name.as_str())
+                .collect();
+            assert_eq!(names, ["good-m"], "rule {rule}");
+        }
     }
 
     #[test]

@@ -67,6 +67,10 @@ pub const MUTATING_WEBHOOKS: [(&str, MutatingWebhookGroup, &str); 4] = [
     ),
 ];
 
+/// The default of `--webhook-timeout-seconds`: how long kube-apiserver waits for a webhook's
+/// answer (docs/limitations.md gives the measurement it is chosen by).
+pub const DEFAULT_TIMEOUT_SECONDS: i32 = 5;
+
 /// Where the API server reaches the webhook.
 #[derive(Clone, Debug)]
 pub enum Endpoint {
@@ -133,17 +137,36 @@ pub enum NeverSent {
     /// SubjectAccessReviews and their kin: authorization checks (celgate's `authorizer` makes
     /// them), never stored.
     AuthorizationReviews,
+    /// Nodes and their subresources: the kubelet reports its node's status through them; held
+    /// up, nodes turn NotReady and their pods are evicted.
+    Nodes,
+    /// CertificateSigningRequests: kubelets get and rotate their client and serving
+    /// certificates through them; held up, a new node cannot join and an old one's
+    /// certificate expires.
+    CertificateSigningRequests,
+    /// The objects that hand out IP addresses: Service IPs (`networking.k8s.io` IPAddresses
+    /// and ServiceCIDRs) and the network plugin's blocks and handles (Calico's IPAM objects,
+    /// Cilium's nodes, endpoints and identities); held up, no new pod or Service gets an
+    /// address.
+    IpAllocations,
+    /// APIServices: aggregated APIs (metrics-server among them) report their availability
+    /// through them.
+    ApiServices,
     /// Nothing: every request the rules match is sent, as in-tree.
     None,
 }
 
 impl NeverSent {
     /// The default of `--never-sent`: every kind above.
-    pub const DEFAULT: [NeverSent; 4] = [
+    pub const DEFAULT: [NeverSent; 8] = [
         NeverSent::Events,
         NeverSent::Leases,
         NeverSent::AuthenticationReviews,
         NeverSent::AuthorizationReviews,
+        NeverSent::Nodes,
+        NeverSent::CertificateSigningRequests,
+        NeverSent::IpAllocations,
+        NeverSent::ApiServices,
     ];
 
     /// The matchCondition (name, CEL) that keeps these requests away; none for `None`.
@@ -164,6 +187,22 @@ impl NeverSent {
             NeverSent::AuthorizationReviews => (
                 "celgate-never-authorization-reviews",
                 "!(request.resource.group == 'authorization.k8s.io' && request.resource.resource in ['subjectaccessreviews', 'selfsubjectaccessreviews', 'localsubjectaccessreviews', 'selfsubjectrulesreviews'])",
+            ),
+            NeverSent::Nodes => (
+                "celgate-never-nodes",
+                "!(request.resource.group == '' && request.resource.resource == 'nodes')",
+            ),
+            NeverSent::CertificateSigningRequests => (
+                "celgate-never-certificate-signing-requests",
+                "!(request.resource.group == 'certificates.k8s.io' && request.resource.resource == 'certificatesigningrequests')",
+            ),
+            NeverSent::IpAllocations => (
+                "celgate-never-ip-allocations",
+                "!((request.resource.group == 'networking.k8s.io' && request.resource.resource in ['ipaddresses', 'servicecidrs']) || (request.resource.group == 'crd.projectcalico.org' && request.resource.resource in ['ipamblocks', 'blockaffinities', 'ipamhandles', 'ipamconfigs']) || (request.resource.group == 'cilium.io' && request.resource.resource in ['ciliumnodes', 'ciliumendpoints', 'ciliumendpointslices', 'ciliumidentities']))",
+            ),
+            NeverSent::ApiServices => (
+                "celgate-never-api-services",
+                "!(request.resource.group == 'apiregistration.k8s.io' && request.resource.resource == 'apiservices')",
             ),
             NeverSent::None => return None,
         })
@@ -503,6 +542,9 @@ pub struct Registration {
     pub create_missing: bool,
     /// Which requests the policy webhooks are sent.
     pub rules: WebhookRules,
+    /// Seconds kube-apiserver waits for each webhook's answer (`timeoutSeconds`, 1 to 30)
+    /// before its failurePolicy decides.
+    pub timeout_seconds: i32,
 }
 
 /// What the registration follows: the published policy sets, the CA the API server must
@@ -566,14 +608,8 @@ impl Registration {
                     lost = true;
                 }
                 let desired = (
-                    validating_configuration(
-                        &set,
-                        self.rules,
-                        &self.endpoint,
-                        &ca,
-                        &self.exemptions,
-                    ),
-                    mutating_configuration(&set, self.rules, &self.endpoint, &ca, &self.exemptions),
+                    validating_configuration(&set, &self, &ca),
+                    mutating_configuration(&set, &self, &ca),
                 );
                 if !applied.is(&desired) {
                     metrics::reconciled(metrics::REGISTRATION);
@@ -624,14 +660,19 @@ impl Registration {
 }
 
 /// The desired ValidatingWebhookConfiguration for a policy set, its policy webhooks covering
-/// what `coverage` says.
+/// what `registration.rules` says.
 pub fn validating_configuration(
     set: &PolicySet,
-    coverage: WebhookRules,
-    endpoint: &Endpoint,
+    registration: &Registration,
     ca_pem: &str,
-    exempt: &Exemptions,
 ) -> ValidatingWebhookConfiguration {
+    let Registration {
+        endpoint,
+        exemptions: exempt,
+        rules: coverage,
+        timeout_seconds,
+        ..
+    } = registration;
     let webhooks = [
         (VALIDATE_FAIL, FailurePolicy::Fail, "Fail", "/validate/fail"),
         (
@@ -643,7 +684,7 @@ pub fn validating_configuration(
     ]
     .into_iter()
     .filter_map(|(name, failure, failure_str, path)| {
-        let rules = covering(rules(set, failure), coverage);
+        let rules = covering(rules(set, failure), *coverage);
         (!rules.is_empty()).then(|| ValidatingWebhook {
             name: name.to_string(),
             admission_review_versions: vec!["v1".to_string()],
@@ -654,7 +695,7 @@ pub fn validating_configuration(
             object_selector: Some(LabelSelector::default()),
             rules: Some(rules),
             side_effects: "None".to_string(),
-            timeout_seconds: Some(10),
+            timeout_seconds: Some(*timeout_seconds),
             match_conditions: Some(exempt.match_conditions()),
         })
     })
@@ -677,7 +718,7 @@ pub fn validating_configuration(
             scope: Some("Cluster".into()),
         }]),
         side_effects: "None".to_string(),
-        timeout_seconds: Some(10),
+        timeout_seconds: Some(*timeout_seconds),
         ..Default::default()
     }))
     .collect();
@@ -689,20 +730,25 @@ pub fn validating_configuration(
 
 /// The desired MutatingWebhookConfiguration for a policy set: one webhook per group of
 /// compiled mutating policies (failure policy × reinvocation policy) that has rules (covering
-/// what `coverage` says), in
+/// what `registration.rules` says), in
 /// [`MUTATING_WEBHOOKS`] order; with no mutating policy it has no webhooks, so no request
 /// waits on celgate for a mutation.
 pub fn mutating_configuration(
     set: &PolicySet,
-    coverage: WebhookRules,
-    endpoint: &Endpoint,
+    registration: &Registration,
     ca_pem: &str,
-    exempt: &Exemptions,
 ) -> MutatingWebhookConfiguration {
+    let Registration {
+        endpoint,
+        exemptions: exempt,
+        rules: coverage,
+        timeout_seconds,
+        ..
+    } = registration;
     let webhooks = MUTATING_WEBHOOKS
         .iter()
         .filter_map(|(name, group, path)| {
-            let rules = covering(mutating_rules(set, *group), coverage);
+            let rules = covering(mutating_rules(set, *group), *coverage);
             let failure = match group.failure {
                 FailurePolicy::Fail => "Fail",
                 FailurePolicy::Ignore => "Ignore",
@@ -722,7 +768,7 @@ pub fn mutating_configuration(
                 reinvocation_policy: Some(reinvocation.to_string()),
                 rules: Some(rules),
                 side_effects: "None".to_string(),
-                timeout_seconds: Some(10),
+                timeout_seconds: Some(*timeout_seconds),
                 match_conditions: Some(exempt.match_conditions()),
             })
         })
@@ -903,6 +949,17 @@ mod tests {
         }
     }
 
+    /// How the configurations are registered at `endpoint`, covering what `rules` says.
+    fn registration(endpoint: &Endpoint, rules: WebhookRules) -> Registration {
+        Registration {
+            endpoint: endpoint.clone(),
+            exemptions: excluded(),
+            create_missing: true,
+            rules,
+            timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
+        }
+    }
+
     /// A set of one bound policy matching creates of `resource`.
     fn matching(resource: &str) -> Option<Arc<PolicySet>> {
         let mut policy = fixtures::policy_json("p", 1, "true", None);
@@ -959,6 +1016,7 @@ mod tests {
                 exemptions: excluded(),
                 create_missing: true,
                 rules: WebhookRules::Policies,
+                timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
             };
             let (_live, live) = watch::channel(Live::default());
             let inputs = Inputs {
@@ -1092,6 +1150,7 @@ mod tests {
                 exemptions: excluded(),
                 create_missing: false,
                 rules: WebhookRules::Policies,
+                timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
             };
             let (_live, live) = watch::channel(Live::default());
             let inputs = Inputs {
@@ -1185,6 +1244,7 @@ mod tests {
                 exemptions: excluded(),
                 create_missing: false,
                 rules: WebhookRules::Policies,
+                timeout_seconds: DEFAULT_TIMEOUT_SECONDS,
             };
             let inputs = Inputs {
                 sets,
@@ -1265,14 +1325,40 @@ mod tests {
     }
 
     #[test]
+    fn every_webhook_has_the_timeout_of_the_flag() {
+        let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
+        let set = matching("configmaps").unwrap();
+        let with_mutating = PolicySet::new(
+            set.validating().to_vec(),
+            vec![celgate_engine::BoundMutatingPolicy {
+                policy: policy_set::compile(&fixtures::mutating_policy(
+                    "m", "Fail", "Never", "pods",
+                )),
+                bindings: vec![Arc::new(convert::mutating_binding(
+                    &fixtures::mutating_binding("mb", "m"),
+                ))],
+            }],
+        );
+        let registration = Registration {
+            timeout_seconds: 3,
+            ..registration(&endpoint, WebhookRules::Policies)
+        };
+        let v = validating_configuration(&with_mutating, &registration, "ca");
+        let m = mutating_configuration(&with_mutating, &registration, "ca");
+        let timeouts: Vec<Option<i32>> = (v.webhooks.unwrap().iter().map(|w| w.timeout_seconds))
+            .chain(m.webhooks.unwrap().iter().map(|w| w.timeout_seconds))
+            .collect();
+        // The fail-closed validating webhook, the policy webhook, the mutating one.
+        assert_eq!(timeouts, [Some(3), Some(3), Some(3)]);
+    }
+
+    #[test]
     fn the_policy_webhook_covers_all_four_kinds() {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let cfg = validating_configuration(
             &PolicySet::default(),
-            WebhookRules::Policies,
-            &endpoint,
+            &registration(&endpoint, WebhookRules::Policies),
             "ca",
-            &excluded(),
         );
         let hook = cfg
             .webhooks
@@ -1302,10 +1388,8 @@ mod tests {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let empty = mutating_configuration(
             &PolicySet::default(),
-            WebhookRules::Policies,
-            &endpoint,
+            &registration(&endpoint, WebhookRules::Policies),
             "ca",
-            &excluded(),
         );
         assert_eq!(empty.webhooks, Some(Vec::new()), "no policy, no webhook");
 
@@ -1328,7 +1412,7 @@ mod tests {
             ],
         );
         let cfg =
-            mutating_configuration(&set, WebhookRules::Policies, &endpoint, "ca", &excluded());
+            mutating_configuration(&set, &registration(&endpoint, WebhookRules::Policies), "ca");
         let hooks = cfg.webhooks.unwrap();
         let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(
@@ -1363,7 +1447,7 @@ mod tests {
         }
         // The validating configuration has no webhook for mutating policies.
         let validating =
-            validating_configuration(&set, WebhookRules::Policies, &endpoint, "ca", &excluded());
+            validating_configuration(&set, &registration(&endpoint, WebhookRules::Policies), "ca");
         let names: Vec<String> = validating
             .webhooks
             .unwrap_or_default()
@@ -1379,8 +1463,12 @@ mod tests {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let configurations = |set: &PolicySet| {
             (
-                validating_configuration(set, WebhookRules::Policies, &endpoint, "ca", &excluded()),
-                mutating_configuration(set, WebhookRules::Policies, &endpoint, "ca", &excluded()),
+                validating_configuration(
+                    set,
+                    &registration(&endpoint, WebhookRules::Policies),
+                    "ca",
+                ),
+                mutating_configuration(set, &registration(&endpoint, WebhookRules::Policies), "ca"),
             )
         };
         let mut validating_json = fixtures::policy_json("p", 1, "true", None);
@@ -1461,10 +1549,8 @@ mod tests {
         for coverage in [WebhookRules::Policies, WebhookRules::All] {
             let v = serde_json::to_value(validating_configuration(
                 &set,
-                coverage,
-                &endpoint,
+                &registration(&endpoint, coverage),
                 "ca",
-                &excluded(),
             ))
             .unwrap();
             let hook = &v["webhooks"][0];
@@ -1530,6 +1616,18 @@ mod tests {
             ("authorization.k8s.io", "localsubjectaccessreviews"),
             (celgate_engine::GROUP, "validatingadmissionpolicies"),
             (celgate_engine::GROUP, "mutatingadmissionpolicybindings"),
+            // What the cluster needs to heal itself while celgate is down.
+            ("", "nodes"),
+            ("certificates.k8s.io", "certificatesigningrequests"),
+            ("networking.k8s.io", "ipaddresses"),
+            ("networking.k8s.io", "servicecidrs"),
+            ("crd.projectcalico.org", "ipamblocks"),
+            ("crd.projectcalico.org", "blockaffinities"),
+            ("crd.projectcalico.org", "ipamhandles"),
+            ("cilium.io", "ciliumnodes"),
+            ("cilium.io", "ciliumendpoints"),
+            ("cilium.io", "ciliumidentities"),
+            ("apiregistration.k8s.io", "apiservices"),
         ] {
             assert!(!sent(group, resource), "{group}/{resource} is sent");
         }
@@ -1539,6 +1637,11 @@ mod tests {
             ("apps", "deployments"),
             ("example.com", "events"),
             ("coordination.k8s.io", "leasecandidates"),
+            ("example.com", "nodes"),
+            ("networking.k8s.io", "networkpolicies"),
+            ("crd.projectcalico.org", "networkpolicies"),
+            ("cilium.io", "ciliumnetworkpolicies"),
+            ("certificates.k8s.io", "clustertrustbundles"),
         ] {
             assert!(sent(group, resource), "{group}/{resource} is not sent");
         }
@@ -1568,8 +1671,8 @@ mod tests {
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let configurations = |set: &PolicySet, coverage| {
             (
-                validating_configuration(set, coverage, &endpoint, "ca", &excluded()),
-                mutating_configuration(set, coverage, &endpoint, "ca", &excluded()),
+                validating_configuration(set, &registration(&endpoint, coverage), "ca"),
+                mutating_configuration(set, &registration(&endpoint, coverage), "ca"),
             )
         };
         let configmaps = fixtures::policy("p", 1, "true", None);

@@ -493,6 +493,7 @@ impl StatusWriter {
             generation,
             &world.snapshot,
             &world.applied,
+            || policy.rule_errors(),
             || P::compile_errors(&self.unbound(policy)),
             has_bindings,
         )

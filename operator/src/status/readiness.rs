@@ -16,6 +16,9 @@ use crate::serving::registration::Applied;
 pub const ENFORCED: &str = "Enforced";
 /// NotReady reason: an expression does not compile.
 pub const COMPILE_ERROR: &str = "CompileError";
+/// NotReady reason: kube-apiserver refuses some of the policy's resource rules in a webhook
+/// configuration, so the policy is left out of celgate's.
+pub const INVALID_RULES: &str = "InvalidRules";
 /// NotReady reason: no binding names the policy, so it applies to no request.
 pub const NOT_BOUND: &str = "NotBound";
 /// NotReady reason: the binding names a policy that does not exist.
@@ -25,6 +28,9 @@ pub const PARAM_KIND_NOT_SERVED: &str = "ParamKindNotServed";
 /// NotReady reason: celgate may not read the paramKind; the message names the permission to
 /// grant and to whom.
 pub const PARAM_KIND_FORBIDDEN: &str = "ParamKindForbidden";
+/// NotReady reason: the param objects the bindings of the paramKind select are more than
+/// celgate keeps (`--param-max-mib`); the message says how much.
+pub const PARAMS_TOO_LARGE: &str = "ParamsTooLarge";
 /// NotReady reason: the webhook configurations covering this generation could not be applied.
 pub const WEBHOOK_NOT_REGISTERED: &str = "WebhookNotRegistered";
 
@@ -75,6 +81,9 @@ fn param_kind_problem(snapshot: &Snapshot, kind: &ParamKind) -> Option<Readiness
         Some(ParamKindEntry::Forbidden(message)) => {
             Some(Readiness::not_ready(PARAM_KIND_FORBIDDEN, &**message))
         }
+        Some(ParamKindEntry::TooLarge(message)) => {
+            Some(Readiness::not_ready(PARAMS_TOO_LARGE, &**message))
+        }
         Some(ParamKindEntry::Syncing) | None => Some(Readiness::Pending),
     }
 }
@@ -105,19 +114,32 @@ fn bound<'a, P: PolicyKind>(
 }
 
 /// A policy of kind `P` at `uid` and `generation`: Ready when compiled, bound, in the snapshot
-/// the webhook serves and covered by the applied webhook configuration. `unbound_errors` gives its compile
-/// errors when the snapshot does not hold it (an unbound policy); `has_bindings` says whether
-/// a stored binding names it (then the snapshot will hold it once published).
+/// the webhook serves and covered by the applied webhook configuration. When the snapshot does
+/// not hold it, `rule_errors` gives what kube-apiserver refuses in its rules (such a policy is
+/// left out) and `unbound_errors` its compile errors (an unbound policy); `has_bindings` says
+/// whether a stored binding names it (then the snapshot will hold it once published).
+#[allow(clippy::too_many_arguments)]
 pub fn policy<P: PolicyKind>(
     name: &str,
     uid: &str,
     generation: i64,
     snapshot: &Snapshot,
     applied: &Applied,
+    rule_errors: impl FnOnce() -> Vec<String>,
     unbound_errors: impl FnOnce() -> Vec<(String, String)>,
     has_bindings: bool,
 ) -> Readiness {
     let Some(published) = bound::<P>(&snapshot.policies, name, uid, generation) else {
+        let refused = rule_errors();
+        if !refused.is_empty() {
+            return Readiness::not_ready(
+                INVALID_RULES,
+                format!(
+                    "kube-apiserver refuses these rules in a webhook configuration, so the policy is left out of celgate's and applies to no request until they are fixed:\n{}",
+                    refused.join("\n")
+                ),
+            );
+        }
         if has_bindings {
             return Readiness::Pending;
         }
@@ -251,6 +273,7 @@ mod tests {
             generation,
             snapshot,
             applied,
+            Vec::new,
             || unbound().compile_errors(),
             has_bindings,
         )
@@ -271,6 +294,7 @@ mod tests {
             generation,
             snapshot,
             applied,
+            Vec::new,
             || unbound().compile_errors(),
             has_bindings,
         )
@@ -347,6 +371,43 @@ mod tests {
             Readiness::Ready(_) => ENFORCED,
             Readiness::Pending => "Pending",
         }
+    }
+
+    #[test]
+    fn a_bound_policy_whose_rules_kube_apiserver_refuses_is_not_ready_and_names_the_field() {
+        let mut bad = fixtures::policy_json("bad", 1, "true", None);
+        bad["spec"]["matchConstraints"]["resourceRules"][0]["apiGroups"] = json!(["*", "apps"]);
+        let bad: ValidatingAdmissionPolicy = serde_json::from_value(bad).unwrap();
+        // Left out of the set, so the published snapshot does not hold it, though bound.
+        let readiness = policy::<ValidatingAdmissionPolicy>(
+            "bad",
+            "uid-bad",
+            1,
+            &Snapshot::default(),
+            &Applied::default(),
+            || bad.rule_errors(),
+            || unreachable!("rule errors come first"),
+            true,
+        );
+        let Readiness::NotReady { reason, message } = readiness else {
+            panic!("{readiness:?}");
+        };
+        assert_eq!(reason, INVALID_RULES);
+        assert!(
+            message.ends_with(
+                r#"spec.matchConstraints.resourceRules[0].apiGroups: Invalid value: ["*","apps"]: if '*' is present, must not specify other API groups"#
+            ),
+            "{message}"
+        );
+        // Its binding says why it is not enforced.
+        let spec = convert::validating_binding(&fixtures::binding("b", "bad"));
+        let binding = validating_binding(
+            &spec,
+            Some(("uid-bad", 1, Readiness::NotReady { reason, message })),
+            &Snapshot::default(),
+            &Applied::default(),
+        );
+        assert_eq!(self::reason(&binding), INVALID_RULES);
     }
 
     #[test]
@@ -433,6 +494,19 @@ mod tests {
             Readiness::NotReady {
                 reason: PARAM_KIND_FORBIDDEN,
                 message: denied.into()
+            }
+        );
+        let too_large =
+            "the Widget objects (example.com/v1) the bindings' paramRefs select take 40.0 MiB, …";
+        with(
+            &mut snapshot,
+            Some(ParamKindEntry::TooLarge(too_large.into())),
+        );
+        assert_eq!(
+            policy_readiness(&snapshot, &covering(&set), 1),
+            Readiness::NotReady {
+                reason: PARAMS_TOO_LARGE,
+                message: too_large.into()
             }
         );
         with(&mut snapshot, Some(ParamKindEntry::Ready(Arc::default())));

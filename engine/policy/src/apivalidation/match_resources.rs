@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use super::field_error::{Errors, json_list, quote};
+use super::field_error::{Errors, FieldError, json_list, quote};
 use super::json::{list_of, str_of, strings_of};
 use super::names::{path_segment_errors, qualified_name_errors};
 
@@ -161,6 +161,17 @@ fn validate_rule(rule: &Value, path: &str, errs: &mut Errors) {
     if let Some(scope) = str_of(rule, "scope").filter(|s| !SCOPES.contains(s)) {
         errs.not_supported(&format!("{path}.scope"), scope, &SCOPES);
     }
+}
+
+/// What kube-apiserver refuses in the `resourceRules` of a policy's `matchConstraints` (at
+/// `path`), the rules a webhook configuration serving the policy registers: one rule it refuses
+/// makes the whole configuration invalid.
+pub fn validate_resource_rules(constraints: &Value, path: &str) -> Vec<FieldError> {
+    let mut errs = Errors(Vec::new());
+    for (i, rule) in list_of(constraints, "resourceRules").iter().enumerate() {
+        validate_rule(rule, &format!("{path}.resourceRules[{i}]"), &mut errs);
+    }
+    errs.0
 }
 
 /// `matchConstraints` or `matchResources`: match policy, selectors and (excluded) resource rules.

@@ -18,6 +18,7 @@ mod validating_policy;
 pub use bindings::{validate_binding, validate_mutating_binding};
 pub use environments::Environments;
 pub use field_error::{FieldError, FieldErrorType, invalid_message};
+pub use match_resources::validate_resource_rules;
 pub use mutating_policy::validate_mutating_policy;
 pub use names::{dns1123_subdomain_errors, qualified_name_errors};
 pub use validating_policy::validate_policy;
