@@ -712,6 +712,30 @@ validations:
         ),
     );
 
+    // cel-go's list trackers assert their arguments' types unchecked, after the call: a failed
+    // variable or a wrong dyn argument makes them panic, and the panic is the expression's
+    // error, which `|| true` does not absorb.
+    s.push(Scenario::new(
+        "cel",
+        "cel-tracker-panics",
+        pb(
+            "cel-tracker-panics",
+            &(cm_rule("\"CREATE\"")
+                + r#"variables:
+- name: nums
+  expression: "object.data.missing"
+validations:
+- expression: "object.metadata.name == 'var' ? variables.nums.distinct() == [] : object.metadata.name == 'absorbed' ? variables.nums.distinct() == [] || true : object.metadata.name == 'plain' ? variables.nums == [] || true : object.metadata.name == 'sortby' ? [0, 1].sortBy(x, 1 / x) == [] : object.metadata.name == 'depth' ? [[1]].flatten(dyn('a')) == [] : object.metadata.name == 'dyn' ? dyn(1).distinct() == [] : false"
+  message: "reached"
+"#),
+            &deny(),
+        ),
+        ["var", "absorbed", "plain", "sortby", "depth", "dyn", "other"]
+            .into_iter()
+            .map(|n| create(&format!("create {n}"), CMS, cm(n, json!({}))))
+            .collect(),
+    ));
+
     s.push(Scenario::new(
         "selectors",
         "object-selector-create",

@@ -689,6 +689,56 @@ fn scenarios() -> Vec<Scenario> {
             ),
         ],
     ));
+    // What kube-apiserver's conversion of an apply configuration to Go leaves of CEL values
+    // (a null, a uint, a map literal inside another) its typed conversion refuses wherever they
+    // stand, before the atomic rule; the case is picked by the widget's name.
+    s.push(Scenario::new(
+        "apply",
+        "apply-go-values",
+        mpb(
+            "apply-go-values",
+            &format!(
+                "{}mutations:\n{}",
+                rule("diff.example.com", "\"CREATE\"", "\"widgets\""),
+                apply(
+                    r#"object.metadata.name == "drop" ? Object{spec: Object.spec{extra: Object.spec.extra{drop: null, keep: "k"}}} : object.metadata.name == "nested" ? Object{spec: Object.spec{extra: {"nested": {"x": dyn(null), "y": dyn(2)}}}} : object.metadata.name == "setting" ? Object{spec: Object.spec{settings: {"a": null}}} : object.metadata.name == "setting-map" ? Object{spec: Object.spec{settings: {"a": {"x": dyn(null), "y": dyn(2)}}}} : object.metadata.name == "atomic" ? Object{spec: Object.spec{selector: Object.spec.selector{matchLabels: {"zone": null}}}} : object.metadata.name == "uint" ? Object{spec: Object.spec{size: 2u}} : object.metadata.name == "set" ? Object{spec: Object.spec{tags: [dyn("a"), dyn(null)]}} : object.metadata.name == "list-map" ? Object{spec: Object.spec{ports: [dyn(null)]}} : object.metadata.name == "null-key" ? Object{spec: Object.spec{selector: Object.spec.selector{matchLabels: {null: "a"}}}} : Object{spec: Object.spec{extra: Object.spec.extra{keep: object.metadata.name}}}"#
+                )
+            ),
+        ),
+        [
+            "drop",
+            "nested",
+            "setting",
+            "setting-map",
+            "atomic",
+            "uint",
+            "set",
+            "list-map",
+            "null-key",
+            "plain",
+        ]
+        .into_iter()
+        .map(|n| create(n, WIDGETS, widget(n, Some(json!({"size": 1})))))
+        .collect(),
+    ));
+    s.push(Scenario::new(
+        "apply",
+        "apply-null-node-selector",
+        mpb(
+            "apply-null-node-selector",
+            &format!(
+                "{}mutations:\n{}",
+                rule("", "\"CREATE\"", "\"pods\""),
+                apply(
+                    r#"object.metadata.name == "null" ? Object{spec: Object.spec{nodeSelector: {"zone": null}}} : Object{spec: Object.spec{nodeSelector: {"zone": "a"}}}"#
+                )
+            ),
+        ),
+        vec![
+            create("null in nodeSelector", PODS, pod("null", vec![container("c")], None)),
+            create("zone a (atomic)", PODS, pod("plain", vec![container("c")], None)),
+        ],
+    ));
     s.push(Scenario::new(
         "apply",
         "apply-atomic-args",
@@ -1617,7 +1667,8 @@ impl Harness<'_> {
 // ------------------------------------------------------------------------------------------
 
 /// A namespaced kind with a structural schema: a granular map (`settings`, any keys), a `set`
-/// list, a `map` list keyed by name, an atomic struct and an atomic (default) list.
+/// list, a `map` list keyed by name, an atomic struct, an atomic (default) list and a struct
+/// of maps (`extra`).
 const WIDGET_CRD: &str = r#"
 apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
@@ -1667,6 +1718,16 @@ spec:
               settings:
                 type: object
                 additionalProperties: {type: string}
+              extra:
+                type: object
+                properties:
+                  drop:
+                    type: object
+                    additionalProperties: {type: string}
+                  nested:
+                    type: object
+                    additionalProperties: {type: integer}
+                  keep: {type: string}
           status:
             type: object
             properties:

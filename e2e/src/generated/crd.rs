@@ -118,7 +118,38 @@ const FIELDS: &[Field] = &[
         ty: None,
         sample: |rng| one(rng, vec![json!({"any": [1, "two"]}), json!({})]),
     },
+    Field {
+        name: "nested",
+        schema: || {
+            json!({"type": "object", "properties": {
+                "inner": {"type": "object", "additionalProperties": {"type": "string"}},
+                "counts": {"type": "object", "x-kubernetes-map-type": "atomic",
+                    "additionalProperties": {"type": "integer"}},
+                "depth": {"type": "object", "properties": {
+                    "leaf": {"type": "string", "default": "d"},
+                    "maybe": {"type": "string", "nullable": true}}},
+                "items": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["key"],
+                    "items": {"type": "object", "required": ["key"], "properties": {
+                        "key": {"type": "string"},
+                        "values": {"type": "object", "additionalProperties": {"type": "string"}}}}}}})
+        },
+        ty: None,
+        sample: |rng| {
+            one(
+                rng,
+                vec![
+                    json!({"inner": {"a": "b"}, "depth": {}}),
+                    json!({}),
+                    json!({"counts": {"x": 1}, "items": [{"key": "k", "values": {"v": "w"}}]}),
+                ],
+            )
+        },
+    },
 ];
+
+/// The members of the `nested` field's struct a mutation may set.
+pub const NESTED_MEMBERS: &[&str] = &["inner", "counts", "depth", "items"];
 
 /// One of `options`.
 fn one(rng: &mut Rng, mut options: Vec<Value>) -> Value {

@@ -6,7 +6,7 @@
 use fastrand::Rng;
 use serde_json::{Value, json};
 
-use super::crd::Crd;
+use super::crd::{Crd, NESTED_MEMBERS};
 use super::expressions::{Scope, Ty, expression};
 use super::requests::Target;
 
@@ -265,8 +265,9 @@ pub fn validating(
 
 /// A value expression of any type, for a JSON patch.
 fn any_value(rng: &mut Rng, scope: &Scope) -> String {
-    match rng.u8(..8) {
+    match rng.u8(..9) {
         0 => "null".into(),
+        8 => odd_value(rng, 2),
         n => {
             let ty = [
                 Ty::Bool,
@@ -282,6 +283,53 @@ fn any_value(rng: &mut Rng, scope: &Scope) -> String {
     }
 }
 
+/// A CEL literal of any shape: nulls, empty maps and lists, a uint, wrong scalar types, and
+/// map and list literals holding those, `depth` levels down (what kube-apiserver's conversion
+/// of an apply configuration to Go and its typed conversion take or refuse).
+fn odd_value(rng: &mut Rng, depth: u32) -> String {
+    match rng.u8(..12) {
+        0 => "null".into(),
+        1 => "dyn(null)".into(),
+        2 => "{}".into(),
+        3 => "[]".into(),
+        4 => "2u".into(),
+        5 => "\"s\"".into(),
+        6 => "1".into(),
+        7 => "true".into(),
+        8 => "1.5".into(),
+        9 if depth > 0 => format!(
+            "{{\"k\": dyn({}), \"key\": dyn({})}}",
+            odd_value(rng, depth - 1),
+            odd_value(rng, depth - 1)
+        ),
+        10 if depth > 0 => format!(
+            "[dyn({}), dyn({})]",
+            odd_value(rng, depth - 1),
+            odd_value(rng, depth - 1)
+        ),
+        _ => "{\"a\": \"b\"}".into(),
+    }
+}
+
+/// An apply configuration for the generated CRD whose value has any shape, at the top of a
+/// spec field or in a member of the nested struct (as an `Object` or a map literal).
+fn odd_apply(rng: &mut Rng, crd: &Crd) -> String {
+    let fields = crd.field_names();
+    let field = fields[rng.usize(..fields.len())];
+    let value = if field == "nested" {
+        let member = NESTED_MEMBERS[rng.usize(..NESTED_MEMBERS.len())];
+        let odd = odd_value(rng, 2);
+        if rng.bool() {
+            format!("Object.spec.nested{{{member}: {odd}}}")
+        } else {
+            format!("{{\"{member}\": dyn({odd})}}")
+        }
+    } else {
+        odd_value(rng, 2)
+    };
+    format!("Object{{spec: Object.spec{{{field}: {value}}}}}")
+}
+
 /// One mutation of `target`: an apply configuration or a JSON patch.
 fn mutation(rng: &mut Rng, target: Target, crd: &Crd, scope: &Scope) -> Value {
     let s = |rng: &mut Rng| expression(rng, scope, Ty::Str, 2);
@@ -292,6 +340,7 @@ fn mutation(rng: &mut Rng, target: Target, crd: &Crd, scope: &Scope) -> Value {
                 "Object{{spec: Object.spec{{replicas: {}}}}}",
                 expression(rng, scope, Ty::Int, 2)
             ),
+            Target::Gadget | Target::GadgetStatus if rng.bool() => odd_apply(rng, crd),
             Target::Gadget | Target::GadgetStatus => {
                 let typed = crd.typed_fields();
                 let (ty, field) = typed[rng.usize(..typed.len())];
@@ -331,6 +380,11 @@ fn mutation(rng: &mut Rng, target: Target, crd: &Crd, scope: &Scope) -> Value {
             }
             paths.push("\"/spec/tags/-\"".into());
             paths.push("\"/spec/args/0\"".into());
+            if crd.field_names().contains(&"nested") {
+                paths.push("\"/spec/nested/inner/a\"".into());
+                paths.push("\"/spec/nested/counts\"".into());
+                paths.push("\"/spec/nested/depth\"".into());
+            }
         }
     }
     let op = ["add", "add", "replace", "remove", "test", "copy", "move"][rng.usize(..7)];

@@ -221,6 +221,10 @@ pub enum EvalError {
         /// The underlying error.
         error: Box<EvalError>,
     },
+    /// A panic cel-go recovers from and reports for the whole evaluation (`internal error:
+    /// <panic>`): no `||`, `&&` or loop absorbs it. The text is Go's panic message.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// Any other error, worded by the function that raised it.
     #[error("{0}")]
     Message(String),
@@ -259,7 +263,7 @@ impl EvalError {
     }
 
     /// True for errors that must stop evaluation even where CEL would otherwise absorb an
-    /// error (`&&`, `||`, comprehension loops): cost and cancellation. A composited variable's
+    /// error (`&&`, `||`, comprehension loops): cost, cancellation and cel-go's panics. A composited variable's
     /// error is a value to the expression reading it, even when the variable's own evaluation
     /// passed its per-call limit (Kubernetes evaluates it as a program of its own).
     pub fn is_fatal(&self) -> bool {
@@ -269,6 +273,7 @@ impl EvalError {
                 | EvalError::BudgetExhausted
                 | EvalError::Interrupted
                 | EvalError::StringGrowthExceeded { .. }
+                | EvalError::Internal(_)
         )
     }
 }

@@ -19,7 +19,7 @@ use crate::cost::{
 use crate::error::EvalError;
 use crate::json_tape::{TapeEntries, TapeNode};
 use crate::program::{Call, Loop, LoopKind, Node, StructNode};
-use crate::registry::type_names;
+use crate::registry::{TrackerAssert, type_names};
 use crate::value::{Key, List, ListIter, Map, OwnedMap, Str, StructValue, Value, json_get};
 
 /// One evaluation of a program: the activation and budget it runs against, the
@@ -435,6 +435,8 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     fn call(&mut self, call: &'a Call) -> Result<Value<'a>, EvalError> {
         let mut args: SmallVec<[Value<'a>; 3]> = SmallVec::with_capacity(call.args.len());
         let mut failed: Option<EvalError> = None;
+        // Which arguments failed, a bit each (there are at most three here).
+        let mut failed_at = 0_u8;
         // cel-go evaluates every argument of a unary or binary call and charges the call even
         // when one failed; a call with more arguments stops at the first failure, and is
         // charged only if that was the last argument (the cost tracker needs them all).
@@ -445,10 +447,15 @@ impl<'r, 'a> Evaluation<'r, 'a> {
                 Err(e) if variadic && i + 1 < call.args.len() => return Err(e),
                 Err(e) => {
                     failed.get_or_insert(e);
+                    failed_at |= 1 << i.min(7);
                     // Stands for the error in the cost formula (cel-go sizes an error as 1).
                     args.push(Value::Null);
                 }
             }
+        }
+        // The cost tracker runs whatever the call gives, a failed argument included.
+        if let Some(panic) = call.tracker_panic(&args, |i| failed_at & (1 << i.min(7)) != 0) {
+            return Err(panic);
         }
         if let Some(e) = failed {
             self.charge(call.cost(call.costed(), &args, &Value::Null))?;
@@ -611,7 +618,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
                 let range_cost = self.cost - start;
                 return self.opt_map(l, range, range_cost, t);
             }
-            LoopKind::SortBy(k, tracked) => return self.sort_by(l, range?, k, *tracked),
+            LoopKind::SortBy(k, tracked) => return self.sort_by(l, range, k, *tracked),
             _ => {}
         }
         let range = range?;
@@ -845,10 +852,19 @@ impl<'r, 'a> Evaluation<'r, 'a> {
     fn sort_by(
         &mut self,
         l: &'a Loop,
-        range: Value<'a>,
+        range: Result<Value<'a>, EvalError>,
         key: &'a Node,
         tracked: bool,
     ) -> Result<Value<'a>, EvalError> {
+        // The resolved `@sortByAssociatedKeys` has cel-go's cost tracker, which asserts that
+        // the keys (mapped from the range) are a list: a failed range or key makes it panic.
+        let tracker_panic = |e: EvalError| match e {
+            e if tracked && !e.is_fatal() => {
+                TrackerAssert::Lister(1).panic(&[], |_| true).unwrap_or(e)
+            }
+            e => e,
+        };
+        let range = range.map_err(tracker_panic)?;
         self.charge(1)?;
         self.charge(1)?;
         let Value::List(list) = range else {
@@ -862,7 +878,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             let k = match key {
                 Node::Const(c) => c.lend(),
                 _ => {
-                    let k = self.eval(key)?;
+                    let k = self.eval(key).map_err(tracker_panic)?;
                     self.charge(LIST_CREATE_COST)?;
                     k
                 }

@@ -435,6 +435,7 @@ impl<'p> Planner<'p, '_> {
                     cost: o.cost,
                     cost_reads_result: o.cost_reads_result,
                     grows: o.grows,
+                    tracker_asserts: o.tracker_asserts,
                 })
             })
             .collect();

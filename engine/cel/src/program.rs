@@ -82,6 +82,8 @@ pub(crate) struct Candidate {
     pub cost_reads_result: bool,
     /// Whether the evaluator must bound the result's growth over the receiver.
     pub grows: bool,
+    /// What cel-go's runtime cost tracker of the overload asserts of an argument.
+    pub tracker_asserts: Option<crate::registry::TrackerAssert>,
 }
 
 /// A message literal `Name{field: value, ?field: optional}`.
@@ -133,6 +135,20 @@ impl Call {
     /// id have [`Call::unit_cost`] set).
     pub fn costed(&self) -> Option<&Candidate> {
         self.candidates.first()
+    }
+
+    /// The panic of cel-go's runtime cost tracker of this call's overload for these arguments
+    /// (`failed(i)`: argument `i` failed): only a call whose overload the checker resolved has
+    /// a tracker.
+    pub fn tracker_panic(
+        &self,
+        args: &[Value<'_>],
+        failed: impl Fn(usize) -> bool,
+    ) -> Option<EvalError> {
+        if self.unit_cost || self.candidates.len() != 1 {
+            return None;
+        }
+        self.costed()?.tracker_asserts?.panic(args, failed)
     }
 
     /// Whether the cost of this call dispatched to `cand` depends on its result, and so must be

@@ -254,6 +254,62 @@ pub(crate) struct Overload {
     /// Whether the result may be a string much longer than the receiver, which the cost
     /// ignores: the evaluator bounds the growth (see [`crate::STRING_GROWTH_LIMIT`]).
     pub grows: bool,
+    /// What cel-go's runtime cost tracker of this overload asserts of an argument.
+    pub tracker_asserts: Option<TrackerAssert>,
+}
+
+/// What a cel-go runtime cost tracker asserts of an argument's Go type without checking it.
+/// The tracker runs after the call, even when an argument failed (it is then a `*types.Err`)
+/// or no overload took the arguments; an argument of another type makes it panic, which
+/// cel-go reports as an internal error of the whole evaluation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TrackerAssert {
+    /// Argument `i` is a list (`traits.Lister`).
+    Lister(usize),
+    /// Argument `i` is an int (`types.Int`).
+    Int(usize),
+}
+
+impl TrackerAssert {
+    /// The tracker's panic for these arguments (`failed(i)`: argument `i` failed), if any.
+    pub fn panic(self, args: &[Value<'_>], failed: impl Fn(usize) -> bool) -> Option<EvalError> {
+        let (i, fits): (usize, fn(&Value<'_>) -> bool) = match self {
+            TrackerAssert::Lister(i) => (i, |v| matches!(v, Value::List(_))),
+            TrackerAssert::Int(i) => (i, |v| matches!(v, Value::Int(_))),
+        };
+        let go_type = if failed(i) {
+            "*types.Err"
+        } else {
+            let v = args.get(i)?;
+            if fits(v) {
+                return None;
+            }
+            match v {
+                Value::Struct(_) => "*dynamic.ObjectVal",
+                other => other.go_type_name().unwrap_or("*types.Err"),
+            }
+        };
+        Some(EvalError::Internal(match self {
+            TrackerAssert::Lister(_) => format!(
+                "interface conversion: {go_type} is not traits.Lister: missing method {}",
+                first_missing_lister_method(go_type)
+            ),
+            TrackerAssert::Int(_) => {
+                format!("interface conversion: ref.Val is {go_type}, not types.Int")
+            }
+        }))
+    }
+}
+
+/// The first method of `traits.Lister` (in Go's order, by name: `Add`, `Contains`, `Get`, …)
+/// that cel-go's type `go_type` lacks: the numbers, strings, bytes, timestamps and durations
+/// add, nothing else does.
+fn first_missing_lister_method(go_type: &str) -> &'static str {
+    match go_type {
+        "types.Int" | "types.Uint" | "types.Double" | "types.String" | "types.Bytes"
+        | "types.Timestamp" | "types.Duration" => "Contains",
+        _ => "Add",
+    }
 }
 
 impl Overload {
@@ -315,6 +371,7 @@ impl Registry {
                 cost: cost_one,
                 cost_reads_result: false,
                 grows: false,
+                tracker_asserts: None,
             },
         }
     }
@@ -382,6 +439,12 @@ impl OverloadBuilder<'_> {
     /// Marks a string result whose growth over the receiver the cost ignores.
     pub fn grows(mut self) -> Self {
         self.overload.grows = true;
+        self
+    }
+
+    /// Declares what cel-go's runtime cost tracker of this overload asserts of an argument.
+    pub fn tracker_asserts(mut self, a: TrackerAssert) -> Self {
+        self.overload.tracker_asserts = Some(a);
         self
     }
 

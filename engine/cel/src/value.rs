@@ -1100,7 +1100,7 @@ impl fmt::Debug for StructValue<'_> {
 }
 
 /// Formats a double as Go's `strconv.FormatFloat(d, 'g', -1, 64)`.
-pub(crate) fn format_double(d: f64) -> String {
+pub fn format_double(d: f64) -> String {
     if d.is_nan() {
         return "NaN".into();
     }

@@ -271,6 +271,54 @@ mod tests {
         ));
     }
 
+    /// A variable's error passed to `distinct()` makes cel-go's cost tracker panic: the
+    /// expression fails with the panic, not the variable's error, whatever absorbs errors
+    /// around it; a variable whose own evaluation panics fails as a value.
+    #[test]
+    fn a_failed_variable_given_to_a_tracked_list_function_panics() {
+        let env = Env::kubernetes().variable("object", Type::Dyn).build();
+        let vars = env.compile_variables([
+            ("nums", "object.spec.missing"),
+            ("distinct", "[1 / 0].distinct()"),
+        ]);
+        let obj = serde_json::json!({"spec": {}});
+        let sources = [
+            "variables.nums.distinct()",
+            "variables.nums.distinct() == [] || true",
+            "variables.nums == [] || true",
+            "variables.distinct",
+            "variables.distinct == [] || true",
+        ];
+        let programs: Vec<_> = sources
+            .iter()
+            .map(|src| vars.env().compile(src).map_err(|e| e.to_string()))
+            .collect();
+        let mut act = Activation::new();
+        act.bind_json("object", &obj);
+        act.bind_variables(&vars);
+        let mut budget = Budget::default();
+        let got: Vec<String> = programs
+            .iter()
+            .map(|p| match p {
+                Ok(p) => match p.eval(&act, &mut budget) {
+                    Ok(v) => format!("{v:?}"),
+                    Err(e) => e.to_string(),
+                },
+                Err(e) => e.clone(),
+            })
+            .collect();
+        let panic = "internal error: interface conversion: *types.Err is not traits.Lister: missing method Add";
+        let t = format!("{:?}", Value::Bool(true));
+        let want = [
+            panic.to_string(),
+            panic.to_string(),
+            t.clone(),
+            format!("composited variable \"distinct\" fails to evaluate: {panic}"),
+            t,
+        ];
+        assert_eq!(got, want);
+    }
+
     #[test]
     fn a_variable_past_its_per_call_limit_fails_once_as_a_value() {
         let env = Env::kubernetes().build();

@@ -1,14 +1,15 @@
 //! cel-go's lists extension (`ext.Lists`, version 3 as Kubernetes 1.34+ enables it): `slice`,
 //! `flatten`, `distinct`, `lists.range`, `reverse` and `sort` (`sortBy` is a macro evaluated by
 //! the evaluator with [`sort_keyed`]; `first`/`last` come with the optional library), with
-//! cel-go's version-3 cost trackers.
+//! cel-go's version-3 cost trackers, and what those assert unchecked of their arguments
+//! (`distinct` and `sort` a list, `flatten` an int depth: cel-go panics otherwise).
 
 use std::cmp::Ordering;
 
 use super::{arg, go_sort, int_arg};
 use crate::cost::actual_size;
 use crate::error::EvalError;
-use crate::registry::{Dispatch, Registry, Trait};
+use crate::registry::{Dispatch, Registry, TrackerAssert, Trait};
 use crate::types::Type;
 use crate::value::{List, Value};
 
@@ -35,6 +36,7 @@ pub(crate) fn register(r: &mut Registry) {
         .member(&[Type::list(Type::Dyn), Int], Type::list(Type::Dyn))
         .imp(flatten)
         .cost(cost_flatten)
+        .tracker_asserts(TrackerAssert::Int(1))
         .done();
     r.def("lists.range")
         .global(&[Int], Type::list(Int))
@@ -50,6 +52,7 @@ pub(crate) fn register(r: &mut Registry) {
         .member(&[lt()], lt())
         .imp(distinct)
         .cost(cost_self_compare)
+        .tracker_asserts(TrackerAssert::Lister(0))
         .done();
     use Type::{Bool, Bytes, Double, Duration, String, Timestamp, Uint};
     for e in [Int, Uint, Double, Bool, Duration, Timestamp, String, Bytes] {
@@ -57,6 +60,7 @@ pub(crate) fn register(r: &mut Registry) {
             .member(&[Type::list(e.clone())], Type::list(e))
             .imp(sort)
             .cost(cost_self_compare)
+            .tracker_asserts(TrackerAssert::Lister(0))
             .done();
     }
     // cel-go binds `sort` once for every list, and `flatten` without runtime type guards (it
@@ -282,6 +286,45 @@ mod tests {
                 "['bb', 'a', 'ccc'].sortBy(s, size(s))",
                 "[\"a\", \"bb\", \"ccc\"]",
             ),
+        ];
+        for (src, want) in cases {
+            assert_eq!(eval(src), *want, "{src}");
+        }
+    }
+
+    /// cel-go's trackers of `distinct`, `sort`, `flatten(depth)` and `sortBy` assert their
+    /// arguments' types unchecked, after the call, even when an argument failed: the panic is
+    /// the evaluation's error, which nothing absorbs. Unresolved calls have no tracker.
+    #[test]
+    fn tracker_assertions_panic_as_cel_go_does() {
+        let err_list = "error: internal error: interface conversion: *types.Err is not traits.Lister: missing method Add";
+        let cases: &[(&str, &str)] = &[
+            ("[1 / 0].distinct()", err_list),
+            ("[1 / 0].distinct() == [] || true", err_list),
+            ("true || [1 / 0].distinct() == []", "true"),
+            ("[1 / 0].sort()", err_list),
+            ("[0, 1].sortBy(x, 1 / x)", err_list),
+            ("[0, 1].sortBy(x, dyn(1 / x))", "error: division by zero"),
+            (
+                "dyn(1).distinct()",
+                "error: internal error: interface conversion: types.Int is not traits.Lister: missing method Contains",
+            ),
+            (
+                "dyn({}).distinct()",
+                "error: internal error: interface conversion: *types.baseMap is not traits.Lister: missing method Add",
+            ),
+            (
+                "[[1]].flatten(1 / 0)",
+                "error: internal error: interface conversion: ref.Val is *types.Err, not types.Int",
+            ),
+            (
+                "[[1]].flatten(dyn('a'))",
+                "error: internal error: interface conversion: ref.Val is types.String, not types.Int",
+            ),
+            // Trackers that only size their arguments, and calls left unresolved, do not panic.
+            ("[[1 / 0]].flatten()", "error: division by zero"),
+            ("[1 / 0].reverse()", "error: division by zero"),
+            ("dyn([1 / 0]).sort()", "error: division by zero"),
         ];
         for (src, want) in cases {
             assert_eq!(eval(src), *want, "{src}");

@@ -8,9 +8,10 @@ use serde_json::Value;
 
 use std::fmt::Write as _;
 
+use super::go_value::Converted;
 use super::merge::merge_into;
 use super::touched::Writes;
-use super::typed::{Fit, Ty, Within, atomic_paths, join_errors, validate};
+use super::typed::{Fit, Ty, Within, atomic_paths, join_errors, validate, validate_config};
 use crate::schema::Schema;
 
 /// Annotation on a mutating policy selecting its apply semantics.
@@ -69,15 +70,16 @@ pub(super) fn is_scale(object: &Value) -> bool {
         && object.get("kind").and_then(Value::as_str) == Some("Scale")
 }
 
-/// Merges `config` into `object`, whose kind's schema is `schema`, in place; `fit` is what is
-/// known of whether `object` fits the schema (what is not known is checked; after a merge it
-/// fits), and `writes` is told where the merge writes before it does. Returns whether the
-/// object changed. On error the object is unchanged.
+/// Merges `config` into `object`, whose kind's schema is `schema`, in place; `foreign` marks
+/// the Go values in `config` the typed conversion refuses; `fit` is what is known of whether
+/// `object` fits the schema (what is not known is checked; after a merge it fits), and
+/// `writes` is told where the merge writes before it does. Returns whether the object
+/// changed. On error the object is unchanged.
 pub(super) fn apply(
     schema: &Schema,
     object: &mut Value,
     fit: &mut Fit,
-    mut config: Value,
+    (mut config, mut foreign): Converted,
     semantics: ApplySemantics,
     writes: &mut Writes,
 ) -> Result<bool, ApplyError> {
@@ -91,10 +93,13 @@ pub(super) fn apply(
                 Some(v) => c.insert(field.to_string(), v.clone()),
                 None => c.remove(field),
             };
+            if let Some(f) = &mut foreign {
+                f.forget(field);
+            }
         }
     }
     let root = Ty::root(schema);
-    let errors = validate(&root, &config, false, &Within::All);
+    let errors = validate_config(&root, &config, foreign.as_ref());
     if !errors.is_empty() {
         return Err(ApplyError::Config(join_errors(&errors)));
     }
@@ -267,7 +272,7 @@ pub(super) mod tests {
             schema,
             &mut out,
             &mut fit,
-            config,
+            (config, None),
             semantics,
             &mut Writes::default(),
         );

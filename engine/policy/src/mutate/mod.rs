@@ -4,7 +4,8 @@
 //! (RFC 6902) from the request's object to it.
 //!
 //! Each file holds one job: `compile` the policy's expressions, `patch_values` a mutation's
-//! CEL result as a patch, `typed` the kind's schema as server-side apply sees it (and the
+//! CEL result as a patch (`go_value` what upstream's conversion to Go leaves of CEL values),
+//! `typed` the kind's schema as server-side apply sees it (and the
 //! checks of an apply configuration), `merge` server-side apply's merge, `apply` the two put
 //! together with upstream's errors, `json_patch` RFC 6902 as kube-apiserver's library applies
 //! it, `touched` the places patches write (kept as they were, to compare, undo and diff for
@@ -13,6 +14,7 @@
 mod apply;
 mod compile;
 mod go_object;
+mod go_value;
 pub mod json_patch;
 mod merge;
 mod patch_values;
@@ -529,7 +531,7 @@ impl Run<'_> {
         };
         // The patch, as JSON, computed while the activation borrows the object.
         enum Patch {
-            Apply(Value),
+            Apply(go_value::Converted),
             Json(Vec<json_patch::Operation>),
         }
         let patch = {

@@ -4,8 +4,9 @@
 //! (`Object.spec.template`), as upstream does at run time.
 
 use base64::Engine as _;
-use celgate_cel::{EvalError, Value};
+use celgate_cel::Value;
 
+use super::go_value::{self, Converted};
 use super::json_patch::Operation;
 
 /// The name of the root apply-configuration type.
@@ -62,12 +63,10 @@ pub(super) enum PatchValueError {
     /// An `ApplyConfiguration` expression gave something other than an `Object`.
     #[error("unsupported return type from ApplyConfiguration expression: {0}")]
     NotObject(String),
-    /// An apply configuration that cannot be written as JSON.
-    #[error("invalid return type: {0}")]
-    NotJson(EvalError),
-    /// An apply configuration whose JSON is not an object.
-    #[error("invalid return type: not an object")]
-    NotJsonObject,
+    /// An apply configuration upstream cannot convert to Go (a map literal among its fields
+    /// has a key other than a string), shown as the Go type it failed to convert.
+    #[error("invalid return type: *dynamic.ObjectVal")]
+    NotConvertible,
     /// A `JSONPatch` expression gave something other than a list.
     #[error("type mismatch: JSONPatchType.expression should evaluate to array")]
     NotList,
@@ -92,18 +91,14 @@ fn type_names_match(v: &Value<'_>, root: &str) -> Result<(), PatchValueError> {
     }
 }
 
-/// An `ApplyConfiguration` result as JSON.
-pub(super) fn apply_configuration(v: &Value<'_>) -> Result<serde_json::Value, PatchValueError> {
+/// An `ApplyConfiguration` result as upstream converts it to Go: JSON, and where it holds Go
+/// values the typed conversion refuses.
+pub(super) fn apply_configuration(v: &Value<'_>) -> Result<Converted, PatchValueError> {
     let Value::Struct(s) = v else {
         return Err(PatchValueError::NotObject(v.type_name().to_string()));
     };
     type_names_match(v, s.type_name())?;
-    v.to_json()
-        .map_err(PatchValueError::NotJson)
-        .and_then(|j| match j {
-            serde_json::Value::Object(_) => Ok(j),
-            _ => Err(PatchValueError::NotJsonObject),
-        })
+    go_value::object(s.fields(), 0).map_err(|_| PatchValueError::NotConvertible)
 }
 
 /// A `JSONPatch` expression's result as operations.

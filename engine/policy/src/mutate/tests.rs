@@ -299,6 +299,109 @@ fn errors_deny_with_upstreams_messages_under_fail_only() {
     assert_eq!(out.checks[0].error_type, ErrorType::InvalidError);
 }
 
+/// What upstream's conversion of an apply configuration to Go leaves of CEL values the typed
+/// conversion refuses wherever they stand (a null, a uint, a list or map literal inside
+/// another, an `Object` that failed to convert), refused before the atomic rule; JSON data
+/// from the object converts, its nulls included.
+#[test]
+fn go_values_the_typed_conversion_refuses_are_refused_first() {
+    let prefix = "policy 'p' with binding 'p-b' denied request: error applying patch: failed to convert patch object to typed object: ";
+    let cases: Vec<(&str, &str, String)> = vec![
+        (
+            "a null in a granular map of strings",
+            "Object{metadata: Object.metadata{labels: {'gone': null}}}",
+            ".metadata.labels.gone: expected string, got &value.valueUnstructured{Value:0}".into(),
+        ),
+        (
+            "a null in an atomic map: the conversion refuses it before the atomic rule",
+            "Object{spec: Object.spec{selector: Object.spec.selector{matchLabels: {'zone': null}}}}",
+            ".spec.selector.matchLabels.zone: expected string, got &value.valueUnstructured{Value:0}"
+                .into(),
+        ),
+        (
+            "a null where a map may go",
+            "Object{spec: Object.spec{config: {'drop': null}}}",
+            ".spec.config.drop: expected map, got &{NULL_VALUE}".into(),
+        ),
+        (
+            "a map literal inside a map literal",
+            "Object{spec: Object.spec{config: {'nested': {'y': dyn(2), 'x': dyn(null)}}}}",
+            ".spec.config.nested: expected map, got &{map[x:0 y:2]}".into(),
+        ),
+        (
+            "a list literal inside a list literal",
+            "Object{spec: Object.spec{config: {'list': [[dyn(1), dyn('a')]]}}}",
+            ".spec.config.list: expected map, got &{[[1, a]]}".into(),
+        ),
+        (
+            "a null field of an Object",
+            "Object{spec: Object.spec{replicas: null}}",
+            ".spec.replicas: expected numeric (int or float), got structpb.NullValue".into(),
+        ),
+        (
+            "a uint",
+            "Object{spec: Object.spec{replicas: 2u}}",
+            ".spec.replicas: expected numeric (int or float), got uint64".into(),
+        ),
+        (
+            "a uint where a string goes",
+            "Object{metadata: Object.metadata{name: 26u}}",
+            ".metadata.name: expected string, got &value.valueUnstructured{Value:0x1a}".into(),
+        ),
+        (
+            "a uint where any scalar goes",
+            "Object{spec: Object.spec{surge: 26u}}",
+            ".spec.surge: expected any scalar, got &{26}".into(),
+        ),
+        (
+            "a null in a set",
+            "Object{metadata: Object.metadata{finalizers: [dyn('a'), dyn(null)]}}",
+            ".metadata.finalizers[={{undefined}}]: expected string, got &value.valueUnstructured{Value:0}"
+                .into(),
+        ),
+        (
+            "a null in a list map",
+            "Object{spec: Object.spec{containers: [null]}}",
+            ".spec.containers: element 0: associative list with keys may not have non-map elements"
+                .into(),
+        ),
+        (
+            "a null map key in a nested Object",
+            "Object{spec: Object.spec{selector: Object.spec.selector{matchLabels: {null: 'a'}}}}",
+            ".spec.selector: expected map, got &{fail to convert field \"matchLabels\": map key '\\x00' is of type types.Null, not string}"
+                .into(),
+        ),
+    ];
+    for (name, expression, want) in cases {
+        let out = run(&[upstream(policy("p", vec![apply_config(expression)]))]);
+        let got = out.denial.as_ref().map(|d| d.message.as_str());
+        assert_eq!(got, Some(format!("{prefix}{want}").as_str()), "{name}");
+        assert!(out.object.is_none(), "{name}: nothing changes");
+    }
+    // At the root, upstream's conversion fails whole.
+    let out = run(&[upstream(policy(
+        "p",
+        vec![apply_config("Object{metadata: {1: 'a'}}")],
+    ))]);
+    assert_eq!(
+        out.denial.as_ref().map(|d| d.message.as_str()),
+        Some(
+            "policy 'p' with binding 'p-b' denied request: invalid return type: *dynamic.ObjectVal"
+        )
+    );
+    // Data of the object converts as it is, and so do optionals.
+    let out = run(&[upstream(policy(
+        "p",
+        vec![apply_config(
+            "Object{metadata: Object.metadata{labels: object.metadata.labels}, spec: Object.spec{config: {'copy': object.spec.containers, 'none': dyn(optional.none()), 'some': dyn(optional.of(1))}}}",
+        )],
+    ))]);
+    assert!(out.allowed(), "{:?}", out.denial);
+    let object = out.object.expect("mutated");
+    assert_eq!(object["spec"]["config"]["some"], json!(1));
+    assert_eq!(object["spec"]["config"]["none"], json!(null));
+}
+
 #[test]
 fn an_invocation_whose_mutations_undo_each_other_leaves_the_object_unchanged() {
     let undoing = policy(

@@ -9,6 +9,7 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
+use super::go_value::{Foreign, GoValue};
 use crate::schema::{AdditionalProperties, ApplyKind, ListType, MapType, Schema, SchemaRef};
 
 /// How deep a value may nest before it is refused (a guard against stack exhaustion).
@@ -389,18 +390,38 @@ pub(super) fn check_scalar(t: Scalar, v: &Value, prefix: &str) -> Option<String>
     if ok {
         return None;
     }
-    Some(match t {
-        Scalar::Numeric => format!(
-            "{prefix}expected numeric (int or float), got {}",
-            go_type(v)
-        ),
-        Scalar::String => format!(
-            "{prefix}expected string, got &value.valueUnstructured{{Value:{}}}",
-            go_sharp(v)
-        ),
-        Scalar::Boolean => format!("{prefix}expected boolean, got {}", shown(v)),
-        Scalar::Untyped => format!("{prefix}expected any scalar, got {}", shown(v)),
-    })
+    Some(scalar_mismatch(
+        t,
+        prefix,
+        go_type(v),
+        &go_plain(v),
+        &go_sharp(v),
+    ))
+}
+
+/// Why a value of Go type `type_name` (shown `plain` by `%v`, `sharp` by `%#v`) is not a scalar
+/// of type `t`, as structured-merge-diff words it.
+fn scalar_mismatch(t: Scalar, prefix: &str, type_name: &str, plain: &str, sharp: &str) -> String {
+    match t {
+        Scalar::Numeric => format!("{prefix}expected numeric (int or float), got {type_name}"),
+        Scalar::String => {
+            format!("{prefix}expected string, got &value.valueUnstructured{{Value:{sharp}}}")
+        }
+        Scalar::Boolean => format!("{prefix}expected boolean, got &{{{plain}}}"),
+        Scalar::Untyped => format!("{prefix}expected any scalar, got &{{{plain}}}"),
+    }
+}
+
+/// Why a Go value the typed conversion takes for none of its types does not fit a position
+/// (one of its possible types, the first structured-merge-diff tries: map, scalar, list).
+fn refuse_foreign(atom: &Atom<'_>, g: &GoValue) -> String {
+    if atom.map.is_some() {
+        format!("expected map, got &{{{}}}", g.plain)
+    } else if let Some(t) = atom.scalar {
+        scalar_mismatch(t, "", &g.type_name, &g.plain, &g.sharp)
+    } else {
+        format!("expected list, got &{{{}}}", g.plain)
+    }
 }
 
 /// Go's `%#v` of an unstructured value.
@@ -495,6 +516,18 @@ pub(super) fn item_element<'a>(
     Ok(Element::Key(key))
 }
 
+/// The path element of a list item that is a Go value the typed conversion refuses: as a set
+/// item, a value of no known type; a list map refuses it.
+fn foreign_element<'a>(list: &ListAtom<'_>, index: usize) -> Result<Element<'a>, ItemError> {
+    if list.atomic {
+        Ok(Element::Index(index))
+    } else if list.keys.is_empty() {
+        Ok(Element::Undefined)
+    } else {
+        Err(ItemError::NotMap)
+    }
+}
+
 /// The identity of a list item, and its step in a field path, borrowing the item (and the
 /// schema, for key fields defaulted).
 #[derive(Clone, Debug)]
@@ -502,6 +535,8 @@ pub(super) enum Element<'a> {
     Index(usize),
     Key(Vec<(&'a str, &'a Value)>),
     Value(&'a Value),
+    /// A set item of no type structured-merge-diff knows (the same as no other).
+    Undefined,
 }
 
 impl Element<'_> {
@@ -534,6 +569,7 @@ impl std::fmt::Display for Element<'_> {
                 f.write_str("]")
             }
             Element::Value(v) => write!(f, "[={v}]"),
+            Element::Undefined => f.write_str("[={{undefined}}]"),
         }
     }
 }
@@ -566,9 +602,38 @@ pub(super) fn validate(
     allow_duplicates: bool,
     within: &Within<'_>,
 ) -> Vec<PathError> {
-    let mut errors = Vec::new();
-    validate_at(ty, v, allow_duplicates, &Step::Root, 0, &mut errors, within);
-    errors
+    let mut out = Found {
+        dups: allow_duplicates,
+        errors: Vec::new(),
+    };
+    validate_at(ty, v, None, &Step::Root, 0, &mut out, within);
+    out.errors
+}
+
+/// Checks that an apply configuration fits `ty` as upstream converts it: `foreign` marks the
+/// Go values in it that the conversion refuses wherever they stand.
+pub(super) fn validate_config(ty: &Ty, v: &Value, foreign: Option<&Foreign>) -> Vec<PathError> {
+    let mut out = Found {
+        dups: false,
+        errors: Vec::new(),
+    };
+    validate_at(ty, v, foreign, &Step::Root, 0, &mut out, &Within::All);
+    out.errors
+}
+
+/// What a check walk finds, and whether list maps may repeat a key.
+struct Found {
+    dups: bool,
+    errors: Vec<PathError>,
+}
+
+impl Found {
+    fn err(&mut self, at: &Step<'_>, message: String) {
+        self.errors.push(PathError {
+            path: at.to_string(),
+            message,
+        })
+    }
 }
 
 /// Where a walk is, as the steps from the root: written out only when an error names it.
@@ -592,21 +657,19 @@ impl std::fmt::Display for Step<'_> {
 fn validate_at(
     ty: &Ty,
     v: &Value,
-    dups: bool,
+    foreign: Option<&Foreign>,
     at: &Step<'_>,
     depth: usize,
-    errors: &mut Vec<PathError>,
+    out: &mut Found,
     within: &Within<'_>,
 ) {
-    fn err(errors: &mut Vec<PathError>, at: &Step<'_>, message: String) {
-        errors.push(PathError {
-            path: at.to_string(),
-            message,
-        })
-    }
     if depth > MAX_DEPTH {
-        err(errors, at, "value nests too deeply".into());
+        out.err(at, "value nests too deeply".into());
         return;
+    }
+    if let Some(g) = foreign.and_then(Foreign::here) {
+        // No type takes it: refused by the first one the position allows.
+        return out.err(at, refuse_foreign(&ty.atom(), g));
     }
     if ty.holds_scalar(v) {
         return;
@@ -616,42 +679,48 @@ fn validate_at(
         let map = match v {
             Value::Null => return,
             Value::Object(map) => map,
-            other => return err(errors, at, format!("expected map, got {}", shown(other))),
+            other => return out.err(at, format!("expected map, got {}", shown(other))),
         };
         for (key, item) in map {
             let Some(below) = within.step(Some(key)) else {
                 continue;
             };
             let here = Step::Member(at, key);
+            let foreign = foreign.and_then(|f| f.member(key));
             match m.entry(key) {
-                Some(t) => validate_at(&t, item, dups, &here, depth + 1, errors, &below),
-                None => return err(errors, &here, "field not declared in schema".into()),
+                Some(t) => validate_at(&t, item, foreign, &here, depth + 1, out, &below),
+                None => return out.err(&here, "field not declared in schema".into()),
             }
         }
     } else if let Some(t) = atom.scalar {
         if let Some(message) = check_scalar(t, v, "") {
-            err(errors, at, message);
+            out.err(at, message);
         }
     } else if let Some(list) = &atom.list {
         let items = match v {
             Value::Null => return,
             Value::Array(items) => items,
-            other => return err(errors, at, format!("expected list, got {}", shown(other))),
+            other => return out.err(at, format!("expected list, got {}", shown(other))),
         };
         let below = within.step(None);
         let mut seen: Vec<Element<'_>> = Vec::new();
         for (i, item) in items.iter().enumerate() {
-            let element = match item_element(list, i, item) {
-                Ok(e) => e,
-                Err(e) => return err(errors, at, format!("element {i}: {e}")),
+            let foreign = foreign.and_then(|f| f.item(i));
+            let element = match foreign.and_then(Foreign::here) {
+                Some(_) => foreign_element(list, i),
+                None => item_element(list, i, item),
             };
-            let keyed = !list.atomic && !dups;
+            let element = match element {
+                Ok(e) => e,
+                Err(e) => return out.err(at, format!("element {i}: {e}")),
+            };
+            let keyed = !list.atomic && !out.dups;
             if keyed && seen.iter().any(|s| s.same(&element)) {
-                err(errors, at, format!("duplicate entries for key {element}"));
+                out.err(at, format!("duplicate entries for key {element}"));
             }
             if let Some(below) = &below {
                 let here = Step::Item(at, &element);
-                validate_at(&list.elem, item, dups, &here, depth + 1, errors, below);
+                validate_at(&list.elem, item, foreign, &here, depth + 1, out, below);
             }
             if keyed {
                 seen.push(element);
