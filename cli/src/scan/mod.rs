@@ -72,10 +72,10 @@ pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
     let mut crds = read_crds(&args.crd)?;
     if args.cluster {
         match cluster::crds() {
-            Ok(read) => crds.extend(
-                read.into_iter()
-                    .filter(|c| !crds.iter().any(|given| given.name() == c.name())),
-            ),
+            Ok(read) => {
+                let given: Vec<String> = crds.iter().map(|c| c.name().to_string()).collect();
+                crds.extend(read.into_iter().filter(|c| !given.iter().any(|g| g == c.name())));
+            }
             Err(e) => notes.push(format!(
                 "the cluster's CustomResourceDefinitions cannot be read ({e}): objects of custom kinds are not scanned unless --crd gives their CRDs"
             )),
