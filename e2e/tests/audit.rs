@@ -417,19 +417,27 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
         scan_fixture::POLICY,
         remaining.len()
     );
-    wait_for(
-        "the new leader's status.audit and gauges",
-        Duration::from_secs(60),
-        || async {
-            let status = audit_status(&client).await;
-            (status["lastScanTime"] != old["lastScanTime"]
-                && status["violations"] == json!(remaining.len())
-                && status["scanned"] == old["scanned"]
-                && celgate.metrics().contains(&gauge))
-            .then_some(())
-        },
-    )
+    // (`scanned` is one less than before: the deleted object is no longer counted.)
+    let mut last = Value::Null;
+    let status_complete = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            last = audit_status(&client).await;
+            if last["lastScanTime"] != old["lastScanTime"]
+                && last["violations"] == json!(remaining.len())
+                && last["scanned"] == json!(audited - 1)
+                && celgate.metrics().contains(&gauge)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
     .await;
+    assert!(
+        status_complete.is_ok(),
+        "the new leader's status.audit and gauge are not complete: {last} (before: {old}); log: {}",
+        celgate.logs().lines().filter(|l| l.contains("audit")).collect::<Vec<_>>().join("\n")
+    );
     let complete = restarted.elapsed();
     // Writes the new leader would make come within a second or two of its scan.
     tokio::time::sleep(Duration::from_secs(3)).await;
