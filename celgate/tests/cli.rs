@@ -753,12 +753,12 @@ fn scan_lists_the_objects_each_binding_would_deny_warn_or_audit() {
             v(
                 "replica-limit-prod",
                 "prod/web",
-                "ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: at most 3 replicas, got 10"
+                "at most 3 replicas, got 10"
             ),
             v(
                 "replica-limit-staging",
                 "staging/web",
-                "Validation failed for ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-staging': at most 3 replicas, got 10"
+                "at most 3 replicas, got 10"
             ),
             v("replica-limit-dev", "dev/web", "at most 3 replicas, got 10"),
         ]
@@ -778,7 +778,7 @@ fn scan_lists_the_objects_each_binding_would_deny_warn_or_audit() {
     assert_eq!(out.status.code(), Some(1));
     let text = String::from_utf8(out.stdout).expect("utf-8");
     assert!(
-        text.contains("apps/v1 Deployment prod/web (") && text.contains("): policy replica-limit, binding replica-limit-prod [Deny]\n  ValidatingAdmissionPolicy 'replica-limit' with binding 'replica-limit-prod' denied request: at most 3 replicas, got 10\n"),
+        text.contains("apps/v1 Deployment prod/web (") && text.contains("): policy replica-limit, binding replica-limit-prod [Deny]\n  at most 3 replicas, got 10\n"),
         "{text}"
     );
     assert_eq!(

@@ -256,8 +256,7 @@ pub struct AuditViolation {
     /// The object's namespace; empty for a cluster-scoped object.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub namespace: String,
-    /// The object's name.
+    /// The object's name. (The messages are in the object's PolicyReport, which only those who
+    /// may read the object's namespace can read; a binding's status is readable cluster-wide.)
     pub name: String,
-    /// The message a create of the object would be answered with.
-    pub message: String,
 }

@@ -208,6 +208,14 @@ def main(argv):
         t.row("bench-audit", audit, f"  RSS peak over idle without the policy ({label})",
               dig(p, "memory", "peak_rss_over_idle_mb"), "{:.1f} MB")
         t.row("bench-audit", audit, f"  celgate API requests ({label})", dig(p, "requests", "celgate_total"), "{:,}")
+        deleted = dig(p, "leader_change", "reports_deleted")
+        rewritten = dig(p, "leader_change", "reports_rewritten")
+        t.row("bench-audit", audit, f"  leader change, nothing changed: reports deleted + rewritten ({label})",
+              deleted + rewritten if deleted is not None and rewritten is not None else None, "{:,}",
+              "0", "<=", 0)
+        new_leader = dig(p, "leader_change", "status_complete_ms")
+        t.row("bench-audit", audit, f"  leader change -> new leader's status.audit complete ({label})",
+              new_leader / 1000 if new_leader is not None else None, "{:.1f} s")
 
     e2e = load(directory, "e2e.json")
     t.row("bench-e2e", e2e, "creates, celgate/in-tree p50", dig(e2e, "ratio", "p50"), "{:.2f}", "<= 1.05", "<=", 1.05)

@@ -22,6 +22,10 @@
 //!   client sends none, while this benchmark, kubectl and kube's components do) by verb and
 //!   resource (list pages, watches, report patches, status patches), and anything else seen.
 //!
+//! - leader change: celgate stopped (SIGTERM, the Lease released) and started again with nothing
+//!   changed: the reports it deletes and rewrites (issue 41's goal: 0), and the time until the
+//!   new leader's `status.audit` is complete (its own `lastScanTime`, the same counts).
+//!
 //! Phases: `default`, the product's pacing (10 list pages/s of 500, 50 report writes/s), and
 //! `unpaced` (1,000 pages/s and 1,000 writes/s: celgate's own cost); between them celgate is
 //! stopped and the policy, binding and reports deleted. Each phase reports the time pacing alone
@@ -569,13 +573,15 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     );
     let page_size = format!("--audit-page-size={DEFAULT_PAGE_SIZE}");
     let log_name = format!("celgate-{}", phase.name);
-    let celgate = Celgate::spawn_with(
-        setup.cluster,
-        free_port(),
-        &log_name,
-        &["--log-json", &pages, &writes, &page_size],
-        "info,celgate_operator::audit=debug",
-    );
+    let args = [
+        "--log-json",
+        "--audit-secrets=true",
+        &pages,
+        &writes,
+        &page_size,
+    ];
+    let rust_log = "info,celgate_operator::audit=debug";
+    let mut celgate = Celgate::spawn_with(setup.cluster, free_port(), &log_name, &args, rust_log);
     celgate.wait_ready().await;
     tokio::time::sleep(setup.settle).await;
     let pid = celgate.pid();
@@ -715,6 +721,61 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         phase.writes_per_second,
     );
     println!("[{}] pacing alone: {floor}", phase.name);
+
+    // A leader change with nothing changed.
+    celgate.terminate(Duration::from_secs(30));
+    let (restarted, restart_wall) = (Instant::now(), SystemTime::now());
+    let celgate = Celgate::spawn_with(setup.cluster, free_port(), &log_name, &args, rust_log);
+    let new_leader_ms = loop {
+        let now = audit_status(client).await;
+        if now["lastScanTime"] != status["lastScanTime"]
+            && now["scanned"] == status["scanned"]
+            && now["violations"] == status["violations"]
+        {
+            break ms(restarted.elapsed());
+        }
+        assert!(
+            restarted.elapsed() < GIVE_UP,
+            "[{}] the new leader's status.audit is not complete after {GIVE_UP:?}: {now}",
+            phase.name
+        );
+        tokio::time::sleep(POLL).await;
+    };
+    // Report writes come at the write pace after the scan: wait until none came for 5 s.
+    let mut quiet_since = Instant::now();
+    let mut last = None;
+    let leader_requests = loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let events = requests_between(
+            setup.cluster.dir(),
+            epoch_seconds(restart_wall),
+            epoch_seconds(SystemTime::now()),
+        );
+        let requests = tally(&events);
+        let writes = (
+            requests["celgate_by_kind"]["report_deletes"].clone(),
+            requests["celgate_by_kind"]["report_patches"].clone(),
+        );
+        if last.as_ref() != Some(&writes) {
+            last = Some(writes);
+            quiet_since = Instant::now();
+        } else if quiet_since.elapsed() >= Duration::from_secs(5) {
+            break requests;
+        }
+        assert!(
+            restarted.elapsed() < GIVE_UP,
+            "[{}] report writes after the leader change did not stop",
+            phase.name
+        );
+    };
+    let leader_change = json!({
+        "status_complete_ms": new_leader_ms,
+        "reports_deleted": leader_requests["celgate_by_kind"]["report_deletes"],
+        "reports_rewritten": leader_requests["celgate_by_kind"]["report_patches"],
+        "reports_after": report_count(client).await,
+        "requests": leader_requests["celgate_by_kind"],
+    });
+    println!("[{}] leader change: {leader_change}", phase.name);
     drop(celgate);
     json!({
         "pages_per_second": phase.pages_per_second,
@@ -731,6 +792,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         "memory": memory,
         "requests": requests,
         "pacing_alone": floor,
+        "leader_change": leader_change,
     })
 }
 
@@ -837,6 +899,7 @@ async fn main() {
             "memory": "VmRSS/VmHWM of celgate, MB: idle (no policy) after settle_seconds, policy_loaded (policy and binding created, the binding opted out: compiled, its param kind cached) after settle_seconds more, then sampled every sample_ms from the opt-in until the reports were written",
             "requests": "kube-apiserver's audit log between the opt-in and the last report: celgate's (requests without a user agent, not from a system: user) by verb and resource; others by user agent",
             "pacing_alone": "seconds the pacing flags take on their own: one pacer tick per list page and one before each resource's first page, one write tick per report",
+            "leader_change": "celgate stopped (SIGTERM) and started again, nothing changed: ms until status.audit has a new lastScanTime and the same counts; celgate's report deletes and patches (audit log) from the restart until none came for 5 s",
         },
     });
     let path = report_path();

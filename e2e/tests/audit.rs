@@ -4,8 +4,12 @@
 //! under the same policy with a Deny binding, with the same messages; the binding's
 //! `status.audit` and `celgate_audit_violations` must count them. Then an object fixed and one
 //! deleted leave the reports within seconds, a param change rescans (compared with in-tree
-//! again), and the binding's opt-out annotation removes its reports and `status.audit`.
-//! `celgate scan --cluster` over the same cluster finds what the reports list.
+//! again), and the binding's opt-out annotation, made while celgate is down, removes its reports
+//! and `status.audit`. `celgate scan --cluster` over the same cluster finds what the reports list.
+//! Around the scan (issue 41), counted in kube-apiserver's audit log: writes to a ConfigMap no
+//! binding reads start no list; a leader change with nothing changed deletes and rewrites no
+//! report, and the new leader's status is complete; a policy over Namespaces reports none of the
+//! namespaces the webhooks never see.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -22,6 +26,66 @@ const CELGATE_API: &str = "admission.celgate.io/v1";
 const IN_TREE_API: &str = "admissionregistration.k8s.io/v1";
 const BINDING: &str = "audit-owners-celgate";
 const IN_TREE_BINDING: &str = "audit-owners-intree";
+/// celgate's arguments: the fixture has Secrets, which are audited only when asked.
+const ARGS: &[&str] = &["--audit-secrets=true"];
+/// A policy over Namespaces: every one not named `audit-…` violates it.
+const NAMESPACE_POLICY: &str = r#"apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: audit-namespace-names
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["namespaces"]
+  validations:
+  - expression: "object.metadata.name.startsWith('audit-')"
+    messageExpression: "'namespace ' + object.metadata.name + ' is not an audit namespace'"
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: audit-namespace-names
+spec:
+  policyName: audit-namespace-names
+  validationActions: [Audit]
+"#;
+
+/// Requests kube-apiserver's audit log has completed so far with `verb` on one of `resources`.
+fn requests(cluster: &Cluster, verb: &str, resources: &[&str]) -> usize {
+    let log = std::fs::read_to_string(cluster.dir().join("audit.log")).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| {
+            e["stage"] == "ResponseComplete"
+                && e["verb"] == verb
+                && resources.contains(&e["objectRef"]["resource"].as_str().unwrap_or_default())
+        })
+        .count()
+}
+
+/// The namespaces the ClusterPolicyReports celgate wrote are about.
+async fn reported_namespaces(client: &kube::Client) -> BTreeSet<String> {
+    let resource = kube::api::ApiResource {
+        group: "wgpolicyk8s.io".into(),
+        version: "v1alpha2".into(),
+        api_version: "wgpolicyk8s.io/v1alpha2".into(),
+        kind: "ClusterPolicyReport".into(),
+        plural: "clusterpolicyreports".into(),
+    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let list = api
+        .list(&kube::api::ListParams::default().labels("app.kubernetes.io/managed-by=celgate"))
+        .await
+        .unwrap_or_else(|e| panic!("cannot list ClusterPolicyReports: {e}"));
+    list.items
+        .iter()
+        .filter(|r| r.data["scope"]["kind"] == "Namespace")
+        .filter_map(|r| r.data["scope"]["name"].as_str().map(String::from))
+        .collect()
+}
 
 /// The in-tree oracle: the policy bound with Deny, each stored object in the fixture's
 /// namespaces created again (dry run), the binding turned off again.
@@ -149,8 +213,9 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
         String::from_utf8_lossy(&out.stderr)
     );
     cluster.apply(&scan_fixture::param(4));
+    cluster.apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: celgate-system\n");
 
-    let celgate = Celgate::start(&cluster).await;
+    let mut celgate = Celgate::start_with(&cluster, ARGS).await;
     let denied = oracle(&cluster, &client, 4).await;
     let audited: usize = scan_fixture::stored(&client, |ns| {
         ns.starts_with(&format!("{PREFIX}-"))
@@ -166,6 +231,7 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     );
 
     let bound = Instant::now();
+    cluster.apply(NAMESPACE_POLICY);
     cluster.apply(&scan_fixture::policy(CELGATE_API, BINDING, "Audit", "yes"));
     reports_become(&client, &denied, Duration::from_secs(60)).await;
     println!(
@@ -195,6 +261,31 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     assert!(status["lastScanTime"].is_string(), "{status}");
     let listed = status["violatingObjects"].as_array().map_or(0, Vec::len);
     assert_eq!(listed, 10, "status lists the first 10 violations: {status}");
+    assert!(
+        status["violatingObjects"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|o| o.get("message").is_none()),
+        "messages stay in the namespaced reports: {status}"
+    );
+
+    // The policy over Namespaces: the namespaces the webhooks never see are not reported.
+    let namespaces = wait_for(
+        "the policy over Namespaces to report `default`",
+        Duration::from_secs(30),
+        || async {
+            let reported = reported_namespaces(&client).await;
+            reported.contains("default").then_some(reported)
+        },
+    )
+    .await;
+    for skipped in ["kube-system", "celgate-system"] {
+        assert!(
+            !namespaces.contains(skipped),
+            "{skipped} is excluded from the webhooks, so not audited: {namespaces:?}"
+        );
+    }
     let gauge = format!(
         "celgate_audit_violations{{policy=\"{}\",binding=\"{BINDING}\"}} {}",
         scan_fixture::POLICY,
@@ -213,7 +304,8 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     )
     .unwrap_or_else(|e| panic!("cannot write {}: {e}", policy_file.display()));
     let out = std::process::Command::new(Celgate::binary())
-        .args(["scan", "--cluster", "-o", "json", "--policies"])
+        // Secrets, which the audit reads here (`--audit-secrets=true`), are excluded by default.
+        .args(["scan", "--cluster", "--include-excluded", "-o", "json", "--policies"])
         .arg(&policy_file)
         .env("KUBECONFIG", &cluster.kubeconfig)
         .output()
@@ -241,8 +333,9 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
         "celgate scan --cluster and the reports differ"
     );
 
-    // Idle, nothing scans again: the audit's own status writes (binding events, which publish
-    // a new policy set) are not changes of its inputs.
+    // Idle but for writes to a ConfigMap no binding reads (ConfigMap is a param kind), nothing
+    // scans again and nothing is listed: neither those writes nor the audit's own status
+    // writes (binding events, which publish a new policy set) are changes of its inputs.
     let scans = || {
         celgate
             .metrics()
@@ -252,11 +345,22 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
             .unwrap_or_else(|| panic!("no celgate_audit_resource_scans_total"))
     };
     let before = scans();
-    tokio::time::sleep(Duration::from_secs(8)).await;
+    let lists_before = requests(&cluster, "list", &["configmaps", "secrets", "serviceaccounts"]);
+    let churn = format!("{PREFIX}-{}", NAMESPACES - 1);
+    for i in 0..15 {
+        cluster.apply(&format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: churn\n  namespace: {churn}\ndata:\n  n: \"{i}\"\n"
+        ));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    // Past the quiet time and the shortest gap between scans; then the audit log's last lines.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let lists = requests(&cluster, "list", &["configmaps", "secrets", "serviceaccounts"]) - lists_before;
+    println!("audit: 15 writes to a ConfigMap no binding reads: {lists} lists of the audited resources");
     assert_eq!(
-        scans(),
-        before,
-        "the audit scanned again with nothing changed"
+        (scans(), lists),
+        (before, 0),
+        "the audit scanned again (resource scans, lists) with nothing it reads changed"
     );
 
     // One object fixed (its owner label added), one deleted: both leave the reports.
@@ -297,6 +401,54 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
         took.as_secs_f64()
     );
 
+    // A leader change with nothing changed: the new leader deletes and rewrites no report, and
+    // writes the binding's status (its own scan's time, the same counts) and the gauges.
+    let old = audit_status(&client).await;
+    let report_kinds = ["policyreports", "clusterpolicyreports"];
+    let writes = || {
+        requests(&cluster, "delete", &report_kinds) + requests(&cluster, "patch", &report_kinds)
+    };
+    let writes_before = writes();
+    celgate.terminate(Duration::from_secs(30));
+    let restarted = Instant::now();
+    celgate = Celgate::start_with(&cluster, ARGS).await;
+    let gauge = format!(
+        "celgate_audit_violations{{policy=\"{}\",binding=\"{BINDING}\"}} {}",
+        scan_fixture::POLICY,
+        remaining.len()
+    );
+    // (`scanned` is one less than before: the deleted object is no longer counted.)
+    let mut last = Value::Null;
+    let status_complete = tokio::time::timeout(Duration::from_secs(60), async {
+        loop {
+            last = audit_status(&client).await;
+            if last["lastScanTime"] != old["lastScanTime"]
+                && last["violations"] == json!(remaining.len())
+                && last["scanned"] == json!(audited - 1)
+                && celgate.metrics().contains(&gauge)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    assert!(
+        status_complete.is_ok(),
+        "the new leader's status.audit and gauge are not complete: {last} (before: {old}); log: {}",
+        celgate.logs().lines().filter(|l| l.contains("audit")).collect::<Vec<_>>().join("\n")
+    );
+    let complete = restarted.elapsed();
+    // Writes the new leader would make come within a second or two of its scan.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rewritten = writes() - writes_before;
+    println!(
+        "audit: leader change: the new leader's status complete {:.1} s after the restart; reports deleted or rewritten: {rewritten}",
+        complete.as_secs_f64()
+    );
+    assert_eq!(rewritten, 0, "a leader change rewrote or deleted unchanged reports");
+    reports_become(&client, &remaining, Duration::from_secs(5)).await;
+
     // A param change rescans: fewer keys allowed, compared with in-tree again.
     let changed = Instant::now();
     cluster.apply(&scan_fixture::param(2));
@@ -309,13 +461,16 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
         changed.elapsed().as_secs_f64()
     );
 
-    // The binding opts out: its reports and status.audit go.
+    // The binding opts out while celgate is down: its reports and status.audit go once it is
+    // back.
+    celgate.terminate(Duration::from_secs(30));
     cluster.kubectl_ok(&[
         "annotate",
         "validatingadmissionpolicybindings.admission.celgate.io",
         BINDING,
         "audit.celgate.io/scan=false",
     ]);
+    let _celgate = Celgate::start_with(&cluster, ARGS).await;
     reports_become(&client, &BTreeSet::new(), Duration::from_secs(60)).await;
     wait_for("status.audit to go", Duration::from_secs(30), || async {
         audit_status(&client).await.is_null().then_some(())

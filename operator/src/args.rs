@@ -212,6 +212,10 @@ pub struct RunArgs {
     #[arg(long, env = "CELGATE_AUDIT_REPORT_WRITES_PER_SECOND", default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub audit_report_writes_per_second: u32,
+    /// Whether the audit reads Secrets too. Off by default: the audit would list every Secret
+    /// of the cluster, and a policy's message could copy their data into the reports.
+    #[arg(long, env = "CELGATE_AUDIT_SECRETS", default_value_t = false, action = clap::ArgAction::Set)]
+    pub audit_secrets: bool,
 }
 
 /// One MiB.

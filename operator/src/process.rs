@@ -298,6 +298,7 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
                 &args.namespace,
                 &args.excluded_namespaces,
             ),
+            secrets: args.audit_secrets,
         },
         discovery: discovery.clone(),
         deps,

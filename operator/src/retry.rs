@@ -50,6 +50,12 @@ pub const LOOKUP: Delays = Delays {
     first: Duration::from_secs(1),
     max: Duration::from_secs(10),
 };
+/// A list or watch kube-apiserver refused as overloaded (429, 503): at least as long as its
+/// `Retry-After` says.
+pub const OVERLOADED: Delays = Delays {
+    first: Duration::from_millis(500),
+    max: Duration::from_secs(30),
+};
 
 /// The retry delays of one operation.
 #[derive(Debug)]
@@ -135,6 +141,9 @@ const RELIST_SPACING: Duration = Duration::from_millis(500);
 /// kube-runtime's watcher of `api`, started again (from a list) when a watch cannot start
 /// because kube-apiserver is not serving watches yet: by itself the watcher would retry the
 /// watch from its last list until the watch cache is up, and see nothing changed meanwhile.
+/// A list or watch refused with 429 or 503 waits before the next try: as long as the answer's
+/// `retryAfterSeconds` (the `Retry-After` header's value) says and at least [`OVERLOADED`]'s
+/// growing delay, so an overloaded API server gets fewer requests, not one every 500 ms.
 fn relisting<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -144,20 +153,61 @@ where
 {
     let inner = watcher(api.clone(), config.clone()).boxed();
     let last_list: Option<Instant> = None;
-    futures::stream::unfold((inner, last_list), move |(mut inner, mut last_list)| {
-        let (api, config) = (api.clone(), config.clone());
-        async move {
-            let event = inner.next().await?;
-            let not_serving_watches = matches!(&event,
+    let overloaded = Backoff::new(OVERLOADED);
+    futures::stream::unfold(
+        (inner, last_list, overloaded),
+        move |(mut inner, mut last_list, mut overloaded)| {
+            let (api, config) = (api.clone(), config.clone());
+            async move {
+                let event = inner.next().await?;
+                match &event {
+                    Err(error) => {
+                        if let Some(retry_after) = overloaded_for(error) {
+                            let delay = retry_after.max(overloaded.next_delay());
+                            debug!(
+                                delay_s = delay.as_secs_f64(),
+                                "kube-apiserver is overloaded; waiting before the next try"
+                            );
+                            tokio::time::sleep(delay).await;
+                        }
+                    }
+                    // A list starting is no sign the API server recovered; what it brings is.
+                    Ok(watcher::Event::Init) => {}
+                    Ok(_) => overloaded.reset(),
+                }
+                let not_serving_watches = matches!(&event,
                     Err(watcher::Error::WatchStartFailed(kube::Error::Api(status)))
                         if status.code == 503 || status.code == 429);
-            if not_serving_watches && last_list.is_none_or(|at| at.elapsed() >= RELIST_SPACING) {
-                debug!("kube-apiserver serves no watch yet; listing again");
-                last_list = Some(Instant::now());
-                inner = watcher(api, config).boxed();
+                if not_serving_watches
+                    && last_list.is_none_or(|at| at.elapsed() >= RELIST_SPACING)
+                {
+                    debug!("kube-apiserver serves no watch yet; listing again");
+                    last_list = Some(Instant::now());
+                    inner = watcher(api, config).boxed();
+                }
+                Some((event, (inner, last_list, overloaded)))
             }
-            Some((event, (inner, last_list)))
-        }
+        },
+    )
+}
+
+/// When `error` is kube-apiserver refusing a list or watch as overloaded (429 or 503): how long
+/// it asked to wait (zero when it did not say).
+fn overloaded_for(error: &watcher::Error) -> Option<Duration> {
+    let status = match error {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status,
+        watcher::Error::WatchError(status) => status,
+        _ => return None,
+    };
+    (status.code == 429 || status.code == 503).then(|| {
+        Duration::from_secs(
+            status
+                .details
+                .as_ref()
+                .map_or(0, |d| u64::from(d.retry_after_seconds)),
+        )
     })
 }
 
@@ -229,6 +279,34 @@ mod tests {
                 "after {code}"
             );
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn lists_refused_as_overloaded_wait_for_retry_after_and_back_off() {
+        let (client, mut server) = fixtures::pair();
+        let mut events = Box::pin(watch(
+            Api::<ValidatingAdmissionPolicy>::all(client),
+            watcher::Config::default(),
+        ));
+        let reader = tokio::spawn(async move { while events.next().await.is_some() {} });
+        let mut overloaded = fixtures::status(429, "TooManyRequests");
+        overloaded["details"] = serde_json::json!({"retryAfterSeconds": 3});
+        let call = server.next().await;
+        let mut at = tokio::time::Instant::now();
+        call.reply(429, overloaded);
+        let mut gaps = Vec::new();
+        for _ in 0..4 {
+            let call = server.next().await;
+            gaps.push(at.elapsed());
+            at = tokio::time::Instant::now();
+            call.reply(503, fixtures::status(503, "ServiceUnavailable"));
+        }
+        reader.abort();
+        assert!(gaps[0] >= Duration::from_secs(3), "Retry-After is honoured: {gaps:?}");
+        assert!(
+            gaps.windows(2).skip(1).all(|w| w[1] > w[0]) && gaps[3] >= Duration::from_secs(2),
+            "503s without Retry-After back off: {gaps:?}"
+        );
     }
 
     #[tokio::test]

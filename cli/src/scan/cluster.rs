@@ -1,8 +1,8 @@
 //! `celgate scan --cluster`: the objects to scan read from the cluster in `KUBECONFIG`, read-only,
 //! as the background audit reads them: every resource a CREATE rule of the policies selects
-//! (by the built-in kinds and the CRDs given), listed page by page, with the Namespaces (for
-//! namespace selectors) and, unless `--params` gives them, the objects of the policies'
-//! param kinds.
+//! (by the built-in kinds and the cluster's CRDs, or those given), listed page by page, with the
+//! Namespaces (for namespace selectors) and, unless `--params` gives them, the objects of the
+//! policies' param kinds.
 
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
@@ -34,8 +34,10 @@ pub struct Wanted<'k> {
     pub params: bool,
 }
 
-/// Lists `wanted` (each once) and the Namespaces from the cluster in `KUBECONFIG`.
-pub fn read(kinds: &OfflineKinds, wanted: &[Wanted<'_>]) -> Result<Read, CliError> {
+/// Runs `read` with a client of the cluster in `KUBECONFIG`.
+fn with_client<T>(
+    read: impl AsyncFnOnce(Client) -> Result<T, CliError>,
+) -> Result<T, CliError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -44,6 +46,64 @@ pub fn read(kinds: &OfflineKinds, wanted: &[Wanted<'_>]) -> Result<Read, CliErro
         let client = Client::try_default().await.map_err(|e| {
             CliError::Cluster(format!("{e} (set KUBECONFIG to the cluster's kubeconfig)"))
         })?;
+        read(client).await
+    })
+}
+
+/// The cluster's CustomResourceDefinitions, as documents (an error when they cannot be read:
+/// the kubeconfig's user may not list them, say).
+pub fn crds() -> Result<Vec<Document>, CliError> {
+    with_client(async |client| {
+        let resource = ApiResource {
+            group: "apiextensions.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "apiextensions.k8s.io/v1".into(),
+            kind: "CustomResourceDefinition".into(),
+            plural: "customresourcedefinitions".into(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client, &resource);
+        let mut crds = Vec::new();
+        let mut params = ListParams::default().limit(PAGE);
+        loop {
+            let page = api.list(&params).await.map_err(|e| {
+                CliError::Cluster(format!("cannot list customresourcedefinitions: {e}"))
+            })?;
+            for crd in page.items {
+                crds.push(document(crd, &resource.api_version, &resource.kind, crds.len())?);
+            }
+            match page.metadata.continue_ {
+                Some(token) if !token.is_empty() => params = params.continue_token(&token),
+                _ => return Ok(crds),
+            }
+        }
+    })
+}
+
+/// A listed object as a document (list items carry no apiVersion or kind: the resource gives
+/// them), the `index`th read.
+fn document(
+    object: DynamicObject,
+    api_version: &str,
+    kind: &str,
+    index: usize,
+) -> Result<Document, CliError> {
+    let name = object.name_any();
+    let mut value = serde_json::to_value(&object)
+        .map_err(|e| CliError::Internal(format!("{name} as JSON: {e}")))?;
+    if let Some(map) = value.as_object_mut() {
+        map.insert("apiVersion".into(), Value::String(api_version.to_string()));
+        map.insert("kind".into(), Value::String(kind.to_string()));
+    }
+    Ok(Document {
+        file: SOURCE.to_string(),
+        position: index + 1,
+        object: value,
+    })
+}
+
+/// Lists `wanted` (each once) and the Namespaces from the cluster in `KUBECONFIG`.
+pub fn read(kinds: &OfflineKinds, wanted: &[Wanted<'_>]) -> Result<Read, CliError> {
+    with_client(async |client| {
         let mut read = Read {
             objects: Vec::new(),
             params: Vec::new(),
@@ -111,19 +171,8 @@ async fn list(
             ))
         })?;
         for object in page.items {
-            let name = object.name_any();
-            let mut value = serde_json::to_value(&object)
-                .map_err(|e| CliError::Internal(format!("{name} as JSON: {e}")))?;
-            if let Some(map) = value.as_object_mut() {
-                // List items carry no apiVersion or kind: the resource gives them.
-                map.insert("apiVersion".into(), Value::String(api_version.clone()));
-                map.insert("kind".into(), Value::String(resource.kind.kind.clone()));
-            }
-            into.push(Document {
-                file: SOURCE.to_string(),
-                position: into.len() + 1,
-                object: value,
-            });
+            let index = into.len();
+            into.push(document(object, &api_version, &resource.kind.kind, index)?);
         }
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => params = params.continue_token(&token),

@@ -18,7 +18,7 @@ use crate::eval::{Catalog, Decision, RequestInput, decide, snapshot};
 use crate::types::{OfflineKinds, read_crds};
 use crate::walk::{file_name, files_under};
 use crate::{CliError, EXIT_FINDINGS, EXIT_OK, Format, write_report};
-use celgate_snapshot::audit::{SCANNER_GROUPS, SCANNER_USER};
+use celgate_snapshot::audit::{SCANNER_GROUPS, SCANNER_USER, audited};
 
 /// Arguments of `celgate scan`.
 #[derive(clap::Args, Debug)]
@@ -40,9 +40,20 @@ pub struct ScanArgs {
     /// Param objects (any kinds; `List`s too).
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub params: Vec<PathBuf>,
-    /// CustomResourceDefinition files, for objects or params of custom kinds.
+    /// CustomResourceDefinition files, for objects or params of custom kinds. With --cluster,
+    /// the cluster's own are read too (when the kubeconfig's user may list them).
     #[arg(long, value_name = "FILE", num_args = 1..)]
     pub crd: Vec<PathBuf>,
+    /// With --cluster: namespaces whose objects (and the Namespaces themselves) are not
+    /// scanned, as the background audit skips them (its defaults: celgate's namespace and
+    /// `--excluded-namespaces`).
+    #[arg(long, value_name = "NAMESPACE", value_delimiter = ',',
+          default_value = "celgate-system,kube-system", requires = "cluster")]
+    pub excluded_namespaces: Vec<String>,
+    /// With --cluster: scan what the background audit skips too: the excluded namespaces'
+    /// objects, Secrets, Events, Leases and PolicyReports.
+    #[arg(long, requires = "cluster")]
+    pub include_excluded: bool,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: Format,
@@ -57,7 +68,20 @@ fn is_manifest(path: &Path) -> bool {
 /// Runs `celgate scan`; the exit code is 0 with no violation, 1 with one or more.
 pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
     let policy_docs = read_files(&args.policies)?;
-    let catalog = Catalog::Kinds(OfflineKinds::load(&read_crds(&args.crd)?)?);
+    let mut notes = Vec::new();
+    let mut crds = read_crds(&args.crd)?;
+    if args.cluster {
+        match cluster::crds() {
+            Ok(read) => {
+                let given: Vec<String> = crds.iter().map(|c| c.name().to_string()).collect();
+                crds.extend(read.into_iter().filter(|c| !given.iter().any(|g| g == c.name())));
+            }
+            Err(e) => notes.push(format!(
+                "the cluster's CustomResourceDefinitions cannot be read ({e}): objects of custom kinds are not scanned unless --crd gives their CRDs"
+            )),
+        }
+    }
+    let catalog = Catalog::Kinds(OfflineKinds::load(&crds)?);
     let bindings = bound_policies(&policy_docs)?;
     let compiled = bindings
         .iter()
@@ -66,14 +90,21 @@ pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
         })
         .collect::<Result<Vec<_>, _>>()?;
     let (documents, params) = if args.cluster {
-        let wanted = cluster_reads(&compiled, catalog.kinds(), args.params.is_empty());
+        let mut wanted = cluster_reads(&compiled, catalog.kinds(), args.params.is_empty());
+        if !args.include_excluded {
+            notes.extend(skip_unaudited(&mut wanted));
+        }
         let read = cluster::read(catalog.kinds(), &wanted)?;
         let params = if args.params.is_empty() {
             read.params
         } else {
             read_files(&args.params)?
         };
-        (read.objects, params)
+        let mut objects = read.objects;
+        if !args.include_excluded {
+            notes.extend(skip_excluded(&mut objects, &args.excluded_namespaces));
+        }
+        (objects, params)
     } else {
         let mut files = Vec::new();
         for path in &args.manifests {
@@ -81,7 +112,10 @@ pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
         }
         (read_files(&files)?, read_files(&args.params)?)
     };
-    let mut report = ScanReport::default();
+    let mut report = ScanReport {
+        notes,
+        ..ScanReport::default()
+    };
     let (objects, unknown): (Vec<Document>, Vec<Document>) = documents.into_iter().partition(|d| {
         catalog
             .kinds()
@@ -196,6 +230,46 @@ fn cluster_reads<'k>(
     wanted
 }
 
+/// Leaves out of `wanted` the objects the background audit never lists (its reports, Events,
+/// Leases, Secrets); returns a note naming them, if any.
+fn skip_unaudited(wanted: &mut Vec<cluster::Wanted<'_>>) -> Option<String> {
+    let mut skipped: Vec<String> = Vec::new();
+    wanted.retain(|w| {
+        let keep = w.params || audited(&w.resource.group, &w.resource.resource, false);
+        if !keep && !skipped.contains(&w.resource.resource) {
+            skipped.push(w.resource.resource.clone());
+        }
+        keep
+    });
+    (!skipped.is_empty()).then(|| {
+        format!(
+            "not scanned, as the background audit does not list them: {} (--include-excluded scans them)",
+            skipped.join(", ")
+        )
+    })
+}
+
+/// Leaves out of `objects` those in `excluded` namespaces and those Namespaces themselves, as
+/// the background audit (and admission) skips them; returns a note saying how many, if any.
+fn skip_excluded(objects: &mut Vec<Document>, excluded: &[String]) -> Option<String> {
+    let before = objects.len();
+    objects.retain(|d| {
+        let namespace = if (d.api_version(), d.kind()) == ("v1", "Namespace") {
+            d.name()
+        } else {
+            metadata_str(&d.object, "namespace")
+        };
+        !excluded.iter().any(|e| e == namespace)
+    });
+    let skipped = before - objects.len();
+    (skipped > 0).then(|| {
+        format!(
+            "{skipped} object(s) in the namespaces the background audit excludes ({}) not scanned (--include-excluded scans them)",
+            excluded.join(", ")
+        )
+    })
+}
+
 /// Each ValidatingAdmissionPolicyBinding with its policy, in the files' order; a binding whose
 /// policy the files do not define is an error.
 fn bound_policies(docs: &[Document]) -> Result<Vec<(&Document, &Document)>, CliError> {
@@ -262,6 +336,25 @@ mod tests {
 
     fn decision(outcome: Outcome) -> Decision {
         Decision::Validating(Report::new(outcome, String::new(), Vec::new(), Vec::new()))
+    }
+
+    #[test]
+    fn a_cluster_scan_skips_the_excluded_namespaces_and_those_namespaces() {
+        let doc = |object: Value| Document {
+            file: cluster::SOURCE.into(),
+            position: 1,
+            object,
+        };
+        let mut objects = vec![
+            doc(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})),
+            doc(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})),
+            doc(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "kube-system"}})),
+            doc(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "namespace": "team"}})),
+        ];
+        let note = skip_excluded(&mut objects, &["kube-system".to_string()]);
+        let left: Vec<&str> = objects.iter().map(|d| d.name()).collect();
+        assert_eq!(left, ["team", "b"]);
+        assert!(note.is_some_and(|n| n.starts_with("2 object(s)")));
     }
 
     #[test]

@@ -12,6 +12,7 @@ use celgate_engine::received::ReceivedRequest;
 use celgate_engine::validate::VALIDATION_FAILURE_KEY;
 use celgate_engine::validate::trace::{Effect, Skip, Step, StepKind, Trace};
 use celgate_engine::{Outcome, Request};
+use celgate_engine::validate::Check;
 use serde_json::{Value, json};
 
 use crate::view::Snapshot;
@@ -45,6 +46,27 @@ impl StoredAs {
             format!("{}/{}", self.group, self.version)
         }
     }
+}
+
+/// Resources never audited (group, resource): celgate's own reports (a policy over `*` would
+/// report on its reports, endlessly), and Events and Leases, which the cluster's components
+/// write all the time and no admission policy is about.
+pub const NEVER_AUDITED: [(&str, &str); 5] = [
+    ("wgpolicyk8s.io", "policyreports"),
+    ("wgpolicyk8s.io", "clusterpolicyreports"),
+    ("", "events"),
+    ("events.k8s.io", "events"),
+    ("coordination.k8s.io", "leases"),
+];
+
+/// Whether the audit (and `celgate scan --cluster`) lists the resource `group`/`resource`:
+/// never those of [`NEVER_AUDITED`], and Secrets only with `secrets` (a policy's message could
+/// copy their data into a report).
+pub fn audited(group: &str, resource: &str, secrets: bool) -> bool {
+    if (group, resource) == ("", "secrets") {
+        return secrets;
+    }
+    !NEVER_AUDITED.contains(&(group, resource))
 }
 
 /// The AdmissionRequest of a CREATE of `object`, stored as `stored`, by [`SCANNER_USER`], as a
@@ -87,9 +109,10 @@ pub fn create_request(stored: &StoredAs, mut object: Value, uid: &str) -> Receiv
 /// How a binding's failed validation would reach the user.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Verdict {
-    /// Denied (Deny, or an error under failurePolicy Fail), or recorded in the audit log (Audit).
+    /// Denied (Deny, or an error under failurePolicy Fail), or recorded in the audit log
+    /// (Audit, with or without Warn).
     Fail,
-    /// Warned only (Warn).
+    /// Warned only (Warn alone).
     Warn,
 }
 
@@ -98,29 +121,58 @@ pub enum Verdict {
 pub struct Violation {
     /// How it would reach the user.
     pub verdict: Verdict,
-    /// The message it would carry: the denial, else the warning, else the audited failure's.
+    /// The failed validation's own message (as the Audit action records it), whichever the
+    /// actions: without the `ValidatingAdmissionPolicy '…' with binding '…' denied request: `
+    /// or `Validation failed for …: ` a denial or warning wraps it in.
     pub message: String,
 }
 
-/// The violation in the outcome of one binding's evaluation, if its validations failed.
+/// The violation in the outcome of one binding's evaluation, if its validations failed: `Fail`
+/// when it would be denied or audited, `Warn` when it would only be warned.
 pub fn violation(outcome: &Outcome) -> Option<Violation> {
-    if let Some(denial) = &outcome.denial {
-        return Some(Violation {
-            verdict: Verdict::Fail,
-            message: denial.message.clone(),
-        });
-    }
-    if let Some(warning) = outcome.warnings.first() {
-        return Some(Violation {
-            verdict: Verdict::Warn,
-            message: warning.clone(),
-        });
-    }
-    let (_, audited) = outcome
+    let failed: Vec<&Check> = outcome
+        .checks
+        .iter()
+        .filter(|c| c.enforcement_action != "allow")
+        .collect();
+    let audited = outcome
         .audit_annotations
         .iter()
-        .find(|(key, _)| key == VALIDATION_FAILURE_KEY)?;
-    let message = serde_json::from_str::<Vec<Value>>(audited)
+        .find(|(key, _)| key == VALIDATION_FAILURE_KEY)
+        .map(|(_, value)| value);
+    let verdict = if outcome.denial.is_some()
+        || audited.is_some()
+        || failed.iter().any(|c| c.enforcement_action != "warn")
+    {
+        Verdict::Fail
+    } else if !outcome.warnings.is_empty() || !failed.is_empty() {
+        Verdict::Warn
+    } else {
+        return None;
+    };
+    // The checks carry the failed validation's message; a denial no check records (a param
+    // that cannot be found, under failurePolicy Fail) gives its own, unwrapped.
+    let message = failed
+        .iter()
+        .find_map(|c| c.message.as_deref().map(String::from))
+        .or_else(|| {
+            outcome.denial.as_ref().map(|d| {
+                d.message
+                    .split_once(" denied request: ")
+                    .map_or(d.message.as_str(), |(_, m)| m)
+                    .to_string()
+            })
+        })
+        .or_else(|| audited.map(|a| audited_message(a)))
+        .or_else(|| outcome.warnings.first().cloned())
+        .unwrap_or_default();
+    Some(Violation { verdict, message })
+}
+
+/// The message of the first failure in a `validation_failure` audit annotation (the annotation
+/// itself when it cannot be read).
+fn audited_message(annotation: &str) -> String {
+    serde_json::from_str::<Vec<Value>>(annotation)
         .ok()
         .and_then(|failures| {
             failures
@@ -128,11 +180,8 @@ pub fn violation(outcome: &Outcome) -> Option<Violation> {
                 .and_then(|f| f.get("message"))
                 .and_then(Value::as_str)
                 .map(String::from)
-        });
-    Some(Violation {
-        verdict: Verdict::Fail,
-        message: message.unwrap_or_else(|| audited.clone()),
-    })
+        })
+        .unwrap_or_else(|| annotation.to_string())
 }
 
 /// Decides `req` against `snapshot` as the webhook does (with no deadline), and tells whether
@@ -187,6 +236,18 @@ mod tests {
     }
 
     #[test]
+    fn reports_events_and_leases_are_never_audited_and_secrets_only_when_asked() {
+        for (group, resource) in NEVER_AUDITED {
+            assert!(!audited(group, resource, true), "{group}/{resource}");
+        }
+        assert!(!audited("", "secrets", false));
+        assert!(audited("", "secrets", true));
+        assert!(audited("", "configmaps", false));
+        assert!(audited("apps", "deployments", false));
+        assert!(audited("example.com", "leases", false));
+    }
+
+    #[test]
     fn the_request_is_a_dry_run_create_by_the_scanner_without_a_resource_version() {
         let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "7", "uid": "u"}});
@@ -202,36 +263,94 @@ mod tests {
         assert!(object["metadata"].get("resourceVersion").is_none());
     }
 
+    fn check(action: &'static str, message: &str) -> Check {
+        Check {
+            policy: "p".into(),
+            binding: "b".into(),
+            error_type: celgate_engine::validate::ErrorType::InvalidError,
+            enforcement_action: action,
+            message: Some(message.into()),
+            elapsed: std::time::Duration::ZERO,
+        }
+    }
+
     #[test]
-    fn a_violation_is_the_denial_else_the_warning_else_the_audited_failure() {
+    fn a_violation_has_the_failed_validations_own_message_whichever_the_actions() {
         assert_eq!(violation(&Outcome::default()), None);
-        let audited = Outcome {
-            audit_annotations: vec![(
-                VALIDATION_FAILURE_KEY.into(),
-                r#"[{"message":"no owner","policy":"p","binding":"b","expressionIndex":0,"validationActions":["Audit"]}]"#.into(),
-            )],
+        let audit_record = (
+            VALIDATION_FAILURE_KEY.to_string(),
+            r#"[{"message":"no owner","policy":"p","binding":"b","expressionIndex":0,"validationActions":["Warn","Audit"]}]"#.to_string(),
+        );
+        let warned_and_audited = Outcome {
+            warnings: vec!["Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': no owner".into()],
+            audit_annotations: vec![audit_record.clone()],
+            checks: vec![check("warn", "no owner"), check("audit", "no owner")],
             ..Outcome::default()
         };
         assert_eq!(
-            violation(&audited),
+            violation(&warned_and_audited),
+            Some(Violation {
+                verdict: Verdict::Fail,
+                message: "no owner".into()
+            }),
+            "Warn and Audit: fail, as the docs say"
+        );
+        let warned = Outcome {
+            warnings: vec!["Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': no owner".into()],
+            checks: vec![check("warn", "no owner")],
+            ..Outcome::default()
+        };
+        assert_eq!(
+            violation(&warned),
+            Some(Violation {
+                verdict: Verdict::Warn,
+                message: "no owner".into()
+            })
+        );
+        let denied = Outcome {
+            denial: Some(Denial {
+                message: "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: no owner".into(),
+                reason: "Invalid".into(),
+                code: 422,
+            }),
+            checks: vec![check("deny", "no owner")],
+            ..Outcome::default()
+        };
+        assert_eq!(
+            violation(&denied),
             Some(Violation {
                 verdict: Verdict::Fail,
                 message: "no owner".into()
             })
         );
-        let warned = Outcome {
-            warnings: vec!["careful".into()],
-            ..audited.clone()
-        };
-        assert_eq!(violation(&warned).map(|v| v.verdict), Some(Verdict::Warn));
-        let denied = Outcome {
+        let unrecorded = Outcome {
             denial: Some(Denial {
-                message: "no".into(),
+                message: "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: failed to configure binding: no params found".into(),
                 reason: "Invalid".into(),
                 code: 422,
             }),
-            ..warned
+            ..Outcome::default()
         };
-        assert_eq!(violation(&denied).map(|v| v.message), Some("no".into()));
+        assert_eq!(
+            violation(&unrecorded).map(|v| v.message),
+            Some("failed to configure binding: no params found".into())
+        );
+        let audited_only = Outcome {
+            audit_annotations: vec![audit_record],
+            ..Outcome::default()
+        };
+        assert_eq!(
+            violation(&audited_only).map(|v| v.message),
+            Some("no owner".into())
+        );
+        let allowed_with_an_error = Outcome {
+            checks: vec![Check {
+                enforcement_action: "allow",
+                message: None,
+                ..check("allow", "")
+            }],
+            ..Outcome::default()
+        };
+        assert_eq!(violation(&allowed_with_an_error), None);
     }
 }

@@ -824,7 +824,8 @@ fn the_audit_asks_whether_a_create_of_the_stored_object_is_admitted_and_whether_
     assert_eq!(found.verdict, Verdict::Fail);
     assert_eq!(
         found.message,
-        "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding' denied request: failed expression: object.spec.replicas <= 3"
+        "failed expression: object.spec.replicas <= 3",
+        "the failed validation's own message, as an Audit binding's"
     );
     let (outcome, applied) = ask(stored("small", 2));
     assert!(applied, "a passing object still counts as matched");

@@ -1,13 +1,20 @@
 //! What the audit knows between writes: each object's violations (only objects with at least
-//! one are held; objects themselves are never kept), how many objects each binding matched at
-//! its resources' last completed scan, and which reports and statuses changed since they were
-//! last written.
+//! one are held, at most [`MAX_BYTES`] of them; objects themselves are never kept), how many
+//! objects each binding matched at its resources' last completed scan, and which reports and
+//! statuses changed since they were last written.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
 use celgate_snapshot::audit::{StoredAs, Violation};
+
+/// The most the objects with violations may take (their names, uids and messages, and a
+/// fixed cost each): past it, objects found violating are not kept (no report) and every
+/// binding's status says so, until the next plan.
+pub const MAX_BYTES: usize = 32 * 1024 * 1024;
+/// What an object with violations takes besides its strings.
+const OBJECT_BYTES: usize = 256;
 
 /// A binding, by policy then binding name.
 pub type UnitKey = (Arc<str>, Arc<str>);
@@ -48,9 +55,14 @@ pub struct Pass {
 }
 
 /// The audit's state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Findings {
     objects: HashMap<String, ObjectFindings>,
+    /// What `objects` take ([`size`]), and the most they may.
+    bytes: usize,
+    max_bytes: usize,
+    /// Whether an object with violations was not kept (past `max_bytes`) since the last plan.
+    overflowed: bool,
     /// Per binding and resource: objects matched at the resource's last completed scan.
     scanned: HashMap<UnitKey, HashMap<StoredAs, i64>>,
     /// Per binding: the resources it may not read, with why.
@@ -63,7 +75,49 @@ pub struct Findings {
     completed: HashMap<StoredAs, SystemTime>,
 }
 
+impl Default for Findings {
+    fn default() -> Self {
+        Self::with_max_bytes(MAX_BYTES)
+    }
+}
+
+/// What an object with violations takes, about.
+fn size(object: &ObjectFindings) -> usize {
+    let subject = &object.subject;
+    OBJECT_BYTES
+        + [
+            &subject.api_version,
+            &subject.kind,
+            &subject.namespace,
+            &subject.name,
+            &subject.uid,
+        ]
+        .iter()
+        .map(|s| s.len())
+        .sum::<usize>()
+        + object
+            .violations
+            .iter()
+            .map(|(k, v)| k.0.len() + k.1.len() + v.message.len())
+            .sum::<usize>()
+}
+
 impl Findings {
+    /// Findings that keep at most `max_bytes` of objects with violations.
+    pub fn with_max_bytes(max_bytes: usize) -> Self {
+        Self {
+            objects: HashMap::new(),
+            bytes: 0,
+            max_bytes,
+            overflowed: false,
+            scanned: HashMap::new(),
+            errors: HashMap::new(),
+            dirty_reports: HashMap::new(),
+            dirty_status: false,
+            completed: HashMap::new(),
+        }
+    }
+
     /// Records the violations of one object (none: it has no report).
     pub fn set(
         &mut self,
@@ -79,8 +133,20 @@ impl Findings {
             violations,
         });
         let changed = match next {
-            Some(next) => self.objects.insert(uid.clone(), next.clone()).as_ref() != Some(&next),
-            None => self.objects.remove(&uid).is_some(),
+            Some(next) => {
+                let held = self.objects.get(&uid).map_or(0, size);
+                let bytes = self.bytes - held + size(&next);
+                if held == 0 && bytes > self.max_bytes {
+                    if !self.overflowed {
+                        self.overflowed = true;
+                        self.dirty_status = true;
+                    }
+                    return;
+                }
+                self.bytes = bytes;
+                self.objects.insert(uid.clone(), next.clone()).as_ref() != Some(&next)
+            }
+            None => self.forget(&uid).is_some(),
         };
         if changed {
             self.dirty_reports.insert(uid, namespace);
@@ -88,9 +154,16 @@ impl Findings {
         }
     }
 
+    /// Removes one object's findings, keeping count of what they took.
+    fn forget(&mut self, uid: &str) -> Option<ObjectFindings> {
+        let gone = self.objects.remove(uid)?;
+        self.bytes -= size(&gone);
+        Some(gone)
+    }
+
     /// Forgets one object (deleted).
     pub fn remove(&mut self, uid: &str) {
-        if let Some(gone) = self.objects.remove(uid) {
+        if let Some(gone) = self.forget(uid) {
             self.dirty_reports
                 .insert(uid.to_string(), gone.subject.namespace);
             self.dirty_status = true;
@@ -158,6 +231,8 @@ impl Findings {
             }
         }
         self.objects.retain(|_, o| !o.violations.is_empty());
+        self.bytes = self.objects.values().map(size).sum();
+        self.overflowed = false;
         self.scanned.retain(|k, _| units.contains(k));
         self.errors.retain(|k, _| units.contains(k));
         self.dirty_status = true;
@@ -209,9 +284,19 @@ impl Findings {
         self.dirty_status = true;
     }
 
-    /// The uids of the objects with violations (those with a report).
-    pub fn reported(&self) -> HashSet<String> {
-        self.objects.keys().cloned().collect()
+    /// Marks for deletion those of `reports` (uid, namespace) whose object has no violation
+    /// now: called once every resource of a plan completed a scan, so a report is deleted only
+    /// after a completed scan no longer found its violations. The deletes are written (paced)
+    /// with the other changes; returns how many.
+    pub fn delete_stale(&mut self, reports: impl IntoIterator<Item = (String, String)>) -> usize {
+        let mut stale = 0;
+        for (uid, namespace) in reports {
+            if !self.objects.contains_key(&uid) {
+                self.dirty_reports.insert(uid, namespace);
+                stale += 1;
+            }
+        }
+        stale
     }
 
     /// Whether every one of `resources` completed a scan since `since`.
@@ -236,11 +321,17 @@ impl Findings {
             .filter_map(|o| o.violations.get(unit).map(|v| (&o.subject, v)))
             .collect();
         violations.sort_by(|a, b| (&a.0.namespace, &a.0.name).cmp(&(&b.0.namespace, &b.0.name)));
-        let errors = self
+        let mut errors: Vec<String> = self
             .errors
             .get(unit)
             .map(|by| by.values().cloned().collect())
             .unwrap_or_default();
+        if self.overflowed {
+            errors.push(format!(
+                "the audit keeps at most {} MiB of findings and more objects violate: some violations are not counted and have no report",
+                self.max_bytes / (1024 * 1024)
+            ));
+        }
         let last_scan = resources
             .iter()
             .map(|r| self.completed.get(r).copied())
@@ -394,5 +485,38 @@ mod tests {
         f.retain_units(&HashSet::new());
         assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
         assert_eq!(f.of_unit(&unit(), &[resource()]).violations.len(), 0);
+    }
+
+    #[test]
+    fn only_reports_of_objects_without_violations_are_deleted_as_stale() {
+        let mut f = Findings::default();
+        f.set(subject("a"), &resource(), failing());
+        f.take_reports(usize::MAX);
+        let stale = f.delete_stale([
+            ("uid-a".to_string(), "ns".to_string()),
+            ("uid-old".to_string(), "ns".to_string()),
+        ]);
+        assert_eq!(stale, 1);
+        assert_eq!(gone(&mut f), vec!["uid-old".to_string()]);
+    }
+
+    #[test]
+    fn findings_past_their_bound_are_not_kept_and_every_binding_is_told() {
+        let mut f = Findings::with_max_bytes(2 * OBJECT_BYTES + 100);
+        for name in ["a", "b", "c"] {
+            f.set(subject(name), &resource(), failing());
+        }
+        let audit = f.of_unit(&unit(), &[resource()]);
+        assert_eq!(audit.violations.len(), 2);
+        assert!(audit.errors[0].contains("at most"), "{:?}", audit.errors);
+        f.set(subject("a"), &resource(), BTreeMap::new());
+        f.set(subject("c"), &resource(), failing());
+        assert_eq!(
+            f.of_unit(&unit(), &[resource()]).violations.len(),
+            2,
+            "room again once one is fixed"
+        );
+        f.retain_units(&HashSet::from([unit()]));
+        assert!(f.of_unit(&unit(), &[resource()]).errors.is_empty());
     }
 }

@@ -8,6 +8,7 @@
 //! the `celgate_audit_*` gauges (`writer`).
 
 mod findings;
+mod inputs;
 mod reports;
 mod targets;
 mod writer;
@@ -17,12 +18,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use celgate_crds::ValidatingAdmissionPolicy;
-use celgate_engine::model::ValidatingBindingSpec;
 use celgate_snapshot::audit::{StoredAs, Violation, create_request, decide, violation};
 use celgate_snapshot::{Deps, Snapshot, SnapshotStore};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
@@ -32,11 +31,12 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{debug, info, warn};
 
 use self::findings::{Findings, Subject, UnitKey};
+use self::inputs::Inputs;
 use self::targets::{Targets, Unit};
 use crate::cluster::discovery::Discovery;
 use crate::controllers::policies::KindStores;
-use crate::metrics;
 use crate::serving::leader::Leadership;
+use crate::{metrics, retry};
 
 /// How the audit runs (`celgate run --audit-*`).
 #[derive(Clone, Debug)]
@@ -49,8 +49,11 @@ pub struct AuditConfig {
     pub pages_per_second: u32,
     /// Report writes and deletes per second, at most.
     pub writes_per_second: u32,
-    /// Namespaces the webhooks never see (their requests are admitted): not audited.
+    /// Namespaces the webhooks never see (their requests are admitted): neither their objects
+    /// nor the Namespace objects themselves are audited.
     pub excluded_namespaces: Vec<String>,
+    /// Whether Secrets are audited (`--audit-secrets`).
+    pub secrets: bool,
 }
 
 /// How long after the first change of the inputs the new scan starts (changes made meanwhile
@@ -102,67 +105,11 @@ pub async fn run(
     }
 }
 
-/// Everything a change of which starts a new scan. The bound validating policies are compared
-/// by compiled policy and binding spec, not by the published set: every binding event (a
-/// status write, the audit's own among them) publishes a new set.
-#[derive(PartialEq)]
-struct Inputs {
-    policies: Vec<(usize, Vec<ValidatingBindingSpec>)>,
-    params: usize,
-    namespaces: usize,
-    discovery: u64,
-    annotations: Vec<String>,
-}
-
-impl Inputs {
-    fn now(snapshot: &Snapshot, sources: &Sources) -> Self {
-        let mut annotations: Vec<String> = sources
-            .stores
-            .bindings
-            .state()
-            .iter()
-            .filter(|b| targets::opted_out(b))
-            .map(|b| format!("binding {}", b.name_any()))
-            .chain(sources.stores.policies.state().iter().flat_map(|p| {
-                [targets::SEVERITY_ANNOTATION, targets::CATEGORY_ANNOTATION]
-                    .into_iter()
-                    .filter_map(|key| {
-                        p.annotations()
-                            .get(key)
-                            .map(|v| format!("policy {} {key}={v}", p.name_any()))
-                    })
-                    .collect::<Vec<_>>()
-            }))
-            .collect();
-        annotations.sort_unstable();
-        Self {
-            policies: snapshot
-                .policies
-                .validating()
-                .iter()
-                .map(|b| {
-                    (
-                        Arc::as_ptr(&b.policy) as usize,
-                        b.bindings
-                            .iter()
-                            .map(|b| ValidatingBindingSpec::clone(b))
-                            .collect(),
-                    )
-                })
-                .collect(),
-            params: Arc::as_ptr(&snapshot.params) as usize,
-            namespaces: Arc::as_ptr(&snapshot.namespaces) as usize,
-            discovery: *sources.discovery.revisions().borrow(),
-            annotations,
-        }
-    }
-}
-
 /// The audit while leading: a scan, then another whenever the inputs change or the interval
 /// passes; the writer runs beside it.
 async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
     let findings: Shared = Arc::default();
-    let (plans, planned) = watch::channel((Arc::new(Targets::default()), SystemTime::now()));
+    let (plans, planned) = watch::channel(None);
     let mut tasks = JoinSet::new();
     tasks.spawn(writer::run(
         client.clone(),
@@ -191,6 +138,7 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
             &sources.stores.policies,
             &sources.stores.bindings,
             &served,
+            config.secrets,
         ));
         let keys: HashSet<UnitKey> = plan.units.iter().map(|u| key(u)).collect();
         lock(&findings).retain_units(&keys);
@@ -200,7 +148,7 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
             "audit scan starts"
         );
         let started = Instant::now();
-        plans.send_replace((plan.clone(), SystemTime::now()));
+        plans.send_replace(Some((plan.clone(), SystemTime::now())));
         let mut kinds = JoinSet::new();
         for resource in &plan.resources {
             kinds.spawn(follow(
@@ -269,13 +217,7 @@ async fn follow(
     config: AuditConfig,
 ) {
     let page_size = config.page_size;
-    let excluded = |object: &DynamicObject| {
-        object
-            .metadata
-            .namespace
-            .as_ref()
-            .is_some_and(|ns| config.excluded_namespaces.contains(ns))
-    };
+    let excluded = |object: &DynamicObject| excluded(&resource, object, &config.excluded_namespaces);
     let units: Vec<Arc<Unit>> = plan
         .units
         .iter()
@@ -292,7 +234,7 @@ async fn follow(
     };
     let api: Api<DynamicObject> = Api::all_with(client, &api_resource);
     let config = watcher::Config::default().page_size(page_size);
-    let mut events = std::pin::pin!(watcher::watcher(api, config).default_backoff());
+    let mut events = std::pin::pin!(retry::watch(api, config));
     let mut pass = None;
     let mut listed: u32 = 0;
     let mut failing = false;
@@ -358,6 +300,18 @@ async fn follow(
     }
 }
 
+/// Whether `object`, listed as `resource`, is one the webhooks never see: an object in an
+/// excluded namespace, or an excluded Namespace itself (the webhooks' namespaceSelector matches
+/// a Namespace by its own labels).
+fn excluded(resource: &StoredAs, object: &DynamicObject, namespaces: &[String]) -> bool {
+    let namespace = if resource.group.is_empty() && resource.resource == "namespaces" {
+        object.metadata.name.as_ref()
+    } else {
+        object.metadata.namespace.as_ref()
+    };
+    namespace.is_some_and(|ns| namespaces.contains(ns))
+}
+
 /// One object's violations and the bindings that applied to it, each binding decided alone
 /// against the current snapshot's namespaces and params.
 fn evaluate(
@@ -411,4 +365,41 @@ fn evaluate(
         }
     }
     (subject, violations, matched)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stored(resource: &str, namespaced: bool) -> StoredAs {
+        StoredAs {
+            group: String::new(),
+            version: "v1".into(),
+            resource: resource.into(),
+            kind: String::new(),
+            namespaced,
+        }
+    }
+
+    fn object(namespace: Option<&str>, name: &str) -> DynamicObject {
+        let mut object = DynamicObject::new(name, &ApiResource::erase::<
+            k8s_openapi::api::core::v1::ConfigMap,
+        >(&()));
+        object.metadata.namespace = namespace.map(String::from);
+        object
+    }
+
+    #[test]
+    fn objects_of_excluded_namespaces_and_the_excluded_namespaces_themselves_are_skipped() {
+        let excluded_ns = ["kube-system".to_string(), "celgate-system".to_string()];
+        let maps = stored("configmaps", true);
+        assert!(excluded(&maps, &object(Some("kube-system"), "a"), &excluded_ns));
+        assert!(!excluded(&maps, &object(Some("team"), "a"), &excluded_ns));
+        let namespaces = stored("namespaces", false);
+        assert!(excluded(&namespaces, &object(None, "kube-system"), &excluded_ns));
+        assert!(excluded(&namespaces, &object(None, "celgate-system"), &excluded_ns));
+        assert!(!excluded(&namespaces, &object(None, "team"), &excluded_ns));
+        let nodes = stored("nodes", false);
+        assert!(!excluded(&nodes, &object(None, "kube-system"), &excluded_ns));
+    }
 }

@@ -5,7 +5,6 @@
 //! `celgate-audit`); deleted when the object has no violation left. Without the CRDs installed,
 //! nothing is written.
 
-use std::collections::HashSet;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use celgate_snapshot::audit::Verdict;
@@ -178,42 +177,111 @@ impl Reports {
         }
     }
 
-    /// Deletes every report celgate wrote whose object uid is not in `keep` (reports of an
-    /// earlier leader, or of objects whose violations went while none led). Returns how many.
-    pub async fn prune(&self, keep: &HashSet<String>) -> Result<usize, kube::Error> {
+    /// Every report celgate wrote, as it is stored: the object uid it is about, its namespace
+    /// (empty for a ClusterPolicyReport) and its [`fingerprint`]. Listed in pages of 500.
+    pub async fn list(&self) -> Result<Vec<Stored>, kube::Error> {
         let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
-        let mut pruned = 0;
+        let mut stored = Vec::new();
         for namespaced in [true, false] {
-            let kind = resource(namespaced);
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &kind);
-            let mut stale = Vec::new();
+            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource(namespaced));
             let mut params = ListParams::default().labels(&selector).limit(500);
             loop {
-                let page = api.list_metadata(&params).await?;
+                let page = api.list(&params).await?;
                 for report in page.items {
                     let name = report.name_any();
-                    let kept = name
-                        .strip_prefix("celgate-")
-                        .is_some_and(|uid| keep.contains(uid));
-                    if !kept {
-                        stale.push((report.namespace().unwrap_or_default(), name));
-                    }
+                    let Some(uid) = name.strip_prefix("celgate-") else {
+                        continue;
+                    };
+                    let uid = uid.to_string();
+                    let namespace = report.namespace().unwrap_or_default();
+                    let value = serde_json::to_value(&report).unwrap_or(Value::Null);
+                    stored.push(Stored {
+                        uid,
+                        namespace,
+                        fingerprint: fingerprint(&value),
+                    });
                 }
                 match page.metadata.continue_ {
                     Some(token) if !token.is_empty() => params = params.continue_token(&token),
                     _ => break,
                 }
             }
-            for (namespace, name) in stale {
-                let api = self.api(&namespace);
-                match api.delete(&name, &DeleteParams::background()).await {
-                    Ok(_) => pruned += 1,
-                    Err(kube::Error::Api(s)) if s.code == 404 => {}
-                    Err(e) => return Err(e),
-                }
+        }
+        Ok(stored)
+    }
+}
+
+/// One report as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stored {
+    /// The uid of the object it is about.
+    pub uid: String,
+    /// Its namespace; empty for a ClusterPolicyReport.
+    pub namespace: String,
+    /// Its [`fingerprint`].
+    pub fingerprint: u64,
+}
+
+/// What a report says, hashed: the fields celgate writes (name, namespace, label, owner, scope,
+/// summary and results) without the results' timestamps, so a report written again with the
+/// same findings has the same fingerprint as the one stored, and is not written.
+pub fn fingerprint(report: &Value) -> u64 {
+    let metadata = &report["metadata"];
+    let owners: Vec<Value> = metadata["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| json!([o["apiVersion"], o["kind"], o["name"], o["uid"]]))
+        .collect();
+    let results: Vec<Value> = report["results"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            let mut r = r.clone();
+            if let Some(r) = r.as_object_mut() {
+                r.remove("timestamp");
+            }
+            r
+        })
+        .collect();
+    let said = json!([
+        metadata["name"],
+        metadata["namespace"],
+        metadata["labels"][MANAGED_BY.0],
+        owners,
+        report["scope"],
+        report["summary"],
+        results,
+    ]);
+    let mut hasher = std::hash::DefaultHasher::new();
+    hash_value(&said, &mut hasher);
+    std::hash::Hasher::finish(&hasher)
+}
+
+/// Hashes a JSON value with object keys in sorted order (whatever order they were read in).
+fn hash_value(value: &Value, hasher: &mut std::hash::DefaultHasher) {
+    use std::hash::Hash;
+    match value {
+        Value::Null => 0u8.hash(hasher),
+        Value::Bool(b) => (1u8, b).hash(hasher),
+        Value::Number(n) => (2u8, n.to_string()).hash(hasher),
+        Value::String(s) => (3u8, s).hash(hasher),
+        Value::Array(items) => {
+            (4u8, items.len()).hash(hasher);
+            for item in items {
+                hash_value(item, hasher);
             }
         }
-        Ok(pruned)
+        Value::Object(map) => {
+            (5u8, map.len()).hash(hasher);
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort_unstable();
+            for key in keys {
+                key.hash(hasher);
+                hash_value(&map[key], hasher);
+            }
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 //! What one scan covers: every binding of a bound ValidatingAdmissionPolicy (unless the binding
-//! opts out) as a unit evaluated alone, and the served resources whose objects a CREATE-matching
-//! rule of those policies could select.
+//! opts out) as a unit evaluated alone, the served resources whose objects a CREATE-matching
+//! rule of those policies could select (never the reports, Events or Leases; Secrets only when
+//! asked), and the bindings not audited that still carry a `status.audit`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -9,7 +10,7 @@ use celgate_crds::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use celgate_engine::{BoundPolicy, PolicySet};
 use celgate_kinds::served::ServedResources;
 use celgate_snapshot::Snapshot;
-use celgate_snapshot::audit::StoredAs;
+use celgate_snapshot::audit::{StoredAs, audited};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -48,6 +49,9 @@ pub struct Targets {
     pub units: Vec<Arc<Unit>>,
     /// The resources any unit may select, each listed once.
     pub resources: Vec<StoredAs>,
+    /// Bindings not audited whose `status.audit` is set (by this replica or an earlier
+    /// leader): it is removed.
+    pub stale_status: Vec<String>,
 }
 
 /// Whether `binding` has opted out of the audit.
@@ -59,12 +63,13 @@ pub fn opted_out(binding: &ValidatingAdmissionPolicyBinding) -> bool {
 }
 
 /// The units and resources of the snapshot's bound validating policies, with the policies'
-/// annotations from `policies` and the opt-outs of `bindings`.
+/// annotations from `policies` and the opt-outs of `bindings`; Secrets only with `secrets`.
 pub fn plan(
     snapshot: &Snapshot,
     policies: &Store<ValidatingAdmissionPolicy>,
     bindings: &Store<ValidatingAdmissionPolicyBinding>,
     served: &ServedResources,
+    secrets: bool,
 ) -> Targets {
     let mut units = Vec::new();
     let mut all = BTreeSet::new();
@@ -75,7 +80,10 @@ pub fn plan(
                 .as_ref()
                 .and_then(|p| p.annotations().get(key).cloned())
         };
-        let resources = resources_of(bound, served);
+        let resources: Vec<StoredAs> = resources_of(bound, served)
+            .into_iter()
+            .filter(|r| audited(&r.group, &r.resource, secrets))
+            .collect();
         for binding in &bound.bindings {
             let opted = bindings
                 .get(&ObjectRef::new(&binding.name))
@@ -104,9 +112,17 @@ pub fn plan(
             }));
         }
     }
+    let stale_status = bindings
+        .state()
+        .iter()
+        .filter(|b| b.status.as_ref().is_some_and(|s| s.audit.is_some()))
+        .map(|b| b.name_any())
+        .filter(|name| !units.iter().any(|u| &*u.binding == name))
+        .collect();
     Targets {
         units,
         resources: all.into_iter().collect(),
+        stale_status,
     }
 }
 
@@ -127,3 +143,4 @@ fn resources_of(bound: &BoundPolicy, served: &ServedResources) -> Vec<StoredAs> 
         })
         .collect()
 }
+

@@ -1,10 +1,12 @@
 //! Writes what the audit found, once a second: the PolicyReports of objects whose violations
-//! changed (paced, at most a second's writes a tick), the `status.audit` of bindings whose
-//! audit changed, and the gauges; and, once every resource of a plan has been scanned, deletes
-//! the reports of objects that no longer have violations (left by an earlier leader or an
-//! earlier plan).
+//! changed (paced, at most a second's writes a tick; a report stored as it would be written is
+//! not written again), the `status.audit` of bindings whose audit changed, and the gauges;
+//! removes `status.audit` from bindings not audited; and, once every resource of a plan has
+//! completed a scan, deletes (paced like the writes) the reports of objects that no longer have
+//! violations (left by an earlier leader or an earlier plan). Nothing is written before the
+//! first plan, and nothing deleted before its scan completed.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -15,10 +17,10 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::{Client, Resource};
 use serde_json::json;
 use tokio::sync::watch;
-use tokio::time::MissedTickBehavior;
+use tokio::time::{Interval, MissedTickBehavior};
 use tracing::{debug, info, warn};
 
-use super::findings::{ReportChange, UnitKey};
+use super::findings::UnitKey;
 use super::reports::{self, Reports};
 use super::targets::{Targets, Unit};
 use super::{Shared, key, lock};
@@ -32,16 +34,24 @@ const PERIOD: Duration = Duration::from_secs(1);
 /// How often the writer asks again whether the report CRDs are installed, while they are not.
 const CRDS_RECHECK: Duration = Duration::from_secs(60);
 
-/// Writes until aborted; `plans` carries the current plan and when it started.
+/// A plan and when its scan started.
+pub type Plan = (Arc<Targets>, SystemTime);
+
+/// Writes until aborted; `plans` carries the current plan (none before the first).
 pub async fn run(
     client: Client,
     findings: Shared,
-    mut plans: watch::Receiver<(Arc<Targets>, SystemTime)>,
+    mut plans: watch::Receiver<Option<Plan>>,
     writes_per_second: u32,
 ) {
     let reports = Reports::new(client.clone());
+    let writes_per_tick = writes_per_second.max(1) as usize;
     let mut served: Option<(bool, tokio::time::Instant)> = None;
+    // The reports stored, by object uid: their fingerprints (none until listed).
+    let mut stored: Option<HashMap<String, u64>> = None;
     let mut written: HashMap<UnitKey, AuditStatus> = HashMap::new();
+    let mut cleared: HashSet<String> = HashSet::new();
+    let mut seen_plan: Option<SystemTime> = None;
     let mut pruned_plan: Option<SystemTime> = None;
     let mut pace = tokio::time::interval(Duration::from_secs(1) / writes_per_second.max(1));
     pace.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -50,7 +60,15 @@ pub async fn run(
     let mut retry_at: Option<tokio::time::Instant> = None;
     loop {
         tick.tick().await;
-        let (plan, planned) = plans.borrow_and_update().clone();
+        let Some((plan, planned)) = plans.borrow_and_update().clone() else {
+            continue;
+        };
+        if seen_plan != Some(planned) {
+            // A new plan: every binding's status is written as this plan says.
+            seen_plan = Some(planned);
+            cleared.clear();
+            lock(&findings).retry_status();
+        }
         let units: HashMap<UnitKey, &Arc<Unit>> = plan.units.iter().map(|u| (key(u), u)).collect();
 
         // The reports, if their CRDs are installed.
@@ -73,22 +91,29 @@ pub async fn run(
             }
         }
         let reports_served = served.is_some_and(|(ok, _)| ok);
-        if reports_served && retry_at.is_none_or(|at| at <= tokio::time::Instant::now()) {
+        if reports_served && stored.is_none() {
+            // What an earlier leader wrote: reports stored as they would be written are kept.
+            match reports.list().await {
+                Ok(list) => {
+                    stored = Some(list.into_iter().map(|r| (r.uid, r.fingerprint)).collect());
+                }
+                Err(e) => warn!(error = %e, "audit: cannot list the PolicyReports; retrying"),
+            }
+        }
+        if let Some(stored) = stored.as_mut().filter(|_| reports_served)
+            && retry_at.is_none_or(|at| at <= tokio::time::Instant::now())
+        {
             // One second's writes a tick, so the bindings' status and the gauges below are not
             // held back behind thousands of report writes.
-            let changes = lock(&findings).take_reports(writes_per_second.max(1) as usize);
-            let mut failure = None;
-            for change in changes {
-                if failure.is_some() {
-                    lock(&findings).retry_report(change);
-                    continue;
-                }
-                pace.tick().await;
-                if let Err(e) = write_report(&reports, &change, &units).await {
-                    failure = Some((e, change.uid.clone()));
-                    lock(&findings).retry_report(change);
-                }
-            }
+            let failure = write_reports(
+                &reports,
+                &findings,
+                &units,
+                stored,
+                &mut pace,
+                writes_per_tick,
+            )
+            .await;
             // A failed write (RBAC, the API server) waits a growing delay; the rest wait with it.
             retry_at = match failure {
                 Some((e, uid)) => {
@@ -103,19 +128,25 @@ pub async fn run(
             };
             let complete = lock(&findings).completed_since(&plan.resources, planned);
             if complete && pruned_plan != Some(planned) {
-                let keep = lock(&findings).reported();
-                match reports.prune(&keep).await {
-                    Ok(n) => {
+                match reports.list().await {
+                    Ok(list) => {
                         pruned_plan = Some(planned);
-                        if n > 0 {
+                        stored.clear();
+                        let mut all = Vec::with_capacity(list.len());
+                        for report in list {
+                            stored.insert(report.uid.clone(), report.fingerprint);
+                            all.push((report.uid, report.namespace));
+                        }
+                        let stale = lock(&findings).delete_stale(all);
+                        if stale > 0 {
                             info!(
-                                reports = n,
-                                "audit: deleted reports of objects without violations"
+                                reports = stale,
+                                "audit: deleting the reports of objects without violations"
                             );
                         }
                     }
                     Err(e) => {
-                        warn!(error = %e, "audit: cannot delete stale PolicyReports; retrying")
+                        warn!(error = %e, "audit: cannot list the PolicyReports to delete stale ones; retrying")
                     }
                 }
             }
@@ -123,9 +154,26 @@ pub async fn run(
             // Nothing reads the changes while the reports are not served. (While a failed
             // write backs off, they wait.)
             drop(lock(&findings).take_reports(usize::MAX));
+            stored = None;
         }
 
         // The bindings' status and gauges.
+        for binding in &plan.stale_status {
+            if cleared.contains(binding) {
+                continue;
+            }
+            match clear_status(&client, binding).await {
+                Ok(()) => {
+                    cleared.insert(binding.clone());
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    cleared.insert(binding.clone());
+                }
+                Err(e) => {
+                    warn!(error = %e, %binding, "audit: cannot remove a binding's status.audit; retrying");
+                }
+            }
+        }
         if !lock(&findings).take_status() {
             continue;
         }
@@ -135,6 +183,8 @@ pub async fn run(
             .cloned()
             .collect();
         for unit in left {
+            // Left the plan since this replica wrote its status (which the plan's stale
+            // statuses may not show yet).
             metrics::audit_binding_gone(&unit.0, &unit.1);
             match clear_status(&client, &unit.1).await {
                 Ok(()) => {
@@ -181,19 +231,71 @@ pub async fn run(
     }
 }
 
-/// Applies or deletes one object's report.
-async fn write_report(
+/// Writes up to `limit` changed reports (a report stored as it would be written, or a delete of
+/// one not stored, costs no write), each after a tick of `pace`. After a failed write the rest
+/// wait for the next call; returns the failure.
+async fn write_reports(
     reports: &Reports,
-    change: &ReportChange,
+    findings: &Shared,
     units: &HashMap<UnitKey, &Arc<Unit>>,
-) -> Result<(), kube::Error> {
-    match &change.findings {
-        Some(findings) => {
-            let body = reports::body(findings, |k| units.get(k).map(|u| &***u));
-            reports.apply(&change.namespace, &body).await
+    stored: &mut HashMap<String, u64>,
+    pace: &mut Interval,
+    limit: usize,
+) -> Option<(kube::Error, String)> {
+    let mut writes = 0;
+    while writes < limit {
+        let changes = lock(findings).take_reports(limit - writes);
+        if changes.is_empty() {
+            return None;
         }
-        None => reports.delete(&change.namespace, &change.uid).await,
+        let mut changes = changes.into_iter();
+        while let Some(change) = changes.next() {
+            let write = match &change.findings {
+                Some(found) => {
+                    let body = reports::body(found, |k| units.get(k).map(|u| &***u));
+                    let fingerprint = reports::fingerprint(&body);
+                    (stored.get(&change.uid) != Some(&fingerprint))
+                        .then_some(Write::Apply(body, fingerprint))
+                }
+                None => stored.contains_key(&change.uid).then_some(Write::Delete),
+            };
+            let Some(write) = write else {
+                continue;
+            };
+            writes += 1;
+            pace.tick().await;
+            let done = match write {
+                Write::Apply(body, fingerprint) => reports
+                    .apply(&change.namespace, &body)
+                    .await
+                    .map(|()| stored.insert(change.uid.clone(), fingerprint))
+                    .map(drop),
+                Write::Delete => reports
+                    .delete(&change.namespace, &change.uid)
+                    .await
+                    .map(|()| stored.remove(&change.uid))
+                    .map(drop),
+            };
+            if let Err(e) = done {
+                let uid = change.uid.clone();
+                let mut findings = lock(findings);
+                findings.retry_report(change);
+                for rest in changes {
+                    findings.retry_report(rest);
+                }
+                return Some((e, uid));
+            }
+        }
     }
+    None
+}
+
+/// One report write.
+enum Write {
+    /// Apply this body, whose fingerprint is this.
+    Apply(serde_json::Value, u64),
+    /// Delete the report.
+    Delete,
 }
 
 /// A binding's `status.audit`.
@@ -206,12 +308,11 @@ fn status_of(audit: &super::findings::UnitAudit) -> AuditStatus {
             .violations
             .iter()
             .take(LISTED_VIOLATIONS)
-            .map(|(subject, violation)| AuditViolation {
+            .map(|(subject, _)| AuditViolation {
                 api_version: subject.api_version.clone(),
                 kind: subject.kind.clone(),
                 namespace: subject.namespace.clone(),
                 name: subject.name.clone(),
-                message: violation.message.clone(),
             })
             .collect(),
         errors: audit.errors.clone(),
@@ -262,4 +363,171 @@ async fn apply_status(
         )
         .await
         .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Mutex;
+
+    use celgate_engine::PolicySet;
+    use celgate_snapshot::audit::{StoredAs, Verdict, Violation};
+    use http::Method;
+    use serde_json::Value;
+
+    use super::super::findings::{Findings, ObjectFindings, Subject};
+    use super::*;
+    use crate::fixtures::{self, Reply};
+
+    fn config_maps() -> StoredAs {
+        StoredAs {
+            group: String::new(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            kind: "ConfigMap".into(),
+            namespaced: true,
+        }
+    }
+
+    fn unit() -> Arc<Unit> {
+        Arc::new(Unit {
+            policy: Arc::from("p"),
+            binding: Arc::from("b"),
+            actions: "Audit".into(),
+            severity: None,
+            category: None,
+            resources: vec![config_maps()],
+            set: Arc::new(PolicySet::new(Vec::new(), Vec::new())),
+        })
+    }
+
+    fn found(name: &str) -> ObjectFindings {
+        ObjectFindings {
+            subject: Subject {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                namespace: "ns".into(),
+                name: name.into(),
+                uid: format!("uid-{name}"),
+            },
+            resource: config_maps(),
+            violations: BTreeMap::from([(
+                (Arc::from("p"), Arc::from("b")),
+                Violation {
+                    verdict: Verdict::Fail,
+                    message: format!("{name} has no owner"),
+                },
+            )]),
+        }
+    }
+
+    /// `found`'s report as an earlier leader stored it: another timestamp, and what the API
+    /// server adds.
+    fn stored_report(found: &ObjectFindings, unit: &Unit) -> Value {
+        let mut report = reports::body(found, |_| Some(unit));
+        report["results"][0]["timestamp"] = json!({"seconds": 1, "nanos": 0});
+        report["metadata"]["uid"] = json!("report-uid");
+        report["metadata"]["resourceVersion"] = json!("42");
+        report["metadata"]["creationTimestamp"] = json!("2026-01-01T00:00:00Z");
+        report
+    }
+
+    /// Runs the writer for 10 s (paused time) with `findings` and `plan`, the API server
+    /// holding `stored` PolicyReports; returns the calls it made (method and path).
+    async fn write(findings: Findings, plan: Option<Plan>, stored: Vec<Value>) -> Vec<(Method, String)> {
+        let (client, mut server) = fixtures::pair();
+        let (_plans, planned) = watch::channel(plan);
+        let writer = tokio::spawn(run(
+            client,
+            Arc::new(Mutex::new(findings)),
+            planned,
+            50,
+        ));
+        let mut calls = Vec::new();
+        server
+            .serve_until(
+                |call| {
+                    calls.push((call.method.clone(), call.path.clone()));
+                    let reports = "/apis/wgpolicyk8s.io/v1alpha2/";
+                    if call.method == Method::GET && call.path == format!("{reports}policyreports") {
+                        Reply::Json(200, fixtures::list(stored.clone()))
+                    } else if call.method == Method::GET {
+                        Reply::Json(200, fixtures::list(Vec::new()))
+                    } else if call.path.ends_with("/status") {
+                        Reply::Json(200, fixtures::binding_json("b", "p"))
+                    } else {
+                        Reply::Json(200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}))
+                    }
+                },
+                tokio::time::sleep(Duration::from_secs(10)),
+            )
+            .await;
+        writer.abort();
+        calls
+    }
+
+    fn report_writes(calls: &[(Method, String)]) -> Vec<&(Method, String)> {
+        calls
+            .iter()
+            .filter(|(m, p)| *m != Method::GET && p.contains("policyreports"))
+            .collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_leader_rewrites_nothing_unchanged_and_deletes_only_after_its_scan() {
+        let unit = unit();
+        let plan_started = SystemTime::now();
+        let mut findings = Findings::default();
+        let kept = found("kept");
+        findings.set(kept.subject.clone(), &config_maps(), kept.violations.clone());
+        let mut pass = findings.start(&config_maps());
+        Findings::seen(&mut pass, &kept.subject.uid);
+        findings.finish(&config_maps(), pass, &[key(&unit)]);
+        let stored = vec![stored_report(&kept, &unit), stored_report(&found("fixed"), &unit)];
+        let plan = Targets {
+            units: vec![unit.clone()],
+            resources: vec![config_maps()],
+            stale_status: Vec::new(),
+        };
+        let calls = write(findings, Some((Arc::new(plan), plan_started)), stored.clone()).await;
+        assert_eq!(
+            report_writes(&calls),
+            [&(
+                Method::DELETE,
+                "/apis/wgpolicyk8s.io/v1alpha2/namespaces/ns/policyreports/celgate-uid-fixed".to_string()
+            )],
+            "the unchanged report is not written again; the fixed object's is deleted: {calls:?}"
+        );
+        assert!(
+            calls.iter().any(|(m, p)| *m == Method::PATCH
+                && p == "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/b/status"),
+            "the binding's status is written: {calls:?}"
+        );
+
+        // Before a plan, or while its scan has not completed, nothing is deleted.
+        let calls = write(Findings::default(), None, stored.clone()).await;
+        assert!(report_writes(&calls).is_empty(), "{calls:?}");
+        let plan = Targets {
+            units: vec![unit],
+            resources: vec![config_maps()],
+            stale_status: Vec::new(),
+        };
+        let calls = write(Findings::default(), Some((Arc::new(plan), SystemTime::now())), stored).await;
+        assert!(report_writes(&calls).is_empty(), "{calls:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_binding_not_audited_loses_the_status_audit_an_earlier_leader_wrote() {
+        let plan = Targets {
+            units: Vec::new(),
+            resources: Vec::new(),
+            stale_status: vec!["opted-out".to_string()],
+        };
+        let calls = write(Findings::default(), Some((Arc::new(plan), SystemTime::now())), Vec::new()).await;
+        let clears: Vec<_> = calls
+            .iter()
+            .filter(|(m, p)| *m == Method::PATCH && p.ends_with("/opted-out/status"))
+            .collect();
+        assert_eq!(clears.len(), 1, "cleared once: {calls:?}");
+    }
 }
