@@ -4,7 +4,9 @@
 //! 1. With `--client-ca-file` (names pinned), then with `--token-file`, kube-apiserver decides
 //!    through celgate; a forged review without the certificate or token is answered 401 and
 //!    makes no SubjectAccessReview (counted in the API server's audit log), while the same
-//!    review with them is decided and makes one.
+//!    review with them is decided and makes one. Spellings of the routes (percent-encoded,
+//!    doubled or trailing slashes, case, dot segments), over HTTP/1.1 and HTTP/2, are answered
+//!    401 without credentials and 404 with them: never decided.
 //! 2. With celgate stopped and a fail-closed policy over everything bound everywhere, writes
 //!    fail in ordinary namespaces, but Pods, Leases and ConfigMaps in `kube-system`, Leases and
 //!    Events anywhere, and the deletion of celgate's own policies go through.
@@ -104,6 +106,19 @@ fn forged_review(namespace: &str, user: &str) -> String {
     .to_string()
 }
 
+/// Spellings of the admission routes that are not the routes (sent as they are, `--path-as-is`).
+const NOT_ROUTES: [&str; 9] = [
+    "/validate/%66ail",
+    "/validate/fai%6c",
+    "/mutate/%66ail/never",
+    "/mutate/fail/%6eever",
+    "//validate/fail",
+    "/validate/fail/",
+    "/Validate/fail",
+    "/validate/./fail",
+    "/validate/x/../fail",
+];
+
 /// POSTs `body` to celgate's `path` with extra curl `args`; the HTTP status.
 fn post(celgate: &Celgate, path: &str, body: &str, args: &[&str]) -> u16 {
     let url = format!("https://127.0.0.1:{}{path}?timeout=10s", celgate.port);
@@ -195,6 +210,29 @@ async fn kube_apiserver_authenticates_and_forged_reviews_get_401_and_no_access_r
                 );
             }
         }
+        let accepted = match mode {
+            "client certificate" => vec!["--cert", &client_cert, "--key", &client_key],
+            _ => vec!["-H", &bearer],
+        };
+        let mut spellings = 0;
+        for path in NOT_ROUTES {
+            for protocol in ["--http1.1", "--http2"] {
+                let plain = [protocol, "--path-as-is"];
+                assert_eq!(
+                    post(&celgate, path, &forged, &plain),
+                    401,
+                    "{mode}: {path} ({protocol}) without credentials"
+                );
+                let mut credentials = plain.to_vec();
+                credentials.extend_from_slice(&accepted);
+                assert_eq!(
+                    post(&celgate, path, &forged, &credentials),
+                    404,
+                    "{mode}: {path} ({protocol}) with credentials"
+                );
+                spellings += 2;
+            }
+        }
         // The audit log is written as requests complete; give a stray review time to show.
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(
@@ -203,10 +241,6 @@ async fn kube_apiserver_authenticates_and_forged_reviews_get_401_and_no_access_r
             "{mode}: a refused review made a SubjectAccessReview"
         );
         // The same review with kube-apiserver's credentials is decided, and is seen asking.
-        let accepted = match mode {
-            "client certificate" => vec!["--cert", &client_cert, "--key", &client_key],
-            _ => vec!["-H", &bearer],
-        };
         assert_eq!(post(&celgate, "/validate/fail", &forged, &accepted), 200);
         wait_for(
             "the accepted review's SubjectAccessReview in the audit log",
@@ -216,9 +250,9 @@ async fn kube_apiserver_authenticates_and_forged_reviews_get_401_and_no_access_r
         .await;
         eprintln!(
             "hardening: {mode}: kube-apiserver decided through celgate; {} forged reviews answered 401 \
-             and made no SubjectAccessReview (audit log: {before} before and after); the same review \
-             with kube-apiserver's credentials was decided",
-            refused.len() * 3
+             or 404 and made no SubjectAccessReview (audit log: {before} before and after); the same \
+             review with kube-apiserver's credentials was decided",
+            refused.len() * 3 + spellings
         );
         // SIGTERM: the Lease is released, so the next process leads (and registers) at once.
         let mut celgate = celgate;
