@@ -37,8 +37,11 @@ const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 /// HTTP/2 PRIORITY and WINDOW_UPDATE frames (which cost the server work, and which hyper
 /// accepts without limit) a connection may send before its first request...
 const CONTROL_FRAMES: u64 = 1_000;
-/// ...and more per request: Go's client (kube-apiserver's) sends at most two per review.
+/// ...and more per request...
 const CONTROL_FRAMES_PER_REQUEST: u64 = 16;
+/// ...and one more per this many bytes the server sent: a client's WINDOW_UPDATEs follow the
+/// data it receives (Go's client, kube-apiserver's, sends one per 4 KiB at most).
+const BYTES_PER_CONTROL_FRAME: u64 = 1024;
 
 /// Why the server closed a connection (the `reason` label of its metric).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -151,12 +154,6 @@ impl Activity {
         }
     }
 
-    /// Whether `control` control frames are more than the requests so far allow.
-    fn over_budget(&self, control: u64) -> bool {
-        let requests = self.requests.load(Ordering::Acquire);
-        control > CONTROL_FRAMES.saturating_add(requests.saturating_mul(CONTROL_FRAMES_PER_REQUEST))
-    }
-
     /// Whether the connection should be closed now.
     fn expired(&self, idle_timeout: Duration) -> Option<Closed> {
         let now = self.now();
@@ -202,6 +199,8 @@ struct Frames {
     have: usize,
     /// PRIORITY and WINDOW_UPDATE frames so far.
     control: u64,
+    /// Bytes the server sent so far.
+    sent: u64,
 }
 
 impl Frames {
@@ -211,7 +210,16 @@ impl Frames {
             header: [0; 9],
             have: 0,
             control: 0,
+            sent: 0,
         }
+    }
+
+    /// Whether the control frames so far are more than `requests` and the bytes sent allow.
+    fn over_budget(&self, requests: u64) -> bool {
+        let allowed = CONTROL_FRAMES
+            .saturating_add(requests.saturating_mul(CONTROL_FRAMES_PER_REQUEST))
+            .saturating_add(self.sent / BYTES_PER_CONTROL_FRAME);
+        self.control > allowed
     }
 
     /// Reads `bytes`, the next bytes the client sent.
@@ -240,11 +248,23 @@ impl Frames {
 }
 
 /// The connection's stream, telling its [`Activity`] when bytes arrive, and (HTTP/2) ending
-/// the connection when the client sends more control frames than its requests allow.
+/// the connection when the client sends more control frames than its requests and the data it
+/// received allow.
 struct Watched<I> {
     io: I,
     activity: Arc<Activity>,
     frames: Option<Frames>,
+}
+
+impl<I> Watched<I> {
+    /// Counts what a write sent.
+    fn sent(&mut self, written: &Poll<io::Result<usize>>) {
+        if let (Some(frames), Poll::Ready(Ok(n))) = (&mut self.frames, written) {
+            frames.sent = frames
+                .sent
+                .saturating_add(u64::try_from(*n).unwrap_or(u64::MAX));
+        }
+    }
 }
 
 impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
@@ -260,7 +280,7 @@ impl<I: AsyncRead + Unpin> AsyncRead for Watched<I> {
             let this = &mut *self;
             if let Some(frames) = &mut this.frames {
                 frames.read(&buf.filled()[before..]);
-                if this.activity.over_budget(frames.control) {
+                if frames.over_budget(this.activity.requests.load(Ordering::Acquire)) {
                     this.activity.flooded.store(true, Ordering::Release);
                     return Poll::Ready(Err(io::Error::other(
                         "more HTTP/2 control frames than the connection's requests allow",
@@ -278,7 +298,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write(cx, buf)
+        let written = Pin::new(&mut self.io).poll_write(cx, buf);
+        self.sent(&written);
+        written
     }
 
     fn poll_write_vectored(
@@ -286,7 +308,9 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+        let written = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.sent(&written);
+        written
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -474,7 +498,7 @@ mod tests {
     }
 
     #[test]
-    fn control_frames_are_counted_across_reads_and_budgeted_by_requests() {
+    fn control_frames_are_counted_across_reads_and_budgeted_by_requests_and_data_sent() {
         let frame = |kind: u8, payload: &[u8]| {
             let len = u32::try_from(payload.len()).unwrap().to_be_bytes();
             let mut f = vec![len[1], len[2], len[3], kind, 0, 0, 0, 0, 1];
@@ -492,11 +516,15 @@ mod tests {
             frames.read(chunk);
         }
         assert_eq!(frames.control, 2);
-        let activity = Activity::new(Instant::now(), false, Duration::from_secs(1));
-        assert!(!activity.over_budget(CONTROL_FRAMES));
-        assert!(activity.over_budget(CONTROL_FRAMES + 1));
-        drop(activity.started());
-        assert!(!activity.over_budget(CONTROL_FRAMES + CONTROL_FRAMES_PER_REQUEST));
+        frames.control = CONTROL_FRAMES;
+        assert!(!frames.over_budget(0));
+        frames.control += 1;
+        assert!(frames.over_budget(0));
+        assert!(!frames.over_budget(1), "a request allows more");
+        frames.control += CONTROL_FRAMES_PER_REQUEST;
+        assert!(frames.over_budget(1));
+        frames.sent = BYTES_PER_CONTROL_FRAME;
+        assert!(!frames.over_budget(1), "data sent allows more");
     }
 
     #[test]

@@ -395,9 +395,9 @@ fn tls_config(
 }
 
 /// The routes, over shared state (public for in-process tests): each admission route is one
-/// exact path ([`ADMISSION_PATHS`]), matched on the path as sent, never percent-decoded. Metrics
-/// are served on their own plain-HTTP port ([`crate::MetricsServer`]), the probes on theirs too
-/// ([`crate::ProbeServer`]) and here as well.
+/// exact path ([`crate::metrics::ADMISSION_PATHS`]), matched on the path as sent, never
+/// percent-decoded. Metrics are served on their own plain-HTTP port ([`crate::MetricsServer`]),
+/// the probes on theirs too ([`crate::ProbeServer`]) and here as well.
 pub fn router(state: Arc<AppState>) -> Router {
     use FailurePolicy::{Fail, Ignore};
     use ReinvocationPolicy::{IfNeeded, Never};
