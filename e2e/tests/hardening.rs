@@ -4,7 +4,9 @@
 //! 1. With `--client-ca-file` (names pinned), then with `--token-file`, kube-apiserver decides
 //!    through celgate; a forged review without the certificate or token is answered 401 and
 //!    makes no SubjectAccessReview (counted in the API server's audit log), while the same
-//!    review with them is decided and makes one.
+//!    review with them is decided and makes one. Spellings of the routes (percent-encoded,
+//!    doubled or trailing slashes, case, dot segments), over HTTP/1.1 and HTTP/2, are answered
+//!    401 without credentials and 404 with them: never decided.
 //! 2. With celgate stopped and a fail-closed policy over everything bound everywhere, writes
 //!    fail in ordinary namespaces, but Pods, Leases and ConfigMaps in `kube-system`, Leases and
 //!    Events anywhere, and the deletion of celgate's own policies go through.
@@ -72,6 +74,11 @@ async fn wait_denied(client: &kube::Client, namespace: &str, verdict: &str, mess
 
 /// SubjectAccessReviews created so far, from the API server's audit log.
 fn access_reviews(cluster: &Cluster) -> usize {
+    access_review_users(cluster).len()
+}
+
+/// Who created each SubjectAccessReview so far, and when, in order.
+fn access_review_users(cluster: &Cluster) -> Vec<String> {
     let log = std::fs::read_to_string(cluster.dir().join("audit.log")).unwrap_or_default();
     log.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
@@ -80,7 +87,13 @@ fn access_reviews(cluster: &Cluster) -> usize {
                 && e["verb"] == "create"
                 && e["objectRef"]["resource"] == "subjectaccessreviews"
         })
-        .count()
+        .map(|e| {
+            format!(
+                "{} at {}",
+                e["user"]["username"], e["requestReceivedTimestamp"]
+            )
+        })
+        .collect()
 }
 
 /// A review kube-apiserver could send for a ConfigMap created in `namespace` by `user`.
@@ -103,6 +116,19 @@ fn forged_review(namespace: &str, user: &str) -> String {
     })
     .to_string()
 }
+
+/// Spellings of the admission routes that are not the routes (sent as they are, `--path-as-is`).
+const NOT_ROUTES: [&str; 9] = [
+    "/validate/%66ail",
+    "/validate/fai%6c",
+    "/mutate/%66ail/never",
+    "/mutate/fail/%6eever",
+    "//validate/fail",
+    "/validate/fail/",
+    "/Validate/fail",
+    "/validate/./fail",
+    "/validate/x/../fail",
+];
 
 /// POSTs `body` to celgate's `path` with extra curl `args`; the HTTP status.
 fn post(celgate: &Celgate, path: &str, body: &str, args: &[&str]) -> u16 {
@@ -152,12 +178,23 @@ async fn kube_apiserver_authenticates_and_forged_reviews_get_401_and_no_access_r
     let forged = forged_review("guarded", "mallory");
     let bearer = format!("authorization: Bearer {token}");
 
+    // The audit evaluates the namespace's ConfigMaps (asking the authorizer) whenever it runs:
+    // off, so every SubjectAccessReview counted below comes from a review.
     for (mode, args) in [
         (
             "client certificate",
-            vec!["--client-ca-file", &ca, "--client-names", CLIENT_NAME],
+            vec![
+                "--client-ca-file",
+                &ca,
+                "--client-names",
+                CLIENT_NAME,
+                "--audit=false",
+            ],
         ),
-        ("bearer token", vec!["--token-file", &token_file]),
+        (
+            "bearer token",
+            vec!["--token-file", &token_file, "--audit=false"],
+        ),
     ] {
         let celgate = Celgate::start_with(&cluster, &args).await;
         // The policy asks the authorizer, so every evaluation makes a SubjectAccessReview.
@@ -195,18 +232,40 @@ async fn kube_apiserver_authenticates_and_forged_reviews_get_401_and_no_access_r
                 );
             }
         }
+        let accepted = match mode {
+            "client certificate" => vec!["--cert", &client_cert, "--key", &client_key],
+            _ => vec!["-H", &bearer],
+        };
+        let mut spellings = 0;
+        for path in NOT_ROUTES {
+            // Over HTTP/2 without a body: the refusals do not read it, and curl may report the
+            // stream then reset (or the connection closed after a 401) instead of the answer.
+            for (protocol, body) in [("--http1.1", forged.as_str()), ("--http2", "")] {
+                let plain = [protocol, "--path-as-is"];
+                assert_eq!(
+                    post(&celgate, path, body, &plain),
+                    401,
+                    "{mode}: {path} ({protocol}) without credentials"
+                );
+                let mut credentials = plain.to_vec();
+                credentials.extend_from_slice(&accepted);
+                assert_eq!(
+                    post(&celgate, path, body, &credentials),
+                    404,
+                    "{mode}: {path} ({protocol}) with credentials"
+                );
+                spellings += 2;
+            }
+        }
         // The audit log is written as requests complete; give a stray review time to show.
         tokio::time::sleep(Duration::from_secs(2)).await;
         assert_eq!(
             access_reviews(&cluster),
             before,
-            "{mode}: a refused review made a SubjectAccessReview"
+            "{mode}: a refused review made a SubjectAccessReview (all of them: {:?})",
+            access_review_users(&cluster)
         );
         // The same review with kube-apiserver's credentials is decided, and is seen asking.
-        let accepted = match mode {
-            "client certificate" => vec!["--cert", &client_cert, "--key", &client_key],
-            _ => vec!["-H", &bearer],
-        };
         assert_eq!(post(&celgate, "/validate/fail", &forged, &accepted), 200);
         wait_for(
             "the accepted review's SubjectAccessReview in the audit log",
@@ -216,9 +275,9 @@ async fn kube_apiserver_authenticates_and_forged_reviews_get_401_and_no_access_r
         .await;
         eprintln!(
             "hardening: {mode}: kube-apiserver decided through celgate; {} forged reviews answered 401 \
-             and made no SubjectAccessReview (audit log: {before} before and after); the same review \
-             with kube-apiserver's credentials was decided",
-            refused.len() * 3
+             or 404 and made no SubjectAccessReview (audit log: {before} before and after); the same \
+             review with kube-apiserver's credentials was decided",
+            refused.len() * 3 + spellings
         );
         // SIGTERM: the Lease is released, so the next process leads (and registers) at once.
         let mut celgate = celgate;

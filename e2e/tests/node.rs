@@ -6,6 +6,9 @@
 //!    a denial of the docs' first example (config/samples/demo-policy.yaml) comes back; from the
 //!    Pods, as the ServiceAccount (the audit log says who wrote), celgate writes status and
 //!    events, holds the Lease and serves metrics.
+//!    While 1,000 idle connections from another of the node's addresses are held to a Pod's
+//!    probe port (re-opened as they are closed), a probe from the kubelet's address is answered
+//!    within the kubelet's default 1 s timeout, and both replicas stay Ready.
 //! 2. Under 200 creates/s through the API server with a `Fail` policy, a rolling update to the
 //!    next image and then the deletion of one Pod: no failed admission, no wrong decision.
 //! 3. `kubectl delete -k` leaves nothing; `helm install --create-namespace`, `helm test` (the
@@ -324,6 +327,109 @@ async fn assert_in_cluster_duties(node: &Node, running: &[Value]) {
 
 /// The audit log shows the policy's status, the Lease and the events written by celgate's
 /// ServiceAccount (the Pods have no other credentials; this proves their RBAC suffices).
+/// An IPv4 address of the node other than the pod bridge's (where the kubelet's probes come
+/// from): a client of another address.
+fn other_node_address() -> std::net::Ipv4Addr {
+    let out = std::process::Command::new("ip")
+        .args(["-4", "-o", "addr", "show", "scope", "global"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.contains("celgate0"))
+        .find_map(|l| {
+            let cidr = l.split_whitespace().skip_while(|w| *w != "inet").nth(1)?;
+            cidr.split('/').next()?.parse().ok()
+        })
+        .unwrap_or_else(|| {
+            panic!(
+                "the node has no IPv4 address beside the pod bridge's: {}",
+                text(&out)
+            )
+        })
+}
+
+/// Idle connections held to the probe port while the kubelet-style probes run.
+const IDLE_PROBE_CONNECTIONS: usize = 1_000;
+
+/// While [`IDLE_PROBE_CONNECTIONS`] idle connections from another address are held to the first
+/// Pod's probe port (and re-opened as they are closed), ten probes from the node's default
+/// address (the kubelet's, on the pod bridge) each get 200 within the kubelet's default 1 s
+/// timeout; afterwards both replicas are still Ready.
+async fn assert_probes_answered_under_idle_connections(node: &Node, running: &[Value]) {
+    let ip: std::net::Ipv4Addr = running[0]["status"]["podIP"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let target = std::net::SocketAddr::from((ip, 8081));
+    let from = std::net::SocketAddr::from((other_node_address(), 0));
+    let connect = || async move {
+        let socket = tokio::net::TcpSocket::new_v4().ok()?;
+        socket.bind(from).ok()?;
+        tokio::time::timeout(Duration::from_secs(2), socket.connect(target))
+            .await
+            .ok()?
+            .ok()
+    };
+    let mut idle = Vec::with_capacity(IDLE_PROBE_CONNECTIONS);
+    for _ in 0..IDLE_PROBE_CONNECTIONS {
+        idle.push(connect().await);
+    }
+    let opened = idle.iter().flatten().count();
+    let mut reopened = 0;
+    let mut latencies = Vec::new();
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        for held in &mut idle {
+            let cut = held
+                .as_ref()
+                .is_none_or(|s| s.try_read(&mut [0u8; 1]).is_ok_and(|n| n == 0));
+            if cut {
+                *held = connect().await;
+                reopened += 1;
+            }
+        }
+        let started = Instant::now();
+        let out = tokio::task::block_in_place(|| {
+            curl(&[
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "1",
+                &format!("http://{target}/readyz"),
+            ])
+        });
+        let took = started.elapsed();
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "200",
+            "a kubelet-style probe of {target} with {opened} idle connections from {from} held: {}",
+            text(&out)
+        );
+        latencies.push(took);
+    }
+    latencies.sort();
+    drop(idle);
+    let pods = pods(node);
+    for pod in pods
+        .iter()
+        .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+    {
+        assert!(ready(pod), "a replica became unready: {pod:#}");
+    }
+    eprintln!(
+        "probes: with {opened} idle connections to {target} from {} ({reopened} re-opened as cut), \
+         10 kubelet-style probes answered 200 in {:.1?} (median), {:.1?} (max); both replicas Ready",
+        from.ip(),
+        latencies[latencies.len() / 2],
+        latencies[latencies.len() - 1]
+    );
+}
+
 fn assert_written_as_the_service_account(node: &Node) {
     let log = std::fs::read_to_string(node.dir().join("cluster/audit.log")).unwrap();
     let mut writes = std::collections::BTreeSet::new();
@@ -589,6 +695,7 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
     apply_policies(&node);
     assert_denial_through_the_service(&node, &client).await;
     assert_in_cluster_duties(&node, &running).await;
+    assert_probes_answered_under_idle_connections(&node, &running).await;
     until_load_policy_enforced(&client).await;
 
     // 2. A rolling update to the next image under load, then one Pod deleted under load.

@@ -129,12 +129,13 @@ pub struct RunArgs {
     #[arg(long, env = "CELGATE_WEBHOOK_MAX_BODY_MIB", default_value_t = Limits::DEFAULT.max_body_bytes / MIB,
           value_parser = clap::value_parser!(u32).range(1..=1024).map(|n| n as usize))]
     pub webhook_max_body_mib: usize,
-    /// Seconds a new connection has for its TLS handshake and first request's headers, and a
-    /// request for its headers from its first byte (slow clients are cut off).
+    /// Seconds a new connection has for its TLS handshake and first request's headers, a
+    /// request for its headers from its first byte, and a review for its body after its headers
+    /// (slow clients are cut off; a body late is answered HTTP 408).
     #[arg(long, env = "CELGATE_WEBHOOK_HEADER_TIMEOUT_SECONDS", default_value_t = Limits::DEFAULT.header_timeout.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=300))]
     pub webhook_header_timeout_seconds: u64,
-    /// Seconds a connection stays open with no request in flight. Longer than the 90 s after
+    /// Seconds a connection (HTTP/2 or HTTP/1.1) stays open with no request in flight. Longer than the 90 s after
     /// which kube-apiserver's client drops an idle connection, so the client closes first and
     /// never sends a review on a connection the server is closing.
     #[arg(long, env = "CELGATE_WEBHOOK_IDLE_TIMEOUT_SECONDS", default_value_t = Limits::DEFAULT.idle_timeout.as_secs(),
@@ -158,7 +159,8 @@ pub struct RunArgs {
     /// AdmissionConfiguration's kubeconfig names the token). Read at start.
     #[arg(long, env = "CELGATE_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
-    /// Plain-HTTP port serving `/metrics` (OpenMetrics text) on the bind address; 0 disables it.
+    /// Plain-HTTP port serving `/metrics` (OpenMetrics text) on the bind address, under the
+    /// webhook's connection limit and timeouts; 0 disables it.
     #[arg(long, env = "CELGATE_METRICS_PORT", default_value_t = 8080)]
     pub metrics_port: u16,
     /// Decision log lines (denials, warnings, audited failures) per second, at most (target

@@ -233,7 +233,9 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         0 => None,
         port => {
             let addr = SocketAddr::new(args.bind_address, port);
-            let server = celgate_webhook::MetricsServer::bind(addr, Arc::new(registry)).await?;
+            let server =
+                celgate_webhook::MetricsServer::bind(addr, Arc::new(registry), args.limits())
+                    .await?;
             info!(%addr, "metrics listening");
             Some(server)
         }

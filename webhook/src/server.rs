@@ -6,12 +6,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use axum::Router;
-use axum::extract::{DefaultBodyLimit, Path, Request, State as AxumState};
+use axum::body::Body;
+use axum::extract::{DefaultBodyLimit, Request, State as AxumState};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{MethodRouter, get, post};
+use axum::{Extension, Router};
+use http_body_util::{BodyExt, LengthLimitError, Limited};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::danger::ClientCertVerifier;
@@ -30,12 +32,15 @@ use celgate_snapshot::SnapshotStore;
 use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, DispatchError};
 
 use crate::auth::{AuthError, Authenticator, Peer};
-use crate::connection::{self, Activity, Serving};
+use crate::connection::{self, Activity, CloseAfter, Serving};
 use crate::decision_log::AdmissionKind;
 use crate::decision_log::Line;
 use crate::limits::{Limits, MAX_CALL_TIMEOUT, RETRY_AFTER_SECONDS};
-use crate::metrics::{Metrics, admission_path};
+use crate::metrics::{Metrics, OTHER_PATH, admission_path};
 use crate::review::{self, Review, TextReview, ValidationReview};
+
+/// The probes' paths: the only ones served without credentials.
+const PROBE_PATHS: [&str; 2] = ["/healthz", "/readyz"];
 
 /// Review bytes are counted in flight in units of this many bytes.
 const BYTES_PER_PERMIT: usize = 1024;
@@ -389,15 +394,23 @@ fn tls_config(
     Ok(config)
 }
 
-/// The routes, over shared state (public for in-process tests). Metrics are served on their
-/// own plain-HTTP port ([`crate::MetricsServer`]), the probes on theirs too
-/// ([`crate::ProbeServer`]) and here as well.
+/// The routes, over shared state (public for in-process tests): each admission route is one
+/// exact path ([`crate::metrics::ADMISSION_PATHS`]), matched on the path as sent, never
+/// percent-decoded. Metrics are served on their own plain-HTTP port ([`crate::MetricsServer`]),
+/// the probes on theirs too ([`crate::ProbeServer`]) and here as well.
 pub fn router(state: Arc<AppState>) -> Router {
+    use FailurePolicy::{Fail, Ignore};
+    use ReinvocationPolicy::{IfNeeded, Never};
+    let group = |failure, reinvocation| Some(MutatingWebhookGroup::new(failure, reinvocation));
     Router::new()
-        .route("/validate", post(validate_all))
-        .route("/validate/{failure}", post(validate_by_failure_policy))
-        .route("/mutate", post(mutate_all))
-        .route("/mutate/{failure}/{reinvocation}", post(mutate_by_group))
+        .route("/validate", validating(None))
+        .route("/validate/fail", validating(Some(Fail)))
+        .route("/validate/ignore", validating(Some(Ignore)))
+        .route("/mutate", mutating(None))
+        .route("/mutate/fail/never", mutating(group(Fail, Never)))
+        .route("/mutate/fail/ifneeded", mutating(group(Fail, IfNeeded)))
+        .route("/mutate/ignore/never", mutating(group(Ignore, Never)))
+        .route("/mutate/ignore/ifneeded", mutating(group(Ignore, IfNeeded)))
         .route("/validate-policies", post(validate_policies))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -415,12 +428,14 @@ pub fn probe_router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// Counts and times every request on an admission route (by route and HTTP code answered,
-/// including rejections before a handler runs).
+/// Counts and times every request but the probes' (by route, `other` for any other path, and
+/// HTTP code answered, including rejections before a handler runs).
 async fn observe(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let Some(path) = admission_path(req.uri().path()) else {
+    let path = req.uri().path();
+    if PROBE_PATHS.contains(&path) {
         return next.run(req).await;
-    };
+    }
+    let path = admission_path(path).unwrap_or(OTHER_PATH);
     let started = std::time::Instant::now();
     let response = next.run(req).await;
     let status = response.status();
@@ -433,17 +448,22 @@ async fn observe(AxumState(state): AxumState<Arc<AppState>>, req: Request, next:
     response
 }
 
-/// Lets a review on an admission route through only if it is authenticated (else 401) and
-/// within the limits of reviews and review bytes in flight (else 429 at once), before its body
-/// is read; then bounds reading and deciding it by the call's timeout (else 408).
+/// Lets a request through only if it is authenticated (else 401, whatever its path: only the
+/// probes are exempt), is sent to an admission route (else 404), and is within the limits of
+/// reviews and review bytes in flight (else 429 at once), all before its body is read; then
+/// bounds reading and deciding it by the call's timeout (else 408).
 async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: Next) -> Response {
-    if admission_path(req.uri().path()).is_none() {
+    let path = req.uri().path();
+    if PROBE_PATHS.contains(&path) {
         return next.run(req).await;
     }
     if let Some(auth) = &state.auth
         && !auth.allows(req.extensions().get::<Peer>().copied(), req.headers())
     {
         return unauthenticated();
+    }
+    if admission_path(path).is_none() {
+        return not_found();
     }
     let limits = &state.limits;
     let Ok(_review) = state.in_flight.clone().try_acquire_owned() else {
@@ -469,6 +489,10 @@ async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: N
                 .saturating_sub(state.in_flight_bytes.available_permits() * BYTES_PER_PERMIT)
         ));
     };
+    let req = match receive(req, limits).await {
+        Ok(req) => req,
+        Err(refused) => return refused,
+    };
     let timeout = call_timeout(req.uri().query());
     // Past the timeout the API server has given up; dispatch answers its own timeouts first.
     match tokio::time::timeout(timeout + Duration::from_secs(1), next.run(req)).await {
@@ -484,12 +508,54 @@ async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: N
     }
 }
 
-/// The answer to a call without valid credentials.
+/// `req` with its body read whole: the largest review at most (else 413), arrived within the
+/// header timeout (else 408), so a stream that never sends its body holds its review's permits
+/// no longer than a connection that never sends its headers holds its slot.
+async fn receive(req: Request, limits: &Limits) -> Result<Request, Response> {
+    let (parts, body) = req.into_parts();
+    let read = Limited::new(body, limits.max_body_bytes).collect();
+    match tokio::time::timeout(limits.header_timeout, read).await {
+        Ok(Ok(body)) => Ok(Request::from_parts(parts, Body::from(body.to_bytes()))),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err((
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "the review is larger than {} bytes, the limit (--webhook-max-body-mib)\n",
+                limits.max_body_bytes
+            ),
+        )
+            .into_response()),
+        Ok(Err(e)) => Err((
+            StatusCode::BAD_REQUEST,
+            format!("the review's body could not be read: {e}\n"),
+        )
+            .into_response()),
+        Err(_) => Err((
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the review's body did not arrive within {}s of its headers (--webhook-header-timeout-seconds)\n",
+                limits.header_timeout.as_secs()
+            ),
+        )
+            .into_response()),
+    }
+}
+
+/// The answer to a call without valid credentials; its connection is closed after it.
 fn unauthenticated() -> Response {
     (
         StatusCode::UNAUTHORIZED,
+        Extension(CloseAfter),
         [(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"))],
         "celgate accepts reviews only from authenticated API servers: present a client certificate signed by --client-ca-file, or a bearer token of --token-file (see the Security section of docs/install.md)\n",
+    )
+        .into_response()
+}
+
+/// The answer to a request on a path that is no route; its body is not read.
+fn not_found() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "no such route: reviews go to /validate/fail, /validate/ignore, /mutate/<fail|ignore>/<never|ifneeded> or /validate-policies, spelled exactly so\n",
     )
         .into_response()
 }
@@ -549,35 +615,15 @@ fn call_timeout(query: Option<&str>) -> Duration {
         })
 }
 
-/// Every bound policy (for direct use and tests).
-async fn validate_all(
-    state: AxumState<Arc<AppState>>,
-    uri: axum::http::Uri,
-    review: ValidationReview,
-) -> Response {
-    validate(state, uri, review, None).await
-}
-
-/// The policies of one failure policy: `/validate/fail` (the fail-closed webhook) and
-/// `/validate/ignore` (the fail-open one).
-async fn validate_by_failure_policy(
-    state: AxumState<Arc<AppState>>,
-    Path(failure): Path<String>,
-    uri: axum::http::Uri,
-    review: ValidationReview,
-) -> Response {
-    let only = match failure.as_str() {
-        "fail" => FailurePolicy::Fail,
-        "ignore" => FailurePolicy::Ignore,
-        _ => {
-            return (
-                StatusCode::NOT_FOUND,
-                "use /validate/fail or /validate/ignore\n",
-            )
-                .into_response();
-        }
-    };
-    validate(state, uri, review, Some(only)).await
+/// The route of validating reviews: every bound policy (`/validate`, for direct use and tests),
+/// or those of one failure policy (`/validate/fail`, the fail-closed webhook, and
+/// `/validate/ignore`, the fail-open one).
+fn validating(only: Option<FailurePolicy>) -> MethodRouter<Arc<AppState>> {
+    post(
+        move |state: AxumState<Arc<AppState>>, uri: axum::http::Uri, review: ValidationReview| {
+            validate(state, uri, review, only)
+        },
+    )
 }
 
 async fn validate(
@@ -614,42 +660,15 @@ async fn validate(
     }
 }
 
-/// Every bound mutating policy (for direct use and tests).
-async fn mutate_all(
-    state: AxumState<Arc<AppState>>,
-    uri: axum::http::Uri,
-    review: TextReview,
-) -> Response {
-    mutate(state, uri, review, None).await
-}
-
-/// The mutating policies of one webhook group: `/mutate/<fail|ignore>/<never|ifneeded>`
-/// (the failure and reinvocation policy of the webhook that calls it).
-async fn mutate_by_group(
-    state: AxumState<Arc<AppState>>,
-    Path((failure, reinvocation)): Path<(String, String)>,
-    uri: axum::http::Uri,
-    review: TextReview,
-) -> Response {
-    let failure = match failure.as_str() {
-        "fail" => Some(FailurePolicy::Fail),
-        "ignore" => Some(FailurePolicy::Ignore),
-        _ => None,
-    };
-    let reinvocation = match reinvocation.as_str() {
-        "never" => Some(ReinvocationPolicy::Never),
-        "ifneeded" => Some(ReinvocationPolicy::IfNeeded),
-        _ => None,
-    };
-    let (Some(failure), Some(reinvocation)) = (failure, reinvocation) else {
-        return (
-            StatusCode::NOT_FOUND,
-            "use /mutate/<fail|ignore>/<never|ifneeded>\n",
-        )
-            .into_response();
-    };
-    let group = MutatingWebhookGroup::new(failure, reinvocation);
-    mutate(state, uri, review, Some(group)).await
+/// The route of mutating reviews: every bound mutating policy (`/mutate`, for direct use and
+/// tests), or those of one webhook group (`/mutate/<fail|ignore>/<never|ifneeded>`, the failure
+/// and reinvocation policy of the webhook that calls it).
+fn mutating(only: Option<MutatingWebhookGroup>) -> MethodRouter<Arc<AppState>> {
+    post(
+        move |state: AxumState<Arc<AppState>>, uri: axum::http::Uri, review: TextReview| {
+            mutate(state, uri, review, only)
+        },
+    )
 }
 
 async fn mutate(

@@ -38,14 +38,16 @@ async fn a_bearer_token_authenticates_and_nothing_else_is_decided() {
     .unwrap();
     let served = common::serve(Limits::DEFAULT, auth).await;
     let tls = connector(&served.roots, None, true);
-    let mut client = connect(served.addr, &tls, true).await;
     let body = review(1, 0);
     for token in [None, Some("wrong-token"), Some("second-tokenX"), Some("")] {
+        // A connection that fails authentication is closed after its answer: a new one each.
+        let mut client = connect(served.addr, &tls, true).await;
         let (status, _, text) = post(&mut client, "/validate/fail", &body, token)
             .await
             .unwrap();
         assert_eq!(status, 401, "{token:?}: {}", String::from_utf8_lossy(&text));
     }
+    let mut client = connect(served.addr, &tls, true).await;
     let (status, _, text) = post(&mut client, "/validate/fail", &body, Some("second-token"))
         .await
         .unwrap();

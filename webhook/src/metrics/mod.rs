@@ -50,7 +50,7 @@ pub struct MutationLabels {
 /// Labels of one webhook request: the route it was sent to and the HTTP code answered.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
-    /// One of [`ADMISSION_PATHS`].
+    /// One of [`ADMISSION_PATHS`], or [`OTHER_PATH`].
     pub path: &'static str,
     /// The HTTP status code.
     pub code: u16,
@@ -59,14 +59,14 @@ pub struct RequestLabels {
 /// Labels of the request latency: the route.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PathLabels {
-    /// One of [`ADMISSION_PATHS`].
+    /// One of [`ADMISSION_PATHS`], or [`OTHER_PATH`].
     pub path: &'static str,
 }
 
 /// Labels of the requests the webhook could not decide: the route and why.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
-    /// One of [`ADMISSION_PATHS`].
+    /// One of [`ADMISSION_PATHS`], or [`OTHER_PATH`].
     pub path: &'static str,
     /// `not_ready`, `bad_request`, `internal`, `unauthenticated` (401), `overloaded` (429:
     /// the limit of reviews or of review bytes in flight) or `timeout` (408: not read and
@@ -79,7 +79,9 @@ pub struct ErrorLabels {
 pub struct ConnectionLabels {
     /// `over_limit` (closed at once: as many connections were open as allowed), `tls` (the
     /// handshake failed), `header_timeout` (no complete request headers in time, handshake
-    /// included) or `idle` (no request for the idle timeout).
+    /// included), `idle` (no request for the idle timeout), `unauthenticated` (after a
+    /// request that failed authentication was answered) or `control_frames` (more HTTP/2
+    /// PRIORITY and WINDOW_UPDATE frames than its requests allow).
     pub reason: &'static str,
 }
 
@@ -105,6 +107,10 @@ pub const ADMISSION_PATHS: [&str; 9] = [
     "/mutate/ignore/ifneeded",
     "/validate-policies",
 ];
+
+/// The `path` label of a request to any path but [`ADMISSION_PATHS`] and the probes' (answered
+/// 401 without credentials, else 404).
+pub const OTHER_PATH: &str = "other";
 
 /// The [`ADMISSION_PATHS`] entry `path` is, if any.
 pub fn admission_path(path: &str) -> Option<&'static str> {
