@@ -108,7 +108,10 @@ impl Bench {
                         dispatch::mutate(&self.store, &self.deps, review, Call::now(), None)
                             .await
                             .unwrap();
-                    assert!(!mutated.outcome.patch.is_empty(), "the review is not mutated");
+                    assert!(
+                        !mutated.outcome.patch.is_empty(),
+                        "the review is not mutated"
+                    );
                     let answer = review::mutation_response(&mutated.uid, &mutated.outcome);
                     (mutated.outcome.allowed(), answer)
                 }
@@ -184,7 +187,10 @@ fn instructions_per_review(kind: Kind, reviews: u64) -> f64 {
         .stderr(std::process::Stdio::null())
         .status()
         .unwrap();
-    assert!(status.success(), "callgrind run of {kind:?} failed: {status}");
+    assert!(
+        status.success(),
+        "callgrind run of {kind:?} failed: {status}"
+    );
     let profile = std::fs::read_to_string(&out).unwrap();
     std::fs::remove_file(&out).unwrap();
     // The profile's `totals:` (or older valgrinds' `summary:`) line counts instructions.
@@ -290,7 +296,9 @@ fn main() {
             "review_cost {}: {:.1} µs CPU per review{}",
             kind.name(),
             cpu[i],
-            instructions.map_or(String::new(), |n| format!(", {n:.0} instructions per review"))
+            instructions.map_or(String::new(), |n| format!(
+                ", {n:.0} instructions per review"
+            ))
         );
     }
     let ratio = |figure: &str| {
@@ -303,7 +311,8 @@ fn main() {
         "instructions": ratio("instructions_per_review")});
     println!(
         "review_cost: mutating / validating = {} (CPU), {} (instructions)",
-        report["mutating_over_validating"]["cpu"], report["mutating_over_validating"]["instructions"]
+        report["mutating_over_validating"]["cpu"],
+        report["mutating_over_validating"]["instructions"]
     );
     let path = workspace().join("target/bench/review-cost.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -316,7 +325,10 @@ fn main() {
         return;
     }
     let Ok(baseline) = std::fs::read_to_string(baseline_path()) else {
-        println!("no baseline at {} (make bench-baseline)", baseline_path().display());
+        println!(
+            "no baseline at {} (make bench-baseline)",
+            baseline_path().display()
+        );
         std::process::exit(1);
     };
     let baseline: Value = serde_json::from_str(&baseline).unwrap();
