@@ -240,7 +240,7 @@ pub(super) mod tests {
                     "ports": {"type": "array", "x-kubernetes-list-type": "map",
                         "x-kubernetes-list-map-keys": ["containerPort", "protocol"],
                         "items": {"type": "object", "properties": {
-                            "containerPort": {"type": "integer"},
+                            "containerPort": {"type": "integer", "format": "int32"},
                             "protocol": {"type": "string", "default": "TCP"}}}}
                 }}}
         }}});

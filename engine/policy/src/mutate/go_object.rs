@@ -9,7 +9,8 @@
 
 use serde_json::Value;
 
-use crate::schema::Schema;
+use super::typed::Within;
+use crate::schema::{AdditionalProperties, Schema, SchemaRef};
 
 /// Components whose Go types decode themselves (their errors are theirs, not encoding/json's).
 const OWN_DECODERS: [&str; 7] = [
@@ -26,41 +27,42 @@ const OWN_DECODERS: [&str; 7] = [
 const MAX_DEPTH: usize = 64;
 
 /// Go's error for the first value of `object` (in the object's order) that its kind's Go type
-/// cannot hold, as kube-apiserver's JSON decoder words it.
-pub(super) fn decode_error(kind: &Schema, object: &Value) -> Option<String> {
+/// cannot hold, as kube-apiserver's JSON decoder words it, looked for `within` the object (the
+/// caller knows the rest holds none: it was looked at since it was last written).
+pub(super) fn decode_error(kind: &Schema, object: &Value, within: &Within<'_>) -> Option<String> {
+    let kind = kind.as_ref();
     let name = struct_name(kind)?;
     let mut path = Vec::new();
-    walk(kind, object, &mut path, name, 0)
+    walk(kind, object, within, &mut path, name, 0)
 }
 
 /// Cuts every integer of `object` too wide for its int32 field to 32 bits, as Go's conversion
-/// of an int64 to an int32 does.
-pub(super) fn narrow_ints(kind: &Schema, object: &mut Value) {
-    narrow(kind, object, 0);
+/// of an int64 to an int32 does, looking `within` the object (the caller knows the rest holds
+/// none: it was narrowed since it was last written).
+pub(super) fn narrow_ints(kind: &Schema, object: &mut Value, within: &Within<'_>) {
+    narrow(kind.as_ref(), object, within, 0);
 }
 
-fn narrow(schema: &Schema, v: &mut Value, depth: usize) {
+fn narrow(schema: SchemaRef<'_>, v: &mut Value, within: &Within<'_>, depth: usize) {
     if depth > MAX_DEPTH || decodes_itself(schema) {
         return;
     }
     match v {
         Value::Object(members) => {
-            if let Some(values) = schema.additional_properties_schema() {
-                for m in members.values_mut() {
-                    narrow(&values, m, depth + 1);
-                }
-            } else {
-                for (key, m) in members.iter_mut() {
-                    if let Some(field) = schema.property(key) {
-                        narrow(&field, m, depth + 1);
-                    }
+            let values = map_values(schema);
+            for (key, m) in members.iter_mut() {
+                let Some(below) = within.step(Some(key)) else {
+                    continue;
+                };
+                if let Some(field) = values.or_else(|| schema.property(key)) {
+                    narrow(field, m, &below, depth + 1);
                 }
             }
         }
         Value::Array(items) => {
-            if let Some(item) = schema.items() {
+            if let (Some(item), Some(below)) = (schema.items(), within.step(None)) {
                 for i in items {
-                    narrow(&item, i, depth + 1);
+                    narrow(item, i, &below, depth + 1);
                 }
             }
         }
@@ -75,10 +77,11 @@ fn narrow(schema: &Schema, v: &mut Value, depth: usize) {
 }
 
 fn walk<'v>(
-    schema: &Schema,
+    schema: SchemaRef<'_>,
     v: &'v Value,
+    part: &Within<'_>,
     path: &mut Vec<&'v str>,
-    within: &str,
+    go_struct: &str,
     depth: usize,
 ) -> Option<String> {
     if v.is_null() || depth > MAX_DEPTH || decodes_itself(schema) {
@@ -88,7 +91,7 @@ fn walk<'v>(
     let error = |value: String| {
         go_type(schema).map(|expected| {
             format!(
-                "json: cannot unmarshal {value} into Go struct field {within}.{} of type {expected}",
+                "json: cannot unmarshal {value} into Go struct field {go_struct}.{} of type {expected}",
                 path.join(".")
             )
         })
@@ -98,16 +101,18 @@ fn walk<'v>(
             let Value::Object(members) = v else {
                 return error(json_kind(v).into());
             };
-            if let Some(values) = schema.additional_properties_schema() {
-                return members
-                    .values()
-                    .find_map(|m| walk(&values, m, path, within, depth + 1));
+            if let Some(values) = map_values(schema) {
+                return members.iter().find_map(|(key, m)| {
+                    let below = part.step(Some(key))?;
+                    walk(values, m, &below, path, go_struct, depth + 1)
+                });
             }
-            let inner = struct_name(schema).unwrap_or(within);
+            let inner = struct_name(schema).unwrap_or(go_struct);
             members.iter().find_map(|(key, m)| {
+                let below = part.step(Some(key))?;
                 let field = schema.property(key)?;
                 path.push(key);
-                let found = walk(&field, m, path, inner, depth + 1);
+                let found = walk(field, m, &below, path, inner, depth + 1);
                 path.pop();
                 found
             })
@@ -117,21 +122,27 @@ fn walk<'v>(
                 return error(json_kind(v).into());
             };
             let item = schema.items()?;
+            let below = part.step(None)?;
             items
                 .iter()
-                .find_map(|i| walk(&item, i, path, within, depth + 1))
+                .find_map(|i| walk(item, i, &below, path, go_struct, depth + 1))
         }
         "string" if !v.is_string() => error(json_kind(v).into()),
         "boolean" if !v.is_boolean() => error(json_kind(v).into()),
         "number" if !v.is_number() => error(json_kind(v).into()),
         "integer" => match v {
             Value::Number(n) => {
-                let text = go_number(n);
-                let fits = match schema.format() {
-                    "int32" => text.parse::<i32>().is_ok(),
-                    _ => text.parse::<i64>().is_ok(),
+                // An int64 is its own text; other numbers are read as Go writes them (the text
+                // is only built for them and for the error).
+                let fits = match (n.as_i64(), schema.format()) {
+                    (Some(i), "int32") => i32::try_from(i).is_ok(),
+                    (Some(_), _) => true,
+                    (None, "int32") => go_number(n).parse::<i32>().is_ok(),
+                    (None, _) => go_number(n).parse::<i64>().is_ok(),
                 };
-                (!fits).then(|| error(format!("number {text}"))).flatten()
+                (!fits)
+                    .then(|| error(format!("number {}", go_number(n))))
+                    .flatten()
             }
             other => error(json_kind(other).into()),
         },
@@ -140,7 +151,7 @@ fn walk<'v>(
 }
 
 /// Whether the position's Go type has a decoder of its own, or holds anything.
-fn decodes_itself(schema: &Schema) -> bool {
+fn decodes_itself(schema: SchemaRef<'_>) -> bool {
     schema.is_int_or_string()
         || schema.preserves_unknown_fields()
         || schema.format() == "byte"
@@ -151,14 +162,24 @@ fn decodes_itself(schema: &Schema) -> bool {
 
 /// The Go struct a component names (`io.k8s.api.core.v1.PodSpec` → `PodSpec`), for objects
 /// with fields.
-fn struct_name(schema: &Schema) -> Option<&str> {
+fn struct_name(schema: SchemaRef<'_>) -> Option<&str> {
     let component = schema.component()?;
-    schema.properties().next()?;
+    if !schema.has_properties() {
+        return None;
+    }
     component.rsplit('.').next()
 }
 
+/// The schema of a map's values (`additionalProperties` as a schema).
+fn map_values(schema: SchemaRef<'_>) -> Option<SchemaRef<'_>> {
+    match schema.additional_properties()? {
+        AdditionalProperties::Schema(values) => Some(values),
+        AdditionalProperties::Allowed(_) => None,
+    }
+}
+
 /// Go's name of the position's type as `%v` of a `reflect.Type` prints it; `None` when unknown.
-fn go_type(schema: &Schema) -> Option<String> {
+fn go_type(schema: SchemaRef<'_>) -> Option<String> {
     Some(match schema.type_name()? {
         "string" => "string".into(),
         "boolean" => "bool".into(),
@@ -171,9 +192,9 @@ fn go_type(schema: &Schema) -> Option<String> {
             "float" => "float32".into(),
             _ => "float64".into(),
         },
-        "array" => format!("[]{}", go_type(&schema.items()?)?),
-        "object" => match schema.additional_properties_schema() {
-            Some(values) => format!("map[string]{}", go_type(&values)?),
+        "array" => format!("[]{}", go_type(schema.items()?)?),
+        "object" => match map_values(schema) {
+            Some(values) => format!("map[string]{}", go_type(values)?),
             None => {
                 let component = schema.component()?;
                 let mut parts = component.rsplit('.');
@@ -251,7 +272,7 @@ mod tests {
     #[test]
     fn the_first_value_go_cannot_decode_is_named_as_go_names_it() {
         let schema = pod_schema();
-        let error = |object: Value| decode_error(&schema, &object);
+        let error = |object: Value| decode_error(&schema, &object, &Within::All);
         let port = |p: Value| json!({"spec": {"containers": [{"name": "c", "ports": [{"containerPort": p}]}]}});
         let into_port = |what: &str| {
             Some(format!(
@@ -301,7 +322,7 @@ mod tests {
         let mut object = json!({"spec": {"containers": [{"name": "c", "ports": [
             {"containerPort": 9_223_372_036_854_775_807_i64}, {"containerPort": 4_294_967_297_i64},
             {"containerPort": 80}]}]}});
-        narrow_ints(&schema, &mut object);
+        narrow_ints(&schema, &mut object, &Within::All);
         assert_eq!(
             object["spec"]["containers"][0]["ports"],
             json!([{"containerPort": -1}, {"containerPort": 1}, {"containerPort": 80}])

@@ -568,7 +568,10 @@ impl Run<'_> {
                 match apply::apply(&kind.schema, object, fit, config, semantics, writes) {
                     Ok(changed) => {
                         if kind.built_in {
-                            go_object::narrow_ints(&kind.schema, object);
+                            // Only what was written since the last time can be too wide.
+                            let since = writes.since_narrowed.replace(Written::default());
+                            let within = since.as_ref().map_or(Within::All, Written::within);
+                            go_object::narrow_ints(&kind.schema, object, &within);
                         }
                         Ok(Ok(changed))
                     }
@@ -620,7 +623,11 @@ impl Run<'_> {
                     return Ok(Err(MutationError::CustomResourceScale));
                 }
                 if kind.built_in {
-                    if let Some(e) = go_object::decode_error(&kind.schema, &self.object) {
+                    // Only what was written since the last look can fail to decode.
+                    let since = self.writes.since_decoded.replace(Written::default());
+                    let unchecked = since.as_ref().map_or(Within::All, Written::within);
+                    if let Some(e) = go_object::decode_error(&kind.schema, &self.object, &unchecked)
+                    {
                         return Err(Immediate::new(
                             500,
                             "InternalError",

@@ -523,6 +523,51 @@ fn what_a_patch_breaks_is_found_by_the_next_apply_configuration() {
 }
 
 #[test]
+fn the_go_type_checks_after_a_mutation_see_every_place_written_since_they_last_looked() {
+    // A first patch looks at the whole object; an apply configuration then writes a number
+    // the Go type of an `int` field cannot hold (the configuration's check only asks for a
+    // number); the next patch writes elsewhere, and the check after it still finds it.
+    let label = |k: &str| {
+        json_patch(&format!(
+            "[JSONPatch{{op: 'add', path: '/metadata/labels/{k}', value: 'x'}}]"
+        ))
+    };
+    let p = upstream(policy(
+        "p",
+        vec![
+            label("a"),
+            apply_config("Object{spec: Object.spec{replicas: 1.5}}"),
+            label("b"),
+        ],
+    ));
+    let d = run(&[p]).denial.expect("denied");
+    assert_eq!(
+        (d.code, d.message.as_str()),
+        (
+            500,
+            "Internal error occurred: json: cannot unmarshal number 1.5 into Go struct field Pod.spec.replicas of type int"
+        )
+    );
+    // A first apply configuration cuts the whole object's integers to their widths; a later
+    // one's integer too wide for its int32 field (2^32 + 81) is cut where it wrote it.
+    let p = upstream(policy(
+        "p",
+        vec![
+            apply_config("Object{metadata: Object.metadata{labels: {'c': 'd'}}}"),
+            apply_config(
+                "Object{spec: Object.spec{containers: [Object.spec.containers{name: 'main', ports: [Object.spec.containers.ports{containerPort: 4294967377, protocol: 'TCP'}]}]}}",
+            ),
+        ],
+    ));
+    let out = run(&[p]);
+    assert!(out.allowed(), "{:?}", out.denial);
+    assert_eq!(
+        out.object.expect("mutated")["spec"]["containers"][0]["ports"],
+        json!([{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 81, "protocol": "TCP"}])
+    );
+}
+
+#[test]
 fn mutating_twice_gives_the_same_object() {
     let sidecar = "Object{spec: Object.spec{initContainers: [Object.spec.initContainers{name: 'mesh-proxy', image: 'proxy:1', args: ['--in']}]}}";
     let policies = [

@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use super::typed::Written;
+
 /// A path of member names (unescaped) from the root; empty: the whole object.
 type Path = Vec<String>;
 
@@ -56,6 +58,12 @@ pub(super) struct Writes {
     /// The places written since each `IfNeeded` policy was first given the object, as it
     /// found them (in the order the policies ran).
     pub(super) since: Vec<Saved>,
+    /// The places written since the object was last looked at for a value its (built-in)
+    /// kind's Go type cannot hold (`go_object::decode_error`); `None` before the first look.
+    pub(super) since_decoded: Option<Written>,
+    /// The places written since the object's integers were last cut to their fields' widths
+    /// (`go_object::narrow_ints`); `None` before the first time.
+    pub(super) since_narrowed: Option<Written>,
 }
 
 impl Writes {
@@ -64,6 +72,12 @@ impl Writes {
         self.original.keep(object, places);
         for saved in self.invocation.iter_mut().chain(&mut self.since) {
             saved.keep(object, places);
+        }
+        for since in [&mut self.since_decoded, &mut self.since_narrowed]
+            .into_iter()
+            .flatten()
+        {
+            since.join(Written::of_paths(places.0.clone()));
         }
     }
 }

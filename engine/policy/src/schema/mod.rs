@@ -441,7 +441,7 @@ impl Schema {
     /// Whether the value is an int or a string: `x-kubernetes-int-or-string`, or the
     /// `int-or-string` format built-in kinds use.
     pub fn is_int_or_string(&self) -> bool {
-        self.node().int_or_string || self.format() == "int-or-string"
+        self.as_ref().is_int_or_string()
     }
 
     /// `x-kubernetes-preserve-unknown-fields`.
@@ -548,6 +548,11 @@ impl<'g> SchemaRef<'g> {
     /// See [`Schema::patch_merge_key`].
     pub fn patch_merge_key(self) -> Option<&'g String> {
         self.node().patch_merge_key.as_ref()
+    }
+
+    /// See [`Schema::is_int_or_string`].
+    pub fn is_int_or_string(self) -> bool {
+        self.node().int_or_string || self.format() == "int-or-string"
     }
 
     /// See [`Schema::preserves_unknown_fields`].

@@ -1,0 +1,344 @@
+//! The server's own cost of one realistic review, validating and mutating, in figures a busy
+//! machine cannot move much: instructions per review counted by valgrind's callgrind, and CPU
+//! time per review of the one thread that decides (not wall time). The review is the
+//! realistic fixture's 6 KB Pod create (`e2e/src/fixture.rs`) against 20 matching of 1,000
+//! validating policies, and of 1,000 mutating ones; one review is what `load.rs` times in
+//! process: the body decoded, decided against the snapshot, the answer encoded, no HTTP or TLS.
+//!
+//! Each run writes `target/bench/review-cost.json` and compares it with the committed baseline
+//! `webhook/benches/review-cost-baseline.json`: every figure worse than the baseline by more
+//! than its tolerance is named, and the run fails. Instructions are allowed
+//! [`INSTRUCTIONS_TOLERANCE`] (they move by well under 1% from run to run), CPU time
+//! [`CPU_TOLERANCE`] (six builds on two cores move it by that much).
+//!
+//! `make bench-check` runs it; `make bench-baseline` writes the run's figures as the new
+//! baseline (`REVIEW_COST_WRITE_BASELINE=1`). Environment: `REVIEW_COST_SECONDS` (CPU time
+//! measured per kind, default 4), `REVIEW_COST_REVIEWS` (reviews counted under callgrind per
+//! kind, default 40). Without valgrind installed only CPU time is measured and compared.
+//!
+//! The counted reviews run inside [`counted_reviews`], which callgrind is told to count alone
+//! (`--toggle-collect`): building the snapshot (compiling 2,000 policies) is not counted.
+
+#![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
+
+use std::hint::black_box;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use celgate_engine::PolicySet;
+use celgate_snapshot::dispatch::{self, Call};
+use celgate_snapshot::{Deps, SnapshotStore};
+use celgate_webhook::review;
+use serde_json::{Value, json};
+
+mod common;
+
+use common::{env_or, fixture, fixture_mutating, fixture_store, fixture_validating};
+
+/// How much worse than the baseline instructions per review may be before the check fails.
+const INSTRUCTIONS_TOLERANCE: f64 = 0.03;
+/// How much worse than the baseline CPU time per review may be before the check fails.
+const CPU_TOLERANCE: f64 = 0.30;
+/// Set in the child that runs under callgrind: the kind to count and how many reviews.
+const CHILD_ENV: &str = "REVIEW_COST_CHILD";
+
+/// The two kinds of review measured.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Validating,
+    Mutating,
+}
+
+impl Kind {
+    const ALL: [Kind; 2] = [Kind::Validating, Kind::Mutating];
+
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Validating => "validating",
+            Kind::Mutating => "mutating",
+        }
+    }
+}
+
+/// What one review needs: the realistic snapshot, the body, and a runtime to await on.
+struct Bench {
+    store: std::sync::Arc<SnapshotStore>,
+    deps: Deps,
+    body: Vec<u8>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Bench {
+    fn new() -> Self {
+        let (total, matching) = (1000, 20);
+        let store = fixture_store(PolicySet::new(
+            fixture_validating(&fixture::validating(total, matching)),
+            fixture_mutating(&fixture::mutating(total, matching)),
+        ));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        Bench {
+            store,
+            deps: Deps::default(),
+            body: fixture::pod_review().to_string().into_bytes(),
+            runtime,
+        }
+    }
+
+    /// One review as the server's handler decides it (as `load.rs`'s in-process figure):
+    /// decoded, decided, the answer encoded; panics unless admitted (and, mutating, patched).
+    fn review(&self, kind: Kind) {
+        self.runtime.block_on(async {
+            let (allowed, answer) = match kind {
+                Kind::Validating => {
+                    let review = review::decode(&self.body, review::ObjectRead::Tape).unwrap();
+                    let decided =
+                        dispatch::validate(&self.store, &self.deps, review, Call::now(), None)
+                            .await
+                            .unwrap();
+                    let answer = review::response(&decided.uid, &decided.outcome);
+                    (decided.outcome.allowed(), answer)
+                }
+                Kind::Mutating => {
+                    let review = review::decode(&self.body, review::ObjectRead::Text).unwrap();
+                    let mutated =
+                        dispatch::mutate(&self.store, &self.deps, review, Call::now(), None)
+                            .await
+                            .unwrap();
+                    assert!(
+                        !mutated.outcome.patch.is_empty(),
+                        "the review is not mutated"
+                    );
+                    let answer = review::mutation_response(&mutated.uid, &mutated.outcome);
+                    (mutated.outcome.allowed(), answer)
+                }
+            };
+            assert!(allowed, "{}", String::from_utf8_lossy(&answer));
+            black_box(answer);
+        });
+    }
+}
+
+/// `reviews` reviews of `kind`: the only code callgrind counts.
+#[inline(never)]
+fn counted_reviews(bench: &Bench, kind: Kind, reviews: u64) {
+    for _ in 0..reviews {
+        bench.review(kind);
+    }
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
+}
+
+/// CPU µs per review of each kind: rounds of each kind alternately for about `secs` per kind
+/// in all, the median round.
+fn cpu_us_per_review(bench: &Bench, secs: u64) -> [f64; 2] {
+    const ROUNDS: usize = 9;
+    let per_round = Duration::from_secs(secs).as_secs_f64() / ROUNDS as f64;
+    let mut samples = [Vec::new(), Vec::new()];
+    for _ in 0..ROUNDS {
+        for (i, kind) in Kind::ALL.into_iter().enumerate() {
+            let start = thread_cpu();
+            let mut reviews = 0u64;
+            while (thread_cpu() - start).as_secs_f64() < per_round {
+                for _ in 0..10 {
+                    bench.review(kind);
+                }
+                reviews += 10;
+            }
+            samples[i].push((thread_cpu() - start).as_secs_f64() * 1e6 / reviews as f64);
+        }
+    }
+    samples.map(|mut s| {
+        s.sort_by(f64::total_cmp);
+        s[s.len() / 2]
+    })
+}
+
+fn valgrind_installed() -> bool {
+    Command::new("valgrind")
+        .arg("--version")
+        .stdout(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// Instructions per review of `kind`: this program run again under callgrind, counting only
+/// [`counted_reviews`] of `reviews` reviews (after a few uncounted ones).
+fn instructions_per_review(kind: Kind, reviews: u64) -> f64 {
+    let out = std::env::temp_dir().join(format!(
+        "celgate-review-cost-{}-{}.callgrind",
+        std::process::id(),
+        kind.name()
+    ));
+    let status = Command::new("valgrind")
+        .args(["--tool=callgrind", "--collect-atstart=no"])
+        .arg("--toggle-collect=*counted_reviews*")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(std::env::current_exe().unwrap())
+        .env(CHILD_ENV, format!("{}:{reviews}", kind.name()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "callgrind run of {kind:?} failed: {status}"
+    );
+    let profile = std::fs::read_to_string(&out).unwrap();
+    std::fs::remove_file(&out).unwrap();
+    // The profile's `totals:` (or older valgrinds' `summary:`) line counts instructions.
+    let total: u64 = profile
+        .lines()
+        .find_map(|l| l.strip_prefix("totals:").or(l.strip_prefix("summary:")))
+        .and_then(|t| t.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no totals in the callgrind profile of {kind:?}"));
+    assert!(total > 0, "callgrind counted nothing for {kind:?}");
+    total as f64 / reviews as f64
+}
+
+/// Under callgrind: a few reviews uncounted, then `reviews` counted.
+fn child(spec: &str) {
+    let (kind, reviews) = spec.split_once(':').unwrap();
+    let kind = *Kind::ALL.iter().find(|k| k.name() == kind).unwrap();
+    let bench = Bench::new();
+    for _ in 0..3 {
+        bench.review(kind);
+    }
+    counted_reviews(&bench, kind, reviews.parse().unwrap());
+}
+
+fn workspace() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+fn baseline_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/review-cost-baseline.json")
+}
+
+/// The figures of `report` worse than those of `baseline` beyond their tolerance, a line each.
+fn worse(report: &Value, baseline: &Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    for kind in Kind::ALL {
+        for (figure, tolerance) in [
+            ("instructions_per_review", INSTRUCTIONS_TOLERANCE),
+            ("cpu_us_per_review", CPU_TOLERANCE),
+        ] {
+            let (Some(now), Some(then)) = (
+                report[kind.name()][figure].as_f64(),
+                baseline[kind.name()][figure].as_f64(),
+            ) else {
+                continue;
+            };
+            if now > then * (1.0 + tolerance) {
+                lines.push(format!(
+                    "{} {figure}: {now:.1} against the baseline's {then:.1} (+{:.1}%, tolerance {:.0}%)",
+                    kind.name(),
+                    (now / then - 1.0) * 100.0,
+                    tolerance * 100.0
+                ));
+            }
+        }
+    }
+    lines
+}
+
+fn main() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        child(&spec);
+        return;
+    }
+    // `cargo bench` passes `--bench`; a filter naming another bench means "not me".
+    if std::env::args()
+        .skip(1)
+        .any(|a| !a.starts_with('-') && a != "review_cost")
+    {
+        return;
+    }
+    let secs = env_or("REVIEW_COST_SECONDS", 4);
+    let reviews = env_or("REVIEW_COST_REVIEWS", 40).max(1);
+    let loadavg = || {
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+            .to_string()
+    };
+    let loadavg_before = loadavg();
+    let bench = Bench::new();
+    for kind in Kind::ALL {
+        for _ in 0..20 {
+            bench.review(kind);
+        }
+    }
+    let cpu = cpu_us_per_review(&bench, secs);
+    drop(bench);
+    let valgrind = valgrind_installed();
+    if !valgrind {
+        println!("review_cost: valgrind is not installed (make deps): CPU time alone");
+    }
+    let mut report = json!({"review_bytes": fixture::pod_review().to_string().len(),
+        "policies_loaded": 1000, "policies_matching": 20,
+        "loadavg_before": loadavg_before, "loadavg_after": loadavg()});
+    for (i, kind) in Kind::ALL.into_iter().enumerate() {
+        let instructions = valgrind.then(|| instructions_per_review(kind, reviews));
+        report[kind.name()] = json!({
+            "cpu_us_per_review": (cpu[i] * 10.0).round() / 10.0,
+            "instructions_per_review": instructions.map(f64::round),
+        });
+        println!(
+            "review_cost {}: {:.1} µs CPU per review{}",
+            kind.name(),
+            cpu[i],
+            instructions.map_or(String::new(), |n| format!(
+                ", {n:.0} instructions per review"
+            ))
+        );
+    }
+    let ratio = |figure: &str| {
+        let at = |k: Kind| report[k.name()][figure].as_f64();
+        at(Kind::Mutating)
+            .zip(at(Kind::Validating))
+            .map(|(m, v)| (m / v * 100.0).round() / 100.0)
+    };
+    report["mutating_over_validating"] = json!({"cpu": ratio("cpu_us_per_review"),
+        "instructions": ratio("instructions_per_review")});
+    println!(
+        "review_cost: mutating / validating = {} (CPU), {} (instructions)",
+        report["mutating_over_validating"]["cpu"],
+        report["mutating_over_validating"]["instructions"]
+    );
+    let path = workspace().join("target/bench/review-cost.json");
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let text = serde_json::to_string_pretty(&report).unwrap();
+    std::fs::write(&path, &text).unwrap();
+    println!("report: {}", path.display());
+    if env_or("REVIEW_COST_WRITE_BASELINE", 0) == 1 {
+        std::fs::write(baseline_path(), text + "\n").unwrap();
+        println!("baseline written: {}", baseline_path().display());
+        return;
+    }
+    let Ok(baseline) = std::fs::read_to_string(baseline_path()) else {
+        println!(
+            "no baseline at {} (make bench-baseline)",
+            baseline_path().display()
+        );
+        std::process::exit(1);
+    };
+    let baseline: Value = serde_json::from_str(&baseline).unwrap();
+    let lines = worse(&report, &baseline);
+    if lines.is_empty() {
+        println!("review_cost: no figure worse than the baseline beyond its tolerance");
+    } else {
+        for line in &lines {
+            println!("worse: {line}");
+        }
+        std::process::exit(1);
+    }
+}
