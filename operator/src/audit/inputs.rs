@@ -107,6 +107,10 @@ pub fn params_read(
             (3u8, &**why).hash(&mut hasher);
             return hasher.finish();
         }
+        Some(ParamKindEntry::TooLarge(why)) => {
+            (5u8, &**why).hash(&mut hasher);
+            return hasher.finish();
+        }
         Some(ParamKindEntry::Ready(objects)) => objects,
     };
     4u8.hash(&mut hasher);
