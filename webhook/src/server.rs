@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
-use axum::body::Body;
+use axum::body::{Body, HttpBody};
 use axum::extract::{DefaultBodyLimit, Request, State as AxumState};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -513,17 +513,24 @@ async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: N
 /// no longer than a connection that never sends its headers holds its slot.
 async fn receive(req: Request, limits: &Limits) -> Result<Request, Response> {
     let (parts, body) = req.into_parts();
-    let read = Limited::new(body, limits.max_body_bytes).collect();
-    match tokio::time::timeout(limits.header_timeout, read).await {
-        Ok(Ok(body)) => Ok(Request::from_parts(parts, Body::from(body.to_bytes()))),
-        Ok(Err(e)) if e.is::<LengthLimitError>() => Err((
+    let too_large = || {
+        (
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
                 "the review is larger than {} bytes, the limit (--webhook-max-body-mib)\n",
                 limits.max_body_bytes
             ),
         )
-            .into_response()),
+            .into_response()
+    };
+    // A body declared (Content-Length) larger than the limit is not read at all.
+    if usize::try_from(body.size_hint().lower()).map_or(true, |n| n > limits.max_body_bytes) {
+        return Err(too_large());
+    }
+    let read = Limited::new(body, limits.max_body_bytes).collect();
+    match tokio::time::timeout(limits.header_timeout, read).await {
+        Ok(Ok(body)) => Ok(Request::from_parts(parts, Body::from(body.to_bytes()))),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(too_large()),
         Ok(Err(e)) => Err((
             StatusCode::BAD_REQUEST,
             format!("the review's body could not be read: {e}\n"),

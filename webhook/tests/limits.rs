@@ -119,6 +119,20 @@ async fn a_body_past_the_size_limit_is_refused() {
         .await
         .unwrap();
     assert_eq!(status, 413);
+    // A body declared larger is refused before any of it arrives (not at the header timeout).
+    let tcp = TcpStream::connect(served.addr).await.unwrap();
+    let mut stream = connector(&served.roots, None, false)
+        .connect(ServerName::try_from("localhost").unwrap(), tcp)
+        .await
+        .unwrap();
+    let head = "POST /validate/fail HTTP/1.1\r\nhost: localhost\r\ncontent-length: 2000000\r\n\r\n";
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(5), stream.read_exact(&mut answer))
+        .await
+        .expect("answered before the body is sent")
+        .unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 413");
     let (status, _, text) = post(&mut client, "/validate/fail", &review(1, 100 * 1024), None)
         .await
         .unwrap();
