@@ -39,7 +39,7 @@ pub const AGGREGATE_TO_PARAMS_LABEL: &str = "admission.celgate.io/aggregate-to-p
 
 /// Objects per list page of a param watch: a page is held whole while it is read, and a
 /// ConfigMap can hold 1 MiB.
-const PAGE_SIZE: u32 = 50;
+const PAGE_SIZE: u32 = 10;
 
 /// What the paramRef of one binding can select of its kind.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -346,14 +346,11 @@ impl Kind {
                 return false;
             }
             watcher::Event::InitApply(object) => {
-                let value = self.param_value(&object);
                 let key = selected.key_of(&object);
                 if let Some(listed) = &mut selected.relisting[scope] {
                     listed.insert(key.clone());
                 }
-                if let Some(value) = value {
-                    selected.apply(scope, key, value, self.max_bytes);
-                }
+                self.apply(selected, scope, key, &object);
                 return false;
             }
             watcher::Event::InitDone => {
@@ -363,9 +360,7 @@ impl Kind {
             }
             watcher::Event::Apply(object) => {
                 let key = selected.key_of(&object);
-                if let Some(value) = self.param_value(&object) {
-                    selected.apply(scope, key, value, self.max_bytes);
-                }
+                self.apply(selected, scope, key, &object);
             }
             watcher::Event::Delete(object) => {
                 let key = selected.key_of(&object);
@@ -386,6 +381,24 @@ impl Kind {
             None => self.show(ParamKindEntry::Ready(selected.objects.clone())),
         }
         true
+    }
+
+    /// `scope` selects `object`: counted, and kept unless the kind is over its bound (then it
+    /// is never converted).
+    fn apply(
+        &self,
+        selected: &mut Selected,
+        scope: usize,
+        key: (String, String),
+        object: &DynamicObject,
+    ) {
+        let size = encoded_len(object);
+        let value = if selected.fits(&key, size, self.max_bytes) {
+            self.param_value(object)
+        } else {
+            None
+        };
+        selected.apply(scope, key, size, value, self.max_bytes);
     }
 
     /// A param object as policies read it, with apiVersion and kind from the paramKind (as
@@ -479,15 +492,31 @@ impl Selected {
         (namespace.to_string(), name.to_string())
     }
 
-    /// `scope` selects `value` under `key` (added or changed).
-    fn apply(&mut self, scope: usize, key: (String, String), value: Arc<Value>, max: usize) {
-        let size = json_bytes(&value);
+    /// Whether the selection stays within `max` bytes with the object `key` at `size`.
+    fn fits(&self, key: &(String, String), size: usize, max: usize) -> bool {
+        let old = self.held.get(key).map_or(0, |(_, bytes)| *bytes);
+        self.bytes - old + size <= max
+    }
+
+    /// `scope` selects the object `key` of `size` bytes (added or changed), kept as `value`
+    /// (`None`: not converted, as it does not fit).
+    fn apply(
+        &mut self,
+        scope: usize,
+        key: (String, String),
+        size: usize,
+        value: Option<Arc<Value>>,
+        max: usize,
+    ) {
         let (scopes, bytes) = self.held.entry(key.clone()).or_default();
         scopes.insert(scope);
         self.bytes = self.bytes - *bytes + size;
         *bytes = size;
-        if self.over.is_none() {
-            Arc::make_mut(&mut self.objects).insert(&key.0, &key.1, value);
+        match value {
+            Some(value) if self.over.is_none() => {
+                Arc::make_mut(&mut self.objects).insert(&key.0, &key.1, value);
+            }
+            _ => Arc::make_mut(&mut self.objects).remove(&key.0, &key.1),
         }
         self.check(max);
     }
@@ -532,21 +561,23 @@ impl Selected {
     }
 }
 
-/// The size of a JSON value as text, without whitespace: what bounds the params kept.
-fn json_bytes(value: &Value) -> usize {
-    match value {
-        Value::Null | Value::Bool(true) => 4,
-        Value::Bool(false) => 5,
-        Value::Number(n) => n.to_string().len(),
-        Value::String(s) => s.len() + 2,
-        Value::Array(items) => 2 + items.len() + items.iter().map(json_bytes).sum::<usize>(),
-        Value::Object(members) => {
-            2 + members.len()
-                + (members.iter())
-                    .map(|(k, v)| k.len() + 3 + json_bytes(v))
-                    .sum::<usize>()
+/// The size of an object as JSON text, counted without building it: what bounds the params
+/// kept.
+fn encoded_len(object: &DynamicObject) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
         }
     }
+    let mut count = Count(0);
+    // Writing to a counter cannot fail; an object that cannot be encoded counts as empty.
+    let _ = serde_json::to_writer(&mut count, object);
+    count.0
 }
 
 /// The message of a kind whose selected objects are more than celgate keeps.

@@ -6,7 +6,10 @@
 //! and another replica may take it (client-go's RenewDeadline): kube-lease-manager keeps
 //! saying it holds the Lease while its renewals fail, so this module reads the Lease itself.
 
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use tokio::time::Instant;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
@@ -40,7 +43,7 @@ impl LeaseConfig {
         (self.duration_seconds * 2 / 3).clamp(1, self.duration_seconds.saturating_sub(1).max(1))
     }
 
-    /// How long after its last recorded renewal a holder stops leading: two thirds of the
+    /// How long after it last saw its renewal land a holder stops leading: two thirds of the
     /// duration (client-go's RenewDeadline, below LeaseDuration). The last third is the clock
     /// skew between nodes the election tolerates.
     pub fn renew_deadline(&self) -> Duration {
@@ -54,30 +57,36 @@ impl LeaseConfig {
     }
 }
 
-/// Until when this replica may act as leader: its last renewal as the Lease records it, plus
-/// the renew deadline; nothing while the Lease names another holder or was not read yet.
+/// Until when this replica may act as leader: the renew deadline after this process last saw
+/// its renewal land (the Lease naming it with a `renewTime` it had not seen before), judged on
+/// its own monotonic clock as client-go judges expiry, so a clock skew between nodes cannot
+/// stretch it; nothing while the Lease names another holder or was not read yet.
 #[derive(Debug, Default)]
 struct Tenure {
-    until: Option<SystemTime>,
+    /// The last renewal seen, and when this process saw it.
+    renewal: Option<(MicroTime, Instant)>,
 }
 
 impl Tenure {
-    /// Notes the Lease as the API server holds it now (`None`: it does not exist).
-    fn observe(&mut self, lease: Option<&Lease>, identity: &str, deadline: Duration) {
+    /// Notes the Lease as the API server holds it `now` (`None`: it does not exist).
+    fn observe(&mut self, lease: Option<&Lease>, identity: &str, now: Instant) {
         let spec = lease.and_then(|l| l.spec.as_ref());
         let holder = spec.and_then(|s| s.holder_identity.as_deref());
-        self.until = match spec.and_then(|s| s.renew_time.as_ref()) {
-            Some(renewed) if holder == Some(identity) => {
-                SystemTime::from(renewed.0).checked_add(deadline)
-            }
+        self.renewal = match spec.and_then(|s| s.renew_time.as_ref()) {
+            Some(renewed) if holder == Some(identity) => match self.renewal.take() {
+                Some((seen, at)) if seen == *renewed => Some((seen, at)),
+                _ => Some((renewed.clone(), now)),
+            },
             _ => None,
         };
     }
 
-    /// How long this replica may still lead at `now`: zero once the deadline has passed.
-    fn remaining(&self, now: SystemTime) -> Duration {
-        self.until
-            .and_then(|until| until.duration_since(now).ok())
+    /// How long this replica may still lead at `now`, `deadline` after the renewal it last
+    /// saw: zero once that has passed.
+    fn remaining(&self, now: Instant, deadline: Duration) -> Duration {
+        self.renewal
+            .as_ref()
+            .map(|(_, at)| (*at + deadline).saturating_duration_since(now))
             .unwrap_or(Duration::ZERO)
     }
 }
@@ -170,7 +179,7 @@ async fn run(
         let mut next_check = tokio::time::Instant::now();
         loop {
             let held = *state.borrow_and_update();
-            let remaining = tenure.remaining(SystemTime::now());
+            let remaining = tenure.remaining(Instant::now(), deadline);
             let now = held && !remaining.is_zero();
             if leading.send_replace(now) != now {
                 if now {
@@ -208,7 +217,7 @@ async fn run(
                     // Never read past the deadline: stepping down must not wait on the API server.
                     let wait = if now { remaining.min(interval) } else { interval };
                     match tokio::time::timeout(wait, leases.get_opt(&config.name)).await {
-                        Ok(Ok(lease)) => tenure.observe(lease.as_ref(), &config.identity, deadline),
+                        Ok(Ok(lease)) => tenure.observe(lease.as_ref(), &config.identity, Instant::now()),
                         Ok(Err(error)) => debug!(%error, lease = %config.name, "cannot read the leader lease"),
                         Err(_) => debug!(lease = %config.name, "reading the leader lease timed out"),
                     }
@@ -242,46 +251,45 @@ mod tests {
         assert_eq!(config(15).check_interval(), Duration::from_millis(2500));
     }
 
-    fn lease(holder: &str, renewed: SystemTime) -> Lease {
+    fn lease(holder: &str, renewed_second: i64) -> Lease {
         serde_json::from_value(serde_json::json!({
             "metadata": {"name": "l", "namespace": "n"},
-            "spec": {"holderIdentity": holder, "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(renewed.try_into().unwrap())},
+            "spec": {"holderIdentity": holder,
+                     "renewTime": format!("2026-01-01T00:00:{renewed_second:02}.000000Z")},
         }))
         .unwrap()
     }
 
     #[test]
-    fn a_holder_leads_until_the_renew_deadline_after_its_last_renewal() {
+    fn a_holder_leads_until_the_renew_deadline_after_it_last_saw_its_renewal_land() {
         let deadline = Duration::from_secs(10);
-        let now = SystemTime::now();
+        let start = Instant::now();
+        let at = |s: u64| start + Duration::from_secs(s);
         let mut tenure = Tenure::default();
-        assert_eq!(tenure.remaining(now), Duration::ZERO, "not read yet");
-
-        tenure.observe(
-            Some(&lease("me", now - Duration::from_secs(4))),
-            "me",
-            deadline,
-        );
-        let remaining = tenure.remaining(now);
-        assert!(
-            remaining > Duration::from_secs(5) && remaining <= Duration::from_secs(6),
-            "{remaining:?}"
-        );
-        // No renewal since: the deadline passes, well before the Lease (15 s) expires.
         assert_eq!(
-            tenure.remaining(now + Duration::from_secs(7)),
-            Duration::ZERO
+            tenure.remaining(at(0), deadline),
+            Duration::ZERO,
+            "not read yet"
         );
 
-        // Renewed: leads again.
-        tenure.observe(Some(&lease("me", now)), "me", deadline);
-        assert!(tenure.remaining(now) > Duration::from_secs(9));
+        // Its renewal is seen at 0 s: it leads until 10 s, whatever renewTime says (a
+        // renewTime far in the past or future, from a skewed clock, changes nothing).
+        tenure.observe(Some(&lease("me", 1)), "me", at(0));
+        assert_eq!(tenure.remaining(at(4), deadline), Duration::from_secs(6));
+        // Read again with no renewal since: the deadline still counts from 0 s.
+        tenure.observe(Some(&lease("me", 1)), "me", at(6));
+        assert_eq!(tenure.remaining(at(6), deadline), Duration::from_secs(4));
+        assert_eq!(tenure.remaining(at(11), deadline), Duration::ZERO);
+
+        // A new renewal seen at 12 s: leads again until 22 s.
+        tenure.observe(Some(&lease("me", 30)), "me", at(12));
+        assert_eq!(tenure.remaining(at(12), deadline), Duration::from_secs(10));
         // Another holder, or no Lease: not leading.
-        tenure.observe(Some(&lease("other", now)), "me", deadline);
-        assert_eq!(tenure.remaining(now), Duration::ZERO);
-        tenure.observe(Some(&lease("me", now)), "me", deadline);
-        tenure.observe(None, "me", deadline);
-        assert_eq!(tenure.remaining(now), Duration::ZERO);
+        tenure.observe(Some(&lease("other", 31)), "me", at(13));
+        assert_eq!(tenure.remaining(at(13), deadline), Duration::ZERO);
+        tenure.observe(Some(&lease("me", 32)), "me", at(14));
+        tenure.observe(None, "me", at(15));
+        assert_eq!(tenure.remaining(at(15), deadline), Duration::ZERO);
     }
 
     #[test]
