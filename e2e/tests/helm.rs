@@ -432,7 +432,7 @@ fn other_values_render_their_flags_mounts_and_objects() {
     let extra_rules = json!([{"apiGroups": ["example.com"], "resources": ["replicalimits"], "verbs": ["list", "watch"]}]);
     let rendered = helm_template(&[
         "--set=replicas=3,image.repository=registry.example/celgate,image.tag=1.2.3,image.pullPolicy=IfNotPresent",
-        "--set=logFormat=text,webhookRules=all,excludedNamespaces={kube-system,infra},neverSent={none},webhookTimeoutSeconds=3,paramMaxMib=64",
+        "--set=logFormat=text,webhookRules=all,excludedNamespaces={kube-system,infra},neverSent={none},paramMaxMib=64,webhook.timeoutSeconds=3",
         "--set=authentication.clientCA.secretName=celgate-client-ca,authentication.clientCA.names={kube-apiserver,apiserver-2}",
         "--set=authentication.token.secretName=celgate-webhook-token",
         "--set=monitoring.serviceMonitor.enabled=true,monitoring.serviceMonitor.interval=15s",
@@ -455,10 +455,10 @@ fn other_values_render_their_flags_mounts_and_objects() {
             "--webhook-rules=all",
             "--never-sent=none",
             "--param-max-mib=64",
-            "--webhook-timeout-seconds=3",
             "--client-ca-file=/etc/celgate/client-ca/ca.crt",
             "--client-names=kube-apiserver,apiserver-2",
             "--token-file=/etc/celgate/token/tokens",
+            "--webhook-timeout-seconds=3",
         ]
     );
     assert_eq!(
