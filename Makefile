@@ -187,11 +187,11 @@ bench-e2e: deps ## Creates through kube-apiserver: no policy, in-tree, celgate (
 
 # One run of every benchmark, then one table of figures beside issue 13's targets and the
 # machine's load. A benchmark that fails does not stop the others: its rows say "not run".
-BENCHES ?= bench-cel bench-webhook bench-memory bench-apply bench-scale bench-audit bench-e2e
+BENCHES ?= bench-cel bench-webhook bench-check bench-memory bench-apply bench-scale bench-audit bench-e2e
 bench: export WEBHOOK_BENCH_HTTP2 ?= 1
 bench: deps ## Every benchmark once, then one table: figure, target, met or not, and the machine's load
 	@mkdir -p $(BENCH_DIR)
-	@rm -f $(BENCH_DIR)/{cel,webhook,memory,apply,scale,audit,e2e,table}.json
+	@rm -f $(BENCH_DIR)/{cel,webhook,review-cost,memory,apply,scale,audit,e2e,table}.json
 	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-before
 	@for b in $(BENCHES); do $(MAKE) --no-print-directory $$b || echo "make bench: $$b failed" >&2; done
 	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-after

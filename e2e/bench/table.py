@@ -141,6 +141,17 @@ def main(argv):
     t.row("bench-webhook", web, "6 KB Pod, {} of {} MAPs, in-process (no HTTP or TLS, 1 thread): µs per review".format(
           dig(real, "mutation", "mutating_policies_matching"), dig(real, "mutation", "mutating_policies_loaded")),
           dig(real, "mutation", "in_process_us_per_review"), "{:.1f}")
+    # The same in-process reviews in instructions (callgrind) and thread CPU time (make bench-check).
+    cost = load(directory, "review-cost.json")
+    for kind, short in (("validating", "VAPs"), ("mutating", "MAPs")):
+        label = "6 KB Pod, 20 of 1,000 {}, in-process: {} per review"
+        t.row("bench-check", cost, label.format(short, "instructions"),
+              dig(cost, kind, "instructions_per_review"), "{:,.0f}")
+        t.row("bench-check", cost, label.format(short, "µs CPU"), dig(cost, kind, "cpu_us_per_review"), "{:.1f}")
+    t.row("bench-check", cost, "in-process mutating / validating review, instructions",
+          dig(cost, "mutating_over_validating", "instructions"), "{:.2f}", "<= 1.5", "<=", 1.5)
+    t.row("bench-check", cost, "in-process mutating / validating review, CPU time",
+          dig(cost, "mutating_over_validating", "cpu"), "{:.2f}", "<= 1.5", "<=", 1.5)
     # The HTTP/2 throughputs with h2load as the load generator ("missing" when not installed).
     h2 = dig(real, "h2load")
     label = "6 KB Pod, {} of {} {}, HTTP/2 (1 conn.), h2load: reviews/s"

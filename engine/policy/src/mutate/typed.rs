@@ -278,18 +278,22 @@ impl<'t> Within<'t> {
     }
 
     /// What to look at below member `key` (`None`: any item of a list); `None` when nothing.
+    /// Inlined: walks of a whole object (`All`) call it at every value they pass.
+    #[inline]
     pub(super) fn step(&self, key: Option<&str>) -> Option<Within<'t>> {
         match self {
             Within::All => Some(Within::All),
-            Within::Paths(paths) => {
-                let rest: Vec<&[String]> = paths
-                    .iter()
-                    .filter(|p| key.is_none_or(|k| p.first().is_some_and(|t| t == k)))
-                    .map(|p| &p[1..])
-                    .collect();
-                (!rest.is_empty()).then(|| Within::below(rest))
-            }
+            Within::Paths(paths) => Self::step_paths(paths, key),
         }
+    }
+
+    fn step_paths(paths: &[&'t [String]], key: Option<&str>) -> Option<Within<'t>> {
+        let rest: Vec<&[String]> = paths
+            .iter()
+            .filter(|p| key.is_none_or(|k| p.first().is_some_and(|t| t == k)))
+            .map(|p| &p[1..])
+            .collect();
+        (!rest.is_empty()).then(|| Within::below(rest))
     }
 }
 
