@@ -305,7 +305,14 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     .unwrap_or_else(|e| panic!("cannot write {}: {e}", policy_file.display()));
     let out = std::process::Command::new(Celgate::binary())
         // Secrets, which the audit reads here (`--audit-secrets=true`), are excluded by default.
-        .args(["scan", "--cluster", "--include-excluded", "-o", "json", "--policies"])
+        .args([
+            "scan",
+            "--cluster",
+            "--include-excluded",
+            "-o",
+            "json",
+            "--policies",
+        ])
         .arg(&policy_file)
         .env("KUBECONFIG", &cluster.kubeconfig)
         .output()
@@ -345,7 +352,11 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
             .unwrap_or_else(|| panic!("no celgate_audit_resource_scans_total"))
     };
     let before = scans();
-    let lists_before = requests(&cluster, "list", &["configmaps", "secrets", "serviceaccounts"]);
+    let lists_before = requests(
+        &cluster,
+        "list",
+        &["configmaps", "secrets", "serviceaccounts"],
+    );
     let churn = format!("{PREFIX}-{}", NAMESPACES - 1);
     for i in 0..15 {
         cluster.apply(&format!(
@@ -355,8 +366,14 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     }
     // Past the quiet time and the shortest gap between scans; then the audit log's last lines.
     tokio::time::sleep(Duration::from_secs(6)).await;
-    let lists = requests(&cluster, "list", &["configmaps", "secrets", "serviceaccounts"]) - lists_before;
-    println!("audit: 15 writes to a ConfigMap no binding reads: {lists} lists of the audited resources");
+    let lists = requests(
+        &cluster,
+        "list",
+        &["configmaps", "secrets", "serviceaccounts"],
+    ) - lists_before;
+    println!(
+        "audit: 15 writes to a ConfigMap no binding reads: {lists} lists of the audited resources"
+    );
     assert_eq!(
         (scans(), lists),
         (before, 0),
@@ -405,9 +422,8 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     // writes the binding's status (its own scan's time, the same counts) and the gauges.
     let old = audit_status(&client).await;
     let report_kinds = ["policyreports", "clusterpolicyreports"];
-    let writes = || {
-        requests(&cluster, "delete", &report_kinds) + requests(&cluster, "patch", &report_kinds)
-    };
+    let writes =
+        || requests(&cluster, "delete", &report_kinds) + requests(&cluster, "patch", &report_kinds);
     let writes_before = writes();
     celgate.terminate(Duration::from_secs(30));
     let restarted = Instant::now();
@@ -436,7 +452,12 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     assert!(
         status_complete.is_ok(),
         "the new leader's status.audit and gauge are not complete: {last} (before: {old}); log: {}",
-        celgate.logs().lines().filter(|l| l.contains("audit")).collect::<Vec<_>>().join("\n")
+        celgate
+            .logs()
+            .lines()
+            .filter(|l| l.contains("audit"))
+            .collect::<Vec<_>>()
+            .join("\n")
     );
     let complete = restarted.elapsed();
     // Writes the new leader would make come within a second or two of its scan.
@@ -446,7 +467,10 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
         "audit: leader change: the new leader's status complete {:.1} s after the restart; reports deleted or rewritten: {rewritten}",
         complete.as_secs_f64()
     );
-    assert_eq!(rewritten, 0, "a leader change rewrote or deleted unchanged reports");
+    assert_eq!(
+        rewritten, 0,
+        "a leader change rewrote or deleted unchanged reports"
+    );
     reports_become(&client, &remaining, Duration::from_secs(5)).await;
 
     // A param change rescans: fewer keys allowed, compared with in-tree again.

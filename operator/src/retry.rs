@@ -178,8 +178,7 @@ where
                 let not_serving_watches = matches!(&event,
                     Err(watcher::Error::WatchStartFailed(kube::Error::Api(status)))
                         if status.code == 503 || status.code == 429);
-                if not_serving_watches
-                    && last_list.is_none_or(|at| at.elapsed() >= RELIST_SPACING)
+                if not_serving_watches && last_list.is_none_or(|at| at.elapsed() >= RELIST_SPACING)
                 {
                     debug!("kube-apiserver serves no watch yet; listing again");
                     last_list = Some(Instant::now());
@@ -302,7 +301,10 @@ mod tests {
             call.reply(503, fixtures::status(503, "ServiceUnavailable"));
         }
         reader.abort();
-        assert!(gaps[0] >= Duration::from_secs(3), "Retry-After is honoured: {gaps:?}");
+        assert!(
+            gaps[0] >= Duration::from_secs(3),
+            "Retry-After is honoured: {gaps:?}"
+        );
         assert!(
             gaps.windows(2).skip(1).all(|w| w[1] > w[0]) && gaps[3] >= Duration::from_secs(2),
             "503s without Retry-After back off: {gaps:?}"

@@ -35,9 +35,7 @@ pub struct Wanted<'k> {
 }
 
 /// Runs `read` with a client of the cluster in `KUBECONFIG`.
-fn with_client<T>(
-    read: impl AsyncFnOnce(Client) -> Result<T, CliError>,
-) -> Result<T, CliError> {
+fn with_client<T>(read: impl AsyncFnOnce(Client) -> Result<T, CliError>) -> Result<T, CliError> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -69,7 +67,12 @@ pub fn crds() -> Result<Vec<Document>, CliError> {
                 CliError::Cluster(format!("cannot list customresourcedefinitions: {e}"))
             })?;
             for crd in page.items {
-                crds.push(document(crd, &resource.api_version, &resource.kind, crds.len())?);
+                crds.push(document(
+                    crd,
+                    &resource.api_version,
+                    &resource.kind,
+                    crds.len(),
+                )?);
             }
             match page.metadata.continue_ {
                 Some(token) if !token.is_empty() => params = params.continue_token(&token),

@@ -47,8 +47,13 @@ pub struct ScanArgs {
     /// With --cluster: namespaces whose objects (and the Namespaces themselves) are not
     /// scanned, as the background audit skips them (its defaults: celgate's namespace and
     /// `--excluded-namespaces`).
-    #[arg(long, value_name = "NAMESPACE", value_delimiter = ',',
-          default_value = "celgate-system,kube-system", requires = "cluster")]
+    #[arg(
+        long,
+        value_name = "NAMESPACE",
+        value_delimiter = ',',
+        default_value = "celgate-system,kube-system",
+        requires = "cluster"
+    )]
     pub excluded_namespaces: Vec<String>,
     /// With --cluster: scan what the background audit skips too: the excluded namespaces'
     /// objects, Secrets, Events, Leases and PolicyReports.
@@ -346,10 +351,18 @@ mod tests {
             object,
         };
         let mut objects = vec![
-            doc(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}})),
-            doc(serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})),
-            doc(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "kube-system"}})),
-            doc(serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "namespace": "team"}})),
+            doc(
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kube-system"}}),
+            ),
+            doc(
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}),
+            ),
+            doc(
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "namespace": "kube-system"}}),
+            ),
+            doc(
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "b", "namespace": "team"}}),
+            ),
         ];
         let note = skip_excluded(&mut objects, &["kube-system".to_string()]);
         let left: Vec<&str> = objects.iter().map(|d| d.name()).collect();

@@ -9,10 +9,10 @@ use std::sync::Arc;
 
 use celgate_cel::Authorizer;
 use celgate_engine::received::ReceivedRequest;
+use celgate_engine::validate::Check;
 use celgate_engine::validate::VALIDATION_FAILURE_KEY;
 use celgate_engine::validate::trace::{Effect, Skip, Step, StepKind, Trace};
 use celgate_engine::{Outcome, Request};
-use celgate_engine::validate::Check;
 use serde_json::{Value, json};
 
 use crate::view::Snapshot;
@@ -282,7 +282,10 @@ mod tests {
             r#"[{"message":"no owner","policy":"p","binding":"b","expressionIndex":0,"validationActions":["Warn","Audit"]}]"#.to_string(),
         );
         let warned_and_audited = Outcome {
-            warnings: vec!["Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': no owner".into()],
+            warnings: vec![
+                "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': no owner"
+                    .into(),
+            ],
             audit_annotations: vec![audit_record.clone()],
             checks: vec![check("warn", "no owner"), check("audit", "no owner")],
             ..Outcome::default()
@@ -296,7 +299,10 @@ mod tests {
             "Warn and Audit: fail, as the docs say"
         );
         let warned = Outcome {
-            warnings: vec!["Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': no owner".into()],
+            warnings: vec![
+                "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b': no owner"
+                    .into(),
+            ],
             checks: vec![check("warn", "no owner")],
             ..Outcome::default()
         };
@@ -309,7 +315,8 @@ mod tests {
         );
         let denied = Outcome {
             denial: Some(Denial {
-                message: "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: no owner".into(),
+                message: "ValidatingAdmissionPolicy 'p' with binding 'b' denied request: no owner"
+                    .into(),
                 reason: "Invalid".into(),
                 code: 422,
             }),

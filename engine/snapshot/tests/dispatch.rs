@@ -823,8 +823,7 @@ fn the_audit_asks_whether_a_create_of_the_stored_object_is_admitted_and_whether_
     let found = violation(&outcome).unwrap();
     assert_eq!(found.verdict, Verdict::Fail);
     assert_eq!(
-        found.message,
-        "failed expression: object.spec.replicas <= 3",
+        found.message, "failed expression: object.spec.replicas <= 3",
         "the failed validation's own message, as an Audit binding's"
     );
     let (outcome, applied) = ask(stored("small", 2));

@@ -155,7 +155,9 @@ mod tests {
     use super::*;
 
     fn config_map(namespace: &str, name: &str, version: &str) -> Arc<Value> {
-        Arc::new(json!({"metadata": {"namespace": namespace, "name": name, "resourceVersion": version}}))
+        Arc::new(
+            json!({"metadata": {"namespace": namespace, "name": name, "resourceVersion": version}}),
+        )
     }
 
     fn views(objects: &[(&str, &str, &str)]) -> ParamViews {

@@ -217,7 +217,8 @@ async fn follow(
     config: AuditConfig,
 ) {
     let page_size = config.page_size;
-    let excluded = |object: &DynamicObject| excluded(&resource, object, &config.excluded_namespaces);
+    let excluded =
+        |object: &DynamicObject| excluded(&resource, object, &config.excluded_namespaces);
     let units: Vec<Arc<Unit>> = plan
         .units
         .iter()
@@ -382,9 +383,10 @@ mod tests {
     }
 
     fn object(namespace: Option<&str>, name: &str) -> DynamicObject {
-        let mut object = DynamicObject::new(name, &ApiResource::erase::<
-            k8s_openapi::api::core::v1::ConfigMap,
-        >(&()));
+        let mut object = DynamicObject::new(
+            name,
+            &ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+        );
         object.metadata.namespace = namespace.map(String::from);
         object
     }
@@ -393,13 +395,29 @@ mod tests {
     fn objects_of_excluded_namespaces_and_the_excluded_namespaces_themselves_are_skipped() {
         let excluded_ns = ["kube-system".to_string(), "celgate-system".to_string()];
         let maps = stored("configmaps", true);
-        assert!(excluded(&maps, &object(Some("kube-system"), "a"), &excluded_ns));
+        assert!(excluded(
+            &maps,
+            &object(Some("kube-system"), "a"),
+            &excluded_ns
+        ));
         assert!(!excluded(&maps, &object(Some("team"), "a"), &excluded_ns));
         let namespaces = stored("namespaces", false);
-        assert!(excluded(&namespaces, &object(None, "kube-system"), &excluded_ns));
-        assert!(excluded(&namespaces, &object(None, "celgate-system"), &excluded_ns));
+        assert!(excluded(
+            &namespaces,
+            &object(None, "kube-system"),
+            &excluded_ns
+        ));
+        assert!(excluded(
+            &namespaces,
+            &object(None, "celgate-system"),
+            &excluded_ns
+        ));
         assert!(!excluded(&namespaces, &object(None, "team"), &excluded_ns));
         let nodes = stored("nodes", false);
-        assert!(!excluded(&nodes, &object(None, "kube-system"), &excluded_ns));
+        assert!(!excluded(
+            &nodes,
+            &object(None, "kube-system"),
+            &excluded_ns
+        ));
     }
 }

@@ -143,4 +143,3 @@ fn resources_of(bound: &BoundPolicy, served: &ServedResources) -> Vec<StoredAs> 
         })
         .collect()
 }
-

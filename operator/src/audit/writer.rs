@@ -434,29 +434,32 @@ mod tests {
 
     /// Runs the writer for 10 s (paused time) with `findings` and `plan`, the API server
     /// holding `stored` PolicyReports; returns the calls it made (method and path).
-    async fn write(findings: Findings, plan: Option<Plan>, stored: Vec<Value>) -> Vec<(Method, String)> {
+    async fn write(
+        findings: Findings,
+        plan: Option<Plan>,
+        stored: Vec<Value>,
+    ) -> Vec<(Method, String)> {
         let (client, mut server) = fixtures::pair();
         let (_plans, planned) = watch::channel(plan);
-        let writer = tokio::spawn(run(
-            client,
-            Arc::new(Mutex::new(findings)),
-            planned,
-            50,
-        ));
+        let writer = tokio::spawn(run(client, Arc::new(Mutex::new(findings)), planned, 50));
         let mut calls = Vec::new();
         server
             .serve_until(
                 |call| {
                     calls.push((call.method.clone(), call.path.clone()));
                     let reports = "/apis/wgpolicyk8s.io/v1alpha2/";
-                    if call.method == Method::GET && call.path == format!("{reports}policyreports") {
+                    if call.method == Method::GET && call.path == format!("{reports}policyreports")
+                    {
                         Reply::Json(200, fixtures::list(stored.clone()))
                     } else if call.method == Method::GET {
                         Reply::Json(200, fixtures::list(Vec::new()))
                     } else if call.path.ends_with("/status") {
                         Reply::Json(200, fixtures::binding_json("b", "p"))
                     } else {
-                        Reply::Json(200, json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}))
+                        Reply::Json(
+                            200,
+                            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+                        )
                     }
                 },
                 tokio::time::sleep(Duration::from_secs(10)),
@@ -479,22 +482,35 @@ mod tests {
         let plan_started = SystemTime::now();
         let mut findings = Findings::default();
         let kept = found("kept");
-        findings.set(kept.subject.clone(), &config_maps(), kept.violations.clone());
+        findings.set(
+            kept.subject.clone(),
+            &config_maps(),
+            kept.violations.clone(),
+        );
         let mut pass = findings.start(&config_maps());
         Findings::seen(&mut pass, &kept.subject.uid);
         findings.finish(&config_maps(), pass, &[key(&unit)]);
-        let stored = vec![stored_report(&kept, &unit), stored_report(&found("fixed"), &unit)];
+        let stored = vec![
+            stored_report(&kept, &unit),
+            stored_report(&found("fixed"), &unit),
+        ];
         let plan = Targets {
             units: vec![unit.clone()],
             resources: vec![config_maps()],
             stale_status: Vec::new(),
         };
-        let calls = write(findings, Some((Arc::new(plan), plan_started)), stored.clone()).await;
+        let calls = write(
+            findings,
+            Some((Arc::new(plan), plan_started)),
+            stored.clone(),
+        )
+        .await;
         assert_eq!(
             report_writes(&calls),
             [&(
                 Method::DELETE,
-                "/apis/wgpolicyk8s.io/v1alpha2/namespaces/ns/policyreports/celgate-uid-fixed".to_string()
+                "/apis/wgpolicyk8s.io/v1alpha2/namespaces/ns/policyreports/celgate-uid-fixed"
+                    .to_string()
             )],
             "the unchanged report is not written again; the fixed object's is deleted: {calls:?}"
         );
@@ -512,8 +528,52 @@ mod tests {
             resources: vec![config_maps()],
             stale_status: Vec::new(),
         };
-        let calls = write(Findings::default(), Some((Arc::new(plan), SystemTime::now())), stored).await;
+        let calls = write(
+            Findings::default(),
+            Some((Arc::new(plan), SystemTime::now())),
+            stored,
+        )
+        .await;
         assert!(report_writes(&calls).is_empty(), "{calls:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn every_binding_of_a_new_plan_gets_its_status_though_nothing_else_changed() {
+        let (client, mut server) = fixtures::pair();
+        let empty = Targets::default();
+        let (plans, planned) = watch::channel(Some((Arc::new(empty), SystemTime::now())));
+        let mut findings = Findings::default();
+        let pass = findings.start(&config_maps());
+        findings.finish(&config_maps(), pass, &[]);
+        let writer = tokio::spawn(run(client, Arc::new(Mutex::new(findings)), planned, 50));
+        let mut calls = Vec::new();
+        let mut answer = |call: &fixtures::Call| {
+            calls.push((call.method.clone(), call.path.clone()));
+            if call.path.ends_with("/status") {
+                Reply::Json(200, fixtures::binding_json("b", "p"))
+            } else {
+                Reply::Json(200, fixtures::list(Vec::new()))
+            }
+        };
+        // The first plan's status (none) is written: nothing is dirty any more.
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
+            .await;
+        let plan = Targets {
+            units: vec![unit()],
+            resources: vec![config_maps()],
+            stale_status: Vec::new(),
+        };
+        plans.send_replace(Some((Arc::new(plan), SystemTime::now())));
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
+            .await;
+        writer.abort();
+        assert!(
+            calls.iter().any(|(m, p)| *m == Method::PATCH
+                && p == "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/b/status"),
+            "the new plan's binding gets its status: {calls:?}"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -523,7 +583,12 @@ mod tests {
             resources: Vec::new(),
             stale_status: vec!["opted-out".to_string()],
         };
-        let calls = write(Findings::default(), Some((Arc::new(plan), SystemTime::now())), Vec::new()).await;
+        let calls = write(
+            Findings::default(),
+            Some((Arc::new(plan), SystemTime::now())),
+            Vec::new(),
+        )
+        .await;
         let clears: Vec<_> = calls
             .iter()
             .filter(|(m, p)| *m == Method::PATCH && p.ends_with("/opted-out/status"))
