@@ -538,6 +538,45 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn every_binding_of_a_new_plan_gets_its_status_though_nothing_else_changed() {
+        let (client, mut server) = fixtures::pair();
+        let empty = Targets::default();
+        let (plans, planned) = watch::channel(Some((Arc::new(empty), SystemTime::now())));
+        let mut findings = Findings::default();
+        let pass = findings.start(&config_maps());
+        findings.finish(&config_maps(), pass, &[]);
+        let writer = tokio::spawn(run(client, Arc::new(Mutex::new(findings)), planned, 50));
+        let mut calls = Vec::new();
+        let mut answer = |call: &fixtures::Call| {
+            calls.push((call.method.clone(), call.path.clone()));
+            if call.path.ends_with("/status") {
+                Reply::Json(200, fixtures::binding_json("b", "p"))
+            } else {
+                Reply::Json(200, fixtures::list(Vec::new()))
+            }
+        };
+        // The first plan's status (none) is written: nothing is dirty any more.
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
+            .await;
+        let plan = Targets {
+            units: vec![unit()],
+            resources: vec![config_maps()],
+            stale_status: Vec::new(),
+        };
+        plans.send_replace(Some((Arc::new(plan), SystemTime::now())));
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
+            .await;
+        writer.abort();
+        assert!(
+            calls.iter().any(|(m, p)| *m == Method::PATCH
+                && p == "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/b/status"),
+            "the new plan's binding gets its status: {calls:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_binding_not_audited_loses_the_status_audit_an_earlier_leader_wrote() {
         let plan = Targets {
             units: Vec::new(),
