@@ -818,10 +818,7 @@ async fn main() {
     cluster.install_crds();
     let reports_crds = workspace().join("config/policy-reports");
     cluster.kubectl_ok(&["apply", "-k", &reports_crds.to_string_lossy()]);
-    cluster.kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
+    cluster.wait_established(&[
         "crd/policyreports.wgpolicyk8s.io",
         "crd/clusterpolicyreports.wgpolicyk8s.io",
     ]);

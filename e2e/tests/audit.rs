@@ -191,10 +191,7 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     cluster.install_crds();
     let reports_crds = workspace().join("config/policy-reports");
     cluster.kubectl_ok(&["apply", "-k", &reports_crds.to_string_lossy()]);
-    cluster.kubectl_ok(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=60s",
+    cluster.wait_established(&[
         "crd/policyreports.wgpolicyk8s.io",
         "crd/clusterpolicyreports.wgpolicyk8s.io",
     ]);

@@ -432,7 +432,7 @@ fn other_values_render_their_flags_mounts_and_objects() {
     let extra_rules = json!([{"apiGroups": ["example.com"], "resources": ["replicalimits"], "verbs": ["list", "watch"]}]);
     let rendered = helm_template(&[
         "--set=replicas=3,image.repository=registry.example/celgate,image.tag=1.2.3,image.pullPolicy=IfNotPresent",
-        "--set=logFormat=text,webhookRules=all,excludedNamespaces={kube-system,infra},neverSent={none},paramMaxMib=64,webhook.timeoutSeconds=3",
+        "--set=logFormat=text,webhookRules=all,excludedNamespaces={kube-system,infra},neverSent={none},paramMaxMib=64,webhook.timeoutSeconds=3,audit.secrets=true",
         "--set=authentication.clientCA.secretName=celgate-client-ca,authentication.clientCA.names={kube-apiserver,apiserver-2}",
         "--set=authentication.token.secretName=celgate-webhook-token",
         "--set=monitoring.serviceMonitor.enabled=true,monitoring.serviceMonitor.interval=15s",
@@ -452,6 +452,7 @@ fn other_values_render_their_flags_mounts_and_objects() {
             "run",
             "--health-port=8081",
             "--excluded-namespaces=kube-system,infra",
+            "--audit-secrets=true",
             "--webhook-rules=all",
             "--never-sent=none",
             "--param-max-mib=64",
