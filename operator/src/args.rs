@@ -48,6 +48,16 @@ pub struct RunArgs {
         default_value = "events,leases,authentication-reviews,authorization-reviews"
     )]
     pub never_sent: Vec<NeverSent>,
+    /// Whether `*` in a ValidatingAdmissionPolicy's operations includes CONNECT (`kubectl
+    /// exec`, `attach`, `port-forward`, proxy), as in-tree. Off by default: `*` is CREATE,
+    /// UPDATE and DELETE, and only a policy naming CONNECT decides connections (its status and
+    /// `celgate check` warn where `*` would include them in-tree).
+    #[arg(
+        long,
+        env = "CELGATE_WILDCARD_INCLUDES_CONNECT",
+        default_value_t = false
+    )]
+    pub wildcard_includes_connect: bool,
     /// Name of the webhook's Service (in cluster).
     #[arg(long, env = "CELGATE_SERVICE_NAME", default_value = "celgate-webhook")]
     pub service_name: String,
@@ -203,6 +213,15 @@ pub struct RunArgs {
 const MIB: usize = 1024 * 1024;
 
 impl RunArgs {
+    /// What `*` in validating policies' operations stands for.
+    pub fn wildcard_operations(&self) -> celgate_engine::model::WildcardOperations {
+        if self.wildcard_includes_connect {
+            celgate_engine::model::WildcardOperations::InTree
+        } else {
+            celgate_engine::model::WildcardOperations::WithoutConnect
+        }
+    }
+
     /// The webhook's limits these flags set.
     pub fn limits(&self) -> Limits {
         Limits {

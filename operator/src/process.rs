@@ -320,6 +320,7 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         status,
         schema_source,
         audit,
+        args.wildcard_operations(),
     ));
     let certificates_followed = tokio::spawn(cert_watch::follow(
         client.clone(),
@@ -397,7 +398,7 @@ struct Audit {
 /// Runs the operator's controllers against `client` until the process stops or one of them ends, publishing into `store` (with the
 /// schemas of mutated kinds from `schemas`), registers the webhooks as `registration` says
 /// (trusting the CA bundle on `ca`) while this replica leads, and writes status as `status`
-/// says.
+/// says; `*` in validating policies' operations stands for `wildcard`.
 async fn run_controllers(
     client: Client,
     store: Arc<SnapshotStore>,
@@ -406,6 +407,7 @@ async fn run_controllers(
     status: StatusConfig,
     schemas: SchemaSource,
     audit: Option<Audit>,
+    wildcard: celgate_engine::model::WildcardOperations,
 ) {
     let (policies, policy_writer) = reflector::store();
     let (bindings, binding_writer) = reflector::store();
@@ -424,13 +426,16 @@ async fn run_controllers(
     };
     let (audit_client, audit_store, audit_stores) =
         (client.clone(), store.clone(), stores.validating.clone());
-    let ctx = Arc::new(policies::Context::new(
-        client.clone(),
-        store.clone(),
-        stores.clone(),
-        published,
-        Some(schemas),
-    ));
+    let ctx = Arc::new(
+        policies::Context::new(
+            client.clone(),
+            store.clone(),
+            stores.clone(),
+            published,
+            Some(schemas),
+        )
+        .with_wildcard_operations(wildcard),
+    );
     let writer = StatusWriter::new(
         client.clone(),
         status::Sources {
