@@ -52,11 +52,7 @@ pub struct RunArgs {
     /// exec`, `attach`, `port-forward`, proxy), as in-tree. Off by default: `*` is CREATE,
     /// UPDATE and DELETE, and only a policy naming CONNECT decides connections (its status and
     /// `celgate check` warn where `*` would include them in-tree).
-    #[arg(
-        long,
-        env = "CELGATE_WILDCARD_INCLUDES_CONNECT",
-        default_value_t = false
-    )]
+    #[arg(long, env = "CELGATE_WILDCARD_INCLUDES_CONNECT")]
     pub wildcard_includes_connect: bool,
     /// Name of the webhook's Service (in cluster).
     #[arg(long, env = "CELGATE_SERVICE_NAME", default_value = "celgate-webhook")]
