@@ -318,9 +318,11 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         registration,
         ca,
         status,
-        schema_source,
+        Publishing {
+            schemas: schema_source,
+            wildcard: args.wildcard_operations(),
+        },
         audit,
-        args.wildcard_operations(),
     ));
     let certificates_followed = tokio::spawn(cert_watch::follow(
         client.clone(),
@@ -388,6 +390,13 @@ struct StatusConfig {
     pub identity: String,
 }
 
+/// How policy sets are published: with the schemas of the kinds mutating policies match, and
+/// with what `*` in validating policies' operations stands for.
+struct Publishing {
+    schemas: SchemaSource,
+    wildcard: celgate_engine::model::WildcardOperations,
+}
+
 /// The background audit's configuration and what it needs besides the stores.
 struct Audit {
     config: audit::AuditConfig,
@@ -395,20 +404,20 @@ struct Audit {
     deps: celgate_snapshot::Deps,
 }
 
-/// Runs the operator's controllers against `client` until the process stops or one of them ends, publishing into `store` (with the
-/// schemas of mutated kinds from `schemas`), registers the webhooks as `registration` says
+/// Runs the operator's controllers against `client` until the process stops or one of them ends, publishing into `store` (as
+/// `publishing` says), registers the webhooks as `registration` says
 /// (trusting the CA bundle on `ca`) while this replica leads, and writes status as `status`
-/// says; `*` in validating policies' operations stands for `wildcard`.
+/// says.
 async fn run_controllers(
     client: Client,
     store: Arc<SnapshotStore>,
     registration: Registration,
     ca: watch::Receiver<String>,
     status: StatusConfig,
-    schemas: SchemaSource,
+    publishing: Publishing,
     audit: Option<Audit>,
-    wildcard: celgate_engine::model::WildcardOperations,
 ) {
+    let Publishing { schemas, wildcard } = publishing;
     let (policies, policy_writer) = reflector::store();
     let (bindings, binding_writer) = reflector::store();
     let (mutating, mutating_writer) = reflector::store();
