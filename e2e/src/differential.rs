@@ -536,7 +536,7 @@ impl<'c> Driver<'c> {
             } else {
                 "validate.celgate.io"
             };
-            for r in registered_rules(doc) {
+            for r in registered_rules(doc, true) {
                 wanted.push((Some(webhook), r));
             }
         }
@@ -565,7 +565,7 @@ impl<'c> Driver<'c> {
     pub async fn wait_mutating_rules(&self, yaml: &str, limit: Duration) -> Result<(), String> {
         let docs = parse_docs(yaml);
         let wanted: Vec<(Option<&str>, Value)> = bound(&docs, "MutatingAdmissionPolicy")
-            .flat_map(registered_rules)
+            .flat_map(|p| registered_rules(p, false))
             .map(|r| (None, r))
             .collect();
         let api = Api::<MutatingWebhookConfiguration>::all(self.client.clone());
@@ -634,9 +634,10 @@ fn bound<'a>(docs: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a Value
     })
 }
 
-/// The resource rules of a policy as celgate registers them: never CONNECT (`*` spelled out
-/// as CREATE, UPDATE, DELETE), a CONNECT-only rule not at all.
-fn registered_rules(policy: &Value) -> Vec<Value> {
+/// The resource rules of a policy as celgate registers them by default: `*` spelled out as
+/// CREATE, UPDATE, DELETE; CONNECT kept where the rule names it when `connect` (validating
+/// policies), else dropped, and a CONNECT-only rule then not registered at all.
+fn registered_rules(policy: &Value, connect: bool) -> Vec<Value> {
     let rules = policy["spec"]["matchConstraints"]["resourceRules"]
         .as_array()
         .cloned()
@@ -648,7 +649,10 @@ fn registered_rules(policy: &Value) -> Vec<Value> {
             let registered: Vec<Value> = if operations.iter().any(|o| o == "*") {
                 vec![json!("CREATE"), json!("UPDATE"), json!("DELETE")]
             } else {
-                operations.into_iter().filter(|o| o != "CONNECT").collect()
+                operations
+                    .into_iter()
+                    .filter(|o| connect || o != "CONNECT")
+                    .collect()
             };
             (!registered.is_empty()).then(|| {
                 rule["operations"] = Value::Array(registered);

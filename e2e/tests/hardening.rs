@@ -7,9 +7,10 @@
 //!    review with them is decided and makes one. Spellings of the routes (percent-encoded,
 //!    doubled or trailing slashes, case, dot segments), over HTTP/1.1 and HTTP/2, are answered
 //!    401 without credentials and 404 with them: never decided.
-//! 2. With celgate stopped and a fail-closed policy over everything bound everywhere, writes
-//!    fail in ordinary namespaces, but Pods, Leases and ConfigMaps in `kube-system`, Leases and
-//!    Events anywhere, and the deletion of celgate's own policies go through.
+//! 2. With celgate stopped and a fail-closed policy over everything (and `kubectl exec`) bound
+//!    everywhere, writes and exec fail in ordinary namespaces, but Pods, Leases and ConfigMaps
+//!    in `kube-system`, exec into its Pods, Leases and Events anywhere, and the deletion of
+//!    celgate's own policies go through.
 //! 3. The live configuration edited by hand (failurePolicy) or deleted is put back by the
 //!    leader; the times are reported.
 //! 4. kube-apiserver restarted five times under load: after each, the next policy change is
@@ -291,10 +292,31 @@ async fn with_celgate_stopped_a_fail_closed_policy_over_everything_locks_nothing
     cluster.install_crds();
     let client = cluster.client().await;
     let mut celgate = Celgate::start(&cluster).await;
+    let pod = |name: &str| -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}))
+        .unwrap_or_else(|e| panic!("pod: {e}"))
+    };
+    let post = PostParams::default();
+    Api::<Pod>::namespaced(client.clone(), "default")
+        .create(&post, &pod("exec-target"))
+        .await
+        .unwrap_or_else(|e| panic!("a Pod in default: {e}"));
+    // `kubectl exec` into a Pod of `namespace`: kube-apiserver's answer (admission comes first;
+    // no node runs the Pod, so one admitted fails with `does not have a host assigned`).
+    let exec = |namespace: &str, name: &str| {
+        let out = cluster.kubectl(&["exec", "-n", namespace, name, "--", "ls"], "");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
     cluster.apply(&format!(
-        "apiVersion: {CELGATE_API}\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: deny-everything\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - {{apiGroups: [\"*\"], apiVersions: [\"*\"], operations: [\"*\"], resources: [\"*/*\"]}}\n  validations:\n  - expression: \"false\"\n    message: everything is denied\n---\napiVersion: {CELGATE_API}\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: deny-everything\nspec:\n  policyName: deny-everything\n  validationActions: [Deny]\n"
+        "apiVersion: {CELGATE_API}\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: deny-everything\nspec:\n  failurePolicy: Fail\n  matchConstraints:\n    resourceRules:\n    - {{apiGroups: [\"*\"], apiVersions: [\"*\"], operations: [\"*\"], resources: [\"*/*\"]}}\n    - {{apiGroups: [\"\"], apiVersions: [\"v1\"], operations: [\"CONNECT\"], resources: [\"pods/exec\"]}}\n  validations:\n  - expression: \"false\"\n    message: everything is denied\n---\napiVersion: {CELGATE_API}\nkind: ValidatingAdmissionPolicyBinding\nmetadata:\n  name: deny-everything\nspec:\n  policyName: deny-everything\n  validationActions: [Deny]\n"
     ));
     wait_denied(&client, "default", "any", "everything is denied").await;
+    let denied = exec("default", "exec-target");
+    assert!(
+        denied.contains("everything is denied"),
+        "exec into default, celgate up: {denied}"
+    );
     celgate.kill();
 
     // Ordinary writes now fail: the webhook is fail-closed and unreachable.
@@ -305,7 +327,11 @@ async fn with_celgate_stopped_a_fail_closed_policy_over_everything_locks_nothing
             .is_err_and(|e| e.contains("failed calling webhook")),
         "a ConfigMap in default while celgate is down: {refused:?}"
     );
-    let post = PostParams::default();
+    let refused = exec("default", "exec-target");
+    assert!(
+        refused.contains("failed calling webhook"),
+        "exec into default while celgate is down: {refused}"
+    );
     let lease = |name: &str| -> Lease {
         serde_json::from_value(json!({"metadata": {"name": name}, "spec": {"holderIdentity": "x"}}))
             .unwrap_or_else(|e| panic!("lease: {e}"))
@@ -319,13 +345,16 @@ async fn with_celgate_stopped_a_fail_closed_policy_over_everything_locks_nothing
         .create(&post, &lease("while-down"))
         .await
         .unwrap_or_else(|e| panic!("a Lease in kube-system: {e}"));
-    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "while-down"},
-        "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}))
-    .unwrap_or_else(|e| panic!("pod: {e}"));
     Api::<Pod>::namespaced(client.clone(), "kube-system")
-        .create(&post, &pod)
+        .create(&post, &pod("while-down"))
         .await
         .unwrap_or_else(|e| panic!("a Pod in kube-system: {e}"));
+    // The break-glass: exec into kube-system passes admission.
+    let admitted = exec("kube-system", "while-down");
+    assert!(
+        admitted.contains("does not have a host assigned"),
+        "exec into kube-system while celgate is down: {admitted}"
+    );
     // Leases and Events are never sent, in any namespace.
     Api::<Lease>::namespaced(client.clone(), "default")
         .create(&post, &lease("while-down"))
@@ -378,9 +407,10 @@ async fn with_celgate_stopped_a_fail_closed_policy_over_everything_locks_nothing
         "validatingadmissionpolicies.admission.celgate.io/deny-everything",
     ]);
     eprintln!(
-        "hardening: celgate stopped, fail-closed policy over everything: ConfigMap in default refused; \
-         ConfigMap, Lease and Pod in kube-system, Lease and Event in default, Lease in kube-node-lease, \
-         ConfigMap in kube-public, Node and its status, IPAddress, APIService and CSR created; the policy deleted"
+        "hardening: celgate stopped, fail-closed policy over everything and exec: ConfigMap and exec in \
+         default refused; ConfigMap, Lease and Pod in kube-system created and exec into it admitted, \
+         Lease and Event in default, Lease in kube-node-lease, ConfigMap in kube-public, Node and its \
+         status, IPAddress, APIService and CSR created; the policy deleted"
     );
 }
 

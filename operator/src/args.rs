@@ -63,6 +63,12 @@ pub struct RunArgs {
     #[arg(long, env = "CELGATE_PARAM_MAX_MIB", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(1..=4096).map(|n| n as usize))]
     pub param_max_mib: usize,
+    /// Whether `*` in a ValidatingAdmissionPolicy's operations includes CONNECT (`kubectl
+    /// exec`, `attach`, `port-forward`, proxy), as in-tree. Off by default: `*` is CREATE,
+    /// UPDATE and DELETE, and only a policy naming CONNECT decides connections (its status and
+    /// `celgate check` warn where `*` would include them in-tree).
+    #[arg(long, env = "CELGATE_WILDCARD_INCLUDES_CONNECT")]
+    pub wildcard_includes_connect: bool,
     /// Name of the webhook's Service (in cluster).
     #[arg(long, env = "CELGATE_SERVICE_NAME", default_value = "celgate-webhook")]
     pub service_name: String,
@@ -224,6 +230,15 @@ pub struct RunArgs {
 const MIB: usize = 1024 * 1024;
 
 impl RunArgs {
+    /// What `*` in validating policies' operations stands for.
+    pub fn wildcard_operations(&self) -> celgate_engine::model::WildcardOperations {
+        if self.wildcard_includes_connect {
+            celgate_engine::model::WildcardOperations::InTree
+        } else {
+            celgate_engine::model::WildcardOperations::WithoutConnect
+        }
+    }
+
     /// The webhook's limits these flags set.
     pub fn limits(&self) -> Limits {
         Limits {

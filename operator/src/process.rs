@@ -322,9 +322,12 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         registration,
         ca,
         status,
-        schema_source,
+        Publishing {
+            schemas: schema_source,
+            wildcard: args.wildcard_operations(),
+            max_param_bytes: args.param_max_mib.saturating_mul(1024 * 1024),
+        },
         audit,
-        args.param_max_mib.saturating_mul(1024 * 1024),
     ));
     let certificates_followed = tokio::spawn(cert_watch::follow(
         client.clone(),
@@ -392,6 +395,15 @@ struct StatusConfig {
     pub identity: String,
 }
 
+/// How policy sets are published: with the schemas of the kinds mutating policies match, with
+/// what `*` in validating policies' operations stands for, and how much of each param kind is kept.
+struct Publishing {
+    schemas: SchemaSource,
+    wildcard: celgate_engine::model::WildcardOperations,
+    /// The most bytes of param objects kept of each param kind.
+    max_param_bytes: usize,
+}
+
 /// The background audit's configuration and what it needs besides the stores.
 struct Audit {
     config: audit::AuditConfig,
@@ -399,21 +411,24 @@ struct Audit {
     deps: celgate_snapshot::Deps,
 }
 
-/// Runs the operator's controllers against `client` until the process stops or one of them ends, publishing into `store` (with the
-/// schemas of mutated kinds from `schemas`), registers the webhooks as `registration` says
+/// Runs the operator's controllers against `client` until the process stops or one of them ends, publishing into `store` (as
+/// `publishing` says), registers the webhooks as `registration` says
 /// (trusting the CA bundle on `ca`) while this replica leads, and writes status as `status`
-/// says; of each param kind it keeps at most `max_param_bytes`.
-#[allow(clippy::too_many_arguments)]
+/// says.
 async fn run_controllers(
     client: Client,
     store: Arc<SnapshotStore>,
     registration: Registration,
     ca: watch::Receiver<String>,
     status: StatusConfig,
-    schemas: SchemaSource,
+    publishing: Publishing,
     audit: Option<Audit>,
-    max_param_bytes: usize,
 ) {
+    let Publishing {
+        schemas,
+        wildcard,
+        max_param_bytes,
+    } = publishing;
     let (policies, policy_writer) = reflector::store();
     let (bindings, binding_writer) = reflector::store();
     let (mutating, mutating_writer) = reflector::store();
@@ -431,14 +446,17 @@ async fn run_controllers(
     };
     let (audit_client, audit_store, audit_stores) =
         (client.clone(), store.clone(), stores.validating.clone());
-    let ctx = Arc::new(policies::Context::new(
-        client.clone(),
-        store.clone(),
-        stores.clone(),
-        published,
-        Some(schemas),
-        max_param_bytes,
-    ));
+    let ctx = Arc::new(
+        policies::Context::new(
+            client.clone(),
+            store.clone(),
+            stores.clone(),
+            published,
+            Some(schemas),
+            max_param_bytes,
+        )
+        .with_wildcard_operations(wildcard),
+    );
     let writer = StatusWriter::new(
         client.clone(),
         status::Sources {

@@ -43,6 +43,7 @@ pub struct PolicySet {
     param_kinds: Vec<model::ParamKind>,
     uses_authorizer: bool,
     unbound: Unbound,
+    wildcard: model::WildcardOperations,
 }
 
 /// The compiled policies of a snapshot that no binding names: they decide nothing, but their
@@ -144,7 +145,34 @@ impl PolicySet {
             param_kinds,
             uses_authorizer,
             unbound: Unbound::default(),
+            wildcard: model::WildcardOperations::default(),
         }
+    }
+
+    /// This set with `*` in its validating policies' operations standing for `wildcard`.
+    #[must_use]
+    pub fn with_wildcard_operations(mut self, wildcard: model::WildcardOperations) -> Self {
+        self.wildcard = wildcard;
+        self
+    }
+
+    /// What `*` in the validating policies' operations stands for: the webhook registration
+    /// registers it, and [`PolicySet::validate`] decides by it.
+    pub fn wildcard_operations(&self) -> model::WildcardOperations {
+        self.wildcard
+    }
+
+    /// Whether `bound` may decide `req` as far as `*` goes: a connection only falls under a
+    /// policy whose rules name CONNECT, unless `*` includes it ([`model::WildcardOperations`]).
+    fn connect_allowed(&self, bound: &BoundPolicy, req: &Request<'_>) -> bool {
+        req.operation != request::Operation::Connect
+            || self.wildcard == model::WildcardOperations::InTree
+            || bound
+                .policy
+                .spec
+                .match_constraints
+                .as_ref()
+                .is_none_or(|c| matching::operation_named(c, req))
     }
 
     /// This set with the compiled policies that no binding names (see [`Unbound`]).
@@ -229,14 +257,17 @@ impl PolicySet {
         ctx: &Context<'_>,
         only: Option<model::FailurePolicy>,
     ) -> Outcome {
+        let connect_allowed = |b: &&BoundPolicy| self.connect_allowed(b, req);
         if ctx.trace.is_some() {
             // A trace reports every policy, matched or not.
-            return validate::validate_only(&self.validating, req, ctx, only);
+            let all = self.validating.iter().filter(connect_allowed);
+            return validate::validate_only(all, req, ctx, only);
         }
         let candidates = self
             .validating_index
             .candidates(req)
-            .filter_map(|i| self.validating.get(i));
+            .filter_map(|i| self.validating.get(i))
+            .filter(connect_allowed);
         validate::validate_only(candidates, req, ctx, only)
     }
 }
@@ -373,5 +404,107 @@ mod tests {
                 "{resource}/{sub} asked as {asked}/{asked_sub}"
             );
         }
+    }
+
+    /// A policy `name` with one rule for `operations` on core v1 `resources`, denying with
+    /// `expression` and a message naming what it saw.
+    fn on_pods(
+        name: &str,
+        operations: &[&str],
+        resources: &[&str],
+        expression: &str,
+    ) -> BoundPolicy {
+        let mut s = spec(vec![model::Validation {
+            expression: expression.into(),
+            message_expression: Some(
+                "request.operation + ' ' + request.resource.resource + '/' + request.subResource + ' of ' + request.name + ' as ' + object.kind + ', old is null: ' + string(oldObject == null)".into(),
+            ),
+            ..Default::default()
+        }]);
+        s.name = name.into();
+        s.match_constraints = Some(MatchResources {
+            resource_rules: vec![ResourceRule {
+                operations: operations.iter().map(|o| (*o).to_string()).collect(),
+                api_groups: vec![String::new()],
+                api_versions: vec!["v1".into()],
+                resources: resources.iter().map(|r| (*r).to_string()).collect(),
+                scope: "*".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        });
+        bound(s, vec![ValidationAction::Deny])
+    }
+
+    /// kube-apiserver's CONNECT of `kubectl exec p -- <command>` in `staging-ns`.
+    fn exec(command: &[&str]) -> serde_json::Value {
+        json!({"uid": "u", "operation": "CONNECT", "namespace": "staging-ns", "name": "p",
+            "kind": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "exec",
+            "requestKind": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+            "requestResource": {"group": "", "version": "v1", "resource": "pods"},
+            "requestSubResource": "exec",
+            "userInfo": {"username": "alice"}, "dryRun": false, "options": null,
+            "object": {"apiVersion": "v1", "kind": "PodExecOptions", "stdout": true,
+                "container": "c", "command": command},
+            "oldObject": null})
+    }
+
+    #[test]
+    fn a_connect_is_decided_by_the_policies_naming_connect_and_by_star_only_in_tree() {
+        let named = on_pods(
+            "no-shells",
+            &["CONNECT"],
+            &["pods/exec", "pods/attach"],
+            "!object.command.exists(c, c == 'sh')",
+        );
+        let star = on_pods("all-pod-subresources", &["*"], &["pods/*"], "false");
+        let namespaces = cache();
+        let ctx = context(&namespaces);
+        let shell = exec(&["sh"]);
+        let shell = Request::from_json(&shell).unwrap();
+        let ls = exec(&["ls"]);
+        let ls = Request::from_json(&ls).unwrap();
+
+        let safe = PolicySet::new(vec![named.clone(), star.clone()], Vec::new());
+        assert_eq!(
+            safe.wildcard_operations(),
+            model::WildcardOperations::WithoutConnect
+        );
+        let denied = safe.validate(&shell, &ctx, None);
+        let denial = denied.denial.expect("the shell is denied");
+        assert_eq!(
+            denial.message,
+            "ValidatingAdmissionPolicy 'no-shells' with binding 'b' denied request: CONNECT pods/exec of p as PodExecOptions, old is null: true"
+        );
+        assert_eq!((denial.code, denial.reason.as_str()), (422, "Invalid"));
+        // `*` does not take the connection: only the policy naming CONNECT decided it.
+        let decided: Vec<&str> = denied.checks.iter().map(|c| &*c.policy).collect();
+        assert_eq!(decided, ["no-shells"]);
+        assert!(safe.validate(&ls, &ctx, None).denial.is_none());
+
+        // In-tree, `*` covers CONNECT too.
+        let in_tree = PolicySet::new(vec![named, star], Vec::new())
+            .with_wildcard_operations(model::WildcardOperations::InTree);
+        let denial = in_tree
+            .validate(&ls, &ctx, None)
+            .denial
+            .expect("`*` denies");
+        assert!(
+            denial
+                .message
+                .starts_with("ValidatingAdmissionPolicy 'all-pod-subresources'"),
+            "{}",
+            denial.message
+        );
+        // Writes are decided by `*` either way.
+        let update = json!({"uid": "u", "operation": "UPDATE", "namespace": "staging-ns",
+            "name": "p", "kind": {"group": "", "version": "v1", "kind": "Pod"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "subResource": "status", "object": {"metadata": {"name": "p"}},
+            "oldObject": {"metadata": {"name": "p"}}});
+        let update = Request::from_json(&update).unwrap();
+        assert!(safe.validate(&update, &ctx, None).denial.is_some());
     }
 }

@@ -66,18 +66,40 @@ pub fn resource_rules_cover(criteria: &MatchResources, req: &Request<'_>) -> boo
         || rules_match(&criteria.resource_rules, criteria.match_policy, req)
 }
 
+/// Whether a resource rule that names the request's operation itself (not through `*`)
+/// covers the request: under [`WildcardOperations::WithoutConnect`](crate::model::WildcardOperations),
+/// what a policy's rules must do for a CONNECT to fall under it.
+pub fn operation_named(criteria: &MatchResources, req: &Request<'_>) -> bool {
+    let operation = req.operation.as_str();
+    rules_match_where(&criteria.resource_rules, criteria.match_policy, req, |r| {
+        r.operations.iter().any(|o| o == operation)
+    })
+}
+
 fn rules_match(rules: &[ResourceRule], policy: MatchPolicy, req: &Request<'_>) -> bool {
+    rules_match_where(rules, policy, req, |_| true)
+}
+
+/// Whether one of the `rules` that `keep` keeps matches the request.
+fn rules_match_where(
+    rules: &[ResourceRule],
+    policy: MatchPolicy,
+    req: &Request<'_>,
+    keep: impl Fn(&ResourceRule) -> bool,
+) -> bool {
     // What the client asked for: with Exact, only that matches. The API server may have sent
     // celgate an equivalent version (its webhooks match Equivalent); with Equivalent, the
     // received version matches too, and it is the object celgate evaluates.
     let asked = rules
         .iter()
+        .filter(|r| keep(r))
         .any(|r| rule_matches(r, req, req.request_resource, req.request_sub_resource));
     if asked || policy == MatchPolicy::Exact || !req.converted() {
         return asked;
     }
     rules
         .iter()
+        .filter(|r| keep(r))
         .any(|r| rule_matches(r, req, req.resource, req.sub_resource))
 }
 
@@ -168,12 +190,19 @@ fn object_matches(selector: &LabelSelector, req: &Request<'_>) -> Result<bool, M
         return Ok(true);
     }
     let new = req.object();
-    if new.is_object() && selector_matches(selector, labels_of(new))? {
+    if has_object_meta(new) && selector_matches(selector, labels_of(new))? {
         return Ok(true);
     }
     // The old object is read only when the new one does not match.
     let old = req.old_object();
-    Ok(old.is_object() && selector_matches(selector, labels_of(old))?)
+    Ok(has_object_meta(old) && selector_matches(selector, labels_of(old))?)
+}
+
+/// Whether an object has metadata for an object selector to read: a kind without ObjectMeta
+/// (the options kinds of CONNECT, such as `PodExecOptions`) matches no object selector, as
+/// kube-apiserver's metadata accessor fails on it.
+fn has_object_meta(obj: &Value) -> bool {
+    obj.get("metadata").is_some_and(Value::is_object)
 }
 
 fn labels_of(obj: &Value) -> Option<&serde_json::Map<String, Value>> {
@@ -366,5 +395,38 @@ mod tests {
         // Rules that do not cover the request: a clean miss, the unknown namespace unread.
         n.resource_rules = vec![rule(&["*"], &["*"], &["pods"])];
         assert_eq!(check(&n, &review("deployments", "", "missing")), Ok(false));
+    }
+
+    #[test]
+    fn an_object_without_metadata_matches_no_object_selector_and_connect_is_named_or_not() {
+        // `kubectl exec`: the object is a PodExecOptions, which has no ObjectMeta.
+        let exec = json!({"uid": "u", "operation": "CONNECT", "name": "p", "namespace": "",
+            "subResource": "exec",
+            "kind": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+            "resource": {"group": "", "version": "v1", "resource": "pods"},
+            "object": {"apiVersion": "v1", "kind": "PodExecOptions", "command": ["sh"]}});
+        let mut c = MatchResources {
+            resource_rules: vec![rule(&["*"], &["*"], &["*/*"])],
+            ..Default::default()
+        };
+        c.object_selector.match_expressions = vec![LabelRequirement {
+            key: "protected".into(),
+            operator: "DoesNotExist".into(),
+            values: vec![],
+        }];
+        assert_eq!(check(&c, &exec), Ok(false));
+        // An object with metadata and no labels does match it.
+        let mut labelless = review("deployments", "", "");
+        labelless["object"] = json!({"metadata": {"name": "n"}});
+        assert_eq!(check(&c, &labelless), Ok(true));
+
+        let req = Request::from_json(&exec).expect("valid");
+        assert!(!operation_named(&c, &req), "`*` does not name CONNECT");
+        c.resource_rules
+            .push(rule(&["CONNECT"], &[""], &["pods/attach"]));
+        assert!(!operation_named(&c, &req), "a CONNECT rule for attach");
+        c.resource_rules
+            .push(rule(&["CREATE", "CONNECT"], &[""], &["pods/*"]));
+        assert!(operation_named(&c, &req));
     }
 }

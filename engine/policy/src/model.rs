@@ -45,6 +45,19 @@ impl ValidationAction {
     }
 }
 
+/// What `*` in the operations of a policy's `matchConstraints.resourceRules` stands for.
+/// In-tree it includes CONNECT (`kubectl exec`, `attach`, `port-forward`, proxy); celgate by
+/// default keeps it to CREATE, UPDATE and DELETE, so a policy written for writes never starts
+/// deciding connections (nor failing them while celgate is down) unless it names CONNECT.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum WildcardOperations {
+    /// `*` is CREATE, UPDATE and DELETE; only a rule naming CONNECT matches a connection.
+    #[default]
+    WithoutConnect,
+    /// `*` is every operation, CONNECT included, as in-tree.
+    InTree,
+}
+
 /// A label selector: `matchLabels` and `matchExpressions`, AND-ed.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LabelSelector {

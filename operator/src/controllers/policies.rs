@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use celgate_crds::{MutatingAdmissionPolicy, ValidatingAdmissionPolicy};
 use celgate_engine::PolicySet;
+use celgate_engine::model::WildcardOperations;
 use celgate_snapshot::{KindSchemaView, SnapshotStore};
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, stream};
@@ -208,6 +209,18 @@ impl Context {
             retries: Mutex::new(HashMap::new()),
             touched: watch::Sender::new(()),
         }
+    }
+
+    /// This context, its policy sets built with `*` in validating policies' operations
+    /// standing for `wildcard`.
+    #[must_use]
+    pub fn with_wildcard_operations(mut self, wildcard: WildcardOperations) -> Self {
+        self.state
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .cache
+            .wildcard = wildcard;
+        self
     }
 
     /// Records that a watch of one of the four kinds delivered an event.

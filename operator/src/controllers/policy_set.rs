@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use celgate_crds::{MutatingAdmissionPolicy, ValidatingAdmissionPolicy};
+use celgate_engine::model::WildcardOperations;
 use celgate_engine::{PolicySet, Unbound};
 use celgate_snapshot::PolicyParamKinds;
 use kube::ResourceExt;
@@ -77,6 +78,9 @@ pub struct PolicyCache {
     param_kinds: Arc<PolicyParamKinds>,
     /// Bindings already reported as naming a missing policy.
     orphans: HashSet<String>,
+    /// What `*` in validating policies' operations stands for (`--wildcard-includes-connect`),
+    /// carried by every set built.
+    pub wildcard: WildcardOperations,
 }
 
 /// The compile cache's part for each kind.
@@ -207,7 +211,9 @@ impl PolicyCache {
             .mutating
             .build(mutating, &mut unbound, params, &mut orphans, reported);
         self.orphans = orphans;
-        PolicySet::new(validating, mutating).with_unbound(unbound)
+        PolicySet::new(validating, mutating)
+            .with_unbound(unbound)
+            .with_wildcard_operations(self.wildcard)
     }
 }
 

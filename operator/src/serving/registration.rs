@@ -2,8 +2,9 @@
 //! are the union of the bound compiled policies' match constraints (so only relevant traffic
 //! reaches the webhook, and a policy nothing binds costs no request), or with
 //! [`WebhookRules::All`] every resource (so a new policy changes no configuration), split into a
-//! fail-closed and a fail-open webhook by failurePolicy. They never send CONNECT, nor the
-//! requests of [`NeverSent`], and they exclude celgate's own namespace and the
+//! fail-closed and a fail-open webhook by failurePolicy. They send CONNECT only for validating
+//! policies that name it (`*` is CREATE, UPDATE and DELETE unless `--wildcard-operations
+//! in-tree`), never the requests of [`NeverSent`], and they exclude celgate's own namespace and the
 //! `--excluded-namespaces` (kube-system by default) so a broken webhook cannot lock celgate or
 //! the control plane out. The mutating side is split further by reinvocationPolicy, since the
 //! API server reinvokes a webhook as a whole: policies that must run once are never served by a
@@ -12,7 +13,9 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use celgate_engine::model::{FailurePolicy, MatchResources, ReinvocationPolicy};
+use celgate_engine::model::{
+    FailurePolicy, MatchResources, ReinvocationPolicy, WildcardOperations,
+};
 use celgate_engine::{MutatingWebhookGroup, PolicySet};
 use futures::{Stream, StreamExt, stream};
 use k8s_openapi::ByteString;
@@ -116,8 +119,10 @@ impl Endpoint {
 
 const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
 
-/// The operations a webhook is registered for: never CONNECT (`kubectl exec`, `attach`,
-/// `port-forward`), so a broken celgate cannot also take away the way to debug it.
+/// The operations `*` is registered as by default, and those of [`WebhookRules::All`]: never
+/// CONNECT (`kubectl exec`, `attach`, `port-forward`), so a broken celgate cannot also take
+/// away the way to debug the cluster; a validating policy that names CONNECT is registered for
+/// it (see [`WildcardOperations`]).
 const REGISTERED_OPERATIONS: [&str; 3] = ["CREATE", "UPDATE", "DELETE"];
 
 /// Requests never sent to a policy webhook, whatever the rules (`--never-sent`), each excluded
@@ -286,9 +291,25 @@ fn every_resource() -> RuleWithOperations {
 }
 
 /// The rules a webhook registers for the `policies` it serves: none when they have no rule.
+/// Covering every resource keeps the policies' rules for CONNECT (as CONNECT rules), since
+/// [`every_resource`] has none.
 fn covering(policies: Vec<RuleWithOperations>, coverage: WebhookRules) -> Vec<RuleWithOperations> {
     match coverage {
-        WebhookRules::All if !policies.is_empty() => vec![every_resource()],
+        WebhookRules::All if !policies.is_empty() => {
+            let mut out = vec![every_resource()];
+            for mut rule in policies {
+                let connect = rule
+                    .operations
+                    .iter()
+                    .flatten()
+                    .any(|o| o == "CONNECT" || o == "*");
+                rule.operations = Some(vec!["CONNECT".to_string()]);
+                if connect && !out.contains(&rule) {
+                    out.push(rule);
+                }
+            }
+            out
+        }
         _ => policies,
     }
 }
@@ -299,6 +320,7 @@ fn covering(policies: Vec<RuleWithOperations>, coverage: WebhookRules) -> Vec<Ru
 /// kube-apiserver to load the changed configuration (Ready says when).
 fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
     union_of_rules(
+        Some(set.wildcard_operations()),
         set.validating()
             .iter()
             .map(|b| &b.policy)
@@ -311,6 +333,7 @@ fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
 /// compiled mutating policies of that group (as for [`rules`]).
 fn mutating_rules(set: &PolicySet, group: MutatingWebhookGroup) -> Vec<RuleWithOperations> {
     union_of_rules(
+        None,
         set.mutating()
             .iter()
             .map(|b| &b.policy)
@@ -319,23 +342,32 @@ fn mutating_rules(set: &PolicySet, group: MutatingWebhookGroup) -> Vec<RuleWithO
     )
 }
 
-/// The operations of a rule as registered: CONNECT dropped, `*` spelled out without it; empty
-/// when the rule is for CONNECT alone.
-fn registered_operations(operations: &[String]) -> Vec<String> {
+/// The operations of a rule as registered. With `connect` (validating policies), what
+/// `*` stands for ([`WildcardOperations`]) and a CONNECT the rule names; without (mutating
+/// policies), CONNECT dropped and `*` spelled out without it, empty for a CONNECT-only rule.
+fn registered_operations(
+    operations: &[String],
+    connect: Option<WildcardOperations>,
+) -> Vec<String> {
     if operations.iter().any(|o| o == "*") {
-        return REGISTERED_OPERATIONS.map(String::from).to_vec();
+        return match connect {
+            Some(WildcardOperations::InTree) => vec!["*".to_string()],
+            _ => REGISTERED_OPERATIONS.map(String::from).to_vec(),
+        };
     }
     operations
         .iter()
-        .filter(|o| REGISTERED_OPERATIONS.contains(&o.as_str()))
+        .filter(|o| REGISTERED_OPERATIONS.contains(&o.as_str()) || connect.is_some())
         .cloned()
         .collect()
 }
 
-/// Every well-formed resource rule of these match constraints, without CONNECT, once each, in
-/// order. A malformed rule is left out (the engine still rejects what it cannot match), so one
-/// bad policy cannot make the whole configuration invalid; so is a rule for CONNECT alone.
+/// Every well-formed resource rule of these match constraints, with its operations as
+/// [`registered_operations`] registers them, once each, in order. A malformed rule is left out
+/// (the engine still rejects what it cannot match), so one bad policy cannot make the whole
+/// configuration invalid; so is a rule left with no operation.
 fn union_of_rules<'a>(
+    connect: Option<WildcardOperations>,
     constraints: impl Iterator<Item = Option<&'a MatchResources>>,
 ) -> Vec<RuleWithOperations> {
     let mut seen = BTreeSet::new();
@@ -351,7 +383,7 @@ fn union_of_rules<'a>(
                 && !r.resources.is_empty()
                 && r.resources.iter().all(|x| !x.is_empty())
                 && matches!(r.scope.as_str(), "*" | "Cluster" | "Namespaced");
-            let operations = registered_operations(&r.operations);
+            let operations = registered_operations(&r.operations, connect);
             let key = (
                 operations.clone(),
                 r.api_groups.clone(),
@@ -1458,7 +1490,7 @@ mod tests {
     }
 
     #[test]
-    fn a_policy_is_registered_once_bound_and_never_for_connect() {
+    fn a_policy_is_registered_once_bound_and_for_connect_only_where_it_names_it() {
         use crate::controllers::policy_set::{PolicyCache, Stored};
         let endpoint = Endpoint::Url("https://127.0.0.1:9443".into());
         let configurations = |set: &PolicySet| {
@@ -1472,8 +1504,7 @@ mod tests {
             )
         };
         let mut validating_json = fixtures::policy_json("p", 1, "true", None);
-        // CONNECT is never registered: `*` is spelled out without it, a CONNECT-only rule
-        // is left out.
+        // `*` is spelled out without CONNECT; a rule naming CONNECT is registered for it.
         validating_json["spec"]["matchConstraints"]["resourceRules"] = json!([
             {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"],
              "resources": ["configmaps"], "scope": "*"},
@@ -1521,13 +1552,54 @@ mod tests {
             json!([
                 {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE", "DELETE"],
                  "resources": ["configmaps"], "scope": "*"},
-                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT"],
+                 "resources": ["pods/exec"], "scope": "*"},
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT", "CREATE"],
                  "resources": ["pods/portforward"], "scope": "*"},
             ])
+        );
+        // The connection's break-glass: the excluded namespaces hold for CONNECT too.
+        assert_eq!(
+            hook["namespaceSelector"],
+            serde_json::to_value(excluded().namespace_selector()).unwrap()
         );
         let hooks = m.webhooks.unwrap_or_default();
         let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(names, ["mutate-ignore-reinvoke.celgate.io"]);
+
+        // With `*` as in-tree, it is registered as `*`; covering every resource keeps the
+        // policies' connections, as CONNECT rules.
+        let in_tree = bound
+            .clone()
+            .with_wildcard_operations(WildcardOperations::InTree);
+        let v = validating_configuration(
+            &in_tree,
+            WebhookRules::Policies,
+            &endpoint,
+            "ca",
+            &excluded(),
+        );
+        let rules = serde_json::to_value(&v.webhooks.unwrap()[0].rules).unwrap();
+        assert_eq!(rules[0]["operations"], json!(["*"]));
+        let all = validating_configuration(&bound, WebhookRules::All, &endpoint, "ca", &excluded());
+        let rules = serde_json::to_value(&all.webhooks.unwrap()[0].rules).unwrap();
+        let operations: Vec<(&Value, &Value)> = rules
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (&r["operations"], &r["resources"]))
+            .collect();
+        assert_eq!(
+            operations,
+            [
+                (&json!(["CREATE", "UPDATE", "DELETE"]), &json!(["*/*"])),
+                (&json!(["CONNECT"]), &json!(["pods/exec"])),
+                (&json!(["CONNECT"]), &json!(["pods/portforward"])),
+            ]
+        );
+        let all =
+            validating_configuration(&in_tree, WebhookRules::All, &endpoint, "ca", &excluded());
+        assert_eq!(all.webhooks.unwrap()[0].rules.as_ref().unwrap().len(), 4);
     }
 
     #[test]

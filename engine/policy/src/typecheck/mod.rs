@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use celgate_cel::{CheckedVariables, CompileError, Type};
 
-use crate::model::{MutatingPolicySpec, ParamKind, ValidatingPolicySpec};
+use crate::model::{MatchResources, MutatingPolicySpec, ParamKind, ValidatingPolicySpec};
 use crate::schema::{Gvk, Schema, resource_type};
 use environment::{Declarations, Flavour, environment};
 
@@ -132,6 +132,43 @@ pub fn check_validating(spec: &ValidatingPolicySpec, source: &dyn TypeSource) ->
     }
     report.additional_warnings = out.warnings;
     report
+        .additional_warnings
+        .extend(wildcard_connect_warnings(spec.match_constraints.as_ref()));
+    report
+}
+
+/// The subresources kube-apiserver serves as connections (CONNECT).
+const CONNECT_SUBRESOURCES: [&str; 4] = ["exec", "attach", "portforward", "proxy"];
+
+/// A warning for each resource rule whose `*` operations would take connections in-tree (its
+/// resources hold `<resource>/*` or a connection subresource) but do not in celgate, where `*`
+/// is CREATE, UPDATE and DELETE unless `--wildcard-includes-connect`.
+fn wildcard_connect_warnings(constraints: Option<&MatchResources>) -> Vec<ExpressionWarning> {
+    let rules = constraints.map_or(&[][..], |c| c.resource_rules.as_slice());
+    rules
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.operations.iter().any(|o| o == "*"))
+        .filter_map(|(i, r)| {
+            let connectable: Vec<&str> = r
+                .resources
+                .iter()
+                .filter(|entry| {
+                    entry.split_once('/').is_some_and(|(_, sub)| {
+                        sub == "*" || CONNECT_SUBRESOURCES.contains(&sub)
+                    })
+                })
+                .map(String::as_str)
+                .collect();
+            (!connectable.is_empty()).then(|| ExpressionWarning {
+                field_ref: format!("spec.matchConstraints.resourceRules[{i}].operations"),
+                warning: format!(
+                    "'*' includes CONNECT in-tree, so this rule would also decide connections (kubectl exec, attach, port-forward, proxy) to {}; celgate applies '*' to CREATE, UPDATE and DELETE only unless started with --wildcard-includes-connect: name CONNECT in the operations to decide connections",
+                    connectable.join(", ")
+                ),
+            })
+        })
+        .collect()
 }
 
 /// Type-checks a MutatingAdmissionPolicy (all of it beyond upstream, which checks none).

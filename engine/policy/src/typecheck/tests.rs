@@ -840,3 +840,40 @@ fn matched_kinds_are_every_kind_the_resource_rules_can_match() {
         .collect();
     assert_eq!(found, [deployment, replica_set]);
 }
+
+#[test]
+fn a_star_that_would_take_connections_in_tree_is_warned_about() {
+    let mut spec = policy(&[("true", None)]);
+    let mut connect = rule(&[""], &["v1"], &["pods/exec", "pods/attach"]);
+    connect.operations = vec!["CONNECT".into()];
+    spec.match_constraints = constraints(vec![
+        rule(&[""], &["v1"], &["pods", "pods/status"]),
+        rule(&["*"], &["*"], &["*/*"]),
+        connect,
+        rule(&[""], &["v1"], &["pods/portforward", "configmaps"]),
+    ]);
+    let report = check_validating(&spec, &Cluster::new());
+    let fields: Vec<&str> = report
+        .additional_warnings
+        .iter()
+        .filter(|w| w.warning.contains("includes CONNECT in-tree"))
+        .map(|w| w.field_ref.as_str())
+        .collect();
+    // Not for `pods/status` (no connection), nor for a rule that names CONNECT.
+    assert_eq!(
+        fields,
+        [
+            "spec.matchConstraints.resourceRules[1].operations",
+            "spec.matchConstraints.resourceRules[3].operations"
+        ]
+    );
+    assert!(
+        shown(&report.additional_warnings)
+            .iter()
+            .any(|w| w.contains(
+                "connections (kubectl exec, attach, port-forward, proxy) to pods/portforward;"
+            )),
+        "{:?}",
+        shown(&report.additional_warnings)
+    );
+}
