@@ -1574,14 +1574,13 @@ mod tests {
             .with_wildcard_operations(WildcardOperations::InTree);
         let v = validating_configuration(
             &in_tree,
-            WebhookRules::Policies,
-            &endpoint,
+            &registration(&endpoint, WebhookRules::Policies),
             "ca",
-            &excluded(),
         );
         let rules = serde_json::to_value(&v.webhooks.unwrap()[0].rules).unwrap();
         assert_eq!(rules[0]["operations"], json!(["*"]));
-        let all = validating_configuration(&bound, WebhookRules::All, &endpoint, "ca", &excluded());
+        let all =
+            validating_configuration(&bound, &registration(&endpoint, WebhookRules::All), "ca");
         let rules = serde_json::to_value(&all.webhooks.unwrap()[0].rules).unwrap();
         let operations: Vec<(&Value, &Value)> = rules
             .as_array()
@@ -1598,7 +1597,7 @@ mod tests {
             ]
         );
         let all =
-            validating_configuration(&in_tree, WebhookRules::All, &endpoint, "ca", &excluded());
+            validating_configuration(&in_tree, &registration(&endpoint, WebhookRules::All), "ca");
         assert_eq!(all.webhooks.unwrap()[0].rules.as_ref().unwrap().len(), 4);
     }
 
