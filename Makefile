@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit docs e2e e2e-node node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-memory bench-apply bench-scale bench-audit bench-e2e deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
+.PHONY: help build test unit docs e2e e2e-node node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-decode bench-memory bench-apply bench-scale bench-audit bench-e2e deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -134,6 +134,9 @@ bench-cel: $(DIFF_BIN) ## celgate vs cel-go on the policy corpus, runs alternate
 
 bench-webhook: ## Load-test the HTTPS webhook in-process: 2 KB review/5 policies, realistic 6 KB Pod/20 of 1,000 (HTTP/2), 5 of 1,000 vs 5; writes target/bench/webhook.json
 	$(CARGO) bench -p celgate-webhook --bench load
+
+bench-decode: ## Decoding bombs of every shape (128 connections) against the webhook in its own process: its peak RSS, small reviews' and handshakes' p50/p99 beside idle; writes target/bench/decode.json
+	$(CARGO) bench -p celgate-webhook --bench bombs
 
 bench-memory: deps ## celgate's resident memory when idle, against a local control plane with the docs' policies; writes target/bench/memory.json
 	e2e/cluster/build.sh >/dev/null
