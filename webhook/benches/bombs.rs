@@ -181,9 +181,10 @@ fn review_with(value: &str) -> String {
     body
 }
 
-/// What the server charges for `body` in all: the body, and what decoding it builds.
+/// What the server charges for `body` in all: the body twice while it is read, then what
+/// decoding it builds.
 fn charged(body: &str, read: ObjectRead) -> usize {
-    body.len() + decode_cost(body.len(), &Footprint::of(body.as_bytes()), read)
+    2 * body.len() + decode_cost(body.len(), &Footprint::of(body.as_bytes()), read)
 }
 
 /// The largest `n` for which `fits` holds (it holds for 0), by doubling and bisection.

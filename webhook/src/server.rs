@@ -38,6 +38,10 @@ use crate::limits::{Budget, Limits, MAX_CALL_TIMEOUT, overloaded};
 use crate::metrics::{Metrics, admission_path};
 use crate::review::{self, Review, TextReview, ValidationReview};
 
+/// A body is held twice while it is read, as its frames and as the one buffer they are joined
+/// into: it is charged twice its declared length before it is read.
+const BODY_COPIES: usize = 2;
+
 /// What the handlers share: the snapshot store the operator publishes into, dispatch's
 /// dependencies, the metrics, the limits and the credentials accepted.
 #[derive(Debug)]
@@ -92,9 +96,9 @@ impl AppState {
                 "the connection, in-flight and body limits must be at least 1".into(),
             ));
         }
-        if limits.max_in_flight_bytes < limits.max_body_bytes {
+        if limits.max_in_flight_bytes / BODY_COPIES < limits.max_body_bytes {
             return Err(ServerError::Limits(format!(
-                "the review bytes in flight ({}) must be at least the largest review body ({}), or a review that large could never be admitted",
+                "the review bytes in flight ({}) must be at least twice the largest review body ({}), or a review that large could never be admitted",
                 limits.max_in_flight_bytes, limits.max_body_bytes
             )));
         }
@@ -453,7 +457,7 @@ async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: N
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(limits.max_body_bytes)
         .min(limits.max_body_bytes);
-    let Ok(_bytes) = state.budget.charge(declared) else {
+    let Ok(_bytes) = state.budget.charge(declared.saturating_mul(BODY_COPIES)) else {
         return overloaded(&format!(
             "reviews of {} bytes in all are in flight, and this one's {declared} would pass the limit (--webhook-max-in-flight-mib)",
             state.budget.in_use()

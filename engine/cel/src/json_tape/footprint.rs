@@ -26,29 +26,16 @@ pub struct Footprint {
 }
 
 impl Footprint {
-    /// Counts `text` in one pass: strings are skipped eight bytes at a time, and only the
-    /// bytes between them are looked at one by one.
+    /// Counts `text` in one pass that looks only at the bytes that shape it: strings are
+    /// skipped eight bytes at a time, numbers, literals and white space a byte at a time.
+    /// Every value but the text's own follows a `,` or opens an array or object, so the values
+    /// are counted from the commas and the arrays and objects that are not empty; the members
+    /// from the colons.
     pub fn of(text: &[u8]) -> Self {
         let mut f = Footprint::default();
-        // Tokens that start a value or a key (a key is then taken back at its `:`).
-        let mut starts = 0usize;
-        let mut depth = 0usize;
-        // The last byte read outside strings and white space; the text starts as if after
-        // a `,`, so its first token starts a value.
-        let mut last = b',';
-        let mut i = 0;
+        let (mut commas, mut depth, mut i) = (0usize, 0usize, 0usize);
         while let Some(&b) = text.get(i) {
             i += 1;
-            if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
-                continue;
-            }
-            // A token right after an opening bracket: its array or object is not empty.
-            let (token, first) = match b {
-                b']' | b'}' | b':' | b',' => (false, false),
-                _ => (true, matches!(last, b'[' | b'{')),
-            };
-            f.arrays += usize::from(first && last == b'[');
-            f.objects += usize::from(first && last == b'{');
             match b {
                 b'"' => {
                     f.strings += 1;
@@ -57,18 +44,24 @@ impl Footprint {
                 b'[' | b'{' => {
                     depth += 1;
                     f.depth = f.depth.max(depth);
+                    // Not empty when anything but white space and its closing bracket follows.
+                    let mut next = i;
+                    while matches!(text.get(next), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+                        next += 1;
+                    }
+                    let empty = matches!(text.get(next), Some(b']' | b'}') | None);
+                    f.arrays += usize::from(!empty && b == b'[');
+                    f.objects += usize::from(!empty && b == b'{');
                 }
                 b']' | b'}' => depth = depth.saturating_sub(1),
+                b',' => commas += 1,
                 b':' => f.members += 1,
                 _ => {}
             }
-            // A number or literal: only its first byte starts it.
-            let scalar_rest =
-                !matches!(b, b'"' | b'[' | b'{') && !matches!(last, b'[' | b'{' | b',' | b':');
-            starts += usize::from(token && !scalar_rest);
-            last = b;
         }
-        f.values = starts.saturating_sub(f.members);
+        // A non-empty array or object holds one element more than the commas between them.
+        let text_value = usize::from(text.iter().any(|b| !b.is_ascii_whitespace()));
+        f.values = text_value + commas + f.arrays + f.objects;
         f
     }
 }
