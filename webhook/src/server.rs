@@ -459,7 +459,7 @@ async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: N
         .min(limits.max_body_bytes);
     let Ok(_bytes) = state.budget.charge(declared.saturating_mul(BODY_COPIES)) else {
         return overloaded(&format!(
-            "reviews of {} bytes in all are in flight, and this one's {declared} would pass the limit (--webhook-max-in-flight-mib)",
+            "reviews of {} bytes in all are in flight, and this one's {declared}, held twice while it is read, would pass the limit (--webhook-max-in-flight-mib)",
             state.budget.in_use()
         ));
     };
