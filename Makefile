@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit docs e2e e2e-node node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-memory bench-apply bench-scale bench-audit bench-e2e deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
+.PHONY: help build test unit docs e2e e2e-node node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-audit bench-e2e deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -141,6 +141,9 @@ bench-check: ## The realistic review's own cost in process (validating, mutating
 
 bench-baseline: ## Measure as bench-check does and commit the figures as the new baseline (webhook/benches/review-cost-baseline.json)
 	REVIEW_COST_WRITE_BASELINE=1 $(CARGO) bench -p celgate-webhook --bench review_cost
+
+bench-decode: ## Decoding bombs of every shape (128 connections) against the webhook in its own process: its peak RSS, small reviews' and handshakes' p50/p99 beside idle; writes target/bench/decode.json
+	$(CARGO) bench -p celgate-webhook --bench bombs
 
 bench-memory: deps ## celgate's resident memory when idle, against a local control plane with the docs' policies; writes target/bench/memory.json
 	e2e/cluster/build.sh >/dev/null

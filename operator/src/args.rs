@@ -124,9 +124,11 @@ pub struct RunArgs {
     #[arg(long, env = "CELGATE_WEBHOOK_MAX_IN_FLIGHT", default_value_t = Limits::DEFAULT.max_in_flight,
           value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
     pub webhook_max_in_flight: usize,
-    /// MiB of review bodies (as declared by Content-Length) read or decided at once; a review
-    /// that would pass it is answered HTTP 429 at once. What bounds memory under load: with
-    /// the default, a replica peaks well under the Deployment's 256 MiB limit (docs/limitations.md).
+    /// MiB the reviews read or decided at once may take: each its body (as declared by
+    /// Content-Length), then what decoding it builds (counted before it is decoded). A review
+    /// that would pass it is answered HTTP 429 at once, one that alone would pass it HTTP 413.
+    /// What bounds memory under load: with the default, a replica peaks well under the
+    /// Deployment's 256 MiB limit (docs/limitations.md).
     #[arg(long, env = "CELGATE_WEBHOOK_MAX_IN_FLIGHT_MIB", default_value_t = Limits::DEFAULT.max_in_flight_bytes / MIB,
           value_parser = clap::value_parser!(u32).range(1..=4096).map(|n| n as usize))]
     pub webhook_max_in_flight_mib: usize,

@@ -9,6 +9,9 @@
 //!    figure of `load.rs`).
 //! 2. What celgate's fine check duration families add per check: one more family lookup and
 //!    observation.
+//! 3. What weighing a review before decoding it adds (issue 40, item 2): counting what its
+//!    text holds (`Footprint::of`), the bytes that decode into and holding them in the
+//!    in-flight budget, beside decoding alone and beside the whole review in process.
 //!
 //! (A lock-free histogram of celgate's own was measured here against prometheus-client's and
 //! was not faster beyond noise: 25.9 against 28.9 ns per observation on one thread, 83.4
@@ -24,6 +27,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use celgate_cel::json_tape::Footprint;
 use celgate_engine::PolicySet;
 use celgate_snapshot::dispatch::{self, Call};
 use celgate_snapshot::{Deps, SnapshotStore};
@@ -237,6 +241,53 @@ fn main() {
         rounds,
         budget,
         10_000,
+    );
+
+    // 3. Weighing a review before decoding it, as the server's extractor does.
+    let budget_of_reviews = celgate_webhook::limits::Budget::new(&celgate_webhook::Limits::DEFAULT);
+    let weighed = |n: u64| {
+        for _ in 0..n {
+            let footprint = Footprint::of(black_box(&body));
+            let cost = review::decode_cost(body.len(), &footprint, review::ObjectRead::Tape);
+            let charge = budget_of_reviews.charge(cost).unwrap();
+            let review = review::decode(black_box(&body), review::ObjectRead::Tape);
+            drop(black_box(review.unwrap()));
+            drop(charge);
+        }
+    };
+    compare(
+        "weigh the review, then decode it for validation (ns per review)",
+        ("decode", decode(true)),
+        ("weigh + decode", weighed),
+        rounds,
+        budget,
+        100,
+    );
+    let weighed_review = |weigh: bool| {
+        let (runtime, store, deps, body, budget) =
+            (&runtime, &store, &deps, &body, &budget_of_reviews);
+        move |n: u64| {
+            runtime.block_on(async {
+                for _ in 0..n {
+                    let charge = weigh.then(|| {
+                        let footprint = Footprint::of(black_box(body));
+                        let read = review::ObjectRead::Tape;
+                        let cost = review::decode_cost(body.len(), &footprint, read);
+                        budget.charge(cost).unwrap()
+                    });
+                    black_box(one_review(store, deps, body, true).await);
+                    drop(charge);
+                }
+            })
+        }
+    };
+    compare(
+        "weigh, decode, decide, encode one review in process (ns per review)",
+        ("unweighed", weighed_review(false)),
+        ("weighed", weighed_review(true)),
+        rounds,
+        budget * 3,
+        20,
     );
     println!("loadavg at the end {}", loadavg());
 }

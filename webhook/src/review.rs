@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request as HttpRequest};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use celgate_cel::json_tape::{Declined, Scan};
+use celgate_cel::json_tape::{Declined, Footprint, RESERVED_NODES, Scan};
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::json_text::{self, JsonError};
 use celgate_engine::received::{MaybeRequest, ReceivedRequest};
@@ -19,6 +19,9 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use thiserror::Error;
+use tokio::sync::OwnedSemaphorePermit;
+
+use crate::limits::{Budget, Charge, HEAVY_BODY_BYTES, HEAVY_DEPTH, Refused, overloaded};
 
 /// The deepest nesting of arrays and objects a review may hold: an object as deep as
 /// kube-apiserver decodes ([`json_text::MAX_OBJECT_DEPTH`]), wrapped in the review and its request.
@@ -233,10 +236,12 @@ pub enum ObjectRead {
 }
 
 /// A decoded AdmissionReview v1 with a request, as a handler argument, its `object` read as
-/// a tape when `TAPE` (see [`ObjectRead`]); a body that is not one is answered with 400 and
-/// what is wrong.
+/// a tape when `TAPE` (see [`ObjectRead`]), with what it holds of the in-flight budget
+/// ([`Held`]). A body that is not one is answered with 400 and what is wrong; one whose
+/// decoding would build more than the whole budget, 413; one the budget has no room for now,
+/// 429.
 #[derive(Debug)]
-pub struct Review<const TAPE: bool>(pub ReceivedRequest);
+pub struct Review<const TAPE: bool>(pub ReceivedRequest, pub Held);
 
 /// A review for validating policies: its `object` read as a tape.
 pub type ValidationReview = Review<true>;
@@ -244,10 +249,151 @@ pub type ValidationReview = Review<true>;
 /// A review for mutation and policy writes: its `object` kept as text.
 pub type TextReview = Review<false>;
 
+/// What a decoded review holds until it is decided: its share of the in-flight bytes (what
+/// decoding built), and for a heavy review its thread of the blocking pool.
+#[derive(Debug)]
+pub struct Held {
+    _charge: Option<Charge>,
+    /// Whether the review is decided on the blocking pool, and its share of the pool.
+    heavy: bool,
+    _thread: Option<OwnedSemaphorePermit>,
+}
+
+impl Held {
+    /// Runs `decide` for the review, holding its share of the budget to the end: on the
+    /// blocking pool for a heavy review (a large or deep body, see
+    /// [`HEAVY_BODY_BYTES`](crate::limits::HEAVY_BODY_BYTES)), so that it never stalls the
+    /// worker threads that accept, handshake and answer small reviews; here for the rest.
+    pub async fn decide<F>(self, decide: F) -> Response
+    where
+        F: Future<Output = Response> + Send + 'static,
+    {
+        if !self.heavy {
+            let response = decide.await;
+            drop(self);
+            return response;
+        }
+        let runtime = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            let response = runtime.block_on(decide);
+            drop(self);
+            response
+        })
+        .await
+        .unwrap_or_else(|e| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("internal error deciding the request: {e}\n"),
+            )
+                .into_response()
+        })
+    }
+}
+
+/// Bytes decoding a review takes beyond its body, at most, from its body's length and what
+/// its text holds ([`Footprint`]), read as `read` says: copies of the text (the text tapes
+/// share, an object kept as text), the tapes of the object and old object with what they
+/// reserve, and the `serde_json::Value`s a decision may build beside them (the request's
+/// other members, the object decoded for object selectors, and for mutation the copy it
+/// changes), each with its arrays' and maps' allocations. The constants are the sizes of
+/// those parts, with room for vectors that grow by doubling; `webhook/tests/decode_cost.rs`
+/// checks that they cover the peak heap of decoding reviews of every shape.
+pub fn decode_cost(body: usize, footprint: &Footprint, read: ObjectRead) -> usize {
+    /// A tape's node (16 bytes), slot and the builder's stack (4 each), doubled for growth.
+    const TAPE_VALUE: usize = 48;
+    /// A tape's key slots (8 bytes) and the builder's entry (24), doubled for growth.
+    const TAPE_MEMBER: usize = 64;
+    /// A decoded string's own allocation, beside its bytes.
+    const STRING: usize = 32;
+    /// What the object's and old object's tapes reserve before they are written, at most.
+    const TAPE_RESERVED: usize = 2 * RESERVED_NODES * 20;
+    /// A `serde_json::Value` (32 bytes), doubled for its array's growth.
+    const JSON_VALUE: usize = 64;
+    /// A non-empty array's first allocation (room for 4 values).
+    const JSON_ARRAY: usize = 128;
+    /// A non-empty map's first node (a B-tree leaf of 11 entries).
+    const JSON_OBJECT: usize = 640;
+    /// A map entry's share of its nodes, when a map outgrows one.
+    const JSON_MEMBER: usize = 160;
+    // Serde's pass keeps the objects as text (a copy) where the scanner declines, and a tape
+    // read from text later copies it again.
+    let (text_copies, trees) = match read {
+        ObjectRead::Tape => (3, 1),
+        ObjectRead::Text => (2, 2),
+    };
+    let f = footprint;
+    let tape = f.values * TAPE_VALUE + f.members * TAPE_MEMBER + f.strings * STRING;
+    let tree = f.values * JSON_VALUE
+        + f.arrays * JSON_ARRAY
+        + f.objects * JSON_OBJECT
+        + f.members * JSON_MEMBER
+        + f.strings * STRING
+        + body;
+    body.saturating_mul(text_copies)
+        .saturating_add(TAPE_RESERVED.min(5 * body))
+        .saturating_add(tape)
+        .saturating_add(tree.saturating_mul(trees))
+}
+
+/// Why a body read was not decoded.
+enum Undecoded {
+    /// The budget has no room for what decoding it would build.
+    Refused(Refused, usize, Footprint),
+    /// It is not a review celgate can answer.
+    Invalid(ReviewError),
+}
+
+impl Undecoded {
+    /// The answer: 413 when the budget could never take it, 429 when the reviews in flight
+    /// hold too much of it now, 400 when it is not a review.
+    fn response(self) -> Response {
+        let (refused, body, footprint) = match self {
+            Undecoded::Refused(refused, body, footprint) => (refused, body, footprint),
+            Undecoded::Invalid(e) => {
+                return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
+            }
+        };
+        let what = format!(
+            "its body of {body} bytes holds {} values and {} object members, nested {} deep",
+            footprint.values, footprint.members, footprint.depth
+        );
+        match refused {
+            Refused::TooLarge { needed, limit } => (
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!(
+                    "the review is too large to decode: {what}, which would take {needed} bytes to decode, more than the {limit} bytes all reviews in flight may take together (--webhook-max-in-flight-mib)\n"
+                ),
+            )
+                .into_response(),
+            Refused::Busy { in_use, limit, .. } => overloaded(&format!(
+                "reviews in flight hold {in_use} of the {limit} bytes they may take together (--webhook-max-in-flight-mib), and decoding this one would pass it ({what})"
+            )),
+        }
+    }
+}
+
+/// A review decoded and charged to `budget` for what decoding it builds, or refused at once
+/// when the budget has no room for it, before anything is built.
+fn charged_decode(
+    body: &[u8],
+    footprint: Footprint,
+    budget: Option<&Budget>,
+    object: ObjectRead,
+) -> Result<(ReceivedRequest, Option<Charge>), Undecoded> {
+    let cost = decode_cost(body.len(), &footprint, object);
+    let charge = budget
+        .map(|b| b.charge(cost))
+        .transpose()
+        .map_err(|refused| Undecoded::Refused(refused, body.len(), footprint))?;
+    let request = decode(body, object).map_err(Undecoded::Invalid)?;
+    Ok((request, charge))
+}
+
 impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
     type Rejection = Response;
 
-    async fn from_request(req: HttpRequest, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request(mut req: HttpRequest, state: &S) -> Result<Self, Self::Rejection> {
+        let budget = req.extensions_mut().remove::<Budget>();
         let body = Bytes::from_request(req, state)
             .await
             .map_err(IntoResponse::into_response)?;
@@ -256,9 +402,41 @@ impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
         } else {
             ObjectRead::Text
         };
-        decode(&body, object)
-            .map(Review)
-            .map_err(|e| (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response())
+        // A small body is counted here; a large one on the pool, as it is decoded.
+        let small = (body.len() < HEAVY_BODY_BYTES).then(|| Footprint::of(&body));
+        if let Some(footprint) = small.filter(|f| f.depth <= HEAVY_DEPTH) {
+            let (request, charge) = charged_decode(&body, footprint, budget.as_ref(), object)
+                .map_err(Undecoded::response)?;
+            let held = Held {
+                _charge: charge,
+                heavy: false,
+                _thread: None,
+            };
+            return Ok(Review(request, held));
+        }
+        let thread = match &budget {
+            Some(budget) => budget.heavy().await,
+            None => None,
+        };
+        let decoded = tokio::task::spawn_blocking(move || {
+            let footprint = small.unwrap_or_else(|| Footprint::of(&body));
+            charged_decode(&body, footprint, budget.as_ref(), object)
+        })
+        .await
+        .map_err(|e| {
+            (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("internal error decoding the request: {e}\n"),
+            )
+                .into_response()
+        })?;
+        let (request, charge) = decoded.map_err(Undecoded::response)?;
+        let held = Held {
+            _charge: charge,
+            heavy: true,
+            _thread: thread,
+        };
+        Ok(Review(request, held))
     }
 }
 
@@ -620,6 +798,53 @@ mod tests {
             err.to_string()
                 .starts_with("request body is not valid JSON: "),
             "{err}"
+        );
+    }
+
+    /// The thread a review of `object` is decided on, through the extractor, and its status.
+    async fn decided_on(object: &str) -> (StatusCode, String) {
+        let limits = crate::Limits::DEFAULT;
+        let mut req = HttpRequest::new(axum::body::Body::from(review_of(object)));
+        req.extensions_mut().insert(Budget::new(&limits));
+        let review = match ValidationReview::from_request(req, &()).await {
+            Ok(review) => review,
+            Err(refused) => {
+                let status = refused.status();
+                let body = axum::body::to_bytes(refused.into_body(), usize::MAX)
+                    .await
+                    .expect("a body");
+                return (status, String::from_utf8_lossy(&body).into_owned());
+            }
+        };
+        let Review(_, held) = review;
+        let thread = async { format!("{:?}", std::thread::current().id()).into_response() };
+        let response = held.decide(thread).await;
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("a body");
+        (StatusCode::OK, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn large_and_deep_reviews_are_decided_off_the_runtimes_threads() {
+        let here = format!("{:?}", std::thread::current().id());
+        let small = decided_on(r#"{"metadata": {"name": "a"}}"#).await;
+        assert_eq!(small, (StatusCode::OK, here.clone()), "decided here");
+        let large = format!(r#"{{"data": {{"a": "{}"}}}}"#, "x".repeat(HEAVY_BODY_BYTES));
+        let (status, thread) = decided_on(&large).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_ne!(thread, here, "decided on the blocking pool");
+        let deep = format!("{}{}", "[".repeat(HEAVY_DEPTH), "]".repeat(HEAVY_DEPTH));
+        let (status, thread) = decided_on(&deep).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_ne!(thread, here, "decided on the blocking pool");
+        // Past the budget: refused before anything is built.
+        let bomb = format!("[{}0]", "0,".repeat(700_000));
+        let (status, text) = decided_on(&bomb).await;
+        assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+        assert!(
+            text.starts_with("the review is too large to decode"),
+            "{text}"
         );
     }
 

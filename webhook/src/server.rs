@@ -26,6 +26,7 @@ use tracing::warn;
 
 use celgate_engine::MutatingWebhookGroup;
 use celgate_engine::model::{FailurePolicy, ReinvocationPolicy};
+use celgate_engine::received::ReceivedRequest;
 
 use celgate_snapshot::Deps;
 use celgate_snapshot::SnapshotStore;
@@ -35,15 +36,16 @@ use crate::auth::{AuthError, Authenticator, Peer};
 use crate::connection::{self, Activity, CloseAfter, Serving};
 use crate::decision_log::AdmissionKind;
 use crate::decision_log::Line;
-use crate::limits::{Limits, MAX_CALL_TIMEOUT, RETRY_AFTER_SECONDS};
+use crate::limits::{Budget, Limits, MAX_CALL_TIMEOUT, overloaded};
 use crate::metrics::{Metrics, OTHER_PATH, admission_path};
 use crate::review::{self, Review, TextReview, ValidationReview};
 
 /// The probes' paths: the only ones served without credentials.
 const PROBE_PATHS: [&str; 2] = ["/healthz", "/readyz"];
 
-/// Review bytes are counted in flight in units of this many bytes.
-const BYTES_PER_PERMIT: usize = 1024;
+/// A body is held twice while it is read, as its frames and as the one buffer they are joined
+/// into: it is charged twice its declared length before it is read.
+const BODY_COPIES: usize = 2;
 
 /// What the handlers share: the snapshot store the operator publishes into, dispatch's
 /// dependencies, the metrics, the limits and the credentials accepted.
@@ -59,8 +61,8 @@ pub struct AppState {
     auth: Option<Authenticator>,
     /// Reviews in flight, one permit each.
     in_flight: Arc<Semaphore>,
-    /// Review bytes in flight, one permit per [`BYTES_PER_PERMIT`].
-    in_flight_bytes: Arc<Semaphore>,
+    /// Review bytes in flight, and the threads for heavy reviews.
+    budget: Budget,
     /// Set once the webhook's port is bound: `/healthz` answers 200 from then on.
     listening: AtomicBool,
     /// Set once the process is stopping: `/readyz` answers 503 so load balancers and Service
@@ -75,7 +77,7 @@ impl AppState {
         let limits = Limits::DEFAULT;
         Arc::new(Self {
             in_flight: Arc::new(Semaphore::new(limits.max_in_flight)),
-            in_flight_bytes: Arc::new(Semaphore::new(byte_permits(limits.max_in_flight_bytes))),
+            budget: Budget::new(&limits),
             limits,
             auth: None,
             store,
@@ -99,9 +101,9 @@ impl AppState {
                 "the connection, in-flight and body limits must be at least 1".into(),
             ));
         }
-        if limits.max_in_flight_bytes < limits.max_body_bytes {
+        if limits.max_in_flight_bytes / BODY_COPIES < limits.max_body_bytes {
             return Err(ServerError::Limits(format!(
-                "the review bytes in flight ({}) must be at least the largest review body ({}), or a review that large could never be admitted",
+                "the review bytes in flight ({}) must be at least twice the largest review body ({}), or a review that large could never be admitted",
                 limits.max_in_flight_bytes, limits.max_body_bytes
             )));
         }
@@ -109,7 +111,7 @@ impl AppState {
             in_flight: Arc::new(Semaphore::new(
                 limits.max_in_flight.min(Semaphore::MAX_PERMITS),
             )),
-            in_flight_bytes: Arc::new(Semaphore::new(byte_permits(limits.max_in_flight_bytes))),
+            budget: Budget::new(&limits),
             limits,
             auth,
             store,
@@ -145,11 +147,6 @@ impl AppState {
             None
         }
     }
-}
-
-/// Permits of the review bytes semaphore for `bytes`, rounded up.
-fn byte_permits(bytes: usize) -> usize {
-    bytes.div_ceil(BYTES_PER_PERMIT).min(Semaphore::MAX_PERMITS)
 }
 
 /// A PEM certificate chain and private key for the serving endpoint.
@@ -480,19 +477,18 @@ async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: N
         .and_then(|v| v.parse::<usize>().ok())
         .unwrap_or(limits.max_body_bytes)
         .min(limits.max_body_bytes);
-    let weight = u32::try_from(byte_permits(declared.max(1))).unwrap_or(u32::MAX);
-    let Ok(_bytes) = state.in_flight_bytes.clone().try_acquire_many_owned(weight) else {
+    let Ok(_bytes) = state.budget.charge(declared.saturating_mul(BODY_COPIES)) else {
         return overloaded(&format!(
-            "reviews of {} bytes in all are in flight, and this one's {declared} would pass the limit (--webhook-max-in-flight-mib)",
-            limits
-                .max_in_flight_bytes
-                .saturating_sub(state.in_flight_bytes.available_permits() * BYTES_PER_PERMIT)
+            "reviews of {} bytes in all are in flight, and this one's {declared}, held twice while it is read, would pass the limit (--webhook-max-in-flight-mib)",
+            state.budget.in_use()
         ));
     };
-    let req = match receive(req, limits).await {
+    let mut req = match receive(req, limits).await {
         Ok(req) => req,
         Err(refused) => return refused,
     };
+    // What decoding the review builds is charged by the review's extractor, once counted.
+    req.extensions_mut().insert(state.budget.clone());
     let timeout = call_timeout(req.uri().query());
     // Past the timeout the API server has given up; dispatch answers its own timeouts first.
     match tokio::time::timeout(timeout + Duration::from_secs(1), next.run(req)).await {
@@ -567,27 +563,17 @@ fn not_found() -> Response {
         .into_response()
 }
 
-/// The answer to a review refused for load: the API server may retry after a second, else
-/// the webhook's failurePolicy applies.
-fn overloaded(why: &str) -> Response {
-    (
-        StatusCode::TOO_MANY_REQUESTS,
-        [(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_SECONDS))],
-        format!("celgate is overloaded: {why}; retry later\n"),
-    )
-        .into_response()
-}
-
 /// The `reason` label of a review answered with HTTP `status`: the webhook was not ready (503),
 /// the call was not authenticated (401), the webhook was overloaded (429), the review was not
-/// read and decided in time (408), it could not be read (another 4xx), or celgate failed
-/// (another 5xx).
+/// read and decided in time (408), it was too large to read or decode (413), it could not be
+/// read (another 4xx), or celgate failed (another 5xx).
 fn error_reason(status: StatusCode) -> &'static str {
     match status {
         StatusCode::SERVICE_UNAVAILABLE => "not_ready",
         StatusCode::UNAUTHORIZED => "unauthenticated",
         StatusCode::TOO_MANY_REQUESTS => "overloaded",
         StatusCode::REQUEST_TIMEOUT => "timeout",
+        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
         s if s.is_client_error() => "bad_request",
         _ => "internal",
     }
@@ -636,13 +622,24 @@ fn validating(only: Option<FailurePolicy>) -> MethodRouter<Arc<AppState>> {
 async fn validate(
     AxumState(state): AxumState<Arc<AppState>>,
     uri: axum::http::Uri,
-    Review(review): ValidationReview,
+    Review(review, held): ValidationReview,
     only: Option<FailurePolicy>,
 ) -> Response {
     let call = Call {
         started: tokio::time::Instant::now(),
         timeout: call_timeout(uri.query()),
     };
+    held.decide(decide_validation(state, review, call, only))
+        .await
+}
+
+/// Validates a decoded review and answers it.
+async fn decide_validation(
+    state: Arc<AppState>,
+    review: ReceivedRequest,
+    call: Call,
+    only: Option<FailurePolicy>,
+) -> Response {
     match dispatch::validate(&state.store, &state.deps, review, call, only).await {
         Ok(decided) => {
             let outcome = &decided.outcome;
@@ -681,13 +678,24 @@ fn mutating(only: Option<MutatingWebhookGroup>) -> MethodRouter<Arc<AppState>> {
 async fn mutate(
     AxumState(state): AxumState<Arc<AppState>>,
     uri: axum::http::Uri,
-    Review(review): TextReview,
+    Review(review, held): TextReview,
     only: Option<MutatingWebhookGroup>,
 ) -> Response {
     let call = Call {
         started: tokio::time::Instant::now(),
         timeout: call_timeout(uri.query()),
     };
+    held.decide(decide_mutation(state, review, call, only))
+        .await
+}
+
+/// Mutates a decoded review and answers it.
+async fn decide_mutation(
+    state: Arc<AppState>,
+    review: ReceivedRequest,
+    call: Call,
+    only: Option<MutatingWebhookGroup>,
+) -> Response {
     match dispatch::mutate(&state.store, &state.deps, review, call, only).await {
         Ok(mutated) => {
             let outcome = &mutated.outcome;
@@ -713,15 +721,20 @@ async fn mutate(
 /// kinds on create and update.
 async fn validate_policies(
     AxumState(state): AxumState<Arc<AppState>>,
-    Review(review): TextReview,
+    Review(review, held): TextReview,
 ) -> Response {
-    match dispatch::validate_policy_write(&state.store, &state.deps, review).await {
-        Ok(verdict) => match review::policy_validation_response(&verdict.review, &verdict.errors) {
-            Ok(body) => json_response(body),
+    held.decide(async move {
+        match dispatch::validate_policy_write(&state.store, &state.deps, review).await {
+            Ok(verdict) => {
+                match review::policy_validation_response(&verdict.review, &verdict.errors) {
+                    Ok(body) => json_response(body),
+                    Err(e) => dispatch_error(&e),
+                }
+            }
             Err(e) => dispatch_error(&e),
-        },
-        Err(e) => dispatch_error(&e),
-    }
+        }
+    })
+    .await
 }
 
 async fn healthz(AxumState(state): AxumState<Arc<AppState>>) -> Response {

@@ -161,3 +161,59 @@ async fn limits_that_would_refuse_every_large_review_are_refused_at_start() {
     .unwrap_err();
     assert!(e.to_string().contains("review bytes in flight"), "{e}");
 }
+
+/// A Deployment review whose object also holds `value` under `spec.extra`.
+fn review_holding(value: &str) -> bytes::Bytes {
+    let body = String::from_utf8(review(1, 0).to_vec()).unwrap();
+    let body = body.replacen("\"spec\":{", &format!("\"spec\":{{\"extra\":{value},"), 1);
+    assert!(body.contains("\"extra\""), "{body}");
+    bytes::Bytes::from(body)
+}
+
+#[tokio::test]
+async fn a_review_that_would_decode_past_the_budget_is_refused_at_once_with_413() {
+    let limits = Limits::DEFAULT;
+    let served = common::serve(limits.clone(), None).await;
+    let tls = connector(&served.roots, None, true);
+    let mut client = connect(served.addr, &tls, true).await;
+    // 3 MiB of `[0,0,…]`: well within the body limit, but 1.5 million values.
+    let zeros = format!("[{}0]", "0,".repeat(3 * 512 * 1024));
+    let bomb = review_holding(&zeros);
+    assert!(bomb.len() < limits.max_body_bytes / 2);
+    let (status, retry_after, text) = post(&mut client, "/validate/fail", &bomb, None)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&text);
+    assert_eq!(status, 413, "{text}");
+    assert_eq!(retry_after, None, "retrying cannot help");
+    assert!(
+        text.starts_with("the review is too large to decode: its body of ")
+            && text.contains("holds 1572")
+            && text.contains("(--webhook-max-in-flight-mib)"),
+        "{text}"
+    );
+    // The same for mutation, and for nesting: empty arrays 2 bytes each.
+    let (status, _, _) = post(&mut client, "/mutate/fail/never", &bomb, None)
+        .await
+        .unwrap();
+    assert_eq!(status, 413);
+    // A review as large, of text, is decided; so is the bomb's small cousin.
+    let (status, _, text) = post(&mut client, "/validate/fail", &review(1, 1536 * 1024), None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(allowed(&text));
+    let small = review_holding(&format!("[{}0]", "0,".repeat(10_000)));
+    let (status, _, text) = post(&mut client, "/validate/fail", &small, None)
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+    assert!(allowed(&text));
+    let metrics = common::scrape(&served.registry);
+    assert!(
+        metrics.contains(
+            "celgate_webhook_errors_total{path=\"/validate/fail\",reason=\"too_large\"} 1"
+        ),
+        "{metrics}"
+    );
+}

@@ -18,8 +18,10 @@ use std::sync::Arc;
 
 use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 
+mod footprint;
 mod scan;
 
+pub use footprint::Footprint;
 pub use scan::{Declined, Scan};
 
 /// One value of a [`JsonTape`]. Containers come after their elements.
@@ -386,6 +388,12 @@ impl<'a> Iterator for TapeEntries<'a> {
 
 impl ExactSizeIterator for TapeEntries<'_> {}
 
+/// The most nodes (and slots) a tape reserves room for before it is written: 1.25 MiB. A
+/// larger tape grows as it is written, so that what a tape holds beyond what it was written
+/// with is bounded, whatever the length of the text (a member of a larger document reserves
+/// by the length of the text after it).
+pub const RESERVED_NODES: usize = 1 << 16;
+
 /// The tape being written.
 struct Builder<'t> {
     text: &'t str,
@@ -399,8 +407,10 @@ struct Builder<'t> {
 }
 
 impl<'t> Builder<'t> {
-    /// A builder over `text`, with room for `capacity` nodes and slots.
+    /// A builder over `text`, with room for `capacity` nodes and slots, at most
+    /// [`RESERVED_NODES`].
     fn new(text: &'t str, capacity: usize) -> Self {
+        let capacity = capacity.min(RESERVED_NODES);
         Builder {
             text,
             nodes: Vec::with_capacity(capacity),

@@ -69,8 +69,9 @@ pub struct ErrorLabels {
     /// One of [`ADMISSION_PATHS`], or [`OTHER_PATH`].
     pub path: &'static str,
     /// `not_ready`, `bad_request`, `internal`, `unauthenticated` (401), `overloaded` (429:
-    /// the limit of reviews or of review bytes in flight) or `timeout` (408: not read and
-    /// decided within the call's timeout).
+    /// the limit of reviews or of review bytes in flight), `too_large` (413: a body past the
+    /// size limit, or one whose decoding alone would pass the bytes in flight) or `timeout`
+    /// (408: not read and decided within the call's timeout).
     pub reason: &'static str,
 }
 

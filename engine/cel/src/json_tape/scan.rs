@@ -395,7 +395,7 @@ impl<'t> Scan<'t> {
 
 /// The first byte at or after `i` that ends a run of plain string bytes: a quote, a backslash
 /// or a control character (or the text's length). Eight bytes at a time.
-fn plain_end(bytes: &[u8], mut i: usize) -> usize {
+pub(super) fn plain_end(bytes: &[u8], mut i: usize) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     // A byte of `x` is flagged when it is zero (or below `n`, for `(x - n * ONES) & !x`);
