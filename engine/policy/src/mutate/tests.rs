@@ -396,6 +396,11 @@ fn go_values_the_typed_conversion_refuses_are_refused_first() {
                 .into(),
         ),
         (
+            "Go values inside a map where a list goes",
+            "Object{spec: Object.spec{containers: {'k': {'a': 'b'}, 'key': {}}}}",
+            ".spec.containers: expected list, got &{map[k:map[a:b] key:map[]]}".into(),
+        ),
+        (
             "a null in a list map",
             "Object{spec: Object.spec{containers: [null]}}",
             ".spec.containers: element 0: associative list with keys may not have non-map elements"
