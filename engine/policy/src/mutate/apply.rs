@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use std::fmt::Write as _;
 
-use super::go_value::{Converted, Foreign};
+use super::go_value::Converted;
 use super::merge::merge_into;
 use super::touched::Writes;
 use super::typed::{Fit, Ty, Within, atomic_paths, join_errors, validate, validate_config};
@@ -122,19 +122,8 @@ pub(super) fn apply(
         *fit = Fit::Fits;
     }
     // A merge of two values that fit the schema fits it too.
-    let changed = merge_into(&root, object, &config, writes)
-        .map_err(|errors| ApplyError::Merge(join_errors(&errors)))?;
-    // Where the merged list is the configuration's nil slice, the encoded object holds null.
-    for path in foreign.as_ref().map(Foreign::nil_lists).unwrap_or_default() {
-        if let Some(v) = path
-            .iter()
-            .try_fold(&mut *object, |v, name| v.get_mut(*name))
-            .filter(|v| v.as_array().is_some_and(Vec::is_empty))
-        {
-            *v = Value::Null;
-        }
-    }
-    Ok(changed)
+    merge_into(&root, object, &config, writes)
+        .map_err(|errors| ApplyError::Merge(join_errors(&errors)))
 }
 
 /// Fields a strict decoding of a built-in kind rejects: members its schema does not declare,

@@ -22,15 +22,11 @@ pub(super) struct GoValue {
     pub(super) sharp: String,
 }
 
-/// Where an apply configuration holds Go values the typed conversion refuses, and the lists
-/// that are Go's nil slices.
+/// Where an apply configuration holds Go values the typed conversion refuses.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) enum Foreign {
     /// This value is one.
     Here(GoValue),
-    /// This empty list is a nil slice (an empty list literal given to a field): a list to the
-    /// typed conversion and the merge, null once the merged object is encoded.
-    NilList,
     /// Some below: of members by name, of list items by index.
     Below(Vec<(Place, Foreign)>),
 }
@@ -47,7 +43,7 @@ impl Foreign {
     pub(super) fn here(&self) -> Option<&GoValue> {
         match self {
             Foreign::Here(g) => Some(g),
-            Foreign::NilList | Foreign::Below(_) => None,
+            Foreign::Below(_) => None,
         }
     }
 
@@ -63,7 +59,7 @@ impl Foreign {
 
     fn below(&self, at: impl Fn(&Place) -> bool) -> Option<&Foreign> {
         match self {
-            Foreign::Here(_) | Foreign::NilList => None,
+            Foreign::Here(_) => None,
             Foreign::Below(places) => places.iter().find(|(p, _)| at(p)).map(|(_, f)| f),
         }
     }
@@ -72,30 +68,6 @@ impl Foreign {
     pub(super) fn forget(&mut self, key: &str) {
         if let Foreign::Below(places) = self {
             places.retain(|(p, _)| !matches!(p, Place::Member(k) if k == key));
-        }
-    }
-
-    /// The paths of member names to the nil slices (those reached through list items are not
-    /// followed: which merged item an item became depends on the list's keys).
-    pub(super) fn nil_lists(&self) -> Vec<Vec<&str>> {
-        let mut out = Vec::new();
-        self.collect_nil_lists(&mut Vec::new(), &mut out);
-        out
-    }
-
-    fn collect_nil_lists<'f>(&'f self, path: &mut Vec<&'f str>, out: &mut Vec<Vec<&'f str>>) {
-        match self {
-            Foreign::NilList => out.push(path.clone()),
-            Foreign::Here(_) => {}
-            Foreign::Below(places) => {
-                for (place, below) in places {
-                    if let Place::Member(name) = place {
-                        path.push(name);
-                        below.collect_nil_lists(path, out);
-                        path.pop();
-                    }
-                }
-            }
         }
     }
 
@@ -138,10 +110,6 @@ pub(super) fn object(
 fn field(v: &Value<'_>, depth: usize) -> Result<Converted, String> {
     match v {
         Value::Optional(Some(inner)) => field(inner, depth),
-        // Upstream appends the items to a nil slice: with none, it stays nil.
-        Value::List(List::Owned(items)) if items.is_empty() => {
-            Ok((serde_json::Value::Array(Vec::new()), Some(Foreign::NilList)))
-        }
         Value::List(List::Owned(items)) => {
             let mut out = Vec::with_capacity(items.len());
             let mut marks = Vec::new();

@@ -335,44 +335,6 @@ fn the_next_mutation_sees_a_built_in_object_as_go_encodes_it() {
     assert!(object["metadata"].get("finalizers").is_none(), "{object}");
 }
 
-/// An empty list literal given to a field is a Go nil slice upstream: a list to the typed
-/// conversion and the merge, null in the object merged (found by the generated differential:
-/// `sc-115`), and so is a list a comprehension leaves empty.
-#[test]
-fn an_empty_list_literal_merges_as_a_nil_slice() {
-    let schemas = Schemas(Some(KindSchema {
-        schema: pod_schema(),
-        built_in: false,
-    }));
-    let mut object = pod();
-    if let Some(spec) = object["spec"].as_object_mut() {
-        spec.remove("volumes");
-    }
-    let out = run_on(
-        &[upstream(policy(
-            "p",
-            vec![apply_config("Object{spec: Object.spec{volumes: []}}")],
-        ))],
-        &object,
-        &schemas,
-    );
-    assert!(out.allowed(), "{:?}", out.denial);
-    let mutated = out.object.expect("mutated");
-    assert_eq!(mutated["spec"].get("volumes"), Some(&Value::Null));
-    let out = run_on(
-        &[upstream(policy(
-            "p",
-            vec![apply_config(
-                "Object{spec: Object.spec{volumes: object.spec.containers.filter(c, false)}}",
-            )],
-        ))],
-        &object,
-        &schemas,
-    );
-    let mutated = out.object.expect("mutated");
-    assert_eq!(mutated["spec"].get("volumes"), Some(&Value::Null));
-}
-
 /// What upstream's conversion of an apply configuration to Go leaves of CEL values the typed
 /// conversion refuses wherever they stand (a null, a uint, a list or map literal inside
 /// another, an `Object` that failed to convert), refused before the atomic rule; JSON data

@@ -447,10 +447,8 @@ fn refuse_foreign(atom: &Atom<'_>, g: &GoValue) -> String {
 
 /// Go's `%#v` of an unstructured value, with the Go values `foreign` marks in it.
 fn go_sharp(v: &Value, foreign: Option<&Foreign>) -> String {
-    match foreign {
-        Some(Foreign::Here(g)) => return g.sharp.clone(),
-        Some(Foreign::NilList) => return "[]interface {}(nil)".into(),
-        _ => {}
+    if let Some(g) = foreign.and_then(Foreign::here) {
+        return g.sharp.clone();
     }
     match v {
         Value::Null => "interface {}(nil)".into(),
