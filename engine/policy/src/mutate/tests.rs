@@ -401,6 +401,12 @@ fn go_values_the_typed_conversion_refuses_are_refused_first() {
             ".spec.containers: expected list, got &{map[k:map[a:b] key:map[]]}".into(),
         ),
         (
+            "two Go values in a set are the same item",
+            "Object{metadata: Object.metadata{finalizers: [dyn(null), dyn(2u)]}}",
+            "errors:\n  .metadata.finalizers[={{undefined}}]: expected string, got &value.valueUnstructured{Value:0}\n  .metadata.finalizers: duplicate entries for key [={{undefined}}]\n  .metadata.finalizers[={{undefined}}]: expected string, got &value.valueUnstructured{Value:0x2}"
+                .into(),
+        ),
+        (
             "a null in a list map",
             "Object{spec: Object.spec{containers: [null]}}",
             ".spec.containers: element 0: associative list with keys may not have non-map elements"

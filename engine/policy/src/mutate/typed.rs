@@ -563,7 +563,7 @@ pub(super) enum Element<'a> {
     Index(usize),
     Key(Vec<(&'a str, &'a Value)>),
     Value(&'a Value),
-    /// A set item of no type structured-merge-diff knows (the same as no other).
+    /// A set item of no type structured-merge-diff knows (the same as any other such).
     Undefined,
 }
 
@@ -579,6 +579,8 @@ impl Element<'_> {
                         .all(|(x, y)| x.0 == y.0 && json_equal(x.1, y.1))
             }
             (Element::Value(a), Element::Value(b)) => json_equal(a, b),
+            // structured-merge-diff orders values of no type it knows alike.
+            (Element::Undefined, Element::Undefined) => true,
             _ => false,
         }
     }
