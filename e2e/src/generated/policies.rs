@@ -312,20 +312,25 @@ fn odd_value(rng: &mut Rng, depth: u32) -> String {
 }
 
 /// An apply configuration for the generated CRD whose value has any shape, at the top of a
-/// spec field or in a member of the nested struct (as an `Object` or a map literal).
+/// spec field or in a member of the nested struct (as an `Object` or a map literal). No field
+/// is given an empty list literal, which kube-apiserver stores as null (docs/limitations.md).
 fn odd_apply(rng: &mut Rng, crd: &Crd) -> String {
     let fields = crd.field_names();
     let field = fields[rng.usize(..fields.len())];
+    let odd_field = |rng: &mut Rng| match odd_value(rng, 2) {
+        empty if empty == "[]" => "[1]".to_string(),
+        odd => odd,
+    };
     let value = if field == "nested" {
         let member = NESTED_MEMBERS[rng.usize(..NESTED_MEMBERS.len())];
-        let odd = odd_value(rng, 2);
+        let odd = odd_field(rng);
         if rng.bool() {
             format!("Object.spec.nested{{{member}: {odd}}}")
         } else {
             format!("{{\"{member}\": dyn({odd})}}")
         }
     } else {
-        odd_value(rng, 2)
+        odd_field(rng)
     };
     format!("Object{{spec: Object.spec{{{field}: {value}}}}}")
 }

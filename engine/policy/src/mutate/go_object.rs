@@ -5,7 +5,8 @@
 //! object field by field: an integer too wide for its field is cut to the field's width (Go's
 //! integer conversion), so `2^63 - 1` in an int32 field becomes `-1`. Fields with a decoder of
 //! their own (quantities, times, int-or-string, raw extensions, preserved unknown fields) and
-//! unknown fields are left alone.
+//! unknown fields are left alone. The next mutation sees the object as the Go type encodes it:
+//! optional fields left null, or holding an empty map or list, are left out (`omitempty`).
 
 use serde_json::Value;
 
@@ -41,6 +42,68 @@ pub(super) fn decode_error(kind: &Schema, object: &Value, within: &Within<'_>) -
 /// none: it was narrowed since it was last written).
 pub(super) fn narrow_ints(kind: &Schema, object: &mut Value, within: &Within<'_>) {
     narrow(kind.as_ref(), object, within, 0);
+}
+
+/// Leaves out, `within` the object, the optional fields (those the schema does not require:
+/// Kubernetes' optional fields are `omitempty`) that hold a null, an empty map or an empty
+/// list, which the kind's Go type encodes as nothing; an empty struct is kept. The next
+/// mutation sees the object so, as kube-apiserver decodes each patched object into the Go type
+/// and encodes it again for the next.
+pub(super) fn drop_empty(kind: &Schema, object: &mut Value, within: &Within<'_>) {
+    drop_in(kind.as_ref(), object, within, 0);
+}
+
+fn drop_in(schema: SchemaRef<'_>, v: &mut Value, within: &Within<'_>, depth: usize) {
+    if depth > MAX_DEPTH || decodes_itself(schema) {
+        return;
+    }
+    match v {
+        Value::Object(members) => {
+            if let Some(values) = map_values(schema) {
+                for (key, m) in members.iter_mut() {
+                    if let Some(below) = within.step(Some(key)) {
+                        drop_in(values, m, &below, depth + 1);
+                    }
+                }
+                return;
+            }
+            let mut omitted = Vec::new();
+            for (key, m) in members.iter_mut() {
+                let (Some(below), Some(field)) = (within.step(Some(key)), schema.property(key))
+                else {
+                    continue;
+                };
+                drop_in(field, m, &below, depth + 1);
+                if encodes_as_nothing(field, m) && !schema.required().contains(key) {
+                    omitted.push(key.clone());
+                }
+            }
+            for key in omitted {
+                members.remove(&key);
+            }
+        }
+        Value::Array(items) => {
+            if let (Some(item), Some(below)) = (schema.items(), within.step(None)) {
+                for i in items {
+                    drop_in(item, i, &below, depth + 1);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether an `omitempty` field of this schema holding `v` is left out of the Go encoding: a
+/// null (a nil map, slice or pointer), an empty list, or an empty map (not a struct).
+fn encodes_as_nothing(field: SchemaRef<'_>, v: &Value) -> bool {
+    match v {
+        Value::Null => !decodes_itself(field),
+        Value::Array(items) => items.is_empty(),
+        Value::Object(members) => {
+            members.is_empty() && !field.has_properties() && map_values(field).is_some()
+        }
+        _ => false,
+    }
 }
 
 fn narrow(schema: SchemaRef<'_>, v: &mut Value, within: &Within<'_>, depth: usize) {

@@ -650,6 +650,7 @@ impl Run<'_> {
                             ),
                         ));
                     }
+                    go_object::drop_empty(&kind.schema, &mut self.object, &within);
                 }
                 // Operations may undo each other: only what was kept says whether they did.
                 let changed = undo.map_or(changed, |kept| kept.differs(&self.object));

@@ -299,6 +299,42 @@ fn errors_deny_with_upstreams_messages_under_fail_only() {
     assert_eq!(out.checks[0].error_type, ErrorType::InvalidError);
 }
 
+/// kube-apiserver decodes a built-in kind's patched object into its Go type and encodes it for
+/// the next mutation: an optional map emptied (or nulled) by a patch is left out, so the next
+/// patch finds no parent (found by the generated differential: `sb-489`).
+#[test]
+fn the_next_mutation_sees_a_built_in_object_as_go_encodes_it() {
+    let out = run(&[upstream(policy(
+        "p",
+        vec![
+            json_patch("[JSONPatch{op: 'remove', path: '/metadata/labels/app'}]"),
+            json_patch("[JSONPatch{op: 'remove', path: '/metadata/labels/new'}]"),
+        ],
+    ))]);
+    assert_eq!(
+        out.denial.as_ref().map(|d| d.message.as_str()),
+        Some(
+            "policy 'p' with binding 'p-b' denied request: JSON Patch: remove operation does not apply: doc is missing path: \"/metadata/labels/new\": missing value"
+        )
+    );
+    // A null or an empty list in an optional field is left out too.
+    let out = run(&[upstream(policy(
+        "p",
+        vec![
+            json_patch(
+                "[JSONPatch{op: 'replace', path: '/metadata/finalizers', value: []}, JSONPatch{op: 'add', path: '/metadata/labels', value: null}]",
+            ),
+            json_patch(
+                "[JSONPatch{op: 'add', path: '/metadata/labels', value: {'seen': string(has(object.metadata.labels)) + string(has(object.metadata.finalizers))}}]",
+            ),
+        ],
+    ))]);
+    assert!(out.allowed(), "{:?}", out.denial);
+    let object = out.object.expect("mutated");
+    assert_eq!(object["metadata"]["labels"], json!({"seen": "falsefalse"}));
+    assert!(object["metadata"].get("finalizers").is_none(), "{object}");
+}
+
 /// What upstream's conversion of an apply configuration to Go leaves of CEL values the typed
 /// conversion refuses wherever they stand (a null, a uint, a list or map literal inside
 /// another, an `Object` that failed to convert), refused before the atomic rule; JSON data
@@ -357,6 +393,17 @@ fn go_values_the_typed_conversion_refuses_are_refused_first() {
             "a null in a set",
             "Object{metadata: Object.metadata{finalizers: [dyn('a'), dyn(null)]}}",
             ".metadata.finalizers[={{undefined}}]: expected string, got &value.valueUnstructured{Value:0}"
+                .into(),
+        ),
+        (
+            "Go values inside a map where a list goes",
+            "Object{spec: Object.spec{containers: {'k': {'a': 'b'}, 'key': {}}}}",
+            ".spec.containers: expected list, got &{map[k:map[a:b] key:map[]]}".into(),
+        ),
+        (
+            "two Go values in a set are the same item",
+            "Object{metadata: Object.metadata{finalizers: [dyn(null), dyn(2u)]}}",
+            "errors:\n  .metadata.finalizers[={{undefined}}]: expected string, got &value.valueUnstructured{Value:0}\n  .metadata.finalizers: duplicate entries for key [={{undefined}}]\n  .metadata.finalizers[={{undefined}}]: expected string, got &value.valueUnstructured{Value:0x2}"
                 .into(),
         ),
         (

@@ -359,16 +359,26 @@ fn go_type(v: &Value) -> &'static str {
     }
 }
 
-/// Go's `%v` of an unstructured value.
-fn go_plain(v: &Value) -> String {
+/// Go's `%v` of an unstructured value, with the Go values `foreign` marks in it.
+fn go_plain(v: &Value, foreign: Option<&Foreign>) -> String {
+    if let Some(g) = foreign.and_then(Foreign::here) {
+        return g.plain.clone();
+    }
     match v {
         Value::Null => "<nil>".into(),
         Value::String(s) => s.clone(),
-        Value::Array(a) => format!("[{}]", a.iter().map(go_plain).collect::<Vec<_>>().join(" ")),
+        Value::Array(a) => {
+            let items: Vec<String> = a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| go_plain(v, foreign.and_then(|f| f.item(i))))
+                .collect();
+            format!("[{}]", items.join(" "))
+        }
         Value::Object(m) => {
             let items: Vec<String> = m
                 .iter()
-                .map(|(k, v)| format!("{k}:{}", go_plain(v)))
+                .map(|(k, v)| format!("{k}:{}", go_plain(v, foreign.and_then(|f| f.member(k)))))
                 .collect();
             format!("map[{}]", items.join(" "))
         }
@@ -376,13 +386,24 @@ fn go_plain(v: &Value) -> String {
     }
 }
 
-/// How structured-merge-diff prints a value in its errors (`%v` of its value wrapper).
-pub(super) fn shown(v: &Value) -> String {
-    format!("&{{{}}}", go_plain(v))
+/// How structured-merge-diff prints a value in its errors (`%v` of its value wrapper), with the
+/// Go values `foreign` marks in it.
+fn shown_in(v: &Value, foreign: Option<&Foreign>) -> String {
+    format!("&{{{}}}", go_plain(v, foreign))
 }
 
 /// Checks a scalar against the scalar type of its position; `prefix` names the operand.
 pub(super) fn check_scalar(t: Scalar, v: &Value, prefix: &str) -> Option<String> {
+    check_scalar_in(t, v, None, prefix)
+}
+
+/// [`check_scalar`] of a value holding the Go values `foreign` marks.
+fn check_scalar_in(
+    t: Scalar,
+    v: &Value,
+    foreign: Option<&Foreign>,
+    prefix: &str,
+) -> Option<String> {
     let ok = match (t, v) {
         (_, Value::Null) => true,
         (Scalar::Numeric, Value::Number(_))
@@ -398,8 +419,8 @@ pub(super) fn check_scalar(t: Scalar, v: &Value, prefix: &str) -> Option<String>
         t,
         prefix,
         go_type(v),
-        &go_plain(v),
-        &go_sharp(v),
+        &go_plain(v, foreign),
+        &go_sharp(v, foreign),
     ))
 }
 
@@ -428,15 +449,22 @@ fn refuse_foreign(atom: &Atom<'_>, g: &GoValue) -> String {
     }
 }
 
-/// Go's `%#v` of an unstructured value.
-fn go_sharp(v: &Value) -> String {
+/// Go's `%#v` of an unstructured value, with the Go values `foreign` marks in it.
+fn go_sharp(v: &Value, foreign: Option<&Foreign>) -> String {
+    if let Some(g) = foreign.and_then(Foreign::here) {
+        return g.sharp.clone();
+    }
     match v {
         Value::Null => "interface {}(nil)".into(),
         Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
-        Value::Array(a) => format!(
-            "[]interface {{}}{{{}}}",
-            a.iter().map(go_sharp).collect::<Vec<_>>().join(", ")
-        ),
+        Value::Array(a) => {
+            let items: Vec<String> = a
+                .iter()
+                .enumerate()
+                .map(|(i, v)| go_sharp(v, foreign.and_then(|f| f.item(i))))
+                .collect();
+            format!("[]interface {{}}{{{}}}", items.join(", "))
+        }
         Value::Object(m) => {
             let items: Vec<String> = m
                 .iter()
@@ -444,7 +472,7 @@ fn go_sharp(v: &Value) -> String {
                     format!(
                         "{}:{}",
                         serde_json::to_string(k).unwrap_or_default(),
-                        go_sharp(v)
+                        go_sharp(v, foreign.and_then(|f| f.member(k)))
                     )
                 })
                 .collect();
@@ -539,7 +567,7 @@ pub(super) enum Element<'a> {
     Index(usize),
     Key(Vec<(&'a str, &'a Value)>),
     Value(&'a Value),
-    /// A set item of no type structured-merge-diff knows (the same as no other).
+    /// A set item of no type structured-merge-diff knows (the same as any other such).
     Undefined,
 }
 
@@ -555,6 +583,8 @@ impl Element<'_> {
                         .all(|(x, y)| x.0 == y.0 && json_equal(x.1, y.1))
             }
             (Element::Value(a), Element::Value(b)) => json_equal(a, b),
+            // structured-merge-diff orders values of no type it knows alike.
+            (Element::Undefined, Element::Undefined) => true,
             _ => false,
         }
     }
@@ -683,7 +713,10 @@ fn validate_at(
         let map = match v {
             Value::Null => return,
             Value::Object(map) => map,
-            other => return out.err(at, format!("expected map, got {}", shown(other))),
+            other => {
+                let got = shown_in(other, foreign);
+                return out.err(at, format!("expected map, got {got}"));
+            }
         };
         for (key, item) in map {
             let Some(below) = within.step(Some(key)) else {
@@ -697,14 +730,17 @@ fn validate_at(
             }
         }
     } else if let Some(t) = atom.scalar {
-        if let Some(message) = check_scalar(t, v, "") {
+        if let Some(message) = check_scalar_in(t, v, foreign, "") {
             out.err(at, message);
         }
     } else if let Some(list) = &atom.list {
         let items = match v {
             Value::Null => return,
             Value::Array(items) => items,
-            other => return out.err(at, format!("expected list, got {}", shown(other))),
+            other => {
+                let got = shown_in(other, foreign);
+                return out.err(at, format!("expected list, got {got}"));
+            }
         };
         let below = within.step(None);
         let mut seen: Vec<Element<'_>> = Vec::new();

@@ -502,6 +502,11 @@ impl<'g> SchemaRef<'g> {
             .map(move |(k, l)| (k.as_str(), self.follow(l)))
     }
 
+    /// See [`Schema::required`].
+    pub fn required(self) -> &'g [String] {
+        &self.node().required
+    }
+
     /// Whether the node declares any property.
     pub fn has_properties(self) -> bool {
         !self.node().properties.is_empty()
