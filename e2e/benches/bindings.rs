@@ -240,11 +240,12 @@ struct Times {
 }
 
 /// One cell: one client alternating in-tree and celgate creates in each engine's namespace of
-/// `scenario`, each engine until `creates` or `budget` of its own create time.
+/// `scenario`, each engine until `creates` or `budget` of its own create time; `tag` names the
+/// objects.
 async fn cell(
     client: &kube::Client,
     scenario: &str,
-    size: usize,
+    tag: &str,
     creates: usize,
     budget: Duration,
 ) -> [Times; 2] {
@@ -258,7 +259,7 @@ async fn cell(
                 continue;
             }
             any = true;
-            let name = format!("s{size}-{n}");
+            let name = format!("{tag}-{n}");
             let started = Instant::now();
             let created = api.create(&PostParams::default(), &configmap(&name)).await;
             let took = started.elapsed();
@@ -381,9 +382,9 @@ async fn run(
         for e in ENGINES {
             wait_denied(client, &namespace(scenario, e)).await;
         }
-        cell(client, scenario, size, 1, budget).await;
+        cell(client, scenario, &format!("w{size}"), 1, budget).await;
         let (sum_before, count_before) = webhook_seconds(celgate);
-        let mut times = cell(client, scenario, size, creates, budget).await;
+        let mut times = cell(client, scenario, &format!("s{size}"), creates, budget).await;
         let (sum_after, count_after) = webhook_seconds(celgate);
         let review_ms = if count_after > count_before {
             ((sum_after - sum_before) / (count_after - count_before) * 100_000.0).round() / 100.0
