@@ -248,6 +248,8 @@ def main(argv):
                 t.row("bench-bindings", bindings, f"create with {int(n):,} {what}, {label}: p50 / p99 (ms)",
                       p99, "{:.1f}".format(dig(cells, n, f"{engine}_p50_ms") or float("nan")) + " / {:.1f}",
                       *target)
+            t.row("bench-bindings", bindings, f"  celgate's own time per review (its histogram), {int(n):,} {what}",
+                  dig(cells, n, "celgate_webhook_review_ms"), "{:.2f} ms")
         intree, celgate = dig(cells, "1024", "intree_p99_ms"), dig(cells, "1024", "celgate_p99_ms")
         t.row("bench-bindings", bindings, f"in-tree p99 / celgate p99 at 1,024 {what}",
               intree / celgate if intree and celgate else None, "{:.0f}x", ">= 100x", ">=", 100)
