@@ -2,12 +2,14 @@
 //! policy has many bindings, or one binding selects many params, celgate (the release build,
 //! `CELGATE_BIN`) beside the in-tree plugin on one local control plane.
 //!
-//! Each engine has its own namespaces, selected by its bindings' namespace selector
-//! (`bench=<scenario>-<engine>`), so every create is judged by one engine only. Every policy
-//! matches ConfigMap creates and admits them with an expression that reads the object (the
-//! name is not `deny-me`, or not the param's `data.forbidden`), so each create is evaluated by
-//! every binding (and every param) and succeeds. Before each cell, a dry-run ConfigMap named
-//! `deny-me` must be denied by each engine, which shows both enforce.
+//! Each engine judges its own resource (in-tree Secrets, celgate ConfigMaps) in its own namespaces,
+//! selected by its bindings' namespace selector (`bench=<scenario>-<engine>`), so every create is
+//! judged by one engine only and neither pays for the other's bindings (with both on ConfigMaps,
+//! kube-apiserver's in-tree plugin matched its 1,024 bindings on every celgate create too). Every
+//! policy admits creates with an expression that reads the object (the name is not `deny-me`, or
+//! not the param's `data.forbidden`), so each create is evaluated by every binding (and every
+//! param) and succeeds. Before each cell, a dry-run create named `deny-me` must be denied by
+//! each engine, which shows both enforce.
 //!
 //! - `bindings`: one policy per engine with 10, 64, 256 and 1,024 bindings that all match (the
 //!   bindings are added between cells).
@@ -43,21 +45,27 @@ const DENIED: &str = "deny-me";
 /// The namespace of the params, shared by both engines.
 const PARAMS_NAMESPACE: &str = "bench-params";
 
-/// One engine: its label, the API group of its admission objects.
+/// One engine: its label, the API group of its admission objects, the core resource it judges.
 #[derive(Clone, Copy)]
 struct Engine {
     name: &'static str,
     api: &'static str,
+    kind: &'static str,
+    plural: &'static str,
 }
 
 const ENGINES: [Engine; 2] = [
     Engine {
         name: "intree",
         api: IN_TREE_API,
+        kind: "Secret",
+        plural: "secrets",
     },
     Engine {
         name: "celgate",
         api: CELGATE_API,
+        kind: "ConfigMap",
+        plural: "configmaps",
     },
 ];
 
@@ -105,12 +113,12 @@ fn object(v: Value) -> DynamicObject {
     serde_json::from_value(v).unwrap_or_else(|e| panic!("fixture: {e}"))
 }
 
-/// The policy of `scenario` for `engine`: ConfigMap creates, admitted unless named [`DENIED`]
+/// The policy of `scenario` for `engine`: creates of its resource, admitted unless named [`DENIED`]
 /// (bindings) or the param's `data.forbidden` (params).
 fn policy(scenario: &str, engine: Engine) -> DynamicObject {
     let mut spec = json!({"failurePolicy": "Fail",
         "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-            "operations": ["CREATE"], "resources": ["configmaps"]}]}});
+            "operations": ["CREATE"], "resources": [engine.plural]}]}});
     if scenario == "params" {
         spec["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
         spec["validations"] =
@@ -152,12 +160,27 @@ fn param(k: usize) -> ConfigMap {
     .unwrap_or_else(|e| panic!("param fixture: {e}"))
 }
 
-fn configmap(name: &str) -> ConfigMap {
-    serde_json::from_value(
-        json!({"metadata": {"name": name, "labels": {"app": "shop"}},
-        "data": {"LOG_LEVEL": "info", "REGION": "eu-west-1"}}),
-    )
-    .unwrap_or_else(|e| panic!("configmap fixture: {e}"))
+/// The object `engine` judges: a ConfigMap, or a Secret of the same data.
+fn judged_object(engine: Engine, name: &str) -> DynamicObject {
+    let data = if engine.kind == "Secret" {
+        json!({"LOG_LEVEL": "aW5mbw==", "REGION": "ZXUtd2VzdC0x"})
+    } else {
+        json!({"LOG_LEVEL": "info", "REGION": "eu-west-1"})
+    };
+    object(json!({"apiVersion": "v1", "kind": engine.kind,
+        "metadata": {"name": name, "labels": {"app": "shop"}}, "data": data}))
+}
+
+/// The resource `engine` judges, in `namespace`.
+fn judged(client: &kube::Client, engine: Engine, namespace: &str) -> Api<DynamicObject> {
+    let resource = ApiResource {
+        group: String::new(),
+        version: "v1".into(),
+        api_version: "v1".into(),
+        kind: engine.kind.into(),
+        plural: engine.plural.into(),
+    };
+    Api::namespaced_with(client.clone(), namespace, &resource)
 }
 
 /// Creates `objects`, up to 8 at a time.
@@ -195,9 +218,9 @@ where
     }
 }
 
-/// Waits until a dry-run ConfigMap named [`DENIED`] is denied in `namespace`.
-async fn wait_denied(client: &kube::Client, namespace: &str) {
-    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+/// Waits until a dry-run create named [`DENIED`] is denied by `engine` in `namespace`.
+async fn wait_denied(client: &kube::Client, engine: Engine, namespace: &str) {
+    let maps = judged(client, engine, namespace);
     wait_for(
         &format!("a denial in {namespace}"),
         Duration::from_secs(120),
@@ -208,7 +231,7 @@ async fn wait_denied(client: &kube::Client, namespace: &str) {
                     dry_run: true,
                     ..Default::default()
                 };
-                match maps.create(&params, &configmap(DENIED)).await {
+                match maps.create(&params, &judged_object(engine, DENIED)).await {
                     Ok(_) => None,
                     Err(kube::Error::Api(_)) => Some(()),
                     Err(e) => panic!("probe create in {namespace} failed: {e}"),
@@ -249,8 +272,7 @@ async fn cell(
     creates: usize,
     budget: Duration,
 ) -> [Times; 2] {
-    let apis =
-        ENGINES.map(|e| Api::<ConfigMap>::namespaced(client.clone(), &namespace(scenario, e)));
+    let apis = ENGINES.map(|e| judged(client, e, &namespace(scenario, e)));
     let mut times: [Times; 2] = Default::default();
     for n in 0.. {
         let mut any = false;
@@ -261,7 +283,9 @@ async fn cell(
             any = true;
             let name = format!("{tag}-{n}");
             let started = Instant::now();
-            let created = api.create(&PostParams::default(), &configmap(&name)).await;
+            let created = api
+                .create(&PostParams::default(), &judged_object(ENGINES[i], &name))
+                .await;
             let took = started.elapsed();
             if let Err(e) = created {
                 panic!("create {name} ({}) failed: {e}", ENGINES[i].name);
@@ -380,7 +404,7 @@ async fn run(
         // shows it enforces, the warm-up create is not counted.
         tokio::time::sleep(Duration::from_secs(3)).await;
         for e in ENGINES {
-            wait_denied(client, &namespace(scenario, e)).await;
+            wait_denied(client, e, &namespace(scenario, e)).await;
         }
         cell(client, scenario, &format!("w{size}"), 1, budget).await;
         let (sum_before, count_before) = webhook_seconds(celgate);
@@ -451,7 +475,7 @@ async fn main() {
         "creates_per_cell": creates,
         "seconds_per_engine_and_cell": budget.as_secs(),
         "celgate_bin": Celgate::binary().display().to_string(),
-        "measures": "per cell (bindings per policy, or params its binding selects) and engine: ms per ConfigMap create through kube-apiserver, one client alternating in-tree and celgate creates; creates_per_s = creates over that engine's create time; celgate_webhook_review_ms = celgate's own mean time per review (celgate_webhook_request_duration_seconds)",
+        "measures": "per cell (bindings per policy, or params its binding selects) and engine: ms per create through kube-apiserver (in-tree: a Secret, celgate: a ConfigMap), one client alternating in-tree and celgate creates; creates_per_s = creates over that engine's create time; celgate_webhook_review_ms = celgate's own mean time per review (celgate_webhook_request_duration_seconds)",
         "seconds": started.elapsed().as_secs(),
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),
