@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit docs e2e e2e-node node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-audit bench-e2e deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
+.PHONY: help build test unit docs e2e e2e-node node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-audit bench-e2e bench-bindings deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -188,13 +188,18 @@ bench-e2e: deps ## Creates through kube-apiserver: no policy, in-tree, celgate (
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench creates
 
+bench-bindings: deps ## One VAP with 10-1,024 bindings, one binding selecting 10-1,024 params: creates through kube-apiserver, in-tree vs celgate (release) alternated: p50/p99, creates/s; writes target/bench/bindings.json
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) build --release -p celgate
+	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench bindings
+
 # One run of every benchmark, then one table of figures beside issue 13's targets and the
 # machine's load. A benchmark that fails does not stop the others: its rows say "not run".
-BENCHES ?= bench-cel bench-webhook bench-check bench-memory bench-apply bench-scale bench-audit bench-e2e
+BENCHES ?= bench-cel bench-webhook bench-check bench-memory bench-apply bench-scale bench-audit bench-e2e bench-bindings
 bench: export WEBHOOK_BENCH_HTTP2 ?= 1
 bench: deps ## Every benchmark once, then one table: figure, target, met or not, and the machine's load
 	@mkdir -p $(BENCH_DIR)
-	@rm -f $(BENCH_DIR)/{cel,webhook,review-cost,memory,apply,scale,audit,e2e,table}.json
+	@rm -f $(BENCH_DIR)/{cel,webhook,review-cost,memory,apply,scale,audit,e2e,bindings,table}.json
 	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-before
 	@for b in $(BENCHES); do $(MAKE) --no-print-directory $$b || echo "make bench: $$b failed" >&2; done
 	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-after

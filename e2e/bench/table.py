@@ -246,6 +246,25 @@ def main(argv):
     t.row("bench-e2e", e2e, "same, --webhook-rules all, p50",
           dig(a, "enforced", "p50_ms"), "{:.1f} ms")
 
+    bindings = load(directory, "bindings.json")
+    for scenario, what in (("bindings", "bindings of one policy"), ("params", "params of one binding")):
+        cells = dig(bindings, scenario) or {}
+        for n in ("10", "64", "256", "1024"):
+            for engine, label in (("intree", "in-tree"), ("celgate", "celgate")):
+                p99 = dig(cells, n, f"{engine}_p99_ms")
+                target = ()
+                if engine == "celgate" and n == "1024":
+                    base = dig(cells, "10", "celgate_p99_ms")
+                    target = (f"<= 3x own at 10 ({3 * base:.1f} ms)", "<=", 3 * base) if base else ()
+                t.row("bench-bindings", bindings, f"create with {int(n):,} {what}, {label}: p50 / p99 (ms)",
+                      p99, "{:.1f}".format(dig(cells, n, f"{engine}_p50_ms") or float("nan")) + " / {:.1f}",
+                      *target)
+            t.row("bench-bindings", bindings, f"  celgate's own time per review (its histogram), {int(n):,} {what}",
+                  dig(cells, n, "celgate_webhook_review_ms"), "{:.2f} ms")
+        intree, celgate = dig(cells, "1024", "intree_p99_ms"), dig(cells, "1024", "celgate_p99_ms")
+        t.row("bench-bindings", bindings, f"in-tree p99 / celgate p99 at 1,024 {what}",
+              intree / celgate if intree and celgate else None, "{:.0f}x", ">= 100x", ">=", 100)
+
     t.print()
     try:
         cpus = os.cpu_count()

@@ -2234,20 +2234,7 @@ async fn in_tree_and_celgate_decide_alike() {
     let celgate = Celgate::start_with(&cluster, &["--never-sent=none"]).await;
     let mut h = Harness::new(&cluster).await;
     h.driver.kubectl_apply(PARAM_CRD);
-    let out = cluster.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/diffparams.diff.example.com",
-        ],
-        "",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cluster.wait_established(&["crd/diffparams.diff.example.com"]);
     h.driver.sentinel_namespaces().await;
     h.driver.apply_policies(&keepers()).await;
     for e in [Engine::InTree, Engine::Celgate] {

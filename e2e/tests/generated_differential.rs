@@ -156,20 +156,9 @@ impl Harness<'_> {
                     .to_string();
                 if self.crds.insert(name.clone()) {
                     self.driver.kubectl_apply(&crd.to_string());
-                    let out = self.driver.cluster.kubectl(
-                        &[
-                            "wait",
-                            "--for=condition=Established",
-                            "--timeout=60s",
-                            &format!("crd/{name}"),
-                        ],
-                        "",
-                    );
-                    assert!(
-                        out.status.success(),
-                        "{}",
-                        String::from_utf8_lossy(&out.stderr)
-                    );
+                    self.driver
+                        .cluster
+                        .wait_established(&[&format!("crd/{name}")]);
                 }
             }
             let labels = json!(case.namespace_labels);

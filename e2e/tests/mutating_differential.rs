@@ -1775,20 +1775,7 @@ async fn in_tree_and_celgate_mutate_alike() {
     let celgate = Celgate::start(&cluster).await;
     let driver = Driver::new(&cluster).await;
     driver.kubectl_apply(WIDGET_CRD);
-    let out = cluster.kubectl(
-        &[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/widgets.diff.example.com",
-        ],
-        "",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    cluster.wait_established(&["crd/widgets.diff.example.com"]);
     driver.sentinel_namespaces().await;
     driver.apply_policies(&keeper()).await;
     let mut h = Harness { driver };
