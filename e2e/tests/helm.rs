@@ -730,7 +730,7 @@ fn the_default_resources_hold_the_measured_peak() {
         json!({"requests": {"cpu": "100m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}})
     );
     // The peak the memory limit is sized for: docs/limitations.md, measured by
-    // webhook/tests/hostile.rs (32 concurrent 7 MiB reviews at the default in-flight limits).
+    // `make bench-decode` (128 concurrent maximal reviews of every shape, default limits).
     let limitations = std::fs::read_to_string(workspace().join("docs/limitations.md"))
         .unwrap_or_else(|e| panic!("docs/limitations.md: {e}"));
     let peak: u32 = limitations
