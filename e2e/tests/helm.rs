@@ -781,17 +781,18 @@ fn the_helm_test_hook_runs_celgate_probe_with_celgate_s_image() {
         probe["args"],
         json!([
             "probe",
-            "--policy=celgate-helm-test",
+            "--policy=celgate-test",
             "--namespace=default",
             "--timeout-seconds=60"
         ])
     );
     assert_eq!(pod["spec"]["serviceAccountName"], "celgate-test");
     assert_eq!(pod["spec"]["restartPolicy"], "Never");
-    // The policy and RBAC come first (weight -1), the pod after them.
+    // The policy and RBAC come first (weight -1), the pod after them. Every hook is named as the
+    // pod: `helm test --logs` asks for a pod's log by each test hook's name.
     for (kind, namespace, name) in [
-        ("ValidatingAdmissionPolicy", "", "celgate-helm-test"),
-        ("ValidatingAdmissionPolicyBinding", "", "celgate-helm-test"),
+        ("ValidatingAdmissionPolicy", "", "celgate-test"),
+        ("ValidatingAdmissionPolicyBinding", "", "celgate-test"),
         ("ServiceAccount", NAMESPACE, "celgate-test"),
         ("Role", "default", "celgate-test"),
         ("RoleBinding", "default", "celgate-test"),
@@ -811,7 +812,7 @@ fn the_helm_test_hook_runs_celgate_probe_with_celgate_s_image() {
             &hooks,
             "ValidatingAdmissionPolicyBinding",
             "",
-            "celgate-helm-test"
+            "celgate-test"
         )["spec"]["matchResources"],
         json!({
             "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "default"}},
@@ -1138,7 +1139,7 @@ async fn on_a_control_plane_policies_survive_uninstall_reinstall_and_upgrades() 
     let probe = |timeout: &str| {
         let kubeconfig = cluster.token_kubeconfig(NAMESPACE, "celgate-test");
         Command::new(Celgate::binary())
-            .args(["probe", "--policy=celgate-helm-test", "--namespace=default"])
+            .args(["probe", "--policy=celgate-test", "--namespace=default"])
             .arg(format!("--timeout-seconds={timeout}"))
             .env("KUBECONFIG", kubeconfig)
             .output()
@@ -1150,7 +1151,7 @@ async fn on_a_control_plane_policies_survive_uninstall_reinstall_and_upgrades() 
     assert_success("celgate probe", &out);
     assert!(
         said.contains("denied by celgate's webhook: HTTP 422")
-            && said.contains("ValidatingAdmissionPolicy 'celgate-helm-test'")
+            && said.contains("ValidatingAdmissionPolicy 'celgate-test'")
             && said.contains("admitted"),
         "{said}"
     );
