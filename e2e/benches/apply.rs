@@ -24,6 +24,7 @@
 //! default 20), `BENCH_APPLY_REPORT` (report path), `CELGATE_BIN` (the celgate binary; `make
 //! bench-apply` passes the release build).
 
+use celgate_e2e::bench::percentile;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
@@ -238,14 +239,6 @@ fn summary(engine: &str, what: &str, mut times: Vec<Duration>) -> Value {
     json!({"samples": times.len(), "p50_ms": ms(p50), "p99_ms": ms(p99), "max_ms": ms(max)})
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let idx = ((sorted.len().saturating_sub(1)) as f64 * p).round() as usize;
-    sorted
-        .get(idx.min(sorted.len().saturating_sub(1)))
-        .copied()
-        .unwrap_or_default()
-}
-
 fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 10_000.0).round() / 10.0
 }
@@ -340,15 +333,7 @@ async fn main() -> ExitCode {
         "engines": report,
     });
     let path = report_path();
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    }
-    let text = serde_json::to_string_pretty(&report)
-        .unwrap_or_else(|e| panic!("cannot serialise the report: {e}"));
-    std::fs::write(&path, text + "\n")
-        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-    println!("report: {}", path.display());
+    celgate_e2e::bench::write_report(&path, &report);
     if violations.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -38,6 +38,7 @@
 //! `BENCH_AUDIT_PHASES` (comma-separated, default `default,unpaced`), `BENCH_AUDIT_REPORT`
 //! (report path), `CELGATE_BIN`.
 
+use celgate_e2e::bench::{env_usize, loadavg};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -75,30 +76,12 @@ const DEFAULT_WRITES_PER_SECOND: u32 = 50;
 /// The highest pacing the flags accept.
 const UNPACED: u32 = 1000;
 
-fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .ok()
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| panic!("{name}={v:?}: expected a positive integer")),
-        Err(_) => default,
-    }
-}
-
 fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 10_000.0).round() / 10.0
 }
 
 fn mb(kb: u64) -> f64 {
     (kb as f64 / 1024.0 * 10.0).round() / 10.0
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
 }
 
 /// An admin client whose requests carry [`AGENT`].
@@ -900,13 +883,5 @@ async fn main() {
         },
     });
     let path = report_path();
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    }
-    let text = serde_json::to_string_pretty(&report)
-        .unwrap_or_else(|e| panic!("cannot serialise the report: {e}"));
-    std::fs::write(&path, text + "\n")
-        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-    println!("report: {}", path.display());
+    celgate_e2e::bench::write_report(&path, &report);
 }

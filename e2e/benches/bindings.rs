@@ -29,6 +29,7 @@
 //! reported by `make bench`'s table, not asserted here. `BENCH_BINDINGS_SIZES` (comma-separated,
 //! default `10,64,256,1024`) picks the cells.
 
+use celgate_e2e::bench::{env_usize, loadavg, ms, percentile};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -300,26 +301,6 @@ async fn cell(
     times
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len().saturating_sub(1)) as f64 * p).round() as usize;
-    sorted.get(i).copied().unwrap_or_default()
-}
-
-fn ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 100_000.0).round() / 100.0
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .ok()
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| panic!("{name}={v:?}: expected a positive integer")),
-        Err(_) => default,
-    }
-}
-
 fn sizes() -> Vec<usize> {
     match std::env::var("BENCH_BINDINGS_SIZES") {
         Ok(v) => v
@@ -336,13 +317,6 @@ fn sizes() -> Vec<usize> {
             .collect(),
         Err(_) => vec![10, 64, 256, 1024],
     }
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
 }
 
 /// Creates the namespaces, the policy of each engine and (params) its one binding.
@@ -484,13 +458,5 @@ async fn main() {
         || workspace().join("target/bench/bindings.json"),
         PathBuf::from,
     );
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    }
-    let text = serde_json::to_string_pretty(&report)
-        .unwrap_or_else(|e| panic!("cannot serialise the report: {e}"));
-    std::fs::write(&path, text + "\n")
-        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-    println!("report: {}", path.display());
+    celgate_e2e::bench::write_report(&path, &report);
 }

@@ -31,6 +31,7 @@
 //! (per kind, phase and round, default 100), `BENCH_E2E_CLIENTS` (default 4),
 //! `BENCH_E2E_REPORT` (report path), `CELGATE_BIN`.
 
+use celgate_e2e::bench::{env_usize, loadavg, ms, percentile};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -443,33 +444,6 @@ fn spread(values: Vec<f64>) -> Value {
     json!({"samples": values.len(), "p50_ms": p50, "max_ms": values.last().copied()})
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
-    let i = ((sorted.len().saturating_sub(1)) as f64 * p).round() as usize;
-    sorted.get(i).copied().unwrap_or_default()
-}
-
-fn ms(d: Duration) -> f64 {
-    (d.as_secs_f64() * 100_000.0).round() / 100.0
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .ok()
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| panic!("{name}={v:?}: expected a positive integer")),
-        Err(_) => default,
-    }
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let rounds = env_usize("BENCH_E2E_ROUNDS", 4);
@@ -578,13 +552,5 @@ async fn main() {
     });
     let path: PathBuf = std::env::var_os("BENCH_E2E_REPORT")
         .map_or_else(|| workspace().join("target/bench/e2e.json"), PathBuf::from);
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    }
-    let text = serde_json::to_string_pretty(&report)
-        .unwrap_or_else(|e| panic!("cannot serialise the report: {e}"));
-    std::fs::write(&path, text + "\n")
-        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-    println!("report: {}", path.display());
+    celgate_e2e::bench::write_report(&path, &report);
 }

@@ -23,6 +23,7 @@
 //! `BENCH_SCALE_PARAMS` (default 10000),
 //! `BENCH_SCALE_REPORT` (report path), `CELGATE_BIN`.
 
+use celgate_e2e::bench::{env_usize, loadavg};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -41,17 +42,6 @@ const POLL: Duration = Duration::from_millis(5);
 const GIVE_UP: Duration = Duration::from_secs(600);
 /// Concurrent clients creating the policies and sending the load.
 const CLIENTS: usize = 8;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .ok()
-            .filter(|&n| n > 0)
-            .unwrap_or_else(|| panic!("{name}={v:?}: expected a positive integer")),
-        Err(_) => default,
-    }
-}
 
 fn resource(kind: &str) -> ApiResource {
     let plural = format!("{}s", kind.to_lowercase()).replace("policys", "policies");
@@ -407,13 +397,6 @@ fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 10_000.0).round() / 10.0
 }
 
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .trim()
-        .to_string()
-}
-
 fn report_path() -> PathBuf {
     std::env::var_os("BENCH_SCALE_REPORT").map_or_else(
         || workspace().join("target/bench/scale.json"),
@@ -538,13 +521,5 @@ async fn main() {
         },
     });
     let path = report_path();
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .unwrap_or_else(|e| panic!("cannot create {}: {e}", dir.display()));
-    }
-    let text = serde_json::to_string_pretty(&report)
-        .unwrap_or_else(|e| panic!("cannot serialise the report: {e}"));
-    std::fs::write(&path, text + "\n")
-        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-    println!("report: {}", path.display());
+    celgate_e2e::bench::write_report(&path, &report);
 }

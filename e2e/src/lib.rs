@@ -13,6 +13,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 pub mod audit;
+pub mod bench;
 pub mod differential;
 pub mod fixture;
 pub mod generated;
