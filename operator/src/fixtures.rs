@@ -276,3 +276,14 @@ impl ApiServer {
         }
     }
 }
+
+/// How ConfigMaps are stored (core `v1`, namespaced): the audit's tests' resource.
+pub fn config_maps() -> celgate_snapshot::audit::StoredAs {
+    celgate_snapshot::audit::StoredAs {
+        group: String::new(),
+        version: "v1".into(),
+        resource: "configmaps".into(),
+        kind: "ConfigMap".into(),
+        namespaced: true,
+    }
+}

@@ -378,16 +378,7 @@ mod tests {
     use celgate_snapshot::audit::Verdict;
 
     use super::*;
-
-    fn resource() -> StoredAs {
-        StoredAs {
-            group: String::new(),
-            version: "v1".into(),
-            resource: "configmaps".into(),
-            kind: "ConfigMap".into(),
-            namespaced: true,
-        }
-    }
+    use crate::fixtures;
 
     fn subject(name: &str) -> Subject {
         Subject {
@@ -416,14 +407,14 @@ mod tests {
     #[test]
     fn a_report_is_written_when_an_objects_violations_change_and_only_then() {
         let mut f = Findings::default();
-        f.set(subject("a"), &resource(), failing());
+        f.set(subject("a"), &fixtures::config_maps(), failing());
         assert_eq!(f.take_reports(usize::MAX).len(), 1);
-        f.set(subject("a"), &resource(), failing());
+        f.set(subject("a"), &fixtures::config_maps(), failing());
         assert!(
             f.take_reports(usize::MAX).is_empty(),
             "unchanged: nothing to write"
         );
-        f.set(subject("a"), &resource(), BTreeMap::new());
+        f.set(subject("a"), &fixtures::config_maps(), BTreeMap::new());
         assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
     }
 
@@ -431,7 +422,7 @@ mod tests {
     fn reports_are_taken_at_most_limit_at_a_time_and_the_rest_kept() {
         let mut f = Findings::default();
         for name in ["a", "b", "c"] {
-            f.set(subject(name), &resource(), failing());
+            f.set(subject(name), &fixtures::config_maps(), failing());
         }
         let mut uids: Vec<String> = f.take_reports(2).into_iter().map(|c| c.uid).collect();
         assert_eq!(uids.len(), 2);
@@ -444,7 +435,7 @@ mod tests {
     #[test]
     fn every_report_is_written_again_when_asked() {
         let mut f = Findings::default();
-        f.set(subject("a"), &resource(), failing());
+        f.set(subject("a"), &fixtures::config_maps(), failing());
         f.take_reports(usize::MAX);
         f.rewrite_all();
         let again = f.take_reports(usize::MAX);
@@ -463,15 +454,15 @@ mod tests {
     #[test]
     fn a_scan_forgets_objects_it_does_not_see_again_and_counts_what_it_matched() {
         let mut f = Findings::default();
-        f.set(subject("gone"), &resource(), failing());
-        f.set(subject("kept"), &resource(), failing());
+        f.set(subject("gone"), &fixtures::config_maps(), failing());
+        f.set(subject("kept"), &fixtures::config_maps(), failing());
         f.take_reports(usize::MAX);
-        let mut pass = f.start(&resource());
+        let mut pass = f.start(&fixtures::config_maps());
         Findings::seen(&mut pass, "uid-kept");
         pass.matched.insert(unit(), 5);
-        f.finish(&resource(), pass, &[unit()]);
+        f.finish(&fixtures::config_maps(), pass, &[unit()]);
         assert_eq!(gone(&mut f), vec!["uid-gone".to_string()]);
-        let audit = f.of_unit(&unit(), &[resource()]);
+        let audit = f.of_unit(&unit(), &[fixtures::config_maps()]);
         assert_eq!(audit.scanned, 5);
         assert_eq!(audit.violations.len(), 1);
         assert!(audit.last_scan.is_some());
@@ -480,17 +471,22 @@ mod tests {
     #[test]
     fn a_new_plan_drops_bindings_that_left_it() {
         let mut f = Findings::default();
-        f.set(subject("a"), &resource(), failing());
+        f.set(subject("a"), &fixtures::config_maps(), failing());
         f.take_reports(usize::MAX);
         f.retain_units(&HashSet::new());
         assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
-        assert_eq!(f.of_unit(&unit(), &[resource()]).violations.len(), 0);
+        assert_eq!(
+            f.of_unit(&unit(), &[fixtures::config_maps()])
+                .violations
+                .len(),
+            0
+        );
     }
 
     #[test]
     fn only_reports_of_objects_without_violations_are_deleted_as_stale() {
         let mut f = Findings::default();
-        f.set(subject("a"), &resource(), failing());
+        f.set(subject("a"), &fixtures::config_maps(), failing());
         f.take_reports(usize::MAX);
         let stale = f.delete_stale([
             ("uid-a".to_string(), "ns".to_string()),
@@ -504,19 +500,25 @@ mod tests {
     fn findings_past_their_bound_are_not_kept_and_every_binding_is_told() {
         let mut f = Findings::with_max_bytes(2 * OBJECT_BYTES + 100);
         for name in ["a", "b", "c"] {
-            f.set(subject(name), &resource(), failing());
+            f.set(subject(name), &fixtures::config_maps(), failing());
         }
-        let audit = f.of_unit(&unit(), &[resource()]);
+        let audit = f.of_unit(&unit(), &[fixtures::config_maps()]);
         assert_eq!(audit.violations.len(), 2);
         assert!(audit.errors[0].contains("at most"), "{:?}", audit.errors);
-        f.set(subject("a"), &resource(), BTreeMap::new());
-        f.set(subject("c"), &resource(), failing());
+        f.set(subject("a"), &fixtures::config_maps(), BTreeMap::new());
+        f.set(subject("c"), &fixtures::config_maps(), failing());
         assert_eq!(
-            f.of_unit(&unit(), &[resource()]).violations.len(),
+            f.of_unit(&unit(), &[fixtures::config_maps()])
+                .violations
+                .len(),
             2,
             "room again once one is fixed"
         );
         f.retain_units(&HashSet::from([unit()]));
-        assert!(f.of_unit(&unit(), &[resource()]).errors.is_empty());
+        assert!(
+            f.of_unit(&unit(), &[fixtures::config_maps()])
+                .errors
+                .is_empty()
+        );
     }
 }

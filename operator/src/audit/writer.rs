@@ -371,23 +371,13 @@ mod tests {
     use std::sync::Mutex;
 
     use celgate_engine::PolicySet;
-    use celgate_snapshot::audit::{StoredAs, Verdict, Violation};
+    use celgate_snapshot::audit::{Verdict, Violation};
     use http::Method;
     use serde_json::Value;
 
     use super::super::findings::{Findings, ObjectFindings, Subject};
     use super::*;
     use crate::fixtures::{self, Reply};
-
-    fn config_maps() -> StoredAs {
-        StoredAs {
-            group: String::new(),
-            version: "v1".into(),
-            resource: "configmaps".into(),
-            kind: "ConfigMap".into(),
-            namespaced: true,
-        }
-    }
 
     fn unit() -> Arc<Unit> {
         Arc::new(Unit {
@@ -396,7 +386,7 @@ mod tests {
             actions: "Audit".into(),
             severity: None,
             category: None,
-            resources: vec![config_maps()],
+            resources: vec![fixtures::config_maps()],
             set: Arc::new(PolicySet::new(Vec::new(), Vec::new())),
         })
     }
@@ -410,7 +400,7 @@ mod tests {
                 name: name.into(),
                 uid: format!("uid-{name}"),
             },
-            resource: config_maps(),
+            resource: fixtures::config_maps(),
             violations: BTreeMap::from([(
                 (Arc::from("p"), Arc::from("b")),
                 Violation {
@@ -484,19 +474,19 @@ mod tests {
         let kept = found("kept");
         findings.set(
             kept.subject.clone(),
-            &config_maps(),
+            &fixtures::config_maps(),
             kept.violations.clone(),
         );
-        let mut pass = findings.start(&config_maps());
+        let mut pass = findings.start(&fixtures::config_maps());
         Findings::seen(&mut pass, &kept.subject.uid);
-        findings.finish(&config_maps(), pass, &[key(&unit)]);
+        findings.finish(&fixtures::config_maps(), pass, &[key(&unit)]);
         let stored = vec![
             stored_report(&kept, &unit),
             stored_report(&found("fixed"), &unit),
         ];
         let plan = Targets {
             units: vec![unit.clone()],
-            resources: vec![config_maps()],
+            resources: vec![fixtures::config_maps()],
             stale_status: Vec::new(),
         };
         let calls = write(
@@ -525,7 +515,7 @@ mod tests {
         assert!(report_writes(&calls).is_empty(), "{calls:?}");
         let plan = Targets {
             units: vec![unit],
-            resources: vec![config_maps()],
+            resources: vec![fixtures::config_maps()],
             stale_status: Vec::new(),
         };
         let calls = write(
@@ -543,8 +533,8 @@ mod tests {
         let empty = Targets::default();
         let (plans, planned) = watch::channel(Some((Arc::new(empty), SystemTime::now())));
         let mut findings = Findings::default();
-        let pass = findings.start(&config_maps());
-        findings.finish(&config_maps(), pass, &[]);
+        let pass = findings.start(&fixtures::config_maps());
+        findings.finish(&fixtures::config_maps(), pass, &[]);
         let writer = tokio::spawn(run(client, Arc::new(Mutex::new(findings)), planned, 50));
         let mut calls = Vec::new();
         let mut answer = |call: &fixtures::Call| {
@@ -561,7 +551,7 @@ mod tests {
             .await;
         let plan = Targets {
             units: vec![unit()],
-            resources: vec![config_maps()],
+            resources: vec![fixtures::config_maps()],
             stale_status: Vec::new(),
         };
         plans.send_replace(Some((Arc::new(plan), SystemTime::now())));
