@@ -1,5 +1,5 @@
 //! The `celgate` command line: the operator with its co-located admission webhook (`celgate
-//! run`, the default), the offline commands (`check`, `eval`, `test`, `scan`, `crds`) and
+//! run`, the default), the offline commands (`check`, `eval`, `test`, `scan`, `convert`, `crds`) and
 //! `probe`, which proves an installed celgate decides. It only reads the
 //! command line and hands it to the operator library or the offline commands.
 
@@ -39,6 +39,11 @@ enum Command {
     /// Decide one admission request offline, with a trace of every expression
     /// (exit code 0 allowed, 1 denied, 2 wrong input).
     Eval(celgate_cli::eval::EvalArgs),
+    /// Write in-tree ValidatingAdmissionPolicies, MutatingAdmissionPolicies and their bindings
+    /// (admissionregistration.k8s.io v1, v1beta1, v1alpha1) as admission.celgate.io/v1 objects,
+    /// converted and defaulted as kube-apiserver serves them as v1 (exit code 0 written, 2 wrong
+    /// input).
+    Convert(celgate_cli::convert::ConvertArgs),
     /// Type-check policy files offline against the built-in kinds and CRD files
     /// (exit code 0 clean, 1 findings, 2 wrong input).
     Check(celgate_cli::check::CheckArgs),
@@ -71,6 +76,11 @@ pub fn main() -> ExitCode {
         Command::Check(args) => {
             return celgate_cli::run(move || {
                 celgate_cli::check::run(&args, &mut std::io::stdout().lock())
+            });
+        }
+        Command::Convert(args) => {
+            return celgate_cli::run(move || {
+                celgate_cli::convert::run(&args, &mut std::io::stdout().lock())
             });
         }
         Command::Eval(args) => {

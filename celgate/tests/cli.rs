@@ -822,3 +822,212 @@ fn version_prints_the_crate_version_and_the_git_revision() {
         format!("celgate {} (rev {revision})\n", env!("CARGO_PKG_VERSION"))
     );
 }
+
+/// A scratch folder removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!("celgate-cli-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        Scratch(dir)
+    }
+
+    /// Copies `source` here as `name`, with every policy's and binding's `apiVersion`
+    /// (in-tree v1 or celgate's) made `admissionregistration.k8s.io/<version>`; its path.
+    fn in_tree(&self, source: &str, name: &str, version: &str) -> String {
+        let text = std::fs::read_to_string(source).expect("fixture");
+        let to = format!("apiVersion: admissionregistration.k8s.io/{version}\n");
+        let text = text
+            .replace("apiVersion: admissionregistration.k8s.io/v1\n", &to)
+            .replace("apiVersion: admission.celgate.io/v1\n", &to);
+        assert!(text.contains(&to), "{source} has no policy to rewrite");
+        let path = self.0.join(name);
+        std::fs::write(&path, text).expect("written");
+        path.display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The report without the names of the files it was read from.
+fn without_files(mut report: Value) -> Value {
+    if let Some(objects) = report["objects"].as_array_mut() {
+        objects.iter_mut().for_each(|o| o["file"] = Value::Null);
+    }
+    report
+}
+
+#[test]
+fn check_eval_test_and_scan_read_beta_and_alpha_objects_as_they_read_v1() {
+    let scratch = Scratch::new("versions");
+    for version in ["v1beta1", "v1alpha1"] {
+        // check: the same findings.
+        let typo = fixture("check/deployment-typo.yaml");
+        let older = scratch.in_tree(&typo, &format!("typo-{version}.yaml"), version);
+        let (code, report) = check(&[&older]);
+        let (v1_code, v1_report) = check(&[&typo]);
+        assert_eq!((code, v1_code), (Some(1), Some(1)));
+        assert_eq!(without_files(report), without_files(v1_report), "{version}");
+
+        // eval: the same decision and trace, validating and mutating.
+        for (policy, binding, object) in [
+            (
+                "eval/policy.yaml",
+                "eval/binding.yaml",
+                "eval/deployment-10.yaml",
+            ),
+            (
+                "eval/mutating-policy.yaml",
+                "eval/mutating-binding.yaml",
+                "eval/configmap.yaml",
+            ),
+        ] {
+            let decide = |policy: &str, binding: &str| {
+                let out = celgate(&[
+                    "eval",
+                    "--policy",
+                    policy,
+                    "--binding",
+                    binding,
+                    "--object",
+                    &fixture(object),
+                    "-o",
+                    "json",
+                ]);
+                (out.status.code(), json(&out))
+            };
+            let older = decide(
+                &scratch.in_tree(&fixture(policy), &format!("p-{version}.yaml"), version),
+                &scratch.in_tree(&fixture(binding), &format!("b-{version}.yaml"), version),
+            );
+            assert_eq!(
+                older,
+                decide(&fixture(policy), &fixture(binding)),
+                "{policy} as {version}"
+            );
+        }
+
+        // test: a suite whose policy file is of the older version passes as it does.
+        let suite = scratch.0.join(format!("suite-{version}"));
+        std::fs::create_dir_all(&suite).expect("suite dir");
+        let samples = sample_tests("default-labels/");
+        std::fs::copy(
+            format!("{samples}celgate-test.yaml"),
+            suite.join("celgate-test.yaml"),
+        )
+        .expect("suite copied");
+        scratch.in_tree(
+            &format!("{samples}policy.yaml"),
+            &format!("suite-{version}/policy.yaml"),
+            version,
+        );
+        let out = celgate(&["test", &suite.display().to_string(), "-o", "json"]);
+        let report = json(&out);
+        assert_eq!(out.status.code(), Some(0), "{report:#}");
+        assert_eq!(
+            (report["passed"].as_u64(), report["failed"].as_u64()),
+            (Some(3), Some(0))
+        );
+
+        // scan: the same violations.
+        let scan = |policies: &str| {
+            let out = celgate(&[
+                "scan",
+                &fixture("scan/manifests"),
+                "--policies",
+                policies,
+                "--params",
+                &sample_tests("replica-limit/params.yaml"),
+                "-o",
+                "json",
+            ]);
+            (out.status.code(), json(&out))
+        };
+        let policies = sample_tests("replica-limit/policy.yaml");
+        let older = scan(&scratch.in_tree(&policies, &format!("scan-{version}.yaml"), version));
+        assert_eq!(older.0, Some(1));
+        assert_eq!(older, scan(&policies), "{version}");
+    }
+}
+
+#[test]
+fn a_celgate_version_that_does_not_exist_is_an_error_that_says_what_to_do() {
+    let scratch = Scratch::new("sed");
+    // What the README's former `sed` made of a v1beta1 MutatingAdmissionPolicy.
+    let path = scratch.0.join("sed.yaml");
+    std::fs::write(
+        &path,
+        "apiVersion: admission.celgate.io/v1beta1\nkind: MutatingAdmissionPolicy\nmetadata: {name: m}\n",
+    )
+    .expect("written");
+    let path = path.display().to_string();
+    for args in [vec!["check", &path], vec!["convert", &path]] {
+        let out = celgate(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            format!(
+                "celgate: {path}, document 1: admission.celgate.io/v1beta1 MutatingAdmissionPolicy does not exist: \
+                 celgate's kinds are admission.celgate.io/v1 only (`celgate convert` writes them from any served \
+                 version of admissionregistration.k8s.io)\n"
+            ),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn convert_reads_standard_input_and_writes_celgate_yaml() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_celgate"))
+        .arg("convert")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the celgate binary runs");
+    let input = std::fs::read_to_string(fixture("convert/v1alpha1.yaml")).expect("fixture");
+    std::io::Write::write_all(&mut child.stdin.take().expect("stdin"), input.as_bytes())
+        .expect("written");
+    let out = child.wait_with_output().expect("finishes");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // As docs/offline.md shows it.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        r#"---
+apiVersion: admission.celgate.io/v1
+kind: MutatingAdmissionPolicyBinding
+metadata:
+  name: team-labels
+spec:
+  matchResources:
+    matchPolicy: Equivalent
+    namespaceSelector: {}
+    objectSelector: {}
+    resourceRules:
+    - apiGroups:
+      - ""
+      apiVersions:
+      - v1
+      operations:
+      - CREATE
+      resources:
+      - configmaps
+      scope: "*"
+  paramRef:
+    name: teams
+    namespace: platform
+    parameterNotFoundAction: Deny
+  policyName: team-labels
+"#
+    );
+}

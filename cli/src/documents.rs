@@ -59,6 +59,9 @@ pub struct Document {
     pub position: usize,
     /// The object.
     pub object: Value,
+    /// The `apiVersion` it was written with, when it was converted to celgate's
+    /// ([`crate::intree`]).
+    pub converted_from: Option<String>,
 }
 
 impl Document {
@@ -75,6 +78,12 @@ impl Document {
     /// The object's `kind`.
     pub fn kind(&self) -> &str {
         self.field("kind")
+    }
+
+    /// Its `apiVersion` as written and its `kind`, as reports name it.
+    pub fn describe(&self) -> String {
+        let api_version = self.converted_from.as_deref().unwrap_or(self.api_version());
+        format!("{api_version} {}", self.kind())
     }
 
     /// The object's `metadata.name` (`""` when absent).
@@ -101,15 +110,28 @@ pub fn metadata_str<'v>(object: &'v Value, name: &str) -> &'v str {
         .unwrap_or("")
 }
 
-/// Every object of a YAML (or JSON) file: its documents in order, a `List`'s items in its
-/// place; empty documents are skipped.
+/// The path that names standard input.
+pub const STDIN: &str = "-";
+
+/// Every object of a YAML (or JSON) file, or of standard input for `-`: its documents in
+/// order, a `List`'s items in its place; empty documents are skipped.
 pub fn read_file(path: &Path) -> Result<Vec<Document>, InputError> {
-    let file = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
-        file: file.clone(),
-        source,
-    })?;
-    parse(&file, &text)
+    let (file, text) = if path == Path::new(STDIN) {
+        let file = "standard input".to_string();
+        let text = std::io::read_to_string(std::io::stdin()).map_err(|source| InputError::Read {
+            file: file.clone(),
+            source,
+        });
+        (file, text)
+    } else {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+            file: file.clone(),
+            source,
+        });
+        (file, text)
+    };
+    parse(&file, &text?)
 }
 
 /// Every object of several files, in order.
@@ -154,16 +176,12 @@ pub fn parse(file: &str, text: &str) -> Result<Vec<Document>, InputError> {
                 file: file.to_string(),
                 position,
                 object,
+                converted_from: None,
             });
         }
     }
     Ok(out)
 }
-
-/// The API groups celgate's policy kinds are read from: the in-tree one and celgate's own
-/// (their specs are field for field the same).
-pub const POLICY_API_VERSIONS: [&str; 2] =
-    ["admissionregistration.k8s.io/v1", "admission.celgate.io/v1"];
 
 /// One of the four policy kinds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,12 +197,18 @@ pub enum PolicyKind {
 }
 
 impl PolicyKind {
-    /// The kind of a document, when it is one of the four in one of [`POLICY_API_VERSIONS`].
+    /// The kind of a document, when it is one of the four in `admission.celgate.io/v1` (in-tree
+    /// objects are read converted, [`crate::intree`]).
     pub fn of(doc: &Document) -> Option<PolicyKind> {
-        if !POLICY_API_VERSIONS.contains(&doc.api_version()) {
+        if doc.api_version() != crate::intree::CELGATE_API_VERSION {
             return None;
         }
-        Some(match doc.kind() {
+        PolicyKind::named(doc.kind())
+    }
+
+    /// The kind of this name (the same in the in-tree group and celgate's).
+    pub fn named(kind: &str) -> Option<PolicyKind> {
+        Some(match kind {
             "ValidatingAdmissionPolicy" => PolicyKind::Validating,
             "ValidatingAdmissionPolicyBinding" => PolicyKind::ValidatingBinding,
             "MutatingAdmissionPolicy" => PolicyKind::Mutating,
@@ -276,7 +300,7 @@ mod tests {
     #[test]
     fn typed_reports_fields_the_type_does_not_know() {
         let text = r"
-apiVersion: admissionregistration.k8s.io/v1
+apiVersion: admission.celgate.io/v1
 kind: ValidatingAdmissionPolicy
 metadata: {name: p, labelz: {}}
 spec:

@@ -1,5 +1,5 @@
 //! The offline commands: `celgate eval` decides one admission request from files, `celgate
-//! check` type-checks policy files, `celgate test` runs policy test suites and `celgate scan`
+//! check` type-checks policy files, `celgate convert` writes in-tree policies as celgate's, `celgate test` runs policy test suites and `celgate scan`
 //! lists the would-be violations of manifests, all without a cluster (`scan --cluster` reads a
 //! cluster's objects, read-only); `celgate probe` asks a cluster's API server to prove that an
 //! installed celgate decides (dry runs, nothing stored). Each runs on a thread
@@ -7,9 +7,11 @@
 //! (the command line or an input file is wrong).
 
 pub mod check;
+pub mod convert;
 pub mod defaults;
 pub mod documents;
 pub mod eval;
+pub mod intree;
 pub mod probe;
 pub mod scan;
 pub mod suite;

@@ -12,6 +12,7 @@
 # ServiceAccount tokens, and the controller manager also runs the workload controllers
 # (Deployments, ReplicaSets, EndpointSlices, disruption budgets, pod garbage collection) and the
 # node lifecycle controller (it lifts a new node's not-ready taint).
+# APISERVER_FLAGS=<flags> gives kube-apiserver more flags (space-separated).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:?usage: up.sh <state-dir>}
@@ -175,6 +176,9 @@ else
     --disable-admission-plugins ServiceAccount --authorization-mode RBAC)
   controllers=""
 fi
+# APISERVER_FLAGS: more kube-apiserver flags, space-separated (an API off by default:
+# --runtime-config=admissionregistration.k8s.io/v1beta1=true).
+read -ra extra_flags <<< "${APISERVER_FLAGS:-}"
 # The API server's command line is kept, so restart-apiserver.sh can start it again as it was.
 apiserver=("$bin/kube-apiserver" "${node_flags[@]}" --secure-port "$api_port" \
   --etcd-servers "http://127.0.0.1:$etcd_port" \
@@ -185,7 +189,7 @@ apiserver=("$bin/kube-apiserver" "${node_flags[@]}" --secure-port "$api_port" \
   --service-cluster-ip-range 10.96.0.0/16 \
   --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
   --admission-control-config-file "$dir/admission-config.yaml" \
-  --profiling=false)
+  --profiling=false "${extra_flags[@]}")
 printf '%s\0' "${apiserver[@]}" > "$dir/kube-apiserver.args"
 start kube-apiserver "${apiserver[@]}"
 

@@ -120,9 +120,15 @@ mod tempdir {
 impl Cluster {
     /// Starts a control plane (building it first if the cache is cold).
     pub fn start() -> Self {
+        Self::start_with_apiserver_flags(&[])
+    }
+
+    /// Starts a control plane whose kube-apiserver has `flags` as well (`--runtime-config`).
+    pub fn start_with_apiserver_flags(flags: &[&str]) -> Self {
         let dir = tempdir::Dir::new("celgate-e2e");
         let out = Command::new(workspace().join("e2e/cluster/up.sh"))
             .arg(dir.path())
+            .env("APISERVER_FLAGS", flags.join(" "))
             .stderr(Stdio::inherit())
             .output()
             .unwrap_or_else(|e| panic!("cannot run e2e/cluster/up.sh: {e}"));

@@ -17,6 +17,7 @@ use celgate_engine::typecheck::{check_mutating, check_validating};
 
 use super::defaults::with_defaults;
 use super::documents::{Document, InputError, PolicyKind, read_files, typed};
+use super::intree::all_converted;
 use super::types::{OfflineTypes, is_crd, read_crds};
 use super::{CliError, EXIT_FINDINGS, EXIT_OK, Format};
 use celgate_kinds::convert;
@@ -40,7 +41,7 @@ pub struct CheckArgs {
 
 /// Runs `celgate check`; the exit code is 0 when no object has a finding, 1 otherwise.
 pub fn run(args: &CheckArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
-    let docs = read_files(&args.files)?;
+    let docs = all_converted(read_files(&args.files)?)?;
     let mut crds = read_crds(&args.crd)?;
     crds.extend(docs.iter().filter(|d| is_crd(d)).cloned());
     let types = OfflineTypes::load(&crds)?;

@@ -158,7 +158,7 @@ impl Ignored {
         Ignored {
             file: doc.file.clone(),
             document: doc.position,
-            kind: format!("{} {}", doc.api_version(), doc.kind()),
+            kind: doc.describe(),
             name: doc.name().to_string(),
         }
     }

@@ -29,6 +29,7 @@ use serde_json::{Value, json};
 use crate::CliError;
 use crate::defaults::with_defaults;
 use crate::documents::{Document, PolicyKind, metadata_str, read_file, read_files, typed};
+use crate::intree::all_converted;
 use crate::types::{OfflineKinds, OfflineTypes, group_version};
 use celgate_kinds::convert;
 
@@ -104,7 +105,7 @@ fn kind_name(kind: PolicyKind) -> &'static str {
 /// Reads the policy file (a ValidatingAdmissionPolicy or a MutatingAdmissionPolicy) and the
 /// binding files (bindings of the same kind).
 pub fn load_policy(policy: &Path, bindings: &[PathBuf]) -> Result<Policy, CliError> {
-    let docs = read_file(policy)?;
+    let docs = all_converted(read_file(policy)?)?;
     let [doc] = docs.as_slice() else {
         return Err(CliError::Usage(format!(
             "{} must hold one ValidatingAdmissionPolicy or MutatingAdmissionPolicy, not {} objects",
@@ -112,7 +113,7 @@ pub fn load_policy(policy: &Path, bindings: &[PathBuf]) -> Result<Policy, CliErr
             docs.len()
         )));
     };
-    compile(doc, &read_files(bindings)?)
+    compile(doc, &all_converted(read_files(bindings)?)?)
 }
 
 /// Compiles a policy document (a ValidatingAdmissionPolicy or a MutatingAdmissionPolicy) with
@@ -189,9 +190,8 @@ pub fn compile(doc: &Document, bindings: &[Document]) -> Result<Policy, CliError
         _ => {
             return Err(doc
                 .error(format!(
-                    "{} {} is not a ValidatingAdmissionPolicy or MutatingAdmissionPolicy of admissionregistration.k8s.io/v1 or admission.celgate.io/v1",
-                    doc.api_version(),
-                    doc.kind()
+                    "{} is not a ValidatingAdmissionPolicy or MutatingAdmissionPolicy",
+                    doc.describe()
                 ))
                 .into());
         }
@@ -216,12 +216,7 @@ where
     for doc in docs {
         if PolicyKind::of(doc) != Some(kind) {
             return Err(doc
-                .error(format!(
-                    "{} {} is not a {}",
-                    doc.api_version(),
-                    doc.kind(),
-                    kind_name(kind)
-                ))
+                .error(format!("{} is not a {}", doc.describe(), kind_name(kind)))
                 .into());
         }
         let (binding, unknown) = typed::<B>(doc)?;

@@ -101,6 +101,7 @@ fn document(
         file: SOURCE.to_string(),
         position: index + 1,
         object: value,
+        converted_from: None,
     })
 }
 

@@ -15,6 +15,7 @@ use serde_json::Value;
 use self::report::{ObjectRef, ScanReport, Skipped, Violation};
 use crate::documents::{Document, PolicyKind, metadata_str, read_files};
 use crate::eval::{Catalog, Decision, RequestInput, decide, snapshot};
+use crate::intree::all_converted;
 use crate::types::{OfflineKinds, read_crds};
 use crate::walk::{file_name, files_under};
 use crate::{CliError, EXIT_FINDINGS, EXIT_OK, Format, write_report};
@@ -72,7 +73,7 @@ fn is_manifest(path: &Path) -> bool {
 
 /// Runs `celgate scan`; the exit code is 0 with no violation, 1 with one or more.
 pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError> {
-    let policy_docs = read_files(&args.policies)?;
+    let policy_docs = all_converted(read_files(&args.policies)?)?;
     let mut notes = Vec::new();
     let mut crds = read_crds(&args.crd)?;
     if args.cluster {
@@ -349,6 +350,7 @@ mod tests {
             file: cluster::SOURCE.into(),
             position: 1,
             object,
+            converted_from: None,
         };
         let mut objects = vec![
             doc(
@@ -423,14 +425,14 @@ kind: MutatingAdmissionPolicy
 metadata: {name: m}
 spec: {}
 ";
-        let docs = parse("p.yaml", text).expect("parses");
+        let docs = all_converted(parse("p.yaml", text).expect("parses")).expect("converts");
         let bound = bound_policies(&docs).expect("bound");
         let names: Vec<(&str, &str)> = bound.iter().map(|(p, b)| (p.name(), b.name())).collect();
         assert_eq!(names, vec![("p", "b1")]);
         assert_eq!(validation_actions(bound[0].1), vec!["Deny", "Audit"]);
 
         let orphan = text.replace("policyName: p", "policyName: q");
-        let docs = parse("p.yaml", &orphan).expect("parses");
+        let docs = all_converted(parse("p.yaml", &orphan).expect("parses")).expect("converts");
         let err = bound_policies(&docs).expect_err("no policy q");
         assert_eq!(
             err.to_string(),

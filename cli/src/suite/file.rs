@@ -148,6 +148,7 @@ impl Sources<'_> {
                 file: format!("{} ({field})", self.suite.display()),
                 position: 1,
                 object: Value::Object(object.clone()),
+                converted_from: None,
             }]),
         }
     }

@@ -15,6 +15,7 @@ use self::file::{CaseFile, Sources};
 use self::report::{CaseResult, RunReport, SuiteResult};
 use crate::documents::{Document, InputError, PolicyKind, metadata_str};
 use crate::eval::{Bound, Catalog, Policy, RequestInput, decide, snapshot};
+use crate::intree::all_converted;
 use crate::types::is_crd;
 use crate::walk::{file_name, files_under};
 use crate::{CliError, EXIT_FINDINGS, EXIT_OK};
@@ -110,15 +111,15 @@ fn run_suite(path: &Path) -> Result<SuiteResult, CliError> {
     let suite = file::read(path)?;
     let sources = Sources { suite: path };
     // The policy's source may hold its bindings as well.
-    let (policies, mut bindings): (Vec<Document>, Vec<Document>) = sources
-        .documents(&suite.policy, "policy")?
-        .into_iter()
-        .partition(|d| {
-            matches!(
-                PolicyKind::of(d),
-                Some(PolicyKind::Validating | PolicyKind::Mutating)
-            )
-        });
+    let (policies, mut bindings): (Vec<Document>, Vec<Document>) =
+        all_converted(sources.documents(&suite.policy, "policy")?)?
+            .into_iter()
+            .partition(|d| {
+                matches!(
+                    PolicyKind::of(d),
+                    Some(PolicyKind::Validating | PolicyKind::Mutating)
+                )
+            });
     let [policy_doc] = policies.as_slice() else {
         return Err(InputError::Invalid {
             file: path.display().to_string(),
@@ -129,7 +130,7 @@ fn run_suite(path: &Path) -> Result<SuiteResult, CliError> {
         }
         .into());
     };
-    bindings.extend(sources.all(&suite.bindings, "bindings")?);
+    bindings.extend(all_converted(sources.all(&suite.bindings, "bindings")?)?);
     let policy = snapshot::compile(policy_doc, &bindings)?;
     let namespaces = sources.all(&suite.namespaces, "namespaces")?;
     if let Some(ns) = namespaces

@@ -1,0 +1,128 @@
+//! `celgate convert` against kube-apiserver's own conversion: the policies and bindings of
+//! `e2e/testdata/convert/in-tree.yaml` (v1beta1, v1alpha1 and v1) are created on a control plane
+//! that serves those versions and read back as v1; `celgate convert`'s output for the same file
+//! must be those objects, in celgate's group, and celgate's CRDs must take it as it is.
+
+use std::process::Command;
+
+use celgate_e2e::differential::{json_differences, strip_server_managed};
+use celgate_e2e::{Celgate, Cluster, workspace};
+use serde_json::Value;
+
+/// The in-tree versions that 1.36 serves only when asked to.
+const RUNTIME_CONFIG: &str = "--runtime-config=admissionregistration.k8s.io/v1beta1=true,admissionregistration.k8s.io/v1alpha1=true";
+
+fn resource(kind: &str) -> &'static str {
+    match kind {
+        "ValidatingAdmissionPolicy" => "validatingadmissionpolicies",
+        "ValidatingAdmissionPolicyBinding" => "validatingadmissionpolicybindings",
+        "MutatingAdmissionPolicy" => "mutatingadmissionpolicies",
+        "MutatingAdmissionPolicyBinding" => "mutatingadmissionpolicybindings",
+        other => panic!("celgate convert wrote a {other}"),
+    }
+}
+
+/// `celgate convert` with `args`: its stdout, asserting success.
+fn convert(args: &[&str]) -> String {
+    let out = Command::new(Celgate::binary())
+        .arg("convert")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run celgate (cargo build -p celgate first): {e}"));
+    assert!(
+        out.status.success(),
+        "celgate convert failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The object kube-apiserver serves as v1, as celgate's: without what the server sets and
+/// the status, in celgate's group.
+fn served_as_v1(cluster: &Cluster, kind: &str, name: &str) -> Value {
+    let served = cluster.kubectl_ok(&[
+        "get",
+        &format!("{}.v1.admissionregistration.k8s.io", resource(kind)),
+        name,
+        "-o",
+        "json",
+    ]);
+    let mut object = strip_server_managed(
+        serde_json::from_str(&served).unwrap_or_else(|e| panic!("kubectl printed no JSON: {e}")),
+    );
+    assert_eq!(object["apiVersion"], "admissionregistration.k8s.io/v1");
+    if let Some(o) = object.as_object_mut() {
+        o.remove("status");
+        o.insert("apiVersion".into(), "admission.celgate.io/v1".into());
+    }
+    object
+}
+
+#[test]
+fn convert_writes_what_kube_apiserver_serves_as_v1_for_beta_and_alpha_objects() {
+    let cluster = Cluster::start_with_apiserver_flags(&[RUNTIME_CONFIG]);
+    let input = workspace().join("e2e/testdata/convert/in-tree.yaml");
+    let input = input.to_string_lossy();
+    cluster.kubectl_ok(&["create", "-f", &input]);
+
+    let converted: Value = serde_json::from_str(&convert(&[&input, "-o", "json"]))
+        .unwrap_or_else(|e| panic!("celgate convert -o json printed no JSON: {e}"));
+    let items = converted["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(items.len(), 8, "one object per input document: {converted}");
+    let mut differences = Vec::new();
+    for item in &items {
+        let kind = item["kind"].as_str().unwrap_or_default();
+        let name = item["metadata"]["name"].as_str().unwrap_or_default();
+        let served = served_as_v1(&cluster, kind, name);
+        json_differences(&format!("{kind} {name}"), &served, item, &mut differences);
+    }
+    assert!(
+        differences.is_empty(),
+        "celgate convert differs from kube-apiserver's v1 (served, then converted):\n{}",
+        differences.join("\n")
+    );
+
+    // The YAML output, read from standard input, is what celgate's CRDs store.
+    cluster.install_crds();
+    let yaml = {
+        let mut child = Command::new(Celgate::binary())
+            .args(["convert", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot run celgate: {e}"));
+        let text = std::fs::read_to_string(&*input).unwrap_or_else(|e| panic!("{input}: {e}"));
+        if let Some(mut stdin) = child.stdin.take() {
+            std::io::Write::write_all(&mut stdin, text.as_bytes())
+                .unwrap_or_else(|e| panic!("cannot write celgate's stdin: {e}"));
+        }
+        let out = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("celgate did not finish: {e}"));
+        assert!(out.status.success(), "celgate convert - failed");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let created = cluster.kubectl(&["create", "-f", "-", "-o", "json"], &yaml);
+    assert!(
+        created.status.success(),
+        "celgate's CRDs refuse convert's output: {}\n{yaml}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    for item in &items {
+        let kind = item["kind"].as_str().unwrap_or_default();
+        let name = item["metadata"]["name"].as_str().unwrap_or_default();
+        let stored = cluster.kubectl_ok(&[
+            "get",
+            &format!("{}.admission.celgate.io", resource(kind)),
+            name,
+            "-o",
+            "jsonpath={.spec}",
+        ]);
+        let stored: Value =
+            serde_json::from_str(&stored).unwrap_or_else(|e| panic!("{kind} {name}: no spec: {e}"));
+        assert_eq!(
+            stored, item["spec"],
+            "{kind} {name} as celgate's CRD stores it"
+        );
+    }
+}
