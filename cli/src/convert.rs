@@ -87,10 +87,13 @@ mod tests {
     use super::*;
     use crate::documents::parse;
 
-    fn run_on(text: &str, output: OutputFormat) -> Result<String, String> {
-        let dir = std::env::temp_dir().join(format!("celgate-convert-{}", std::process::id()));
+    /// `celgate convert` of `text` written to a file of a scratch folder named `test` (tests run
+    /// in parallel in one process).
+    fn run_on(test: &str, text: &str, output: OutputFormat) -> Result<String, String> {
+        let dir =
+            std::env::temp_dir().join(format!("celgate-convert-{test}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let file = dir.join(format!("{output:?}.yaml"));
+        let file = dir.join("in.yaml");
         std::fs::write(&file, text).map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         let result = run(
@@ -112,7 +115,7 @@ mod tests {
 
     #[test]
     fn yaml_out_is_one_document_per_object_and_reads_back_as_celgate_v1() {
-        let out = run_on(TWO, OutputFormat::Yaml).expect("converts");
+        let out = run_on("yaml", TWO, OutputFormat::Yaml).expect("converts");
         let docs = parse("out.yaml", &out).expect("YAML");
         let seen: Vec<(String, &str)> = docs.iter().map(|d| (d.describe(), d.name())).collect();
         assert_eq!(
@@ -138,13 +141,13 @@ mod tests {
     #[test]
     fn json_out_is_the_object_or_a_list() {
         let several: Value =
-            serde_json::from_str(&run_on(TWO, OutputFormat::Json).expect("converts"))
+            serde_json::from_str(&run_on("json-list", TWO, OutputFormat::Json).expect("converts"))
                 .expect("JSON");
         assert_eq!(several["kind"], "List");
         assert_eq!(several["items"].as_array().map(Vec::len), Some(2));
         let first = TWO.split("---\n").next().unwrap_or_default();
         let one: Value =
-            serde_json::from_str(&run_on(first, OutputFormat::Json).expect("converts"))
+            serde_json::from_str(&run_on("json-one", first, OutputFormat::Json).expect("converts"))
                 .expect("JSON");
         assert_eq!(one["kind"], "MutatingAdmissionPolicy");
         assert_eq!(one["apiVersion"], "admission.celgate.io/v1");
@@ -155,7 +158,7 @@ mod tests {
         let text = format!(
             "{TWO}---\napiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingWebhookConfiguration\nmetadata: {{name: w}}\n"
         );
-        let err = run_on(&text, OutputFormat::Yaml).expect_err("not a policy");
+        let err = run_on("other-kind", &text, OutputFormat::Yaml).expect_err("not a policy");
         assert!(
             err.ends_with(", document 3: admissionregistration.k8s.io/v1 ValidatingWebhookConfiguration is not a \
                            ValidatingAdmissionPolicy, MutatingAdmissionPolicy or binding of admissionregistration.k8s.io; nothing was written"),
