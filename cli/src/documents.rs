@@ -117,21 +117,18 @@ pub const STDIN: &str = "-";
 /// order, a `List`'s items in its place; empty documents are skipped.
 pub fn read_file(path: &Path) -> Result<Vec<Document>, InputError> {
     let (file, text) = if path == Path::new(STDIN) {
-        let file = "standard input".to_string();
-        let text = std::io::read_to_string(std::io::stdin()).map_err(|source| InputError::Read {
-            file: file.clone(),
-            source,
-        });
-        (file, text)
+        (
+            "standard input".to_string(),
+            std::io::read_to_string(std::io::stdin()),
+        )
     } else {
-        let file = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
-            file: file.clone(),
-            source,
-        });
-        (file, text)
+        (path.display().to_string(), std::fs::read_to_string(path))
     };
-    parse(&file, &text?)
+    let text = text.map_err(|source| InputError::Read {
+        file: file.clone(),
+        source,
+    })?;
+    parse(&file, &text)
 }
 
 /// Every object of several files, in order.

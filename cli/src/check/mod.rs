@@ -27,8 +27,8 @@ use report::{ObjectReport, Report};
 #[derive(clap::Args, Debug)]
 pub struct CheckArgs {
     /// Policy files: ValidatingAdmissionPolicies, MutatingAdmissionPolicies and their
-    /// bindings (admissionregistration.k8s.io/v1 or admission.celgate.io/v1), any number of
-    /// documents each; CustomResourceDefinitions among them count as --crd.
+    /// bindings (admission.celgate.io/v1, or admissionregistration.k8s.io v1, v1beta1 or
+    /// v1alpha1), any number of documents each; CustomResourceDefinitions among them count as --crd.
     #[arg(required = true, value_name = "FILE")]
     pub files: Vec<PathBuf>,
     /// CustomResourceDefinition files, for policies that match or take params of custom kinds.

@@ -22,7 +22,7 @@ pub use snapshot::{Bound, Policy};
 #[derive(clap::Args, Debug)]
 pub struct EvalArgs {
     /// The ValidatingAdmissionPolicy or MutatingAdmissionPolicy (YAML or JSON;
-    /// admissionregistration.k8s.io/v1 or admission.celgate.io/v1).
+    /// admission.celgate.io/v1, or admissionregistration.k8s.io v1, v1beta1 or v1alpha1).
     #[arg(long, value_name = "FILE")]
     pub policy: PathBuf,
     /// Its bindings, of the matching kind (one or more files, each with one or more
