@@ -2,12 +2,14 @@
 //! `e2e/testdata/convert/in-tree.yaml` (MutatingAdmissionPolicies and bindings of v1beta1 and
 //! v1alpha1, ValidatingAdmissionPolicy's of v1: 1.36 no longer serves its older versions) are
 //! created on a control plane that serves those versions and read back as v1; `celgate convert`'s output for the same file
-//! must be those objects, in celgate's group, and celgate's CRDs must take it as it is.
+//! must be those objects, in celgate's group, and celgate's CRDs must take it as it is. With the
+//! in-tree objects gone, celgate enforces the converted v1beta1 MutatingAdmissionPolicy.
 
 use std::process::Command;
+use std::time::Duration;
 
 use celgate_e2e::differential::{json_differences, strip_server_managed};
-use celgate_e2e::{Celgate, Cluster, workspace};
+use celgate_e2e::{Celgate, Cluster, wait_for, workspace};
 use serde_json::Value;
 
 /// The in-tree versions that 1.36 serves only when asked to (MutatingAdmissionPolicy's).
@@ -59,8 +61,32 @@ fn served_as_v1(cluster: &Cluster, kind: &str, name: &str) -> Value {
     object
 }
 
-#[test]
-fn convert_writes_what_kube_apiserver_serves_as_v1() {
+/// Creates ConfigMaps `<prefix>-<n>` in namespace `converted` until one's label `stamped` is
+/// `want` (`""`: absent).
+async fn wait_stamped(cluster: &Cluster, prefix: &str, want: &str) {
+    let mut n = 0;
+    wait_for(
+        &format!("a ConfigMap created in namespace converted with stamped={want:?}"),
+        Duration::from_secs(30),
+        || {
+            n += 1;
+            let stamped = cluster.kubectl_ok(&[
+                "create",
+                "configmap",
+                &format!("{prefix}-{n}"),
+                "-n",
+                "converted",
+                "-o",
+                "jsonpath={.metadata.labels.stamped}",
+            ]);
+            async move { (stamped == want).then_some(()) }
+        },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn convert_writes_what_kube_apiserver_serves_as_v1_and_celgate_enforces_it() {
     let cluster = Cluster::start_with_apiserver_flags(&[RUNTIME_CONFIG]);
     let input = workspace().join("e2e/testdata/convert/in-tree.yaml");
     let input = input.to_string_lossy();
@@ -134,4 +160,15 @@ fn convert_writes_what_kube_apiserver_serves_as_v1() {
             "{kind} {name} as celgate's CRD stores it"
         );
     }
+
+    // celgate enforces the converted v1beta1 MutatingAdmissionPolicy map-beta: ConfigMaps of a
+    // namespace labelled mutate=true are stamped, once the in-tree plugin no longer stamps them
+    // (its objects deleted).
+    cluster.apply(
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: converted, labels: {mutate: \"true\"}}\n",
+    );
+    cluster.kubectl_ok(&["delete", "-f", &input]);
+    wait_stamped(&cluster, "in-tree-gone", "").await;
+    let _celgate = Celgate::start(&cluster).await;
+    wait_stamped(&cluster, "celgate", "true").await;
 }
