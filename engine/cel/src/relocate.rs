@@ -233,7 +233,7 @@ impl Rewriter<'_> {
         root: &str,
         fields: Vec<StructField>,
     ) -> Result<Vec<StructField>, RelocationError> {
-        let placed: Vec<(Vec<String>, StructField)> = fields
+        let placed: Vec<Placed> = fields
             .into_iter()
             .map(|f| {
                 let path = match self.r.find(&[f.name.as_str()]) {
@@ -284,13 +284,13 @@ impl Rewriter<'_> {
     }
 }
 
+/// A field of a root message literal and the path it lands at.
+type Placed = (Vec<String>, StructField);
+
 /// Builds the fields of message `type_name` from fields placed at paths below it: one field
 /// per first segment, nested literals (`<type_name>.<segment>{…}`) for deeper paths.
-fn nest(
-    type_name: &str,
-    placed: Vec<(Vec<String>, StructField)>,
-) -> Result<Vec<StructField>, RelocationError> {
-    let mut groups: Vec<(String, Vec<(Vec<String>, StructField)>)> = Vec::new();
+fn nest(type_name: &str, placed: Vec<Placed>) -> Result<Vec<StructField>, RelocationError> {
+    let mut groups: Vec<(String, Vec<Placed>)> = Vec::new();
     for (mut path, f) in placed {
         if path.is_empty() {
             return Err(RelocationError::Overlap(type_name.to_string()));
