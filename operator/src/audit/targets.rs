@@ -73,7 +73,11 @@ pub fn plan(
 ) -> Targets {
     let mut units = Vec::new();
     let mut all = BTreeSet::new();
-    for bound in snapshot.policies.validating() {
+    // A policy's autogen variants are bound after it in the set: its unit's set holds them
+    // again, and its resources cover their controllers, so each binding stays one unit.
+    let policies_themselves = (snapshot.policies.validating().iter())
+        .filter(|b| b.policy.spec.pod_controller.is_none());
+    for bound in policies_themselves {
         let stored = policies.get(&ObjectRef::new(&bound.policy.name));
         let annotation = |key: &str| {
             stored
@@ -127,13 +131,13 @@ pub fn plan(
 }
 
 /// The served resources a CREATE rule of the policy may select.
+/// With its autogen variants', the Pod controllers.
 fn resources_of(bound: &BoundPolicy, served: &ServedResources) -> Vec<StoredAs> {
-    let Some(constraints) = &bound.policy.spec.match_constraints else {
-        return Vec::new();
-    };
-    served
-        .created_by(constraints)
-        .into_iter()
+    let variants = bound.policy.autogen.iter().map(|v| &v.spec.match_constraints);
+    let constraints = std::iter::once(&bound.policy.spec.match_constraints).chain(variants);
+    constraints
+        .flatten()
+        .flat_map(|c| served.created_by(c))
         .map(|r| StoredAs {
             group: r.group.clone(),
             version: r.version.clone(),
