@@ -2,8 +2,8 @@
 //! without touching the engine.
 
 use celgate_crds as api;
-use celgate_engine::{autogen, model};
 use celgate_engine::mutate::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
+use celgate_engine::{autogen, model};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 

@@ -243,7 +243,10 @@ impl<K: PolicyKind> CompiledPolicy<K> {
         variant_errors: impl Fn(&Self) -> Vec<(String, String)>,
     ) -> Vec<(String, String)> {
         if let Some(e) = &self.autogen_error {
-            errors.push((format!("metadata.annotations[{}]", autogen::ANNOTATION), e.to_string()));
+            errors.push((
+                format!("metadata.annotations[{}]", autogen::ANNOTATION),
+                e.to_string(),
+            ));
         }
         for v in &self.autogen {
             let kind = v.spec.pod_controller().map_or("", PodController::kind);

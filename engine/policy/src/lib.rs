@@ -53,7 +53,12 @@ pub struct PolicySet {
 trait Bound {
     type Kind: compile::PolicyKind;
     type Binding: autogen::BindingMatch;
-    fn parts(&self) -> (&Arc<compile::CompiledPolicy<Self::Kind>>, &[Arc<Self::Binding>]);
+    fn parts(
+        &self,
+    ) -> (
+        &Arc<compile::CompiledPolicy<Self::Kind>>,
+        &[Arc<Self::Binding>],
+    );
 }
 
 impl Bound for BoundPolicy {
@@ -85,7 +90,11 @@ fn with_autogen_variants<B: Bound>(
             .filter_map(|v| {
                 let controller = compile::PolicySpec::pod_controller(&v.spec)?;
                 let bindings = (bindings.iter())
-                    .map(|binding| Arc::new(autogen::BindingMatch::for_controller(&**binding, controller)))
+                    .map(|binding| {
+                        Arc::new(autogen::BindingMatch::for_controller(
+                            &**binding, controller,
+                        ))
+                    })
                     .collect();
                 Some(make(v.clone(), bindings))
             })

@@ -75,8 +75,8 @@ pub fn plan(
     let mut all = BTreeSet::new();
     // A policy's autogen variants are bound after it in the set: its unit's set holds them
     // again, and its resources cover their controllers, so each binding stays one unit.
-    let policies_themselves = (snapshot.policies.validating().iter())
-        .filter(|b| b.policy.spec.pod_controller.is_none());
+    let policies_themselves =
+        (snapshot.policies.validating().iter()).filter(|b| b.policy.spec.pod_controller.is_none());
     for bound in policies_themselves {
         let stored = policies.get(&ObjectRef::new(&bound.policy.name));
         let annotation = |key: &str| {
@@ -133,7 +133,11 @@ pub fn plan(
 /// The served resources a CREATE rule of the policy may select.
 /// With its autogen variants', the Pod controllers.
 fn resources_of(bound: &BoundPolicy, served: &ServedResources) -> Vec<StoredAs> {
-    let variants = bound.policy.autogen.iter().map(|v| &v.spec.match_constraints);
+    let variants = bound
+        .policy
+        .autogen
+        .iter()
+        .map(|v| &v.spec.match_constraints);
     let constraints = std::iter::once(&bound.policy.spec.match_constraints).chain(variants);
     constraints
         .flatten()

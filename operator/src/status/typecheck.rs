@@ -75,8 +75,8 @@ impl ClusterChecker {
             constraints.as_ref(),
             param_kind.as_ref(),
         )
-                .await
-                .map_err(|e| e.to_string())?;
+        .await
+        .map_err(|e| e.to_string())?;
         let failures: Vec<SkippedKind> = types
             .failures()
             .iter()

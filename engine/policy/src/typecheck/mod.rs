@@ -210,11 +210,16 @@ fn with_variants<S: crate::compile::PolicySpec>(
     for v in &variants {
         let label = autogen::variant_label(v.pod_controller());
         let found = check(v);
-        let warnings = found.expression_warnings.into_iter().chain(found.additional_warnings);
-        report.additional_warnings.extend(warnings.map(|w| ExpressionWarning {
-            field_ref: format!("{}{label}", w.field_ref),
-            warning: w.warning,
-        }));
+        let warnings = found
+            .expression_warnings
+            .into_iter()
+            .chain(found.additional_warnings);
+        report
+            .additional_warnings
+            .extend(warnings.map(|w| ExpressionWarning {
+                field_ref: format!("{}{label}", w.field_ref),
+                warning: w.warning,
+            }));
         report.checked.extend(found.checked);
         report.skipped.extend(found.skipped);
     }

@@ -126,11 +126,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         }
         Err(e) => {
             if fail {
-                deny_first(
-                    out,
-                    policy_message(policy, None, &e.to_string()),
-                    None,
-                );
+                deny_first(out, policy_message(policy, None, &e.to_string()), None);
             }
             return;
         }

@@ -277,7 +277,11 @@ impl Mover<'_> {
         }
     }
 
-    fn named(&self, list: &str, items: &[NamedExpression]) -> Result<Vec<NamedExpression>, AutogenError> {
+    fn named(
+        &self,
+        list: &str,
+        items: &[NamedExpression],
+    ) -> Result<Vec<NamedExpression>, AutogenError> {
         (items.iter().enumerate())
             .map(|(i, e)| {
                 let field = format!("spec.{list}[{i}].expression");
@@ -299,7 +303,10 @@ pub fn validating_variants(
     if controllers.is_empty() {
         return Ok(Vec::new());
     }
-    let named = spec.variables.iter().map(|v| (v.name.as_str(), v.expression.as_str()));
+    let named = spec
+        .variables
+        .iter()
+        .map(|v| (v.name.as_str(), v.expression.as_str()));
     let variables = policy_variables(spec.param_kind.is_some(), true, named);
     let env = variables.env();
     controllers
@@ -313,7 +320,10 @@ pub fn validating_variants(
             let mut v = spec.clone();
             v.autogen = None;
             v.pod_controller = Some(c);
-            v.match_constraints = spec.match_constraints.as_ref().map(|mc| variant_constraints(mc, c));
+            v.match_constraints = spec
+                .match_constraints
+                .as_ref()
+                .map(|mc| variant_constraints(mc, c));
             v.variables = m.named("variables", &spec.variables)?;
             v.match_conditions = m.named("matchConditions", &spec.match_conditions)?;
             for (i, val) in v.validations.iter_mut().enumerate() {
@@ -341,7 +351,10 @@ pub fn mutating_variants(
     if controllers.is_empty() {
         return Ok(Vec::new());
     }
-    let named = spec.variables.iter().map(|v| (v.name.as_str(), v.expression.as_str()));
+    let named = spec
+        .variables
+        .iter()
+        .map(|v| (v.name.as_str(), v.expression.as_str()));
     let variables = policy_variables(spec.param_kind.is_some(), true, named);
     let env = variables.env();
     let mutation_env = mutation_environment(env);
@@ -361,7 +374,10 @@ pub fn mutating_variants(
             let mut v = spec.clone();
             v.autogen = None;
             v.pod_controller = Some(c);
-            v.match_constraints = spec.match_constraints.as_ref().map(|mc| variant_constraints(mc, c));
+            v.match_constraints = spec
+                .match_constraints
+                .as_ref()
+                .map(|mc| variant_constraints(mc, c));
             v.variables = m.named("variables", &spec.variables)?;
             v.match_conditions = m.named("matchConditions", &spec.match_conditions)?;
             for (i, mu) in v.mutations.iter_mut().enumerate() {
@@ -390,7 +406,11 @@ pub fn covered_constraints(
     let controllers = requested(annotation, Some(m)).unwrap_or_default();
     let mut out = m.clone();
     for c in controllers {
-        out.resource_rules.extend(controller_rules(&m.resource_rules, c));
+        out.resource_rules
+            .extend(controller_rules(&m.resource_rules, c));
     }
     Some(out)
 }
+
+#[cfg(test)]
+mod tests;
