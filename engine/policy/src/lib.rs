@@ -53,27 +53,29 @@ pub struct PolicySet {
 trait Bound {
     type Kind: compile::PolicyKind;
     type Binding: autogen::BindingMatch;
-    fn parts(
-        &self,
-    ) -> (
-        &Arc<compile::CompiledPolicy<Self::Kind>>,
-        &[Arc<Self::Binding>],
-    );
+    fn policy(&self) -> &Arc<compile::CompiledPolicy<Self::Kind>>;
+    fn bindings(&self) -> &[Arc<Self::Binding>];
 }
 
 impl Bound for BoundPolicy {
     type Kind = compile::Validating;
     type Binding = model::ValidatingBindingSpec;
-    fn parts(&self) -> (&Arc<ValidatingPolicy>, &[Arc<Self::Binding>]) {
-        (&self.policy, &self.bindings)
+    fn policy(&self) -> &Arc<ValidatingPolicy> {
+        &self.policy
+    }
+    fn bindings(&self) -> &[Arc<Self::Binding>] {
+        &self.bindings
     }
 }
 
 impl Bound for BoundMutatingPolicy {
     type Kind = mutate::Mutating;
     type Binding = model::MutatingBindingSpec;
-    fn parts(&self) -> (&Arc<MutatingPolicy>, &[Arc<Self::Binding>]) {
-        (&self.policy, &self.bindings)
+    fn policy(&self) -> &Arc<MutatingPolicy> {
+        &self.policy
+    }
+    fn bindings(&self) -> &[Arc<Self::Binding>] {
+        &self.bindings
     }
 }
 
@@ -85,8 +87,8 @@ fn with_autogen_variants<B: Bound>(
 ) -> Vec<B> {
     let mut out = Vec::with_capacity(bound.len());
     for b in bound {
-        let (policy, bindings) = b.parts();
-        let variants: Vec<B> = (policy.autogen.iter())
+        let bindings = b.bindings();
+        let variants: Vec<B> = (b.policy().autogen.iter())
             .filter_map(|v| {
                 let controller = compile::PolicySpec::pod_controller(&v.spec)?;
                 let bindings = (bindings.iter())
