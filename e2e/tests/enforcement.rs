@@ -104,7 +104,7 @@ spec:
     reason: Forbidden
   auditAnnotations:
   - key: phase
-    valueExpression: "has(object.status) && has(object.status.phase) ? object.status.phase : null"
+    valueExpression: "string(object.?status.?phase.orValue(''))"
 ---
 apiVersion: admission.celgate.io/v1
 kind: ValidatingAdmissionPolicyBinding
