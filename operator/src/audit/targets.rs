@@ -151,3 +151,53 @@ fn resources_of(bound: &BoundPolicy, served: &ServedResources) -> Vec<StoredAs> 
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use celgate_engine::compile_validating;
+    use celgate_engine::model::{MatchResources, ResourceRule, ValidatingPolicySpec};
+    use celgate_kinds::builtin::BuiltinDiscovery;
+
+    use super::*;
+
+    /// A Pod policy bound as the audit plans it, with this autogen annotation.
+    fn pod_policy(autogen: Option<&str>) -> BoundPolicy {
+        let spec = ValidatingPolicySpec {
+            name: "p".into(),
+            match_constraints: Some(MatchResources {
+                resource_rules: vec![ResourceRule {
+                    operations: vec!["CREATE".into()],
+                    api_groups: vec!["".into()],
+                    api_versions: vec!["v1".into()],
+                    resources: vec!["pods".into()],
+                    scope: "*".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            autogen: autogen.map(String::from),
+            ..Default::default()
+        };
+        BoundPolicy {
+            policy: Arc::new(compile_validating(spec)),
+            bindings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_pod_policy_with_autogen_audits_its_controllers_too() {
+        let discovery = BuiltinDiscovery::load().unwrap();
+        let served = ServedResources::from_discovery(&discovery.discovery);
+        let listed = |bound: &BoundPolicy| -> Vec<String> {
+            let resources = resources_of(bound, &served).into_iter();
+            resources
+                .map(|r| format!("{}/{}", r.group, r.resource))
+                .collect()
+        };
+        assert_eq!(listed(&pod_policy(None)), ["/pods"]);
+        assert_eq!(
+            listed(&pod_policy(Some("Deployment, CronJob"))),
+            ["/pods", "apps/deployments", "batch/cronjobs"]
+        );
+    }
+}
