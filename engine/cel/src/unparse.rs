@@ -341,4 +341,42 @@ mod tests {
             assert_eq!(round(&once), once, "{src}");
         }
     }
+
+    /// Every expression of the differential corpus (cel-go agreed with celgate on each) that
+    /// compiles evaluates, written back, to the same result as written.
+    #[test]
+    fn the_differential_corpus_decides_the_same_written_back() {
+        use crate::{Activation, Budget, Env};
+        let corpus: serde_json::Value =
+            serde_json::from_str(include_str!("../differential-baseline.json")).unwrap();
+        let env = Env::kubernetes().build();
+        fn run(p: &crate::Program) -> String {
+            let act = Activation::new();
+            let mut budget = Budget::new(10_000_000, 10_000_000);
+            format!("{:?}", p.eval(&act, &mut budget))
+        }
+        let mut compared = 0;
+        for id in corpus["same_ids"].as_array().unwrap() {
+            let Some((_, src)) = id
+                .as_str()
+                .unwrap()
+                .split_once('/')
+                .and_then(|(_, r)| r.split_once('/'))
+            else {
+                continue;
+            };
+            let Ok(program) = env.compile(src) else {
+                continue;
+            };
+            let source = src.to_string();
+            let back = on_compile_stack(&source, || parse(&source, true).map(|p| unparse(&p.expr)))
+                .unwrap();
+            let again = env
+                .compile(&back)
+                .unwrap_or_else(|e| panic!("{src} → {back}: {e}"));
+            assert_eq!(run(&again), run(&program), "{src} → {back}");
+            compared += 1;
+        }
+        assert!(compared > 10_000, "{compared}");
+    }
 }
