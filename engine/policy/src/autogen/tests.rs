@@ -558,3 +558,53 @@ fn expanded_mutations_patch_the_template_as_hand_written_ones() {
     }
     assert!(patched > 0);
 }
+
+#[test]
+fn a_binding_whose_rules_name_pods_takes_the_controllers_too() {
+    let spec = ValidatingPolicySpec {
+        name: "p".into(),
+        match_constraints: matching(rule("", "pods")),
+        autogen: Some("Deployment".into()),
+        validations: vec![validation("object.spec.containers.size() < 2".into(), None)],
+        ..Default::default()
+    };
+    let policy = Arc::new(compile_validating(spec));
+    let set = |rules: Vec<ResourceRule>| {
+        let binding = Arc::new(ValidatingBindingSpec {
+            name: "b".into(),
+            policy_name: "p".into(),
+            validation_actions: vec![ValidationAction::Deny],
+            match_resources: Some(MatchResources {
+                resource_rules: rules,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let bound = BoundPolicy {
+            policy: policy.clone(),
+            bindings: vec![binding],
+        };
+        PolicySet::new(vec![bound], Vec::new())
+    };
+    let two = (
+        json!({}),
+        json!({"containers": [{"name": "a"}, {"name": "b"}]}),
+    );
+    let raw = request(
+        PodController::Deployment,
+        &controller_object(PodController::Deployment, &two),
+        None,
+    );
+    assert!(
+        !decide(&set(vec![rule("", "pods")]), &raw).0,
+        "pods name the Deployment"
+    );
+    assert!(
+        !decide(&set(vec![]), &raw).0,
+        "no rules: what the policy matches"
+    );
+    assert!(
+        decide(&set(vec![rule("", "configmaps")]), &raw).0,
+        "not for configmaps"
+    );
+}
