@@ -78,6 +78,82 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
         metrics.contains("celgate_validating_admission_policy_check_total{policy=\"demo-policy.example.com\",policy_binding=\"demo-binding-test.example.com\",error_type=\"invalid_error\",enforcement_action=\"deny\"}"),
         "metrics lack the deny count:\n{metrics}"
     );
+
+    pod_policy_with_autogen_denies_the_deployment(&cluster, &client).await;
+}
+
+/// A Pod policy opted into autogen (issue 44 item 2), on this test's control plane.
+const AUTOGEN_POLICY: &str = r#"
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: pod-registry
+  annotations:
+    admission.celgate.io/autogen: Deployment, CronJob
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE", "UPDATE"]
+      resources: ["pods"]
+  validations:
+  - expression: "object.spec.containers.all(c, c.image.startsWith('registry.corp/'))"
+    messageExpression: "'images must come from registry.corp/: ' + object.spec.containers.map(c, c.image).join(', ')"
+    reason: Forbidden
+  auditAnnotations:
+  - key: phase
+    valueExpression: "string(object.?status.?phase.orValue(''))"
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: pod-registry
+spec:
+  policyName: pod-registry
+  validationActions: [Deny]
+"#;
+
+/// A Deployment whose Pod template breaks the Pod policy is denied at the Deployment, with a
+/// message naming the controller and the policy; its status reports what the controllers'
+/// schemas make of the rewritten expressions (a Deployment's status has no `phase`).
+async fn pod_policy_with_autogen_denies_the_deployment(cluster: &Cluster, client: &kube::Client) {
+    cluster.apply(AUTOGEN_POLICY);
+    let (message, code) = wait_for(
+        "the Pod policy to deny a Deployment",
+        std::time::Duration::from_secs(30),
+        || async move { dry_run_deployment(client, "intree-demo", 1).await.err() },
+    )
+    .await;
+    assert_eq!(
+        inner_message(&message),
+        "ValidatingAdmissionPolicy 'pod-registry' (Pod template of Deployment) with binding 'pod-registry' denied request: images must come from registry.corp/: registry.example/app:1"
+    );
+    assert_eq!(code, 403, "reason Forbidden");
+    let warning = wait_for(
+        "the autogen variants' type checking in status",
+        std::time::Duration::from_secs(30),
+        || async move {
+            let out = cluster.kubectl(&["get", "cvap", "pod-registry", "-o", "json"], "");
+            let policy: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+            let warnings = policy.pointer("/status/typeChecking/additionalExpressionWarnings")?;
+            warnings.as_array()?.iter().find_map(|w| {
+                let field = w["fieldRef"].as_str()?;
+                (field.ends_with("(Pod template of Deployment)")).then(|| w.clone())
+            })
+        },
+    )
+    .await;
+    assert_eq!(
+        warning["fieldRef"],
+        "spec.auditAnnotations[0].valueExpression (Pod template of Deployment)"
+    );
+    let text = warning["warning"].as_str().unwrap_or_default();
+    assert!(
+        text.starts_with("apps/v1, Kind=Deployment: ") && text.contains("undefined field 'phase'"),
+        "{text}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

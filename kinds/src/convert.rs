@@ -2,8 +2,8 @@
 //! without touching the engine.
 
 use celgate_crds as api;
-use celgate_engine::model;
 use celgate_engine::mutate::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
+use celgate_engine::{autogen, model};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 
@@ -120,6 +120,8 @@ pub fn validating_policy(p: &api::ValidatingAdmissionPolicy) -> model::Validatin
                 .flatten()
                 .map(|v| (&v.name, &v.expression)),
         ),
+        autogen: p.annotations().get(autogen::ANNOTATION).cloned(),
+        pod_controller: None,
     }
 }
 
@@ -198,6 +200,8 @@ pub fn mutating_policy(p: &api::MutatingAdmissionPolicy) -> model::MutatingPolic
             Some(api::ReinvocationPolicy::IfNeeded) => model::ReinvocationPolicy::IfNeeded,
             _ => model::ReinvocationPolicy::Never,
         },
+        autogen: p.annotations().get(autogen::ANNOTATION).cloned(),
+        pod_controller: None,
     }
 }
 

@@ -14,8 +14,10 @@ use crate::parse;
 use crate::plan::{self, PlanEnv};
 use crate::program::Node;
 use crate::registry::Registry;
+use crate::relocate::{self, Relocation, RelocationError};
 use crate::structs::TypeProvider;
 use crate::types::Type;
+use crate::unparse;
 use crate::value::Value;
 use crate::version::{Compatibility, Expressions};
 
@@ -252,6 +254,23 @@ impl Env {
             let parsed = parse::parse(src, self.inner.ident_escape)?;
             self.check_parsed(src, &parsed).map(|(_, output)| output)
         })
+    }
+
+    /// `src` rewritten on its checked tree so that it reads (and in mutations writes) fields
+    /// where `relocation` moves them, written back as source.
+    pub fn relocate(&self, src: &str, relocation: &Relocation) -> Result<String, RelocationError> {
+        let out = parse::on_compile_stack(src, || {
+            let mut parsed = parse::parse(src, self.inner.ident_escape)?;
+            let (checked, _) = self.check_parsed(src, &parsed)?;
+            Ok(
+                relocate::relocate(&mut parsed.expr, &checked.refs, relocation)
+                    .map(|()| unparse::unparse(&parsed.expr)),
+            )
+        });
+        match out {
+            Ok(result) => result,
+            Err(e) => Err(RelocationError::Compile(e.to_string())),
+        }
     }
 
     /// Parses and plans `src` without type checking (functions dispatch on runtime types only).

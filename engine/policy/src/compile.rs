@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 
 use celgate_cel::{Env, Program, Type, Variables, authz};
 
+use crate::autogen::{self, AutogenError, PodController};
 use crate::declarations;
 use crate::model::{
     FailurePolicy, MatchResources, MutatingPolicySpec, NamedExpression, ParamKind,
@@ -85,6 +86,8 @@ pub trait PolicySpec {
     fn variables(&self) -> &[NamedExpression];
     /// `spec.matchConditions`.
     fn match_conditions(&self) -> &[NamedExpression];
+    /// The Pod controller this policy is the variant for, if it is one.
+    fn pod_controller(&self) -> Option<PodController>;
 }
 
 /// Implements [`PolicySpec`] for specs whose fields are named as the trait's methods.
@@ -111,6 +114,9 @@ macro_rules! impl_policy_spec {
             }
             fn match_conditions(&self) -> &[NamedExpression] {
                 &self.match_conditions
+            }
+            fn pod_controller(&self) -> Option<PodController> {
+                self.pod_controller
             }
         }
     )+};
@@ -149,6 +155,11 @@ pub struct CompiledPolicy<K: PolicyKind> {
     pub reads_old_object: bool,
     /// What the kind compiles of its own.
     pub kind: K,
+    /// The policy's variants for the Pod controllers its autogen annotation names, each
+    /// compiled ([`crate::autogen`]); empty without the annotation.
+    pub autogen: Vec<Arc<CompiledPolicy<K>>>,
+    /// Why the policy's autogen annotation cannot be applied, if it cannot.
+    pub autogen_error: Option<AutogenError>,
 }
 
 impl<K: PolicyKind> std::ops::Deref for CompiledPolicy<K> {
@@ -206,7 +217,46 @@ impl<K: PolicyKind> CompiledPolicy<K> {
             uses_authorizer,
             reads_old_object,
             kind,
+            autogen: Vec::new(),
+            autogen_error: None,
         }
+    }
+
+    /// This policy with its autogen variants (or why it has none), compiled by `compile`.
+    pub(crate) fn with_variants(
+        mut self,
+        variants: Result<Vec<K::Spec>, AutogenError>,
+        compile: impl Fn(K::Spec) -> Self,
+    ) -> Self {
+        match variants {
+            Ok(specs) => self.autogen = specs.into_iter().map(|s| Arc::new(compile(s))).collect(),
+            Err(e) => self.autogen_error = Some(e),
+        }
+        self
+    }
+
+    /// `errors` (the policy's compile errors) with the autogen error and the errors of its
+    /// variants' expressions that the policy's own do not already report.
+    pub(crate) fn with_autogen_errors(
+        &self,
+        mut errors: Vec<(String, String)>,
+        variant_errors: impl Fn(&Self) -> Vec<(String, String)>,
+    ) -> Vec<(String, String)> {
+        if let Some(e) = &self.autogen_error {
+            errors.push((
+                format!("metadata.annotations[{}]", autogen::ANNOTATION),
+                e.to_string(),
+            ));
+        }
+        for v in &self.autogen {
+            let kind = v.spec.pod_controller().map_or("", PodController::kind);
+            for (field, e) in variant_errors(v) {
+                if !errors.iter().any(|(f, _)| *f == field) {
+                    errors.push((format!("{field} (autogen for {kind})"), e));
+                }
+            }
+        }
+        errors
     }
 
     /// The policy's failure policy.
@@ -253,8 +303,13 @@ impl PolicyKind for Validating {
 }
 
 impl ValidatingPolicy {
-    /// Compile errors of the policy's expressions, with their field paths, for status and logs.
+    /// Compile errors of the policy's expressions (and its autogen variants'), with their
+    /// field paths, for status and logs.
     pub fn compile_errors(&self) -> Vec<(String, String)> {
+        self.with_autogen_errors(self.own_compile_errors(), Self::own_compile_errors)
+    }
+
+    fn own_compile_errors(&self) -> Vec<(String, String)> {
         let mut out = variable_errors(&self.variables);
         for (i, v) in self.validations.iter().enumerate() {
             if let Err(e) = &v.program {
@@ -433,8 +488,14 @@ pub mod result_types {
     pub const AUDIT_VALUE: &[Type] = &[Type::String, Type::Null];
 }
 
-/// Compiles every expression of a ValidatingAdmissionPolicy.
+/// Compiles every expression of a ValidatingAdmissionPolicy, and of its autogen variants.
 pub fn compile_validating(spec: ValidatingPolicySpec) -> ValidatingPolicy {
+    let variants = autogen::validating_variants(&spec);
+    compile_validating_one(spec).with_variants(variants, compile_validating_one)
+}
+
+/// Compiles every expression of one ValidatingAdmissionPolicy (or variant).
+fn compile_validating_one(spec: ValidatingPolicySpec) -> ValidatingPolicy {
     ValidatingPolicy::compile(spec, |spec, variables| {
         let has_params = spec.param_kind.is_some();
         // Message expressions see the variables without `authorizer`: compiled apart only for

@@ -5,6 +5,7 @@
 //! ([`request`]) and a [`PolicySet`] snapshot.
 
 pub mod apivalidation;
+pub mod autogen;
 pub mod compile;
 pub mod declarations;
 mod evaluation;
@@ -21,6 +22,8 @@ pub mod schema;
 mod scope;
 pub mod typecheck;
 pub mod validate;
+
+use std::sync::Arc;
 
 pub use compile::{ValidatingPolicy, compile_validating};
 pub use matching::Namespaces;
@@ -44,6 +47,64 @@ pub struct PolicySet {
     uses_authorizer: bool,
     unbound: Unbound,
     wildcard: model::WildcardOperations,
+}
+
+/// A bound policy of either kind, as [`with_autogen_variants`] reads it.
+trait Bound {
+    type Kind: compile::PolicyKind;
+    type Binding: autogen::BindingMatch;
+    fn policy(&self) -> &Arc<compile::CompiledPolicy<Self::Kind>>;
+    fn bindings(&self) -> &[Arc<Self::Binding>];
+}
+
+impl Bound for BoundPolicy {
+    type Kind = compile::Validating;
+    type Binding = model::ValidatingBindingSpec;
+    fn policy(&self) -> &Arc<ValidatingPolicy> {
+        &self.policy
+    }
+    fn bindings(&self) -> &[Arc<Self::Binding>] {
+        &self.bindings
+    }
+}
+
+impl Bound for BoundMutatingPolicy {
+    type Kind = mutate::Mutating;
+    type Binding = model::MutatingBindingSpec;
+    fn policy(&self) -> &Arc<MutatingPolicy> {
+        &self.policy
+    }
+    fn bindings(&self) -> &[Arc<Self::Binding>] {
+        &self.bindings
+    }
+}
+
+/// `bound` with each policy's autogen variants bound right after it, under its bindings as the
+/// variant matches them ([`autogen::binding_match`]).
+fn with_autogen_variants<B: Bound>(
+    bound: Vec<B>,
+    make: impl Fn(Arc<compile::CompiledPolicy<B::Kind>>, Vec<Arc<B::Binding>>) -> B,
+) -> Vec<B> {
+    let mut out = Vec::with_capacity(bound.len());
+    for b in bound {
+        let bindings = b.bindings();
+        let variants: Vec<B> = (b.policy().autogen.iter())
+            .filter_map(|v| {
+                let controller = compile::PolicySpec::pod_controller(&v.spec)?;
+                let bindings = (bindings.iter())
+                    .map(|binding| {
+                        Arc::new(autogen::BindingMatch::for_controller(
+                            &**binding, controller,
+                        ))
+                    })
+                    .collect();
+                Some(make(v.clone(), bindings))
+            })
+            .collect();
+        out.push(b);
+        out.extend(variants);
+    }
+    out
 }
 
 /// The compiled policies of a snapshot that no binding names: they decide nothing, but their
@@ -108,7 +169,14 @@ impl PolicySet {
     /// The set of these bound policies, each kind ordered by policy name (a stable sort, so
     /// policies of one name keep their order): the order mutating policies run in, and the
     /// order lookups by name rely on. Each policy's bindings are expected by binding name.
-    pub fn new(mut validating: Vec<BoundPolicy>, mut mutating: Vec<BoundMutatingPolicy>) -> Self {
+    pub fn new(validating: Vec<BoundPolicy>, mutating: Vec<BoundMutatingPolicy>) -> Self {
+        let mut validating = with_autogen_variants(validating, |policy, bindings| BoundPolicy {
+            policy,
+            bindings,
+        });
+        let mut mutating = with_autogen_variants(mutating, |policy, bindings| {
+            BoundMutatingPolicy { policy, bindings }
+        });
         validating.sort_by(|a, b| a.policy.name.cmp(&b.policy.name));
         mutating.sort_by(|a, b| a.policy.name.cmp(&b.policy.name));
         let validating_index = index::ResourceIndex::new(

@@ -3,6 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::autogen::PodController;
+
 /// What happens when a policy cannot be evaluated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum FailurePolicy {
@@ -173,6 +175,12 @@ pub struct ValidatingPolicySpec {
     pub match_conditions: Vec<NamedExpression>,
     /// Variables, in order.
     pub variables: Vec<NamedExpression>,
+    /// The value of the annotation that opts the policy into covering Pod controllers
+    /// ([`crate::autogen::ANNOTATION`]), as written.
+    pub autogen: Option<String>,
+    /// Set on a policy's variant for a Pod controller ([`crate::autogen`]): the controller
+    /// whose Pod template it reads.
+    pub pod_controller: Option<PodController>,
 }
 
 /// What a binding does when its paramRef finds no param.
@@ -280,6 +288,12 @@ pub struct MutatingPolicySpec {
     pub match_conditions: Vec<NamedExpression>,
     /// Reinvocation policy.
     pub reinvocation_policy: ReinvocationPolicy,
+    /// The value of the annotation that opts the policy into covering Pod controllers
+    /// ([`crate::autogen::ANNOTATION`]), as written.
+    pub autogen: Option<String>,
+    /// Set on a policy's variant for a Pod controller ([`crate::autogen`]): the controller
+    /// whose Pod template it reads.
+    pub pod_controller: Option<PodController>,
 }
 
 /// A MutatingAdmissionPolicyBinding as the engine sees it.

@@ -73,7 +73,11 @@ pub fn plan(
 ) -> Targets {
     let mut units = Vec::new();
     let mut all = BTreeSet::new();
-    for bound in snapshot.policies.validating() {
+    // A policy's autogen variants are bound after it in the set: its unit's set holds them
+    // again, and its resources cover their controllers, so each binding stays one unit.
+    let policies_themselves =
+        (snapshot.policies.validating().iter()).filter(|b| b.policy.spec.pod_controller.is_none());
+    for bound in policies_themselves {
         let stored = policies.get(&ObjectRef::new(&bound.policy.name));
         let annotation = |key: &str| {
             stored
@@ -127,13 +131,17 @@ pub fn plan(
 }
 
 /// The served resources a CREATE rule of the policy may select.
+/// With its autogen variants', the Pod controllers.
 fn resources_of(bound: &BoundPolicy, served: &ServedResources) -> Vec<StoredAs> {
-    let Some(constraints) = &bound.policy.spec.match_constraints else {
-        return Vec::new();
-    };
-    served
-        .created_by(constraints)
-        .into_iter()
+    let variants = bound
+        .policy
+        .autogen
+        .iter()
+        .map(|v| &v.spec.match_constraints);
+    let constraints = std::iter::once(&bound.policy.spec.match_constraints).chain(variants);
+    constraints
+        .flatten()
+        .flat_map(|c| served.created_by(c))
         .map(|r| StoredAs {
             group: r.group.clone(),
             version: r.version.clone(),
@@ -142,4 +150,54 @@ fn resources_of(bound: &BoundPolicy, served: &ServedResources) -> Vec<StoredAs> 
             namespaced: r.namespaced,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use celgate_engine::compile_validating;
+    use celgate_engine::model::{MatchResources, ResourceRule, ValidatingPolicySpec};
+    use celgate_kinds::builtin::BuiltinDiscovery;
+
+    use super::*;
+
+    /// A Pod policy bound as the audit plans it, with this autogen annotation.
+    fn pod_policy(autogen: Option<&str>) -> BoundPolicy {
+        let spec = ValidatingPolicySpec {
+            name: "p".into(),
+            match_constraints: Some(MatchResources {
+                resource_rules: vec![ResourceRule {
+                    operations: vec!["CREATE".into()],
+                    api_groups: vec!["".into()],
+                    api_versions: vec!["v1".into()],
+                    resources: vec!["pods".into()],
+                    scope: "*".into(),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            }),
+            autogen: autogen.map(String::from),
+            ..Default::default()
+        };
+        BoundPolicy {
+            policy: Arc::new(compile_validating(spec)),
+            bindings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_pod_policy_with_autogen_audits_its_controllers_too() {
+        let discovery = BuiltinDiscovery::load().unwrap();
+        let served = ServedResources::from_discovery(&discovery.discovery);
+        let listed = |bound: &BoundPolicy| -> Vec<String> {
+            let resources = resources_of(bound, &served).into_iter();
+            resources
+                .map(|r| format!("{}/{}", r.group, r.resource))
+                .collect()
+        };
+        assert_eq!(listed(&pod_policy(None)), ["/pods"]);
+        assert_eq!(
+            listed(&pod_policy(Some("Deployment, CronJob"))),
+            ["/pods", "apps/deployments", "batch/cronjobs"]
+        );
+    }
 }

@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use celgate_crds::MutatingAdmissionPolicy;
+use celgate_engine::autogen::{self, covered_constraints};
 use celgate_engine::mutate::KindSchema;
 use celgate_engine::schema::Gvk;
 use celgate_engine::typecheck::matched_kinds;
@@ -55,7 +56,10 @@ fn needed_kinds(stored: &Stored<MutatingAdmissionPolicy>, types: &ClusterTypes) 
                 .match_constraints
                 .as_ref()
                 .map(convert::match_resources);
-            matched_kinds(constraints.as_ref(), types)
+            // With the Pod controllers its autogen variants patch.
+            let autogen = p.annotations().get(autogen::ANNOTATION);
+            let covered = covered_constraints(constraints.as_ref(), autogen.map(String::as_str));
+            matched_kinds(covered.as_ref(), types)
         })
         .collect()
 }

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use celgate_crds::{PolicyStatus, TypeChecking};
+use celgate_engine::autogen::covered_constraints;
 use celgate_engine::model::{MutatingPolicySpec, ValidatingPolicySpec};
 pub use celgate_engine::typecheck::TypeCheckReport as Report;
 use celgate_engine::typecheck::{
@@ -62,14 +63,20 @@ impl ClusterChecker {
     }
 
     async fn report(&self, policy: Policy) -> Result<TypeCheckReport, String> {
-        let (constraints, param_kind) = match &policy {
-            Policy::Validating(s) => (s.match_constraints.as_ref(), s.param_kind.as_ref()),
-            Policy::Mutating(s) => (s.match_constraints.as_ref(), s.param_kind.as_ref()),
+        let (constraints, autogen, param_kind) = match &policy {
+            Policy::Validating(s) => (&s.match_constraints, &s.autogen, &s.param_kind),
+            Policy::Mutating(s) => (&s.match_constraints, &s.autogen, &s.param_kind),
         };
-        let types =
-            ClusterTypes::for_policy(&self.discovery, &self.schemas, constraints, param_kind)
-                .await
-                .map_err(|e| e.to_string())?;
+        // The schemas of the Pod controllers its autogen variants are checked against too.
+        let constraints = covered_constraints(constraints.as_ref(), autogen.as_deref());
+        let types = ClusterTypes::for_policy(
+            &self.discovery,
+            &self.schemas,
+            constraints.as_ref(),
+            param_kind.as_ref(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
         let failures: Vec<SkippedKind> = types
             .failures()
             .iter()

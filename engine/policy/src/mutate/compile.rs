@@ -61,8 +61,13 @@ impl PolicyKind for Mutating {
 }
 
 impl MutatingPolicy {
-    /// Compile errors of the policy's expressions, with their field paths, for status and logs.
+    /// Compile errors of the policy's expressions (and its autogen variants'), with their
+    /// field paths, for status and logs.
     pub fn compile_errors(&self) -> Vec<(String, String)> {
+        self.with_autogen_errors(self.own_compile_errors(), Self::own_compile_errors)
+    }
+
+    fn own_compile_errors(&self) -> Vec<(String, String)> {
         let mut out = variable_errors(&self.variables);
         out.extend(match_condition_errors(&self.match_conditions));
         for (i, m) in self.mutations.iter().enumerate() {
@@ -85,6 +90,13 @@ impl MutatingPolicy {
 /// Compiles every expression of a MutatingAdmissionPolicy; `semantics` is how its apply
 /// configurations treat atomic values (see [`ApplySemantics::from_annotation`]).
 pub fn compile_mutating(spec: MutatingPolicySpec, semantics: ApplySemantics) -> MutatingPolicy {
+    let variants = crate::autogen::mutating_variants(&spec);
+    compile_mutating_one(spec, semantics)
+        .with_variants(variants, |v| compile_mutating_one(v, semantics))
+}
+
+/// Compiles every expression of one MutatingAdmissionPolicy (or variant).
+fn compile_mutating_one(spec: MutatingPolicySpec, semantics: ApplySemantics) -> MutatingPolicy {
     MutatingPolicy::compile(spec, |spec, variables| {
         let env = mutation_environment(variables.env());
         let compile = |src: &str, want: &[Type]| compile_checked(&env, src, want);

@@ -262,10 +262,13 @@ pub fn mutate<'p>(
 
 /// A policy error's message: `policy '<p>' with binding '<b>' denied request: …`, or
 /// `policy "<p>" denied request: …` for the policy's own configuration errors.
-fn policy_message(policy: &str, binding: Option<&str>, message: &str) -> String {
+/// A variant for a Pod controller is named with its controller ([`crate::autogen::variant_label`]).
+fn policy_message(policy: &MutatingPolicy, binding: Option<&str>, message: &str) -> String {
+    let name = &*policy.name;
+    let variant = crate::autogen::variant_label(policy.spec.pod_controller);
     match binding {
-        Some(b) => format!("policy '{policy}' with binding '{b}' denied request: {message}"),
-        None => format!("policy {policy:?} denied request: {message}"),
+        Some(b) => format!("policy '{name}'{variant} with binding '{b}' denied request: {message}"),
+        None => format!("policy {name:?}{variant} denied request: {message}"),
     }
 }
 
@@ -323,7 +326,7 @@ impl Run<'_> {
         reason: Option<&'static str>,
     ) {
         self.errors.push(PolicyError {
-            message: policy_message(&policy.name, binding, message),
+            message: policy_message(policy, binding, message),
             reason,
             fail: policy.failure_policy() == FailurePolicy::Fail,
         });

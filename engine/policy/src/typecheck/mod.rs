@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use celgate_cel::{CheckedVariables, CompileError, Type};
 
+use crate::autogen;
 use crate::model::{MatchResources, MutatingPolicySpec, ParamKind, ValidatingPolicySpec};
 use crate::schema::{Gvk, Schema, resource_type};
 use environment::{Declarations, Flavour, environment};
@@ -88,7 +89,16 @@ pub struct TypeCheckReport {
 }
 
 /// Type-checks a ValidatingAdmissionPolicy.
+/// A policy with an autogen annotation also has each variant checked against its controller's
+/// schema ([`with_variants`]).
 pub fn check_validating(spec: &ValidatingPolicySpec, source: &dyn TypeSource) -> TypeCheckReport {
+    let report = check_validating_one(spec, source);
+    with_variants(report, autogen::validating_variants(spec), |v| {
+        check_validating_one(v, source)
+    })
+}
+
+fn check_validating_one(spec: &ValidatingPolicySpec, source: &dyn TypeSource) -> TypeCheckReport {
     let (kinds, mut report) = prepare(
         spec.match_constraints.as_ref(),
         spec.param_kind.as_ref(),
@@ -173,6 +183,50 @@ fn wildcard_connect_warnings(constraints: Option<&MatchResources>) -> Vec<Expres
 
 /// Type-checks a MutatingAdmissionPolicy (all of it beyond upstream, which checks none).
 pub fn check_mutating(spec: &MutatingPolicySpec, source: &dyn TypeSource) -> TypeCheckReport {
+    let report = check_mutating_one(spec, source);
+    with_variants(report, autogen::mutating_variants(spec), |v| {
+        check_mutating_one(v, source)
+    })
+}
+
+/// `report` with what checking each autogen variant found, each warning's field path followed
+/// by the variant's controller (`spec.validations[0].expression (Pod template of Deployment)`),
+/// or with why the annotation cannot be applied.
+fn with_variants<S: crate::compile::PolicySpec>(
+    mut report: TypeCheckReport,
+    variants: Result<Vec<S>, autogen::AutogenError>,
+    check: impl Fn(&S) -> TypeCheckReport,
+) -> TypeCheckReport {
+    let variants = match variants {
+        Ok(v) => v,
+        Err(e) => {
+            report.additional_warnings.push(ExpressionWarning {
+                field_ref: format!("metadata.annotations[{}]", autogen::ANNOTATION),
+                warning: e.to_string(),
+            });
+            return report;
+        }
+    };
+    for v in &variants {
+        let label = autogen::variant_label(v.pod_controller());
+        let found = check(v);
+        let warnings = found
+            .expression_warnings
+            .into_iter()
+            .chain(found.additional_warnings);
+        report
+            .additional_warnings
+            .extend(warnings.map(|w| ExpressionWarning {
+                field_ref: format!("{}{label}", w.field_ref),
+                warning: w.warning,
+            }));
+        report.checked.extend(found.checked);
+        report.skipped.extend(found.skipped);
+    }
+    report
+}
+
+fn check_mutating_one(spec: &MutatingPolicySpec, source: &dyn TypeSource) -> TypeCheckReport {
     let (kinds, mut report) = prepare(
         spec.match_constraints.as_ref(),
         spec.param_kind.as_ref(),

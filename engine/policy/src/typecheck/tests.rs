@@ -877,3 +877,30 @@ fn a_star_that_would_take_connections_in_tree_is_warned_about() {
         shown(&report.additional_warnings)
     );
 }
+
+#[test]
+fn autogen_variants_are_checked_against_their_controllers_schemas() {
+    let mut spec = policy(&[("object.spec.containers.all(c, c.imagez != '')", None)]);
+    spec.match_constraints = constraints(vec![rule(&[""], &["v1"], &["pods"])]);
+    spec.autogen = Some("Deployment".into());
+    let report = check_validating(&spec, &Cluster::new());
+    assert_eq!(
+        kinds(&report.checked),
+        ["apps/v1, Kind=Deployment"],
+        "the Pod has no schema here; the Deployment variant is checked"
+    );
+    assert_eq!(
+        shown(&report.additional_warnings),
+        [
+            "spec.validations[0].expression (Pod template of Deployment) => apps/v1, Kind=Deployment: ERROR: <input>:1:47: undefined field 'imagez'\n | object.spec.template.spec.containers.all(c, (c.imagez != \"\"))\n | ..............................................^\n"
+        ]
+    );
+    spec.autogen = Some("Deployment, Pods".into());
+    let report = check_validating(&spec, &Cluster::new());
+    assert_eq!(
+        shown(&report.additional_warnings),
+        [
+            "metadata.annotations[admission.celgate.io/autogen] => annotation admission.celgate.io/autogen: unknown controller \"Pods\"; write all, none, or a comma-separated list of Deployment, ReplicaSet, StatefulSet, DaemonSet, Job, CronJob"
+        ]
+    );
+}

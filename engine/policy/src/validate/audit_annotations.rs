@@ -52,7 +52,7 @@ pub(super) fn evaluate_audit_annotations(
                 if fail || always {
                     deny_first(
                         out,
-                        policy_message(&policy.name, Some(&binding.name), &error.to_string()),
+                        policy_message(policy, Some(&binding.name), &error.to_string()),
                         None,
                     );
                 }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::autogen;
 use crate::compile::ValidatingPolicy;
 use crate::model::{ValidatingBindingSpec, ValidationAction};
 
@@ -28,12 +29,15 @@ pub(super) fn route_decision(
         match action {
             ValidationAction::Deny => deny_first(
                 out,
-                policy_message(&policy.name, Some(&binding.name), &d.message),
+                policy_message(policy, Some(&binding.name), &d.message),
                 d.reason.as_deref(),
             ),
             ValidationAction::Warn => out.warnings.push(format!(
-                "Validation failed for ValidatingAdmissionPolicy '{}' with binding '{}': {}",
-                policy.name, binding.name, d.message
+                "Validation failed for ValidatingAdmissionPolicy '{}'{} with binding '{}': {}",
+                policy.name,
+                autogen::variant_label(policy.spec.pod_controller),
+                binding.name,
+                d.message
             )),
             ValidationAction::Audit => {
                 let record = [ValidationFailure {

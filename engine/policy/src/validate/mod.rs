@@ -100,7 +100,7 @@ fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, o
         Ok(()) => out.merge(one),
         Err(internal) => {
             if bound.policy.failure_policy() == FailurePolicy::Fail {
-                let msg = policy_message(&bound.policy.name, None, &internal.to_string());
+                let msg = policy_message(&bound.policy, None, &internal.to_string());
                 deny_first(out, msg, None);
             }
         }
@@ -126,11 +126,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         }
         Err(e) => {
             if fail {
-                deny_first(
-                    out,
-                    policy_message(&policy.name, None, &e.to_string()),
-                    None,
-                );
+                deny_first(out, policy_message(policy, None, &e.to_string()), None);
             }
             return;
         }
@@ -150,7 +146,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
             }
             Err(e) => {
                 if fail {
-                    let msg = policy_message(&policy.name, Some(&binding.name), &e.to_string());
+                    let msg = policy_message(policy, Some(&binding.name), &e.to_string());
                     deny_first(out, msg, None);
                 }
                 continue;

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use celgate_cel::EvalError;
 
-use crate::compile::ExprError;
+use crate::autogen;
+use crate::compile::{ExprError, ValidatingPolicy};
 
 /// Audit annotation key of validation failures routed to the Audit action.
 pub const VALIDATION_FAILURE_KEY: &str = "validation.policy.admission.k8s.io/validation_failure";
@@ -181,12 +182,19 @@ impl Outcome {
 }
 
 /// A denial message naming the policy and, when one decided, the binding.
-pub(super) fn policy_message(policy: &str, binding: Option<&str>, message: &str) -> String {
+/// A variant for a Pod controller is named with its controller ([`autogen::variant_label`]).
+pub(super) fn policy_message(
+    policy: &ValidatingPolicy,
+    binding: Option<&str>,
+    message: &str,
+) -> String {
+    let name = &policy.name;
+    let variant = autogen::variant_label(policy.spec.pod_controller);
     match binding {
         Some(b) => format!(
-            "ValidatingAdmissionPolicy '{policy}' with binding '{b}' denied request: {message}"
+            "ValidatingAdmissionPolicy '{name}'{variant} with binding '{b}' denied request: {message}"
         ),
-        None => format!("ValidatingAdmissionPolicy '{policy}' denied request: {message}"),
+        None => format!("ValidatingAdmissionPolicy '{name}'{variant} denied request: {message}"),
     }
 }
 
