@@ -203,7 +203,8 @@ pub struct RunArgs {
     /// The background audit (leader only): objects already stored that a ValidatingAdmissionPolicy
     /// binding would deny, warn or audit if they were created now, in PolicyReports, each
     /// binding's `status.audit` and `celgate_audit_*` metrics. A binding opts out with the
-    /// annotation `audit.celgate.io/scan: "false"`.
+    /// annotation `audit.celgate.io/scan: "false"`. Off, the leader removes every binding's
+    /// `status.audit` (an earlier run's).
     #[arg(long, env = "CELGATE_AUDIT", default_value_t = true, action = clap::ArgAction::Set)]
     pub audit: bool,
     /// Seconds between full audit scans (changes of policies, bindings, params, namespaces

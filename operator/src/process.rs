@@ -495,7 +495,14 @@ async fn run_controllers(
                 };
                 audit::run(audit_client, sources, status.leadership.clone(), a.config).await;
             }
-            None => std::future::pending().await,
+            None => {
+                audit::clear_while_off(
+                    audit_client,
+                    audit_stores.bindings,
+                    status.leadership.clone(),
+                )
+                .await;
+            }
         }
     };
     // Each runs for the life of the process: the first to end is logged and ends them all,

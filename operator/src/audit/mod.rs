@@ -13,6 +13,8 @@ mod reports;
 mod targets;
 mod writer;
 
+pub use writer::clear_while_off;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
