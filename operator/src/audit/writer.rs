@@ -128,7 +128,9 @@ pub async fn run(
                     None
                 }
             };
-            let complete = lock(&findings).completed_since(&plan.resources, planned);
+            let complete = lock(&findings).completed_since(&plan.resources, |r| {
+                plan.since.get(r).copied().unwrap_or(planned)
+            });
             if complete && pruned_plan != Some(planned) {
                 match reports.list().await {
                     Ok(list) => {
@@ -526,6 +528,7 @@ mod tests {
             units: vec![unit.clone()],
             resources: vec![fixtures::config_maps()],
             stale_status: Vec::new(),
+            ..Targets::default()
         };
         let calls = write(
             findings,
@@ -555,6 +558,7 @@ mod tests {
             units: vec![unit],
             resources: vec![fixtures::config_maps()],
             stale_status: Vec::new(),
+            ..Targets::default()
         };
         let calls = write(
             Findings::default(),
@@ -591,6 +595,7 @@ mod tests {
             units: vec![unit()],
             resources: vec![fixtures::config_maps()],
             stale_status: Vec::new(),
+            ..Targets::default()
         };
         plans.send_replace(Some((Arc::new(plan), SystemTime::now())));
         server
@@ -610,6 +615,7 @@ mod tests {
             units: Vec::new(),
             resources: Vec::new(),
             stale_status: vec!["opted-out".to_string()],
+            ..Targets::default()
         };
         let calls = write(
             Findings::default(),
