@@ -56,10 +56,11 @@ pub struct RunArgs {
     #[arg(long, env = "CELGATE_WEBHOOK_TIMEOUT_SECONDS", default_value_t = DEFAULT_TIMEOUT_SECONDS,
           value_parser = clap::value_parser!(i32).range(1..=30))]
     pub webhook_timeout_seconds: i32,
-    /// MiB of param objects (as JSON) celgate keeps of each paramKind: what the bindings'
-    /// paramRefs select (only that is watched). Past it, the kind's objects are dropped and its
-    /// bindings fail under their failurePolicy with a message saying so (status reason
-    /// ParamsTooLarge) until the selection fits again.
+    /// MiB of param objects (as JSON) celgate keeps in total, every paramKind together: what
+    /// the bindings' paramRefs select (only that is watched). A kind whose selection would pass
+    /// it has its objects dropped and its bindings fail under their failurePolicy with a
+    /// message saying so (status reason ParamsTooLarge) until it fits again (its selection
+    /// shrinks, or another kind's does).
     #[arg(long, env = "CELGATE_PARAM_MAX_MIB", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(1..=4096).map(|n| n as usize))]
     pub param_max_mib: usize,
@@ -202,7 +203,8 @@ pub struct RunArgs {
     /// The background audit (leader only): objects already stored that a ValidatingAdmissionPolicy
     /// binding would deny, warn or audit if they were created now, in PolicyReports, each
     /// binding's `status.audit` and `celgate_audit_*` metrics. A binding opts out with the
-    /// annotation `audit.celgate.io/scan: "false"`.
+    /// annotation `audit.celgate.io/scan: "false"`. Off, the leader removes every binding's
+    /// `status.audit` (an earlier run's).
     #[arg(long, env = "CELGATE_AUDIT", default_value_t = true, action = clap::ArgAction::Set)]
     pub audit: bool,
     /// Seconds between full audit scans (changes of policies, bindings, params, namespaces

@@ -26,7 +26,7 @@ use crate::controllers::policies::{self, KindStores, Stores};
 use crate::serving::leader::Leadership;
 use crate::serving::registration::{Applied, Inputs};
 use crate::serving::registration::{Endpoint, Registration};
-use crate::serving::{cert_watch, certs, leader, registration};
+use crate::serving::{cert_watch, certs, fence, leader, registration};
 use crate::status::{Checker, StatusWriter};
 use crate::{audit, metrics, retry, status};
 
@@ -157,20 +157,30 @@ pub fn run(args: RunArgs) -> Result<(), RunError> {
         .block_on(serve(args))
 }
 
-/// The client of the cluster in `KUBECONFIG` (or the Pod's), without kube's retry layer:
+/// The client configuration of the cluster in `KUBECONFIG` (or the Pod's), without kube's retry layer:
 /// every operation here retries with the delays of [`retry`], and the layer would wait out a
 /// `Retry-After` (5 s from a kube-apiserver still starting its watch cache) before a watch
 /// could see its error and list again.
-async fn client() -> Result<Client, RunError> {
+async fn client_config() -> Result<kube::Config, RunError> {
     let mut config = kube::Config::infer()
         .await
         .map_err(|e| RunError::Client(kube::Error::InferConfig(e)))?;
     config.default_retry = false;
-    Client::try_from(config).map_err(RunError::Client)
+    Ok(config)
+}
+
+/// The client of the leader's writers (webhook configurations, status, events, reports):
+/// [`client_config`]'s, with every write fenced by the leader Lease ([`fence`]).
+fn fenced_client(config: kube::Config, fence: &fence::Fence) -> Result<Client, RunError> {
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(RunError::Client)?
+        .with_layer(&fence.layer())
+        .build())
 }
 
 async fn serve(args: RunArgs) -> Result<(), RunError> {
-    let client = client().await?;
+    let config = client_config().await?;
+    let client = Client::try_from(config.clone()).map_err(RunError::Client)?;
     Api::<celgate_crds::ValidatingAdmissionPolicy>::all(client.clone())
         .list(&ListParams::default().limit(1))
         .await
@@ -287,6 +297,7 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
     let schema_cache = Arc::new(schemas::SchemaCache::new(client.clone()));
     let status = StatusConfig {
         leadership: election.leadership.clone(),
+        client: fenced_client(config, &election.fence)?,
         checker: status::ClusterChecker::start(discovery.clone(), schema_cache.clone()),
         identity,
     };
@@ -389,6 +400,8 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
 struct StatusConfig {
     /// Whether this replica leads (writes status) now.
     pub leadership: Leadership,
+    /// The client every leader-only write goes through, fenced by the Lease.
+    pub client: Client,
     /// The type checker of policies.
     pub checker: Arc<dyn Checker>,
     /// This replica's identity, reported with its events.
@@ -411,7 +424,7 @@ struct Audit {
     deps: celgate_snapshot::Deps,
 }
 
-/// Runs the operator's controllers against `client` until the process stops or one of them ends, publishing into `store` (as
+/// Runs the operator's controllers against `client` (the leader's writes against `status.client`) until the process stops or one of them ends, publishing into `store` (as
 /// `publishing` says), registers the webhooks as `registration` says
 /// (trusting the CA bundle on `ca`) while this replica leads, and writes status as `status`
 /// says.
@@ -444,8 +457,11 @@ async fn run_controllers(
             bindings: mutating_bindings,
         },
     };
-    let (audit_client, audit_store, audit_stores) =
-        (client.clone(), store.clone(), stores.validating.clone());
+    let (audit_client, audit_store, audit_stores) = (
+        status.client.clone(),
+        store.clone(),
+        stores.validating.clone(),
+    );
     let ctx = Arc::new(
         policies::Context::new(
             client.clone(),
@@ -458,7 +474,7 @@ async fn run_controllers(
         .with_wildcard_operations(wildcard),
     );
     let writer = StatusWriter::new(
-        client.clone(),
+        status.client.clone(),
         status::Sources {
             stores,
             snapshot: store.clone(),
@@ -479,7 +495,14 @@ async fn run_controllers(
                 };
                 audit::run(audit_client, sources, status.leadership.clone(), a.config).await;
             }
-            None => std::future::pending().await,
+            None => {
+                audit::clear_while_off(
+                    audit_client,
+                    audit_stores.bindings,
+                    status.leadership.clone(),
+                )
+                .await;
+            }
         }
     };
     // Each runs for the life of the process: the first to end is logged and ends them all,
@@ -502,7 +525,7 @@ async fn run_controllers(
         () = namespaces::run(client.clone(), store) => "namespace watch",
         () = registration::watch_live(client.clone(), live_sender) => "webhook configuration watch",
         () = registration.keep_applied(
-            client,
+            status.client.clone(),
             Inputs {
                 sets,
                 ca,

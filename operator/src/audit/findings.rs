@@ -299,11 +299,15 @@ impl Findings {
         stale
     }
 
-    /// Whether every one of `resources` completed a scan since `since`.
-    pub fn completed_since(&self, resources: &[StoredAs], since: SystemTime) -> bool {
+    /// Whether every one of `resources` completed a scan since its time `since` says.
+    pub fn completed_since(
+        &self,
+        resources: &[StoredAs],
+        since: impl Fn(&StoredAs) -> SystemTime,
+    ) -> bool {
         resources
             .iter()
-            .all(|r| self.completed.get(r).is_some_and(|at| *at >= since))
+            .all(|r| self.completed.get(r).is_some_and(|at| *at >= since(r)))
     }
 
     /// One binding's audit: matched objects, its violations (every one, by namespace and name),

@@ -3,15 +3,19 @@
 //! resources and the audit's annotations. A write of a param no binding reads (any ConfigMap,
 //! when ConfigMap is a param kind) changes nothing here.
 
+use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
-use celgate_engine::model::{ParamKind, ValidatingBindingSpec};
+use celgate_engine::model::{LabelSelector, ParamKind, ValidatingBindingSpec};
+use celgate_snapshot::audit::StoredAs;
 use celgate_snapshot::{ParamKindEntry, ParamViews, Snapshot};
 use kube::ResourceExt;
 use serde_json::Value;
 
-use super::{Sources, targets};
+use super::findings::UnitKey;
+use super::targets::{Targets, Unit};
+use super::{Sources, key, targets};
 
 /// The inputs of a scan, compared to tell whether a new one starts. The bound validating
 /// policies are compared by compiled policy and binding spec, not by the published set: every
@@ -77,6 +81,89 @@ impl Inputs {
         }
     }
 }
+
+/// What deciding one unit reads: its compiled policy, its binding's spec, the params it may
+/// read, and the namespaces when it reads them.
+#[derive(Debug, PartialEq)]
+pub struct UnitInputs {
+    unit: UnitKey,
+    policy: usize,
+    binding: Vec<ValidatingBindingSpec>,
+    params: Vec<u64>,
+    namespaces: Option<usize>,
+}
+
+/// For each resource of `plan`, what deciding its objects reads: the inputs of each unit that
+/// may select it. A resource whose inputs are unchanged after a change elsewhere is not
+/// scanned again: what it found still holds.
+pub fn resource_inputs(
+    plan: &Targets,
+    snapshot: &Snapshot,
+) -> HashMap<StoredAs, Vec<Arc<UnitInputs>>> {
+    let namespaces = Arc::as_ptr(&snapshot.namespaces) as usize;
+    let units: Vec<(&Arc<Unit>, Arc<UnitInputs>)> = (plan.units.iter())
+        .map(|unit| {
+            let bound = unit.set.validating();
+            let inputs = UnitInputs {
+                unit: key(unit),
+                policy: bound.first().map_or(0, |b| Arc::as_ptr(&b.policy) as usize),
+                binding: (bound.iter())
+                    .flat_map(|b| b.bindings.iter().map(|b| ValidatingBindingSpec::clone(b)))
+                    .collect(),
+                params: (bound.iter())
+                    .flat_map(|b| {
+                        let kind = b.policy.spec.param_kind.as_ref();
+                        (b.bindings.iter())
+                            .map(move |binding| params_read(binding, kind, &snapshot.params))
+                    })
+                    .collect(),
+                namespaces: reads_namespaces(unit).then_some(namespaces),
+            };
+            (unit, Arc::new(inputs))
+        })
+        .collect();
+    (plan.resources.iter())
+        .map(|resource| {
+            let reading = (units.iter())
+                .filter(|(u, _)| u.resources.contains(resource))
+                .map(|(_, inputs)| inputs.clone())
+                .collect();
+            (resource.clone(), reading)
+        })
+        .collect()
+}
+
+/// Whether deciding `unit` reads the namespaces: a namespaceSelector in its policy's or its
+/// binding's match, or `namespaceObject` in one of its policy's expressions (a textual test: a
+/// false positive only costs a rescan).
+fn reads_namespaces(unit: &Unit) -> bool {
+    let selects = |selector: &LabelSelector| {
+        !selector.match_labels.is_empty() || !selector.match_expressions.is_empty()
+    };
+    unit.set.validating().iter().any(|bound| {
+        let spec = &bound.policy.spec;
+        let expressions = (spec.validations.iter())
+            .flat_map(|v| [Some(&v.expression), v.message_expression.as_ref()])
+            .flatten()
+            .chain(spec.audit_annotations.iter().map(|a| &a.value_expression))
+            .chain(spec.match_conditions.iter().map(|c| &c.expression))
+            .chain(spec.variables.iter().map(|v| &v.expression));
+        (spec.match_constraints.iter())
+            .chain(
+                bound
+                    .bindings
+                    .iter()
+                    .filter_map(|b| b.match_resources.as_ref()),
+            )
+            .any(|m| selects(&m.namespace_selector))
+            || expressions
+                .into_iter()
+                .any(|e| e.contains(NAMESPACE_OBJECT))
+    })
+}
+
+/// The CEL variable holding the request's namespace.
+const NAMESPACE_OBJECT: &str = "namespaceObject";
 
 /// A hash of the params `binding` may read (each by namespace, name and resourceVersion) and
 /// of how their kind's watch stands: those its `paramRef` names, in the namespace it names (in
@@ -186,6 +273,180 @@ mod tests {
             }),
             ..ValidatingBindingSpec::default()
         }
+    }
+
+    /// A unit of policy `name` (expression `expression`, ConfigMap params when `params`) whose
+    /// binding is `binding`, selecting `resource`.
+    fn unit(
+        name: &str,
+        expression: &str,
+        params: bool,
+        binding: ValidatingBindingSpec,
+        resource: &str,
+    ) -> Arc<Unit> {
+        let kind = params.then_some(("v1", "ConfigMap"));
+        let policy = crate::controllers::policy_set::compile(&crate::fixtures::policy(
+            name, 1, expression, kind,
+        ));
+        let bound = celgate_engine::BoundPolicy {
+            policy,
+            bindings: vec![Arc::new(ValidatingBindingSpec {
+                name: name.into(),
+                policy_name: name.into(),
+                ..binding
+            })],
+        };
+        Arc::new(Unit {
+            policy: Arc::from(name),
+            binding: Arc::from(name),
+            actions: "Deny".into(),
+            severity: None,
+            category: None,
+            resources: vec![StoredAs {
+                resource: resource.into(),
+                ..crate::fixtures::config_maps()
+            }],
+            set: Arc::new(celgate_engine::PolicySet::new(vec![bound], Vec::new())),
+        })
+    }
+
+    /// Four bindings, each alone on its resource: one reading a param (on `limited`), one
+    /// selecting namespaces (`selected`), one reading `namespaceObject` (`read`) and one
+    /// reading neither (`plain`); and a snapshot with the param and a ConfigMap no binding reads.
+    fn four_bindings() -> (Targets, Snapshot) {
+        let by_namespace = ValidatingBindingSpec {
+            match_resources: Some(celgate_engine::model::MatchResources {
+                namespace_selector: LabelSelector {
+                    match_labels: [("team".to_string(), "a".to_string())].into(),
+                    ..LabelSelector::default()
+                },
+                ..Default::default()
+            }),
+            ..ValidatingBindingSpec::default()
+        };
+        let units = vec![
+            unit(
+                "params",
+                "true",
+                true,
+                binding(Some("limits"), Some("params")),
+                "limited",
+            ),
+            unit("selector", "true", false, by_namespace, "selected"),
+            unit(
+                "reader",
+                "namespaceObject.metadata.name != 'x'",
+                false,
+                ValidatingBindingSpec::default(),
+                "read",
+            ),
+            unit(
+                "plain",
+                "object.metadata.name != 'x'",
+                false,
+                ValidatingBindingSpec::default(),
+                "plain",
+            ),
+        ];
+        let plan = Targets {
+            resources: units.iter().flat_map(|u| u.resources.clone()).collect(),
+            units,
+            ..Targets::default()
+        };
+        let snapshot = Snapshot {
+            params: Arc::new(views(&[("params", "limits", "1"), ("team", "other", "1")])),
+            ..Snapshot::default()
+        };
+        (plan, snapshot)
+    }
+
+    /// `snapshot` with the param the first binding reads changed.
+    fn param_changed(snapshot: &Snapshot) -> Snapshot {
+        Snapshot {
+            params: Arc::new(views(&[("params", "limits", "2"), ("team", "other", "1")])),
+            ..snapshot.clone()
+        }
+    }
+
+    #[test]
+    fn a_change_rescans_only_the_resources_of_the_bindings_that_read_it() {
+        let (plan, snapshot) = four_bindings();
+        let changed = |after: &Snapshot| {
+            let (before, after) = (
+                resource_inputs(&plan, &snapshot),
+                resource_inputs(&plan, after),
+            );
+            let mut changed: Vec<String> = (plan.resources.iter())
+                .filter(|r| before[*r] != after[*r])
+                .map(|r| r.resource.clone())
+                .collect();
+            changed.sort();
+            changed
+        };
+        // A param no binding reads changes nothing; the param one reads, only its resources.
+        let other = Snapshot {
+            params: Arc::new(views(&[("params", "limits", "1"), ("team", "other", "2")])),
+            ..snapshot.clone()
+        };
+        assert_eq!(changed(&other), Vec::<String>::new());
+        assert_eq!(changed(&param_changed(&snapshot)), ["limited"]);
+        // A namespace change: the resources of the bindings that select or read namespaces.
+        let namespaces = Snapshot {
+            namespaces: Arc::default(),
+            ..snapshot.clone()
+        };
+        assert_eq!(changed(&namespaces), ["read", "selected"]);
+    }
+
+    #[tokio::test]
+    async fn after_a_change_only_the_resources_reading_it_are_followed_anew() {
+        let (mut plan, snapshot) = four_bindings();
+        let mut followed = super::super::Followed::default();
+        let at = |s: u64| std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(s);
+        let names = |r: &[(StoredAs, super::super::Reads)]| -> Vec<String> {
+            let mut names: Vec<String> = r.iter().map(|(r, _)| r.resource.clone()).collect();
+            names.sort();
+            names
+        };
+        let first = {
+            let reads = resource_inputs(&plan, &snapshot);
+            followed.update(&mut plan, reads, at(10))
+        };
+        assert_eq!(names(&first), ["limited", "plain", "read", "selected"]);
+        let mut tasks = HashMap::new();
+        for (resource, reads) in first {
+            let task = tokio::spawn(std::future::pending::<()>());
+            followed.started(resource.clone(), reads, at(10), task.abort_handle());
+            tasks.insert(resource.resource, task);
+        }
+
+        // The param one binding reads changes: only its resource is listed and watched anew;
+        // the others' follows go on, and the plan's scan counts their scans since 10 s.
+        let again = {
+            let reads = resource_inputs(&plan, &param_changed(&snapshot));
+            followed.update(&mut plan, reads, at(20))
+        };
+        assert_eq!(names(&again), ["limited"]);
+        let since: HashMap<String, std::time::SystemTime> = (plan.since.iter())
+            .map(|(r, t)| (r.resource.clone(), *t))
+            .collect();
+        assert_eq!(since["limited"], at(20));
+        assert_eq!(since["plain"], at(10));
+        let limited = tasks.remove("limited").unwrap();
+        assert!(
+            limited.await.unwrap_err().is_cancelled(),
+            "the old follow stops"
+        );
+        tokio::task::yield_now().await;
+        assert!(tasks.values().all(|t| !t.is_finished()), "the others go on");
+
+        // After a full stop (the interval), every resource is followed anew.
+        followed.stop_all();
+        let all = {
+            let reads = resource_inputs(&plan, &snapshot);
+            followed.update(&mut plan, reads, at(30))
+        };
+        assert_eq!(names(&all), ["limited", "plain", "read", "selected"]);
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! created now?" ([`celgate_snapshot::audit`]), with the webhook's own dispatch and messages.
 //! Each resource is listed page by page (paced) and then watched, so an object fixed, created
 //! or deleted changes its results within seconds; objects are evaluated as they stream by and
-//! never kept. A change of policies, bindings, params, namespaces or served resources, and the
-//! interval, start a new scan. Results go to PolicyReports, each binding's `status.audit` and
+//! never kept. A change of policies, bindings, params, namespaces or served resources starts a
+//! new scan of the resources whose objects are decided on what changed (`inputs`); the
+//! interval, of every resource. Results go to PolicyReports, each binding's `status.audit` and
 //! the `celgate_audit_*` gauges (`writer`).
 
 mod findings;
@@ -13,7 +14,9 @@ mod reports;
 mod targets;
 mod writer;
 
-use std::collections::{BTreeMap, HashSet};
+pub use writer::clear_while_off;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -118,6 +121,10 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
         config.writes_per_second,
     ));
     let pacer = Arc::new(Pacer::new(config.pages_per_second));
+    let mut followed = Followed::default();
+    let mut kinds = JoinSet::new();
+    // Whether the next scan covers every resource (the first, and each after the interval).
+    let mut full = true;
     loop {
         let snapshot = sources.store.load();
         if !snapshot.ready {
@@ -133,25 +140,32 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
             }
         };
         let inputs = Inputs::now(&snapshot, sources);
-        let plan = Arc::new(targets::plan(
+        let mut plan = targets::plan(
             &snapshot,
             &sources.stores.policies,
             &sources.stores.bindings,
             &served,
             config.secrets,
-        ));
+        );
+        if std::mem::take(&mut full) {
+            followed.stop_all();
+        }
+        let now = SystemTime::now();
+        let reads = inputs::resource_inputs(&plan, &snapshot);
+        let rescanned = followed.update(&mut plan, reads, now);
+        let plan = Arc::new(plan);
         let keys: HashSet<UnitKey> = plan.units.iter().map(|u| key(u)).collect();
         lock(&findings).retain_units(&keys);
         info!(
             bindings = plan.units.len(),
             resources = plan.resources.len(),
+            rescanned = rescanned.len(),
             "audit scan starts"
         );
         let started = Instant::now();
-        plans.send_replace(Some((plan.clone(), SystemTime::now())));
-        let mut kinds = JoinSet::new();
-        for resource in &plan.resources {
-            kinds.spawn(follow(
+        plans.send_replace(Some((plan.clone(), now)));
+        for (resource, reads) in rescanned {
+            let task = kinds.spawn(follow(
                 client.clone(),
                 resource.clone(),
                 plan.clone(),
@@ -161,13 +175,17 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
                 sources.deps.clone(),
                 config.clone(),
             ));
+            followed.started(resource, reads, now, task);
         }
         let rescan_at = started + config.interval;
         let mut changed_at: Option<Instant> = None;
         loop {
             tokio::select! {
                 () = tokio::time::sleep(POLL) => {}
-                () = tokio::time::sleep_until(rescan_at) => break,
+                () = tokio::time::sleep_until(rescan_at) => {
+                    full = true;
+                    break;
+                }
             }
             let now = Inputs::now(&sources.store.load(), sources);
             if now != inputs {
@@ -178,7 +196,63 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
                 }
             }
         }
-        kinds.abort_all();
+        // Finished follows (aborted ones) are reaped; the others go on into the next plan.
+        while kinds.try_join_next().is_some() {}
+    }
+}
+
+/// What deciding the objects of one resource reads: the inputs of each binding selecting it.
+type Reads = Vec<Arc<inputs::UnitInputs>>;
+
+/// The resources followed (listed, then watched), each with what deciding its objects read
+/// when its follow started, and when that was.
+#[derive(Default)]
+struct Followed(HashMap<StoredAs, (Reads, SystemTime, tokio::task::AbortHandle)>);
+
+impl Followed {
+    /// Stops following every resource.
+    fn stop_all(&mut self) {
+        for (_, _, task) in self.0.values() {
+            task.abort();
+        }
+        self.0.clear();
+    }
+
+    /// For a new `plan` whose resources read `reads`: stops following the resources that left
+    /// it or whose reads changed, notes in the plan since when each of its resources is
+    /// followed (`now` for those to follow anew), and returns those with their reads. Only they
+    /// are scanned again: what the others found still holds.
+    fn update(
+        &mut self,
+        plan: &mut Targets,
+        mut reads: HashMap<StoredAs, Reads>,
+        now: SystemTime,
+    ) -> Vec<(StoredAs, Reads)> {
+        self.0.retain(|resource, (read, _, task)| {
+            let keep = reads.get(resource) == Some(read) && !task.is_finished();
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
+        plan.since = (plan.resources.iter())
+            .map(|r| (r.clone(), self.0.get(r).map_or(now, |(_, since, _)| *since)))
+            .collect();
+        (plan.resources.iter())
+            .filter(|r| !self.0.contains_key(*r))
+            .map(|r| (r.clone(), reads.remove(r).unwrap_or_default()))
+            .collect()
+    }
+
+    /// `resource` is followed by `task` since `since`, reading `reads`.
+    fn started(
+        &mut self,
+        resource: StoredAs,
+        reads: Reads,
+        since: SystemTime,
+        task: tokio::task::AbortHandle,
+    ) {
+        self.0.insert(resource, (reads, since, task));
     }
 }
 

@@ -3,8 +3,9 @@
 //! rule of those policies could select (never the reports, Events or Leases; Secrets only when
 //! asked), and the bindings not audited that still carry a `status.audit`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use celgate_crds::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use celgate_engine::{BoundPolicy, PolicySet};
@@ -52,6 +53,9 @@ pub struct Targets {
     /// Bindings not audited whose `status.audit` is set (by this replica or an earlier
     /// leader): it is removed.
     pub stale_status: Vec<String>,
+    /// Since when each resource has been followed (unchanged) for this plan: its scan is
+    /// complete once each completed a scan since then (since the plan, for one not here).
+    pub since: HashMap<StoredAs, SystemTime>,
 }
 
 /// Whether `binding` has opted out of the audit.
@@ -127,6 +131,7 @@ pub fn plan(
         units,
         resources: all.into_iter().collect(),
         stale_status,
+        since: HashMap::new(),
     }
 }
 

@@ -14,7 +14,8 @@ use celgate_crds::{AuditStatus, AuditViolation, ValidatingAdmissionPolicyBinding
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
-use kube::{Client, Resource};
+use kube::runtime::reflector::Store;
+use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior};
@@ -26,6 +27,7 @@ use super::targets::{Targets, Unit};
 use super::{Shared, key, lock};
 use crate::metrics;
 use crate::retry::{self, Backoff};
+use crate::serving::leader::Leadership;
 
 /// How many violating objects a binding's status lists.
 pub const LISTED_VIOLATIONS: usize = 10;
@@ -126,7 +128,9 @@ pub async fn run(
                     None
                 }
             };
-            let complete = lock(&findings).completed_since(&plan.resources, planned);
+            let complete = lock(&findings).completed_since(&plan.resources, |r| {
+                plan.since.get(r).copied().unwrap_or(planned)
+            });
             if complete && pruned_plan != Some(planned) {
                 match reports.list().await {
                     Ok(list) => {
@@ -227,6 +231,42 @@ pub async fn run(
         }
         if failed {
             lock(&findings).retry_status();
+        }
+    }
+}
+
+/// How often, with the audit off, the leader looks for a `status.audit` to remove.
+const OFF_PERIOD: Duration = Duration::from_secs(5);
+
+/// With the audit off (`--audit=false`): while this replica leads, removes `status.audit` from
+/// every binding in `bindings` that carries one (an earlier run's), looking every
+/// [`OFF_PERIOD`]; one that cannot be removed is tried again the next time.
+pub async fn clear_while_off(
+    client: Client,
+    bindings: Store<ValidatingAdmissionPolicyBinding>,
+    mut leadership: Leadership,
+) {
+    let mut tick = tokio::time::interval(OFF_PERIOD);
+    tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    loop {
+        if leadership.wait_for(|leads| *leads).await.is_err() {
+            return;
+        }
+        tick.tick().await;
+        let audited: Vec<String> = (bindings.state().iter())
+            .filter(|b| b.status.as_ref().is_some_and(|s| s.audit.is_some()))
+            .map(|b| b.name_any())
+            .collect();
+        for binding in audited {
+            match clear_status(&client, &binding).await {
+                Ok(()) => {
+                    info!(%binding, "the audit is off: removed the status.audit an earlier run wrote")
+                }
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                Err(e) => {
+                    warn!(error = %e, %binding, "the audit is off: cannot remove a binding's status.audit; retrying");
+                }
+            }
         }
     }
 }
@@ -488,6 +528,7 @@ mod tests {
             units: vec![unit.clone()],
             resources: vec![fixtures::config_maps()],
             stale_status: Vec::new(),
+            ..Targets::default()
         };
         let calls = write(
             findings,
@@ -517,6 +558,7 @@ mod tests {
             units: vec![unit],
             resources: vec![fixtures::config_maps()],
             stale_status: Vec::new(),
+            ..Targets::default()
         };
         let calls = write(
             Findings::default(),
@@ -553,6 +595,7 @@ mod tests {
             units: vec![unit()],
             resources: vec![fixtures::config_maps()],
             stale_status: Vec::new(),
+            ..Targets::default()
         };
         plans.send_replace(Some((Arc::new(plan), SystemTime::now())));
         server
@@ -572,6 +615,7 @@ mod tests {
             units: Vec::new(),
             resources: Vec::new(),
             stale_status: vec!["opted-out".to_string()],
+            ..Targets::default()
         };
         let calls = write(
             Findings::default(),
@@ -584,5 +628,53 @@ mod tests {
             .filter(|(m, p)| *m == Method::PATCH && p.ends_with("/opted-out/status"))
             .collect();
         assert_eq!(clears.len(), 1, "cleared once: {calls:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_the_audit_off_the_leader_removes_an_earlier_runs_status_audit() {
+        let binding = |name: &str, audited: bool| {
+            let mut b = fixtures::binding_json(name, "p");
+            if audited {
+                b["status"] = json!({"audit": {"scanned": 3, "violations": 1}});
+            }
+            serde_json::from_value::<ValidatingAdmissionPolicyBinding>(b).unwrap()
+        };
+        let (bindings, mut stored) = kube::runtime::reflector::store();
+        for b in [binding("audited", true), binding("never", false)] {
+            stored.apply_watcher_event(&kube::runtime::watcher::Event::Apply(b));
+        }
+        let (client, mut server) = fixtures::pair();
+        let (leading, leadership) = watch::channel(false);
+        let clearing = tokio::spawn(clear_while_off(client, bindings, leadership));
+        let calls = std::cell::RefCell::new(Vec::new());
+        let mut answer = |call: &fixtures::Call| {
+            calls
+                .borrow_mut()
+                .push((call.method.clone(), call.path.clone(), call.body.clone()));
+            Reply::Json(200, fixtures::binding_json("audited", "p"))
+        };
+        // Not leading: nothing is written.
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(20)))
+            .await;
+        assert!(calls.borrow().is_empty(), "{calls:?}");
+        leading.send_replace(true);
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(1)))
+            .await;
+        clearing.abort();
+        let calls = calls.into_inner();
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        let (method, path, body) = &calls[0];
+        assert_eq!(*method, Method::PATCH);
+        assert_eq!(
+            path,
+            "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/audited/status"
+        );
+        assert_eq!(
+            body["status"],
+            json!({}),
+            "an apply without the audit's fields"
+        );
     }
 }

@@ -3,9 +3,10 @@
 //! frozen). Only what a binding's paramRef can select is watched and kept: a named param by its
 //! name, a selector by its labels, in the paramRef's namespace (every namespace only when it
 //! names none, as the request's namespace is then used); bindings selecting the same share one
-//! watch. What is kept of a kind is bounded in bytes (`--param-max-mib`): past the bound its
-//! objects are dropped and its bindings fail under their failurePolicy, saying why, until the
-//! selection shrinks. Each watch event updates only the object it names.
+//! watch. What is kept of every kind together is bounded in bytes (`--param-max-mib`): a kind
+//! whose selection would pass the bound has its objects dropped and its bindings fail under
+//! their failurePolicy, saying why, until it fits again (its selection shrinks, or another
+//! kind's does). Each watch event updates only the object it names.
 //!
 //! Whether a kind is served is asked of discovery, and only a definite answer that it is not
 //! (the API server's 404, or a group version without the kind) marks it NotServed, which fails
@@ -16,7 +17,7 @@
 //! (a kind already listed keeps its objects, as after any other failure).
 
 use std::collections::{BTreeSet, HashMap};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use celgate_engine::model::{LabelSelector, ParamKind, ParamRef};
 use celgate_engine::{ParamObjects, PolicySet};
@@ -27,6 +28,7 @@ use kube::discovery::{self, Scope};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, ResourceExt};
 use serde_json::Value;
+use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
@@ -146,23 +148,75 @@ struct Running {
     task: JoinHandle<()>,
 }
 
+/// The bytes (as JSON) of param objects kept by every kind together, against one bound.
+struct Budget {
+    max: usize,
+    kept: Mutex<HashMap<ParamKey, usize>>,
+    /// Counts the times a kind kept less than before, so a kind over the bound checks again.
+    freed: watch::Sender<u64>,
+}
+
+impl Budget {
+    fn new(max: usize) -> Arc<Self> {
+        Arc::new(Self {
+            max,
+            kept: Mutex::new(HashMap::new()),
+            freed: watch::channel(0).0,
+        })
+    }
+
+    /// What `key` may keep besides what the other kinds keep.
+    fn room(&self, key: &ParamKey) -> usize {
+        let kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let others: usize = (kept.iter())
+            .filter(|(k, _)| *k != key)
+            .map(|(_, bytes)| *bytes)
+            .sum();
+        self.max.saturating_sub(others)
+    }
+
+    /// `key` keeps `bytes` now (`None`: it is no longer watched).
+    fn keep(&self, key: &ParamKey, bytes: Option<usize>) {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let before = match bytes {
+            Some(bytes) => kept.insert(key.clone(), bytes),
+            None => kept.remove(key),
+        };
+        if before.unwrap_or(0) > bytes.unwrap_or(0) {
+            self.freed.send_modify(|n| *n = n.wrapping_add(1));
+        }
+    }
+}
+
+/// One kind's part of the [`Budget`], given back when its watch ends or is aborted.
+struct Share {
+    budget: Arc<Budget>,
+    key: ParamKey,
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        self.budget.keep(&self.key, None);
+    }
+}
+
 /// The running param watches.
 pub struct ParamWatches {
     client: Client,
     identity: Identity,
     store: Arc<SnapshotStore>,
-    max_bytes: usize,
+    budget: Arc<Budget>,
     running: HashMap<ParamKey, Running>,
 }
 
 impl ParamWatches {
-    /// No watches yet; each kind keeps at most `max_bytes` of objects (as JSON).
+    /// No watches yet; every kind together keeps at most `max_bytes` of objects (as JSON).
     pub fn new(client: Client, store: Arc<SnapshotStore>, max_bytes: usize) -> Self {
         Self {
             identity: Identity::new(client.clone()),
             client,
             store,
-            max_bytes,
+            budget: Budget::new(max_bytes),
             running: HashMap::new(),
         }
     }
@@ -197,7 +251,10 @@ impl ParamWatches {
                 identity: self.identity.clone(),
                 key: key.clone(),
                 scopes: scopes.iter().cloned().collect(),
-                max_bytes: self.max_bytes,
+                share: Share {
+                    budget: self.budget.clone(),
+                    key: key.clone(),
+                },
                 shown: ParamKindEntry::Syncing,
                 forbidden_logged: None,
             };
@@ -222,8 +279,8 @@ struct Kind {
     key: ParamKey,
     /// What the bindings select, each followed by a watch of its own.
     scopes: Vec<Selects>,
-    /// The most bytes (as JSON) of objects kept.
-    max_bytes: usize,
+    /// What it may keep of the bound all kinds share.
+    share: Share,
     shown: ParamKindEntry,
     /// The last forbidden message logged, until the kind lists again (so a retry that is
     /// forbidden the same way is not logged again).
@@ -300,12 +357,30 @@ impl Kind {
         });
         let mut events = stream::select_all(watches);
         let mut selected = Selected::new(self.scopes.len(), namespaced);
-        while let Some((scope, event)) = events.next().await {
+        let mut freed = self.share.budget.freed.subscribe();
+        loop {
+            let event = tokio::select! {
+                event = events.next() => event,
+                // Another kind keeps less: one over the bound checks whether it fits now.
+                Ok(()) = freed.changed(), if selected.over.is_some() => {
+                    selected.check(self.room());
+                    if selected.over.is_none() {
+                        info!(api_version = %self.key.0, kind = %self.key.1, "the selected params fit again; listing them afresh");
+                        return;
+                    }
+                    continue;
+                }
+            };
+            let Some((scope, event)) = event else {
+                return;
+            };
             match event {
                 Ok(event) => {
                     if self.take(&mut selected, scope, event) {
                         retry.reset();
                     }
+                    let kept = selected.over.map_or(selected.bytes, |_| 0);
+                    self.share.budget.keep(&self.key, Some(kept));
                     if selected.over.is_none() && selected.dropped {
                         info!(api_version = %self.key.0, kind = %self.key.1, "the selected params fit again; listing them afresh");
                         return;
@@ -355,7 +430,7 @@ impl Kind {
             }
             watcher::Event::InitDone => {
                 let listed = selected.relisting[scope].take().unwrap_or_default();
-                selected.forget_unlisted(scope, &listed, self.max_bytes);
+                selected.forget_unlisted(scope, &listed, self.room());
                 selected.listed[scope] = true;
             }
             watcher::Event::Apply(object) => {
@@ -364,7 +439,7 @@ impl Kind {
             }
             watcher::Event::Delete(object) => {
                 let key = selected.key_of(&object);
-                selected.release(scope, &key, self.max_bytes);
+                selected.release(scope, &key, self.room());
             }
         }
         if !selected.listed.iter().all(|l| *l) {
@@ -372,7 +447,7 @@ impl Kind {
         }
         match &selected.over {
             Some(bytes) => {
-                let message = too_large(&self.key, *bytes, self.max_bytes);
+                let message = too_large(&self.key, *bytes, self.room(), self.share.budget.max);
                 if !matches!(&self.shown, ParamKindEntry::TooLarge(m) if **m == *message) {
                     warn!(api_version = %self.key.0, kind = %self.key.1, "{message}");
                     self.show(ParamKindEntry::TooLarge(message.into()));
@@ -393,12 +468,18 @@ impl Kind {
         object: &DynamicObject,
     ) {
         let size = encoded_len(object);
-        let value = if selected.fits(&key, size, self.max_bytes) {
+        let room = self.room();
+        let value = if selected.fits(&key, size, room) {
             self.param_value(object)
         } else {
             None
         };
-        selected.apply(scope, key, size, value, self.max_bytes);
+        selected.apply(scope, key, size, value, room);
+    }
+
+    /// The bytes this kind may keep: the bound less what the other kinds keep.
+    fn room(&self) -> usize {
+        self.share.budget.room(&self.key)
     }
 
     /// A param object as policies read it, with apiVersion and kind from the paramKind (as
@@ -580,17 +661,27 @@ fn encoded_len(object: &DynamicObject) -> usize {
     count.0
 }
 
-/// The message of a kind whose selected objects are more than celgate keeps.
-fn too_large(key: &ParamKey, bytes: usize, max: usize) -> String {
+/// The message of a kind whose selected objects are more than the `room` left of the `max`
+/// celgate keeps of every param kind together.
+fn too_large(key: &ParamKey, bytes: usize, room: usize, max: usize) -> String {
     const MIB: f64 = 1024.0 * 1024.0;
+    let bound = if room < max {
+        format!(
+            "the {:.1} MiB left (other param kinds keep {:.1} MiB) of the {:.0} MiB",
+            room as f64 / MIB,
+            (max - room) as f64 / MIB,
+            max as f64 / MIB
+        )
+    } else {
+        format!("the {:.0} MiB", max as f64 / MIB)
+    };
     format!(
-        "the {} objects ({}) the bindings' paramRefs select take {:.1} MiB, more than the {:.0} \
-         MiB celgate keeps of a param kind (--param-max-mib): select fewer (a paramRef \
-         namespace, name or narrower selector) or raise the limit",
+        "the {} objects ({}) the bindings' paramRefs select take {:.1} MiB, more than {bound} \
+         celgate keeps of params (--param-max-mib): select fewer (a paramRef namespace, name or \
+         narrower selector) or raise the limit",
         key.1,
         key.0,
         bytes as f64 / MIB,
-        max as f64 / MIB
     )
 }
 
@@ -779,7 +870,12 @@ mod tests {
     /// How the store shows the kind: `absent`, `syncing`, `not served`, `forbidden`, or `ready` with its
     /// objects' `data.max` by name.
     fn shown(snapshot: &Snapshot) -> String {
-        match snapshot.params.entry(KIND.0, KIND.1) {
+        shown_of(snapshot, KIND)
+    }
+
+    /// How the store shows the param kind `kind`, as [`shown`] says.
+    fn shown_of(snapshot: &Snapshot, kind: (&str, &str)) -> String {
+        match snapshot.params.entry(kind.0, kind.1) {
             None => "absent".into(),
             Some(ParamKindEntry::Syncing) => "syncing".into(),
             Some(ParamKindEntry::NotServed) => "not served".into(),
@@ -1170,7 +1266,7 @@ mod tests {
             assert_eq!(
                 message,
                 "the Widget objects (example.com/v1) the bindings' paramRefs select take 1.2 MiB, \
-                 more than the 1 MiB celgate keeps of a param kind (--param-max-mib): select \
+                 more than the 1 MiB celgate keeps of params (--param-max-mib): select \
                  fewer (a paramRef namespace, name or narrower selector) or raise the limit"
             );
             let kind = celgate_engine::model::ParamKind {
@@ -1195,6 +1291,98 @@ mod tests {
                 )
                 .await;
             assert_eq!(seen, "ready w1=1");
+        })
+        .await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_bound_is_shared_by_every_kind_and_a_kind_past_it_fits_once_another_shrinks() {
+        const GADGET: (&str, &str) = ("example.com/v1", "Gadget");
+        const GADGETS: &str = "/apis/example.com/v1/gadgets";
+        bounded(async {
+            let (client, mut api) = fixtures::pair();
+            let store = SnapshotStore::new();
+            let big = |kind: &str, name: &str| {
+                let mut object = widget(name, 1);
+                object["kind"] = kind.into();
+                object["data"]["pad"] = "x".repeat(600 * 1024).into();
+                object
+            };
+            let answer = |widgets: Vec<Value>, gadgets: Vec<Value>| {
+                move |call: &fixtures::Call| match (call.path.as_str(), call.is_watch()) {
+                    (LOOKUP, _) => Reply::Json(
+                        200,
+                        json!({"kind": "APIResourceList", "apiVersion": "v1",
+                               "groupVersion": "example.com/v1", "resources": [
+                            {"name": "widgets", "singularName": "widget", "namespaced": true,
+                             "kind": "Widget", "verbs": ["get", "list", "watch"]},
+                            {"name": "gadgets", "singularName": "gadget", "namespaced": true,
+                             "kind": "Gadget", "verbs": ["get", "list", "watch"]}]}),
+                    ),
+                    (WIDGETS | GADGETS, true) => Reply::Hold,
+                    (WIDGETS, false) => Reply::Json(200, fixtures::list(widgets.clone())),
+                    (GADGETS, false) => Reply::Json(200, fixtures::list(gadgets.clone())),
+                    (path, _) => panic!("unexpected call to {path}"),
+                }
+            };
+            let gadget = |expected: &'static str| {
+                let store = store.clone();
+                async move {
+                    let deadline = Instant::now() + Duration::from_secs(600);
+                    (store.wait_until(deadline, |s| shown_of(s, GADGET) == expected)).await;
+                }
+            };
+            // Room for one big object, of whichever kind: each kind alone fits.
+            let mut watches = ParamWatches::new(client, store.clone(), 1024 * 1024);
+            watches.sync(&using(&[KIND]));
+            api.serve_until(
+                answer(vec![big("Widget", "w1")], vec![]),
+                shows(&store, "ready w1=1"),
+            )
+            .await;
+
+            // A second kind whose selection fits the bound alone, not beside the first's.
+            watches.sync(&using(&[KIND, GADGET]));
+            api.serve_until(
+                answer(vec![big("Widget", "w1")], vec![big("Gadget", "g1")]),
+                gadget("too large"),
+            )
+            .await;
+            let message = match store.load().params.entry(GADGET.0, GADGET.1) {
+                Some(ParamKindEntry::TooLarge(m)) => m.to_string(),
+                other => panic!("{other:?}"),
+            };
+            assert_eq!(
+                message,
+                "the Gadget objects (example.com/v1) the bindings' paramRefs select take 0.6 MiB, \
+                 more than the 0.4 MiB left (other param kinds keep 0.6 MiB) of the 1 MiB \
+                 celgate keeps of params (--param-max-mib): select fewer (a paramRef namespace, \
+                 name or narrower selector) or raise the limit"
+            );
+            assert_eq!(
+                shown(&store.load()),
+                "ready w1=1",
+                "the first kind keeps its params"
+            );
+
+            // The Widget is deleted: the Gadget fits now, and is listed afresh at once (not
+            // when its watch next restarts).
+            let deleted = Instant::now();
+            api.end_watches(
+                WIDGETS,
+                &[json!({"type": "DELETED", "object": big("Widget", "w1")})],
+            );
+            api.serve_until(
+                answer(vec![], vec![big("Gadget", "g1")]),
+                gadget("ready g1=1"),
+            )
+            .await;
+            assert!(
+                deleted.elapsed() < Duration::from_secs(5),
+                "{:?}",
+                deleted.elapsed()
+            );
+            assert_eq!(shown(&store.load()), "ready ");
         })
         .await;
     }

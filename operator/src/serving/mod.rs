@@ -4,5 +4,6 @@
 
 pub mod cert_watch;
 pub mod certs;
+pub mod fence;
 pub mod leader;
 pub mod registration;
