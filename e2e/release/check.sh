@@ -3,9 +3,10 @@
 # image (a text file in place of the binary, both architectures, FROM celgate's Containerfile):
 # assemble.sh writes the folder (chart packaged with the index's digest, SHA256SUMS signed with a
 # throwaway key), publish.sh pushes the image and the chart to a loopback registry (Debian's
-# docker-registry) and signs and verifies both; then a changed file fails verify-sums.sh, and the
-# throwaway key's folder is refused by publish.sh under another key. The release build itself is
-# `make release`, outside CI's time budget.
+# docker-registry) and signs and verifies both, and the chart from oci:// pinned by digest renders
+# the image by its digest; then a changed file fails verify-sums.sh, and the throwaway key's folder
+# is refused by publish.sh under another key. The release build itself is `make release`, outside
+# CI's time budget.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -45,8 +46,17 @@ docker-registry serve "$work/registry.yaml" >"$work/registry.log" 2>&1 &
 registry_pid=$!
 for _ in $(seq 100); do curl -sf "http://127.0.0.1:$port/v2/" >/dev/null && break; sleep 0.1; done
 "$here/publish.sh" "$out" "127.0.0.1:$port/check"
-grep -qx "IMAGE=127.0.0.1:$port/check/celgate@$(cat "$out/celgate-$version-image.digest")" "$out/published.env" \
+digest=$(cat "$out/celgate-$version-image.digest")
+grep -qx "IMAGE=127.0.0.1:$port/check/celgate@$digest" "$out/published.env" \
   || { echo "release/check.sh: published.env does not name the image by the folder's digest" >&2; exit 1; }
+# As a user installs it: the chart from oci:// pinned by digest (and its tag checked against it)
+# renders the image by the release's digest.
+chart=$(sed -n 's/^CHART=//p' "$out/published.env")
+kube_version=$(. "$root/e2e/cluster/versions.env" && echo "$K8S_VERSION")
+"$("$root/e2e/cluster/build-helm.sh")" template celgate "$chart" --version "$version" --plain-http \
+  --namespace celgate-system --kube-version "$kube_version" --set image.repository=127.0.0.1:$port/check/celgate \
+  | grep -qF "image: \"127.0.0.1:$port/check/celgate@$digest\"" \
+  || { echo "release/check.sh: $chart does not render the image as …@$digest" >&2; exit 1; }
 
 # What must fail, and why: a changed file, and a folder signed by another key.
 echo tampered >> "$out/celgate-$version-linux-amd64"
