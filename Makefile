@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit docs e2e e2e-node node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-audit bench-e2e bench-bindings deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
+.PHONY: help build test unit docs e2e e2e-node e2e-node-release release release-check node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-audit bench-e2e bench-bindings deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -34,6 +34,12 @@ e2e-node: deps ## celgate as its Deployment on a real node (kubelet, containerd,
 	e2e/node/build.sh >/dev/null
 	$(CARGO) test -p celgate-e2e --test node -- --nocapture
 
+e2e-node-release: deps ## The real node's suite with a release folder (make release): published to the node's registry, signatures verified, the chart installed from oci:// by digest; VERSION or RELEASE_DIR
+	@[ -f "$(RELEASE_DIR)/SHA256SUMS" ] || { echo "make e2e-node-release: no release in $(RELEASE_DIR): make release VERSION=… first (or set RELEASE_DIR)" >&2; exit 1; }
+	e2e/cluster/build.sh >/dev/null
+	e2e/node/build.sh >/dev/null
+	CELGATE_RELEASE=$(RELEASE_DIR) $(CARGO) test -p celgate-e2e --test node -- --nocapture
+
 # The node's state directory: short, containerd's socket paths must stay under 108 bytes.
 LOCAL_NODE ?= /tmp/celgate-local-node
 node-up: deps ## Start a one-node cluster (control plane, kube-scheduler, kubelet, kube-proxy, a loopback registry) in LOCAL_NODE and print `export KUBECONFIG=… REGISTRY=…`; needs root
@@ -57,6 +63,18 @@ helm-test: deps ## The chart: helm lint --strict, renders compared with config/d
 
 image: ## The container image (static binaries, FROM scratch) for linux/amd64 and linux/arm64: an OCI archive and SBOMs in target/image/; prints its reference
 	@CARGO=$(CARGO) e2e/image/build.sh
+
+# `make release VERSION=0.1.0 [REGISTRY=registry.example/celgate]` (docs/release.md); VERSION must be
+# Cargo.toml's. Outside CI: the image's release build takes tens of minutes.
+VERSION ?=
+REGISTRY ?=
+RELEASE_DIR ?= $(abspath $(or $(CARGO_TARGET_DIR),target))/release-$(VERSION)
+release: ## Everything a user pulls in <target>/release-VERSION/: the two-architecture image (release build), CLI binaries, SBOMs, the chart, SHA256SUMS signed; with REGISTRY, the image and chart pushed there and signed
+	@[ -n "$(VERSION)" ] || { echo "make release: set VERSION (Cargo.toml's version)" >&2; exit 1; }
+	@CARGO=$(CARGO) e2e/release/build.sh $(VERSION) $(REGISTRY) >/dev/null
+
+release-check: ## The release's packaging and signing on a tiny stand-in folder (seconds; CI runs it after make test)
+	e2e/release/check.sh
 
 monitoring-rules: deps ## promtool check and test the alert rules (config/monitoring); part of make e2e
 	$(CARGO) test -p celgate-e2e --test monitoring alert_rules

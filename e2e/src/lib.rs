@@ -19,6 +19,7 @@ pub mod fixture;
 pub mod generated;
 pub mod log;
 pub mod node;
+pub mod release;
 pub mod scan_fixture;
 pub mod schemas;
 

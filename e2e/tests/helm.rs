@@ -831,6 +831,27 @@ fn the_helm_test_hook_runs_celgate_probe_with_celgate_s_image() {
     }
 }
 
+/// A released chart pins its image by digest (make release sets `image.digest`): the Deployment
+/// and the helm test pod run `repository@digest`, whatever the tag.
+#[test]
+fn an_image_digest_pins_the_deployment_and_the_test_pod() {
+    let digest = format!("sha256:{}", "0123456789abcdef".repeat(4));
+    let args = [
+        "--set=image.repository=registry.example/celgate,image.tag=1.2.3",
+        &format!("--set=image.digest={digest}"),
+    ];
+    let pinned = format!("registry.example/celgate@{digest}");
+    assert_eq!(container(&helm_template(&args))["image"], pinned.as_str());
+    let out = helm_template_in(
+        NAMESPACE,
+        &[args[0], args[1], "--show-only=templates/tests/probe.yaml"],
+    );
+    assert_success("helm template --show-only probe", &out);
+    let hooks = objects(&String::from_utf8_lossy(&out.stdout));
+    let pod = get(&hooks, "Pod", NAMESPACE, "celgate-test");
+    assert_eq!(pod["spec"]["containers"][0]["image"], pinned.as_str());
+}
+
 #[test]
 fn wrong_values_fail_with_what_is_allowed() {
     for (set, message) in [
@@ -844,6 +865,7 @@ fn wrong_values_fail_with_what_is_allowed() {
         ("replica=3", "replica"),
         ("neverSent={events,pods}", "/neverSent/1"),
         ("extraArgs={run}", "/extraArgs/0"),
+        ("image.digest=1.2.3", "/image/digest"),
         // one value against another (templates/_helpers.tpl)
         (
             "monitoring.podMonitor.enabled=true,monitoring.serviceMonitor.enabled=true",

@@ -16,6 +16,12 @@
 //!    same with the chart, which keeps its CRDs; with them and the namespace deleted, nothing is
 //!    left.
 //!
+//! With CELGATE_RELEASE=<release folder> (`make e2e-node-release`) the suite runs the release
+//! instead of images it builds: published to the node's registry (e2e/release/publish.sh), its
+//! checksums and the image's and chart's signatures verified first (celgate_e2e::release), the
+//! image by digest and, for the updates, by its version's tag (the same index); the chart from
+//! `oci://` pinned by digest. Every running Pod's image is the release's index.
+//!
 //! Needs root (the kubelet). Run by `make e2e-node`; `make e2e` skips it.
 
 // A test fails on the first thing that goes wrong.
@@ -27,6 +33,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use celgate_e2e::node::{Node, text};
+use celgate_e2e::release::Release;
 use celgate_e2e::{CRDS, SERVICE_ACCOUNT_USER, curl, dry_run_deployment, wait_for, workspace};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -74,8 +81,8 @@ spec:
       matchLabels: {kubernetes.io/metadata.name: node-load}
 "#;
 
-/// Copies config/ under `dir` and points config/default's `images:` at `image` (`name:tag`), as
-/// `kustomize edit set image` would; returns the copy's config/default.
+/// Copies config/ under `dir` and points config/default's `images:` at `image` (`name:tag` or
+/// `name@sha256:…`), as `kustomize edit set image` would; returns the copy's config/default.
 fn kustomization(dir: &Path, image: &str) -> PathBuf {
     fn copy(from: &Path, to: &Path) {
         std::fs::create_dir_all(to).unwrap();
@@ -97,12 +104,18 @@ fn kustomization(dir: &Path, image: &str) -> PathBuf {
     let (resources, _) = original
         .split_once("\nimages:\n")
         .expect("config/default/kustomization.yaml ends with its images: entry");
-    let (name, tag) = image
-        .rsplit_once(':')
-        .expect("an image reference with a tag");
+    let entry = match image.split_once('@') {
+        Some((name, digest)) => format!("newName: {name}\n  digest: {digest}"),
+        None => {
+            let (name, tag) = image
+                .rsplit_once(':')
+                .expect("an image reference with a tag");
+            format!("newName: {name}\n  newTag: {tag}")
+        }
+    };
     std::fs::write(
         &file,
-        format!("{resources}\nimages:\n- name: celgate\n  newName: {name}\n  newTag: {tag}\n"),
+        format!("{resources}\nimages:\n- name: celgate\n  {entry}\n"),
     )
     .unwrap();
     config.join("default")
@@ -159,8 +172,9 @@ fn rolled_out(node: &Node, limit: Duration) {
     );
 }
 
-/// The running, ready celgate Pods run `image`, two of them, on the node.
-fn assert_serving(node: &Node, image: &str) -> Vec<Value> {
+/// The running, ready celgate Pods run `image`, two of them, on the node; with a release, the
+/// image the node pulled is the release's index (`digest`).
+fn assert_serving(node: &Node, image: &str, digest: Option<&str>) -> Vec<Value> {
     let pods = pods(node);
     let running: Vec<&Value> = pods
         .iter()
@@ -172,6 +186,15 @@ fn assert_serving(node: &Node, image: &str) -> Vec<Value> {
         assert_eq!(pod["spec"]["nodeName"], "celgate-node");
         assert_eq!(pod["status"]["phase"], "Running");
         assert_eq!(pod["spec"]["containers"][0]["image"], image);
+        if let Some(digest) = digest {
+            let pulled = pod["status"]["containerStatuses"][0]["imageID"]
+                .as_str()
+                .unwrap_or_default();
+            assert!(
+                pulled.ends_with(&format!("@{digest}")),
+                "the Pod runs {pulled}, not the release's {digest}"
+            );
+        }
     }
     running.into_iter().cloned().collect()
 }
@@ -678,8 +701,16 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
     let started = Instant::now();
     let node = Node::start();
     let client = node.client().await;
-    let first = node.push_celgate("node-1");
-    let next = node.push_celgate("node-2");
+    let release = Release::from_env().map(|dir| {
+        let release = Release::publish(&node, &dir);
+        release.verify_as_a_user(&node.dir().join("other-key"));
+        release
+    });
+    let (first, next) = match &release {
+        Some(r) => (r.image.clone(), r.image_by_tag.clone()),
+        None => (node.push_celgate("node-1"), node.push_celgate("node-2")),
+    };
+    let digest = release.as_ref().map(|r| r.image_digest.as_str());
     eprintln!(
         "images: {first}, {next} ({:.0?} since the start)",
         started.elapsed()
@@ -691,7 +722,7 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
     let default = default.to_str().unwrap();
     node.kubectl_ok(&["apply", "-k", default]);
     rolled_out(&node, Duration::from_secs(180));
-    let running = assert_serving(&node, &first);
+    let running = assert_serving(&node, &first, digest);
     apply_policies(&node);
     assert_denial_through_the_service(&node, &client).await;
     assert_in_cluster_duties(&node, &running).await;
@@ -747,7 +778,7 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
         .await
     };
     report("rolling update node-1 → node-2", &counts, took);
-    let running = assert_serving(&node, &next);
+    let running = assert_serving(&node, &next, digest);
     let victim = running[0]["metadata"]["name"].as_str().unwrap().to_string();
     let (counts, took) = {
         let kubectl = node.bin.join("kubectl");
@@ -784,7 +815,7 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
         .await
     };
     report("one Pod deleted", &counts, took);
-    assert_serving(&node, &next);
+    assert_serving(&node, &next, digest);
 
     // 3. kubectl delete -k leaves nothing.
     delete_policies(&node);
@@ -799,30 +830,64 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
         assert!(out.status.success(), "{}", text(&out));
         PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
     };
-    let (repository, first_tag) = first.rsplit_once(':').unwrap();
-    let next_tag = next.rsplit_once(':').unwrap().1;
+    // The chart and how the image is chosen: the checkout's chart with the built images' tags,
+    // or the release's from oci:// pinned by digest (its image.digest pins the release's image,
+    // only the repository is the user's), upgraded to the image by its version's tag.
+    let (chart, install_values, upgrade_values) = match &release {
+        Some(r) => (
+            vec![
+                r.chart.clone(),
+                "--version".into(),
+                r.version.clone(),
+                "--plain-http".into(),
+            ],
+            vec![format!("image.repository={}", r.repository)],
+            vec![
+                "image.digest=".to_string(),
+                format!("image.tag={}", r.version),
+            ],
+        ),
+        None => {
+            let (repository, first_tag) = first.rsplit_once(':').unwrap();
+            let next_tag = next.rsplit_once(':').unwrap().1;
+            (
+                vec!["charts/celgate".to_string()],
+                vec![
+                    format!("image.repository={repository}"),
+                    format!("image.tag={first_tag}"),
+                ],
+                vec![format!("image.tag={next_tag}")],
+            )
+        }
+    };
+    let with_values = |args: &[&str], chart: &[String], values: &[String]| -> Vec<String> {
+        let mut all: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        all.splice(2..2, chart.iter().cloned());
+        for value in values {
+            all.extend(["--set".to_string(), value.clone()]);
+        }
+        all.extend(["--wait", "--timeout", "3m"].map(String::from));
+        all
+    };
     // As the docs say: Helm makes the namespace, the chart leaves it alone.
-    helm(
-        &node,
-        &helm_bin,
+    let install = with_values(
         &[
             "install",
             "celgate",
-            "charts/celgate",
             "--namespace",
             NAMESPACE,
             "--create-namespace",
-            "--set",
-            &format!("image.repository={repository}"),
-            "--set",
-            &format!("image.tag={first_tag}"),
-            "--wait",
-            "--timeout",
-            "3m",
         ],
+        &chart,
+        &install_values,
+    );
+    helm(
+        &node,
+        &helm_bin,
+        &install.iter().map(String::as_str).collect::<Vec<_>>(),
     );
     rolled_out(&node, Duration::from_secs(60));
-    let running = assert_serving(&node, &first);
+    let running = assert_serving(&node, &first, digest);
     apply_policies(&node);
     assert_denial_through_the_service(&node, &client).await;
     assert_in_cluster_duties(&node, &running).await;
@@ -844,25 +909,24 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
         tested.contains("denied by celgate's webhook"),
         "the probe's log: {tested}"
     );
-    helm(
-        &node,
-        &helm_bin,
+    let upgrade = with_values(
         &[
             "upgrade",
             "celgate",
-            "charts/celgate",
             "--namespace",
             NAMESPACE,
             "--reset-then-reuse-values",
-            "--set",
-            &format!("image.tag={next_tag}"),
-            "--wait",
-            "--timeout",
-            "3m",
         ],
+        &chart,
+        &upgrade_values,
+    );
+    helm(
+        &node,
+        &helm_bin,
+        &upgrade.iter().map(String::as_str).collect::<Vec<_>>(),
     );
     rolled_out(&node, Duration::from_secs(60));
-    assert_serving(&node, &next);
+    assert_serving(&node, &next, digest);
     assert_denial_through_the_service(&node, &client).await;
     helm(&node, &helm_bin, &["list", "--namespace", NAMESPACE]);
     delete_policies(&node);

@@ -19,9 +19,14 @@ template. */}}
 {{- end }}
 {{- end }}
 
-{{/* The image reference, quoted: image.repository, and image.tag or the chart's appVersion. */}}
+{{/* The image reference, quoted: image.repository@image.digest when a digest is set (a released
+chart sets its image's), else image.repository:image.tag or the chart's appVersion. */}}
 {{- define "celgate.image" -}}
+{{- if .Values.image.digest }}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest | quote }}
+{{- else }}
 {{- printf "%s:%s" .Values.image.repository (.Values.image.tag | default .Chart.AppVersion | toString) | quote }}
+{{- end }}
 {{- end }}
 
 {{/* The common label of every object, and the selector of the pods. */}}
