@@ -15,7 +15,8 @@
 //!
 //! `CELGATE_FUZZ_SEED` (default 1), `CELGATE_FUZZ_CASES` (default 48) and
 //! `CELGATE_FUZZ_SECONDS` (default 240) bound a run, `CELGATE_FUZZ_FIRST` (default 0) is the
-//! first case's number (to go on from where a run stopped); `make admission-fuzz` runs a long one.
+//! first case's number (to go on from where a run stopped), `CELGATE_FUZZ_SHRINK` (default 40)
+//! bounds the replays that shrink a differing case; `make admission-fuzz` runs a long one.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -34,8 +35,8 @@ use serde_json::{Value, json};
 const BATCH: usize = 24;
 /// How long a sentinel or a webhook rule may take to be in force.
 const IN_FORCE: Duration = Duration::from_secs(30);
-/// Replays of a differing case while shrinking it, at most.
-const SHRINK_STEPS: usize = 40;
+/// Replays of a differing case while shrinking it, at most (`CELGATE_FUZZ_SHRINK` changes it).
+const SHRINK_STEPS: u64 = 40;
 
 /// How often in-tree plays a differing case of several policies again before the difference
 /// counts (it orders policies differently from run to run).
@@ -309,10 +310,11 @@ impl Harness<'_> {
 
     /// The smallest case found (within [`SHRINK_STEPS`] replays) that still differs, and how.
     async fn shrink(&mut self, mut case: Case, mut found: Vec<String>) -> (Case, Vec<String>) {
+        let limit = env_number("CELGATE_FUZZ_SHRINK", SHRINK_STEPS);
         let mut steps = 0;
         'smaller: loop {
             for (n, mut smaller) in case.shrunk().into_iter().enumerate() {
-                if steps >= SHRINK_STEPS {
+                if steps >= limit {
                     break 'smaller;
                 }
                 steps += 1;
