@@ -776,3 +776,26 @@ fn a_mutation_errors_metric_type_is_its_variants_not_its_texts() {
         assert_eq!(error.error_type(), want, "{error}");
     }
 }
+
+/// An IfNeeded policy of failurePolicy Ignore whose JSON patch removed a label, invoked again
+/// (it changed the object) and failing then (the label is gone): the object keeps the
+/// removal (found by the generated differential, seed 12, case 294: the ConfigMap's data
+/// came back).
+#[test]
+fn a_failed_patch_of_a_reinvocation_keeps_what_the_first_invocation_did() {
+    use crate::model::ReinvocationPolicy;
+    let mut p = policy(
+        "p",
+        vec![
+            apply_config("Object{metadata: Object.metadata{labels: {'a': string([1][5])}}}"),
+            json_patch("[JSONPatch{op: 'remove', path: '/metadata/labels/app'}]"),
+        ],
+    );
+    p.reinvocation_policy = ReinvocationPolicy::IfNeeded;
+    p.failure_policy = FailurePolicy::Ignore;
+    let out = run(&[upstream(p)]);
+    assert!(out.allowed(), "{:?}", out.denial);
+    assert_eq!(out.invocations.len(), 2);
+    let object = out.object.expect("mutated");
+    assert!(object["metadata"].get("labels").is_none(), "{object}");
+}

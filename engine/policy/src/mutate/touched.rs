@@ -185,7 +185,12 @@ fn keep_at(node: &mut Kept, place: &[String], value: Option<&Value>) {
         },
         None => {
             let inner = std::mem::take(members);
-            let mut value = value.cloned();
+            // A place absent now that holds places kept earlier was an object then (a patch
+            // emptied it and the Go encoding left it out): they are put back into one.
+            let mut value = match value {
+                None if !inner.is_empty() => Some(Value::Object(serde_json::Map::new())),
+                v => v.cloned(),
+            };
             if let Some(value) = &mut value {
                 put_back(value, inner);
             }
