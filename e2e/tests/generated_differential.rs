@@ -139,6 +139,22 @@ fn differences(case: &Case, in_tree: &Played, celgate: &Played) -> Vec<String> {
     out
 }
 
+/// An object (or each item of a list, as deletecollection answers) as it would be stored,
+/// without what differs from request to request: the server-managed metadata and the
+/// deletion timestamp a dry-run delete of a Namespace sets.
+fn stored(object: Value) -> Value {
+    let mut object = strip_server_managed(object);
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("deletionTimestamp");
+    }
+    if let Some(items) = object.get_mut("items").and_then(Value::as_array_mut) {
+        for item in items {
+            *item = stored(std::mem::take(item));
+        }
+    }
+    object
+}
+
 struct Harness<'c> {
     driver: Driver<'c>,
     audit: AuditLog,
@@ -196,16 +212,20 @@ impl Harness<'_> {
                 headers.push(("Impersonate-Group".into(), g.to_string()));
             }
         }
+        let path = case.render(&json!(req.path), None);
+        let path = path.as_str().unwrap_or_default();
         let path = format!(
-            "{}?dryRun=All",
-            case.render(&json!(req.path), None)
-                .as_str()
-                .unwrap_or_default()
+            "{path}{}dryRun=All",
+            if path.contains('?') { '&' } else { '?' }
         );
         let body = req.body.as_ref().map(|b| case.render(b, None));
-        let resp = self
-            .driver
-            .http(&req.method, &path, body.as_ref(), &headers);
+        let resp = self.driver.http_as(
+            &req.method,
+            &path,
+            body.as_ref(),
+            req.content_type.as_deref(),
+            &headers,
+        );
         let mut warnings = resp.warnings.clone();
         warnings.sort();
         let annotations = self.audit.annotations(&id).await;
@@ -216,7 +236,7 @@ impl Harness<'_> {
             warnings,
             audit: normalise_audit(&annotations),
             object: if resp.allowed() {
-                strip_server_managed(resp.body)
+                stored(resp.body)
             } else {
                 Value::Null
             },
@@ -341,29 +361,47 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// In-tree policies that keep the ConfigMap paramKind bound for the whole run (kubernetes#130887
-/// freezes the in-tree param cache otherwise), matching a resource nobody requests.
+/// In-tree policies that keep the ConfigMap and ClusterRole paramKinds bound for the whole run
+/// (kubernetes#130887 freezes the in-tree param cache otherwise), matching a resource nobody
+/// requests.
 fn keepers() -> Vec<Value> {
     let rules = json!({"resourceRules": [{"apiGroups": ["keep.example.com"], "apiVersions": ["v1"],
         "operations": ["CREATE"], "resources": ["nevers"]}]});
-    let param_ref =
-        json!({"name": "none", "namespace": "default", "parameterNotFoundAction": "Allow"});
     let api = Engine::InTree.api();
-    vec![
-        json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "keep-generated"},
-            "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}, "matchConstraints": rules,
-                "validations": [{"expression": "true"}]}}),
-        json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": "keep-generated-binding"},
-            "spec": {"policyName": "keep-generated", "validationActions": ["Deny"], "paramRef": param_ref}}),
-        json!({"apiVersion": api, "kind": "MutatingAdmissionPolicy", "metadata": {"name": "keep-generated-m"},
-            "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}, "matchConstraints": rules,
-                "reinvocationPolicy": "Never", "mutations": [{"patchType": "ApplyConfiguration",
-                    "applyConfiguration": {"expression": "Object{}"}}]}}),
-        json!({"apiVersion": api, "kind": "MutatingAdmissionPolicyBinding",
-            "metadata": {"name": "keep-generated-m-binding"},
-            "spec": {"policyName": "keep-generated-m", "paramRef": param_ref}}),
-    ]
+    let mut out = Vec::new();
+    for (suffix, param_kind, param_ref) in [
+        (
+            "",
+            json!({"apiVersion": "v1", "kind": "ConfigMap"}),
+            json!({"name": "none", "namespace": "default", "parameterNotFoundAction": "Allow"}),
+        ),
+        (
+            "-cluster",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"}),
+            json!({"name": "none", "parameterNotFoundAction": "Allow"}),
+        ),
+    ] {
+        let (v, m) = (
+            format!("keep-generated{suffix}"),
+            format!("keep-generated-m{suffix}"),
+        );
+        out.extend([
+            json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": v},
+                "spec": {"paramKind": param_kind, "matchConstraints": rules,
+                    "validations": [{"expression": "true"}]}}),
+            json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": format!("{v}-binding")},
+                "spec": {"policyName": v, "validationActions": ["Deny"], "paramRef": param_ref}}),
+            json!({"apiVersion": api, "kind": "MutatingAdmissionPolicy", "metadata": {"name": m},
+                "spec": {"paramKind": param_kind, "matchConstraints": rules,
+                    "reinvocationPolicy": "Never", "mutations": [{"patchType": "ApplyConfiguration",
+                        "applyConfiguration": {"expression": "Object{}"}}]}}),
+            json!({"apiVersion": api, "kind": "MutatingAdmissionPolicyBinding",
+                "metadata": {"name": format!("{m}-binding")},
+                "spec": {"policyName": m, "paramRef": param_ref}}),
+        ]);
+    }
+    out
 }
 
 /// The reproducers kept in `e2e/testdata/generated/`, named `r<n>-…` so they never share
