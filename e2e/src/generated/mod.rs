@@ -419,5 +419,11 @@ mod tests {
                 })
         });
         assert!(deep_patch, "no JSON patch puts a null at depth");
+        // A DELETE's options in the body replace the query's `dryRun=All`: they ask for it too.
+        for r in cases.iter().flat_map(|c| &c.requests) {
+            if let (Some(body), "DELETE") = (&r.body, r.method.as_str()) {
+                assert_eq!(body["dryRun"], json!(["All"]), "{r:?}");
+            }
+        }
     }
 }

@@ -556,11 +556,16 @@ impl Target {
         match rng.u8(..3) {
             0 => Request::new("delete", "DELETE", self.existing(crd), None),
             1 => {
+                // A body's options replace the query's: the dry run is asked for in both.
                 let mut options = json!({"apiVersion": "v1", "kind": "DeleteOptions",
+                    "dryRun": ["All"],
                     "propagationPolicy": (["Orphan", "Foreground", "Background"][rng.usize(..3)])});
                 match rng.u8(..3) {
                     0 => options["gracePeriodSeconds"] = json!(0),
-                    1 => options["preconditions"] = json!({"resourceVersion": "1"}),
+                    1 => {
+                        options["preconditions"] =
+                            json!({"uid": "00000000-0000-4000-8000-000000000000"});
+                    }
                     _ => {}
                 }
                 Request::new(
