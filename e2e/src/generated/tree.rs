@@ -201,7 +201,7 @@ impl Node {
     }
 
     /// A value for this node, now and then of the wrong type or out of its limits.
-    fn sample(&self, rng: &mut Rng, depth: u32) -> Value {
+    fn sample(&self, rng: &mut Rng) -> Value {
         if self.nullable && rng.u8(..6) == 0 {
             return Value::Null;
         }
@@ -219,7 +219,7 @@ impl Node {
                 let mut m = Map::new();
                 for (k, n) in props {
                     if k == "name" || rng.u8(..3) > 0 {
-                        m.insert(k.clone(), n.sample(rng, depth + 1));
+                        m.insert(k.clone(), n.sample(rng));
                     }
                 }
                 Value::Object(m)
@@ -227,13 +227,13 @@ impl Node {
             Kind::Map(value, _) => {
                 let mut m = Map::new();
                 for k in ["k", "a.b/c"].iter().take(rng.usize(..3)) {
-                    m.insert((*k).into(), value.sample(rng, depth + 1));
+                    m.insert((*k).into(), value.sample(rng));
                 }
                 Value::Object(m)
             }
             Kind::List(item, list_type) => {
                 let len = rng.usize(..3);
-                let mut items: Vec<Value> = (0..len).map(|_| item.sample(rng, depth + 1)).collect();
+                let mut items: Vec<Value> = (0..len).map(|_| item.sample(rng)).collect();
                 if *list_type == ListType::Map {
                     for (i, v) in items.iter_mut().enumerate() {
                         if let Some(m) = v.as_object_mut() {
@@ -365,7 +365,7 @@ impl TreeCrd {
 
     /// A spec, some values wrong or out of limits.
     pub fn sample_spec(&self, rng: &mut Rng) -> Value {
-        self.spec.sample(rng, 0)
+        self.spec.sample(rng)
     }
 
     /// Scalar fields reached through structs only, as CEL reads them below `object.spec`, with
