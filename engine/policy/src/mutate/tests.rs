@@ -799,3 +799,38 @@ fn a_failed_patch_of_a_reinvocation_keeps_what_the_first_invocation_did() {
     let object = out.object.expect("mutated");
     assert!(object["metadata"].get("labels").is_none(), "{object}");
 }
+
+/// Once a mutation applied, kube-apiserver runs its policies a second time and evaluates every
+/// policy's match conditions again, `Never` ones too, on the object as it now is: an error
+/// there fails the request under failurePolicy Fail (found by the generated differential,
+/// seed 13, case 839: a policy removing the labels its match condition reads).
+#[test]
+fn the_second_pass_evaluates_every_policys_match_conditions_again() {
+    let mut p = policy(
+        "p",
+        vec![json_patch(
+            "[JSONPatch{op: 'remove', path: '/metadata/labels'}]",
+        )],
+    );
+    p.match_conditions = vec![NamedExpression {
+        name: "labelled".into(),
+        expression: "object.metadata.labels.exists(x, true)".into(),
+    }];
+    let out = run(&[upstream(p.clone())]);
+    let denial = out.denial.expect("denied in the second pass");
+    assert_eq!(
+        denial.message,
+        "policy 'p' with binding 'p-b' denied request: expression 'object.metadata.labels.exists(x, true)' resulted in error: no such key: labels"
+    );
+    assert_eq!((denial.code, denial.reason.as_str()), (403, "Invalid"));
+    // Under Ignore the error is dropped and the mutation kept; the policy ran once.
+    p.failure_policy = FailurePolicy::Ignore;
+    let out = run(&[upstream(p)]);
+    assert!(out.allowed());
+    assert_eq!(out.invocations.len(), 1);
+    assert!(
+        out.object.expect("mutated")["metadata"]
+            .get("labels")
+            .is_none()
+    );
+}
