@@ -85,17 +85,55 @@ fn refusal(message: &str) -> String {
         .to_string()
 }
 
-/// `message` with the items of a field error list (`… is invalid: [a, b]`) sorted: kube-apiserver
-/// lists a custom resource's schema errors in an order that varies from call to call.
+/// `message` with the items of the lists kube-apiserver writes in an order that varies from
+/// call to call (it walks Go maps) sorted: a custom resource's schema errors (`… is invalid:
+/// [a, b]`), structured-merge-diff's errors (`errors:` then a line each) and the atomic places
+/// an apply configuration may not mutate.
 fn canonical(message: &str) -> String {
-    match message.split_once(" is invalid: [") {
-        Some((head, list)) if list.ends_with(']') => {
-            let mut items: Vec<&str> = list[..list.len() - 1].split(", ").collect();
-            items.sort_unstable();
-            format!("{head} is invalid: [{}]", items.join(", "))
-        }
-        _ => message.to_string(),
+    const ATOMIC: &str = "may not mutate atomic arrays, maps or structs: ";
+    if let Some((head, list)) = message.split_once(" is invalid: [")
+        && list.ends_with(']')
+    {
+        let mut items: Vec<&str> = list[..list.len() - 1].split(", ").collect();
+        items.sort_unstable();
+        return format!("{head} is invalid: [{}]", items.join(", "));
     }
+    if let Some((head, list)) = message.split_once("errors:\n") {
+        let mut lines: Vec<&str> = list.split('\n').collect();
+        lines.sort_unstable();
+        return format!("{head}errors:\n{}", lines.join("\n"));
+    }
+    if let Some((head, list)) = message.split_once(ATOMIC) {
+        let mut items: Vec<&str> = list.split(", ").collect();
+        items.sort_unstable();
+        return format!("{head}{ATOMIC}{}", items.join(", "));
+    }
+    message.to_string()
+}
+
+#[test]
+fn lists_kube_apiserver_orders_at_random_compare_in_any_order() {
+    let atomic = |list: &str| {
+        format!(
+            "policy 'p' denied request: error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {list}"
+        )
+    };
+    assert_eq!(
+        canonical(&atomic(".rules, .rules[0].verbs, .rules[0].apiGroups")),
+        canonical(&atomic(".rules, .rules[0].apiGroups, .rules[0].verbs"))
+    );
+    assert_ne!(
+        canonical(&atomic(".rules, .rules[0].verbs")),
+        canonical(&atomic(".rules, .rules[0].apiGroups"))
+    );
+    let typed = "failed to convert patch object to typed object: errors:\n  .spec.a: expected map, got &{1}\n  .spec.b: expected map, got &{2}";
+    let swapped = "failed to convert patch object to typed object: errors:\n  .spec.b: expected map, got &{2}\n  .spec.a: expected map, got &{1}";
+    assert_eq!(canonical(typed), canonical(swapped));
+    assert_ne!(canonical(typed), canonical(&swapped.replace("{2}", "{3}")));
+    assert_eq!(
+        canonical("X \"x\" is invalid: [b: bad, a: bad]"),
+        "X \"x\" is invalid: [a: bad, b: bad]"
+    );
 }
 
 /// The lines telling how two plays of `case` differ; empty when they agree.
