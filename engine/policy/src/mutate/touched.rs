@@ -256,8 +256,18 @@ fn diff_kept(now: Option<&Value>, kept: &Kept, at: &mut String, ops: &mut Vec<Va
         }
         Kept::Below(members) => members,
     };
-    let Some(Value::Object(map)) = now else {
-        return;
+    // A place holding kept places was an object when they were kept: gone or replaced since
+    // (a built-in kind's map emptied by a patch is left out by the Go encoding).
+    let map = match now {
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            ops.push(serde_json::json!({"op": "replace", "path": at.as_str(), "value": other}));
+            return;
+        }
+        None => {
+            ops.push(serde_json::json!({"op": "remove", "path": at.as_str()}));
+            return;
+        }
     };
     for removed in [false, true] {
         for (key, kept) in members {
