@@ -40,7 +40,7 @@ const SHRINK_STEPS: u64 = 40;
 
 /// How often in-tree plays a differing case of several policies again before the difference
 /// counts (it orders policies differently from run to run).
-const IN_TREE_REPLAYS: usize = 5;
+const IN_TREE_REPLAYS: usize = 9;
 
 /// A case's comparison: its differences (none when in-tree, played again, gave celgate's
 /// outcome), whether in-tree's outcome varied so, and what in-tree gave first.
