@@ -305,6 +305,18 @@ impl<'c> Driver<'c> {
         body: Option<&Value>,
         headers: &[(String, String)],
     ) -> Response {
+        self.http_as(method, path, body, None, headers)
+    }
+
+    /// [`Driver::http`] with the body sent as `content_type` when given.
+    pub fn http_as(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&Value>,
+        content_type: Option<&str>,
+        headers: &[(String, String)],
+    ) -> Response {
         let mut cmd = Command::new("curl");
         cmd.args(["-sS", "-i", "--max-time", "30", "-X", method])
             .arg("--cacert")
@@ -319,10 +331,10 @@ impl<'c> Driver<'c> {
             cmd.arg("-H").arg(format!("{k}: {v}"));
         }
         if let Some(b) = body {
-            let ct = if method == "PATCH" {
-                "application/merge-patch+json"
-            } else {
-                "application/json"
+            let ct = match content_type {
+                Some(ct) => ct,
+                None if method == "PATCH" => "application/merge-patch+json",
+                None => "application/json",
             };
             cmd.arg("-H")
                 .arg(format!("Content-Type: {ct}"))

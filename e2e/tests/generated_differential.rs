@@ -15,7 +15,8 @@
 //!
 //! `CELGATE_FUZZ_SEED` (default 1), `CELGATE_FUZZ_CASES` (default 48) and
 //! `CELGATE_FUZZ_SECONDS` (default 240) bound a run, `CELGATE_FUZZ_FIRST` (default 0) is the
-//! first case's number (to go on from where a run stopped); `make admission-fuzz` runs a long one.
+//! first case's number (to go on from where a run stopped), `CELGATE_FUZZ_SHRINK` (default 40)
+//! bounds the replays that shrink a differing case; `make admission-fuzz` runs a long one.
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -34,12 +35,12 @@ use serde_json::{Value, json};
 const BATCH: usize = 24;
 /// How long a sentinel or a webhook rule may take to be in force.
 const IN_FORCE: Duration = Duration::from_secs(30);
-/// Replays of a differing case while shrinking it, at most.
-const SHRINK_STEPS: usize = 40;
+/// Replays of a differing case while shrinking it, at most (`CELGATE_FUZZ_SHRINK` changes it).
+const SHRINK_STEPS: u64 = 40;
 
 /// How often in-tree plays a differing case of several policies again before the difference
 /// counts (it orders policies differently from run to run).
-const IN_TREE_REPLAYS: usize = 5;
+const IN_TREE_REPLAYS: usize = 9;
 
 /// A case's comparison: its differences (none when in-tree, played again, gave celgate's
 /// outcome), whether in-tree's outcome varied so, and what in-tree gave first.
@@ -84,17 +85,55 @@ fn refusal(message: &str) -> String {
         .to_string()
 }
 
-/// `message` with the items of a field error list (`… is invalid: [a, b]`) sorted: kube-apiserver
-/// lists a custom resource's schema errors in an order that varies from call to call.
+/// `message` with the items of the lists kube-apiserver writes in an order that varies from
+/// call to call (it walks Go maps) sorted: a custom resource's schema errors (`… is invalid:
+/// [a, b]`), structured-merge-diff's errors (`errors:` then a line each) and the atomic places
+/// an apply configuration may not mutate.
 fn canonical(message: &str) -> String {
-    match message.split_once(" is invalid: [") {
-        Some((head, list)) if list.ends_with(']') => {
-            let mut items: Vec<&str> = list[..list.len() - 1].split(", ").collect();
-            items.sort_unstable();
-            format!("{head} is invalid: [{}]", items.join(", "))
-        }
-        _ => message.to_string(),
+    const ATOMIC: &str = "may not mutate atomic arrays, maps or structs: ";
+    if let Some((head, list)) = message.split_once(" is invalid: [")
+        && list.ends_with(']')
+    {
+        let mut items: Vec<&str> = list[..list.len() - 1].split(", ").collect();
+        items.sort_unstable();
+        return format!("{head} is invalid: [{}]", items.join(", "));
     }
+    if let Some((head, list)) = message.split_once("errors:\n") {
+        let mut lines: Vec<&str> = list.split('\n').collect();
+        lines.sort_unstable();
+        return format!("{head}errors:\n{}", lines.join("\n"));
+    }
+    if let Some((head, list)) = message.split_once(ATOMIC) {
+        let mut items: Vec<&str> = list.split(", ").collect();
+        items.sort_unstable();
+        return format!("{head}{ATOMIC}{}", items.join(", "));
+    }
+    message.to_string()
+}
+
+#[test]
+fn lists_kube_apiserver_orders_at_random_compare_in_any_order() {
+    let atomic = |list: &str| {
+        format!(
+            "policy 'p' denied request: error applying patch: invalid ApplyConfiguration: may not mutate atomic arrays, maps or structs: {list}"
+        )
+    };
+    assert_eq!(
+        canonical(&atomic(".rules, .rules[0].verbs, .rules[0].apiGroups")),
+        canonical(&atomic(".rules, .rules[0].apiGroups, .rules[0].verbs"))
+    );
+    assert_ne!(
+        canonical(&atomic(".rules, .rules[0].verbs")),
+        canonical(&atomic(".rules, .rules[0].apiGroups"))
+    );
+    let typed = "failed to convert patch object to typed object: errors:\n  .spec.a: expected map, got &{1}\n  .spec.b: expected map, got &{2}";
+    let swapped = "failed to convert patch object to typed object: errors:\n  .spec.b: expected map, got &{2}\n  .spec.a: expected map, got &{1}";
+    assert_eq!(canonical(typed), canonical(swapped));
+    assert_ne!(canonical(typed), canonical(&swapped.replace("{2}", "{3}")));
+    assert_eq!(
+        canonical("X \"x\" is invalid: [b: bad, a: bad]"),
+        "X \"x\" is invalid: [a: bad, b: bad]"
+    );
 }
 
 /// The lines telling how two plays of `case` differ; empty when they agree.
@@ -136,6 +175,22 @@ fn differences(case: &Case, in_tree: &Played, celgate: &Played) -> Vec<String> {
         }
     }
     out
+}
+
+/// An object (or each item of a list, as deletecollection answers) as it would be stored,
+/// without what differs from request to request: the server-managed metadata and the
+/// deletion timestamp a dry-run delete of a Namespace sets.
+fn stored(object: Value) -> Value {
+    let mut object = strip_server_managed(object);
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("deletionTimestamp");
+    }
+    if let Some(items) = object.get_mut("items").and_then(Value::as_array_mut) {
+        for item in items {
+            *item = stored(std::mem::take(item));
+        }
+    }
+    object
 }
 
 struct Harness<'c> {
@@ -195,16 +250,20 @@ impl Harness<'_> {
                 headers.push(("Impersonate-Group".into(), g.to_string()));
             }
         }
+        let path = case.render(&json!(req.path), None);
+        let path = path.as_str().unwrap_or_default();
         let path = format!(
-            "{}?dryRun=All",
-            case.render(&json!(req.path), None)
-                .as_str()
-                .unwrap_or_default()
+            "{path}{}dryRun=All",
+            if path.contains('?') { '&' } else { '?' }
         );
         let body = req.body.as_ref().map(|b| case.render(b, None));
-        let resp = self
-            .driver
-            .http(&req.method, &path, body.as_ref(), &headers);
+        let resp = self.driver.http_as(
+            &req.method,
+            &path,
+            body.as_ref(),
+            req.content_type.as_deref(),
+            &headers,
+        );
         let mut warnings = resp.warnings.clone();
         warnings.sort();
         let annotations = self.audit.annotations(&id).await;
@@ -215,7 +274,7 @@ impl Harness<'_> {
             warnings,
             audit: normalise_audit(&annotations),
             object: if resp.allowed() {
-                strip_server_managed(resp.body)
+                stored(resp.body)
             } else {
                 Value::Null
             },
@@ -309,10 +368,11 @@ impl Harness<'_> {
 
     /// The smallest case found (within [`SHRINK_STEPS`] replays) that still differs, and how.
     async fn shrink(&mut self, mut case: Case, mut found: Vec<String>) -> (Case, Vec<String>) {
+        let limit = env_number("CELGATE_FUZZ_SHRINK", SHRINK_STEPS);
         let mut steps = 0;
         'smaller: loop {
             for (n, mut smaller) in case.shrunk().into_iter().enumerate() {
-                if steps >= SHRINK_STEPS {
+                if steps >= limit {
                     break 'smaller;
                 }
                 steps += 1;
@@ -339,29 +399,47 @@ fn env_number(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// In-tree policies that keep the ConfigMap paramKind bound for the whole run (kubernetes#130887
-/// freezes the in-tree param cache otherwise), matching a resource nobody requests.
+/// In-tree policies that keep the ConfigMap and ClusterRole paramKinds bound for the whole run
+/// (kubernetes#130887 freezes the in-tree param cache otherwise), matching a resource nobody
+/// requests.
 fn keepers() -> Vec<Value> {
     let rules = json!({"resourceRules": [{"apiGroups": ["keep.example.com"], "apiVersions": ["v1"],
         "operations": ["CREATE"], "resources": ["nevers"]}]});
-    let param_ref =
-        json!({"name": "none", "namespace": "default", "parameterNotFoundAction": "Allow"});
     let api = Engine::InTree.api();
-    vec![
-        json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "keep-generated"},
-            "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}, "matchConstraints": rules,
-                "validations": [{"expression": "true"}]}}),
-        json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": "keep-generated-binding"},
-            "spec": {"policyName": "keep-generated", "validationActions": ["Deny"], "paramRef": param_ref}}),
-        json!({"apiVersion": api, "kind": "MutatingAdmissionPolicy", "metadata": {"name": "keep-generated-m"},
-            "spec": {"paramKind": {"apiVersion": "v1", "kind": "ConfigMap"}, "matchConstraints": rules,
-                "reinvocationPolicy": "Never", "mutations": [{"patchType": "ApplyConfiguration",
-                    "applyConfiguration": {"expression": "Object{}"}}]}}),
-        json!({"apiVersion": api, "kind": "MutatingAdmissionPolicyBinding",
-            "metadata": {"name": "keep-generated-m-binding"},
-            "spec": {"policyName": "keep-generated-m", "paramRef": param_ref}}),
-    ]
+    let mut out = Vec::new();
+    for (suffix, param_kind, param_ref) in [
+        (
+            "",
+            json!({"apiVersion": "v1", "kind": "ConfigMap"}),
+            json!({"name": "none", "namespace": "default", "parameterNotFoundAction": "Allow"}),
+        ),
+        (
+            "-cluster",
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"}),
+            json!({"name": "none", "parameterNotFoundAction": "Allow"}),
+        ),
+    ] {
+        let (v, m) = (
+            format!("keep-generated{suffix}"),
+            format!("keep-generated-m{suffix}"),
+        );
+        out.extend([
+            json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicy", "metadata": {"name": v},
+                "spec": {"paramKind": param_kind, "matchConstraints": rules,
+                    "validations": [{"expression": "true"}]}}),
+            json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": {"name": format!("{v}-binding")},
+                "spec": {"policyName": v, "validationActions": ["Deny"], "paramRef": param_ref}}),
+            json!({"apiVersion": api, "kind": "MutatingAdmissionPolicy", "metadata": {"name": m},
+                "spec": {"paramKind": param_kind, "matchConstraints": rules,
+                    "reinvocationPolicy": "Never", "mutations": [{"patchType": "ApplyConfiguration",
+                        "applyConfiguration": {"expression": "Object{}"}}]}}),
+            json!({"apiVersion": api, "kind": "MutatingAdmissionPolicyBinding",
+                "metadata": {"name": format!("{m}-binding")},
+                "spec": {"policyName": m, "paramRef": param_ref}}),
+        ]);
+    }
+    out
 }
 
 /// The reproducers kept in `e2e/testdata/generated/`, named `r<n>-…` so they never share

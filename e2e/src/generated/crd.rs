@@ -7,6 +7,8 @@ use fastrand::Rng;
 use serde_json::{Map, Value, json};
 
 use super::expressions::Ty;
+use super::requests::Target;
+use super::tree::{MARKERS, TreeCrd};
 
 /// One spec field: its name, its schema, the CEL type a policy reads it as (none when the
 /// type is dynamic), and a value maker.
@@ -157,12 +159,15 @@ fn one(rng: &mut Rng, mut options: Vec<Value>) -> Value {
     options.swap_remove(i)
 }
 
-/// The generated CRD of one run.
+/// The generated CRDs of one run: `Gadget` (its fields chosen from a fixed set), the tree CRDs
+/// `Gizmo` (namespaced) and `Widget` (cluster-scoped), all in one group.
 #[derive(Clone, Debug)]
 pub struct Crd {
     /// Its API group.
     pub group: String,
     fields: Vec<usize>,
+    gizmo: TreeCrd,
+    widget: TreeCrd,
 }
 
 impl Crd {
@@ -171,13 +176,53 @@ impl Crd {
         let fields = (0..FIELDS.len())
             .filter(|&i| FIELDS[i].name == "size" || rng.u8(..3) < 2)
             .collect();
+        let group = format!("s{seed:x}.fuzz.example.com");
+        // Trees drawn again (a bounded number of times) until the two hold every schema
+        // marker between them, so that every run, however short, has each.
+        let mut trees = (
+            TreeCrd::new(rng, &group, true),
+            TreeCrd::new(rng, &group, false),
+        );
+        for _ in 0..200 {
+            let mut held = trees.0.markers();
+            held.extend(trees.1.markers());
+            if MARKERS.iter().all(|m| held.contains(m)) {
+                break;
+            }
+            trees = (
+                TreeCrd::new(rng, &group, true),
+                TreeCrd::new(rng, &group, false),
+            );
+        }
         Crd {
-            group: format!("s{seed:x}.fuzz.example.com"),
+            gizmo: trees.0,
+            widget: trees.1,
+            group,
             fields,
         }
     }
 
-    /// The CustomResourceDefinition object.
+    /// The tree CRD of `target` (`Widget` for any target but `Gizmo`).
+    pub fn tree(&self, target: Target) -> &TreeCrd {
+        if target == Target::Gizmo {
+            &self.gizmo
+        } else {
+            &self.widget
+        }
+    }
+
+    /// The CRD objects `target` needs.
+    pub fn objects_for(&self, target: Target) -> Vec<Value> {
+        match target {
+            Target::Gadget | Target::GadgetStatus | Target::GadgetScale => vec![self.object()],
+            Target::Gizmo | Target::Widget | Target::WidgetStatus => {
+                vec![self.tree(target).object()]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The `Gadget` CustomResourceDefinition object.
     pub fn object(&self) -> Value {
         let properties: Map<String, Value> = self
             .fields

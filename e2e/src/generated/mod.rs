@@ -10,6 +10,7 @@ pub mod crd;
 pub mod expressions;
 pub mod policies;
 pub mod requests;
+pub mod tree;
 
 use std::collections::BTreeMap;
 
@@ -48,13 +49,16 @@ pub struct Case {
 pub struct Request {
     /// What it does, for reports.
     pub label: String,
-    /// `POST`, `PATCH` (a JSON merge patch) or `DELETE`.
+    /// `POST`, `PUT`, `PATCH` or `DELETE`.
     pub method: String,
-    /// The URL path.
+    /// The URL path, maybe with a query.
     pub path: String,
     /// The body.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body: Option<Value>,
+    /// The body's content type, when not JSON (a JSON merge patch for `PATCH`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
     /// Who sends it (impersonated; the admin otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<User>,
@@ -77,6 +81,7 @@ impl Request {
             method: method.into(),
             path,
             body,
+            content_type: None,
             user: None,
         }
     }
@@ -105,11 +110,23 @@ impl Generator {
     pub fn case(&self, index: u64) -> Case {
         let mut rng = Rng::with_seed(self.seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let name = format!("s{:x}-{index}", self.seed);
-        let target = Target::any(&mut rng);
+        // The first cases of a run take every target in turn, so a short run covers them all.
+        let target = match Target::ALL.get(index as usize) {
+            Some(&t) => t,
+            None => Target::any(&mut rng),
+        };
         let params = Params::any(&mut rng);
         let crd = &self.crd;
         let mut setup = target.setup(&mut rng, crd);
-        if params != Params::None {
+        if params.cluster_scoped() {
+            setup.push(
+                json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "{{ns}}-params",
+                    "labels": {"param": "yes", (requests::CASE_LABEL): "{{ns}}"}},
+                "rules": [{"apiGroups": [""], "resources": ["configmaps"],
+                    "verbs": (["get", "list", "watch"][..1 + rng.usize(..3)])}]}),
+            );
+        } else if params != Params::None {
             for ns in ["{{ns}}", "{{ns2}}"] {
                 setup.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
                     "metadata": {"name": "params", "namespace": ns, "labels": {"param": "yes"}},
@@ -135,17 +152,9 @@ impl Generator {
             namespace_labels.insert("env".into(), ["prod", "dev"][rng.usize(..2)].into());
         }
         let count = 3 + rng.usize(..4);
-        let uses_crd = matches!(
-            target,
-            Target::Gadget | Target::GadgetStatus | Target::GadgetScale
-        );
         Case {
             name,
-            crds: if uses_crd {
-                vec![crd.object()]
-            } else {
-                Vec::new()
-            },
+            crds: crd.objects_for(target),
             namespace_labels,
             setup,
             policies,
@@ -329,9 +338,91 @@ mod tests {
                 .filter(|p| kind_of(p).ends_with("Binding"))
             {
                 let rendered = case.render(b, Some(Engine::InTree));
-                let first =
-                    &rendered["spec"]["matchResources"]["namespaceSelector"]["matchExpressions"][0];
-                assert_eq!(first["values"], json!([case.ns(), case.ns2()]));
+                let matched = &rendered["spec"]["matchResources"];
+                let first = &matched["namespaceSelector"]["matchExpressions"][0];
+                let label = &matched["objectSelector"]["matchLabels"][requests::CASE_LABEL];
+                assert!(
+                    first["values"] == json!([case.ns(), case.ns2()]) || *label == json!(case.ns()),
+                    "case {i}: {matched}"
+                );
+            }
+        }
+    }
+
+    /// What the CI run (seed 1's first 48 cases) must play: every kind of case.
+    #[test]
+    fn the_ci_sample_has_every_kind_of_case() {
+        let g = Generator::new(1);
+        let cases: Vec<Case> = (0..48).map(|i| g.case(i)).collect();
+        let text: Vec<String> = cases.iter().map(|c| c.to_file("")).collect();
+        let all = text.join("\n");
+        for wanted in [
+            "resources:\n        - configmaps",
+            "- deployments\n",
+            "- deployments/scale",
+            "- gadgets\n",
+            "- gadgets/status",
+            "- gadgets/scale",
+            "- namespaces\n",
+            "- clusterroles\n",
+            "- pods/ephemeralcontainers",
+            "- pods/resize",
+            "- gizmos\n",
+            "- widgets\n",
+            "- widgets/status",
+            "scope: Cluster",
+            "scope: Namespaced",
+            "kind: ClusterRole\n",
+            "name: \"{{ns}}-params\"",
+            "x-kubernetes-list-type: map",
+            "x-kubernetes-list-type: set",
+            "x-kubernetes-list-type: atomic",
+            "x-kubernetes-map-type: atomic",
+            "x-kubernetes-map-type: granular",
+            "x-kubernetes-int-or-string: true",
+            "x-kubernetes-preserve-unknown-fields: true",
+            "nullable: true",
+            "default:",
+            "application/json-patch+json",
+            "application/strategic-merge-patch+json",
+            "application/apply-patch+yaml",
+            "method: PUT",
+            "label: deletecollection",
+            "label: delete with options",
+            "label: add an ephemeral container",
+            "label: resize",
+            "label: update status",
+            "label: update scale",
+        ] {
+            assert!(
+                all.contains(wanted),
+                "no case of seed 1's first 48 has {wanted:?}"
+            );
+        }
+        // Apply configurations and JSON patches of the tree CRDs reach depth 3 and put nulls.
+        let deep_apply = cases.iter().flat_map(|c| &c.policies).any(|p| {
+            let e = p["spec"]["mutations"].to_string();
+            e.contains("ApplyConfiguration") && e.matches("Object.spec.").count() >= 2
+        });
+        assert!(deep_apply, "no apply configuration reaches depth");
+        let deep_patch = cases.iter().flat_map(|c| &c.requests).any(|r| {
+            r.content_type.as_deref() == Some(requests::JSON_PATCH)
+                && r.body.as_ref().is_some_and(|b| {
+                    b.as_array().is_some_and(|ops| {
+                        ops.iter().any(|o| {
+                            o["path"]
+                                .as_str()
+                                .is_some_and(|p| p.matches('/').count() >= 4)
+                                && o["value"].is_null()
+                        })
+                    })
+                })
+        });
+        assert!(deep_patch, "no JSON patch puts a null at depth");
+        // A DELETE's options in the body replace the query's `dryRun=All`: they ask for it too.
+        for r in cases.iter().flat_map(|c| &c.requests) {
+            if let (Some(body), "DELETE") = (&r.body, r.method.as_str()) {
+                assert_eq!(body["dryRun"], json!(["All"]), "{r:?}");
             }
         }
     }

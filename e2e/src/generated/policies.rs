@@ -8,12 +8,13 @@ use serde_json::{Value, json};
 
 use super::crd::{Crd, NESTED_MEMBERS};
 use super::expressions::{Scope, Ty, expression};
-use super::requests::Target;
+use super::requests::{CASE_LABEL, Target};
 
 /// How deep generated expressions nest.
 const DEPTH: u32 = 3;
 
-/// Whether a case's policies take ConfigMap params, and how the binding finds them.
+/// Whether a case's policies take params (ConfigMaps, or cluster-scoped ClusterRoles), and
+/// how the binding finds them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Params {
     /// No paramKind.
@@ -24,10 +25,14 @@ pub enum Params {
     Missing,
     /// `paramRef.selector` matching the labelled ConfigMaps.
     Selected,
+    /// `paramRef.name` of the case's ClusterRole `{{ns}}-params`.
+    ClusterNamed,
+    /// `paramRef.selector` matching the case's labelled ClusterRoles.
+    ClusterSelected,
 }
 
 impl Params {
-    /// Any of them, no params half the time.
+    /// Any of them, no params a third of the time.
     pub fn any(rng: &mut Rng) -> Self {
         [
             Params::None,
@@ -36,7 +41,15 @@ impl Params {
             Params::Named,
             Params::Missing,
             Params::Selected,
-        ][rng.usize(..6)]
+            Params::ClusterNamed,
+            Params::ClusterSelected,
+            Params::None,
+        ][rng.usize(..9)]
+    }
+
+    /// Whether the param kind is cluster-scoped (ClusterRoles).
+    pub fn cluster_scoped(self) -> bool {
+        matches!(self, Params::ClusterNamed | Params::ClusterSelected)
     }
 }
 
@@ -60,7 +73,12 @@ fn scope(rng: &mut Rng, target: Target, crd: &Crd, params: Params) -> Scope {
     ] {
         scope.add(ty, e);
     }
-    if params != Params::None {
+    if params.cluster_scoped() {
+        scope.add(Ty::Str, "params.metadata.name");
+        scope.add(Ty::StrMap, "params.metadata.labels");
+        scope.add(Ty::StrList, "params.rules[0].verbs");
+        scope.add(Ty::Bool, "params != null");
+    } else if params != Params::None {
         scope.add(Ty::StrMap, "params.data");
         scope.add(Ty::Str, "params.data.limit");
         scope.add(Ty::Bool, "params != null");
@@ -134,7 +152,10 @@ fn common(
     if rng.u8(..3) > 0 {
         spec["failurePolicy"] = json!(["Fail", "Ignore"][rng.usize(..2)]);
     }
-    if params != Params::None {
+    if params.cluster_scoped() {
+        spec["paramKind"] =
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole"});
+    } else if params != Params::None {
         spec["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
     }
     let conditions = match_conditions(rng, scope);
@@ -148,8 +169,9 @@ fn common(
     spec
 }
 
-/// A binding's `matchResources` (the case's namespaces, maybe more selectors) and `paramRef`.
-fn binding_spec(rng: &mut Rng, policy: &str, params: Params) -> Value {
+/// A binding's `matchResources` (the case's namespaces, or its objects' label when the target
+/// is cluster-scoped; maybe more selectors) and `paramRef`.
+fn binding_spec(rng: &mut Rng, policy: &str, target: Target, params: Params) -> Value {
     let mut names = vec![
         json!({"key": "kubernetes.io/metadata.name", "operator": "In",
         "values": ["{{ns}}", "{{ns2}}"]}),
@@ -170,6 +192,15 @@ fn binding_spec(rng: &mut Rng, policy: &str, params: Params) -> Value {
         );
         spec["matchResources"]["objectSelector"] = json!({"matchLabels": {key: value}});
     }
+    if target.cluster_scoped() {
+        // A namespace selector does not scope cluster-scoped objects (and matches a Namespace
+        // by its own labels): the case's label does.
+        let matched = &mut spec["matchResources"];
+        matched
+            .as_object_mut()
+            .map(|m| m.remove("namespaceSelector"));
+        matched["objectSelector"]["matchLabels"][CASE_LABEL] = json!("{{ns}}");
+    }
     let not_found = ["Allow", "Deny"][rng.usize(..2)];
     match params {
         Params::None => {}
@@ -182,6 +213,14 @@ fn binding_spec(rng: &mut Rng, policy: &str, params: Params) -> Value {
         Params::Selected => {
             spec["paramRef"] = json!({"selector": {"matchLabels": {"param": "yes"}},
                 "parameterNotFoundAction": not_found});
+        }
+        Params::ClusterNamed => {
+            spec["paramRef"] =
+                json!({"name": "{{ns}}-params", "parameterNotFoundAction": not_found});
+        }
+        Params::ClusterSelected => {
+            spec["paramRef"] = json!({"selector": {"matchLabels": {"param": "yes",
+                CASE_LABEL: "{{ns}}"}}, "parameterNotFoundAction": not_found});
         }
     }
     spec
@@ -245,7 +284,7 @@ pub fn validating(
             .collect();
         spec["auditAnnotations"] = json!(annotations);
     }
-    let mut binding = binding_spec(rng, name, params);
+    let mut binding = binding_spec(rng, name, target, params);
     binding["validationActions"] = json!(
         [
             vec!["Deny"],
@@ -346,6 +385,19 @@ fn mutation(rng: &mut Rng, target: Target, crd: &Crd, scope: &Scope) -> Value {
                 expression(rng, scope, Ty::Int, 2)
             ),
             Target::Gadget | Target::GadgetStatus if rng.bool() => odd_apply(rng, crd),
+            Target::Gizmo | Target::Widget | Target::WidgetStatus => {
+                let value = if rng.bool() {
+                    odd_value(rng, 2)
+                } else {
+                    let ty = [Ty::Str, Ty::Int, Ty::Bool, Ty::StrMap][rng.usize(..4)];
+                    expression(rng, scope, ty, 2)
+                };
+                crd.tree(target).apply(rng, &value)
+            }
+            Target::ClusterRole if rng.bool() => format!(
+                "Object{{rules: [Object.rules{{apiGroups: [\"\"], resources: [\"configmaps\"], verbs: [{}]}}]}}",
+                s(rng)
+            ),
             Target::Gadget | Target::GadgetStatus => {
                 let typed = crd.typed_fields();
                 let (ty, field) = typed[rng.usize(..typed.len())];
@@ -363,6 +415,7 @@ fn mutation(rng: &mut Rng, target: Target, crd: &Crd, scope: &Scope) -> Value {
         return json!({"patchType": "ApplyConfiguration",
             "applyConfiguration": {"expression": object}});
     }
+    let op = ["add", "add", "replace", "remove", "test", "copy", "move"][rng.usize(..7)];
     let mut paths = vec![
         "\"/metadata/labels\"".to_string(),
         "\"/metadata/labels/added\"".to_string(),
@@ -391,8 +444,17 @@ fn mutation(rng: &mut Rng, target: Target, crd: &Crd, scope: &Scope) -> Value {
                 paths.push("\"/spec/nested/depth\"".into());
             }
         }
+        Target::Gizmo | Target::Widget | Target::WidgetStatus => {
+            paths.extend(crd.tree(target).pointers(matches!(op, "remove" | "move")));
+        }
+        Target::Namespace => paths.push("\"/spec/finalizers\"".into()),
+        Target::ClusterRole => {
+            paths.extend(["\"/rules/0/verbs/-\"".into(), "\"/rules\"".into()]);
+        }
+        Target::PodEphemeral | Target::PodResize => {
+            paths.push("\"/spec/containers/0/image\"".into());
+        }
     }
-    let op = ["add", "add", "replace", "remove", "test", "copy", "move"][rng.usize(..7)];
     if matches!(op, "remove" | "move") {
         // kube-apiserver fills in defaults again after each in-tree mutation, a webhook cannot
         // (docs/limitations.md, "Defaults between mutations"): no defaulted field is removed.
@@ -440,6 +502,7 @@ pub fn mutating(
         json!({"apiVersion": "{{api}}", "kind": "MutatingAdmissionPolicy",
             "metadata": {"name": name}, "spec": spec}),
         json!({"apiVersion": "{{api}}", "kind": "MutatingAdmissionPolicyBinding",
-            "metadata": {"name": format!("{name}-binding")}, "spec": binding_spec(rng, name, params)}),
+            "metadata": {"name": format!("{name}-binding")},
+            "spec": binding_spec(rng, name, target, params)}),
     ]
 }

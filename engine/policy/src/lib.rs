@@ -319,7 +319,30 @@ impl PolicySet {
     /// Validates a request against the bound validating policies; with `only`, against those
     /// of that failure policy (each of celgate's two webhooks serves one, so a request both
     /// match is evaluated once per policy, not twice).
+    ///
+    /// kube-apiserver records one `validation_failure` audit annotation per request, the first
+    /// policy's (a later one is refused as the key is already set); the two webhooks would
+    /// each return one. So the Ignore webhook's gives way when a policy of failure policy Fail
+    /// records one for the request: its policies are evaluated again only then.
     pub fn validate(
+        &self,
+        req: &Request<'_>,
+        ctx: &Context<'_>,
+        only: Option<model::FailurePolicy>,
+    ) -> Outcome {
+        let mut out = self.validate_group(req, ctx, only);
+        if only == Some(model::FailurePolicy::Ignore) && out.records_validation_failure() {
+            let fail = self.validate_group(req, ctx, Some(model::FailurePolicy::Fail));
+            if fail.records_validation_failure() {
+                out.audit_annotations
+                    .retain(|(k, _)| k != validate::VALIDATION_FAILURE_KEY);
+            }
+        }
+        out
+    }
+
+    /// The outcome of the validating policies of failure policy `only` (all when `None`).
+    fn validate_group(
         &self,
         req: &Request<'_>,
         ctx: &Context<'_>,
@@ -472,6 +495,49 @@ mod tests {
                 "{resource}/{sub} asked as {asked}/{asked_sub}"
             );
         }
+    }
+
+    #[test]
+    fn one_validation_failure_is_recorded_for_both_webhooks_the_fail_policy_s() {
+        // Found by the generated differential (seed 12, cases 205 and 881): an audited failure
+        // of a Fail policy and one of an Ignore policy made two annotations, in-tree one.
+        let audited = |name: &str, failure_policy| {
+            let mut s = spec(vec![model::Validation {
+                expression: "false".into(),
+                message: Some(format!("{name} failed")),
+                ..Default::default()
+            }]);
+            s.name = name.into();
+            s.failure_policy = failure_policy;
+            bound(s, vec![ValidationAction::Warn, ValidationAction::Audit])
+        };
+        let failure = |outcome: &Outcome| -> Vec<String> {
+            outcome
+                .audit_annotations
+                .iter()
+                .filter(|(k, _)| k == validate::VALIDATION_FAILURE_KEY)
+                .map(|(_, v)| v.clone())
+                .collect()
+        };
+        let namespaces = cache();
+        let ctx = context(&namespaces);
+        let review = validate::test_policies::create_deployment(json!({"metadata": {"name": "d"}}));
+        let req = Request::from_json(&review).unwrap();
+        let (fail, ignore) = (model::FailurePolicy::Fail, model::FailurePolicy::Ignore);
+
+        let both = PolicySet::new(vec![audited("a", ignore), audited("b", fail)], Vec::new());
+        let by_fail = both.validate(&req, &ctx, Some(fail));
+        let by_ignore = both.validate(&req, &ctx, Some(ignore));
+        assert_eq!(failure(&by_fail).len(), 1);
+        assert!(failure(&by_fail)[0].contains("b failed"));
+        assert!(failure(&by_ignore).is_empty(), "{by_ignore:?}");
+        // The Ignore webhook keeps its warning; only the annotation gives way.
+        assert_eq!(by_ignore.warnings.len(), 1);
+
+        // Alone, the Ignore policy's failure is recorded.
+        let alone = PolicySet::new(vec![audited("a", ignore)], Vec::new());
+        let by_ignore = alone.validate(&req, &ctx, Some(ignore));
+        assert!(failure(&by_ignore)[0].contains("a failed"));
     }
 
     /// A policy `name` with one rule for `operations` on core v1 `resources`, denying with

@@ -165,6 +165,11 @@ struct Run<'r> {
     errors: Vec<PolicyError>,
     checks: Vec<MutationCheck>,
     invocations: Vec<Invocation>,
+    /// Whether a mutation applied (changing the object or not): kube-apiserver then runs its
+    /// policies a second time.
+    applied: bool,
+    /// In the second pass, for a policy not invoked again: its match conditions only.
+    conditions_only: bool,
 }
 
 /// Mutates a request with the bound policies, in their order.
@@ -209,13 +214,13 @@ pub fn mutate<'p>(
         errors: Vec::new(),
         checks: Vec::new(),
         invocations: Vec::new(),
+        applied: false,
+        conditions_only: false,
     };
-    // The `IfNeeded` policies, for the reinvocation below; the run keeps what each one found
-    // where it is written after (`Writes::since`).
-    let mut found: Vec<&BoundMutatingPolicy> = Vec::new();
-    for bound in policies {
+    // For each `IfNeeded` policy, the run keeps what it found where it is written after
+    // (`Writes::since`), for the second pass.
+    for &bound in &policies {
         if bound.policy.spec.reinvocation_policy == ReinvocationPolicy::IfNeeded {
-            found.push(bound);
             run.writes.since.push(Saved::default());
         }
         if let Err(Immediate(denial)) = run.policy_guarded(bound) {
@@ -225,23 +230,25 @@ pub fn mutate<'p>(
             return out;
         }
     }
-    // Reinvocation as kube-apiserver does it for its in-tree policies: once every policy
-    // ran, an `IfNeeded` policy runs once more, in order, when the object changed after
-    // it was first given it (by itself or by a later policy).
-    for (i, bound) in found.into_iter().enumerate() {
-        if !run
-            .writes
-            .since
-            .get(i)
-            .is_some_and(|s| s.differs(&run.object))
-        {
-            continue;
-        }
-        if let Err(Immediate(denial)) = run.policy_guarded(bound) {
-            out.denial = Some(denial);
-            out.checks = run.checks;
-            out.invocations = run.invocations;
-            return out;
+    // The second pass, as kube-apiserver runs its in-tree policies again once a mutation
+    // applied (and the first pass did not fail the request): every policy's match conditions
+    // are evaluated again on the object as it now is, an error counting under the policy's
+    // failurePolicy, and an `IfNeeded` policy runs once more, in order, when the object
+    // changed after it was first given it (by itself or by a later policy).
+    if run.applied && !run.errors.iter().any(|e| e.fail) {
+        let mut reinvocable = 0;
+        for &bound in &policies {
+            let again = bound.policy.spec.reinvocation_policy == ReinvocationPolicy::IfNeeded && {
+                reinvocable += 1;
+                (run.writes.since.get(reinvocable - 1)).is_some_and(|s| s.differs(&run.object))
+            };
+            run.conditions_only = !again;
+            if let Err(Immediate(denial)) = run.policy_guarded(bound) {
+                out.denial = Some(denial);
+                out.checks = run.checks;
+                out.invocations = run.invocations;
+                return out;
+            }
         }
     }
     out.checks = run.checks;
@@ -396,6 +403,7 @@ impl Run<'_> {
             evaluate_match_conditions(&evaluation, &policy.match_conditions, sources)
         };
         match conditions {
+            MatchConditions::Apply if self.conditions_only => return Ok(()),
             MatchConditions::Apply => {}
             MatchConditions::Skip => return Ok(()),
             MatchConditions::Error(msg) => {
@@ -442,7 +450,10 @@ impl Run<'_> {
                 elapsed: started.elapsed(),
             });
             match result {
-                Ok(c) => changed |= c,
+                Ok(c) => {
+                    self.applied = true;
+                    changed |= c;
+                }
                 Err(e) => {
                     let msg = e.to_string();
                     self.error(policy, Some(&binding.name), &msg, Some("Invalid"));

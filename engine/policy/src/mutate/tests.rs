@@ -776,3 +776,83 @@ fn a_mutation_errors_metric_type_is_its_variants_not_its_texts() {
         assert_eq!(error.error_type(), want, "{error}");
     }
 }
+
+/// An IfNeeded policy of failurePolicy Ignore whose JSON patch removed a label, invoked again
+/// (it changed the object) and failing then (the label is gone): the object keeps the
+/// removal (found by the generated differential, seed 12, case 294: the ConfigMap's data
+/// came back).
+#[test]
+fn a_failed_patch_of_a_reinvocation_keeps_what_the_first_invocation_did() {
+    use crate::model::ReinvocationPolicy;
+    let mut p = policy(
+        "p",
+        vec![
+            apply_config("Object{metadata: Object.metadata{labels: {'a': string([1][5])}}}"),
+            json_patch("[JSONPatch{op: 'remove', path: '/metadata/labels/app'}]"),
+        ],
+    );
+    p.reinvocation_policy = ReinvocationPolicy::IfNeeded;
+    p.failure_policy = FailurePolicy::Ignore;
+    let out = run(&[upstream(p)]);
+    assert!(out.allowed(), "{:?}", out.denial);
+    assert_eq!(out.invocations.len(), 2);
+    let object = out.object.expect("mutated");
+    assert!(object["metadata"].get("labels").is_none(), "{object}");
+}
+
+/// Once a mutation applied, kube-apiserver runs its policies a second time and evaluates every
+/// policy's match conditions again, `Never` ones too, on the object as it now is: an error
+/// there fails the request under failurePolicy Fail (found by the generated differential,
+/// seed 13, case 839: a policy removing the labels its match condition reads).
+#[test]
+fn the_second_pass_evaluates_every_policys_match_conditions_again() {
+    let mut p = policy(
+        "p",
+        vec![json_patch(
+            "[JSONPatch{op: 'remove', path: '/metadata/labels'}]",
+        )],
+    );
+    p.match_conditions = vec![NamedExpression {
+        name: "labelled".into(),
+        expression: "object.metadata.labels.exists(x, true)".into(),
+    }];
+    let out = run(&[upstream(p.clone())]);
+    let denial = out.denial.expect("denied in the second pass");
+    assert_eq!(
+        denial.message,
+        "policy 'p' with binding 'p-b' denied request: expression 'object.metadata.labels.exists(x, true)' resulted in error: no such key: labels"
+    );
+    assert_eq!((denial.code, denial.reason.as_str()), (403, "Invalid"));
+    // Under Ignore the error is dropped and the mutation kept; the policy ran once.
+    p.failure_policy = FailurePolicy::Ignore;
+    let out = run(&[upstream(p)]);
+    assert!(out.allowed());
+    assert_eq!(out.invocations.len(), 1);
+    assert!(
+        out.object.expect("mutated")["metadata"]
+            .get("labels")
+            .is_none()
+    );
+}
+
+/// A patch emptying a built-in kind's optional map, which the Go encoding then leaves out:
+/// the response's patch removes the map (found by the generated differential, seed 14, case
+/// 634: a ConfigMap's `data` emptied by `remove /data/k` was sent back unchanged).
+#[test]
+fn a_map_emptied_and_left_out_is_removed_by_the_response() {
+    let out = run(&[upstream(policy(
+        "p",
+        vec![json_patch(
+            "[JSONPatch{op: 'remove', path: '/metadata/labels/app'}]",
+        )],
+    ))]);
+    assert!(out.allowed(), "{:?}", out.denial);
+    assert!(
+        out.patch
+            .contains(&json!({"op": "remove", "path": "/metadata/labels"})),
+        "{:?}",
+        out.patch
+    );
+    let object = out.object.expect("mutated");
+    assert!(object["metadata"].get("labels").is_none(), "{object}");
+}

@@ -185,7 +185,12 @@ fn keep_at(node: &mut Kept, place: &[String], value: Option<&Value>) {
         },
         None => {
             let inner = std::mem::take(members);
-            let mut value = value.cloned();
+            // A place absent now that holds places kept earlier was an object then (a patch
+            // emptied it and the Go encoding left it out): they are put back into one.
+            let mut value = match value {
+                None if !inner.is_empty() => Some(Value::Object(serde_json::Map::new())),
+                v => v.cloned(),
+            };
             if let Some(value) = &mut value {
                 put_back(value, inner);
             }
@@ -251,8 +256,18 @@ fn diff_kept(now: Option<&Value>, kept: &Kept, at: &mut String, ops: &mut Vec<Va
         }
         Kept::Below(members) => members,
     };
-    let Some(Value::Object(map)) = now else {
-        return;
+    // A place holding kept places was an object when they were kept: gone or replaced since
+    // (a built-in kind's map emptied by a patch is left out by the Go encoding).
+    let map = match now {
+        Some(Value::Object(map)) => map,
+        Some(other) => {
+            ops.push(serde_json::json!({"op": "replace", "path": at.as_str(), "value": other}));
+            return;
+        }
+        None => {
+            ops.push(serde_json::json!({"op": "remove", "path": at.as_str()}));
+            return;
+        }
     };
     for removed in [false, true] {
         for (key, kept) in members {

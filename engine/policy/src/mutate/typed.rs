@@ -598,13 +598,37 @@ impl std::fmt::Display for Element<'_> {
                 f.write_str("[")?;
                 for (i, (k, v)) in fields.iter().enumerate() {
                     let comma = if i == 0 { "" } else { "," };
-                    write!(f, "{comma}{k}={v}")?;
+                    write!(f, "{comma}{k}={}", smd_string(v))?;
                 }
                 f.write_str("]")
             }
-            Element::Value(v) => write!(f, "[={v}]"),
+            Element::Value(v) => write!(f, "[={}]", smd_string(v)),
             Element::Undefined => f.write_str("[={{undefined}}]"),
         }
+    }
+}
+
+/// How structured-merge-diff prints a key's or a set item's value in a path: strings quoted,
+/// numbers as Go's `%v`, lists `[a,b]`, a map's members `k=v` run together (an empty map prints
+/// nothing), null `null`.
+fn smd_string(v: &Value) -> String {
+    match v {
+        Value::Null => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => i.to_string(),
+            (None, Some(d)) => celgate_cel::value::format_double(d),
+            (None, None) => n.to_string(),
+        },
+        Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
+        Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(smd_string).collect();
+            format!("[{}]", items.join(","))
+        }
+        Value::Object(members) => members
+            .iter()
+            .map(|(k, v)| format!("{k}={}", smd_string(v)))
+            .collect(),
     }
 }
 
@@ -821,6 +845,30 @@ mod tests {
 
     use super::*;
     use crate::schema::schemas_from_openapi;
+
+    /// A list map's key or a set item in a path prints as structured-merge-diff's `ToString`
+    /// (found by the generated differential, seed 14, case 707: an empty map key printed
+    /// `[name={}]`, in-tree `[name=]`).
+    #[test]
+    fn keys_in_paths_print_as_structured_merge_diff_prints_them() {
+        let (empty, map, list, s, f, i, null) = (
+            json!({}),
+            json!({"a": 1}),
+            json!(["x", 2]),
+            json!("n0"),
+            json!(1e21),
+            json!(-6),
+            json!(null),
+        );
+        let key = |v: &Value| Element::Key(vec![("name", v)]).to_string();
+        assert_eq!(key(&empty), "[name=]");
+        assert_eq!(key(&map), "[name=a=1]");
+        assert_eq!(key(&list), "[name=[\"x\",2]]");
+        assert_eq!(key(&s), "[name=\"n0\"]");
+        assert_eq!(key(&f), "[name=1e+21]");
+        assert_eq!(Element::Value(&i).to_string(), "[=-6]");
+        assert_eq!(Element::Value(&null).to_string(), "[=null]");
+    }
 
     /// Where `holds_scalar` answers, it answers as the whole check does: for a node of every
     /// kind and a value of every JSON type, a value it passes has nothing below it and fits

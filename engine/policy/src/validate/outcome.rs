@@ -160,6 +160,13 @@ impl Outcome {
         self.denial.is_none()
     }
 
+    /// Whether a failed validation is recorded under [`VALIDATION_FAILURE_KEY`].
+    pub fn records_validation_failure(&self) -> bool {
+        self.audit_annotations
+            .iter()
+            .any(|(k, _)| k == VALIDATION_FAILURE_KEY)
+    }
+
     /// Adds the outcome of a later policy: its denial counts only if none came before, and
     /// only the first validation failure is recorded under [`VALIDATION_FAILURE_KEY`].
     pub(super) fn merge(&mut self, later: Outcome) {
@@ -167,10 +174,7 @@ impl Outcome {
             self.denial = later.denial;
         }
         self.warnings.extend(later.warnings);
-        let recorded = self
-            .audit_annotations
-            .iter()
-            .any(|(k, _)| k == VALIDATION_FAILURE_KEY);
+        let recorded = self.records_validation_failure();
         self.audit_annotations.extend(
             later
                 .audit_annotations
