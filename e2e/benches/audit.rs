@@ -36,7 +36,8 @@
 //! `BENCH_AUDIT_OBJECTS` (default 10000), `BENCH_AUDIT_NAMESPACES` (default 20),
 //! `BENCH_AUDIT_SETTLE_SECONDS` (idle wait before the idle reading, default 10),
 //! `BENCH_AUDIT_PHASES` (comma-separated, default `default,unpaced`), `BENCH_AUDIT_REPORT`
-//! (report path), `CELGATE_BIN`.
+//! (report path), `BENCH_AUDIT_PASSES` (1: celgate runs with `--audit-report-passes=true`, and
+//! the reports awaited are one per scanned object, not one per violation), `CELGATE_BIN`.
 
 use celgate_e2e::bench::{env_usize, loadavg};
 use std::collections::BTreeMap;
@@ -543,6 +544,8 @@ struct Setup<'a> {
     expected: usize,
     all_namespaces: BTreeMap<String, usize>,
     settle: Duration,
+    /// Whether reports carry passes (`BENCH_AUDIT_PASSES`).
+    passes: bool,
 }
 
 /// One phase: celgate started with `phase`'s pacing, idle memory, then the policy bound and
@@ -556,13 +559,16 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     );
     let page_size = format!("--audit-page-size={DEFAULT_PAGE_SIZE}");
     let log_name = format!("celgate-{}", phase.name);
-    let args = [
+    let mut args = vec![
         "--log-json",
         "--audit-secrets=true",
         &pages,
         &writes,
         &page_size,
     ];
+    if setup.passes {
+        args.push("--audit-report-passes=true");
+    }
     let rust_log = "info,celgate_operator::audit=debug";
     let mut celgate = Celgate::spawn_with(setup.cluster, free_port(), &log_name, &args, rust_log);
     celgate.wait_ready().await;
@@ -606,15 +612,20 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         scan.as_secs_f64()
     );
 
-    // → every report written.
+    // → every report written: one per violating object, or with passes one per scanned object.
+    let want = if setup.passes {
+        setup.expected
+    } else {
+        violations
+    };
     let (reports, written) = loop {
         let written = report_count(client).await;
-        if written == violations {
+        if written == want {
             break (started.elapsed(), written);
         }
         assert!(
             started.elapsed() < GIVE_UP,
-            "[{}] {written} of {violations} PolicyReports after {GIVE_UP:?}",
+            "[{}] {written} of {want} PolicyReports after {GIVE_UP:?}",
             phase.name
         );
         tokio::time::sleep(POLL).await;
@@ -700,7 +711,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         &setup.all_namespaces,
         DEFAULT_PAGE_SIZE,
         phase.pages_per_second,
-        violations,
+        want,
         phase.writes_per_second,
     );
     println!("[{}] pacing alone: {floor}", phase.name);
@@ -768,6 +779,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         "reports_ms": ms(reports),
         "scanned": setup.expected,
         "violations": violations,
+        "report_passes": setup.passes,
         "reports": written,
         "log": {"scan_started_ms": scan_started, "resource_scanned_ms": resources_scanned},
         "last_scan_time_s": last_scan_time_s,
@@ -836,6 +848,7 @@ async fn main() {
         expected,
         all_namespaces: all_namespaces.clone(),
         settle,
+        passes: std::env::var("BENCH_AUDIT_PASSES").is_ok_and(|v| v == "1"),
     };
     let mut results = serde_json::Map::new();
     for (i, name) in phases.iter().enumerate() {

@@ -498,3 +498,158 @@ async fn the_audit_reports_what_in_tree_would_deny_and_follows_changes() {
     })
     .await;
 }
+
+/// A minimal openreports.io CRD (celgate ships none for that group): any content kept.
+fn openreports_crd(kind: &str, plural: &str, scope: &str) -> String {
+    format!(
+        r#"apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: {plural}.openreports.io
+spec:
+  group: openreports.io
+  names: {{kind: {kind}, listKind: {kind}List, plural: {plural}, singular: {singular}}}
+  scope: {scope}
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {{type: object, x-kubernetes-preserve-unknown-fields: true}}
+"#,
+        singular = plural.trim_end_matches('s')
+    )
+}
+
+/// `--audit-report-passes` and `--audit-report-api=openreports`: without the openreports CRDs
+/// celgate says so and keeps running; with them, an allowed ConfigMap gets a Report with a
+/// `pass` result and a violating one a Report with its `fail`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn passes_are_reported_in_openreports_reports() {
+    const ARGS: &[&str] = &[
+        "--audit-report-passes=true",
+        "--audit-report-api=openreports",
+    ];
+    let cluster = Cluster::start();
+    cluster.install_crds();
+    let client = cluster.client().await;
+    cluster.apply(
+        r#"apiVersion: v1
+kind: Namespace
+metadata:
+  name: celgate-system
+---
+apiVersion: v1
+kind: Namespace
+metadata:
+  name: reports-e2e
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: allowed
+  namespace: reports-e2e
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: denied
+  namespace: reports-e2e
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: no-denied
+spec:
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [""]
+      apiVersions: ["v1"]
+      operations: ["CREATE"]
+      resources: ["configmaps"]
+  validations:
+  - expression: "object.metadata.name != 'denied'"
+    message: "the name denied is taken"
+---
+apiVersion: admission.celgate.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: no-denied
+spec:
+  policyName: no-denied
+  validationActions: [Audit]
+"#,
+    );
+
+    // No openreports CRDs: a warning naming the kinds, and celgate runs on.
+    let mut celgate = Celgate::start_with(&cluster, ARGS).await;
+    wait_for(
+        "the warning that the openreports CRDs are missing",
+        Duration::from_secs(30),
+        || async {
+            let logs = celgate.logs();
+            (logs.contains("report CRDs are not installed")
+                && logs.contains("Report/ClusterReport (openreports.io)"))
+            .then_some(())
+        },
+    )
+    .await;
+    celgate.wait_ready().await;
+    celgate.terminate(Duration::from_secs(30));
+
+    cluster.apply(&openreports_crd("Report", "reports", "Namespaced"));
+    cluster.apply(&openreports_crd(
+        "ClusterReport",
+        "clusterreports",
+        "Cluster",
+    ));
+    cluster.wait_established(&[
+        "crd/reports.openreports.io",
+        "crd/clusterreports.openreports.io",
+    ]);
+    let _celgate = Celgate::start_with(&cluster, ARGS).await;
+
+    let maps: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "reports-e2e",
+        &kube::api::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()),
+    );
+    let reports: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "reports-e2e",
+        &kube::api::ApiResource {
+            group: "openreports.io".into(),
+            version: "v1alpha1".into(),
+            api_version: "openreports.io/v1alpha1".into(),
+            kind: "Report".into(),
+            plural: "reports".into(),
+        },
+    );
+    for (name, result, pass, fail) in [("allowed", "pass", 1, 0), ("denied", "fail", 0, 1)] {
+        let uid = maps
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("cannot read ConfigMap {name}: {e}"))
+            .metadata
+            .uid
+            .unwrap_or_default();
+        let report = wait_for(
+            &format!("the Report of ConfigMap {name}"),
+            Duration::from_secs(60),
+            || async { reports.get(&format!("celgate-{uid}")).await.ok() },
+        )
+        .await;
+        assert_eq!(report.data["source"], "celgate", "{report:?}");
+        assert_eq!(report.data["scope"]["name"], name, "{report:?}");
+        assert_eq!(report.data["summary"]["pass"], pass, "{report:?}");
+        assert_eq!(report.data["summary"]["fail"], fail, "{report:?}");
+        let results = report.data["results"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(results.len(), 1, "{report:?}");
+        assert_eq!(results[0]["result"], result, "{report:?}");
+        assert_eq!(results[0]["policy"], "no-denied", "{report:?}");
+        assert_eq!(results[0]["rule"], "no-denied", "{report:?}");
+    }
+}

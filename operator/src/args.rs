@@ -220,7 +220,7 @@ pub struct RunArgs {
     #[arg(long, env = "CELGATE_AUDIT_PAGES_PER_SECOND", default_value_t = 10,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub audit_pages_per_second: u32,
-    /// PolicyReport writes and deletes per second, at most.
+    /// Report writes and deletes per second, at most.
     #[arg(long, env = "CELGATE_AUDIT_REPORT_WRITES_PER_SECOND", default_value_t = 50,
           value_parser = clap::value_parser!(u32).range(1..=1000))]
     pub audit_report_writes_per_second: u32,
@@ -228,6 +228,17 @@ pub struct RunArgs {
     /// of the cluster, and a policy's message could copy their data into the reports.
     #[arg(long, env = "CELGATE_AUDIT_SECRETS", default_value_t = false, action = clap::ArgAction::Set)]
     pub audit_secrets: bool,
+    /// Whether the audit's reports carry a `pass` result for each binding that evaluated the
+    /// object and allowed it, so dashboards can show a compliance share. Off by default: only
+    /// objects with violations have a report. On, every object a binding matched has one.
+    #[arg(long, env = "CELGATE_AUDIT_REPORT_PASSES", default_value_t = false, action = clap::ArgAction::Set)]
+    pub audit_report_passes: bool,
+    /// The report API the audit writes: `wgpolicyk8s` (PolicyReport and ClusterPolicyReport,
+    /// wgpolicyk8s.io/v1alpha2) or `openreports` (Report and ClusterReport,
+    /// openreports.io/v1alpha1). Its CRDs must be installed; until they are, no reports are
+    /// written and the log says so.
+    #[arg(long, env = "CELGATE_AUDIT_REPORT_API", value_enum, default_value_t = crate::audit::ReportApi::Wgpolicyk8s)]
+    pub audit_report_api: crate::audit::ReportApi,
 }
 
 /// One MiB.

@@ -312,6 +312,8 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
                 &args.excluded_namespaces,
             ),
             secrets: args.audit_secrets,
+            passes: args.audit_report_passes,
+            report_api: args.audit_report_api,
         },
         discovery: discovery.clone(),
         deps,

@@ -51,9 +51,11 @@ impl StoredAs {
 /// Resources never audited (group, resource): celgate's own reports (a policy over `*` would
 /// report on its reports, endlessly), and Events and Leases, which the cluster's components
 /// write all the time and no admission policy is about.
-pub const NEVER_AUDITED: [(&str, &str); 5] = [
+pub const NEVER_AUDITED: [(&str, &str); 7] = [
     ("wgpolicyk8s.io", "policyreports"),
     ("wgpolicyk8s.io", "clusterpolicyreports"),
+    ("openreports.io", "reports"),
+    ("openreports.io", "clusterreports"),
     ("", "events"),
     ("events.k8s.io", "events"),
     ("coordination.k8s.io", "leases"),
@@ -240,6 +242,8 @@ mod tests {
         for (group, resource) in NEVER_AUDITED {
             assert!(!audited(group, resource, true), "{group}/{resource}");
         }
+        assert!(!audited("openreports.io", "reports", true));
+        assert!(!audited("openreports.io", "clusterreports", true));
         assert!(!audited("", "secrets", false));
         assert!(audited("", "secrets", true));
         assert!(audited("", "configmaps", false));

@@ -1,9 +1,10 @@
-//! What the audit knows between writes: each object's violations (only objects with at least
-//! one are held, at most [`MAX_BYTES`] of them; objects themselves are never kept), how many
+//! What the audit knows between writes: each object's violations, and the bindings that allowed
+//! it when passes are reported (only objects with at least one of either are held, at most
+//! [`MAX_BYTES`] of them; objects themselves are never kept), how many
 //! objects each binding matched at its resources' last completed scan, and which reports and
 //! statuses changed since they were last written.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -43,6 +44,8 @@ pub struct ObjectFindings {
     pub resource: StoredAs,
     /// Its violations, by binding.
     pub violations: BTreeMap<UnitKey, Violation>,
+    /// The bindings that evaluated it and allowed it (empty unless passes are reported).
+    pub passes: BTreeSet<UnitKey>,
 }
 
 /// Matched-object counts of one completed scan of one resource.
@@ -100,6 +103,11 @@ fn size(object: &ObjectFindings) -> usize {
             .iter()
             .map(|(k, v)| k.0.len() + k.1.len() + v.message.len())
             .sum::<usize>()
+        + object
+            .passes
+            .iter()
+            .map(|k| k.0.len() + k.1.len())
+            .sum::<usize>()
 }
 
 impl Findings {
@@ -118,19 +126,21 @@ impl Findings {
         }
     }
 
-    /// Records the violations of one object (none: it has no report).
+    /// Records the violations and passes of one object (none of either: it has no report).
     pub fn set(
         &mut self,
         subject: Subject,
         resource: &StoredAs,
         violations: BTreeMap<UnitKey, Violation>,
+        passes: BTreeSet<UnitKey>,
     ) {
         let uid = subject.uid.clone();
         let namespace = subject.namespace.clone();
-        let next = (!violations.is_empty()).then(|| ObjectFindings {
+        let next = (!violations.is_empty() || !passes.is_empty()).then(|| ObjectFindings {
             subject,
             resource: resource.clone(),
             violations,
+            passes,
         });
         let changed = match next {
             Some(next) => {
@@ -223,14 +233,16 @@ impl Findings {
     /// errors go, and the reports they were in are written again.
     pub fn retain_units(&mut self, units: &HashSet<UnitKey>) {
         for (uid, object) in &mut self.objects {
-            let before = object.violations.len();
+            let before = object.violations.len() + object.passes.len();
             object.violations.retain(|k, _| units.contains(k));
-            if object.violations.len() != before {
+            object.passes.retain(|k| units.contains(k));
+            if object.violations.len() + object.passes.len() != before {
                 self.dirty_reports
                     .insert(uid.clone(), object.subject.namespace.clone());
             }
         }
-        self.objects.retain(|_, o| !o.violations.is_empty());
+        self.objects
+            .retain(|_, o| !o.violations.is_empty() || !o.passes.is_empty());
         self.bytes = self.objects.values().map(size).sum();
         self.overflowed = false;
         self.scanned.retain(|k, _| units.contains(k));
@@ -411,14 +423,29 @@ mod tests {
     #[test]
     fn a_report_is_written_when_an_objects_violations_change_and_only_then() {
         let mut f = Findings::default();
-        f.set(subject("a"), &fixtures::config_maps(), failing());
+        f.set(
+            subject("a"),
+            &fixtures::config_maps(),
+            failing(),
+            BTreeSet::new(),
+        );
         assert_eq!(f.take_reports(usize::MAX).len(), 1);
-        f.set(subject("a"), &fixtures::config_maps(), failing());
+        f.set(
+            subject("a"),
+            &fixtures::config_maps(),
+            failing(),
+            BTreeSet::new(),
+        );
         assert!(
             f.take_reports(usize::MAX).is_empty(),
             "unchanged: nothing to write"
         );
-        f.set(subject("a"), &fixtures::config_maps(), BTreeMap::new());
+        f.set(
+            subject("a"),
+            &fixtures::config_maps(),
+            BTreeMap::new(),
+            BTreeSet::new(),
+        );
         assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
     }
 
@@ -426,7 +453,12 @@ mod tests {
     fn reports_are_taken_at_most_limit_at_a_time_and_the_rest_kept() {
         let mut f = Findings::default();
         for name in ["a", "b", "c"] {
-            f.set(subject(name), &fixtures::config_maps(), failing());
+            f.set(
+                subject(name),
+                &fixtures::config_maps(),
+                failing(),
+                BTreeSet::new(),
+            );
         }
         let mut uids: Vec<String> = f.take_reports(2).into_iter().map(|c| c.uid).collect();
         assert_eq!(uids.len(), 2);
@@ -439,7 +471,12 @@ mod tests {
     #[test]
     fn every_report_is_written_again_when_asked() {
         let mut f = Findings::default();
-        f.set(subject("a"), &fixtures::config_maps(), failing());
+        f.set(
+            subject("a"),
+            &fixtures::config_maps(),
+            failing(),
+            BTreeSet::new(),
+        );
         f.take_reports(usize::MAX);
         f.rewrite_all();
         let again = f.take_reports(usize::MAX);
@@ -458,8 +495,18 @@ mod tests {
     #[test]
     fn a_scan_forgets_objects_it_does_not_see_again_and_counts_what_it_matched() {
         let mut f = Findings::default();
-        f.set(subject("gone"), &fixtures::config_maps(), failing());
-        f.set(subject("kept"), &fixtures::config_maps(), failing());
+        f.set(
+            subject("gone"),
+            &fixtures::config_maps(),
+            failing(),
+            BTreeSet::new(),
+        );
+        f.set(
+            subject("kept"),
+            &fixtures::config_maps(),
+            failing(),
+            BTreeSet::new(),
+        );
         f.take_reports(usize::MAX);
         let mut pass = f.start(&fixtures::config_maps());
         Findings::seen(&mut pass, "uid-kept");
@@ -475,7 +522,12 @@ mod tests {
     #[test]
     fn a_new_plan_drops_bindings_that_left_it() {
         let mut f = Findings::default();
-        f.set(subject("a"), &fixtures::config_maps(), failing());
+        f.set(
+            subject("a"),
+            &fixtures::config_maps(),
+            failing(),
+            BTreeSet::new(),
+        );
         f.take_reports(usize::MAX);
         f.retain_units(&HashSet::new());
         assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
@@ -490,7 +542,12 @@ mod tests {
     #[test]
     fn only_reports_of_objects_without_violations_are_deleted_as_stale() {
         let mut f = Findings::default();
-        f.set(subject("a"), &fixtures::config_maps(), failing());
+        f.set(
+            subject("a"),
+            &fixtures::config_maps(),
+            failing(),
+            BTreeSet::new(),
+        );
         f.take_reports(usize::MAX);
         let stale = f.delete_stale([
             ("uid-a".to_string(), "ns".to_string()),
@@ -504,13 +561,28 @@ mod tests {
     fn findings_past_their_bound_are_not_kept_and_every_binding_is_told() {
         let mut f = Findings::with_max_bytes(2 * OBJECT_BYTES + 100);
         for name in ["a", "b", "c"] {
-            f.set(subject(name), &fixtures::config_maps(), failing());
+            f.set(
+                subject(name),
+                &fixtures::config_maps(),
+                failing(),
+                BTreeSet::new(),
+            );
         }
         let audit = f.of_unit(&unit(), &[fixtures::config_maps()]);
         assert_eq!(audit.violations.len(), 2);
         assert!(audit.errors[0].contains("at most"), "{:?}", audit.errors);
-        f.set(subject("a"), &fixtures::config_maps(), BTreeMap::new());
-        f.set(subject("c"), &fixtures::config_maps(), failing());
+        f.set(
+            subject("a"),
+            &fixtures::config_maps(),
+            BTreeMap::new(),
+            BTreeSet::new(),
+        );
+        f.set(
+            subject("c"),
+            &fixtures::config_maps(),
+            failing(),
+            BTreeSet::new(),
+        );
         assert_eq!(
             f.of_unit(&unit(), &[fixtures::config_maps()])
                 .violations
@@ -524,5 +596,28 @@ mod tests {
                 .errors
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn an_object_with_passes_only_has_a_report_until_its_bindings_leave_the_plan() {
+        let mut f = Findings::default();
+        f.set(
+            subject("a"),
+            &fixtures::config_maps(),
+            BTreeMap::new(),
+            BTreeSet::from([unit()]),
+        );
+        let taken = f.take_reports(10);
+        assert_eq!(taken.len(), 1);
+        let held = taken[0].findings.as_ref().map(|o| o.passes.clone());
+        assert_eq!(held, Some(BTreeSet::from([unit()])));
+        assert!(
+            f.of_unit(&unit(), &[]).violations.is_empty(),
+            "a pass is no violation"
+        );
+        f.retain_units(&HashSet::new());
+        let taken = f.take_reports(10);
+        assert_eq!(taken.len(), 1);
+        assert_eq!(taken[0].findings, None, "its report goes");
     }
 }

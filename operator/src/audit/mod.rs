@@ -14,9 +14,10 @@ mod reports;
 mod targets;
 mod writer;
 
+pub use self::reports::ReportApi;
 pub use writer::clear_while_off;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
@@ -57,6 +58,11 @@ pub struct AuditConfig {
     pub excluded_namespaces: Vec<String>,
     /// Whether Secrets are audited (`--audit-secrets`).
     pub secrets: bool,
+    /// Whether reports carry a `pass` result for each binding that allowed the object
+    /// (`--audit-report-passes`).
+    pub passes: bool,
+    /// The report API written (`--audit-report-api`).
+    pub report_api: ReportApi,
 }
 
 /// How long after the first change of the inputs the new scan starts (changes made meanwhile
@@ -119,6 +125,7 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
         findings.clone(),
         planned,
         config.writes_per_second,
+        config.report_api,
     ));
     let pacer = Arc::new(Pacer::new(config.pages_per_second));
     let mut followed = Followed::default();
@@ -291,6 +298,7 @@ async fn follow(
     config: AuditConfig,
 ) {
     let page_size = config.page_size;
+    let report_passes = config.passes;
     let excluded =
         |object: &DynamicObject| excluded(&resource, object, &config.excluded_namespaces);
     let units: Vec<Arc<Unit>> = plan
@@ -330,13 +338,14 @@ async fn follow(
                 let (subject, violations, matched) =
                     evaluate(&units, &resource, object, &store, &deps);
                 listed += 1;
+                let passes = passes(report_passes, &matched, &violations);
                 if let Some(pass) = pass.as_mut() {
                     Findings::seen(pass, &subject.uid);
                     for unit in matched {
                         *pass.matched.entry(unit).or_default() += 1;
                     }
                 }
-                lock(&findings).set(subject, &resource, violations);
+                lock(&findings).set(subject, &resource, violations, passes);
                 if listed.is_multiple_of(page_size.max(1)) {
                     pacer.wait().await;
                 }
@@ -351,8 +360,10 @@ async fn follow(
             }
             Ok(Event::Apply(object)) if excluded(&object) => {}
             Ok(Event::Apply(object)) => {
-                let (subject, violations, _) = evaluate(&units, &resource, object, &store, &deps);
-                lock(&findings).set(subject, &resource, violations);
+                let (subject, violations, matched) =
+                    evaluate(&units, &resource, object, &store, &deps);
+                let passes = passes(report_passes, &matched, &violations);
+                lock(&findings).set(subject, &resource, violations, passes);
             }
             Ok(Event::Delete(object)) => {
                 if let Some(uid) = object.uid() {
@@ -385,6 +396,22 @@ fn excluded(resource: &StoredAs, object: &DynamicObject, namespaces: &[String]) 
         object.metadata.namespace.as_ref()
     };
     namespace.is_some_and(|ns| namespaces.contains(ns))
+}
+
+/// The bindings that applied to an object and allowed it, when passes are reported (`report`).
+fn passes(
+    report: bool,
+    matched: &[UnitKey],
+    violations: &BTreeMap<UnitKey, Violation>,
+) -> BTreeSet<UnitKey> {
+    if !report {
+        return BTreeSet::new();
+    }
+    matched
+        .iter()
+        .filter(|unit| !violations.contains_key(*unit))
+        .cloned()
+        .collect()
 }
 
 /// One object's violations and the bindings that applied to it, each binding decided alone
@@ -463,6 +490,24 @@ mod tests {
         );
         object.metadata.namespace = namespace.map(String::from);
         object
+    }
+
+    #[test]
+    fn passes_are_the_bindings_that_applied_without_a_violation_and_only_when_asked() {
+        let unit = |name: &str| -> UnitKey { (Arc::from("p"), Arc::from(name)) };
+        let matched = [unit("allows"), unit("denies")];
+        let violations = BTreeMap::from([(
+            unit("denies"),
+            Violation {
+                verdict: celgate_snapshot::audit::Verdict::Fail,
+                message: "denied".into(),
+            },
+        )]);
+        assert_eq!(
+            passes(true, &matched, &violations),
+            BTreeSet::from([unit("allows")])
+        );
+        assert!(passes(false, &matched, &violations).is_empty());
     }
 
     #[test]

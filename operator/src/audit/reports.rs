@@ -1,9 +1,11 @@
 //! The audit's results where policy tools read them: one `wgpolicyk8s.io/v1alpha2`
-//! PolicyReport (ClusterPolicyReport for a cluster-scoped object) per object with violations,
-//! named `celgate-<object uid>`, owned by the object (so it goes with it), with one result per
-//! binding whose validations fail. Written by server-side apply (field manager
-//! `celgate-audit`); deleted when the object has no violation left. Without the CRDs installed,
-//! nothing is written.
+//! PolicyReport (ClusterPolicyReport for a cluster-scoped object), or with
+//! `--audit-report-api=openreports` one `openreports.io/v1alpha1` Report (ClusterReport), per
+//! object with violations, named `celgate-<object uid>`, owned by the object (so it goes with
+//! it), with one result per binding whose validations fail; with `--audit-report-passes` also
+//! per object that a binding evaluated and allowed, with a `pass` result for each such binding.
+//! Written by server-side apply (field manager `celgate-audit`); deleted when the object has
+//! no result left. Without the CRDs installed, nothing is written.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -20,21 +22,53 @@ use super::targets::Unit;
 pub const FIELD_MANAGER: &str = "celgate-audit";
 /// The label on every report celgate writes.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "celgate");
-/// The reports' API group and version.
-const GROUP: &str = "wgpolicyk8s.io";
-const VERSION: &str = "v1alpha2";
-
 /// The `source` of every result.
 const SOURCE: &str = "celgate";
 
-/// The report kind for namespaced (`PolicyReport`) or cluster-scoped objects.
-fn resource(namespaced: bool) -> ApiResource {
-    let (kind, plural) = if namespaced {
-        ("PolicyReport", "policyreports")
-    } else {
-        ("ClusterPolicyReport", "clusterpolicyreports")
-    };
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(GROUP, VERSION, kind), plural)
+/// The report API the audit writes (`--audit-report-api`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportApi {
+    /// `wgpolicyk8s.io/v1alpha2` PolicyReport and ClusterPolicyReport.
+    #[default]
+    Wgpolicyk8s,
+    /// `openreports.io/v1alpha1` Report and ClusterReport.
+    Openreports,
+}
+
+impl ReportApi {
+    /// The API group.
+    pub fn group(self) -> &'static str {
+        match self {
+            Self::Wgpolicyk8s => "wgpolicyk8s.io",
+            Self::Openreports => "openreports.io",
+        }
+    }
+
+    /// The report kind for namespaced or cluster-scoped objects.
+    pub fn resource(self, namespaced: bool) -> ApiResource {
+        let (version, kind, plural) = match (self, namespaced) {
+            (Self::Wgpolicyk8s, true) => ("v1alpha2", "PolicyReport", "policyreports"),
+            (Self::Wgpolicyk8s, false) => {
+                ("v1alpha2", "ClusterPolicyReport", "clusterpolicyreports")
+            }
+            (Self::Openreports, true) => ("v1alpha1", "Report", "reports"),
+            (Self::Openreports, false) => ("v1alpha1", "ClusterReport", "clusterreports"),
+        };
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(self.group(), version, kind),
+            plural,
+        )
+    }
+
+    /// The reports' kinds, for messages: `PolicyReport/ClusterPolicyReport (wgpolicyk8s.io)`.
+    pub fn kinds(self) -> String {
+        format!(
+            "{}/{} ({})",
+            self.resource(true).kind,
+            self.resource(false).kind,
+            self.group()
+        )
+    }
 }
 
 /// The name of an object's report.
@@ -42,24 +76,32 @@ pub fn name(uid: &str) -> String {
     format!("celgate-{uid}")
 }
 
-/// The report of one object's findings; `units` give each binding's actions and annotations.
-pub fn body<'u>(findings: &ObjectFindings, unit: impl Fn(&UnitKey) -> Option<&'u Unit>) -> Value {
+/// The report of one object's findings in `api`; `units` give each binding's actions and
+/// annotations. Results: the violations, then the passes, each in binding order.
+pub fn body<'u>(
+    api: ReportApi,
+    findings: &ObjectFindings,
+    unit: impl Fn(&UnitKey) -> Option<&'u Unit>,
+) -> Value {
     let subject = &findings.subject;
     let namespaced = !subject.namespace.is_empty();
-    let kind = resource(namespaced);
+    let kind = api.resource(namespaced);
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let mut summary = json!({"pass": 0, "fail": 0, "warn": 0, "error": 0, "skip": 0});
-    let results: Vec<Value> = findings
-        .violations
-        .iter()
-        .map(|(key, violation)| {
-            let result = match violation.verdict {
-                Verdict::Fail => "fail",
-                Verdict::Warn => "warn",
-            };
+    let violations = findings.violations.iter().map(|(key, violation)| {
+        let result = match violation.verdict {
+            Verdict::Fail => "fail",
+            Verdict::Warn => "warn",
+        };
+        (key, result, Some(violation.message.as_str()))
+    });
+    let passes = findings.passes.iter().map(|key| (key, "pass", None));
+    let results: Vec<Value> = violations
+        .chain(passes)
+        .map(|(key, result, message)| {
             summary[result] = json!(summary[result].as_i64().unwrap_or(0) + 1);
             let unit = unit(key);
             let mut out = json!({
@@ -67,7 +109,6 @@ pub fn body<'u>(findings: &ObjectFindings, unit: impl Fn(&UnitKey) -> Option<&'u
                 "policy": &*key.0,
                 "rule": &*key.1,
                 "result": result,
-                "message": violation.message,
                 "scored": true,
                 "timestamp": {"seconds": now, "nanos": 0},
                 "properties": {
@@ -75,6 +116,9 @@ pub fn body<'u>(findings: &ObjectFindings, unit: impl Fn(&UnitKey) -> Option<&'u
                     "validationActions": unit.map(|u| u.actions.as_str()).unwrap_or(""),
                 },
             });
+            if let Some(message) = message {
+                out["message"] = json!(message);
+            }
             if let Some(severity) = unit.and_then(|u| u.severity.as_deref()) {
                 out["severity"] = json!(severity);
             }
@@ -104,30 +148,41 @@ pub fn body<'u>(findings: &ObjectFindings, unit: impl Fn(&UnitKey) -> Option<&'u
         metadata["namespace"] = json!(subject.namespace);
         scope["namespace"] = json!(subject.namespace);
     }
-    json!({
+    let mut report = json!({
         "apiVersion": kind.api_version,
         "kind": kind.kind,
         "metadata": metadata,
         "scope": scope,
         "summary": summary,
         "results": results,
-    })
+    });
+    if api == ReportApi::Openreports {
+        // OpenReports names the producer once, for the whole report.
+        report["source"] = json!(SOURCE);
+    }
+    report
 }
 
 /// Writes the reports of celgate's audit.
 #[derive(Clone)]
 pub struct Reports {
     client: Client,
+    api: ReportApi,
 }
 
 impl Reports {
-    /// Reports written with `client`.
-    pub fn new(client: Client) -> Self {
-        Self { client }
+    /// Reports of `api` written with `client`.
+    pub fn new(client: Client, api: ReportApi) -> Self {
+        Self { client, api }
+    }
+
+    /// The report API written.
+    pub fn report_api(&self) -> ReportApi {
+        self.api
     }
 
     fn api(&self, namespace: &str) -> Api<DynamicObject> {
-        let kind = resource(!namespace.is_empty());
+        let kind = self.api.resource(!namespace.is_empty());
         if namespace.is_empty() {
             Api::all_with(self.client.clone(), &kind)
         } else {
@@ -183,7 +238,8 @@ impl Reports {
         let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
         let mut stored = Vec::new();
         for namespaced in [true, false] {
-            let api: Api<DynamicObject> = Api::all_with(self.client.clone(), &resource(namespaced));
+            let api: Api<DynamicObject> =
+                Api::all_with(self.client.clone(), &self.api.resource(namespaced));
             let mut params = ListParams::default().labels(&selector).limit(500);
             loop {
                 let page = api.list(&params).await?;
@@ -287,7 +343,7 @@ fn hash_value(value: &Value, hasher: &mut std::hash::DefaultHasher) {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
     use std::sync::Arc;
 
     use celgate_snapshot::audit::{StoredAs, Violation};
@@ -295,9 +351,11 @@ mod tests {
     use super::super::findings::Subject;
     use super::*;
 
-    #[test]
-    fn a_report_is_owned_by_its_object_and_has_a_result_per_failing_binding() {
-        let findings = ObjectFindings {
+    fn deployment(
+        violations: BTreeMap<UnitKey, Violation>,
+        passes: BTreeSet<UnitKey>,
+    ) -> ObjectFindings {
+        ObjectFindings {
             subject: Subject {
                 api_version: "apps/v1".into(),
                 kind: "Deployment".into(),
@@ -312,24 +370,38 @@ mod tests {
                 kind: "Deployment".into(),
                 namespaced: true,
             },
-            violations: BTreeMap::from([
+            violations,
+            passes,
+        }
+    }
+
+    fn binding(name: &str) -> UnitKey {
+        (Arc::from("p"), Arc::from(name))
+    }
+
+    #[test]
+    fn a_report_is_owned_by_its_object_and_has_a_result_per_failing_binding() {
+        let findings = deployment(
+            BTreeMap::from([
                 (
-                    (Arc::from("p"), Arc::from("b1")),
+                    binding("b1"),
                     Violation {
                         verdict: Verdict::Fail,
                         message: "denied".into(),
                     },
                 ),
                 (
-                    (Arc::from("p"), Arc::from("b2")),
+                    binding("b2"),
                     Violation {
                         verdict: Verdict::Warn,
                         message: "warned".into(),
                     },
                 ),
             ]),
-        };
-        let report = body(&findings, |_| None);
+            BTreeSet::new(),
+        );
+        let report = body(ReportApi::Wgpolicyk8s, &findings, |_| None);
+        assert_eq!(report["apiVersion"], "wgpolicyk8s.io/v1alpha2");
         assert_eq!(report["kind"], "PolicyReport");
         assert_eq!(report["metadata"]["name"], "celgate-1234");
         assert_eq!(report["metadata"]["namespace"], "team-a");
@@ -337,8 +409,96 @@ mod tests {
         assert_eq!(report["scope"]["kind"], "Deployment");
         assert_eq!(report["summary"]["fail"], 1);
         assert_eq!(report["summary"]["warn"], 1);
+        assert_eq!(report["summary"]["pass"], 0);
+        assert_eq!(report["results"].as_array().map(Vec::len), Some(2));
         assert_eq!(report["results"][0]["rule"], "b1");
         assert_eq!(report["results"][0]["message"], "denied");
         assert_eq!(report["results"][1]["result"], "warn");
+        assert!(report.get("source").is_none(), "{report}");
+    }
+
+    #[test]
+    fn passes_are_results_counted_in_the_summary_after_the_violations() {
+        let findings = deployment(
+            BTreeMap::from([(
+                binding("b2"),
+                Violation {
+                    verdict: Verdict::Fail,
+                    message: "denied".into(),
+                },
+            )]),
+            BTreeSet::from([binding("b1"), binding("b3")]),
+        );
+        let report = body(ReportApi::Wgpolicyk8s, &findings, |_| None);
+        assert_eq!(report["summary"]["fail"], 1);
+        assert_eq!(report["summary"]["pass"], 2);
+        let results: Vec<(&str, &str)> = report["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                (
+                    r["rule"].as_str().unwrap_or_default(),
+                    r["result"].as_str().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(results, [("b2", "fail"), ("b1", "pass"), ("b3", "pass")]);
+        let pass = &report["results"][1];
+        assert_eq!(pass["policy"], "p");
+        assert_eq!(pass["source"], "celgate");
+        assert_eq!(pass["scored"], true);
+        assert!(
+            pass.get("message").is_none(),
+            "a pass has no message: {pass}"
+        );
+
+        // A report of passes only (an object every binding allowed).
+        let allowed = deployment(BTreeMap::new(), BTreeSet::from([binding("b1")]));
+        let report = body(ReportApi::Wgpolicyk8s, &allowed, |_| None);
+        assert_eq!(report["summary"]["pass"], 1);
+        assert_eq!(report["summary"]["fail"], 0);
+        assert_eq!(report["results"][0]["result"], "pass");
+    }
+
+    #[test]
+    fn openreports_reports_are_report_and_cluster_report_with_the_same_results() {
+        let findings = deployment(
+            BTreeMap::from([(
+                binding("b1"),
+                Violation {
+                    verdict: Verdict::Fail,
+                    message: "denied".into(),
+                },
+            )]),
+            BTreeSet::from([binding("b2")]),
+        );
+        let report = body(ReportApi::Openreports, &findings, |_| None);
+        assert_eq!(report["apiVersion"], "openreports.io/v1alpha1");
+        assert_eq!(report["kind"], "Report");
+        assert_eq!(report["source"], "celgate");
+        assert_eq!(report["metadata"]["namespace"], "team-a");
+        assert_eq!(report["scope"]["name"], "web");
+        assert_eq!(report["summary"]["fail"], 1);
+        assert_eq!(report["summary"]["pass"], 1);
+        let wg = body(ReportApi::Wgpolicyk8s, &findings, |_| None);
+        assert_eq!(fingerprint(&report), fingerprint(&wg), "the same results");
+
+        let mut node = findings;
+        node.subject.namespace.clear();
+        let report = body(ReportApi::Openreports, &node, |_| None);
+        assert_eq!(report["kind"], "ClusterReport");
+        assert!(report["metadata"].get("namespace").is_none(), "{report}");
+        let cluster = ReportApi::Openreports.resource(false);
+        assert_eq!(
+            (
+                cluster.group.as_str(),
+                cluster.version.as_str(),
+                cluster.plural.as_str()
+            ),
+            ("openreports.io", "v1alpha1", "clusterreports")
+        );
+        let namespaced = ReportApi::Openreports.resource(true);
+        assert_eq!(namespaced.plural, "reports");
     }
 }

@@ -1,4 +1,4 @@
-//! Writes what the audit found, once a second: the PolicyReports of objects whose violations
+//! Writes what the audit found, once a second: the reports of objects whose results
 //! changed (paced, at most a second's writes a tick; a report stored as it would be written is
 //! not written again), the `status.audit` of bindings whose audit changed, and the gauges;
 //! removes `status.audit` from bindings not audited; and, once every resource of a plan has
@@ -45,8 +45,9 @@ pub async fn run(
     findings: Shared,
     mut plans: watch::Receiver<Option<Plan>>,
     writes_per_second: u32,
+    api: reports::ReportApi,
 ) {
-    let reports = Reports::new(client.clone());
+    let reports = Reports::new(client.clone(), api);
     let writes_per_tick = writes_per_second.max(1) as usize;
     let mut served: Option<(bool, tokio::time::Instant)> = None;
     // The reports stored, by object uid: their fingerprints (none until listed).
@@ -83,13 +84,18 @@ pub async fn run(
                         lock(&findings).rewrite_all();
                     }
                     if !ok {
-                        info!(
-                            "audit: the wgpolicyk8s.io PolicyReport CRDs are not installed; no reports are written (binding status and metrics still are)"
-                        );
+                        let why = "audit: the report CRDs are not installed; no reports are written (binding status and metrics still are) until they are: install them, or choose the installed API with --audit-report-api";
+                        if served.is_none() {
+                            warn!(kinds = %api.kinds(), "{why}");
+                        } else {
+                            info!(kinds = %api.kinds(), "{why}");
+                        }
                     }
                     served = Some((ok, tokio::time::Instant::now()));
                 }
-                Err(e) => warn!(error = %e, "audit: cannot tell whether PolicyReports are served"),
+                Err(e) => {
+                    warn!(error = %e, kinds = %api.kinds(), "audit: cannot tell whether the reports are served")
+                }
             }
         }
         let reports_served = served.is_some_and(|(ok, _)| ok);
@@ -99,7 +105,7 @@ pub async fn run(
                 Ok(list) => {
                     stored = Some(list.into_iter().map(|r| (r.uid, r.fingerprint)).collect());
                 }
-                Err(e) => warn!(error = %e, "audit: cannot list the PolicyReports; retrying"),
+                Err(e) => warn!(error = %e, "audit: cannot list the reports; retrying"),
             }
         }
         if let Some(stored) = stored.as_mut().filter(|_| reports_served)
@@ -120,7 +126,7 @@ pub async fn run(
             retry_at = match failure {
                 Some((e, uid)) => {
                     let delay = backoff.next_delay();
-                    warn!(error = %e, object = %uid, retry_in_s = delay.as_secs_f64(), "audit: cannot write a PolicyReport");
+                    warn!(error = %e, object = %uid, retry_in_s = delay.as_secs_f64(), "audit: cannot write a report");
                     Some(tokio::time::Instant::now() + delay)
                 }
                 None => {
@@ -150,7 +156,7 @@ pub async fn run(
                         }
                     }
                     Err(e) => {
-                        warn!(error = %e, "audit: cannot list the PolicyReports to delete stale ones; retrying")
+                        warn!(error = %e, "audit: cannot list the reports to delete stale ones; retrying")
                     }
                 }
             }
@@ -292,7 +298,8 @@ async fn write_reports(
         while let Some(change) = changes.next() {
             let write = match &change.findings {
                 Some(found) => {
-                    let body = reports::body(found, |k| units.get(k).map(|u| &***u));
+                    let body =
+                        reports::body(reports.report_api(), found, |k| units.get(k).map(|u| &***u));
                     let fingerprint = reports::fingerprint(&body);
                     (stored.get(&change.uid) != Some(&fingerprint))
                         .then_some(Write::Apply(body, fingerprint))
@@ -407,7 +414,7 @@ async fn apply_status(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
+    use std::collections::{BTreeMap, BTreeSet};
     use std::sync::Mutex;
 
     use celgate_engine::PolicySet;
@@ -448,13 +455,14 @@ mod tests {
                     message: format!("{name} has no owner"),
                 },
             )]),
+            passes: BTreeSet::new(),
         }
     }
 
     /// `found`'s report as an earlier leader stored it: another timestamp, and what the API
     /// server adds.
     fn stored_report(found: &ObjectFindings, unit: &Unit) -> Value {
-        let mut report = reports::body(found, |_| Some(unit));
+        let mut report = reports::body(reports::ReportApi::Wgpolicyk8s, found, |_| Some(unit));
         report["results"][0]["timestamp"] = json!({"seconds": 1, "nanos": 0});
         report["metadata"]["uid"] = json!("report-uid");
         report["metadata"]["resourceVersion"] = json!("42");
@@ -471,7 +479,13 @@ mod tests {
     ) -> Vec<(Method, String)> {
         let (client, mut server) = fixtures::pair();
         let (_plans, planned) = watch::channel(plan);
-        let writer = tokio::spawn(run(client, Arc::new(Mutex::new(findings)), planned, 50));
+        let writer = tokio::spawn(run(
+            client,
+            Arc::new(Mutex::new(findings)),
+            planned,
+            50,
+            reports::ReportApi::Wgpolicyk8s,
+        ));
         let mut calls = Vec::new();
         server
             .serve_until(
@@ -516,6 +530,7 @@ mod tests {
             kept.subject.clone(),
             &fixtures::config_maps(),
             kept.violations.clone(),
+            BTreeSet::new(),
         );
         let mut pass = findings.start(&fixtures::config_maps());
         Findings::seen(&mut pass, &kept.subject.uid);
@@ -577,7 +592,13 @@ mod tests {
         let mut findings = Findings::default();
         let pass = findings.start(&fixtures::config_maps());
         findings.finish(&fixtures::config_maps(), pass, &[]);
-        let writer = tokio::spawn(run(client, Arc::new(Mutex::new(findings)), planned, 50));
+        let writer = tokio::spawn(run(
+            client,
+            Arc::new(Mutex::new(findings)),
+            planned,
+            50,
+            reports::ReportApi::Wgpolicyk8s,
+        ));
         let mut calls = Vec::new();
         let mut answer = |call: &fixtures::Call| {
             calls.push((call.method.clone(), call.path.clone()));
