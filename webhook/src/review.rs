@@ -381,12 +381,13 @@ impl Undecoded {
 }
 
 /// A review decoded and charged to `budget` for what decoding it builds, refused before
-/// decoding builds more than the budget has room for. For validation, celgate's scanner
-/// counts the review as it reads it and charges ahead of what it reads ([`Metered`]): one
-/// pass. Where it declines (or the budget has no room for what it would read ahead), and for
-/// mutation, the body is counted first ([`Footprint::of`]) and charged whole before anything
-/// is built. `Deep` when `here` (on a worker thread) and the body nests deeper than
-/// [`HEAVY_DEPTH`].
+/// decoding builds more than the budget has room for. `here`, on a worker thread (a body
+/// under [`HEAVY_BODY_BYTES`]), a review for validation is counted by celgate's scanner as
+/// it reads it, charged ahead of what it reads ([`Metered`]): one pass. Otherwise, and where
+/// the scanner declines or the budget has no room for what it would read ahead, the body is
+/// counted first ([`Footprint::of`]) and charged whole before anything is built, so that a
+/// large review past the budget builds nothing. `Deep` when `here` and the body nests deeper
+/// than [`HEAVY_DEPTH`].
 fn charged_decode(
     body: &[u8],
     budget: Option<&Budget>,
@@ -394,7 +395,7 @@ fn charged_decode(
     here: bool,
 ) -> Result<(ReceivedRequest, Option<Charge>), Undecoded> {
     let mut scanner = true;
-    if object == ObjectRead::Tape {
+    if here && object == ObjectRead::Tape {
         let mut meter = Metered {
             budget,
             body: body.len(),
