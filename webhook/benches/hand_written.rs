@@ -11,7 +11,9 @@
 //!    observation.
 //! 3. What weighing a review before decoding it adds (issue 40, item 2): counting what its
 //!    text holds (`Footprint::of`), the bytes that decode into and holding them in the
-//!    in-flight budget, beside decoding alone and beside the whole review in process.
+//!    in-flight budget, beside decoding alone and beside the whole review in process. The
+//!    server weighs a review for mutation so, and one the scanner declines; a review for
+//!    validation is counted and charged in the scanner's own pass.
 //!
 //! (A lock-free histogram of celgate's own was measured here against prometheus-client's and
 //! was not faster beyond noise: 25.9 against 28.9 ns per observation on one thread, 83.4

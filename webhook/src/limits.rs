@@ -118,7 +118,7 @@ pub enum Refused {
 /// Bytes held in the budget by one review, given back when dropped.
 #[derive(Debug)]
 pub struct Charge {
-    _permit: OwnedSemaphorePermit,
+    permit: OwnedSemaphorePermit,
 }
 
 impl Budget {
@@ -134,21 +134,45 @@ impl Budget {
     /// Holds `bytes` of the budget, or says at once why not.
     pub fn charge(&self, bytes: usize) -> Result<Charge, Refused> {
         let needed = bytes.max(1);
+        let permit = self.acquire(needed, permits(needed))?;
+        Ok(Charge { permit })
+    }
+
+    /// Makes `charge` hold `bytes` in all: more of the budget, refused as [`Budget::charge`]
+    /// refuses (the charge then holds what it held), or less, given back.
+    pub fn recharge(&self, charge: &mut Charge, bytes: usize) -> Result<(), Refused> {
+        let needed = bytes.max(1);
+        let (want, held) = (permits(needed), charge.permit.num_permits());
+        if want > held {
+            charge.permit.merge(self.acquire(needed, want - held)?);
+        } else {
+            drop(charge.permit.split(held - want));
+        }
+        Ok(())
+    }
+
+    /// The budget: its bytes in all.
+    pub fn max_bytes(&self) -> usize {
+        self.max_bytes
+    }
+
+    /// `more` permits for a review that needs `needed` bytes in all, or why not.
+    fn acquire(&self, needed: usize, more: usize) -> Result<OwnedSemaphorePermit, Refused> {
         if needed > self.max_bytes {
             return Err(Refused::TooLarge {
                 needed,
                 limit: self.max_bytes,
             });
         }
-        let weight = u32::try_from(permits(needed)).unwrap_or(u32::MAX);
-        match self.bytes.clone().try_acquire_many_owned(weight) {
-            Ok(permit) => Ok(Charge { _permit: permit }),
-            Err(_) => Err(Refused::Busy {
+        let weight = u32::try_from(more).unwrap_or(u32::MAX);
+        self.bytes
+            .clone()
+            .try_acquire_many_owned(weight)
+            .map_err(|_| Refused::Busy {
                 needed,
                 in_use: self.in_use(),
                 limit: self.max_bytes,
-            }),
-        }
+            })
     }
 
     /// Bytes the reviews in flight hold now.
@@ -212,6 +236,28 @@ mod tests {
             })
         );
         drop(first);
+        assert_eq!(budget.in_use(), 0);
+        // A charge grows while the budget has room, and gives back what it holds beyond.
+        let mut growing = budget.charge(2 * BYTES_PER_PERMIT).expect("room");
+        budget
+            .recharge(&mut growing, 7 * BYTES_PER_PERMIT)
+            .expect("room");
+        assert_eq!(budget.in_use(), 7 * BYTES_PER_PERMIT);
+        let other = budget.charge(2 * BYTES_PER_PERMIT).expect("room");
+        assert_eq!(
+            budget.recharge(&mut growing, 9 * BYTES_PER_PERMIT),
+            Err(Refused::Busy {
+                needed: 9 * BYTES_PER_PERMIT,
+                in_use: 9 * BYTES_PER_PERMIT,
+                limit: 10 * BYTES_PER_PERMIT
+            })
+        );
+        budget
+            .recharge(&mut growing, 3 * BYTES_PER_PERMIT - 1)
+            .expect("less");
+        assert_eq!(budget.in_use(), 5 * BYTES_PER_PERMIT);
+        drop(growing);
+        drop(other);
         assert_eq!(budget.in_use(), 0);
         // Part of a permit counts as a whole one.
         let _small = budget.charge(1).expect("within the budget");

@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request as HttpRequest};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use celgate_cel::json_tape::{Declined, Footprint, RESERVED_NODES, Scan};
+use celgate_cel::json_tape::{Declined, Footprint, Meter, RESERVED_NODES, Scan};
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::json_text::{self, JsonError};
 use celgate_engine::received::{MaybeRequest, ReceivedRequest};
@@ -134,7 +134,7 @@ fn decode_with(
     // object is kept as text and those errors arise only if a policy reads it.
     if let (Some(text), ObjectRead::Tape) = (text, object) {
         let shared: Arc<str> = Arc::from(text);
-        if let Some(Ok(wire)) = scanner.then(|| scanned(&shared)) {
+        if let Some(Ok(wire)) = scanner.then(|| scanned(&mut Scan::new(&shared))) {
             return checked(wire);
         }
         let mut de = serde_json::Deserializer::from_str(&shared);
@@ -162,9 +162,9 @@ fn decode_with(
     checked(wire)
 }
 
-/// Reads a review with celgate's own scanner, its request's `object` and `oldObject` as tapes
-/// (see [`ReceivedRequest::scan`]). [`Declined`] for text it leaves to serde_json, and for a
-/// review that is not an object, whose error serde_json's pass gives.
+/// Reads a review with `scan`, celgate's own scanner, its request's `object` and `oldObject` as
+/// tapes (see [`ReceivedRequest::scan`]). [`Declined`] for text it leaves to serde_json, and
+/// for a review that is not an object, whose error serde_json's pass gives.
 ///
 /// It pays about 5 µs per validating review: on the realistic 6 KB Pod create review it
 /// decodes in 27.4 µs where serde_json's pass alone ([`decode_without_scanner`]) takes 33.7 µs
@@ -172,8 +172,7 @@ fn decode_with(
 /// ×1.12 to ×1.26). Decode, decide and encode take 85.0 against 89.6 µs (×1.06; ×1.02 and
 /// ×0.93 in the other runs): within the noise of the 2 shared cores measured on.
 /// `cargo bench -p celgate-webhook --bench hand_written`.
-fn scanned(text: &Arc<str>) -> Result<Wire, Declined> {
-    let mut scan = Scan::new(text);
+fn scanned(scan: &mut Scan<'_>) -> Result<Wire, Declined> {
     let mut wire = Wire::default();
     // A repeated member counts once, the last time, as when decoding into a `Value`.
     let object = scan.members(|scan, key| {
@@ -341,6 +340,8 @@ enum Undecoded {
     Refused(Refused, usize, Footprint),
     /// It is not a review celgate can answer.
     Invalid(ReviewError),
+    /// It nests too deep to be decoded on a worker thread ([`HEAVY_DEPTH`]).
+    Deep,
 }
 
 impl Undecoded {
@@ -351,6 +352,13 @@ impl Undecoded {
             Undecoded::Refused(refused, body, footprint) => (refused, body, footprint),
             Undecoded::Invalid(e) => {
                 return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response();
+            }
+            Undecoded::Deep => {
+                return (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error: a deep review was not decoded off the worker threads\n",
+                )
+                    .into_response();
             }
         };
         let what = format!(
@@ -372,21 +380,126 @@ impl Undecoded {
     }
 }
 
-/// A review decoded and charged to `budget` for what decoding it builds, or refused at once
-/// when the budget has no room for it, before anything is built.
+/// A review decoded and charged to `budget` for what decoding it builds, refused before
+/// decoding builds more than the budget has room for. `here`, on a worker thread (a body
+/// under [`HEAVY_BODY_BYTES`]), a review for validation is counted by celgate's scanner as
+/// it reads it, charged ahead of what it reads ([`Metered`]): one pass. Otherwise, and where
+/// the scanner declines or the budget has no room for what it would read ahead, the body is
+/// counted first ([`Footprint::of`]) and charged whole before anything is built, so that a
+/// large review past the budget builds nothing. `Deep` when `here` and the body nests deeper
+/// than [`HEAVY_DEPTH`].
 fn charged_decode(
     body: &[u8],
-    footprint: Footprint,
     budget: Option<&Budget>,
     object: ObjectRead,
+    here: bool,
 ) -> Result<(ReceivedRequest, Option<Charge>), Undecoded> {
+    let mut scanner = true;
+    if here && object == ObjectRead::Tape {
+        let mut meter = Metered {
+            budget,
+            body: body.len(),
+            charge: None,
+            stopped: false,
+        };
+        if let Some(decoded) = metered_decode(body, &mut meter) {
+            let request = decoded.map_err(Undecoded::Invalid)?;
+            return Ok((request, meter.charge));
+        }
+        // Text the scanner itself declines is read by serde_json's pass alone.
+        scanner = meter.stopped;
+    }
+    let footprint = Footprint::of(body);
+    if here && footprint.depth > HEAVY_DEPTH {
+        return Err(Undecoded::Deep);
+    }
     let cost = decode_cost(body.len(), &footprint, object);
     let charge = budget
         .map(|b| b.charge(cost))
         .transpose()
         .map_err(|refused| Undecoded::Refused(refused, body.len(), footprint))?;
-    let request = decode(body, object).map_err(Undecoded::Invalid)?;
+    let request = decode_with(body, object, scanner).map_err(Undecoded::Invalid)?;
     Ok((request, charge))
+}
+
+/// A review for validation read by celgate's scanner under `meter`, charged what decoding it
+/// cost; `None` where the scanner declines or the budget stops it (see [`Metered`]), having
+/// given back what it charged.
+fn metered_decode(
+    body: &[u8],
+    meter: &mut Metered<'_>,
+) -> Option<Result<ReceivedRequest, ReviewError>> {
+    let text = std::str::from_utf8(body).ok()?;
+    let shared: Arc<str> = Arc::from(text);
+    let mut scan = Scan::metered(&shared, meter);
+    let scanned = scanned(&mut scan);
+    let read = scan.footprint();
+    match scanned {
+        Ok(wire) if meter.settle(&read) => Some(checked(wire)),
+        _ => {
+            meter.charge = None;
+            None
+        }
+    }
+}
+
+/// Charges a review's decode to its budget while celgate's scanner reads it: before the
+/// scanner reads on, what it has read and as many values and members again (at least one per
+/// 8 bytes of the body, about what Kubernetes objects hold), each at its costliest, within
+/// the budget. What decoding builds stays within what [`decode_cost`] charges for what was
+/// read; the budget stops the scan where it has no room for that.
+struct Metered<'b> {
+    budget: Option<&'b Budget>,
+    body: usize,
+    charge: Option<Charge>,
+    /// Whether the budget stopped the scan.
+    stopped: bool,
+}
+
+impl Metered<'_> {
+    /// Makes the charge what decoding `read` costs: whether the budget had room for it.
+    fn settle(&mut self, read: &Footprint) -> bool {
+        let cost = decode_cost(self.body, read, ObjectRead::Tape);
+        match (self.budget, &mut self.charge) {
+            (Some(budget), Some(charge)) => budget.recharge(charge, cost).is_ok(),
+            _ => true,
+        }
+    }
+}
+
+impl Meter for Metered<'_> {
+    fn allow(&mut self, read: &Footprint) -> Option<usize> {
+        let Some(budget) = self.budget else {
+            return Some(usize::MAX);
+        };
+        /// One more of every count: the most one more value or member can cost.
+        const ONE_MORE: Footprint = Footprint {
+            values: 1,
+            members: 1,
+            strings: 1,
+            arrays: 1,
+            objects: 1,
+            depth: 0,
+        };
+        let cost = decode_cost(self.body, read, ObjectRead::Tape);
+        let each = decode_cost(0, &ONE_MORE, ObjectRead::Tape);
+        let units = read.values + read.members;
+        let ahead = units
+            .max(self.body / 8)
+            .min(budget.max_bytes().saturating_sub(cost) / each);
+        let bytes = cost + ahead * each;
+        let charged = match &mut self.charge {
+            Some(charge) => budget.recharge(charge, bytes),
+            None => budget
+                .charge(bytes)
+                .map(|charge| self.charge = Some(charge)),
+        };
+        if ahead == 0 || charged.is_err() {
+            self.stopped = true;
+            return None;
+        }
+        Some(units + ahead)
+    }
 }
 
 impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
@@ -402,25 +515,27 @@ impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
         } else {
             ObjectRead::Text
         };
-        // A small body is counted here; a large one on the pool, as it is decoded.
-        let small = (body.len() < HEAVY_BODY_BYTES).then(|| Footprint::of(&body));
-        if let Some(footprint) = small.filter(|f| f.depth <= HEAVY_DEPTH) {
-            let (request, charge) = charged_decode(&body, footprint, budget.as_ref(), object)
-                .map_err(Undecoded::response)?;
-            let held = Held {
-                _charge: charge,
-                heavy: false,
-                _thread: None,
-            };
-            return Ok(Review(request, held));
+        // A small body is decoded here unless it nests deep; a large one on the pool.
+        if body.len() < HEAVY_BODY_BYTES {
+            match charged_decode(&body, budget.as_ref(), object, true) {
+                Ok((request, charge)) => {
+                    let held = Held {
+                        _charge: charge,
+                        heavy: false,
+                        _thread: None,
+                    };
+                    return Ok(Review(request, held));
+                }
+                Err(Undecoded::Deep) => {}
+                Err(undecoded) => return Err(undecoded.response()),
+            }
         }
         let thread = match &budget {
             Some(budget) => budget.heavy().await,
             None => None,
         };
         let decoded = tokio::task::spawn_blocking(move || {
-            let footprint = small.unwrap_or_else(|| Footprint::of(&body));
-            charged_decode(&body, footprint, budget.as_ref(), object)
+            charged_decode(&body, budget.as_ref(), object, false)
         })
         .await
         .map_err(|e| {
@@ -724,7 +839,8 @@ mod tests {
         ];
         for body in &cases {
             let shared: Arc<str> = Arc::from(body.as_str());
-            let wire = scanned(&shared).unwrap_or_else(|_| panic!("scanned: {body}"));
+            let wire =
+                scanned(&mut Scan::new(&shared)).unwrap_or_else(|_| panic!("scanned: {body}"));
             let request = checked(wire).expect("a review");
             assert!(request.object_read_with_request(), "{body}");
             assert_eq!(parts(request), through_serde(body), "{body}");
@@ -736,7 +852,7 @@ mod tests {
             r#"{"apiVersion":"v1","kind":"AdmissionReview","request":{}}"#,
         ] {
             let shared: Arc<str> = Arc::from(body);
-            let wire = scanned(&shared).expect("scanned");
+            let wire = scanned(&mut Scan::new(&shared)).expect("scanned");
             let err = checked(wire).map(|_| ()).expect_err("not a review");
             let via_serde = serde_json::from_str::<Wire>(body).expect("JSON");
             let want = checked(via_serde).map(|_| ()).expect_err("not a review");
@@ -744,12 +860,10 @@ mod tests {
         }
         // Text the scanner leaves to serde_json: a review that is not an object, a surrogate
         // pair. The review is still read, as before.
-        assert_eq!(scanned(&Arc::from("[1]")).map(|_| ()), Err(Declined));
+        let scan = |text: &str| scanned(&mut Scan::new(&Arc::from(text))).map(|_| ());
+        assert_eq!(scan("[1]"), Err(Declined));
         let pair = review_of(r#"{"emoji": "\ud83d\ude00"}"#);
-        assert_eq!(
-            scanned(&Arc::from(pair.as_str())).map(|_| ()),
-            Err(Declined)
-        );
+        assert_eq!(scan(&pair), Err(Declined));
         let r = decode(pair.as_bytes(), ObjectRead::Tape).expect("a review");
         assert_eq!(
             r.request().expect("valid").object(),
@@ -823,6 +937,47 @@ mod tests {
             .await
             .expect("a body");
         (StatusCode::OK, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// A review for validation through the extractor under a budget of `max` bytes: its
+    /// status, and the bytes it held of the budget once decoded.
+    async fn charged_under(body: &str, max: usize) -> (StatusCode, usize) {
+        let budget = Budget::new(&crate::Limits {
+            max_in_flight_bytes: max,
+            ..crate::Limits::DEFAULT
+        });
+        let mut req = HttpRequest::new(axum::body::Body::from(body.to_string()));
+        req.extensions_mut().insert(budget.clone());
+        match ValidationReview::from_request(req, &()).await {
+            Ok(review) => {
+                let held = budget.in_use();
+                drop(review);
+                (StatusCode::OK, held)
+            }
+            Err(refused) => (refused.status(), budget.in_use()),
+        }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_review_scanned_once_is_charged_what_counting_it_first_would_charge() {
+        let object = format!(
+            r#"{{"metadata": {{"name": "a", "labels": {{"x": "y"}}}}, "data": {{"list": [{}0], "e": "\n"}}}}"#,
+            "0,".repeat(2_000)
+        );
+        let body = review_of(&object);
+        let footprint = Footprint::of(body.as_bytes());
+        let cost = decode_cost(body.len(), &footprint, ObjectRead::Tape);
+        let held = cost.div_ceil(1024) * 1024;
+        // Scanned under a large budget: held what the read ahead of each step would have
+        // charged, settled to the cost of what was read.
+        assert_eq!(charged_under(&body, 64 << 20).await, (StatusCode::OK, held));
+        // A budget of just that: the scan cannot read ahead, and the review is charged as
+        // counted first; one KiB less, and it is too large.
+        assert_eq!(charged_under(&body, held).await, (StatusCode::OK, held));
+        assert_eq!(
+            charged_under(&body, held - 1024).await,
+            (StatusCode::PAYLOAD_TOO_LARGE, 0)
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -22,7 +22,7 @@ mod footprint;
 mod scan;
 
 pub use footprint::Footprint;
-pub use scan::{Declined, Scan};
+pub use scan::{Declined, Meter, Scan};
 
 /// One value of a [`JsonTape`]. Containers come after their elements.
 #[derive(Clone, Copy, Debug)]

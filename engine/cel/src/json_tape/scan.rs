@@ -14,11 +14,13 @@
 //!
 //! [`Scan`] is a cursor: a caller walks the members of the objects it knows (an
 //! AdmissionReview and its request) and reads each member's value as a tape, as a
-//! `serde_json::Value`, or not at all.
+//! `serde_json::Value`, or not at all. It counts the [`Footprint`] of what it reads as it
+//! goes, and a metered scan ([`Scan::metered`]) asks its [`Meter`] before it reads on, so a
+//! server can charge what decoding builds in the pass that builds it.
 
 use std::sync::Arc;
 
-use super::{Builder, ESCAPED, JsonTape, Key, Node};
+use super::{Builder, ESCAPED, Footprint, JsonTape, Key, Node};
 
 /// The scanner does not read this text as serde_json would, or it is not JSON: read it through
 /// serde_json instead, for the value or for the error.
@@ -35,6 +37,14 @@ const MAX_DEPTH: usize = 127;
 /// Integers of up to this many digits are read here; longer ones by serde_json.
 const MAX_DIGITS: usize = 18;
 
+/// What a metered scan asks before it reads on ([`Scan::metered`]).
+pub trait Meter {
+    /// Told the footprint read so far (the value about to be read counted), how many values
+    /// and object members (counted together) the scan may have read before it asks again;
+    /// `None` stops it, and the scan declines.
+    fn allow(&mut self, read: &Footprint) -> Option<usize>;
+}
+
 /// A position in JSON text, read forward (see the module documentation).
 pub struct Scan<'t> {
     shared: &'t Arc<str>,
@@ -42,6 +52,11 @@ pub struct Scan<'t> {
     at: usize,
     /// Arrays and objects open around the position.
     depth: usize,
+    /// What has been read: every value, member and string, counted when it starts.
+    read: Footprint,
+    /// The values and members that may be read before the meter is asked again.
+    allowed: usize,
+    meter: Option<&'t mut dyn Meter>,
 }
 
 /// A string read: a range of the text, or decoded from its escapes.
@@ -58,7 +73,26 @@ impl<'t> Scan<'t> {
             text,
             at: 0,
             depth: 0,
+            read: Footprint::default(),
+            allowed: usize::MAX,
+            meter: None,
         }
+    }
+
+    /// A scan of `text` from its start that asks `meter` before it reads its first value,
+    /// and again each time it has read what the meter allowed.
+    pub fn metered(text: &'t Arc<str>, meter: &'t mut dyn Meter) -> Self {
+        Scan {
+            allowed: 0,
+            meter: Some(meter),
+            ..Scan::new(text)
+        }
+    }
+
+    /// The footprint of what has been read so far: of the whole text once it is read, the
+    /// counts [`Footprint::of`] gives.
+    pub fn footprint(&self) -> Footprint {
+        self.read
     }
 
     /// If the next value is an object, reads its members, giving `member` each key with the
@@ -76,6 +110,7 @@ impl<'t> Scan<'t> {
         if self.text.len() >= ESCAPED as usize {
             return Err(Declined);
         }
+        self.counted()?;
         self.container(b'}', |scan| match scan.key()? {
             Str::Range { at, len } => {
                 let text = scan.text;
@@ -134,7 +169,7 @@ impl<'t> Scan<'t> {
     }
 
     /// Checks that nothing but white space follows.
-    pub fn end(mut self) -> Scanned<()> {
+    pub fn end(&mut self) -> Scanned<()> {
         self.space();
         if self.at == self.text.len() {
             Ok(())
@@ -182,12 +217,33 @@ impl<'t> Scan<'t> {
         }
     }
 
-    /// Reads past the white space before a value.
+    /// Reads past the white space before a value, and counts it.
     fn start(&mut self) -> Scanned<()> {
         if self.text.len() >= ESCAPED as usize {
             return Err(Declined);
         }
         self.space();
+        self.counted()
+    }
+
+    /// Counts a value about to be read, first asking the meter when what it allowed is read.
+    #[inline]
+    fn counted(&mut self) -> Scanned<()> {
+        self.read.values += 1;
+        if self.read.values + self.read.members > self.allowed {
+            self.ask()?;
+        }
+        Ok(())
+    }
+
+    /// Asks the meter how much more may be read.
+    #[cold]
+    fn ask(&mut self) -> Scanned<()> {
+        let meter = self.meter.as_mut().ok_or(Declined)?;
+        self.allowed = meter.allow(&self.read).ok_or(Declined)?;
+        if self.read.values + self.read.members > self.allowed {
+            return Err(Declined);
+        }
         Ok(())
     }
 
@@ -250,8 +306,14 @@ impl<'t> Scan<'t> {
         if self.depth > MAX_DEPTH {
             return Err(Declined);
         }
+        self.read.depth = self.read.depth.max(self.depth);
         self.space();
         if !self.eat(close) {
+            if close == b']' {
+                self.read.arrays += 1;
+            } else {
+                self.read.objects += 1;
+            }
             loop {
                 each(self)?;
                 self.space();
@@ -272,6 +334,7 @@ impl<'t> Scan<'t> {
         if !self.eat(b'"') {
             return Err(Declined);
         }
+        self.read.members += 1;
         let key = self.string()?;
         self.space();
         if !self.eat(b':') {
@@ -282,6 +345,7 @@ impl<'t> Scan<'t> {
 
     /// A string, its opening quote read.
     fn string(&mut self) -> Scanned<Str> {
+        self.read.strings += 1;
         let start = self.at;
         let bytes = self.text.as_bytes();
         let end = plain_end(bytes, start);
@@ -469,7 +533,12 @@ mod tests {
         let shared: Arc<str> = Arc::from(text);
         let scanned = JsonTape::scan(&shared);
         let mut scan = Scan::new(&shared);
-        let value = scan.json().and_then(|v| scan.end().map(|()| v));
+        let value = scan.json();
+        let read = scan.footprint();
+        let value = value.and_then(|v| scan.end().map(|()| v));
+        if value.is_ok() {
+            assert_eq!(read, Footprint::of(text.as_bytes()), "{text}");
+        }
         let decoded = serde_json::from_str::<serde_json::Value>(text).ok();
         match (&scanned, through_serde(&shared)) {
             (Ok(s), Some(read)) => assert_same(s, &read, text),
@@ -557,6 +626,54 @@ mod tests {
         }
         let within = format!("{}1{}", "[".repeat(127), "]".repeat(127));
         assert_eq!(check(&within), Ok(()));
+    }
+
+    /// A meter that allows `step` more values and members each time it is asked, until
+    /// `stop`, keeping what it was told.
+    struct Steps {
+        step: usize,
+        stop: usize,
+        told: Vec<Footprint>,
+    }
+
+    impl Meter for Steps {
+        fn allow(&mut self, read: &Footprint) -> Option<usize> {
+            self.told.push(*read);
+            let allowed = read.values + read.members - 1 + self.step;
+            (allowed <= self.stop).then_some(allowed)
+        }
+    }
+
+    #[test]
+    fn a_metered_scan_asks_before_it_reads_on_and_stops_when_told() {
+        let text: Arc<str> = Arc::from(format!(
+            r#"{{"a": [{}0], "b": {{"k": "v"}}}}"#,
+            "0,".repeat(99)
+        ));
+        let units = |f: &Footprint| f.values + f.members;
+        let mut meter = Steps {
+            step: 10,
+            stop: usize::MAX,
+            told: Vec::new(),
+        };
+        let mut scan = Scan::metered(&text, &mut meter);
+        scan.json().expect("read");
+        let read = scan.footprint();
+        assert_eq!(read, Footprint::of(text.as_bytes()));
+        // Asked before the first value, then each time the ten it allowed were read.
+        let told: Vec<usize> = meter.told.iter().map(units).collect();
+        let want: Vec<usize> = (0..units(&read)).step_by(10).map(|n| n + 1).collect();
+        assert_eq!(told, want);
+        // Stopped: the scan declines, having read no value past what was allowed.
+        let mut meter = Steps {
+            step: 10,
+            stop: 30,
+            told: Vec::new(),
+        };
+        let mut scan = Scan::metered(&text, &mut meter);
+        assert_eq!(scan.json().map(drop), Err(Declined));
+        assert_eq!(units(&scan.footprint()), 31);
+        assert_eq!(meter.told.len(), 4);
     }
 
     /// A small deterministic generator of JSON text (xorshift).
