@@ -588,13 +588,16 @@ fn test_passes_on_the_shipped_example_suites() {
         .iter()
         .map(|s| s["name"].as_str().expect("name"))
         .collect();
-    assert_eq!(suites, vec!["default-labels", "replica-limit"]);
+    assert_eq!(
+        suites,
+        vec!["default-labels", "replica-exception", "replica-limit"]
+    );
     let cases = test_cases(&report);
-    assert_eq!(cases.len(), 9, "{cases:?}");
+    assert_eq!(cases.len(), 13, "{cases:?}");
     assert!(cases.iter().all(|(_, passed, _)| *passed), "{cases:?}");
     assert_eq!(
         (report["passed"].as_u64(), report["failed"].as_u64()),
-        (Some(9), Some(0))
+        (Some(13), Some(0))
     );
 
     let out = celgate(&["test", &sample_tests("replica-limit/celgate-test.yaml")]);

@@ -8,6 +8,7 @@ pub mod apivalidation;
 pub mod compile;
 pub mod declarations;
 mod evaluation;
+pub mod exception;
 mod index;
 pub mod json_text;
 pub mod matching;
@@ -23,6 +24,7 @@ pub mod typecheck;
 pub mod validate;
 
 pub use compile::{ValidatingPolicy, compile_validating};
+pub use exception::{Exception, ExceptionSet, ExceptionsAt};
 pub use matching::Namespaces;
 pub use mutate::{BoundMutatingPolicy, KindSchemas, MutatingPolicy, MutationOutcome};
 pub use params::{ParamKindState, ParamObjects, Params};

@@ -319,6 +319,7 @@ impl Findings {
             .objects
             .values()
             .filter_map(|o| o.violations.get(unit).map(|v| (&o.subject, v)))
+            .filter(|(_, v)| v.verdict != celgate_snapshot::audit::Verdict::Skip)
             .collect();
         violations.sort_by(|a, b| (&a.0.namespace, &a.0.name).cmp(&(&b.0.namespace, &b.0.name)));
         let mut errors: Vec<String> = self

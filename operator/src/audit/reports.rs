@@ -59,6 +59,7 @@ pub fn body<'u>(findings: &ObjectFindings, unit: impl Fn(&UnitKey) -> Option<&'u
             let result = match violation.verdict {
                 Verdict::Fail => "fail",
                 Verdict::Warn => "warn",
+                Verdict::Skip => "skip",
             };
             summary[result] = json!(summary[result].as_i64().unwrap_or(0) + 1);
             let unit = unit(key);
