@@ -226,6 +226,11 @@ pub struct RunArgs {
     /// of the cluster, and a policy's message could copy their data into the reports.
     #[arg(long, env = "CELGATE_AUDIT_SECRETS", default_value_t = false, action = clap::ArgAction::Set)]
     pub audit_secrets: bool,
+    /// Comma-separated namespaces whose PolicyExceptions (admission.celgate.io/v1alpha1) are
+    /// honoured, `*` for every namespace; none by default. One elsewhere is ignored, and its
+    /// status says so. Who may write exceptions in these namespaces is RBAC on the kind.
+    #[arg(long, env = "CELGATE_EXCEPTION_NAMESPACES", value_delimiter = ',')]
+    pub exception_namespaces: Vec<String>,
 }
 
 /// One MiB.
