@@ -198,6 +198,7 @@ mod tests {
             namespace: None,
             user: "alice",
             groups: &[],
+            at: std::time::SystemTime::UNIX_EPOCH,
         }
     }
 

@@ -146,6 +146,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             checks: Vec::new(),
+            excepted: Vec::new(),
         };
         Decision::Validating(Report::new(outcome, String::new(), Vec::new(), Vec::new()))
     }
