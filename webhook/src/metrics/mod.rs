@@ -472,6 +472,35 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_exception_counts_once_per_request_with_its_last_time() {
+        let mut registry = Registry::with_prefix("celgate");
+        let metrics = Metrics::register(&mut registry, 10);
+        let excepted = |binding: &str, exception: &str| Excepted {
+            policy: Arc::from("p"),
+            binding: Arc::from(binding),
+            exception: Arc::from(exception),
+        };
+        let t = |s: u64| std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        // One request that two bindings of one exception let through, and another exception.
+        metrics.record_excepted(&[excepted("a", "ns/x"), excepted("b", "ns/x")], t(10));
+        metrics.record_excepted(&[excepted("a", "ns/x"), excepted("a", "ns/y")], t(20));
+        let tally = metrics.excepted();
+        assert_eq!(
+            tally.get("ns/x"),
+            Some(&ExceptedTally {
+                requests: 2,
+                last: t(20)
+            })
+        );
+        assert_eq!(tally.get("ns/y").map(|t| t.requests), Some(1));
+        let text = encode(&registry).unwrap();
+        assert!(
+            text.contains("celgate_policy_exception_excepted_requests_total{exception=\"ns/x\"} 2"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn every_admission_route_and_nothing_else_is_a_path_label() {
         assert_eq!(admission_path("/validate/fail"), Some("/validate/fail"));
         assert_eq!(
