@@ -328,9 +328,23 @@ mod tests {
                         message: "warned".into(),
                     },
                 ),
+                (
+                    (Arc::from("p"), Arc::from("b3")),
+                    Violation {
+                        verdict: Verdict::Skip,
+                        message: "excepted by PolicyException team-a/web".into(),
+                    },
+                ),
             ]),
         };
         let report = body(&findings, |_| None);
+        // An excepted binding is a skip naming the exception, not a failure.
+        assert_eq!(report["summary"]["skip"], 1);
+        assert_eq!(report["results"][2]["result"], "skip");
+        assert_eq!(
+            report["results"][2]["message"],
+            "excepted by PolicyException team-a/web"
+        );
         assert_eq!(report["kind"], "PolicyReport");
         assert_eq!(report["metadata"]["name"], "celgate-1234");
         assert_eq!(report["metadata"]["namespace"], "team-a");
