@@ -590,14 +590,19 @@ fn test_passes_on_the_shipped_example_suites() {
         .collect();
     assert_eq!(
         suites,
-        vec!["default-labels", "pod-non-root", "replica-limit"]
+        vec![
+            "default-labels",
+            "pod-non-root",
+            "replica-exception",
+            "replica-limit"
+        ]
     );
     let cases = test_cases(&report);
-    assert_eq!(cases.len(), 14, "{cases:?}");
+    assert_eq!(cases.len(), 18, "{cases:?}");
     assert!(cases.iter().all(|(_, passed, _)| *passed), "{cases:?}");
     assert_eq!(
         (report["passed"].as_u64(), report["failed"].as_u64()),
-        (Some(14), Some(0))
+        (Some(18), Some(0))
     );
 
     let out = celgate(&["test", &sample_tests("replica-limit/celgate-test.yaml")]);
@@ -786,7 +791,7 @@ fn scan_lists_the_objects_each_binding_would_deny_warn_or_audit() {
     );
     assert_eq!(
         text.lines().last(),
-        Some("9 object(s) scanned with 3 binding(s): 3 violation(s)"),
+        Some("9 object(s) scanned with 3 binding(s): 3 violation(s), 0 excepted"),
         "{text}"
     );
 
@@ -799,6 +804,64 @@ fn scan_lists_the_objects_each_binding_would_deny_warn_or_audit() {
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
+}
+
+#[test]
+fn scan_and_eval_honour_policy_exceptions_scan_reporting_the_excepted_apart() {
+    let (manifests, policy, params, exception) = (
+        fixture("scan/manifests"),
+        sample_tests("replica-limit/policy.yaml"),
+        sample_tests("replica-limit/params.yaml"),
+        fixture("scan/exception.yaml"),
+    );
+    let out = celgate(&[
+        "scan",
+        &manifests,
+        "--policies",
+        &policy,
+        &exception,
+        "--params",
+        &params,
+        "-o",
+        "json",
+    ]);
+    let report = json(&out);
+    let bindings: Vec<&str> = (report["violations"].as_array().expect("violations").iter())
+        .map(|v| v["binding"].as_str().expect("binding"))
+        .collect();
+    assert_eq!(bindings, ["replica-limit-staging", "replica-limit-dev"]);
+    let excepted = &report["excepted"];
+    assert_eq!(excepted.as_array().map(Vec::len), Some(1), "{report:#}");
+    assert_eq!(excepted[0]["binding"], "replica-limit-prod");
+    assert_eq!(excepted[0]["object"]["namespace"], "prod");
+    assert_eq!(excepted[0]["exception"], "team-web/web");
+
+    // eval decides at --at: the exception applies up to its expiresAt second.
+    let eval = |at: &str| {
+        celgate(&[
+            "eval",
+            "--policy",
+            &fixture("eval/policy.yaml"),
+            "--binding",
+            &fixture("eval/binding.yaml"),
+            "--object",
+            &fixture("eval/deployment-10.yaml"),
+            "--exceptions",
+            &fixture("eval/exception.yaml"),
+            "--at",
+            at,
+            "-o",
+            "json",
+        ])
+    };
+    let before = eval("2027-01-30T23:59:59Z");
+    let report = json(&before);
+    assert_eq!(before.status.code(), Some(0), "{report:#}");
+    assert_eq!(report["excepted"][0]["exception"], "team-web/web");
+    let at = eval("2027-01-31T00:00:00Z");
+    let report = json(&at);
+    assert_eq!(at.status.code(), Some(1), "{report:#}");
+    assert_eq!(report["excepted"], serde_json::json!([]));
 }
 
 /// `celgate --version` names the version and the git revision it was built from: build.rs's

@@ -145,6 +145,14 @@ fn exercised() -> prometheus_client::registry::Registry {
         error_type: ErrorType::NoError,
         elapsed,
     }]);
+    webhook.record_excepted(
+        &[celgate_engine::validate::Excepted {
+            policy: Arc::from("p"),
+            binding: Arc::from("b"),
+            exception: Arc::from("team-a/web"),
+        }],
+        std::time::SystemTime::now(),
+    );
     celgate_operator::metrics::audit_binding("p", "b", 10, 2);
     webhook.request("/validate/fail", 200, elapsed);
     webhook.error("/validate/fail", "not_ready");

@@ -1,15 +1,19 @@
 //! The `admission.celgate.io/v1` API: ValidatingAdmissionPolicy, MutatingAdmissionPolicy and their
 //! bindings. Specs are field for field those of `admissionregistration.k8s.io/v1` (Kubernetes 1.36),
-//! so a policy written for the in-tree API applies with only its `apiVersion` changed.
+//! so a policy written for the in-tree API applies with only its `apiVersion` changed. The
+//! `admission.celgate.io/v1alpha1` PolicyException, which in-tree has no equivalent of, excepts
+//! requests from validating policies until it expires.
 
 // `#[kube(printcolumn(...))]` repeats the same keys once per column by design.
 #![allow(clippy::duplicated_attributes)]
 
 pub mod common;
+pub mod exception;
 pub mod mutating;
 pub mod validating;
 
 pub use common::*;
+pub use exception::*;
 pub use mutating::*;
 pub use validating::*;
 
@@ -21,7 +25,7 @@ use kube::CustomResourceExt;
 /// The API group of every celgate kind.
 pub const GROUP: &str = "admission.celgate.io";
 
-/// The CRDs of the four kinds, in a stable order, each with its file name under `config/crd/`.
+/// The CRDs of the five kinds, in a stable order, each with its file name under `config/crd/`.
 pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     let mut crds = vec![
         (
@@ -40,6 +44,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
             "mutatingadmissionpolicybindings.yaml",
             MutatingAdmissionPolicyBinding::crd(),
         ),
+        ("policyexceptions.yaml", PolicyException::crd()),
     ];
     for (_, crd) in &mut crds {
         for version in &mut crd.spec.versions {

@@ -19,7 +19,7 @@ bin=$("$root/e2e/cluster/build.sh")
 [ -x "$bin/kubectl" ] && kubectl=$bin/kubectl
 "$kubectl" apply -k "$root/config/crd" >/dev/null
 KUBECTL=$kubectl "$root/e2e/cluster/established.sh" \
-  {validatingadmissionpolicies,validatingadmissionpolicybindings,mutatingadmissionpolicies,mutatingadmissionpolicybindings}.admission.celgate.io
+  {validatingadmissionpolicies,validatingadmissionpolicybindings,mutatingadmissionpolicies,mutatingadmissionpolicybindings,policyexceptions}.admission.celgate.io
 cat >&2 <<MSG
 
 celgate is starting against $KUBECONFIG.

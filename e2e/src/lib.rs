@@ -24,11 +24,12 @@ pub mod scan_fixture;
 pub mod schemas;
 
 /// celgate's CRDs, as `kubectl` names them.
-pub const CRDS: [&str; 4] = [
+pub const CRDS: [&str; 5] = [
     "crd/validatingadmissionpolicies.admission.celgate.io",
     "crd/validatingadmissionpolicybindings.admission.celgate.io",
     "crd/mutatingadmissionpolicies.admission.celgate.io",
     "crd/mutatingadmissionpolicybindings.admission.celgate.io",
+    "crd/policyexceptions.admission.celgate.io",
 ];
 
 /// celgate's ServiceAccount as config/rbac binds it: namespace, name.

@@ -3,9 +3,11 @@
 //! the same inner message as the in-tree plugin for the same policy.
 
 use celgate_e2e::demo::{BINDING_NAME, CELGATE_API, IN_TREE_API, binding, policy};
+use std::time::Duration;
+
 use celgate_e2e::{
-    Celgate, Cluster, Identity, create_namespace, curl, dry_run_deployment, inner_message,
-    wait_admitted, wait_denied, wait_for,
+    Celgate, Cluster, Identity, create_namespace, curl, dry_run_deployment, free_port,
+    inner_message, wait_admitted, wait_denied, wait_for,
 };
 
 const DEMO_DENIAL: &str = "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5";
@@ -14,7 +16,19 @@ const DEMO_DENIAL: &str = "ValidatingAdmissionPolicy 'demo-policy.example.com' w
 async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
     let cluster = Cluster::start();
     cluster.install_crds();
-    let celgate = Celgate::start_as(&cluster, Identity::ServiceAccount).await;
+    // Exceptions are honoured from celgate-demo only.
+    let args = ["--exception-namespaces=celgate-demo"];
+    let port = free_port();
+    let celgate = Celgate::spawn_as(
+        &cluster,
+        Identity::ServiceAccount,
+        port,
+        "celgate",
+        &args,
+        "info",
+    )
+    .await;
+    celgate.wait_ready().await;
     let client = cluster.client().await;
     create_namespace(&client, "celgate-demo", "celgate").await;
     create_namespace(&client, "intree-demo", "intree").await;
@@ -79,6 +93,7 @@ async fn demo_policy_is_enforced_reloaded_and_matches_in_tree() {
         "metrics lack the deny count:\n{metrics}"
     );
 
+    exceptions_apply_until_they_expire(&cluster, &client, &celgate).await;
     pod_policy_with_autogen_denies_the_deployment(&cluster, &client).await;
 }
 
@@ -154,6 +169,113 @@ async fn pod_policy_with_autogen_denies_the_deployment(cluster: &Cluster, client
         text.starts_with("apps/v1, Kind=Deployment: ") && text.contains("undefined field 'phase'"),
         "{text}"
     );
+}
+
+/// A PolicyException for `web-6` in celgate-demo, expiring `expires` from now, and one in
+/// intree-demo, a namespace celgate does not honour exceptions from.
+fn exceptions(expires: Duration) -> String {
+    let at = k8s_openapi::jiff::Timestamp::now()
+        .checked_add(expires)
+        .and_then(|t| k8s_openapi::jiff::Timestamp::from_second(t.as_second()))
+        .unwrap_or_else(|e| panic!("{expires:?} from now: {e}"));
+    let exception = |namespace: &str| {
+        format!(
+            r#"apiVersion: admission.celgate.io/v1alpha1
+kind: PolicyException
+metadata: {{name: web-6, namespace: {namespace}}}
+spec:
+  policies: [{{name: demo-policy.example.com}}]
+  match:
+    resourceRules:
+    - {{apiGroups: [apps], apiVersions: [v1], operations: [CREATE], resources: [deployments], resourceNames: [web-6]}}
+  expiresAt: "{at}"
+  reason: OPS-123
+  owner: team-demo
+"#
+        )
+    };
+    format!(
+        "{}---\n{}",
+        exception("celgate-demo"),
+        exception("intree-demo")
+    )
+}
+
+/// The exception lets web-6 in until its second, then the policy denies it again; its status
+/// and an Event say it expired; the one of a namespace not allowed is ignored and says so.
+async fn exceptions_apply_until_they_expire(
+    cluster: &Cluster,
+    client: &kube::Client,
+    celgate: &Celgate,
+) {
+    cluster.apply(&exceptions(Duration::from_secs(8)));
+    wait_admitted(client, "celgate-demo", 6).await;
+    let (message, _) = wait_denied(client, "celgate-demo", 7).await;
+    assert_eq!(
+        inner_message(&message),
+        DEMO_DENIAL,
+        "web-7 is not excepted"
+    );
+    let metrics = celgate.metrics();
+    assert!(
+        metrics.contains(
+            "celgate_policy_exception_excepted_requests_total{exception=\"celgate-demo/web-6\"}"
+        ),
+        "metrics lack the excepted count:\n{metrics}"
+    );
+    let condition = |namespace: &'static str| {
+        let out = cluster.kubectl(
+            &[
+                "get",
+                "cpolex",
+                "-n",
+                namespace,
+                "web-6",
+                "-o",
+                "jsonpath={.status.conditions[0].reason} {.status.exceptedRequests}",
+            ],
+            "",
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    wait_for(
+        "the disallowed exception's status",
+        Duration::from_secs(30),
+        || async {
+            condition("intree-demo")
+                .starts_with("NamespaceNotAllowed")
+                .then_some(())
+        },
+    )
+    .await;
+    // At its second it stops applying; the status then says so, with the requests it let in.
+    let (message, _) = wait_denied(client, "celgate-demo", 6).await;
+    assert_eq!(inner_message(&message), DEMO_DENIAL);
+    wait_for("the Expired condition", Duration::from_secs(30), || async {
+        let got = condition("celgate-demo");
+        let count = got
+            .strip_prefix("Expired ")
+            .and_then(|n| n.parse::<u64>().ok());
+        count.filter(|n| *n >= 1).map(|_| ())
+    })
+    .await;
+    wait_for("the Expired event", Duration::from_secs(30), || async {
+        let out = cluster.kubectl(
+            &[
+                "get",
+                "events.events.k8s.io",
+                "-n",
+                "celgate-demo",
+                "-o",
+                "jsonpath={.items[*].reason}",
+            ],
+            "",
+        );
+        String::from_utf8_lossy(&out.stdout)
+            .contains("Expired")
+            .then_some(())
+    })
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -297,13 +297,13 @@ fn default_values_render_config_default_but_its_namespace() {
         &without_keep(helm_template(&["--set=namespace.create=true"])),
         &kustomized,
     );
-    // The comparison covers the whole install: four CRDs, the Deployment, the RBAC, the webhook
+    // The comparison covers the whole install: five CRDs, the Deployment, the RBAC, the webhook
     // configurations.
     assert_eq!(
         helm.keys()
             .filter(|k| k.0 == "CustomResourceDefinition")
             .count(),
-        4
+        5
     );
     assert_eq!(container(&helm)["image"], "celgate:0.1.0");
     // Spread over nodes and zones, softly: one node still runs both replicas.

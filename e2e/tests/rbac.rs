@@ -380,7 +380,7 @@ async fn every_shipped_rule_is_used_and_nothing_else_is_forbidden() {
         Identity::ServiceAccount,
         port,
         "celgate",
-        &[],
+        &["--exception-namespaces=ours"],
         "info",
     )
     .await;
@@ -440,6 +440,37 @@ async fn every_shipped_rule_is_used_and_nothing_else_is_forbidden() {
     }
     cluster.apply(&PARAM_POLICY.replace("MESSAGE", "at most 3 replicas"));
     wait_ready(&cluster, "cvap", "replica-limit", ("True", "Enforced", 2)).await;
+
+    // A PolicyException (list, watch) that expires in seconds: its status (patch) says so,
+    // with an Expired event in its namespace (create).
+    let expires = k8s_openapi::jiff::Timestamp::now()
+        .checked_add(Duration::from_secs(3))
+        .and_then(|t| k8s_openapi::jiff::Timestamp::from_second(t.as_second()))
+        .unwrap_or_else(|e| panic!("3 s from now: {e}"));
+    cluster.apply(&format!(
+        "apiVersion: admission.celgate.io/v1alpha1\nkind: PolicyException\nmetadata: {{name: soon, namespace: ours}}\nspec:\n  policies: [{{name: replica-limit}}]\n  match: {{}}\n  expiresAt: \"{expires}\"\n"
+    ));
+    wait_for(
+        "the exception's Expired event",
+        Duration::from_secs(60),
+        || async {
+            let out = cluster.kubectl(
+                &[
+                    "get",
+                    "events.events.k8s.io",
+                    "-n",
+                    "ours",
+                    "-o",
+                    "jsonpath={.items[*].reason}",
+                ],
+                "",
+            );
+            String::from_utf8_lossy(&out.stdout)
+                .contains("Expired")
+                .then_some(())
+        },
+    )
+    .await;
 
     // The audit as the leader: a ConfigMap the scanner's own permissions fail `needs-list`
     // for gets a PolicyReport, which goes when the ConfigMap does; Deployments, which the

@@ -228,6 +228,33 @@ pub fn mutating_binding(b: &api::MutatingAdmissionPolicyBinding) -> model::Mutat
     }
 }
 
+/// Converts a PolicyException.
+pub fn policy_exception(e: &api::PolicyException) -> celgate_engine::exception::ExceptionSpec {
+    use celgate_engine::exception::{ExceptedPolicy, ExceptionSpec};
+    let s = &e.spec;
+    ExceptionSpec {
+        namespace: e.namespace().unwrap_or_default(),
+        name: e.name_any(),
+        policies: (s.policies.iter())
+            .map(|p| ExceptedPolicy {
+                name: p.name.clone(),
+                bindings: p.bindings.clone(),
+            })
+            .collect(),
+        match_resources: match_resources(&s.match_resources),
+        match_conditions: named(
+            s.match_conditions
+                .iter()
+                .flatten()
+                .map(|c| (&c.name, &c.expression)),
+        ),
+        expires_at: s
+            .expires_at
+            .as_ref()
+            .map(|t| std::time::SystemTime::from(t.0)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

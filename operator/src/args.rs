@@ -239,6 +239,11 @@ pub struct RunArgs {
     /// written and the log says so.
     #[arg(long, env = "CELGATE_AUDIT_REPORT_API", value_enum, default_value_t = crate::audit::ReportApi::Wgpolicyk8s)]
     pub audit_report_api: crate::audit::ReportApi,
+    /// Comma-separated namespaces whose PolicyExceptions (admission.celgate.io/v1alpha1) are
+    /// honoured, `*` for every namespace; none by default. One elsewhere is ignored, and its
+    /// status says so. Who may write exceptions in these namespaces is RBAC on the kind.
+    #[arg(long, env = "CELGATE_EXCEPTION_NAMESPACES", value_delimiter = ',')]
+    pub exception_namespaces: Vec<String>,
 }
 
 /// One MiB.

@@ -49,14 +49,17 @@ pub mod resource {
     pub const NAMESPACES: &str = "namespaces";
     /// CustomResourceDefinitions (discovery of served kinds).
     pub const CRDS: &str = "customresourcedefinitions";
+    /// PolicyExceptions.
+    pub const EXCEPTIONS: &str = "policyexceptions";
     /// Every resource above.
-    pub const ALL: [&str; 6] = [
+    pub const ALL: [&str; 7] = [
         VALIDATING_POLICIES,
         VALIDATING_BINDINGS,
         MUTATING_POLICIES,
         MUTATING_BINDINGS,
         NAMESPACES,
         CRDS,
+        EXCEPTIONS,
     ];
 }
 

@@ -20,6 +20,7 @@ use celgate_snapshot::SnapshotStore;
 use kube::runtime::reflector;
 use tokio::sync::watch;
 
+use crate::controllers::exceptions::{self, ExceptionNamespaces, ExceptionObjects};
 use crate::controllers::mutated_schemas::{self, SchemaSource};
 use crate::controllers::namespaces;
 use crate::controllers::policies::{self, KindStores, Stores};
@@ -27,6 +28,7 @@ use crate::serving::leader::Leadership;
 use crate::serving::registration::{Applied, Inputs};
 use crate::serving::registration::{Endpoint, Registration};
 use crate::serving::{cert_watch, certs, fence, leader, registration};
+use crate::status::exceptions as exceptions_status;
 use crate::status::{Checker, StatusWriter};
 use crate::{audit, metrics, retry, status};
 
@@ -253,7 +255,7 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
     let addr = SocketAddr::new(args.bind_address, args.webhook_port);
     let server = celgate_webhook::Server::new(
         addr,
-        state,
+        state.clone(),
         celgate_webhook::TlsMaterial {
             cert_pem: certificates.cert_pem.clone(),
             key_pem: certificates.key_pem.clone(),
@@ -339,6 +341,15 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
             schemas: schema_source,
             wildcard: args.wildcard_operations(),
             max_param_bytes: args.param_max_mib.saturating_mul(1024 * 1024),
+            exception_namespaces: ExceptionNamespaces::new(&args.exception_namespaces),
+            excepted: {
+                let state = state.clone();
+                Arc::new(move || {
+                    (state.metrics.excepted().into_iter())
+                        .map(|(id, t)| (id, (t.requests, t.last)))
+                        .collect()
+                })
+            },
         },
         audit,
     ));
@@ -414,6 +425,10 @@ struct StatusConfig {
 /// what `*` in validating policies' operations stands for, and how much of each param kind is kept.
 struct Publishing {
     schemas: SchemaSource,
+    /// The namespaces PolicyExceptions are honoured from.
+    exception_namespaces: ExceptionNamespaces,
+    /// The requests each exception let through, from the webhook's metrics.
+    excepted: exceptions_status::Tally,
     wildcard: celgate_engine::model::WildcardOperations,
     /// The most bytes of param objects kept of each param kind.
     max_param_bytes: usize,
@@ -443,7 +458,18 @@ async fn run_controllers(
         schemas,
         wildcard,
         max_param_bytes,
+        exception_namespaces,
+        excepted,
     } = publishing;
+    let (exception_objects, exception_watch) = watch::channel(ExceptionObjects::default());
+    let exception_status = exceptions_status::run(
+        client.clone(),
+        exception_watch,
+        exception_namespaces.clone(),
+        excepted,
+        status.leadership.clone(),
+        status.identity.clone(),
+    );
     let (policies, policy_writer) = reflector::store();
     let (bindings, binding_writer) = reflector::store();
     let (mutating, mutating_writer) = reflector::store();
@@ -524,6 +550,13 @@ async fn run_controllers(
             mutating_binding_writer,
             rediscovered,
         ) => "mutating policy controller",
+        () = exceptions::run(
+            client.clone(),
+            store.clone(),
+            exception_namespaces,
+            exception_objects,
+        ) => "PolicyException watch",
+        () = exception_status => "PolicyException status writer",
         () = namespaces::run(client.clone(), store) => "namespace watch",
         () = registration::watch_live(client.clone(), live_sender) => "webhook configuration watch",
         () = registration.keep_applied(

@@ -1017,6 +1017,7 @@ mod tests {
                 (VALIDATION_FAILURE_KEY.into(), "[]".into()),
             ],
             checks: Vec::new(),
+            excepted: Vec::new(),
         };
         let want = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
             "response": {"uid": "u1", "allowed": false,

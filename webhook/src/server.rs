@@ -628,6 +628,7 @@ async fn validate(
     let call = Call {
         started: tokio::time::Instant::now(),
         timeout: call_timeout(uri.query()),
+        at: std::time::SystemTime::now(),
     };
     held.decide(decide_validation(state, review, call, only))
         .await
@@ -640,10 +641,12 @@ async fn decide_validation(
     call: Call,
     only: Option<FailurePolicy>,
 ) -> Response {
+    let at = call.at;
     match dispatch::validate(&state.store, &state.deps, review, call, only).await {
         Ok(decided) => {
             let outcome = &decided.outcome;
             state.metrics.record(&outcome.checks);
+            state.metrics.record_excepted(&outcome.excepted, at);
             let denied = outcome.denial.as_ref().map(|denial| {
                 // The first check that denied is the denial reported.
                 let by = outcome
@@ -684,6 +687,7 @@ async fn mutate(
     let call = Call {
         started: tokio::time::Instant::now(),
         timeout: call_timeout(uri.query()),
+        at: std::time::SystemTime::now(),
     };
     held.decide(decide_mutation(state, review, call, only))
         .await

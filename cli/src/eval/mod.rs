@@ -60,9 +60,22 @@ pub struct EvalArgs {
     /// The requesting user's groups.
     #[arg(long = "group", value_name = "GROUP", default_values_t = ["system:authenticated".to_string()])]
     pub groups: Vec<String>,
+    /// PolicyExceptions (admission.celgate.io/v1alpha1) to honour, whatever their namespace.
+    #[arg(long, value_name = "FILE", num_args = 1..)]
+    pub exceptions: Vec<PathBuf>,
+    /// The time the request is decided at (RFC 3339; now by default): exceptions expire by it.
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
+    pub at: Option<std::time::SystemTime>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t)]
     pub output: Format,
+}
+
+/// An RFC 3339 time (`2027-01-31T00:00:00Z`).
+pub fn parse_time(text: &str) -> Result<std::time::SystemTime, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(std::time::SystemTime::from)
+        .map_err(|e| format!("{text:?} is not an RFC 3339 time such as 2027-01-31T00:00:00Z: {e}"))
 }
 
 /// The one object of an object file.
@@ -87,7 +100,8 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
     {
         return Err(ns.error("--namespace must be a v1 Namespace").into());
     }
-    let policy = snapshot::load_policy(&args.policy, &args.binding)?;
+    let mut policy = snapshot::load_policy(&args.policy, &args.binding)?;
+    snapshot::add_exceptions(&mut policy, &read_files(&args.exceptions)?)?;
     let params = read_files(&args.params)?;
     let catalog = Catalog::for_policy(&policy, &read_crds(&args.crd)?)?;
     let decision = decide(
@@ -102,6 +116,7 @@ pub fn run(args: &EvalArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
             namespace: namespace.as_ref().map(|d| &d.object),
             user: &args.user,
             groups: &args.groups,
+            at: args.at.unwrap_or_else(std::time::SystemTime::now),
         },
     )?;
     write_report(args.output, &decision, || decision.human(), out)?;
@@ -243,8 +258,9 @@ pub fn decide(
     Ok(match &policy.bound {
         Bound::Validating(_) => {
             let recorder = report::Recorder::default();
-            let outcome =
-                celgate_snapshot::dispatch::decide_traced(&snapshot, &req, None, &recorder);
+            let outcome = celgate_snapshot::dispatch::decide_traced(
+                &snapshot, &req, None, &recorder, input.at,
+            );
             Decision::Validating(report::Report::new(
                 outcome,
                 described,

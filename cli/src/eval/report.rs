@@ -126,6 +126,7 @@ impl Trace for Recorder {
                 Skip::PolicyNotMatched => "the request is outside the policy's matchConstraints",
                 Skip::BindingNotMatched => "the request is outside the binding's matchResources",
                 Skip::NoParams => "no param found, and parameterNotFoundAction is Allow",
+                Skip::Excepted => "a PolicyException excepts the request (see excepted)",
             }),
             steps: Vec::new(),
         });
@@ -227,6 +228,19 @@ pub struct Report {
     pub notes: Vec<String>,
     /// Every binding's evaluation, and what was passed over.
     pub trace: Vec<TraceEntry>,
+    /// The bindings a PolicyException excepted the request from.
+    pub excepted: Vec<ExceptedRecord>,
+}
+
+/// A binding a PolicyException excepted the request from.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct ExceptedRecord {
+    /// The policy.
+    pub policy: String,
+    /// The binding.
+    pub binding: String,
+    /// The exception, as `namespace/name`.
+    pub exception: String,
 }
 
 /// A denial.
@@ -277,6 +291,13 @@ impl Report {
                 .into_iter()
                 .map(|(key, value)| AnnotationRecord { key, value })
                 .collect(),
+            excepted: (outcome.excepted.iter())
+                .map(|e| ExceptedRecord {
+                    policy: e.policy.to_string(),
+                    binding: e.binding.to_string(),
+                    exception: e.exception.to_string(),
+                })
+                .collect(),
             request,
             notes,
             trace,
@@ -291,6 +312,13 @@ impl Report {
         }
         for a in &self.audit_annotations {
             let _ = writeln!(out, "audit annotation: {} = {}", a.key, a.value);
+        }
+        for e in &self.excepted {
+            let _ = writeln!(
+                out,
+                "excepted: policy {}, binding {} by PolicyException {}",
+                e.policy, e.binding, e.exception
+            );
         }
         out.push_str("\ntrace:\n");
         if self.trace.is_empty() {

@@ -64,6 +64,8 @@ pub struct RequestInput<'i> {
     pub user: &'i str,
     /// `--group`.
     pub groups: &'i [String],
+    /// The time of the decision: PolicyExceptions expire by it.
+    pub at: std::time::SystemTime,
 }
 
 /// The request, and where it lives.
@@ -196,6 +198,7 @@ mod tests {
             namespace: None,
             user: "alice",
             groups: &[],
+            at: std::time::SystemTime::UNIX_EPOCH,
         }
     }
 

@@ -21,6 +21,7 @@ use celgate_engine::typecheck::TypeSource;
 use celgate_engine::{
     BoundMutatingPolicy, BoundPolicy, ParamObjects, PolicySet, compile_validating,
 };
+use celgate_engine::{Exception, ExceptionSet};
 use celgate_snapshot::{KindSchemaView, NamespaceView, ParamKindEntry, ParamViews, Snapshot};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -47,6 +48,8 @@ pub struct Policy {
     pub bound: Bound,
     /// What kube-apiserver would reject in them, and fields their types do not know.
     pub notes: Vec<String>,
+    /// The PolicyExceptions honoured.
+    pub exceptions: Arc<ExceptionSet>,
 }
 
 impl Policy {
@@ -196,7 +199,43 @@ pub fn compile(doc: &Document, bindings: &[Document]) -> Result<Policy, CliError
                 .into());
         }
     };
-    Ok(Policy { bound, notes })
+    Ok(Policy {
+        bound,
+        notes,
+        exceptions: Arc::default(),
+    })
+}
+
+/// Whether a document is a PolicyException of admission.celgate.io/v1alpha1.
+pub fn is_exception(doc: &Document) -> bool {
+    (doc.api_version(), doc.kind()) == (celgate_crds::EXCEPTION_API_VERSION, "PolicyException")
+}
+
+/// Adds the PolicyExceptions among `docs` (other documents are left alone) to the ones
+/// `policy` is decided with; a match condition that does not compile is a note (that
+/// exception never applies, as in the cluster).
+pub fn add_exceptions(policy: &mut Policy, docs: &[Document]) -> Result<(), CliError> {
+    let mut all: Vec<Arc<Exception>> = policy.exceptions.all().to_vec();
+    for doc in docs.iter().filter(|d| is_exception(d)) {
+        let (typed_exception, unknown) = typed::<celgate_crds::PolicyException>(doc)?;
+        reject_unknown(doc, &unknown)?;
+        let mut spec = convert::policy_exception(&typed_exception);
+        if spec.namespace.is_empty() {
+            spec.namespace = "default".into();
+        }
+        let compiled = Exception::compile(spec);
+        policy
+            .notes
+            .extend(compiled.compile_errors().into_iter().map(|(field, error)| {
+                format!(
+                    "PolicyException {} never applies: {field} does not compile: {error}",
+                    compiled.id
+                )
+            }));
+        all.push(Arc::new(compiled));
+    }
+    policy.exceptions = Arc::new(ExceptionSet::new(all));
+    Ok(())
 }
 
 /// The bindings: each document a binding of `kind` (typed as `B`, converted by `convert` into
@@ -367,5 +406,6 @@ pub fn build(
         policy_param_kinds: Arc::default(),
         namespaces: Arc::new(NamespaceView::new(namespaces)),
         params: Arc::new(views),
+        exceptions: policy.exceptions.clone(),
     }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use self::report::{ObjectRef, ScanReport, Skipped, Violation};
+use self::report::{Excepted, ObjectRef, ScanReport, Skipped, Violation};
 use crate::documents::{Document, PolicyKind, metadata_str, read_files};
 use crate::eval::{Catalog, Decision, RequestInput, decide, snapshot};
 use crate::intree::all_converted;
@@ -34,8 +34,8 @@ pub struct ScanArgs {
     /// policies' param kinds, listed as celgate's background audit lists them.
     #[arg(long, conflicts_with = "manifests")]
     pub cluster: bool,
-    /// ValidatingAdmissionPolicies and their bindings (several documents per file; other
-    /// kinds in these files are passed over).
+    /// ValidatingAdmissionPolicies, their bindings and the PolicyExceptions to honour
+    /// (several documents per file; other kinds in these files are passed over).
     #[arg(long, value_name = "FILE", required = true, num_args = 1..)]
     pub policies: Vec<PathBuf>,
     /// Param objects (any kinds; `List`s too).
@@ -92,9 +92,12 @@ pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
     let compiled = bindings
         .iter()
         .map(|(policy, binding)| {
-            snapshot::compile(policy, std::slice::from_ref(*binding)).map(|p| (p, *binding))
+            let mut compiled = snapshot::compile(policy, std::slice::from_ref(*binding))?;
+            snapshot::add_exceptions(&mut compiled, &policy_docs)?;
+            Ok((compiled, *binding))
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, CliError>>()?;
+    let at = std::time::SystemTime::now();
     let (documents, params) = if args.cluster {
         let mut wanted = cluster_reads(&compiled, catalog.kinds(), args.params.is_empty());
         if !args.include_excluded {
@@ -176,8 +179,17 @@ pub fn run(args: &ScanArgs, out: &mut dyn std::io::Write) -> Result<u8, CliError
                 namespace,
                 user: SCANNER_USER,
                 groups: &groups,
+                at,
             };
             let decision = decide(policy, &catalog, &params, &input)?;
+            if let crate::eval::Decision::Validating(r) = &decision {
+                report.excepted.extend(r.excepted.iter().map(|e| Excepted {
+                    policy: e.policy.clone(),
+                    binding: e.binding.clone(),
+                    object: ObjectRef::of(doc),
+                    exception: e.exception.clone(),
+                }));
+            }
             if let Some(message) = violation(&decision) {
                 report.violations.push(Violation {
                     policy: policy.name().to_string(),

@@ -19,6 +19,8 @@ pub struct ScanReport {
     pub violations: Vec<Violation>,
     /// Objects not scanned, and why.
     pub skipped: Vec<Skipped>,
+    /// Objects a PolicyException excepts from a binding: not validated by it, not violations.
+    pub excepted: Vec<Excepted>,
     /// What kube-apiserver would reject in the policies and bindings.
     pub notes: Vec<String>,
 }
@@ -43,6 +45,20 @@ pub struct Violation {
     pub message: String,
 }
 
+/// An object a PolicyException excepts from a binding.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Excepted {
+    /// The policy.
+    pub policy: String,
+    /// The binding.
+    pub binding: String,
+    /// The object.
+    pub object: ObjectRef,
+    /// The exception, as `namespace/name`.
+    pub exception: String,
+}
+
 /// An object, by kind, namespace and name.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -58,6 +74,14 @@ pub struct ObjectRef {
 }
 
 impl ObjectRef {
+    /// `namespace/name`, or the name alone without a namespace.
+    fn qualified_name(&self) -> String {
+        match self.namespace.as_str() {
+            "" => self.name.clone(),
+            ns => format!("{ns}/{}", self.name),
+        }
+    }
+
     /// The reference of a document's object.
     pub fn of(doc: &Document) -> Self {
         ObjectRef {
@@ -89,10 +113,7 @@ impl ScanReport {
         }
         for v in &self.violations {
             let o = &v.object;
-            let name = match o.namespace.as_str() {
-                "" => o.name.clone(),
-                ns => format!("{ns}/{}", o.name),
-            };
+            let name = o.qualified_name();
             let _ = writeln!(
                 out,
                 "{} {} {name} ({}, document {}): policy {}, binding {} [{}]\n  {}",
@@ -106,6 +127,19 @@ impl ScanReport {
                 v.message
             );
         }
+        for e in &self.excepted {
+            let o = &e.object;
+            let _ = writeln!(
+                out,
+                "excepted: {} {} {}: policy {}, binding {}, by PolicyException {}",
+                o.api_version,
+                o.kind,
+                o.qualified_name(),
+                e.policy,
+                e.binding,
+                e.exception
+            );
+        }
         for s in &self.skipped {
             let _ = writeln!(
                 out,
@@ -115,10 +149,11 @@ impl ScanReport {
         }
         let _ = writeln!(
             out,
-            "{} object(s) scanned with {} binding(s): {} violation(s)",
+            "{} object(s) scanned with {} binding(s): {} violation(s), {} excepted",
             self.scanned,
             self.bindings,
-            self.violations.len()
+            self.violations.len(),
+            self.excepted.len()
         );
         out
     }

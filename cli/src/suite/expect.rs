@@ -12,7 +12,7 @@ use crate::eval::Decision;
 /// An expectation the decision does not meet.
 #[derive(Debug, Serialize, PartialEq)]
 pub struct Failure {
-    /// `allowed`, `message`, `warnings`, `auditAnnotations`, `object` or `patch`.
+    /// `allowed`, `message`, `warnings`, `auditAnnotations`, `exceptedBy`, `object` or `patch`.
     pub expectation: &'static str,
     /// What the case expects.
     pub expected: Value,
@@ -25,9 +25,13 @@ pub fn misfit(expect: &Expect, mutating: bool) -> Option<&'static str> {
     if expect.allowed && expect.message.is_some() {
         return Some("expect.message is a denial's message: it goes with allowed: false");
     }
-    if mutating && (expect.warnings.is_some() || expect.audit_annotations.is_some()) {
+    if mutating
+        && (expect.warnings.is_some()
+            || expect.audit_annotations.is_some()
+            || expect.excepted_by.is_some())
+    {
         return Some(
-            "a MutatingAdmissionPolicy gives no warnings or audit annotations: expect object or patch",
+            "a MutatingAdmissionPolicy gives no warnings or audit annotations and is never excepted: expect object or patch",
         );
     }
     if !mutating && (expect.object.is_some() || expect.patch.is_some()) {
@@ -82,6 +86,14 @@ pub fn unmet(expect: &Expect, decision: &Decision) -> Vec<Failure> {
                 expect.audit_annotations.as_ref().map(|a| json!(a)),
                 json!(annotations),
             );
+            let excepted: Vec<&str> = (report.excepted.iter())
+                .map(|e| e.exception.as_str())
+                .collect();
+            check(
+                "exceptedBy",
+                expect.excepted_by.as_ref().map(|e| json!(e)),
+                json!(excepted),
+            );
         }
         Decision::Mutating(report) => {
             check("object", expect.object.clone(), report.object.clone());
@@ -134,6 +146,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             checks: Vec::new(),
+            excepted: Vec::new(),
         };
         Decision::Validating(Report::new(outcome, String::new(), Vec::new(), Vec::new()))
     }

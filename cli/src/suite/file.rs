@@ -32,6 +32,10 @@ pub struct SuiteFile {
     /// CustomResourceDefinitions of custom kinds the cases' objects or params are of.
     #[serde(default)]
     pub crds: Vec<Source>,
+    /// PolicyExceptions to honour, whatever their namespace (the policy's file may hold
+    /// them too).
+    #[serde(default)]
+    pub exceptions: Vec<Source>,
     /// The cases, in order.
     pub cases: Vec<CaseFile>,
 }
@@ -66,6 +70,8 @@ pub struct CaseFile {
     /// The requesting user.
     #[serde(default)]
     pub user_info: UserInfo,
+    /// The time the request is decided at (RFC 3339; now when absent): exceptions expire by it.
+    pub at: Option<String>,
     /// The result expected.
     pub expect: Expect,
 }
@@ -111,6 +117,9 @@ pub struct Expect {
     pub warnings: Option<Vec<String>>,
     /// The audit annotations, all of them (validating policies).
     pub audit_annotations: Option<BTreeMap<String, String>>,
+    /// The PolicyExceptions (`namespace/name`) that excepted the request from a binding, all
+    /// of them in order (validating policies); `[]` expects none.
+    pub excepted_by: Option<Vec<String>>,
     /// The object after the mutations (mutating policies).
     pub object: Option<Value>,
     /// The JSON patch from the request's object to the mutated one (mutating policies).

@@ -131,7 +131,14 @@ fn run_suite(path: &Path) -> Result<SuiteResult, CliError> {
         .into());
     };
     bindings.extend(all_converted(sources.all(&suite.bindings, "bindings")?)?);
-    let policy = snapshot::compile(policy_doc, &bindings)?;
+    let mut policy = snapshot::compile(policy_doc, &bindings)?;
+    let mut exceptions: Vec<Document> = bindings
+        .iter()
+        .filter(|d| snapshot::is_exception(d))
+        .cloned()
+        .collect();
+    exceptions.extend(sources.all(&suite.exceptions, "exceptions")?);
+    snapshot::add_exceptions(&mut policy, &exceptions)?;
     let namespaces = sources.all(&suite.namespaces, "namespaces")?;
     if let Some(ns) = namespaces
         .iter()
@@ -203,6 +210,13 @@ fn run_case(
             place_in(old, namespace)?;
         }
     }
+    let at = match &case.at {
+        Some(text) => crate::eval::parse_time(text).map_err(|message| InputError::Invalid {
+            file: sources.suite.display().to_string(),
+            message: format!("case {:?}: at: {message}", case.name),
+        })?,
+        None => std::time::SystemTime::now(),
+    };
     let namespace_name = metadata_str(&object, "namespace");
     let namespace = fixture
         .namespaces
@@ -221,6 +235,7 @@ fn run_case(
             namespace,
             user: &case.user_info.username,
             groups: &case.user_info.groups,
+            at,
         },
     )?;
     let failures = expect::unmet(&case.expect, &decision);

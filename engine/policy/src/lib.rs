@@ -9,6 +9,7 @@ pub mod autogen;
 pub mod compile;
 pub mod declarations;
 mod evaluation;
+pub mod exception;
 mod index;
 pub mod json_text;
 pub mod matching;
@@ -26,6 +27,7 @@ pub mod validate;
 use std::sync::Arc;
 
 pub use compile::{ValidatingPolicy, compile_validating};
+pub use exception::{Exception, ExceptionSet, ExceptionsAt};
 pub use matching::Namespaces;
 pub use mutate::{BoundMutatingPolicy, KindSchemas, MutatingPolicy, MutationOutcome};
 pub use params::{ParamKindState, ParamObjects, Params};

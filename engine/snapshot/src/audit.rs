@@ -6,6 +6,7 @@
 
 use std::cell::Cell;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use celgate_cel::Authorizer;
 use celgate_engine::received::ReceivedRequest;
@@ -116,6 +117,9 @@ pub enum Verdict {
     Fail,
     /// Warned only (Warn alone).
     Warn,
+    /// Not validated: a PolicyException excepts the object from the binding (reported as
+    /// skipped, never as a violation).
+    Skip,
 }
 
 /// A binding's failed validation for one object.
@@ -171,6 +175,17 @@ pub fn violation(outcome: &Outcome) -> Option<Violation> {
     Some(Violation { verdict, message })
 }
 
+/// The finding of a binding's evaluation for the audit's reports: its violation, else, when a
+/// PolicyException excepted the object from it, a [`Verdict::Skip`] naming the exception.
+pub fn finding(outcome: &Outcome) -> Option<Violation> {
+    violation(outcome).or_else(|| {
+        outcome.excepted.first().map(|e| Violation {
+            verdict: Verdict::Skip,
+            message: format!("excepted by PolicyException {}", e.exception),
+        })
+    })
+}
+
 /// The message of the first failure in a `validation_failure` audit annotation (the annotation
 /// itself when it cannot be read).
 fn audited_message(annotation: &str) -> String {
@@ -186,16 +201,18 @@ fn audited_message(annotation: &str) -> String {
         .unwrap_or_else(|| annotation.to_string())
 }
 
-/// Decides `req` against `snapshot` as the webhook does (with no deadline), and tells whether
-/// any binding applied to it: its policy and binding matched and, for at least one param, its
-/// match conditions held (or failed with an error).
+/// Decides `req` against `snapshot` at `now` as the webhook does (with no deadline), and tells
+/// whether any binding applied to it: its policy and binding matched and, for at least one
+/// param, its match conditions held (or failed with an error). A binding a PolicyException
+/// excepts did not apply; the outcome's `excepted` names it.
 pub fn decide(
     snapshot: &Snapshot,
     req: &Request<'_>,
     authorizer: Option<&Arc<dyn Authorizer>>,
+    now: SystemTime,
 ) -> (Outcome, bool) {
     let applied = Applied::default();
-    let outcome = crate::dispatch::decide_traced(snapshot, req, authorizer, &applied);
+    let outcome = crate::dispatch::decide_traced(snapshot, req, authorizer, &applied, now);
     let applied = applied.evaluations.get() > applied.not_matched.get();
     (outcome, applied)
 }

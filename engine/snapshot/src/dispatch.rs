@@ -3,7 +3,7 @@
 //! with paused time.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use celgate_cel::Authorizer;
 use celgate_engine::apivalidation::FieldError;
@@ -11,7 +11,7 @@ use celgate_engine::model::FailurePolicy;
 use celgate_engine::received::ReceivedRequest;
 use celgate_engine::validate::trace::Trace;
 use celgate_engine::{
-    Context, MutatingWebhookGroup, MutationOutcome, Outcome, Request, RequestError,
+    Context, ExceptionsAt, MutatingWebhookGroup, MutationOutcome, Outcome, Request, RequestError,
 };
 use serde_json::Value;
 use thiserror::Error;
@@ -45,6 +45,8 @@ pub struct Call {
     pub started: Instant,
     /// The API server's timeout for the call.
     pub timeout: Duration,
+    /// The wall-clock time the call arrived: PolicyExceptions expire by it.
+    pub at: SystemTime,
 }
 
 impl Call {
@@ -53,6 +55,7 @@ impl Call {
         Self {
             started: Instant::now(),
             timeout: DEFAULT_CALL_TIMEOUT,
+            at: SystemTime::now(),
         }
     }
 
@@ -124,35 +127,45 @@ fn unless_undecodable<T>(review: &ReceivedRequest, decided: T) -> Result<T, Disp
     }
 }
 
-/// Decides a request against one snapshot, with no waiting: the pure core of [`validate`].
-/// With `only`, just the policies of that failure policy (each of celgate's two validating
-/// webhooks serves one).
+/// Decides a request against one snapshot at `now` (the snapshot's PolicyExceptions expire
+/// by it), with no waiting: the pure core of [`validate`]. With `only`, just the policies of
+/// that failure policy (each of celgate's two validating webhooks serves one).
 pub fn decide(
     snapshot: &Snapshot,
     req: &Request<'_>,
     authorizer: Option<&Arc<dyn Authorizer>>,
     deadline: Option<std::time::Instant>,
     only: Option<FailurePolicy>,
+    now: SystemTime,
 ) -> Outcome {
-    snapshot
-        .policies
-        .validate(req, &context(snapshot, authorizer, deadline, None), only)
+    let mut ctx = context(snapshot, authorizer, deadline, None);
+    ctx.exceptions = Some(exceptions(snapshot, now));
+    snapshot.policies.validate(req, &ctx, only)
 }
 
 /// Decides a request against one snapshot as [`decide`] does, with no deadline, reporting
-/// each expression evaluated to `trace` (offline tools: `celgate eval`).
+/// each expression evaluated to `trace` (offline tools: `celgate eval`, the audit).
 pub fn decide_traced(
     snapshot: &Snapshot,
     req: &Request<'_>,
     authorizer: Option<&Arc<dyn Authorizer>>,
     trace: &dyn Trace,
+    now: SystemTime,
 ) -> Outcome {
-    snapshot
-        .policies
-        .validate(req, &context(snapshot, authorizer, None, Some(trace)), None)
+    let mut ctx = context(snapshot, authorizer, None, Some(trace));
+    ctx.exceptions = Some(exceptions(snapshot, now));
+    snapshot.policies.validate(req, &ctx, None)
 }
 
-/// The evaluation context over one snapshot.
+/// The snapshot's PolicyExceptions as a decision at `now` honours them.
+fn exceptions(snapshot: &Snapshot, now: SystemTime) -> ExceptionsAt<'_> {
+    ExceptionsAt {
+        set: snapshot.exceptions.as_ref(),
+        now,
+    }
+}
+
+/// The evaluation context over one snapshot, honouring no exception (mutations never are).
 fn context<'c>(
     snapshot: &'c Snapshot,
     authorizer: Option<&'c Arc<dyn Authorizer>>,
@@ -165,6 +178,7 @@ fn context<'c>(
         authorizer,
         deadline,
         trace,
+        exceptions: None,
     }
 }
 
@@ -180,6 +194,10 @@ pub async fn validate(
     call: Call,
     only: Option<FailurePolicy>,
 ) -> Result<Decided, DispatchError> {
+    let now = call.at;
+    let decide = move |s: &Snapshot, r: &Request<'_>, a: Option<&Arc<dyn Authorizer>>, d, o| {
+        decide(s, r, a, d, o, now)
+    };
     over_snapshot(store, deps, review, call, only, decide).await
 }
 

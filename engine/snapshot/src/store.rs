@@ -84,6 +84,11 @@ impl SnapshotStore {
         });
     }
 
+    /// Replaces the PolicyExceptions honoured.
+    pub fn publish_exceptions(&self, exceptions: Arc<celgate_engine::ExceptionSet>) {
+        self.update(|s| s.exceptions = exceptions.clone());
+    }
+
     /// Sets (`Some`) or removes (`None`) the entry of one param kind.
     pub fn publish_param_kind(&self, key: &ParamKey, entry: Option<ParamKindEntry>) {
         self.update(|s| {

@@ -8,7 +8,9 @@ use std::sync::Arc;
 use celgate_engine::model::ParamKind;
 use celgate_engine::mutate::KindSchema;
 use celgate_engine::schema::Gvk;
-use celgate_engine::{KindSchemas, Namespaces, ParamKindState, ParamObjects, Params, PolicySet};
+use celgate_engine::{
+    ExceptionSet, KindSchemas, Namespaces, ParamKindState, ParamObjects, Params, PolicySet,
+};
 use serde_json::Value;
 
 /// Everything one admission decision reads, from one moment.
@@ -28,6 +30,8 @@ pub struct Snapshot {
     pub namespaces: Arc<NamespaceView>,
     /// Every watched param kind and its objects.
     pub params: Arc<ParamViews>,
+    /// The PolicyExceptions honoured (from the namespaces `--exception-namespaces` allows).
+    pub exceptions: Arc<ExceptionSet>,
 }
 
 impl Snapshot {

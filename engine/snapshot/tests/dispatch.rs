@@ -4,7 +4,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)] // A failed expectation is a failed test.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use celgate_cel::authz::Decision;
 use celgate_cel::{Authorizer, AuthzDecision, AuthzRequest};
@@ -175,6 +175,7 @@ async fn params_that_never_sync_give_the_configuration_error_before_the_call_tim
     let call = Call {
         started: Instant::now(),
         timeout: Duration::from_secs(1),
+        at: SystemTime::now(),
     };
     let decided = dispatch::validate(&store, &Deps::default(), review("default", 1), call, None)
         .await
@@ -302,9 +303,9 @@ async fn a_decision_reads_one_snapshot_even_while_new_ones_are_published() {
     let received = review("default", 6);
     let req = received.request().unwrap();
     // The snapshot loaded before the publish still decides with the policy it holds.
-    let before = dispatch::decide(&loaded, &req, None, None, None);
+    let before = dispatch::decide(&loaded, &req, None, None, None, SystemTime::now());
     assert!(!before.allowed());
-    let after = dispatch::decide(&store.load(), &req, None, None, None);
+    let after = dispatch::decide(&store.load(), &req, None, None, None, SystemTime::now());
     assert!(after.allowed());
 }
 
@@ -816,7 +817,7 @@ fn the_audit_asks_whether_a_create_of_the_stored_object_is_admitted_and_whether_
     let ask = |object: Value| {
         let received = create_request(&deployments, object, "audit-1");
         let req = received.request().unwrap();
-        decide(&snapshot, &req, None)
+        decide(&snapshot, &req, None, SystemTime::now())
     };
     let (outcome, applied) = ask(stored("big", 5));
     assert!(applied);
@@ -832,4 +833,95 @@ fn the_audit_asks_whether_a_create_of_the_stored_object_is_admitted_and_whether_
     let (outcome, applied) = ask(stored("skipped", 5));
     assert!(!applied, "a match condition that is false: not matched");
     assert_eq!(violation(&outcome), None);
+}
+
+/// A store holding the demo policy (at most 3 replicas) and the exception `team-a/web` of its
+/// binding for Deployments named `web`, expiring at `expires`.
+fn excepted_store(expires: SystemTime) -> Arc<SnapshotStore> {
+    use celgate_engine::exception::{ExceptedPolicy, Exception, ExceptionSpec};
+    let store = store_with(policy("object.spec.replicas <= 3"));
+    let spec = ExceptionSpec {
+        namespace: "team-a".into(),
+        name: "web".into(),
+        policies: vec![ExceptedPolicy {
+            name: "demo-policy.example.com".into(),
+            bindings: None,
+        }],
+        match_resources: MatchResources {
+            resource_rules: vec![ResourceRule {
+                resource_names: vec!["web".into()],
+                operations: vec!["*".into()],
+                api_groups: vec!["apps".into()],
+                api_versions: vec!["*".into()],
+                resources: vec!["deployments".into()],
+                scope: "*".into(),
+            }],
+            ..Default::default()
+        },
+        match_conditions: Vec::new(),
+        expires_at: Some(expires),
+    };
+    let set = celgate_engine::ExceptionSet::new([Arc::new(Exception::compile(spec))]);
+    store.publish_exceptions(Arc::new(set));
+    store
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_exception_lets_a_request_through_until_the_second_it_expires_at() {
+    let expires = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let store = excepted_store(expires);
+    let at = |at: SystemTime| Call { at, ..Call::now() };
+    let before = at(expires - Duration::from_millis(1));
+    let decided = dispatch::validate(&store, &Deps::default(), review("default", 5), before, None)
+        .await
+        .unwrap();
+    assert_eq!(message(&decided.outcome), None);
+    let excepted = &decided.outcome.excepted;
+    assert_eq!(excepted.len(), 1);
+    assert_eq!(
+        (&*excepted[0].binding, &*excepted[0].exception),
+        ("demo-binding", "team-a/web")
+    );
+    let decided = dispatch::validate(
+        &store,
+        &Deps::default(),
+        review("default", 5),
+        at(expires),
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        message(&decided.outcome),
+        Some(
+            "ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding' denied request: failed expression: object.spec.replicas <= 3"
+        )
+    );
+    assert!(decided.outcome.excepted.is_empty());
+}
+
+#[test]
+fn the_audit_reports_an_excepted_object_as_not_applied_with_the_exception_until_it_expires() {
+    use celgate_snapshot::audit::{StoredAs, create_request, decide, violation};
+    let expires = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+    let store = excepted_store(expires);
+    let snapshot = store.load();
+    let deployments = StoredAs {
+        group: "apps".into(),
+        version: "v1".into(),
+        resource: "deployments".into(),
+        kind: "Deployment".into(),
+        namespaced: true,
+    };
+    let web = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 5}});
+    let received = create_request(&deployments, web, "audit-1");
+    let req = received.request().unwrap();
+    let (outcome, applied) = decide(&snapshot, &req, None, expires - Duration::from_secs(1));
+    assert!(!applied);
+    assert_eq!(violation(&outcome), None);
+    assert_eq!(&*outcome.excepted[0].exception, "team-a/web");
+    let (outcome, applied) = decide(&snapshot, &req, None, expires);
+    assert!(applied);
+    assert!(violation(&outcome).is_some(), "expired: a violation again");
 }

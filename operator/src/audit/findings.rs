@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use celgate_snapshot::audit::{StoredAs, Violation};
+use celgate_snapshot::audit::{StoredAs, Verdict, Violation};
 
 /// The most the objects with violations may take (their names, uids and messages, and a
 /// fixed cost each): past it, objects found violating are not kept (no report) and every
@@ -335,6 +335,7 @@ impl Findings {
             .objects
             .values()
             .filter_map(|o| o.violations.get(unit).map(|v| (&o.subject, v)))
+            .filter(|(_, v)| v.verdict != Verdict::Skip)
             .collect();
         violations.sort_by(|a, b| (&a.0.namespace, &a.0.name).cmp(&(&b.0.namespace, &b.0.name)));
         let mut errors: Vec<String> = self
@@ -391,7 +392,6 @@ pub struct UnitAudit {
 
 #[cfg(test)]
 mod tests {
-    use celgate_snapshot::audit::Verdict;
 
     use super::*;
     use crate::fixtures;
@@ -447,6 +447,27 @@ mod tests {
             BTreeSet::new(),
         );
         assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
+    }
+
+    #[test]
+    fn an_excepted_object_has_a_report_but_is_no_violation_of_the_binding() {
+        let mut f = Findings::default();
+        let skipped = BTreeMap::from([(
+            unit(),
+            Violation {
+                verdict: Verdict::Skip,
+                message: "excepted by PolicyException ns/x".into(),
+            },
+        )]);
+        f.set(
+            subject("a"),
+            &fixtures::config_maps(),
+            skipped,
+            BTreeSet::new(),
+        );
+        assert_eq!(f.take_reports(usize::MAX).len(), 1, "its report says skip");
+        let audit = f.of_unit(&unit(), &[fixtures::config_maps()]);
+        assert!(audit.violations.is_empty());
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use celgate_crds::ValidatingAdmissionPolicy;
-use celgate_snapshot::audit::{StoredAs, Violation, create_request, decide, violation};
+use celgate_snapshot::audit::{StoredAs, Violation, create_request, decide, finding};
 use celgate_snapshot::{Deps, Snapshot, SnapshotStore};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
@@ -442,6 +442,8 @@ fn evaluate(
         map.insert("kind".into(), Value::String(subject.kind.clone()));
     }
     let base = store.load();
+    // Exceptions expire by the time of the scan.
+    let now = std::time::SystemTime::now();
     for unit in units {
         let mut snapshot = Snapshot::clone(&base);
         snapshot.policies = unit.set.clone();
@@ -456,13 +458,13 @@ fn evaluate(
             .map(|source| source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null)));
         let (outcome, applied) = match &authorizer {
             // Authorization checks wait for the API server: not on a runtime worker's time.
-            Some(a) => tokio::task::block_in_place(|| decide(&snapshot, &req, Some(a))),
-            None => decide(&snapshot, &req, None),
+            Some(a) => tokio::task::block_in_place(|| decide(&snapshot, &req, Some(a), now)),
+            None => decide(&snapshot, &req, None, now),
         };
         if applied {
             matched.push(key(unit));
         }
-        if let Some(v) = violation(&outcome) {
+        if let Some(v) = finding(&outcome) {
             violations.insert(key(unit), v);
         }
     }

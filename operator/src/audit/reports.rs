@@ -95,6 +95,7 @@ pub fn body<'u>(
         let result = match violation.verdict {
             Verdict::Fail => "fail",
             Verdict::Warn => "warn",
+            Verdict::Skip => "skip",
         };
         (key, result, Some(violation.message.as_str()))
     });
@@ -397,11 +398,25 @@ mod tests {
                         message: "warned".into(),
                     },
                 ),
+                (
+                    (Arc::from("p"), Arc::from("b3")),
+                    Violation {
+                        verdict: Verdict::Skip,
+                        message: "excepted by PolicyException team-a/web".into(),
+                    },
+                ),
             ]),
             BTreeSet::new(),
         );
         let report = body(ReportApi::Wgpolicyk8s, &findings, |_| None);
         assert_eq!(report["apiVersion"], "wgpolicyk8s.io/v1alpha2");
+        // An excepted binding is a skip naming the exception, not a failure.
+        assert_eq!(report["summary"]["skip"], 1);
+        assert_eq!(report["results"][2]["result"], "skip");
+        assert_eq!(
+            report["results"][2]["message"],
+            "excepted by PolicyException team-a/web"
+        );
         assert_eq!(report["kind"], "PolicyReport");
         assert_eq!(report["metadata"]["name"], "celgate-1234");
         assert_eq!(report["metadata"]["namespace"], "team-a");
@@ -410,7 +425,7 @@ mod tests {
         assert_eq!(report["summary"]["fail"], 1);
         assert_eq!(report["summary"]["warn"], 1);
         assert_eq!(report["summary"]["pass"], 0);
-        assert_eq!(report["results"].as_array().map(Vec::len), Some(2));
+        assert_eq!(report["results"].as_array().map(Vec::len), Some(3));
         assert_eq!(report["results"][0]["rule"], "b1");
         assert_eq!(report["results"][0]["message"], "denied");
         assert_eq!(report["results"][1]["result"], "warn");

@@ -4,6 +4,7 @@
 //! kinds; `process` runs them beside the webhook registration and the status writer.
 
 pub mod changes;
+pub mod exceptions;
 pub mod mutated_schemas;
 pub mod namespaces;
 pub mod params;

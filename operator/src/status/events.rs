@@ -61,7 +61,7 @@ pub struct Event {
 
 /// Writes events as celgate (the reporting controller) from one instance (its identity).
 pub struct Publisher {
-    api: Api<EventObject>,
+    client: Client,
     controller: String,
     instance: String,
 }
@@ -70,10 +70,19 @@ impl Publisher {
     /// A publisher reporting as `controller` from `instance`.
     pub fn new(client: Client, controller: &str, instance: String) -> Self {
         Self {
-            api: Api::namespaced(client, CLUSTER_EVENTS_NAMESPACE),
+            client,
             controller: controller.to_string(),
             instance,
         }
+    }
+
+    /// The namespace of events about `regarding`: its own, or [`CLUSTER_EVENTS_NAMESPACE`]
+    /// for a cluster-scoped object.
+    fn namespace(regarding: &ObjectReference) -> &str {
+        regarding
+            .namespace
+            .as_deref()
+            .unwrap_or(CLUSTER_EVENTS_NAMESPACE)
     }
 
     /// The Event object for `event` about `regarding`, observed `now`.
@@ -83,7 +92,7 @@ impl Publisher {
             metadata: ObjectMeta {
                 // Unique per object and instant, as client-go names events.
                 name: Some(format!("{name}.{:x}", now.as_nanosecond())),
-                namespace: Some(CLUSTER_EVENTS_NAMESPACE.to_string()),
+                namespace: Some(Self::namespace(regarding).to_string()),
                 ..ObjectMeta::default()
             },
             event_time: Some(MicroTime(now)),
@@ -230,7 +239,9 @@ pub fn changes(before: &Observed, after: &Observed) -> Vec<Event> {
 pub async fn publish(publisher: &Publisher, object: &ObjectReference, events: &[Event]) {
     for event in events {
         let body = publisher.object(event, object, Timestamp::now());
-        if let Err(error) = publisher.api.create(&PostParams::default(), &body).await {
+        let api: Api<EventObject> =
+            Api::namespaced(publisher.client.clone(), Publisher::namespace(object));
+        if let Err(error) = api.create(&PostParams::default(), &body).await {
             warn!(%error, name = ?object.name, kind = ?object.kind, reason = %event.reason, "cannot publish an event");
         }
     }

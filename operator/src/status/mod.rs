@@ -13,6 +13,7 @@
 mod apply;
 mod conditions;
 mod events;
+pub mod exceptions;
 mod readiness;
 mod typecheck;
 

@@ -14,7 +14,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use celgate_engine::mutate::MutationCheck;
-use celgate_engine::validate::Check;
+use celgate_engine::validate::{Check, Excepted};
 
 use serde_json::Value;
 
@@ -34,6 +34,22 @@ pub struct CheckLabels {
     pub error_type: &'static str,
     /// `allow`, `deny`, `warn` or `audit`.
     pub enforcement_action: &'static str,
+}
+
+/// Labels of the excepted requests metric: the PolicyException.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ExceptionLabels {
+    /// The exception as `namespace/name`.
+    pub exception: Arc<str>,
+}
+
+/// How many requests one PolicyException let through in this process, and when it last did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ExceptedTally {
+    /// Requests excepted.
+    pub requests: u64,
+    /// The last one's time.
+    pub last: std::time::SystemTime,
 }
 
 /// Labels of the mutating policy check metrics (upstream: policy, policy_binding, error_type).
@@ -160,6 +176,9 @@ pub struct Metrics {
     decisions: Family<DecisionLabels, Counter>,
     connections_closed: Family<ConnectionLabels, Counter>,
     connections_open: Gauge,
+    excepted: Family<ExceptionLabels, Counter>,
+    /// The same counts with the last time, by exception, for its status.
+    excepted_tally: std::sync::Mutex<std::collections::HashMap<Arc<str>, ExceptedTally>>,
     /// One structured line per denial, warning and audited failure, at most a set number per
     /// second.
     decision_log: DecisionLog,
@@ -266,8 +285,16 @@ impl Metrics {
             "Connections to the admission webhook open now",
             connections_open.clone(),
         );
+        let excepted = Family::<ExceptionLabels, Counter>::default();
+        registry.register(
+            "policy_exception_excepted_requests",
+            "Admission requests a PolicyException let through (a binding it names was not evaluated), by exception (namespace/name); counted once per request and exception",
+            excepted.clone(),
+        );
         let decision_log = DecisionLog::register(registry, decision_log_rate);
         Self {
+            excepted,
+            excepted_tally: Default::default(),
             checks,
             check_duration,
             check_duration_fine,
@@ -303,6 +330,42 @@ impl Metrics {
                 .get_or_create(&labels)
                 .observe(elapsed);
         }
+    }
+
+    /// Records the PolicyExceptions that let one request through (at `at`): each counted once,
+    /// however many of its bindings it excepted.
+    pub fn record_excepted(&self, excepted: &[Excepted], at: std::time::SystemTime) {
+        if excepted.is_empty() {
+            return;
+        }
+        let mut seen: Vec<&Arc<str>> = Vec::new();
+        let Ok(mut tally) = self.excepted_tally.lock() else {
+            return;
+        };
+        for e in excepted {
+            if seen.contains(&&e.exception) {
+                continue;
+            }
+            seen.push(&e.exception);
+            let labels = ExceptionLabels {
+                exception: e.exception.clone(),
+            };
+            self.excepted.get_or_create(&labels).inc();
+            let entry = tally.entry(e.exception.clone()).or_insert(ExceptedTally {
+                requests: 0,
+                last: at,
+            });
+            entry.requests += 1;
+            entry.last = entry.last.max(at);
+        }
+    }
+
+    /// The requests each PolicyException let through in this process, by `namespace/name`.
+    pub fn excepted(&self) -> std::collections::HashMap<Arc<str>, ExceptedTally> {
+        self.excepted_tally
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default()
     }
 
     /// Records the mutation checks of one request (one per mutation evaluated), as [`Self::record`].
@@ -407,6 +470,35 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn an_exception_counts_once_per_request_with_its_last_time() {
+        let mut registry = Registry::with_prefix("celgate");
+        let metrics = Metrics::register(&mut registry, 10);
+        let excepted = |binding: &str, exception: &str| Excepted {
+            policy: Arc::from("p"),
+            binding: Arc::from(binding),
+            exception: Arc::from(exception),
+        };
+        let t = |s: u64| std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        // One request that two bindings of one exception let through, and another exception.
+        metrics.record_excepted(&[excepted("a", "ns/x"), excepted("b", "ns/x")], t(10));
+        metrics.record_excepted(&[excepted("a", "ns/x"), excepted("a", "ns/y")], t(20));
+        let tally = metrics.excepted();
+        assert_eq!(
+            tally.get("ns/x"),
+            Some(&ExceptedTally {
+                requests: 2,
+                last: t(20)
+            })
+        );
+        assert_eq!(tally.get("ns/y").map(|t| t.requests), Some(1));
+        let text = encode(&registry).unwrap();
+        assert!(
+            text.contains("celgate_policy_exception_excepted_requests_total{exception=\"ns/x\"} 2"),
+            "{text}"
+        );
+    }
 
     #[test]
     fn every_admission_route_and_nothing_else_is_a_path_label() {

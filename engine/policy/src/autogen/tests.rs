@@ -273,6 +273,7 @@ fn decide(set: &PolicySet, raw: &Value) -> (bool, Option<String>) {
         authorizer: None,
         deadline: None,
         trace: None,
+        exceptions: None,
     };
     let out = set.validate(&req, &ctx, None);
     let message = out.denial.map(|d| d.message);
@@ -512,6 +513,7 @@ fn expanded_mutations_patch_the_template_as_hand_written_ones() {
         authorizer: None,
         deadline: None,
         trace: None,
+        exceptions: None,
     };
     let mut patched = 0;
     for c in PodController::ALL {

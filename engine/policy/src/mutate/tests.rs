@@ -110,6 +110,7 @@ fn mutate_in_ns<'p>(
         authorizer: None,
         deadline: None,
         trace: None,
+        exceptions: None,
     };
     mutate(policies, req, &ctx, schemas)
 }

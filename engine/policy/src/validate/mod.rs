@@ -24,6 +24,7 @@ use std::time::Instant;
 use celgate_cel::Authorizer;
 
 use crate::compile::ValidatingPolicy;
+use crate::exception::ExceptionsAt;
 use crate::matching::Namespaces;
 use crate::model::{FailurePolicy, ValidatingBindingSpec};
 use crate::params::Params;
@@ -32,7 +33,9 @@ use crate::scope::{ScopeError, binding_params, policy_scope};
 
 pub use audit_annotations::MAX_AUDIT_ANNOTATION_VALUE_BYTES;
 pub use exempt::exempt;
-pub use outcome::{Check, CheckError, Denial, ErrorType, Outcome, VALIDATION_FAILURE_KEY};
+pub use outcome::{
+    Check, CheckError, Denial, ErrorType, Excepted, Outcome, VALIDATION_FAILURE_KEY,
+};
 pub use validations::MAX_MESSAGE_EXPRESSION_BYTES;
 
 use crate::evaluation::{Evaluation, guarded};
@@ -65,6 +68,9 @@ pub struct Context<'c> {
     pub deadline: Option<Instant>,
     /// Receives each evaluated expression (offline tools); `None` in the webhook.
     pub trace: Option<&'c dyn Trace>,
+    /// The PolicyExceptions honoured and the time of the decision; `None` honours none
+    /// (mutating policies are never excepted).
+    pub exceptions: Option<ExceptionsAt<'c>>,
 }
 
 /// Validates a request against the bound policies.
@@ -153,6 +159,21 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
             }
         };
         let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+        if let Some(at) = ctx.exceptions
+            && let Some(e) = at
+                .set
+                .excepting(&policy.name, &binding.name, req, ctx, at.now)
+        {
+            if let Some(t) = ctx.trace {
+                t.skipped(&policy.name, Some(&binding.name), Skip::Excepted);
+            }
+            out.excepted.push(Excepted {
+                policy: policy.name.clone(),
+                binding: binding_name,
+                exception: e.id.clone(),
+            });
+            continue;
+        }
         // Each param is its own evaluation with its own budget; any failing param denies.
         for param in params {
             if let Some(t) = ctx.trace {

@@ -152,6 +152,19 @@ pub struct Outcome {
     pub audit_annotations: Vec<(String, String)>,
     /// Metric observations.
     pub checks: Vec<Check>,
+    /// The bindings a PolicyException excepted the request from, in evaluation order.
+    pub excepted: Vec<Excepted>,
+}
+
+/// A binding a PolicyException excepted a request from: it was not evaluated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Excepted {
+    /// Policy name.
+    pub policy: Arc<str>,
+    /// Binding name.
+    pub binding: Arc<str>,
+    /// The exception, as `namespace/name`.
+    pub exception: Arc<str>,
 }
 
 impl Outcome {
@@ -182,6 +195,7 @@ impl Outcome {
                 .filter(|(k, _)| !(recorded && k == VALIDATION_FAILURE_KEY)),
         );
         self.checks.extend(later.checks);
+        self.excepted.extend(later.excepted);
     }
 }
 

@@ -83,6 +83,7 @@ pub(crate) fn context(namespaces: &Cache) -> Context<'_> {
         authorizer: None,
         deadline: None,
         trace: None,
+        exceptions: None,
     }
 }
 

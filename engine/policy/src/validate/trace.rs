@@ -112,6 +112,8 @@ pub enum Skip {
     BindingNotMatched,
     /// No param was found and the binding's parameterNotFoundAction is Allow.
     NoParams,
+    /// A PolicyException excepts the request from the binding (the outcome names it).
+    Excepted,
 }
 
 /// Reports, after a batch, the variables its activation evaluated (`sources`: the policy's
