@@ -6,6 +6,8 @@
 #   up.sh <state-dir>     state, logs and the kubeconfig go there; the last line printed is
 #                         `export KUBECONFIG=<state-dir>/kubeconfig`.
 # down.sh <state-dir> stops it. Every wait is bounded.
+# CELGATE_K8S_MINOR=1.30 runs that minor's control plane (build.sh); CELGATE_APISERVER_FLAGS
+# (space-separated) are added to kube-apiserver's flags, e.g. a feature gate.
 # With NODE_IP=<address> (e2e/node/up.sh sets it) the control plane is one a kubelet on that
 # address can join: the API server also listens there and advertises it as the `kubernetes`
 # Service's endpoint (its certificate names it and the Service's cluster IP), pods get
@@ -186,6 +188,8 @@ apiserver=("$bin/kube-apiserver" "${node_flags[@]}" --secure-port "$api_port" \
   --audit-policy-file "$dir/audit-policy.yaml" --audit-log-path "$dir/audit.log" \
   --admission-control-config-file "$dir/admission-config.yaml" \
   --profiling=false)
+# shellcheck disable=SC2206 # flags are space-separated words
+apiserver+=(${CELGATE_APISERVER_FLAGS:-})
 printf '%s\0' "${apiserver[@]}" > "$dir/kube-apiserver.args"
 start kube-apiserver "${apiserver[@]}"
 

@@ -21,6 +21,7 @@ pub mod log;
 pub mod node;
 pub mod scan_fixture;
 pub mod schemas;
+pub mod version;
 
 /// celgate's CRDs, as `kubectl` names them.
 pub const CRDS: [&str; 4] = [
@@ -118,11 +119,19 @@ mod tempdir {
 }
 
 impl Cluster {
-    /// Starts a control plane (building it first if the cache is cold).
+    /// Starts a control plane (building it first if the cache is cold) of the minor
+    /// [`version::minor`] names.
     pub fn start() -> Self {
+        Self::start_with(&[])
+    }
+
+    /// [`Self::start`] with extra kube-apiserver flags (`--feature-gates=…`,
+    /// `--runtime-config=…`).
+    pub fn start_with(apiserver_flags: &[String]) -> Self {
         let dir = tempdir::Dir::new("celgate-e2e");
         let out = Command::new(workspace().join("e2e/cluster/up.sh"))
             .arg(dir.path())
+            .env("CELGATE_APISERVER_FLAGS", apiserver_flags.join(" "))
             .stderr(Stdio::inherit())
             .output()
             .unwrap_or_else(|e| panic!("cannot run e2e/cluster/up.sh: {e}"));

@@ -179,11 +179,12 @@ pub struct RunArgs {
     /// Log as JSON lines.
     #[arg(long, env = "CELGATE_LOG_JSON")]
     pub log_json: bool,
-    /// Kubernetes compatibility version of new CEL expressions (1.33 to 1.36): a policy
+    /// Kubernetes compatibility version of new CEL expressions (1.29 to 1.36): a policy
     /// written or changed may only use CEL libraries introduced by then, as kube-apiserver's
-    /// `--emulated-version` minus one decides. Stored expressions keep every library.
-    #[arg(long, env = "CELGATE_CEL_COMPATIBILITY_VERSION", default_value_t = celgate_cel::Compatibility::DEFAULT)]
-    pub cel_compatibility_version: celgate_cel::Compatibility,
+    /// `--emulated-version` minus one decides. Stored expressions keep every library. Unset,
+    /// the cluster's default: its minor minus one (1.29 on 1.30).
+    #[arg(long, env = "CELGATE_CEL_COMPATIBILITY_VERSION")]
+    pub cel_compatibility_version: Option<celgate_cel::Compatibility>,
     /// Name of the Lease whose holder writes status and events (every replica serves admission).
     #[arg(long, env = "CELGATE_LEASE_NAME", default_value = "celgate-leader")]
     pub lease_name: String,
