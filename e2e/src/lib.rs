@@ -490,6 +490,19 @@ impl Celgate {
         (started.elapsed(), None)
     }
 
+    /// Waits up to `limit` for the process to exit by itself; its exit status, or `None` if it
+    /// still runs.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// Waits until `/readyz` answers 200 (the first snapshot is published).
     pub async fn wait_ready(&self) {
         let url = format!("https://127.0.0.1:{}/readyz", self.port);
