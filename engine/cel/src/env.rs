@@ -461,7 +461,9 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join("\n")
         };
-        let cases: [(u32, &str, &[(&str, usize)]); 5] = [
+        // (the version before the arrival, the expression, its undeclared references)
+        type Case<'a> = (u32, &'a str, &'a [(&'a str, usize)]);
+        let cases: [Case; 5] = [
             (
                 29,
                 "ip('1.2.3.4').family() == 4",
