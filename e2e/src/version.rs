@@ -57,9 +57,71 @@ pub fn in_tree_map_flags(minor: u32) -> Vec<String> {
     }
 }
 
+/// CEL calls by the Kubernetes minor whose in-tree plugin first accepts them in a new policy:
+/// a library introduced in `1.<n>` (kube-apiserver's base environment) is allowed from the
+/// cluster whose default compatibility version is `1.<n>`, that is `1.<n+1>`.
+const CEL_CALLS_SINCE: [(&str, u32); 20] = [
+    (".sortBy(", 35),
+    (".sort()", 35),
+    (".distinct()", 35),
+    (".flatten(", 35),
+    (".reverse()", 35),
+    (".slice(", 35),
+    ("lists.range(", 35),
+    ("semver(", 34),
+    ("isSemver(", 34),
+    (".transformList(", 33),
+    (".transformMap(", 33),
+    (".transformMapEntry(", 33),
+    ("format.", 32),
+    ("ip(", 31),
+    ("cidr(", 31),
+    ("isIP(", 31),
+    ("isCIDR(", 31),
+    ("ip.isCanonical(", 31),
+    (".containsIP(", 31),
+    (".containsCIDR(", 31),
+];
+
+/// The oldest minor whose in-tree plugin accepts every CEL call of `policies` (YAML) in a new
+/// policy (30 when none is newer): differential scenarios need a cluster at least that new.
+/// Two-variable `all`/`exists`/`existsOne` (1.33) are found by their two leading identifiers.
+pub fn cel_minor_needed(policies: &str) -> u32 {
+    let mut needed = CEL_CALLS_SINCE
+        .iter()
+        .filter(|(call, _)| policies.contains(call))
+        .map(|&(_, minor)| minor)
+        .max()
+        .unwrap_or(30);
+    for macro_name in [".all(", ".exists(", ".existsOne("] {
+        for (at, _) in policies.match_indices(macro_name) {
+            let args = &policies[at + macro_name.len()..];
+            let mut parts = args.splitn(3, ',');
+            let ident = |p: Option<&str>| {
+                p.map(str::trim).is_some_and(|p| {
+                    !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                })
+            };
+            if ident(parts.next()) && ident(parts.next()) && parts.next().is_some() {
+                needed = needed.max(33);
+            }
+        }
+    }
+    needed
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn scenarios_need_the_minor_whose_in_tree_default_has_their_libraries() {
+        assert_eq!(cel_minor_needed("object.spec.replicas > 1"), 30);
+        assert_eq!(cel_minor_needed("isIP(object.x)"), 31);
+        assert_eq!(cel_minor_needed("x.all(i, v, v > 0) && isIP(y)"), 33);
+        assert_eq!(cel_minor_needed("x.all(c, c.name != '')"), 30);
+        assert_eq!(cel_minor_needed("[2, 1].sortBy(x, x)"), 35);
+    }
 
     #[test]
     fn minors_parse_from_the_variable_and_from_a_pin() {
