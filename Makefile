@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit docs e2e e2e-node e2e-node-release release release-check node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-audit bench-e2e bench-bindings deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
+.PHONY: help build test unit docs e2e e2e-versions e2e-node e2e-node-release release release-check node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-audit bench-e2e bench-bindings deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -28,6 +28,16 @@ e2e: deps ## The black-box suite against a real control plane (built on first us
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build -p celgate
 	$(CARGO) test -p celgate-e2e -- --test-threads=1 --skip real_node_
+
+# The suites that prove celgate on a Kubernetes minor: install and RBAC, enforcement, status and
+# type checking against the cluster's OpenAPI, audit and PolicyReports, HA, certificates, the
+# VAP differential and the cluster requirements (the MAP differential joins from 1.32 on).
+VERSIONS ?= all
+VERSION_SUITES ?= install rbac enforcement status audit ha certificates differential requirements
+e2e-versions: deps ## The suites of VERSION_SUITES on each Kubernetes minor of VERSIONS (all, or 1.30,1.34,…: e2e/cluster/versions/), control planes built on first use; table in target/e2e-versions.txt
+	e2e/cluster/versions.sh list $(VERSIONS) >/dev/null
+	$(CARGO) build -p celgate
+	CARGO=$(CARGO) e2e/cluster/matrix.sh $(VERSIONS) $(VERSION_SUITES)
 
 e2e-node: deps ## celgate as its Deployment on a real node (kubelet, containerd, kube-proxy; needs root): kustomize and Helm installs, rolling update and Pod deletion under load
 	e2e/cluster/build.sh >/dev/null

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver, kube-controller-manager, kubectl (Kubernetes $K8S_VERSION) and etcd
 # ($ETCD_VERSION) from the Go module proxy into a cache directory that survives between runs.
-# Prints the directory holding the binaries. Rebuilds only when the pins in versions.env change.
+# Prints the directory holding the binaries. Rebuilds only when the pins change.
+# CELGATE_K8S_MINOR=1.30 builds that minor's pins (versions.sh); unset, today's versions.env.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
+pins=$("$here/versions.sh" pins "${CELGATE_K8S_MINOR:-}")
 # shellcheck source=versions.env
-. "$here/versions.env"
+. "$pins"
 
 cache_root=${CELGATE_CACHE:-$HOME/.cache/celgate}
 # The contents only: a checkout elsewhere (a CI clone, a worktree) reuses the same build.
-pin_hash=$(cat "$here/versions.env" "$here/build.sh" | sha256sum | cut -c1-12)
+pin_hash=$(cat "$pins" "$here/build.sh" | sha256sum | cut -c1-12)
 out="$cache_root/control-plane/k8s-$K8S_VERSION-etcd-$ETCD_VERSION-$pin_hash"
 bins=(kube-apiserver kube-controller-manager kubectl etcd)
 
@@ -18,7 +20,9 @@ for b in "${bins[@]}"; do [ -x "$out/bin/$b" ] || complete=0; done
 if [ "$complete" = 1 ]; then echo "$out/bin"; exit 0; fi
 
 command -v go >/dev/null || { echo "build.sh: Go is required (https://go.dev/dl) to build the control plane" >&2; exit 1; }
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-mod=mod
+# GO_TOOLCHAIN (a pins file's, e.g. go1.23.12): that Go, fetched from the module proxy as
+# golang.org/toolchain, for a release this machine's Go no longer builds.
+export GOTOOLCHAIN=${GO_TOOLCHAIN:-local} CGO_ENABLED=0 GOFLAGS=-mod=mod
 mkdir -p "$out/bin" "$out/src"
 start=$(date +%s)
 

@@ -6,13 +6,14 @@
 #   up.sh <state-dir>     state, logs and the kubeconfig go there; the last line printed is
 #                         `export KUBECONFIG=<state-dir>/kubeconfig`.
 # down.sh <state-dir> stops it. Every wait is bounded.
+# CELGATE_K8S_MINOR=1.30 runs that minor's control plane (build.sh); CELGATE_APISERVER_FLAGS
+# (space-separated) are added to kube-apiserver's flags, e.g. a feature gate.
 # With NODE_IP=<address> (e2e/node/up.sh sets it) the control plane is one a kubelet on that
 # address can join: the API server also listens there and advertises it as the `kubernetes`
 # Service's endpoint (its certificate names it and the Service's cluster IP), pods get
 # ServiceAccount tokens, and the controller manager also runs the workload controllers
 # (Deployments, ReplicaSets, EndpointSlices, disruption budgets, pod garbage collection) and the
 # node lifecycle controller (it lifts a new node's not-ready taint).
-# APISERVER_FLAGS=<flags> gives kube-apiserver more flags (space-separated).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 dir=${1:?usage: up.sh <state-dir>}
@@ -176,9 +177,9 @@ else
     --disable-admission-plugins ServiceAccount --authorization-mode RBAC)
   controllers=""
 fi
-# APISERVER_FLAGS: more kube-apiserver flags, space-separated (an API off by default:
+# CELGATE_APISERVER_FLAGS: more kube-apiserver flags, space-separated (an API off by default:
 # --runtime-config=admissionregistration.k8s.io/v1beta1=true).
-read -ra extra_flags <<< "${APISERVER_FLAGS:-}"
+read -ra extra_flags <<< "${CELGATE_APISERVER_FLAGS:-}"
 # The API server's command line is kept, so restart-apiserver.sh can start it again as it was.
 apiserver=("$bin/kube-apiserver" "${node_flags[@]}" --secure-port "$api_port" \
   --etcd-servers "http://127.0.0.1:$etcd_port" \

@@ -111,6 +111,21 @@ impl Engine {
         }
     }
 
+    /// The apiVersion of the engine's MutatingAdmissionPolicies and bindings: in-tree, that of
+    /// the control plane's minor ([`crate::version::in_tree_map_api`]; panics before 1.32,
+    /// which has none).
+    pub fn map_api(self) -> &'static str {
+        match self {
+            Engine::InTree => {
+                let minor = crate::version::minor();
+                crate::version::in_tree_map_api(minor).unwrap_or_else(|| {
+                    panic!("Kubernetes 1.{minor} has no in-tree MutatingAdmissionPolicy (alpha from 1.32)")
+                })
+            }
+            Engine::Celgate => self.api(),
+        }
+    }
+
     /// A short name for logs and object names.
     pub fn tag(self) -> &'static str {
         match self {
@@ -498,8 +513,12 @@ impl<'c> Driver<'c> {
             } else {
                 "ValidatingAdmissionPolicyBinding"
             };
-            self.delete_one(&policy_resource(engine.api(), kind), &old)
-                .await;
+            let api = if mutating {
+                engine.map_api()
+            } else {
+                engine.api()
+            };
+            self.delete_one(&policy_resource(api, kind), &old).await;
         }
         let resource = probe_resource(step, mutating);
         let path = format!("/api/v1/namespaces/sentinel-{tag}/{resource}?dryRun=All");
@@ -624,7 +643,11 @@ fn sentinel_yaml(engine: Engine, mutating: bool, step: u32) -> String {
     };
     format!(
         "apiVersion: \"{api}\"\nkind: {kind}\nmetadata:\n  name: {name}\nspec:\n  matchConstraints:\n    resourceRules:\n    - {{apiGroups: [\"\"], apiVersions: [\"v1\"], operations: [\"CREATE\"], resources: [\"{resource}\"]}}\n{body}---\napiVersion: \"{api}\"\nkind: {kind}Binding\nmetadata:\n  name: {name}-{step}\nspec:\n  policyName: {name}\n{binding}  matchResources:\n    namespaceSelector:\n      matchLabels: {{kubernetes.io/metadata.name: sentinel-{tag}}}\n",
-        api = engine.api(),
+        api = if mutating {
+            engine.map_api()
+        } else {
+            engine.api()
+        },
         body = indent(&body, 2),
         binding = if binding_extra.is_empty() {
             String::new()
@@ -783,7 +806,12 @@ mod tests {
             for mutating in [false, true] {
                 let docs = yaml(engine, mutating, 3);
                 assert_eq!(docs.len(), 2);
-                assert_eq!(docs[0]["apiVersion"], engine.api());
+                let api = if mutating {
+                    engine.map_api()
+                } else {
+                    engine.api()
+                };
+                assert_eq!(docs[0]["apiVersion"], api);
                 assert_eq!(
                     docs[1]["kind"],
                     format!("{}Binding", docs[0]["kind"].as_str().unwrap_or_default())

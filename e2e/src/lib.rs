@@ -22,6 +22,7 @@ pub mod node;
 pub mod release;
 pub mod scan_fixture;
 pub mod schemas;
+pub mod version;
 
 /// celgate's CRDs, as `kubectl` names them.
 pub const CRDS: [&str; 5] = [
@@ -120,17 +121,19 @@ mod tempdir {
 }
 
 impl Cluster {
-    /// Starts a control plane (building it first if the cache is cold).
+    /// Starts a control plane (building it first if the cache is cold) of the minor
+    /// [`version::minor`] names.
     pub fn start() -> Self {
-        Self::start_with_apiserver_flags(&[])
+        Self::start_with(&[])
     }
 
-    /// Starts a control plane whose kube-apiserver has `flags` as well (`--runtime-config`).
-    pub fn start_with_apiserver_flags(flags: &[&str]) -> Self {
+    /// [`Self::start`] with extra kube-apiserver flags (`--feature-gates=…`,
+    /// `--runtime-config=…`).
+    pub fn start_with(apiserver_flags: &[String]) -> Self {
         let dir = tempdir::Dir::new("celgate-e2e");
         let out = Command::new(workspace().join("e2e/cluster/up.sh"))
             .arg(dir.path())
-            .env("APISERVER_FLAGS", flags.join(" "))
+            .env("CELGATE_APISERVER_FLAGS", apiserver_flags.join(" "))
             .stderr(Stdio::inherit())
             .output()
             .unwrap_or_else(|e| panic!("cannot run e2e/cluster/up.sh: {e}"));
@@ -487,6 +490,19 @@ impl Celgate {
         }
         self.kill();
         (started.elapsed(), None)
+    }
+
+    /// Waits up to `limit` for the process to exit by itself; its exit status, or `None` if it
+    /// still runs.
+    pub fn wait_exit(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let started = std::time::Instant::now();
+        while started.elapsed() < limit {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 
     /// Waits until `/readyz` answers 200 (the first snapshot is published).

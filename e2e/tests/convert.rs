@@ -87,7 +87,7 @@ async fn wait_stamped(cluster: &Cluster, prefix: &str, want: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn convert_writes_what_kube_apiserver_serves_as_v1_and_celgate_enforces_it() {
-    let cluster = Cluster::start_with_apiserver_flags(&[RUNTIME_CONFIG]);
+    let cluster = Cluster::start_with(&[RUNTIME_CONFIG.to_string()]);
     let input = workspace().join("e2e/testdata/convert/in-tree.yaml");
     let input = input.to_string_lossy();
     cluster.kubectl_ok(&["create", "-f", &input]);

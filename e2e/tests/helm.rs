@@ -368,12 +368,18 @@ fn chart_metadata_names_the_crds_and_the_tested_kubernetes() {
         .collect();
     crds.sort();
     assert_eq!(listed, crds);
-    // kubeVersion admits the pinned Kubernetes (every render here passes it) and refuses the one
-    // before: only 1.36 is tested.
-    let out = helm_template_in(NAMESPACE, &["--kube-version=1.35.0"]);
+    // kubeVersion admits the pinned Kubernetes (every render here passes it) and the floor
+    // celgate checks at start (1.30, make e2e-versions), and refuses the minor before it.
+    let out = helm_template_in(NAMESPACE, &["--kube-version=1.30.0"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = helm_template_in(NAMESPACE, &["--kube-version=1.29.15"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        !out.status.success() && stderr.contains("chart requires kubeVersion: >=1.36.0-0"),
+        !out.status.success() && stderr.contains("chart requires kubeVersion: >=1.30.0-0"),
         "{stderr}"
     );
 }

@@ -28,6 +28,7 @@ use std::time::{Duration, Instant};
 use celgate_e2e::differential::{
     self, Driver, Engine, docs, indent, json_differences, parse_docs, strip_server_managed,
 };
+use celgate_e2e::version::{self, in_tree_map_flags};
 use celgate_e2e::{Celgate, Cluster, inner_message};
 use serde_json::{Map, Value, json};
 
@@ -35,7 +36,8 @@ use serde_json::{Map, Value, json};
 // Scenarios and requests
 // ------------------------------------------------------------------------------------------
 
-/// One scenario. Placeholders in every text: `{{api}}` (the engine's apiVersion), `{{ns}}` and
+/// One scenario. Placeholders in every text: `{{api}}` and `{{map_api}}` (the engine's
+/// apiVersions of validating and of mutating policies), `{{ns}}` and
 /// `{{ns2}}` (the scenario's two namespaces, `m-<name>` and `m-<name>-2`, created with
 /// `ns_labels` before `setup`).
 struct Scenario {
@@ -44,7 +46,7 @@ struct Scenario {
     ns_labels: Value,
     /// Engine-independent objects (kubectl apply), created once before the phases.
     setup: String,
-    /// Policies and bindings of any of the four kinds (`{{api}}`), applied per engine.
+    /// Policies and bindings of any of the four kinds, applied per engine.
     policies: String,
     requests: Vec<Req>,
 }
@@ -84,7 +86,9 @@ impl Scenario {
             .replace("{{ns2}}", &self.ns2())
             .replace("{{ns}}", &self.ns());
         if let Some(e) = engine {
-            t = t.replace("{{api}}", e.api());
+            t = t
+                .replace("{{map_api}}", e.map_api())
+                .replace("{{api}}", e.api());
         }
         t
     }
@@ -199,14 +203,14 @@ fn map_policy(name: &str, spec: &str) -> String {
         )
     };
     format!(
-        "apiVersion: \"{{{{api}}}}\"\nkind: MutatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n{}",
+        "apiVersion: \"{{{{map_api}}}}\"\nkind: MutatingAdmissionPolicy\nmetadata:\n  name: {name}\nspec:\n{}",
         indent(&spec, 2)
     )
 }
 
 fn map_binding(name: &str, policy: &str, spec: &str) -> String {
     format!(
-        "apiVersion: \"{{{{api}}}}\"\nkind: MutatingAdmissionPolicyBinding\nmetadata:\n  name: {name}\nspec:\n  policyName: {policy}\n{}",
+        "apiVersion: \"{{{{map_api}}}}\"\nkind: MutatingAdmissionPolicyBinding\nmetadata:\n  name: {name}\nspec:\n  policyName: {policy}\n{}",
         indent(spec, 2)
     )
 }
@@ -1755,7 +1759,7 @@ fn keeper() -> String {
             "paramRef: {name: none, namespace: default, parameterNotFoundAction: Allow}\n",
         ),
     ])
-    .replace("{{api}}", Engine::InTree.api())
+    .replace("{{map_api}}", Engine::InTree.map_api())
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1770,7 +1774,7 @@ async fn in_tree_and_celgate_mutate_alike() {
     let selected = differential::select(&table, |sc| sc.name, only.as_deref())
         .unwrap_or_else(|e| panic!("{e}"));
 
-    let cluster = Cluster::start();
+    let cluster = Cluster::start_with(&in_tree_map_flags(version::minor()));
     cluster.install_crds();
     let celgate = Celgate::start(&cluster).await;
     let driver = Driver::new(&cluster).await;

@@ -19,7 +19,9 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use celgate_e2e::demo::{CELGATE_API, IN_TREE_API};
-use celgate_e2e::{Celgate, Cluster, create_namespace, policies_api, wait_denied, wait_for};
+use celgate_e2e::{
+    Celgate, Cluster, create_namespace, policies_api, version, wait_denied, wait_for,
+};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
@@ -41,6 +43,10 @@ struct Case {
     additional: &'static [(&'static str, &'static str)],
     /// Text celgate's `TypeChecked` condition message must contain.
     type_checked: &'static [&'static str],
+    /// Where an older kube-controller-manager warns otherwise (an upstream change that
+    /// docs/limitations.md names; celgate keeps 1.36's warnings): before `1.<minor>`, upstream
+    /// warns on these fieldRefs.
+    before: Option<(u32, &'static [&'static str])>,
 }
 
 impl Case {
@@ -52,6 +58,22 @@ impl Case {
             upstream: &[],
             additional: &[],
             type_checked: &[],
+            before: None,
+        }
+    }
+
+    /// Before `1.<minor>`, upstream warns on `refs` instead.
+    fn upstream_before(mut self, minor: u32, refs: &'static [&'static str]) -> Self {
+        self.before = Some((minor, refs));
+        self
+    }
+
+    /// What upstream warns on at the control plane's minor; whether that is an older
+    /// minor's known difference from 1.36 (then celgate must still warn as 1.36 does).
+    fn upstream_here(&self) -> (&'static [&'static str], bool) {
+        match self.before {
+            Some((minor, refs)) if version::minor() < minor => (refs, true),
+            _ => (self.upstream, false),
         }
     }
 
@@ -433,7 +455,10 @@ fn cases() -> Vec<Case> {
                     ("object.spec.replica <= params.spec.whatever", None),
                 ]),
         )
-        .upstream(&[V1]),
+        .upstream(&[V1])
+        // kube-controller-manager declares params (dyn) for an unresolved paramKind from 1.36
+        // on; before, `params` is undeclared in every expression.
+        .upstream_before(36, &[V0, V1]),
 
         // ------------------------------------------------------------ variables
         Case::new(
@@ -800,7 +825,20 @@ fn compare(
         let ours = warnings(&celgate[i], "expressionWarnings");
         let additional = warnings(&celgate[i], "additionalExpressionWarnings");
         let diffs = differences(&up, &ours);
-        total += diffs.len();
+        let (expected, older) = case.upstream_here();
+        if older {
+            // A known difference of this minor: celgate warns as 1.36 does.
+            let ours_refs: Vec<&str> = ours.iter().map(|w| w.field_ref.as_str()).collect();
+            if ours_refs != case.upstream {
+                failures.push(format!(
+                    "{}: celgate warns on {ours_refs:?}, 1.36 on {:?}",
+                    case.policy_name(),
+                    case.upstream
+                ));
+            }
+        } else {
+            total += diffs.len();
+        }
         let _ = writeln!(
             table,
             "{:<32} {:>8} {:>8} {:>10} {:>6}  {}",
@@ -818,11 +856,10 @@ fn compare(
             );
         }
         let refs: Vec<&str> = up.iter().map(|w| w.field_ref.as_str()).collect();
-        if refs != case.upstream {
+        if refs != expected {
             failures.push(format!(
-                "{}: upstream warns on {refs:?}, the case expects {:?} (the case no longer tests what it says)",
+                "{}: upstream warns on {refs:?}, the case expects {expected:?} (the case no longer tests what it says)",
                 case.policy_name(),
-                case.upstream
             ));
         }
         failures.extend(celgate_only_failures(case, &celgate[i], generations[i]));

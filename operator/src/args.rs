@@ -180,11 +180,12 @@ pub struct RunArgs {
     /// Log as JSON lines.
     #[arg(long, env = "CELGATE_LOG_JSON")]
     pub log_json: bool,
-    /// Kubernetes compatibility version of new CEL expressions (1.33 to 1.36): a policy
+    /// Kubernetes compatibility version of new CEL expressions (1.29 to 1.36): a policy
     /// written or changed may only use CEL libraries introduced by then, as kube-apiserver's
-    /// `--emulated-version` minus one decides. Stored expressions keep every library.
-    #[arg(long, env = "CELGATE_CEL_COMPATIBILITY_VERSION", default_value_t = celgate_cel::Compatibility::DEFAULT)]
-    pub cel_compatibility_version: celgate_cel::Compatibility,
+    /// `--emulated-version` minus one decides. Stored expressions keep every library. Unset,
+    /// the cluster's default: its minor minus one (1.29 on 1.30).
+    #[arg(long, env = "CELGATE_CEL_COMPATIBILITY_VERSION")]
+    pub cel_compatibility_version: Option<celgate_cel::Compatibility>,
     /// Name of the Lease whose holder writes status and events (every replica serves admission).
     #[arg(long, env = "CELGATE_LEASE_NAME", default_value = "celgate-leader")]
     pub lease_name: String,
@@ -237,8 +238,8 @@ pub struct RunArgs {
     /// wgpolicyk8s.io/v1alpha2) or `openreports` (Report and ClusterReport,
     /// openreports.io/v1alpha1). Its CRDs must be installed; until they are, no reports are
     /// written and the log says so.
-    #[arg(long, env = "CELGATE_AUDIT_REPORT_API", value_enum, default_value_t = crate::audit::ReportApi::Wgpolicyk8s)]
-    pub audit_report_api: crate::audit::ReportApi,
+    #[arg(long, env = "CELGATE_AUDIT_REPORT_API", value_enum, default_value_t = ReportApi::Wgpolicyk8s)]
+    pub audit_report_api: ReportApi,
     /// Comma-separated namespaces whose PolicyExceptions (admission.celgate.io/v1alpha1) are
     /// honoured, `*` for every namespace; none by default. One elsewhere is ignored, and its
     /// status says so. Who may write exceptions in these namespaces is RBAC on the kind.
@@ -285,4 +286,14 @@ impl RunArgs {
             token_file: self.token_file.clone(),
         }
     }
+}
+
+/// The report API the audit writes (`--audit-report-api`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportApi {
+    /// `wgpolicyk8s.io/v1alpha2` PolicyReport and ClusterPolicyReport.
+    #[default]
+    Wgpolicyk8s,
+    /// `openreports.io/v1alpha1` Report and ClusterReport.
+    Openreports,
 }

@@ -14,7 +14,7 @@ use thiserror::Error;
 use tracing::{error, info, warn};
 
 use crate::args::RunArgs;
-use crate::cluster::{authorizer, discovery, schemas};
+use crate::cluster::{authorizer, discovery, requirements, schemas};
 use celgate_crds::{MutatingAdmissionPolicy, ValidatingAdmissionPolicy};
 use celgate_snapshot::SnapshotStore;
 use kube::runtime::reflector;
@@ -43,6 +43,9 @@ pub enum RunError {
         "celgate's CRDs are not installed ({0}); install them with `celgate crds | kubectl apply -f -`"
     )]
     CrdsMissing(#[source] kube::Error),
+    /// The cluster is too old, or does not serve an API celgate needs.
+    #[error(transparent)]
+    Requirements(#[from] requirements::RequirementError),
     /// celgate's namespace cannot be created.
     #[error("cannot create namespace {0}: {1}")]
     Namespace(String, #[source] kube::Error),
@@ -183,6 +186,11 @@ fn fenced_client(config: kube::Config, fence: &fence::Fence) -> Result<Client, R
 async fn serve(args: RunArgs) -> Result<(), RunError> {
     let config = client_config().await?;
     let client = Client::try_from(config.clone()).map_err(RunError::Client)?;
+    let cluster_minor = requirements::check(&client).await?;
+    let compatibility = args
+        .cel_compatibility_version
+        .unwrap_or_else(|| celgate_cel::Compatibility::for_cluster(cluster_minor));
+    info!(cluster = %format!("1.{cluster_minor}"), %compatibility, "cluster supported; CEL compatibility version");
     Api::<celgate_crds::ValidatingAdmissionPolicy>::all(client.clone())
         .list(&ListParams::default().limit(1))
         .await
@@ -221,7 +229,7 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
         authorizers: Some(std::sync::Arc::new(authorizer::SarAuthorizers::new(
             client.clone(),
         ))),
-        compatibility: args.cel_compatibility_version,
+        compatibility,
     };
     let auth = celgate_webhook::Authenticator::load(&args.auth())
         .map_err(celgate_webhook::ServerError::from)?;

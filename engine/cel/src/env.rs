@@ -22,7 +22,7 @@ use crate::value::Value;
 use crate::version::{Compatibility, Expressions};
 
 /// Every library Kubernetes 1.36 enables, in registration order.
-const KUBERNETES_LIBRARIES: [Library; 14] = [
+const KUBERNETES_LIBRARIES: [Library; 15] = [
     Library::Standard,
     Library::Strings,
     Library::Optional,
@@ -36,6 +36,7 @@ const KUBERNETES_LIBRARIES: [Library; 14] = [
     Library::Semver,
     Library::Format,
     Library::Authz,
+    Library::TwoVarComprehensions,
     Library::StringFormat,
 ];
 
@@ -251,7 +252,7 @@ impl Env {
     /// Kubernetes' type checker does: the checked result type, or cel-go's issues.
     pub fn check(&self, src: &str) -> Result<Type, CompileError> {
         parse::on_compile_stack(src, || {
-            let parsed = parse::parse(src, self.inner.ident_escape)?;
+            let parsed = parse::parse(src, self.inner.ident_escape, self.inner.registry.macros())?;
             self.check_parsed(src, &parsed).map(|(_, output)| output)
         })
     }
@@ -260,7 +261,8 @@ impl Env {
     /// where `relocation` moves them, written back as source.
     pub fn relocate(&self, src: &str, relocation: &Relocation) -> Result<String, RelocationError> {
         let out = parse::on_compile_stack(src, || {
-            let mut parsed = parse::parse(src, self.inner.ident_escape)?;
+            let mut parsed =
+                parse::parse(src, self.inner.ident_escape, self.inner.registry.macros())?;
             let (checked, _) = self.check_parsed(src, &parsed)?;
             Ok(
                 relocate::relocate(&mut parsed.expr, &checked.refs, relocation)
@@ -283,7 +285,7 @@ impl Env {
     }
 
     fn compile_here(&self, src: &str, check: bool) -> Result<Program, CompileError> {
-        let parsed = parse::parse(src, self.inner.ident_escape)?;
+        let parsed = parse::parse(src, self.inner.ident_escape, self.inner.registry.macros())?;
         let inner = &self.inner;
         let (checked, output) = if check {
             let (checked, output) = self.check_parsed(src, &parsed)?;
@@ -450,6 +452,81 @@ mod tests {
         assert!(err.contains("undeclared reference to 'sort'"), "{err}");
         assert_eq!(compile(at(33), "isSemver('1.2.3')"), Ok(()));
         assert_eq!(compile(at(35), lists), Ok(()));
+    }
+
+    /// Each library and macro set from the oldest compatibility version (1.29) on, rejected
+    /// one version before it arrived with kube-apiserver 1.36's message (its base environment
+    /// at that compatibility version gives exactly these issues), accepted from then on.
+    #[test]
+    fn every_compatibility_version_rejects_what_came_later_as_upstream_does() {
+        let compile = |minor, src: &str| {
+            Env::kubernetes_for(Expressions::New(
+                Compatibility::new(minor).expect("in range"),
+            ))
+            .build()
+            .compile(src)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+        };
+        // (name, code-point column from 0) of each undeclared reference.
+        let undeclared = |src: &str, refs: &[(&str, usize)]| {
+            refs.iter()
+                .map(|(name, col)| {
+                    format!(
+                        "ERROR: <input>:1:{}: undeclared reference to '{name}' (in container '')\n | {src}\n | {}^",
+                        col + 1,
+                        ".".repeat(*col)
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        };
+        // (the version before the arrival, the expression, its undeclared references)
+        type Case<'a> = (u32, &'a str, &'a [(&'a str, usize)]);
+        let cases: [Case; 5] = [
+            (
+                29,
+                "ip('1.2.3.4').family() == 4",
+                &[("ip", 2), ("family", 20)],
+            ),
+            (
+                30,
+                "format.dns1123Label().validate('a').hasValue()",
+                &[("format", 0), ("dns1123Label", 19), ("validate", 30)],
+            ),
+            (
+                31,
+                "[1].all(i, v, v > 0)",
+                &[("all", 7), ("i", 8), ("v", 11), ("v", 14)],
+            ),
+            (32, "isSemver('1.2.3')", &[("isSemver", 8)]),
+            (
+                33,
+                "[2, 1].sortBy(x, x) == [1, 2]",
+                &[("sortBy", 13), ("x", 14), ("x", 17)],
+            ),
+        ];
+        for (before, src, refs) in cases {
+            assert_eq!(
+                compile(before, src),
+                Err(undeclared(src, refs)),
+                "1.{before}"
+            );
+            assert_eq!(compile(before + 1, src), Ok(()), "1.{}", before + 1);
+            assert_eq!(compile(Compatibility::MAX.minor(), src), Ok(()));
+        }
+        // Field and label selectors of the authorizer: 1.36 has them at every version.
+        let authz = Env::kubernetes_for(Expressions::New(Compatibility::MIN))
+            .variable(
+                crate::libs::authz::AUTHORIZER_VARIABLE,
+                Type::opaque("kubernetes.authorization.Authorizer"),
+            )
+            .build();
+        assert!(
+            authz
+                .compile("authorizer.group('').resource('pods').fieldSelector('a=b').check('get').allowed()")
+                .is_ok()
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use cel::parser::{ParseError, Parser};
 
 use crate::ast::{Comprehension, Expr, ExprKind, Literal, MacroKind, MapEntry, StructField};
 use crate::error::{CompileError, Issue};
+use crate::registry::Macros;
 
 /// cel-go's default (and Kubernetes') limit on nesting.
 pub(crate) const MAX_RECURSION_DEPTH: u16 = 250;
@@ -77,8 +78,9 @@ fn byte_offset_location(source: &str, off: usize) -> (i64, i64) {
 }
 
 /// Parses `src`. Call within [`on_compile_stack`]: the ANTLR runtime
-/// recurses deeply. `ident_escape` enables backtick-quoted field names (``a.`b-c` ``).
-pub(crate) fn parse(src: &str, ident_escape: bool) -> Result<Parsed, CompileError> {
+/// recurses deeply. `ident_escape` enables backtick-quoted field names (``a.`b-c` ``);
+/// `macros` are the library macros expanded beside the standard ones.
+pub(crate) fn parse(src: &str, ident_escape: bool, macros: Macros) -> Result<Parsed, CompileError> {
     let size = src.chars().count();
     if size > MAX_CODE_POINTS {
         return Err(CompileError::new(
@@ -107,6 +109,7 @@ pub(crate) fn parse(src: &str, ident_escape: bool) -> Result<Parsed, CompileErro
         issues: Vec::new(),
         depth: 0,
         source: src,
+        macros,
     };
     let expr = conv.convert(&root);
     let Converter {
@@ -369,6 +372,7 @@ struct Converter<'s> {
     issues: Vec<Issue>,
     depth: usize,
     source: &'s str,
+    macros: Macros,
 }
 
 impl Converter<'_> {
@@ -551,18 +555,17 @@ impl Converter<'_> {
         function: &str,
         args: &[IdedExpr],
     ) -> Option<ExprKind> {
-        let two_var = matches!(
-            (function, args.len()),
-            ("all" | "exists" | "existsOne" | "exists_one", 3)
-                | (
-                    "transformList" | "transformMap" | "transformMapEntry",
-                    3 | 4
-                )
-        );
-        let one_var = matches!(
-            (function, args.len()),
-            ("optMap" | "optFlatMap" | "sortBy", 2)
-        );
+        let two_var = self.macros.two_var
+            && matches!(
+                (function, args.len()),
+                ("all" | "exists" | "existsOne" | "exists_one", 3)
+                    | (
+                        "transformList" | "transformMap" | "transformMapEntry",
+                        3 | 4
+                    )
+            );
+        let one_var = matches!((function, args.len()), ("optMap" | "optFlatMap", 2))
+            || (self.macros.sort_by && (function, args.len()) == ("sortBy", 2));
         if !two_var && !one_var {
             return None;
         }
@@ -735,7 +738,7 @@ mod tests {
 
     fn parse_test(src: &str) -> Result<Parsed, CompileError> {
         let src = src.to_string();
-        on_compile_stack(&src, || parse(&src, false))
+        on_compile_stack(&src, || parse(&src, false, Macros::ALL))
     }
 
     #[test]

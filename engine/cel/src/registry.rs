@@ -350,9 +350,39 @@ pub(crate) struct Function {
 #[derive(Clone, Default)]
 pub(crate) struct Registry {
     functions: HashMap<String, Function>,
+    macros: Macros,
+}
+
+/// The receiver macros beyond cel-go's standard ones that an environment's libraries bring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Macros {
+    /// `all`, `exists`, `existsOne` with two variables and `transformList`, `transformMap`,
+    /// `transformMapEntry` (cel-go `ext.TwoVarComprehensions`).
+    pub two_var: bool,
+    /// `sortBy` (cel-go `ext.Lists` version 2 and later).
+    pub sort_by: bool,
+}
+
+#[cfg(test)]
+impl Macros {
+    /// Every macro: what the newest compatibility version expands (the parser's tests).
+    pub const ALL: Macros = Macros {
+        two_var: true,
+        sort_by: true,
+    };
 }
 
 impl Registry {
+    /// The macros the parser expands for this registry.
+    pub fn macros(&self) -> Macros {
+        self.macros
+    }
+
+    /// Enables macros for the parser.
+    pub fn enable_macros(&mut self, f: impl FnOnce(&mut Macros)) {
+        f(&mut self.macros);
+    }
+
     pub fn get(&self, name: &str) -> Option<&Function> {
         self.functions.get(name)
     }

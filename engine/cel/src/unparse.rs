@@ -279,11 +279,14 @@ fn write_literal(out: &mut String, l: &Literal) {
 mod tests {
     use super::*;
     use crate::parse::{on_compile_stack, parse};
+    use crate::registry::Macros;
 
     fn round(src: &str) -> String {
         let src = src.to_string();
-        on_compile_stack(&src, || parse(&src, true).map(|p| unparse(&p.expr)))
-            .unwrap_or_else(|e| format!("does not parse: {e}"))
+        on_compile_stack(&src, || {
+            parse(&src, true, Macros::ALL).map(|p| unparse(&p.expr))
+        })
+        .unwrap_or_else(|e| format!("does not parse: {e}"))
     }
 
     /// Writing a tree back gives text that parses to a tree written back identically, and the
@@ -369,8 +372,10 @@ mod tests {
                 continue;
             };
             let source = src.to_string();
-            let back = on_compile_stack(&source, || parse(&source, true).map(|p| unparse(&p.expr)))
-                .unwrap();
+            let back = on_compile_stack(&source, || {
+                parse(&source, true, Macros::ALL).map(|p| unparse(&p.expr))
+            })
+            .unwrap();
             let again = env
                 .compile(&back)
                 .unwrap_or_else(|e| panic!("{src} → {back}: {e}"));

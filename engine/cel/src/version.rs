@@ -4,8 +4,9 @@
 //! only libraries introduced at or before its compatibility version. Expressions already
 //! stored, and every expression at runtime, get the StoredExpressions environment: every
 //! library the binary has. So a cluster can be rolled back one minor version without stored
-//! policies failing to compile. On a 1.36 binary the compatibility version defaults to 1.35
-//! and may be set between 1.33 (the binary minus three) and 1.36.
+//! policies failing to compile. An API server 1.N defaults it to 1.(N-1) (1.30 fixed it at
+//! 1.29). celgate accepts every version a supported cluster (1.30 to 1.36) may have, 1.29 to
+//! 1.36, and defaults to its cluster's ([`Compatibility::for_cluster`]).
 
 use std::fmt;
 use std::str::FromStr;
@@ -20,18 +21,27 @@ pub struct Compatibility {
 }
 
 impl Compatibility {
-    /// The lowest compatibility version a 1.36 API server accepts (binary minus three).
-    pub const MIN: Self = Self {
-        minor: BINARY_MINOR - 3,
-    };
+    /// The lowest compatibility version celgate accepts: that of the oldest cluster it
+    /// supports, 1.30, whose API server fixed it at 1.29.
+    pub const MIN: Self = Self { minor: 29 };
     /// The binary's own version.
     pub const MAX: Self = Self {
         minor: BINARY_MINOR,
     };
-    /// kube-apiserver's default: the binary minus one.
+    /// kube-apiserver 1.36's default: the binary minus one.
     pub const DEFAULT: Self = Self {
         minor: BINARY_MINOR - 1,
     };
+
+    /// The default of an API server `1.<cluster_minor>`: the cluster minus one, within
+    /// [`Self::MIN`]..=[`Self::MAX`] (a newer cluster gets celgate's newest).
+    pub fn for_cluster(cluster_minor: u32) -> Self {
+        Self {
+            minor: cluster_minor
+                .saturating_sub(1)
+                .clamp(Self::MIN.minor, Self::MAX.minor),
+        }
+    }
 
     /// `1.<minor>`, if it is within [`Self::MIN`]..=[`Self::MAX`].
     pub fn new(minor: u32) -> Result<Self, VersionError> {
@@ -93,9 +103,9 @@ pub enum VersionError {
     /// Not of the form `1.<minor>`.
     #[error("compatibility version {0:?} is not of the form 1.<minor>, e.g. 1.35")]
     Malformed(String),
-    /// Outside what a 1.36 API server accepts.
+    /// Outside what the supported clusters (1.30 to 1.36) use.
     #[error(
-        "compatibility version {0} is outside the range a Kubernetes 1.36 API server accepts (1.33 to 1.36)"
+        "compatibility version {0} is outside the range of the Kubernetes versions celgate supports (1.29 to 1.36)"
     )]
     OutOfRange(String),
 }
@@ -112,14 +122,21 @@ mod tests {
             Ok(34)
         );
         assert_eq!(Compatibility::DEFAULT.to_string(), "1.35");
+        assert_eq!("1.29".parse::<Compatibility>(), Ok(Compatibility::MIN));
         assert!(matches!(
-            "1.32".parse::<Compatibility>(),
-            Err(VersionError::OutOfRange(v)) if v == "1.32"
+            "1.28".parse::<Compatibility>(),
+            Err(VersionError::OutOfRange(v)) if v == "1.28"
         ));
         assert!(matches!(
             "1.37".parse::<Compatibility>(),
             Err(VersionError::OutOfRange(_))
         ));
+        // A cluster's default: its minor minus one, within celgate's range.
+        assert_eq!(Compatibility::for_cluster(30), Compatibility::MIN);
+        assert_eq!(Compatibility::for_cluster(33).to_string(), "1.32");
+        assert_eq!(Compatibility::for_cluster(36), Compatibility::DEFAULT);
+        assert_eq!(Compatibility::for_cluster(40), Compatibility::MAX);
+        assert_eq!(Compatibility::for_cluster(25), Compatibility::MIN);
         for bad in ["", "1", "2.35", "1.x", "1.35.x", "1.35.1.1"] {
             assert!(
                 matches!(

@@ -14,7 +14,6 @@ mod reports;
 mod targets;
 mod writer;
 
-pub use self::reports::ReportApi;
 pub use writer::clear_while_off;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -62,7 +61,7 @@ pub struct AuditConfig {
     /// (`--audit-report-passes`).
     pub passes: bool,
     /// The report API written (`--audit-report-api`).
-    pub report_api: ReportApi,
+    pub report_api: crate::args::ReportApi,
 }
 
 /// How long after the first change of the inputs the new scan starts (changes made meanwhile

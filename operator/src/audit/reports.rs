@@ -15,6 +15,8 @@ use kube::core::GroupVersionKind;
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
+pub use crate::args::ReportApi;
+
 use super::findings::{ObjectFindings, UnitKey};
 use super::targets::Unit;
 
@@ -25,16 +27,7 @@ pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "celgate")
 /// The `source` of every result.
 const SOURCE: &str = "celgate";
 
-/// The report API the audit writes (`--audit-report-api`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum ReportApi {
-    /// `wgpolicyk8s.io/v1alpha2` PolicyReport and ClusterPolicyReport.
-    #[default]
-    Wgpolicyk8s,
-    /// `openreports.io/v1alpha1` Report and ClusterReport.
-    Openreports,
-}
-
+/// Where each report API keeps its reports.
 impl ReportApi {
     /// The API group.
     pub fn group(self) -> &'static str {

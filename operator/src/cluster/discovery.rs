@@ -176,7 +176,7 @@ async fn read_endpoint(
 }
 
 /// Discovers the served resources once.
-async fn discover(client: &Client) -> Result<Arc<ServedResources>, DiscoveryError> {
+pub(crate) async fn discover(client: &Client) -> Result<Arc<ServedResources>, DiscoveryError> {
     let mut lists = Vec::with_capacity(ENDPOINTS.len());
     for path in ENDPOINTS {
         lists.push(read_endpoint(client, path).await?);

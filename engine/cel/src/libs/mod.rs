@@ -57,8 +57,11 @@ pub(crate) enum Library {
     Semver,
     /// Kubernetes' named formats library.
     Format,
-    /// Kubernetes' authorization library, with field and label selectors.
+    /// Kubernetes' authorization library, with field and label selectors (kube-apiserver 1.36
+    /// accepts them at every compatibility version).
     Authz,
+    /// cel-go `ext.TwoVarComprehensions`: macros only.
+    TwoVarComprehensions,
     /// `<string>.format(list)` of cel-go's strings extension, version 2.
     StringFormat,
 }
@@ -74,6 +77,7 @@ impl Library {
             Library::Strings | Library::StringFormat | Library::Sets => 29,
             Library::Ip => 30,
             Library::Format => 31,
+            Library::TwoVarComprehensions => 32,
             Library::Semver => 33,
             Library::Lists => 34,
         }
@@ -89,7 +93,10 @@ pub(crate) fn build(libs: &[Library]) -> Registry {
             Library::Strings => strings::register(&mut r),
             Library::Optional => optional::register(&mut r),
             Library::KubeLists => kube_lists::register(&mut r),
-            Library::Lists => lists::register(&mut r),
+            Library::Lists => {
+                lists::register(&mut r);
+                r.enable_macros(|m| m.sort_by = true);
+            }
             Library::Sets => sets::register(&mut r),
             Library::Regex => regex::register(&mut r),
             Library::Quantity => quantity::register(&mut r),
@@ -98,6 +105,7 @@ pub(crate) fn build(libs: &[Library]) -> Registry {
             Library::Semver => semver::register(&mut r),
             Library::Format => format::register(&mut r),
             Library::Authz => authz::register(&mut r),
+            Library::TwoVarComprehensions => r.enable_macros(|m| m.two_var = true),
             Library::StringFormat => string_format::register(&mut r),
         }
     }
