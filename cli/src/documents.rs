@@ -113,6 +113,9 @@ pub fn metadata_str<'v>(object: &'v Value, name: &str) -> &'v str {
 /// The path that names standard input.
 pub const STDIN: &str = "-";
 
+/// The `apiVersion` of celgate's policy kinds.
+pub const CELGATE_API_VERSION: &str = "admission.celgate.io/v1";
+
 /// Every object of a YAML (or JSON) file, or of standard input for `-`: its documents in
 /// order, a `List`'s items in its place; empty documents are skipped.
 pub fn read_file(path: &Path) -> Result<Vec<Document>, InputError> {
@@ -197,7 +200,7 @@ impl PolicyKind {
     /// The kind of a document, when it is one of the four in `admission.celgate.io/v1` (in-tree
     /// objects are read converted, [`crate::intree`]).
     pub fn of(doc: &Document) -> Option<PolicyKind> {
-        if doc.api_version() != crate::intree::CELGATE_API_VERSION {
+        if doc.api_version() != CELGATE_API_VERSION {
             return None;
         }
         PolicyKind::named(doc.kind())

@@ -15,12 +15,10 @@
 use serde_json::Value;
 
 use crate::defaults::with_defaults;
-use crate::documents::{Document, InputError, PolicyKind};
+use crate::documents::{CELGATE_API_VERSION, Document, InputError, PolicyKind};
 
 /// The in-tree API group of the policy kinds.
 pub const IN_TREE_GROUP: &str = "admissionregistration.k8s.io";
-/// The `apiVersion` of celgate's policy kinds.
-pub const CELGATE_API_VERSION: &str = "admission.celgate.io/v1";
 /// The in-tree versions read, newest first.
 pub const IN_TREE_VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha1"];
 

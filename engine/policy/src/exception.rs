@@ -8,7 +8,8 @@ use std::time::SystemTime;
 
 use celgate_cel::Variables;
 
-use crate::compile::{CompiledMatchCondition, compile_checked, policy_variables, result_types};
+use crate::compile::{CompiledMatchCondition, compile_checked, result_types};
+use crate::environment::policy_variables;
 use crate::evaluation::Evaluation;
 use crate::matching;
 use crate::model::{MatchResources, NamedExpression};

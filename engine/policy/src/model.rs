@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::autogen::PodController;
+use crate::pod_controller::PodController;
 
 /// What happens when a policy cannot be evaluated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -6,7 +6,8 @@ use celgate_cel::{Env, Expressions, Type};
 
 use super::environments::Environments;
 use super::field_error::{Errors, FieldErrorType, quote};
-use crate::compile::{ExprError, base_environment, compile_checked};
+use crate::compile::{ExprError, compile_checked};
+use crate::environment::base_environment;
 
 /// `env` (built on the StoredExpressions libraries) with the libraries of `expressions`.
 pub(super) fn with_libraries(env: &Env, expressions: Expressions) -> Env {

@@ -12,7 +12,8 @@ use super::match_resources::validate_mutating_operations;
 use super::policy_fields::{
     validate_match_conditions, validate_policy_head, validate_variables, variables_of,
 };
-use crate::compile::{mutation_environment, result_types};
+use crate::compile::result_types;
+use crate::environment::mutation_environment;
 
 /// Validates a MutatingAdmissionPolicy as kube-apiserver would on create or update.
 pub fn validate_mutating_policy(obj: &Value, envs: &Environments<'_>) -> Vec<FieldError> {

@@ -14,7 +14,8 @@ use super::match_resources::validate_match_resources;
 use super::names::{
     dns1035_label_errors, dns1123_subdomain_errors, is_cel_identifier, qualified_name_errors,
 };
-use crate::compile::{base_environment, result_types};
+use crate::compile::result_types;
+use crate::environment::base_environment;
 
 /// failurePolicy, paramKind and matchConstraints, checked alike for both policy kinds.
 /// Returns whether the policy has params.

@@ -13,7 +13,8 @@ use super::names::qualified_name_errors;
 use super::policy_fields::{
     validate_match_conditions, validate_policy_head, validate_variables, variables_of,
 };
-use crate::compile::{base_environment, result_types};
+use crate::compile::result_types;
+use crate::environment::base_environment;
 
 /// Validates a ValidatingAdmissionPolicy as kube-apiserver would on create or update.
 pub fn validate_policy(obj: &Value, envs: &Environments<'_>) -> Vec<FieldError> {

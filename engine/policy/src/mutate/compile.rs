@@ -10,8 +10,9 @@ use celgate_cel::Type;
 use super::apply::ApplySemantics;
 use crate::compile::{
     CompiledExpr, CompiledPolicy, PolicyKind, compile_checked, match_condition_errors,
-    mutation_environment, result_types, variable_errors,
+    result_types, variable_errors,
 };
+use crate::environment::mutation_environment;
 use crate::model::{MutatingPolicySpec, PatchType};
 
 /// What one mutation's expression builds.
