@@ -9,7 +9,9 @@
 //! variant against its controller's schema. The expressions are rewritten on their checked trees
 //! ([`celgate_cel::Env::relocate`]), never on their text.
 
-use celgate_cel::{Env, Relocation, RelocationError};
+use std::sync::Arc;
+
+use celgate_cel::{Env, Relocation, RelocationError, Variables};
 
 use crate::environment::{mutation_environment, policy_variables};
 use crate::model::{
@@ -193,20 +195,45 @@ impl Mover<'_> {
     }
 }
 
+/// The controllers to make variants for, and the policy's compiled variables.
+type VariantInputs = (Vec<PodController>, Arc<Variables>);
+
+/// The controllers a policy's annotation names, and its variables compiled in its base
+/// environment (the variants' expressions are rewritten against them); `None` when the
+/// annotation names none.
+fn controllers_and_variables(
+    annotation: Option<&str>,
+    constraints: Option<&MatchResources>,
+    has_params: bool,
+    variables: &[NamedExpression],
+) -> Result<Option<VariantInputs>, AutogenError> {
+    let controllers = requested(annotation, constraints)?;
+    if controllers.is_empty() {
+        return Ok(None);
+    }
+    let named = variables
+        .iter()
+        .map(|v| (v.name.as_str(), v.expression.as_str()));
+    Ok(Some((
+        controllers,
+        policy_variables(has_params, true, named),
+    )))
+}
+
 /// The variants of a ValidatingAdmissionPolicy, one per controller its annotation names
 /// (none without the annotation).
 pub fn validating_variants(
     spec: &ValidatingPolicySpec,
 ) -> Result<Vec<ValidatingPolicySpec>, AutogenError> {
-    let controllers = requested(spec.autogen.as_deref(), spec.match_constraints.as_ref())?;
-    if controllers.is_empty() {
+    let Some((controllers, variables)) = controllers_and_variables(
+        spec.autogen.as_deref(),
+        spec.match_constraints.as_ref(),
+        spec.param_kind.is_some(),
+        &spec.variables,
+    )?
+    else {
         return Ok(Vec::new());
-    }
-    let named = spec
-        .variables
-        .iter()
-        .map(|v| (v.name.as_str(), v.expression.as_str()));
-    let variables = policy_variables(spec.param_kind.is_some(), true, named);
+    };
     let env = variables.env();
     controllers
         .into_iter()
@@ -246,15 +273,15 @@ pub fn validating_variants(
 pub fn mutating_variants(
     spec: &MutatingPolicySpec,
 ) -> Result<Vec<MutatingPolicySpec>, AutogenError> {
-    let controllers = requested(spec.autogen.as_deref(), spec.match_constraints.as_ref())?;
-    if controllers.is_empty() {
+    let Some((controllers, variables)) = controllers_and_variables(
+        spec.autogen.as_deref(),
+        spec.match_constraints.as_ref(),
+        spec.param_kind.is_some(),
+        &spec.variables,
+    )?
+    else {
         return Ok(Vec::new());
-    }
-    let named = spec
-        .variables
-        .iter()
-        .map(|v| (v.name.as_str(), v.expression.as_str()));
-    let variables = policy_variables(spec.param_kind.is_some(), true, named);
+    };
     let env = variables.env();
     let mutation_env = mutation_environment(env);
     controllers
