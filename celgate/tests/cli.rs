@@ -592,17 +592,18 @@ fn test_passes_on_the_shipped_example_suites() {
         suites,
         vec![
             "default-labels",
+            "no-exec-in-prod",
             "pod-non-root",
             "replica-exception",
             "replica-limit"
         ]
     );
     let cases = test_cases(&report);
-    assert_eq!(cases.len(), 18, "{cases:?}");
+    assert_eq!(cases.len(), 23, "{cases:?}");
     assert!(cases.iter().all(|(_, passed, _)| *passed), "{cases:?}");
     assert_eq!(
         (report["passed"].as_u64(), report["failed"].as_u64()),
-        (Some(18), Some(0))
+        (Some(23), Some(0))
     );
 
     let out = celgate(&["test", &sample_tests("replica-limit/celgate-test.yaml")]);
