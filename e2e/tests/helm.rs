@@ -859,6 +859,54 @@ fn an_image_digest_pins_the_deployment_and_the_test_pod() {
 }
 
 #[test]
+fn openreports_are_granted_only_when_the_audit_writes_them() {
+    let grants_openreports = |objects: &Objects| {
+        let role = get(objects, "ClusterRole", "", "celgate");
+        role["rules"]
+            .as_array()
+            .is_some_and(|rules| rules.iter().any(|r| r["apiGroups"][0] == "openreports.io"))
+    };
+    let default = helm_template(&[]);
+    assert!(!grants_openreports(&default), "default: PolicyReports only");
+    assert!(
+        !args(&default)
+            .iter()
+            .any(|a| a.starts_with("--audit-report-api"))
+    );
+    let chosen = helm_template(&["--set=audit.reportApi=openreports"]);
+    assert!(grants_openreports(&chosen));
+    assert!(
+        args(&chosen).contains(&"--audit-report-api=openreports".to_string()),
+        "{:?}",
+        args(&chosen)
+    );
+    // What config/rbac/openreports adds for a kustomize install is the same rule.
+    let out = run(
+        kubectl_bin(),
+        &[
+            "kustomize",
+            &workspace()
+                .join("config/rbac/openreports")
+                .display()
+                .to_string(),
+        ],
+    );
+    assert_success("kubectl kustomize config/rbac/openreports", &out);
+    let kustomized = objects(&String::from_utf8_lossy(&out.stdout));
+    let rule = |o: &Objects, name: &str| {
+        get(o, "ClusterRole", "", name)["rules"]
+            .as_array()
+            .and_then(|rules| rules.iter().find(|r| r["apiGroups"][0] == "openreports.io"))
+            .cloned()
+    };
+    assert_eq!(
+        rule(&chosen, "celgate"),
+        rule(&kustomized, "celgate-openreports")
+    );
+    assert!(rule(&kustomized, "celgate-openreports").is_some());
+}
+
+#[test]
 fn wrong_values_fail_with_what_is_allowed() {
     for (set, message) in [
         // values.schema.json
