@@ -263,18 +263,23 @@ fn bound_validating(spec: ValidatingPolicySpec) -> PolicySet {
     )
 }
 
-/// Whether admitted, and the message after the policy's name.
-fn decide(set: &PolicySet, raw: &Value) -> (bool, Option<String>) {
-    let req = Request::from_json(raw).expect("valid request");
-    let ns = namespaces();
-    let ctx = Context {
-        namespaces: &ns,
+/// A decision's context over `ns`: no params, authorizer, deadline, trace or exceptions.
+fn context(ns: &Cache) -> Context<'_> {
+    Context {
+        namespaces: ns,
         params: &crate::params::NoParams,
         authorizer: None,
         deadline: None,
         trace: None,
         exceptions: None,
-    };
+    }
+}
+
+/// Whether admitted, and the message after the policy's name.
+fn decide(set: &PolicySet, raw: &Value) -> (bool, Option<String>) {
+    let req = Request::from_json(raw).expect("valid request");
+    let ns = namespaces();
+    let ctx = context(&ns);
     let out = set.validate(&req, &ctx, None);
     let message = out.denial.map(|d| d.message);
     (message.is_none(), message)
@@ -507,14 +512,7 @@ fn expanded_mutations_patch_the_template_as_hand_written_ones() {
     let expanded = mutating_set(pod);
     let schemas = Schemas(schemas());
     let ns = namespaces();
-    let ctx = Context {
-        namespaces: &ns,
-        params: &crate::params::NoParams,
-        authorizer: None,
-        deadline: None,
-        trace: None,
-        exceptions: None,
-    };
+    let ctx = context(&ns);
     let mut patched = 0;
     for c in PodController::ALL {
         let t = c.template_path().join(".");
