@@ -22,6 +22,8 @@ images=${3:?usage: assemble.sh <out-dir> <version> <image-dir>}
 helm=$("$root/e2e/cluster/build-helm.sh")
 cosign=$("$here/build-cosign.sh")
 key=$("$here/key.sh")
+# The key's password, empty when unset as key.sh made it: cosign would ask a terminal for one.
+export COSIGN_PASSWORD=${COSIGN_PASSWORD-}
 work=$out.work
 rm -rf "$out" "$work" && mkdir -p "$out" "$work"
 

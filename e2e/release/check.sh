@@ -21,7 +21,9 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-export CELGATE_RELEASE_KEY=$work/key/cosign.key COSIGN_PASSWORD=
+export CELGATE_RELEASE_KEY=$work/key/cosign.key
+# Unset, as a user's first `make release` has it: the key is made and used without a password.
+unset COSIGN_PASSWORD
 
 # The stand-in image directory, laid out as e2e/image/build.sh leaves its own.
 images=$work/image

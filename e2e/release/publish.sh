@@ -25,6 +25,8 @@ image_digest=$(cat "${digests[0]}")
 helm=$("$root/e2e/cluster/build-helm.sh")
 cosign=$("$here/build-cosign.sh")
 key=$("$here/key.sh")
+# The key's password, empty when unset as key.sh made it: cosign would ask a terminal for one.
+export COSIGN_PASSWORD=${COSIGN_PASSWORD-}
 # The folder's public key must be the key's: a folder built with another key is not re-signed.
 [ "$("$cosign" public-key --key "$key")" = "$(cat "$dir/cosign.pub")" ] \
   || { echo "release/publish.sh: $dir/cosign.pub is not the public half of $key" >&2; exit 1; }
