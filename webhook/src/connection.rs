@@ -28,9 +28,9 @@ use crate::auth::Peer;
 use crate::limits::{HEAVY_WAITING, HTTP2_PING_TIMEOUT, Limits, heavy_at_once};
 
 /// HTTP/2 receive window of one review's stream: a small review (under
-/// [`HEAVY_BODY_BYTES`](crate::limits::HEAVY_BODY_BYTES))
-/// arrives without waiting for a window update, and a heavy one waiting for its turn holds
-/// this much unread at most; one being read pays a window update per half of it.
+/// [`HEAVY_BODY_BYTES`](crate::limits::HEAVY_BODY_BYTES)) arrives without waiting for a window
+/// update, and a heavy one waiting for its turn holds this much unread at most; one being read
+/// pays a window update per half of it.
 const STREAM_WINDOW_BYTES: u32 = 256 * 1024;
 /// HTTP/2 receive window of a connection left to its small reviews beside the heavy ones
 /// waiting for their turn or being read, whose unread bytes it also holds.
@@ -46,6 +46,7 @@ fn connection_window() -> u32 {
         .saturating_mul(STREAM_WINDOW_BYTES)
         .saturating_add(CONNECTION_WINDOW_BYTES)
 }
+
 /// Largest header block of an HTTP/2 request (hyper's default is 16 MiB).
 const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 /// HTTP/2 PRIORITY and WINDOW_UPDATE frames (which cost the server work, and which hyper
