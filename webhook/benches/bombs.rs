@@ -25,6 +25,7 @@ use celgate_cel::json_tape::Footprint;
 use celgate_engine::PolicySet;
 use celgate_snapshot::Deps;
 use celgate_webhook::Limits;
+use celgate_webhook::limits::heavy_max_bytes;
 use celgate_webhook::review::{ObjectRead, decode_cost};
 use celgate_webhook::server::{AppState, Server, TlsMaterial};
 use http_body_util::{BodyExt, Full};
@@ -251,7 +252,8 @@ async fn measure() {
         "idle: server RSS {idle_rss:.0} MiB, CPU {idle_cpu:.2} s/s; small reviews p50 {:.2} ms p99 {:.2} ms; handshakes p50 {:.2} ms p99 {:.2} ms",
         idle.reviews.0, idle.reviews.1, idle.handshakes.0, idle.handshakes.1
     );
-    let budget = limits.max_in_flight_bytes;
+    // What large reviews may take of the bytes in flight.
+    let budget = heavy_max_bytes(limits.max_in_flight_bytes);
     let mut cases = Vec::new();
     for shape in shapes() {
         let overhead = review_with("0").len();

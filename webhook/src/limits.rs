@@ -97,12 +97,22 @@ pub const HEAVY_WAITING: usize = 8;
 /// is then sent.
 pub const HEAVY_WAIT: Duration = Duration::from_secs(RETRY_AFTER_SECONDS);
 
-/// What the reviews in flight may use together: their bytes ([`Limits::max_in_flight_bytes`])
-/// and the turns of heavy ones. Shared by the server and every request it reads.
+/// The in-flight bytes heavy reviews may take together, of `max` for all reviews: all but an
+/// eighth, kept for the small ones, so that large reviews decoded at once never leave a small
+/// review no room.
+pub fn heavy_max_bytes(max: usize) -> usize {
+    max - max / 8
+}
+
+/// What the reviews in flight may use together: their bytes ([`Limits::max_in_flight_bytes`],
+/// of which heavy ones take at most [`heavy_max_bytes`]) and the turns of heavy ones. Shared
+/// by the server and every request it reads.
 #[derive(Clone, Debug)]
 pub struct Budget {
     bytes: Arc<Semaphore>,
     max_bytes: usize,
+    /// The share of heavy reviews, charged besides `bytes`.
+    heavy_bytes: Arc<Semaphore>,
     /// Turns of heavy reviews: [`heavy_at_once`].
     heavy: Arc<Semaphore>,
     /// Places of heavy reviews waiting for a turn: [`HEAVY_WAITING`].
@@ -166,6 +176,8 @@ pub enum Refused {
 #[derive(Debug)]
 pub struct Charge {
     permit: OwnedSemaphorePermit,
+    /// A heavy review's bytes of the heavy share.
+    _heavy: Option<OwnedSemaphorePermit>,
 }
 
 impl Budget {
@@ -174,6 +186,9 @@ impl Budget {
         Self {
             bytes: Arc::new(Semaphore::new(permits(limits.max_in_flight_bytes))),
             max_bytes: limits.max_in_flight_bytes,
+            heavy_bytes: Arc::new(Semaphore::new(permits(heavy_max_bytes(
+                limits.max_in_flight_bytes,
+            )))),
             heavy: Arc::new(Semaphore::new(heavy_at_once())),
             waiting: Arc::new(Semaphore::new(HEAVY_WAITING)),
         }
@@ -183,11 +198,39 @@ impl Budget {
     pub fn charge(&self, bytes: usize) -> Result<Charge, Refused> {
         let needed = bytes.max(1);
         let permit = self.acquire(needed, permits(needed))?;
-        Ok(Charge { permit })
+        Ok(Charge {
+            permit,
+            _heavy: None,
+        })
     }
 
-    /// Makes `charge` hold `bytes` in all: more of the budget, refused as [`Budget::charge`]
-    /// refuses (the charge then holds what it held), or less, given back.
+    /// Holds `bytes` of the budget for a heavy review, within the heavy reviews' share
+    /// ([`heavy_max_bytes`]), or says at once why not.
+    pub fn charge_heavy(&self, bytes: usize) -> Result<Charge, Refused> {
+        let needed = bytes.max(1);
+        let limit = heavy_max_bytes(self.max_bytes);
+        if needed > limit {
+            return Err(Refused::TooLarge { needed, limit });
+        }
+        let weight = u32::try_from(permits(needed)).unwrap_or(u32::MAX);
+        let heavy = self
+            .heavy_bytes
+            .clone()
+            .try_acquire_many_owned(weight)
+            .map_err(|_| Refused::Busy {
+                needed,
+                in_use: self.in_use(),
+                limit,
+            })?;
+        let permit = self.acquire(needed, permits(needed))?;
+        Ok(Charge {
+            permit,
+            _heavy: Some(heavy),
+        })
+    }
+
+    /// Makes a small review's `charge` hold `bytes` in all: more of the budget, refused as
+    /// [`Budget::charge`] refuses (the charge then holds what it held), or less, given back.
     pub fn recharge(&self, charge: &mut Charge, bytes: usize) -> Result<(), Refused> {
         let needed = bytes.max(1);
         let (want, held) = (permits(needed), charge.permit.num_permits());
@@ -324,5 +367,49 @@ mod tests {
         // Part of a permit counts as a whole one.
         let _small = budget.charge(1).expect("within the budget");
         assert_eq!(budget.in_use(), BYTES_PER_PERMIT);
+    }
+
+    #[test]
+    fn heavy_reviews_leave_an_eighth_of_the_budget_to_small_ones() {
+        let kib = BYTES_PER_PERMIT;
+        let budget = Budget::new(&Limits {
+            max_in_flight_bytes: 16 * kib,
+            ..Limits::DEFAULT
+        });
+        assert_eq!(
+            budget.charge_heavy(15 * kib).map(drop),
+            Err(Refused::TooLarge {
+                needed: 15 * kib,
+                limit: 14 * kib
+            })
+        );
+        let heavy = budget
+            .charge_heavy(10 * kib)
+            .expect("within the heavy share");
+        assert_eq!(
+            budget.charge_heavy(5 * kib).map(drop),
+            Err(Refused::Busy {
+                needed: 5 * kib,
+                in_use: 10 * kib,
+                limit: 14 * kib
+            })
+        );
+        // What heavy reviews hold leaves small ones the rest, whatever its size.
+        let heavy_too = budget.charge_heavy(4 * kib).expect("the rest of the share");
+        let small = budget.charge(2 * kib).expect("the small reviews' eighth");
+        assert_eq!(budget.in_use(), 16 * kib);
+        drop((heavy_too, small));
+        // Small reviews may take the whole budget; a heavy one then waits for them.
+        let small = budget.charge(5 * kib).expect("room");
+        assert_eq!(
+            budget.charge_heavy(2 * kib).map(drop),
+            Err(Refused::Busy {
+                needed: 2 * kib,
+                in_use: 15 * kib,
+                limit: 16 * kib
+            })
+        );
+        drop((heavy, small));
+        assert_eq!(budget.in_use(), 0);
     }
 }

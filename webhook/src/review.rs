@@ -370,7 +370,7 @@ impl Undecoded {
             Refused::TooLarge { needed, limit } => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
-                    "the review is too large to decode: {what}, which would take {needed} bytes to decode, more than the {limit} bytes all reviews in flight may take together (--webhook-max-in-flight-mib)\n"
+                    "the review is too large to decode: {what}, which would take {needed} bytes to decode, more than the {limit} bytes reviews like it may take together in flight (--webhook-max-in-flight-mib), large and deep ones seven eighths of it\n"
                 ),
             )
                 .into_response(),
@@ -416,7 +416,13 @@ fn charged_decode(
     }
     let cost = decode_cost(body.len(), &footprint, object);
     let charge = budget
-        .map(|b| b.charge(cost))
+        .map(|b| {
+            if here {
+                b.charge(cost)
+            } else {
+                b.charge_heavy(cost)
+            }
+        })
         .transpose()
         .map_err(|refused| Undecoded::Refused(refused, body.len(), footprint))?;
     let request = decode_with(body, object, scanner).map_err(Undecoded::Invalid)?;

@@ -36,7 +36,9 @@ use crate::auth::{AuthError, Authenticator, Peer};
 use crate::connection::{self, Activity, CloseAfter, Serving};
 use crate::decision_log::AdmissionKind;
 use crate::decision_log::Line;
-use crate::limits::{Budget, HEAVY_BODY_BYTES, Limits, MAX_CALL_TIMEOUT, overloaded};
+use crate::limits::{
+    Budget, HEAVY_BODY_BYTES, Limits, MAX_CALL_TIMEOUT, heavy_max_bytes, overloaded,
+};
 use crate::metrics::{Metrics, OTHER_PATH, admission_path};
 use crate::review::{self, Review, TextReview, ValidationReview};
 
@@ -101,9 +103,9 @@ impl AppState {
                 "the connection, in-flight and body limits must be at least 1".into(),
             ));
         }
-        if limits.max_in_flight_bytes / BODY_COPIES < limits.max_body_bytes {
+        if heavy_max_bytes(limits.max_in_flight_bytes) / BODY_COPIES < limits.max_body_bytes {
             return Err(ServerError::Limits(format!(
-                "the review bytes in flight ({}) must be at least twice the largest review body ({}), or a review that large could never be admitted",
+                "seven eighths of the review bytes in flight ({}), what large reviews may take, must be at least twice the largest review body ({}), or a review that large could never be admitted",
                 limits.max_in_flight_bytes, limits.max_body_bytes
             )));
         }
@@ -490,7 +492,13 @@ async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: N
     } else {
         None
     };
-    let Ok(_bytes) = state.budget.charge(declared.saturating_mul(BODY_COPIES)) else {
+    let charged = match turn {
+        Some(_) => state
+            .budget
+            .charge_heavy(declared.saturating_mul(BODY_COPIES)),
+        None => state.budget.charge(declared.saturating_mul(BODY_COPIES)),
+    };
+    let Ok(_bytes) = charged else {
         return overloaded(&format!(
             "reviews of {} bytes in all are in flight, and this one's {declared}, held twice while it is read, would pass the limit (--webhook-max-in-flight-mib)",
             state.budget.in_use()
