@@ -126,8 +126,10 @@ pub struct RunArgs {
           value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
     pub webhook_max_in_flight: usize,
     /// MiB the reviews read or decided at once may take: each its body (as declared by
-    /// Content-Length), then what decoding it builds (counted before it is decoded). A review
-    /// that would pass it is answered HTTP 429 at once, one that alone would pass it HTTP 413.
+    /// Content-Length), then what decoding it builds (counted before it is decoded); reviews of
+    /// 64 KiB or more take seven eighths at most, the rest is kept for the small ones. A review
+    /// that would pass it is answered HTTP 429 at once, one that alone would pass it (or its
+    /// share) HTTP 413.
     /// What bounds memory under load: with the default, a replica peaks well under the
     /// Deployment's 256 MiB limit (docs/limitations.md).
     #[arg(long, env = "CELGATE_WEBHOOK_MAX_IN_FLIGHT_MIB", default_value_t = Limits::DEFAULT.max_in_flight_bytes / MIB,

@@ -8,8 +8,8 @@
 //! (128) connections send it over and over for `DECODE_BENCH_SECONDS` (default 4), while
 //! one HTTP/2 connection, as kube-apiserver keeps, times small realistic reviews and fresh
 //! TLS handshakes are timed beside them. Each case reports the answers by status, the
-//! server's peak RSS, and the small reviews' and handshakes' p50/p99, against the same
-//! figures with no bombs. Written to `target/bench/decode.json`; run with `make bench-decode`.
+//! server's peak RSS and CPU time per second, and the small reviews' and handshakes' p50/p99,
+//! against the same figures with no bombs. Written to `target/bench/decode.json`; run with `make bench-decode`.
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
 
@@ -25,6 +25,7 @@ use celgate_cel::json_tape::Footprint;
 use celgate_engine::PolicySet;
 use celgate_snapshot::Deps;
 use celgate_webhook::Limits;
+use celgate_webhook::limits::heavy_max_bytes;
 use celgate_webhook::review::{ObjectRead, decode_cost};
 use celgate_webhook::server::{AppState, Server, TlsMaterial};
 use http_body_util::{BodyExt, Full};
@@ -236,6 +237,7 @@ async fn measure() {
         assert_eq!(status, Some(200));
     }
     let idle_rss = rss_mib(pid, "VmRSS");
+    let cpu_before = cpu_seconds(pid);
     let idle = probe(
         addr,
         &apiserver,
@@ -245,11 +247,13 @@ async fn measure() {
         None,
     )
     .await;
+    let idle_cpu = (cpu_seconds(pid) - cpu_before) / secs as f64;
     println!(
-        "idle: server RSS {idle_rss:.0} MiB; small reviews p50 {:.2} ms p99 {:.2} ms; handshakes p50 {:.2} ms p99 {:.2} ms",
+        "idle: server RSS {idle_rss:.0} MiB, CPU {idle_cpu:.2} s/s; small reviews p50 {:.2} ms p99 {:.2} ms; handshakes p50 {:.2} ms p99 {:.2} ms",
         idle.reviews.0, idle.reviews.1, idle.handshakes.0, idle.handshakes.1
     );
-    let budget = limits.max_in_flight_bytes;
+    // What large reviews may take of the bytes in flight.
+    let budget = heavy_max_bytes(limits.max_in_flight_bytes);
     let mut cases = Vec::new();
     for shape in shapes() {
         let overhead = review_with("0").len();
@@ -278,6 +282,7 @@ async fn measure() {
         let shape = shapes().into_iter().find(|s| s.name == name).unwrap();
         let body = Bytes::from(review_with(&(shape.make)(n)));
         std::fs::write(format!("/proc/{pid}/clear_refs"), "5").unwrap();
+        let cpu_before = cpu_seconds(pid);
         let bombing = probe(
             addr,
             &apiserver,
@@ -290,9 +295,11 @@ async fn measure() {
         // Let the last answers finish before the next case.
         tokio::time::sleep(Duration::from_millis(500)).await;
         let peak = rss_mib(pid, "VmHWM");
+        // The bombs' CPU, over the case and the pause after it.
+        let cpu = (cpu_seconds(pid) - cpu_before) / secs as f64;
         worst_rss = worst_rss.max(peak);
         println!(
-            "{name}, {size} ({:.2} MiB) on {path}: answers {:?}; server peak RSS {peak:.0} MiB; small reviews p50 {:.2} ms p99 {:.2} ms ({} refused); handshakes p50 {:.2} ms p99 {:.2} ms",
+            "{name}, {size} ({:.2} MiB) on {path}: answers {:?}; server peak RSS {peak:.0} MiB, CPU {cpu:.2} s/s; small reviews p50 {:.2} ms p99 {:.2} ms ({} refused); handshakes p50 {:.2} ms p99 {:.2} ms",
             body.len() as f64 / (1024.0 * 1024.0),
             bombing.answers,
             bombing.reviews.0,
@@ -304,6 +311,7 @@ async fn measure() {
         report.push(
             json!({"shape": name, "size": size, "path": path, "body_bytes": body.len(),
             "answers": bombing.answers, "server_peak_rss_mib": peak.round(),
+            "server_cpu_seconds_per_second": (cpu * 100.0).round() / 100.0,
             "small_review_ms": {"p50": bombing.reviews.0, "p99": bombing.reviews.1},
             "small_reviews_refused": bombing.small_refused,
             "handshake_ms": {"p50": bombing.handshakes.0, "p99": bombing.handshakes.1}}),
@@ -314,6 +322,7 @@ async fn measure() {
     let _ = child.wait();
     let report = json!({"bombers": BOMBERS, "seconds_per_case": secs,
         "idle": {"server_rss_mib": idle_rss.round(),
+            "server_cpu_seconds_per_second": (idle_cpu * 100.0).round() / 100.0,
             "small_review_ms": {"p50": idle.reviews.0, "p99": idle.reviews.1},
             "handshake_ms": {"p50": idle.handshakes.0, "p99": idle.handshakes.1}},
         "worst_server_peak_rss_mib": worst_rss.round(), "cases": report,
@@ -322,6 +331,21 @@ async fn measure() {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap()).unwrap();
     println!("report: {}", path.display());
+}
+
+/// CPU time process `pid` has used so far, user and system, its threads that ended included
+/// (`/proc/<pid>/stat`, in the kernel's 100 ticks per second).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let ticks: Vec<f64> = after
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|t| t.parse().ok())
+        .collect();
+    ticks.iter().sum::<f64>() / 100.0
 }
 
 /// `field` (`VmRSS`, `VmHWM`) of process `pid`, in MiB.

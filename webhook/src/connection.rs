@@ -25,13 +25,28 @@ use tokio::sync::{Notify, watch};
 use tower_service::Service;
 
 use crate::auth::Peer;
-use crate::limits::{HTTP2_PING_TIMEOUT, Limits};
+use crate::limits::{HEAVY_WAITING, HTTP2_PING_TIMEOUT, Limits, heavy_at_once};
 
-/// HTTP/2 receive window of one review's stream: a typical review (a few KiB to a few hundred)
-/// arrives without waiting for a window update.
-const STREAM_WINDOW_BYTES: u32 = 1024 * 1024;
-/// HTTP/2 receive window of a connection, shared by its concurrent reviews.
+/// HTTP/2 receive window of one review's stream: a small review (under
+/// [`HEAVY_BODY_BYTES`](crate::limits::HEAVY_BODY_BYTES)) arrives without waiting for a window
+/// update, and a heavy one waiting for its turn holds this much unread at most; one being read
+/// pays a window update per half of it.
+const STREAM_WINDOW_BYTES: u32 = 256 * 1024;
+/// HTTP/2 receive window of a connection left to its small reviews beside the heavy ones
+/// waiting for their turn or being read, whose unread bytes it also holds.
 const CONNECTION_WINDOW_BYTES: u32 = 4 * 1024 * 1024;
+
+/// The HTTP/2 receive window of a connection: room for every heavy review that may be read or
+/// wait at once ([`heavy_at_once`], [`HEAVY_WAITING`]) to hold its stream's window unread,
+/// and [`CONNECTION_WINDOW_BYTES`] more, so that they never stall the connection's small
+/// reviews.
+fn connection_window() -> u32 {
+    let heavy = u32::try_from(heavy_at_once() + HEAVY_WAITING).unwrap_or(u32::MAX);
+    heavy
+        .saturating_mul(STREAM_WINDOW_BYTES)
+        .saturating_add(CONNECTION_WINDOW_BYTES)
+}
+
 /// Largest header block of an HTTP/2 request (hyper's default is 16 MiB).
 const MAX_HEADER_LIST_BYTES: u32 = 64 * 1024;
 /// HTTP/2 PRIORITY and WINDOW_UPDATE frames (which cost the server work, and which hyper
@@ -402,11 +417,12 @@ where
             .keep_alive_timeout(HTTP2_PING_TIMEOUT)
             .max_concurrent_streams(u32::try_from(limits.max_in_flight).unwrap_or(u32::MAX))
             .max_header_list_size(MAX_HEADER_LIST_BYTES)
-            // Receive windows that hold a review whole: with the protocol's 64 KiB defaults,
-            // concurrent reviews on one connection (how kube-apiserver calls a webhook over
-            // HTTP/2) stall on flow control and pay a WINDOW_UPDATE round trip per 64 KiB.
+            // Receive windows that hold a small review whole: with the protocol's 64 KiB
+            // defaults, concurrent reviews on one connection (how kube-apiserver calls a
+            // webhook over HTTP/2) stall on flow control and pay a WINDOW_UPDATE round trip
+            // per 64 KiB.
             .initial_stream_window_size(STREAM_WINDOW_BYTES)
-            .initial_connection_window_size(CONNECTION_WINDOW_BYTES)
+            .initial_connection_window_size(connection_window())
             .serve_connection(io, service);
         drive(conn, &activity, &limits, &mut stopping).await
     } else {

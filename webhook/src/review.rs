@@ -19,9 +19,10 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use thiserror::Error;
-use tokio::sync::OwnedSemaphorePermit;
 
-use crate::limits::{Budget, Charge, HEAVY_BODY_BYTES, HEAVY_DEPTH, Refused, overloaded};
+use crate::limits::{
+    Budget, Charge, HEAVY_BODY_BYTES, HEAVY_DEPTH, NoTurn, Refused, Turn, overloaded,
+};
 
 /// The deepest nesting of arrays and objects a review may hold: an object as deep as
 /// kube-apiserver decodes ([`json_text::MAX_OBJECT_DEPTH`]), wrapped in the review and its request.
@@ -249,13 +250,13 @@ pub type ValidationReview = Review<true>;
 pub type TextReview = Review<false>;
 
 /// What a decoded review holds until it is decided: its share of the in-flight bytes (what
-/// decoding built), and for a heavy review its thread of the blocking pool.
+/// decoding built), and for a heavy review its turn.
 #[derive(Debug)]
 pub struct Held {
     _charge: Option<Charge>,
-    /// Whether the review is decided on the blocking pool, and its share of the pool.
+    /// Whether the review is decided on the blocking pool, and its turn.
     heavy: bool,
-    _thread: Option<OwnedSemaphorePermit>,
+    _turn: Option<Turn>,
 }
 
 impl Held {
@@ -369,7 +370,7 @@ impl Undecoded {
             Refused::TooLarge { needed, limit } => (
                 StatusCode::PAYLOAD_TOO_LARGE,
                 format!(
-                    "the review is too large to decode: {what}, which would take {needed} bytes to decode, more than the {limit} bytes all reviews in flight may take together (--webhook-max-in-flight-mib)\n"
+                    "the review is too large to decode: {what}, which would take {needed} bytes to decode, more than the {limit} bytes reviews like it may take together in flight (--webhook-max-in-flight-mib), large and deep ones seven eighths of it\n"
                 ),
             )
                 .into_response(),
@@ -415,7 +416,13 @@ fn charged_decode(
     }
     let cost = decode_cost(body.len(), &footprint, object);
     let charge = budget
-        .map(|b| b.charge(cost))
+        .map(|b| {
+            if here {
+                b.charge(cost)
+            } else {
+                b.charge_heavy(cost)
+            }
+        })
         .transpose()
         .map_err(|refused| Undecoded::Refused(refused, body.len(), footprint))?;
     let request = decode_with(body, object, scanner).map_err(Undecoded::Invalid)?;
@@ -507,6 +514,8 @@ impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
 
     async fn from_request(mut req: HttpRequest, state: &S) -> Result<Self, Self::Rejection> {
         let budget = req.extensions_mut().remove::<Budget>();
+        // A heavy body's turn, taken before it was read (see `crate::server`).
+        let turn = req.extensions_mut().remove::<Turn>();
         let body = Bytes::from_request(req, state)
             .await
             .map_err(IntoResponse::into_response)?;
@@ -519,10 +528,11 @@ impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
         if body.len() < HEAVY_BODY_BYTES {
             match charged_decode(&body, budget.as_ref(), object, true) {
                 Ok((request, charge)) => {
+                    // Decided here: a turn taken for a body without a length ends now.
                     let held = Held {
                         _charge: charge,
                         heavy: false,
-                        _thread: None,
+                        _turn: None,
                     };
                     return Ok(Review(request, held));
                 }
@@ -530,9 +540,10 @@ impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
                 Err(undecoded) => return Err(undecoded.response()),
             }
         }
-        let thread = match &budget {
-            Some(budget) => budget.heavy().await,
-            None => None,
+        let turn = match (turn, &budget) {
+            (Some(turn), _) => Some(turn),
+            (None, Some(budget)) => Some(budget.turn().await.map_err(NoTurn::response)?),
+            (None, None) => None,
         };
         let decoded = tokio::task::spawn_blocking(move || {
             charged_decode(&body, budget.as_ref(), object, false)
@@ -549,7 +560,7 @@ impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
         let held = Held {
             _charge: charge,
             heavy: true,
-            _thread: thread,
+            _turn: turn,
         };
         Ok(Review(request, held))
     }

@@ -36,7 +36,9 @@ use crate::auth::{AuthError, Authenticator, Peer};
 use crate::connection::{self, Activity, CloseAfter, Serving};
 use crate::decision_log::AdmissionKind;
 use crate::decision_log::Line;
-use crate::limits::{Budget, Limits, MAX_CALL_TIMEOUT, overloaded};
+use crate::limits::{
+    Budget, HEAVY_BODY_BYTES, Limits, MAX_CALL_TIMEOUT, heavy_max_bytes, overloaded,
+};
 use crate::metrics::{Metrics, OTHER_PATH, admission_path};
 use crate::review::{self, Review, TextReview, ValidationReview};
 
@@ -101,9 +103,9 @@ impl AppState {
                 "the connection, in-flight and body limits must be at least 1".into(),
             ));
         }
-        if limits.max_in_flight_bytes / BODY_COPIES < limits.max_body_bytes {
+        if heavy_max_bytes(limits.max_in_flight_bytes) / BODY_COPIES < limits.max_body_bytes {
             return Err(ServerError::Limits(format!(
-                "the review bytes in flight ({}) must be at least twice the largest review body ({}), or a review that large could never be admitted",
+                "seven eighths of the review bytes in flight ({}), what large reviews may take, must be at least twice the largest review body ({}), or a review that large could never be admitted",
                 limits.max_in_flight_bytes, limits.max_body_bytes
             )));
         }
@@ -447,7 +449,8 @@ async fn observe(AxumState(state): AxumState<Arc<AppState>>, req: Request, next:
 
 /// Lets a request through only if it is authenticated (else 401, whatever its path: only the
 /// probes are exempt), is sent to an admission route (else 404), and is within the limits of
-/// reviews and review bytes in flight (else 429 at once), all before its body is read; then
+/// reviews and review bytes in flight (else 429 at once) and, for a heavy body, gets its turn
+/// (else 429, see [`Budget::turn`]), all before its body is read; then
 /// bounds reading and deciding it by the call's timeout (else 408).
 async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: Next) -> Response {
     let path = req.uri().path();
@@ -470,14 +473,32 @@ async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: N
         ));
     };
     // A body without a length may be as large as allowed.
-    let declared = req
+    let length = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    let declared = length
         .unwrap_or(limits.max_body_bytes)
         .min(limits.max_body_bytes);
-    let Ok(_bytes) = state.budget.charge(declared.saturating_mul(BODY_COPIES)) else {
+    // A heavy body is read only in its turn, so that few are read and decoded at once and the
+    // rest stay unread in the connection (one declared too large is refused unread).
+    let turn = if declared >= HEAVY_BODY_BYTES && length.is_none_or(|n| n <= limits.max_body_bytes)
+    {
+        match state.budget.turn().await {
+            Ok(turn) => Some(turn),
+            Err(no_turn) => return no_turn.response(),
+        }
+    } else {
+        None
+    };
+    let charged = match turn {
+        Some(_) => state
+            .budget
+            .charge_heavy(declared.saturating_mul(BODY_COPIES)),
+        None => state.budget.charge(declared.saturating_mul(BODY_COPIES)),
+    };
+    let Ok(_bytes) = charged else {
         return overloaded(&format!(
             "reviews of {} bytes in all are in flight, and this one's {declared}, held twice while it is read, would pass the limit (--webhook-max-in-flight-mib)",
             state.budget.in_use()
@@ -487,8 +508,12 @@ async fn admit(AxumState(state): AxumState<Arc<AppState>>, req: Request, next: N
         Ok(req) => req,
         Err(refused) => return refused,
     };
-    // What decoding the review builds is charged by the review's extractor, once counted.
+    // What decoding the review builds is charged by the review's extractor, once counted; a
+    // heavy review is decoded and decided in its turn.
     req.extensions_mut().insert(state.budget.clone());
+    if let Some(turn) = turn {
+        req.extensions_mut().insert(turn);
+    }
     let timeout = call_timeout(req.uri().query());
     // Past the timeout the API server has given up; dispatch answers its own timeouts first.
     match tokio::time::timeout(timeout + Duration::from_secs(1), next.run(req)).await {
