@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use axum::extract::{FromRequest, Request as HttpRequest};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use celgate_cel::json_tape::{Declined, Footprint, Meter, RESERVED_NODES, Scan};
+use celgate_cel::json_tape::{Declined, Footprint, Meter, RESERVED_NODES, Scan, Tally};
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::json_text::{self, JsonError};
 use celgate_engine::received::{MaybeRequest, ReceivedRequest};
@@ -172,7 +172,7 @@ fn decode_with(
 /// ×1.12 to ×1.26). Decode, decide and encode take 85.0 against 89.6 µs (×1.06; ×1.02 and
 /// ×0.93 in the other runs): within the noise of the 2 shared cores measured on.
 /// `cargo bench -p celgate-webhook --bench hand_written`.
-fn scanned(scan: &mut Scan<'_>) -> Result<Wire, Declined> {
+fn scanned<T: Tally>(scan: &mut Scan<'_, T>) -> Result<Wire, Declined> {
     let mut wire = Wire::default();
     // A repeated member counts once, the last time, as when decoding into a `Value`.
     let object = scan.members(|scan, key| {
