@@ -56,7 +56,10 @@ pub(super) fn drop_empty(kind: &Schema, object: &mut Value, within: &Within<'_>)
 }
 
 fn drop_in(schema: SchemaRef<'_>, v: &mut Value, within: &Within<'_>, depth: usize) {
-    if depth > MAX_DEPTH || decodes_itself(schema) {
+    // Only maps, structs and lists hold fields to leave out (scalars are most values: their
+    // schema is not looked at).
+    let container = matches!(v, Value::Object(_) | Value::Array(_));
+    if !container || depth > MAX_DEPTH || decodes_itself(schema) {
         return;
     }
     match v {
@@ -109,7 +112,9 @@ fn encodes_as_nothing(field: SchemaRef<'_>, v: &Value) -> bool {
 }
 
 fn narrow(schema: SchemaRef<'_>, v: &mut Value, within: &Within<'_>, depth: usize) {
-    if depth > MAX_DEPTH || decodes_itself(schema) {
+    // Only numbers are cut, and only containers hold them: other scalars are passed by.
+    let scalar = matches!(v, Value::Null | Value::Bool(_) | Value::String(_));
+    if scalar || depth > MAX_DEPTH || decodes_itself(schema) {
         return;
     }
     match v {
@@ -151,7 +156,15 @@ fn walk<'v, 's>(
     go_struct: SchemaRef<'s>,
     depth: usize,
 ) -> Option<String> {
-    if v.is_null() || depth > MAX_DEPTH || decodes_itself(schema) {
+    // A string of a string field or a bool of a boolean one decodes whatever decodes the
+    // field (most values: their schema's decoder is not looked up).
+    let plain = match v {
+        Value::Null => true,
+        Value::String(_) => schema.type_name() == Some("string"),
+        Value::Bool(_) => schema.type_name() == Some("boolean"),
+        _ => false,
+    };
+    if plain || depth > MAX_DEPTH || decodes_itself(schema) {
         return None;
     }
     // The Go types' names are built only for the error (this walk runs after every patch).
