@@ -603,7 +603,17 @@ pub fn mutation_response(uid: &str, outcome: &MutationOutcome) -> Vec<u8> {
     let patch = (outcome.allowed() && !outcome.patch.is_empty()).then(|| {
         // Serializing JSON values into memory cannot fail.
         let json = serde_json::to_vec(&outcome.patch).unwrap_or_default();
-        base64::engine::general_purpose::STANDARD.encode(json)
+        let base64 = &base64::engine::general_purpose::STANDARD;
+        // The base64 alphabet needs no escape: the text is written as it is, not scanned
+        // byte by byte for escapes as a string is (3% of a realistic mutating review).
+        let mut quoted = String::with_capacity(json.len().div_ceil(3) * 4 + 2);
+        quoted.push('"');
+        base64.encode_string(&json, &mut quoted);
+        quoted.push('"');
+        match serde_json::value::RawValue::from_string(quoted) {
+            Ok(raw) => PatchText::Raw(raw),
+            Err(_) => PatchText::Text(base64.encode(&json)),
+        }
     });
     let review = MutationReview {
         api_version: "admission.k8s.io/v1",
@@ -625,6 +635,15 @@ pub fn mutation_response(uid: &str, outcome: &MutationOutcome) -> Vec<u8> {
     serde_json::to_vec(&review).unwrap_or_default()
 }
 
+/// A response's patch, base64: the JSON string as written (the alphabet needs no escape), or
+/// as a string should that ever not read as one.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum PatchText {
+    Raw(Box<serde_json::value::RawValue>),
+    Text(String),
+}
+
 /// An AdmissionReview carrying a mutation's response.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -640,7 +659,7 @@ struct MutationReview<'a> {
 struct MutationResponse<'a> {
     allowed: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<String>,
+    patch: Option<PatchText>,
     #[serde(skip_serializing_if = "Option::is_none")]
     patch_type: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -732,6 +751,27 @@ pub fn allow(uid: &str) -> Value {
 mod tests {
     use super::*;
     use celgate_engine::validate::Denial;
+
+    #[test]
+    fn a_mutation_response_is_the_review_serde_writes_with_the_patch_in_base64() {
+        use base64::Engine as _;
+        let patch = vec![
+            json!({"op": "add", "path": "/metadata/labels/a~1b", "value": "x\"y"}),
+            json!({"op": "remove", "path": "/spec/containers/0/ports"}),
+        ];
+        let outcome = MutationOutcome {
+            patch: patch.clone(),
+            ..Default::default()
+        };
+        let encoded = base64::engine::general_purpose::STANDARD
+            .encode(serde_json::to_vec(&patch).expect("patch"));
+        let want = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"allowed": true, "patch": encoded, "patchType": "JSONPatch", "uid": "u\"1"}});
+        assert_eq!(
+            String::from_utf8(mutation_response("u\"1", &outcome)).expect("UTF-8"),
+            want.to_string()
+        );
+    }
 
     #[test]
     fn a_review_nested_deeper_than_kube_apiserver_sends_is_refused() {
