@@ -22,7 +22,7 @@ mod footprint;
 mod scan;
 
 pub use footprint::Footprint;
-pub use scan::{Declined, Meter, Scan};
+pub use scan::{Counter, Declined, Meter, Scan, Tally};
 
 /// One value of a [`JsonTape`]. Containers come after their elements.
 #[derive(Clone, Copy, Debug)]
@@ -227,6 +227,7 @@ fn key_in<'a>(text: &'a str, escaped: &'a [Box<str>], key: Key) -> &'a str {
     }
 }
 
+#[inline]
 fn text_range(text: &str, at: u32, len: u32) -> &str {
     text.get(at as usize..at as usize + len as usize)
         .unwrap_or_default()

@@ -16,7 +16,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use celgate_cel::JsonTape;
-use celgate_cel::json_tape::{Declined, Scan};
+use celgate_cel::json_tape::{Declined, Scan, Tally};
 use serde::de::{self, Deserialize, DeserializeSeed, Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
@@ -83,7 +83,7 @@ impl ReceivedRequest {
     /// that share the text (celgate's own scanner, the fast way to read a review); `None` when
     /// the value is not an object, read past. [`Declined`] where the scanner leaves the text
     /// to serde_json: read it with [`MaybeRequest::seed`] then.
-    pub fn scan(scan: &mut Scan<'_>) -> Result<Option<Self>, Declined> {
+    pub fn scan<T: Tally>(scan: &mut Scan<'_, T>) -> Result<Option<Self>, Declined> {
         let mut fields = Map::new();
         let (mut object, mut old_object) = (None, None);
         // A repeated member counts once, the last time, as when decoding into a `Value`.

@@ -139,7 +139,7 @@ pub fn decide(
     now: SystemTime,
 ) -> Outcome {
     let mut ctx = context(snapshot, authorizer, deadline, None);
-    ctx.exceptions = Some(exceptions(snapshot, now));
+    ctx.exceptions = exceptions(snapshot, now);
     snapshot.policies.validate(req, &ctx, only)
 }
 
@@ -153,16 +153,17 @@ pub fn decide_traced(
     now: SystemTime,
 ) -> Outcome {
     let mut ctx = context(snapshot, authorizer, None, Some(trace));
-    ctx.exceptions = Some(exceptions(snapshot, now));
+    ctx.exceptions = exceptions(snapshot, now);
     snapshot.policies.validate(req, &ctx, None)
 }
 
-/// The snapshot's PolicyExceptions as a decision at `now` honours them.
-fn exceptions(snapshot: &Snapshot, now: SystemTime) -> ExceptionsAt<'_> {
-    ExceptionsAt {
+/// The snapshot's PolicyExceptions as a decision at `now` honours them; `None` when it holds
+/// none, so that no binding of any request looks for one.
+fn exceptions(snapshot: &Snapshot, now: SystemTime) -> Option<ExceptionsAt<'_>> {
+    (!snapshot.exceptions.is_empty()).then(|| ExceptionsAt {
         set: snapshot.exceptions.as_ref(),
         now,
-    }
+    })
 }
 
 /// The evaluation context over one snapshot, honouring no exception (mutations never are).

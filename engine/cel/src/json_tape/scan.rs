@@ -14,9 +14,10 @@
 //!
 //! [`Scan`] is a cursor: a caller walks the members of the objects it knows (an
 //! AdmissionReview and its request) and reads each member's value as a tape, as a
-//! `serde_json::Value`, or not at all. It counts the [`Footprint`] of what it reads as it
-//! goes, and a metered scan ([`Scan::metered`]) asks its [`Meter`] before it reads on, so a
-//! server can charge what decoding builds in the pass that builds it.
+//! `serde_json::Value`, or not at all. A counting scan ([`Scan::counted`]) counts the
+//! [`Footprint`] of what it reads as it goes, and a metered one ([`Scan::metered`]) also asks
+//! its [`Meter`] before it reads on, so a server can charge what decoding builds in the pass
+//! that builds it; a plain scan ([`Scan::new`]) counts nothing, at no cost.
 
 use std::sync::Arc;
 
@@ -45,18 +46,99 @@ pub trait Meter {
     fn allow(&mut self, read: &Footprint) -> Option<usize>;
 }
 
-/// A position in JSON text, read forward (see the module documentation).
-pub struct Scan<'t> {
-    shared: &'t Arc<str>,
-    text: &'t str,
-    at: usize,
-    /// Arrays and objects open around the position.
-    depth: usize,
+/// What a scan counts of what it reads: nothing (`()`, [`Scan::new`]), or its footprint
+/// ([`Counter`]). The scan is compiled for each, so a plain scan pays nothing for counting.
+pub trait Tally {
+    /// A value is about to be read; [`Declined`] stops the scan.
+    fn value(&mut self) -> Scanned<()>;
+    /// An object member is about to be read.
+    fn member(&mut self);
+    /// A string is about to be read.
+    fn string(&mut self);
+    /// An array or object is open, `depth` containers deep.
+    fn open(&mut self, depth: usize);
+    /// The array (`array`) or object open is not empty.
+    fn filled(&mut self, array: bool);
+}
+
+impl Tally for () {
+    #[inline]
+    fn value(&mut self) -> Scanned<()> {
+        Ok(())
+    }
+    #[inline]
+    fn member(&mut self) {}
+    #[inline]
+    fn string(&mut self) {}
+    #[inline]
+    fn open(&mut self, _: usize) {}
+    #[inline]
+    fn filled(&mut self, _: bool) {}
+}
+
+/// The footprint of what a scan has read, and the meter it asks before it reads on.
+pub struct Counter<'t> {
     /// What has been read: every value, member and string, counted when it starts.
     read: Footprint,
     /// The values and members that may be read before the meter is asked again.
     allowed: usize,
     meter: Option<&'t mut dyn Meter>,
+}
+
+impl Counter<'_> {
+    /// Asks the meter how much more may be read.
+    #[cold]
+    fn ask(&mut self) -> Scanned<()> {
+        let meter = self.meter.as_mut().ok_or(Declined)?;
+        self.allowed = meter.allow(&self.read).ok_or(Declined)?;
+        if self.read.values + self.read.members > self.allowed {
+            return Err(Declined);
+        }
+        Ok(())
+    }
+}
+
+impl Tally for Counter<'_> {
+    /// Counts a value about to be read, first asking the meter when what it allowed is read.
+    #[inline]
+    fn value(&mut self) -> Scanned<()> {
+        self.read.values += 1;
+        if self.read.values + self.read.members > self.allowed {
+            self.ask()?;
+        }
+        Ok(())
+    }
+    #[inline]
+    fn member(&mut self) {
+        self.read.members += 1;
+    }
+    #[inline]
+    fn string(&mut self) {
+        self.read.strings += 1;
+    }
+    #[inline]
+    fn open(&mut self, depth: usize) {
+        self.read.depth = self.read.depth.max(depth);
+    }
+    #[inline]
+    fn filled(&mut self, array: bool) {
+        if array {
+            self.read.arrays += 1;
+        } else {
+            self.read.objects += 1;
+        }
+    }
+}
+
+/// A position in JSON text, read forward (see the module documentation), counting what it
+/// reads with `T`.
+pub struct Scan<'t, T: Tally = ()> {
+    shared: &'t Arc<str>,
+    text: &'t str,
+    at: usize,
+    /// Arrays and objects open around the position.
+    depth: usize,
+    tally: T,
 }
 
 /// A string read: a range of the text, or decoded from its escapes.
@@ -66,33 +148,54 @@ enum Str {
 }
 
 impl<'t> Scan<'t> {
-    /// A scan of `text` from its start. Tapes read from it share `text`.
+    /// A scan of `text` from its start that counts nothing. Tapes read from it share `text`.
     pub fn new(text: &'t Arc<str>) -> Self {
-        Scan {
-            shared: text,
+        Scan::with(text, ())
+    }
+}
+
+impl<'t> Scan<'t, Counter<'t>> {
+    /// A scan of `text` from its start that counts the footprint of what it reads.
+    pub fn counted(text: &'t Arc<str>) -> Self {
+        Scan::with(
             text,
-            at: 0,
-            depth: 0,
-            read: Footprint::default(),
-            allowed: usize::MAX,
-            meter: None,
-        }
+            Counter {
+                read: Footprint::default(),
+                allowed: usize::MAX,
+                meter: None,
+            },
+        )
     }
 
-    /// A scan of `text` from its start that asks `meter` before it reads its first value,
-    /// and again each time it has read what the meter allowed.
+    /// A counting scan of `text` from its start that asks `meter` before it reads its first
+    /// value, and again each time it has read what the meter allowed.
     pub fn metered(text: &'t Arc<str>, meter: &'t mut dyn Meter) -> Self {
-        Scan {
-            allowed: 0,
-            meter: Some(meter),
-            ..Scan::new(text)
-        }
+        Scan::with(
+            text,
+            Counter {
+                read: Footprint::default(),
+                allowed: 0,
+                meter: Some(meter),
+            },
+        )
     }
 
     /// The footprint of what has been read so far: of the whole text once it is read, the
     /// counts [`Footprint::of`] gives.
     pub fn footprint(&self) -> Footprint {
-        self.read
+        self.tally.read
+    }
+}
+
+impl<'t, T: Tally> Scan<'t, T> {
+    fn with(text: &'t Arc<str>, tally: T) -> Self {
+        Scan {
+            shared: text,
+            text,
+            at: 0,
+            depth: 0,
+            tally,
+        }
     }
 
     /// If the next value is an object, reads its members, giving `member` each key with the
@@ -110,7 +213,7 @@ impl<'t> Scan<'t> {
         if self.text.len() >= ESCAPED as usize {
             return Err(Declined);
         }
-        self.counted()?;
+        self.tally.value()?;
         self.container(b'}', |scan| match scan.key()? {
             Str::Range { at, len } => {
                 let text = scan.text;
@@ -223,28 +326,7 @@ impl<'t> Scan<'t> {
             return Err(Declined);
         }
         self.space();
-        self.counted()
-    }
-
-    /// Counts a value about to be read, first asking the meter when what it allowed is read.
-    #[inline]
-    fn counted(&mut self) -> Scanned<()> {
-        self.read.values += 1;
-        if self.read.values + self.read.members > self.allowed {
-            self.ask()?;
-        }
-        Ok(())
-    }
-
-    /// Asks the meter how much more may be read.
-    #[cold]
-    fn ask(&mut self) -> Scanned<()> {
-        let meter = self.meter.as_mut().ok_or(Declined)?;
-        self.allowed = meter.allow(&self.read).ok_or(Declined)?;
-        if self.read.values + self.read.members > self.allowed {
-            return Err(Declined);
-        }
-        Ok(())
+        self.tally.value()
     }
 
     /// A number, `true`, `false` or `null`, its `first` byte read (`None`: the text ended).
@@ -306,14 +388,10 @@ impl<'t> Scan<'t> {
         if self.depth > MAX_DEPTH {
             return Err(Declined);
         }
-        self.read.depth = self.read.depth.max(self.depth);
+        self.tally.open(self.depth);
         self.space();
         if !self.eat(close) {
-            if close == b']' {
-                self.read.arrays += 1;
-            } else {
-                self.read.objects += 1;
-            }
+            self.tally.filled(close == b']');
             loop {
                 each(self)?;
                 self.space();
@@ -334,7 +412,7 @@ impl<'t> Scan<'t> {
         if !self.eat(b'"') {
             return Err(Declined);
         }
-        self.read.members += 1;
+        self.tally.member();
         let key = self.string()?;
         self.space();
         if !self.eat(b':') {
@@ -345,7 +423,7 @@ impl<'t> Scan<'t> {
 
     /// A string, its opening quote read.
     fn string(&mut self) -> Scanned<Str> {
-        self.read.strings += 1;
+        self.tally.string();
         let start = self.at;
         let bytes = self.text.as_bytes();
         let end = plain_end(bytes, start);
@@ -532,7 +610,7 @@ mod tests {
     fn check(text: &str) -> Result<(), Declined> {
         let shared: Arc<str> = Arc::from(text);
         let scanned = JsonTape::scan(&shared);
-        let mut scan = Scan::new(&shared);
+        let mut scan = Scan::counted(&shared);
         let value = scan.json();
         let read = scan.footprint();
         let value = value.and_then(|v| scan.end().map(|()| v));

@@ -32,9 +32,11 @@ const MAX_DEPTH: usize = 64;
 /// caller knows the rest holds none: it was looked at since it was last written).
 pub(super) fn decode_error(kind: &Schema, object: &Value, within: &Within<'_>) -> Option<String> {
     let kind = kind.as_ref();
-    let name = struct_name(kind)?;
+    if !is_struct(kind) {
+        return None;
+    }
     let mut path = Vec::new();
-    walk(kind, object, within, &mut path, name, 0)
+    walk(kind, object, within, &mut path, kind, 0)
 }
 
 /// Cuts every integer of `object` too wide for its int32 field to 32 bits, as Go's conversion
@@ -54,7 +56,10 @@ pub(super) fn drop_empty(kind: &Schema, object: &mut Value, within: &Within<'_>)
 }
 
 fn drop_in(schema: SchemaRef<'_>, v: &mut Value, within: &Within<'_>, depth: usize) {
-    if depth > MAX_DEPTH || decodes_itself(schema) {
+    // Only maps, structs and lists hold fields to leave out (scalars are most values: their
+    // schema is not looked at).
+    let container = matches!(v, Value::Object(_) | Value::Array(_));
+    if !container || depth > MAX_DEPTH || decodes_itself(schema) {
         return;
     }
     match v {
@@ -107,7 +112,9 @@ fn encodes_as_nothing(field: SchemaRef<'_>, v: &Value) -> bool {
 }
 
 fn narrow(schema: SchemaRef<'_>, v: &mut Value, within: &Within<'_>, depth: usize) {
-    if depth > MAX_DEPTH || decodes_itself(schema) {
+    // Only numbers are cut, and only containers hold them: other scalars are passed by.
+    let scalar = matches!(v, Value::Null | Value::Bool(_) | Value::String(_));
+    if scalar || depth > MAX_DEPTH || decodes_itself(schema) {
         return;
     }
     match v {
@@ -139,19 +146,30 @@ fn narrow(schema: SchemaRef<'_>, v: &mut Value, within: &Within<'_>, depth: usiz
     }
 }
 
-fn walk<'v>(
-    schema: SchemaRef<'_>,
+/// Walks `v` of `schema` for [`decode_error`]; `go_struct` is the schema of the innermost Go
+/// struct around `v` (a component with properties), whose name an error gives.
+fn walk<'v, 's>(
+    schema: SchemaRef<'s>,
     v: &'v Value,
     part: &Within<'_>,
     path: &mut Vec<&'v str>,
-    go_struct: &str,
+    go_struct: SchemaRef<'s>,
     depth: usize,
 ) -> Option<String> {
-    if v.is_null() || depth > MAX_DEPTH || decodes_itself(schema) {
+    // A string of a string field or a bool of a boolean one decodes whatever decodes the
+    // field (most values: their schema's decoder is not looked up).
+    let plain = match v {
+        Value::Null => true,
+        Value::String(_) => schema.type_name() == Some("string"),
+        Value::Bool(_) => schema.type_name() == Some("boolean"),
+        _ => false,
+    };
+    if plain || depth > MAX_DEPTH || decodes_itself(schema) {
         return None;
     }
-    // The Go type's name is built only for the error (this walk runs after every patch).
+    // The Go types' names are built only for the error (this walk runs after every patch).
     let error = |value: String| {
+        let go_struct = struct_name(go_struct).unwrap_or_default();
         go_type(schema).map(|expected| {
             format!(
                 "json: cannot unmarshal {value} into Go struct field {go_struct}.{} of type {expected}",
@@ -170,7 +188,7 @@ fn walk<'v>(
                     walk(values, m, &below, path, go_struct, depth + 1)
                 });
             }
-            let inner = struct_name(schema).unwrap_or(go_struct);
+            let inner = if is_struct(schema) { schema } else { go_struct };
             members.iter().find_map(|(key, m)| {
                 let below = part.step(Some(key))?;
                 let field = schema.property(key)?;
@@ -225,12 +243,16 @@ fn decodes_itself(schema: SchemaRef<'_>) -> bool {
 
 /// The Go struct a component names (`io.k8s.api.core.v1.PodSpec` → `PodSpec`), for objects
 /// with fields.
+/// The name of the Go struct of `schema`: its component's last part, for a component with
+/// properties.
 fn struct_name(schema: SchemaRef<'_>) -> Option<&str> {
-    let component = schema.component()?;
-    if !schema.has_properties() {
-        return None;
-    }
+    let component = schema.component().filter(|_| schema.has_properties())?;
     component.rsplit('.').next()
+}
+
+/// Whether `schema` is a Go struct's ([`struct_name`] gives its name), without building it.
+fn is_struct(schema: SchemaRef<'_>) -> bool {
+    schema.has_properties() && schema.component().is_some()
 }
 
 /// The schema of a map's values (`additionalProperties` as a schema).

@@ -195,7 +195,9 @@ impl Outcome {
                 .filter(|(k, _)| !(recorded && k == VALIDATION_FAILURE_KEY)),
         );
         self.checks.extend(later.checks);
-        self.excepted.extend(later.excepted);
+        if !later.excepted.is_empty() {
+            self.excepted.extend(later.excepted);
+        }
     }
 }
 
