@@ -33,7 +33,7 @@ e2e: deps ## The black-box suite against a real control plane (built on first us
 # type checking against the cluster's OpenAPI, audit and PolicyReports, HA, certificates, the
 # VAP differential and the cluster requirements (the MAP differential joins from 1.32 on).
 VERSIONS ?= all
-VERSION_SUITES ?= install rbac enforcement status audit ha certificates differential requirements
+VERSION_SUITES ?= install rbac enforcement status audit ha certificates differential requirements convert
 e2e-versions: deps ## The suites of VERSION_SUITES on each Kubernetes minor of VERSIONS (all, or 1.30,1.34,…: e2e/cluster/versions/), control planes built on first use; table in target/e2e-versions.txt
 	e2e/cluster/versions.sh list $(VERSIONS) >/dev/null
 	$(CARGO) build -p celgate

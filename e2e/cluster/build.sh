@@ -38,8 +38,12 @@ gomod=$(cd "$(mktemp -d)" && go mod download -json "k8s.io/kubernetes@v$K8S_VERS
 kdir="$out/src/kubernetes"
 rm -rf "$kdir" && mkdir -p "$kdir" && cd "$kdir"
 go mod init celgate.invalid/control-plane >/dev/null 2>&1
+# STAGING_PATCHES (a pins file's, "module=version …"): staging modules whose tag of this patch
+# the module proxy does not have, built at the named (the newest published) patch instead.
 for m in $(awk '$2=="v0.0.0"{print $1}' "$gomod" | grep '^k8s.io/' | sort -u); do
-  go mod edit -replace="$m=$m@v0.$minor.$patch"
+  version=v0.$minor.$patch
+  for p in ${STAGING_PATCHES:-}; do [ "${p%%=*}" = "$m" ] && version=${p#*=}; done
+  go mod edit -replace="$m=$m@$version"
 done
 go mod edit -require="k8s.io/kubernetes@v$K8S_VERSION"
 cat > tools.go <<GO

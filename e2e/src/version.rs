@@ -57,6 +57,45 @@ pub fn in_tree_map_flags(minor: u32) -> Vec<String> {
     }
 }
 
+/// The versions of the in-tree policy kinds by the minors that serve them (first, last; `u32::MAX`:
+/// still served): ValidatingAdmissionPolicy's v1alpha1 until 1.31 and v1beta1 until 1.33,
+/// MutatingAdmissionPolicy's v1alpha1 from 1.32 and v1beta1 from 1.34. A binding follows its
+/// policy.
+const POLICY_VERSIONS: [(&str, &str, u32, u32); 6] = [
+    ("ValidatingAdmissionPolicy", "v1alpha1", 26, 31),
+    ("ValidatingAdmissionPolicy", "v1beta1", 28, 33),
+    ("ValidatingAdmissionPolicy", "v1", 30, u32::MAX),
+    ("MutatingAdmissionPolicy", "v1alpha1", 32, u32::MAX),
+    ("MutatingAdmissionPolicy", "v1beta1", 34, u32::MAX),
+    ("MutatingAdmissionPolicy", "v1", 36, u32::MAX),
+];
+
+/// The (version, policy kind) pairs of `admissionregistration.k8s.io` that `1.<minor>` serves
+/// with [`in_tree_policy_flags`], sorted.
+pub fn in_tree_policy_versions(minor: u32) -> Vec<(&'static str, &'static str)> {
+    let mut served: Vec<_> = POLICY_VERSIONS
+        .iter()
+        .filter(|(_, _, first, last)| (*first..=*last).contains(&minor))
+        .map(|&(kind, version, _, _)| (version, kind))
+        .collect();
+    served.sort_unstable();
+    served
+}
+
+/// kube-apiserver flags that serve every version of the in-tree policy kinds `1.<minor>` has:
+/// `v1beta1` and `v1alpha1` (off by default) and, in 1.32–1.35, MutatingAdmissionPolicy's
+/// feature gate.
+pub fn in_tree_policy_flags(minor: u32) -> Vec<String> {
+    let mut flags = vec![
+        "--runtime-config=admissionregistration.k8s.io/v1beta1=true,admissionregistration.k8s.io/v1alpha1=true"
+            .to_string(),
+    ];
+    if (32..36).contains(&minor) {
+        flags.push("--feature-gates=MutatingAdmissionPolicy=true".to_string());
+    }
+    flags
+}
+
 /// CEL calls by the Kubernetes minor whose in-tree plugin first accepts them in a new policy:
 /// a library introduced in `1.<n>` (kube-apiserver's base environment) is allowed from the
 /// cluster whose default compatibility version is `1.<n>`, that is `1.<n+1>`.
@@ -149,5 +188,31 @@ mod tests {
         );
         assert!(in_tree_map_flags(36).is_empty());
         assert_eq!(in_tree_map_api(36), Some("admissionregistration.k8s.io/v1"));
+    }
+
+    #[test]
+    fn older_policy_versions_are_served_per_minor() {
+        assert_eq!(
+            in_tree_policy_versions(30),
+            [
+                ("v1", "ValidatingAdmissionPolicy"),
+                ("v1alpha1", "ValidatingAdmissionPolicy"),
+                ("v1beta1", "ValidatingAdmissionPolicy")
+            ]
+        );
+        assert_eq!(
+            in_tree_policy_versions(34),
+            [
+                ("v1", "ValidatingAdmissionPolicy"),
+                ("v1alpha1", "MutatingAdmissionPolicy"),
+                ("v1beta1", "MutatingAdmissionPolicy")
+            ]
+        );
+        assert_eq!(in_tree_policy_flags(31).len(), 1);
+        assert_eq!(
+            in_tree_policy_flags(33)[1],
+            "--feature-gates=MutatingAdmissionPolicy=true"
+        );
+        assert_eq!(in_tree_policy_flags(36).len(), 1);
     }
 }

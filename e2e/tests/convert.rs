@@ -1,19 +1,50 @@
-//! `celgate convert` against kube-apiserver's own conversion: the policies and bindings of
-//! `e2e/testdata/convert/in-tree.yaml` (MutatingAdmissionPolicies and bindings of v1beta1 and
-//! v1alpha1, ValidatingAdmissionPolicy's of v1: 1.36 no longer serves its older versions) are
-//! created on a control plane that serves those versions and read back as v1; `celgate convert`'s output for the same file
-//! must be those objects, in celgate's group, and celgate's CRDs must take it as it is. With the
-//! in-tree objects gone, celgate enforces the converted v1beta1 MutatingAdmissionPolicy.
+//! `celgate convert` against kube-apiserver's own conversion, on the minor the suite runs
+//! (`CELGATE_K8S_MINOR`, `make e2e-versions`): the policies and bindings of
+//! `e2e/testdata/convert/in-tree.yaml` and `in-tree-older.yaml` whose version that minor serves
+//! (every version it has turned on: [`version::in_tree_policy_flags`]) are created and read back
+//! as the newest version the minor serves of their kind (v1; MutatingAdmissionPolicy's v1beta1
+//! in 1.34–1.35, v1alpha1 in 1.32–1.33); `celgate convert`'s output for the same documents must
+//! be those objects, in celgate's group, and celgate's CRDs must take it as it is. Where a
+//! v1beta1 MutatingAdmissionPolicy is served (1.34 on), celgate enforces the converted one once
+//! the in-tree objects are gone.
 
 use std::process::Command;
 use std::time::Duration;
 
-use celgate_e2e::differential::{json_differences, strip_server_managed};
-use celgate_e2e::{Celgate, Cluster, wait_for, workspace};
+use celgate_e2e::differential::{json_differences, parse_docs, strip_server_managed};
+use celgate_e2e::{Celgate, Cluster, version, wait_for, workspace};
 use serde_json::Value;
 
-/// The in-tree versions that 1.36 serves only when asked to (MutatingAdmissionPolicy's).
-const RUNTIME_CONFIG: &str = "--runtime-config=admissionregistration.k8s.io/v1beta1=true,admissionregistration.k8s.io/v1alpha1=true";
+/// The in-tree API group and its versions, newest first.
+const GROUP: &str = "admissionregistration.k8s.io";
+const VERSIONS: [&str; 3] = ["v1", "v1beta1", "v1alpha1"];
+
+/// The (version, policy kind) pairs of the in-tree group the cluster serves, sorted.
+fn served_policy_versions(cluster: &Cluster) -> Vec<(&'static str, String)> {
+    let mut served = Vec::new();
+    for version in VERSIONS {
+        let out = cluster.kubectl(&["get", "--raw", &format!("/apis/{GROUP}/{version}")], "");
+        if !out.status.success() {
+            continue;
+        }
+        let list: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("{GROUP}/{version}: discovery printed no JSON: {e}"));
+        for resource in list["resources"].as_array().into_iter().flatten() {
+            let kind = resource["kind"].as_str().unwrap_or_default();
+            let subresource = resource["name"].as_str().unwrap_or_default().contains('/');
+            if kind.ends_with("AdmissionPolicy") && !subresource {
+                served.push((version, kind.to_string()));
+            }
+        }
+    }
+    served.sort_unstable();
+    served
+}
+
+/// The policy kind a kind belongs to (a binding's policy).
+fn policy_kind(kind: &str) -> &str {
+    kind.strip_suffix("Binding").unwrap_or(kind)
+}
 
 fn resource(kind: &str) -> &'static str {
     match kind {
@@ -40,12 +71,12 @@ fn convert(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The object kube-apiserver serves as v1, as celgate's: without what the server sets and
-/// the status, in celgate's group.
-fn served_as_v1(cluster: &Cluster, kind: &str, name: &str) -> Value {
+/// The object kube-apiserver serves as `version`, as celgate's: without what the server sets
+/// and the status, in celgate's group.
+fn served_as(cluster: &Cluster, version: &str, kind: &str, name: &str) -> Value {
     let served = cluster.kubectl_ok(&[
         "get",
-        &format!("{}.v1.admissionregistration.k8s.io", resource(kind)),
+        &format!("{}.{version}.{GROUP}", resource(kind)),
         name,
         "-o",
         "json",
@@ -53,7 +84,7 @@ fn served_as_v1(cluster: &Cluster, kind: &str, name: &str) -> Value {
     let mut object = strip_server_managed(
         serde_json::from_str(&served).unwrap_or_else(|e| panic!("kubectl printed no JSON: {e}")),
     );
-    assert_eq!(object["apiVersion"], "admissionregistration.k8s.io/v1");
+    assert_eq!(object["apiVersion"], format!("{GROUP}/{version}"));
     if let Some(o) = object.as_object_mut() {
         o.remove("status");
         o.insert("apiVersion".into(), "admission.celgate.io/v1".into());
@@ -86,21 +117,69 @@ async fn wait_stamped(cluster: &Cluster, prefix: &str, want: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn convert_writes_what_kube_apiserver_serves_as_v1_and_celgate_enforces_it() {
-    let cluster = Cluster::start_with(&[RUNTIME_CONFIG.to_string()]);
-    let input = workspace().join("e2e/testdata/convert/in-tree.yaml");
+async fn convert_writes_what_kube_apiserver_serves_and_celgate_enforces_it() {
+    let minor = version::minor();
+    let cluster = Cluster::start_with(&version::in_tree_policy_flags(minor));
+    let served = served_policy_versions(&cluster);
+    let expected: Vec<_> = version::in_tree_policy_versions(minor)
+        .into_iter()
+        .map(|(v, kind)| (v, kind.to_string()))
+        .collect();
+    assert_eq!(
+        served, expected,
+        "the in-tree policy versions 1.{minor} serves"
+    );
+
+    // The documents of a version this minor serves, as one file.
+    let mut documents = Vec::new();
+    for file in ["in-tree.yaml", "in-tree-older.yaml"] {
+        let path = workspace().join("e2e/testdata/convert").join(file);
+        let text =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        documents.extend(parse_docs(&text).into_iter().filter(|doc| {
+            let version = doc["apiVersion"].as_str().unwrap_or_default();
+            let kind = policy_kind(doc["kind"].as_str().unwrap_or_default());
+            served
+                .iter()
+                .any(|(v, k)| version == format!("{GROUP}/{v}") && k == kind)
+        }));
+    }
+    let input = cluster.dir().join("in-tree.yaml");
+    // A YAML stream of JSON documents (the comment keeps kubectl from reading it as one JSON).
+    let text = documents
+        .iter()
+        .map(|doc| format!("# {GROUP} as 1.{minor} serves it\n{doc}\n"))
+        .collect::<Vec<_>>()
+        .join("---\n");
+    std::fs::write(&input, &text).unwrap_or_else(|e| panic!("{}: {e}", input.display()));
     let input = input.to_string_lossy();
     cluster.kubectl_ok(&["create", "-f", &input]);
 
     let converted: Value = serde_json::from_str(&convert(&[&input, "-o", "json"]))
         .unwrap_or_else(|e| panic!("celgate convert -o json printed no JSON: {e}"));
     let items = converted["items"].as_array().cloned().unwrap_or_default();
-    assert_eq!(items.len(), 7, "one object per input document: {converted}");
+    assert_eq!(
+        items.len(),
+        documents.len(),
+        "one object per input document: {converted}"
+    );
+    assert!(
+        items.len() >= 4,
+        "1.{minor} serves too few versions to compare: {served:?}"
+    );
     let mut differences = Vec::new();
     for item in &items {
         let kind = item["kind"].as_str().unwrap_or_default();
         let name = item["metadata"]["name"].as_str().unwrap_or_default();
-        let served = served_as_v1(&cluster, kind, name);
+        let newest = VERSIONS
+            .into_iter()
+            .find(|v| {
+                served
+                    .iter()
+                    .any(|(sv, k)| sv == v && k == policy_kind(kind))
+            })
+            .unwrap_or("v1");
+        let served = served_as(&cluster, newest, kind, name);
         if served != *item {
             // json_differences reads an absent member as null: the objects say the rest.
             let mut paths = Vec::new();
@@ -113,7 +192,7 @@ async fn convert_writes_what_kube_apiserver_serves_as_v1_and_celgate_enforces_it
     }
     assert!(
         differences.is_empty(),
-        "celgate convert differs from kube-apiserver's v1 (served, then converted):\n{}",
+        "celgate convert differs from what kube-apiserver serves (served, then converted):\n{}",
         differences.join("\n")
     );
 
@@ -126,7 +205,6 @@ async fn convert_writes_what_kube_apiserver_serves_as_v1_and_celgate_enforces_it
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("cannot run celgate: {e}"));
-        let text = std::fs::read_to_string(&*input).unwrap_or_else(|e| panic!("{input}: {e}"));
         if let Some(mut stdin) = child.stdin.take() {
             std::io::Write::write_all(&mut stdin, text.as_bytes())
                 .unwrap_or_else(|e| panic!("cannot write celgate's stdin: {e}"));
@@ -164,6 +242,9 @@ async fn convert_writes_what_kube_apiserver_serves_as_v1_and_celgate_enforces_it
     // celgate enforces the converted v1beta1 MutatingAdmissionPolicy map-beta: ConfigMaps of a
     // namespace labelled mutate=true are stamped, once the in-tree plugin no longer stamps them
     // (its objects deleted).
+    if !served.contains(&("v1beta1", "MutatingAdmissionPolicy".to_string())) {
+        return;
+    }
     cluster.apply(
         "apiVersion: v1\nkind: Namespace\nmetadata: {name: converted, labels: {mutate: \"true\"}}\n",
     );
