@@ -233,21 +233,27 @@ async fn sample(client: &kube::Client, engine: &Engine, round: usize) -> Sample 
 }
 
 /// The binding samples split by celgate's log: per sample, ms from the create to the first
-/// line of each message after it (and before the next sample's create).
+/// line of each message after it (and before the next sample's create; a compile, before the
+/// first denial).
 fn split(log: &str, runs: &[Sample]) -> Value {
+    // A compile after the first denial is the sample's policy change's, not the binding's.
     let parts = [
-        ("compiled", "compiled policy"),
-        ("published", "published policy set"),
-        ("registered", "webhook configurations applied"),
+        ("compiled", "compiled policy", true),
+        ("published", "published policy set", false),
+        ("registered", "webhook configurations applied", false),
     ];
     let mut out = serde_json::Map::new();
-    for (key, message) in parts {
+    for (key, message, before_denial) in parts {
         let times = message_times(log, message);
         let per_sample: Vec<Option<f64>> = runs
             .iter()
             .enumerate()
             .map(|(i, r)| {
-                let until = runs.get(i + 1).map_or(f64::MAX, |n| n.created_at);
+                let until = if before_denial {
+                    r.created_at + r.enforced.as_secs_f64()
+                } else {
+                    runs.get(i + 1).map_or(f64::MAX, |n| n.created_at)
+                };
                 let first = times
                     .iter()
                     .copied()
@@ -383,7 +389,7 @@ async fn main() -> ExitCode {
             "binding_created_to_status_written": "binding created → its status.observedGeneration is its generation",
             "policy_changed_to_status_written": "policy message changed → its status.observedGeneration is the new generation",
             "ready_before_enforced": "requests admitted after Ready was seen True on the binding or the policy (must be empty)",
-            "log_split": "celgate only: binding created → the first `compiled policy`, `published policy set` and `webhook configurations applied` log line after it (null: none before the next sample)",
+            "log_split": "celgate only: binding created → the first `compiled policy` (before the first denial), `published policy set` and `webhook configurations applied` (before the next sample) log line after it (null: none)",
         },
         "poll_ms": ms(POLL),
         "celgate_bin": Celgate::binary().display().to_string(),
