@@ -62,8 +62,9 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-/// How long any one wait may take before the run is abandoned.
-const GIVE_UP: Duration = Duration::from_secs(900);
+/// How long any one wait may take before the run is abandoned (100,000 objects: about 37,000
+/// reports at the default 50 writes/s take over 12 minutes).
+const GIVE_UP: Duration = Duration::from_secs(1800);
 /// Concurrent clients creating the objects.
 const CLIENTS: usize = 8;
 /// How often celgate's resident memory is read during a scan.
