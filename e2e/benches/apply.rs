@@ -22,7 +22,9 @@
 //! create: → `compiled policy` (if the policy was compiled again), → `published policy set`
 //! (the watch delay, the compile and the set built: celgate's own work), → `webhook
 //! configurations applied` (the registration's write of the rules the binding adds), and the
-//! rest → first denial (kube-apiserver picking the configuration up, and the request).
+//! rest → first denial (kube-apiserver picking the configuration up, and the request); and by
+//! kube-apiserver's audit log: → celgate's apply of the ValidatingWebhookConfiguration received,
+//! → answered.
 //!
 //! Prints p50/p99/max per engine and measure, and the violations, and writes them to
 //! `target/bench/apply.json`; exits non-zero when `Ready` was True before enforcement. With fewer
@@ -36,7 +38,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
 
 use celgate_e2e::demo::{BINDING_NAME, CELGATE_API, IN_TREE_API, POLICY_NAME, binding, policy};
-use celgate_e2e::log::{epoch_seconds, message_times};
+use celgate_e2e::log::{epoch_seconds, message_times, parse_utc};
 use celgate_e2e::{
     Celgate, Cluster, create_namespace, dry_run_deployment, free_port, policies_api, wait_admitted,
     wait_for, workspace,
@@ -281,6 +283,54 @@ fn split(log: &str, runs: &[Sample]) -> Value {
     Value::Object(out)
 }
 
+/// The binding samples split by kube-apiserver's audit log: per sample, ms from the create to
+/// when kube-apiserver received celgate's first apply of the ValidatingWebhookConfiguration
+/// after it, and to when it answered that apply (so received − published is celgate's
+/// registration, answered − received kube-apiserver's write).
+fn registration_split(audit_log: &str, runs: &[Sample]) -> Value {
+    let applies: Vec<(f64, f64)> = audit_log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["resource"] == "validatingwebhookconfigurations"
+                && e["stage"] == "ResponseComplete"
+        })
+        .filter_map(|e| {
+            Some((
+                parse_utc(e["requestReceivedTimestamp"].as_str()?)?,
+                parse_utc(e["stageTimestamp"].as_str()?)?,
+            ))
+        })
+        .collect();
+    let mut received = Vec::new();
+    let mut answered = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let until = runs.get(i + 1).map_or(f64::MAX, |n| n.created_at);
+        let first = applies
+            .iter()
+            .filter(|(at, _)| *at >= r.created_at && *at < until)
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let since = |t: f64| ((t - r.created_at) * 10_000.0).round() / 10.0;
+        received.push(first.map(|(at, _)| since(*at)));
+        answered.push(first.map(|(_, done)| since(*done)));
+    }
+    let summary = |all: &[Option<f64>]| {
+        let mut found: Vec<Duration> = all
+            .iter()
+            .flatten()
+            .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0))
+            .collect();
+        found.sort();
+        json!({"samples_with_the_request": found.len(), "p50_ms": ms(percentile(&found, 0.5)),
+            "p99_ms": ms(percentile(&found, 0.99)), "all_ms": all})
+    };
+    let out = json!({"created_to_apply_received": summary(&received),
+        "created_to_apply_answered": summary(&answered)});
+    println!("binding created → kube-apiserver's audit log (celgate's configuration apply): {out}");
+    out
+}
+
 /// p50/p99/max of `times`, printed as `what` and returned as JSON.
 fn summary(engine: &str, what: &str, mut times: Vec<Duration>) -> Value {
     times.sort();
@@ -357,6 +407,12 @@ async fn main() -> ExitCode {
         );
         if engine.api == CELGATE_API {
             entry.insert("log_split".into(), split(&celgate.logs(), &runs));
+            let audit_log =
+                std::fs::read_to_string(cluster.dir().join("audit.log")).unwrap_or_default();
+            entry.insert(
+                "registration_split".into(),
+                registration_split(&audit_log, &runs),
+            );
             entry.insert(
                 "binding_created_to_status_written".into(),
                 summary(
@@ -389,6 +445,7 @@ async fn main() -> ExitCode {
             "binding_created_to_status_written": "binding created → its status.observedGeneration is its generation",
             "policy_changed_to_status_written": "policy message changed → its status.observedGeneration is the new generation",
             "ready_before_enforced": "requests admitted after Ready was seen True on the binding or the policy (must be empty)",
+            "registration_split": "celgate only: binding created → kube-apiserver received (and answered) celgate's first apply of the ValidatingWebhookConfiguration after it (its audit log)",
             "log_split": "celgate only: binding created → the first `compiled policy` (before the first denial), `published policy set` and `webhook configurations applied` (before the next sample) log line after it (null: none)",
         },
         "poll_ms": ms(POLL),
