@@ -35,7 +35,9 @@
 //! default 900), `BENCH_SCALE_SAMPLES` (apply → enforced samples, default 5),
 //! `BENCH_SCALE_REVIEWS` (default 300), `BENCH_SCALE_SETTLE_SECONDS` (idle wait before the first
 //! memory reading, default 10), `BENCH_SCALE_PARAMS` (default 10000), `BENCH_SCALE_RUST_LOG`
-//! (celgate's log filter, default `info`), `BENCH_SCALE_REPORT` (report path), `CELGATE_BIN`.
+//! (celgate's log filter, default `info`), `BENCH_SCALE_CELGATE_ARGS` (more `celgate run` flags,
+//! space-separated: `--audit=false` to see what the audit costs), `BENCH_SCALE_REPORT` (report
+//! path), `CELGATE_BIN`.
 
 use celgate_e2e::bench::{env_count, env_usize, loadavg};
 use std::path::PathBuf;
@@ -607,7 +609,11 @@ async fn main() {
     let status_requests_before = binding_status_requests(&client).await;
     let (started, started_wall) = (Instant::now(), SystemTime::now());
     let rust_log = std::env::var("BENCH_SCALE_RUST_LOG").unwrap_or_else(|_| "info".into());
-    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &["--log-json"], &rust_log);
+    let extra = std::env::var("BENCH_SCALE_CELGATE_ARGS").unwrap_or_default();
+    let args: Vec<&str> = std::iter::once("--log-json")
+        .chain(extra.split_whitespace())
+        .collect();
+    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &args, &rust_log);
     let url = format!("https://127.0.0.1:{}/readyz", celgate.port);
     wait_for("celgate /readyz", GIVE_UP, || {
         let url = url.clone();
@@ -705,6 +711,7 @@ async fn main() {
         "policies": total,
         "bindings": bindings,
         "bindings_per_policy": per_policy,
+        "celgate_args": extra,
         "policies_matching_the_pod": 20.min(total),
         "celgate_bin": Celgate::binary().display().to_string(),
         "created_ms": created_ms,
