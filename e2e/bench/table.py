@@ -260,7 +260,8 @@ def main(argv):
         t.row("bench-audit", audit, f"  opted in -> {what} ({label})",
               reports / 1000 if reports is not None else None, "{:.1f} s")
         # Issue 33's target at 10,000 objects, issue 46's at 100,000.
-        rss_target = ("<= 50 MB", "<=", 50) if n >= 100000 else ("< 20 MB above idle", "<", 20)
+        rss_target = (("<= 50 MB", "<=", 50) if (dig(audit, "objects") or 0) >= 100000
+                      else ("< 20 MB above idle", "<", 20))
         t.row("bench-audit", audit, f"  RSS peak over the policy loaded, audit off ({label})",
               dig(p, "memory", "peak_rss_over_policy_loaded_mb"), "{:.1f} MB",
               *(rss_target if target else ()))
