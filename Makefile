@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit docs e2e e2e-versions e2e-node e2e-node-release release release-check node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-audit bench-e2e bench-bindings deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
+.PHONY: help build test unit docs e2e e2e-versions e2e-node e2e-node-release release release-check node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-scale-bindings bench-audit bench-e2e bench-bindings deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -206,7 +206,15 @@ bench-scale: deps ## 1,000 VAPs + bindings (realistic mix) as celgate objects: m
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench scale
 
-bench-audit: deps ## Background audit scan of 10,000 objects (release): scan time, reports time, API requests, RSS over idle, default pacing and unpaced; writes target/bench/audit.json
+# Issue 46, part 2: 1,000 policies x 100 bindings; the params phase is bench-scale's.
+bench-scale-bindings: deps ## 1,000 VAPs x 100 bindings (100,000, realistic mix) as celgate objects: memory, start-up, status writer's pace, apply → enforced; writes target/bench/scale-bindings.json
+	e2e/cluster/build.sh >/dev/null
+	$(CARGO) build --release -p celgate
+	BENCH_SCALE_BINDINGS_PER_POLICY=$${BENCH_SCALE_BINDINGS_PER_POLICY:-100} BENCH_SCALE_PARAMS=0 \
+		BENCH_SCALE_CLIENTS=$${BENCH_SCALE_CLIENTS:-16} BENCH_SCALE_SAMPLES=$${BENCH_SCALE_SAMPLES:-20} \
+		CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench scale
+
+bench-audit: deps ## Background audit scan of 10,000 objects (BENCH_AUDIT_OBJECTS; 100000 for issue 46) (release): scan time, reports time, API requests and their 429s, RSS over idle, the webhook's p99 idle and during the scan, default pacing and unpaced; writes target/bench/audit.json
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench audit
@@ -223,11 +231,11 @@ bench-bindings: deps ## One VAP with 10-1,024 bindings, one binding selecting 10
 
 # One run of every benchmark, then one table of figures beside issue 13's targets and the
 # machine's load. A benchmark that fails does not stop the others: its rows say "not run".
-BENCHES ?= bench-cel bench-webhook bench-check bench-memory bench-apply bench-scale bench-audit bench-e2e bench-bindings
+BENCHES ?= bench-cel bench-webhook bench-check bench-memory bench-apply bench-scale bench-scale-bindings bench-audit bench-e2e bench-bindings
 bench: export WEBHOOK_BENCH_HTTP2 ?= 1
 bench: deps ## Every benchmark once, then one table: figure, target, met or not, and the machine's load
 	@mkdir -p $(BENCH_DIR)
-	@rm -f $(BENCH_DIR)/{cel,webhook,review-cost,memory,apply,scale,audit,e2e,bindings,table}.json
+	@rm -f $(BENCH_DIR)/{cel,webhook,review-cost,memory,apply,scale,scale-bindings,audit,e2e,bindings,table}.json
 	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-before
 	@for b in $(BENCHES); do $(MAKE) --no-print-directory $$b || echo "make bench: $$b failed" >&2; done
 	@cat /proc/loadavg > $(BENCH_DIR)/loadavg-after

@@ -18,6 +18,14 @@
 //! 3. the binding is deleted and requests are seen admitted (and, for celgate, the policy seen
 //!    not Ready) before the next sample.
 //!
+//! celgate runs with `--log-json`; each binding sample is split by its log lines after the
+//! create: → `compiled policy` (if the policy was compiled again), → `published policy set`
+//! (the watch delay, the compile and the set built: celgate's own work), → `webhook
+//! configurations applied` (the registration's write of the rules the binding adds), and the
+//! rest → first denial (kube-apiserver picking the configuration up, and the request); and by
+//! kube-apiserver's audit log: → celgate's apply of the ValidatingWebhookConfiguration received,
+//! → answered.
+//!
 //! Prints p50/p99/max per engine and measure, and the violations, and writes them to
 //! `target/bench/apply.json`; exits non-zero when `Ready` was True before enforcement. With fewer
 //! than 100 samples p99 is the slowest sample. Environment: `BENCH_APPLY_SAMPLES` (per engine,
@@ -27,12 +35,13 @@
 use celgate_e2e::bench::percentile;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use celgate_e2e::demo::{BINDING_NAME, CELGATE_API, IN_TREE_API, POLICY_NAME, binding, policy};
+use celgate_e2e::log::{epoch_seconds, message_times, parse_utc};
 use celgate_e2e::{
-    Celgate, Cluster, create_namespace, dry_run_deployment, policies_api, wait_admitted, wait_for,
-    workspace,
+    Celgate, Cluster, create_namespace, dry_run_deployment, free_port, policies_api, wait_admitted,
+    wait_for, workspace,
 };
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
@@ -78,6 +87,8 @@ fn bindings(client: &kube::Client, api_version: &str) -> Api<DynamicObject> {
 
 /// What one sample measured.
 struct Sample {
+    /// When the binding was created (Unix seconds).
+    created_at: f64,
     /// Binding created → first request denied.
     enforced: Duration,
     /// Binding created → its status describes its generation (celgate only).
@@ -113,6 +124,7 @@ async fn bind(client: &kube::Client, engine: &Engine, sample: &mut Sample) {
     let object: DynamicObject = serde_saphyr::from_str(&binding(engine.api, engine.name))
         .unwrap_or_else(|e| panic!("binding fixture: {e}"));
     let started = Instant::now();
+    sample.created_at = epoch_seconds(SystemTime::now());
     api.create(&PostParams::default(), &object)
         .await
         .unwrap_or_else(|e| panic!("{}: cannot create the binding: {e}", engine.name));
@@ -197,6 +209,7 @@ async fn change_policy(client: &kube::Client, engine: &Engine, round: usize) -> 
 /// One sample: bind, change the policy, unbind.
 async fn sample(client: &kube::Client, engine: &Engine, round: usize) -> Sample {
     let mut sample = Sample {
+        created_at: 0.0,
         enforced: Duration::ZERO,
         binding_status: None,
         policy_status: Duration::ZERO,
@@ -219,6 +232,103 @@ async fn sample(client: &kube::Client, engine: &Engine, round: usize) -> Sample 
         .await;
     }
     sample
+}
+
+/// The binding samples split by celgate's log: per sample, ms from the create to the first
+/// line of each message after it (and before the next sample's create; a compile, before the
+/// first denial).
+fn split(log: &str, runs: &[Sample]) -> Value {
+    // A compile after the first denial is the sample's policy change's, not the binding's.
+    let parts = [
+        ("compiled", "compiled policy", true),
+        ("published", "published policy set", false),
+        ("registered", "webhook configurations applied", false),
+    ];
+    let mut out = serde_json::Map::new();
+    for (key, message, before_denial) in parts {
+        let times = message_times(log, message);
+        let per_sample: Vec<Option<f64>> = runs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let until = if before_denial {
+                    r.created_at + r.enforced.as_secs_f64()
+                } else {
+                    runs.get(i + 1).map_or(f64::MAX, |n| n.created_at)
+                };
+                let first = times
+                    .iter()
+                    .copied()
+                    .filter(|t| *t >= r.created_at && *t < until)
+                    .reduce(f64::min)?;
+                Some(((first - r.created_at) * 10_000.0).round() / 10.0)
+            })
+            .collect();
+        let mut found: Vec<Duration> = per_sample
+            .iter()
+            .flatten()
+            .map(|ms| Duration::from_secs_f64(ms / 1000.0))
+            .collect();
+        found.sort();
+        out.insert(
+            format!("created_to_{key}"),
+            json!({"samples_with_the_line": found.len(), "p50_ms": ms(percentile(&found, 0.5)),
+                "p99_ms": ms(percentile(&found, 0.99)), "all_ms": per_sample}),
+        );
+    }
+    println!(
+        "binding created → celgate's log lines (celgate): {}",
+        Value::Object(out.clone())
+    );
+    Value::Object(out)
+}
+
+/// The binding samples split by kube-apiserver's audit log: per sample, ms from the create to
+/// when kube-apiserver received celgate's first apply of the ValidatingWebhookConfiguration
+/// after it, and to when it answered that apply (so received − published is celgate's
+/// registration, answered − received kube-apiserver's write).
+fn registration_split(audit_log: &str, runs: &[Sample]) -> Value {
+    let applies: Vec<(f64, f64)> = audit_log
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["resource"] == "validatingwebhookconfigurations"
+                && e["stage"] == "ResponseComplete"
+        })
+        .filter_map(|e| {
+            Some((
+                parse_utc(e["requestReceivedTimestamp"].as_str()?)?,
+                parse_utc(e["stageTimestamp"].as_str()?)?,
+            ))
+        })
+        .collect();
+    let mut received = Vec::new();
+    let mut answered = Vec::new();
+    for (i, r) in runs.iter().enumerate() {
+        let until = runs.get(i + 1).map_or(f64::MAX, |n| n.created_at);
+        let first = applies
+            .iter()
+            .filter(|(at, _)| *at >= r.created_at && *at < until)
+            .min_by(|a, b| a.0.total_cmp(&b.0));
+        let since = |t: f64| ((t - r.created_at) * 10_000.0).round() / 10.0;
+        received.push(first.map(|(at, _)| since(*at)));
+        answered.push(first.map(|(_, done)| since(*done)));
+    }
+    let summary = |all: &[Option<f64>]| {
+        let mut found: Vec<Duration> = all
+            .iter()
+            .flatten()
+            .map(|ms| Duration::from_secs_f64(ms.max(0.0) / 1000.0))
+            .collect();
+        found.sort();
+        json!({"samples_with_the_request": found.len(), "p50_ms": ms(percentile(&found, 0.5)),
+            "p99_ms": ms(percentile(&found, 0.99)), "all_ms": all})
+    };
+    let out = json!({"created_to_apply_received": summary(&received),
+        "created_to_apply_answered": summary(&answered)});
+    println!("binding created → kube-apiserver's audit log (celgate's configuration apply): {out}");
+    out
 }
 
 /// p50/p99/max of `times`, printed as `what` and returned as JSON.
@@ -266,7 +376,8 @@ async fn main() -> ExitCode {
     let samples = samples();
     let cluster = Cluster::start();
     cluster.install_crds();
-    let _celgate = Celgate::start(&cluster).await;
+    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &["--log-json"], "info");
+    celgate.wait_ready().await;
     let client = cluster.client().await;
     let mut report = serde_json::Map::new();
     let mut violations = Vec::new();
@@ -295,6 +406,13 @@ async fn main() -> ExitCode {
             ),
         );
         if engine.api == CELGATE_API {
+            entry.insert("log_split".into(), split(&celgate.logs(), &runs));
+            let audit_log =
+                std::fs::read_to_string(cluster.dir().join("audit.log")).unwrap_or_default();
+            entry.insert(
+                "registration_split".into(),
+                registration_split(&audit_log, &runs),
+            );
             entry.insert(
                 "binding_created_to_status_written".into(),
                 summary(
@@ -327,6 +445,8 @@ async fn main() -> ExitCode {
             "binding_created_to_status_written": "binding created → its status.observedGeneration is its generation",
             "policy_changed_to_status_written": "policy message changed → its status.observedGeneration is the new generation",
             "ready_before_enforced": "requests admitted after Ready was seen True on the binding or the policy (must be empty)",
+            "registration_split": "celgate only: binding created → kube-apiserver received (and answered) celgate's first apply of the ValidatingWebhookConfiguration after it (its audit log)",
+            "log_split": "celgate only: binding created → the first `compiled policy` (before the first denial), `published policy set` and `webhook configurations applied` (before the next sample) log line after it (null: none)",
         },
         "poll_ms": ms(POLL),
         "celgate_bin": Celgate::binary().display().to_string(),

@@ -1,9 +1,17 @@
-//! `make bench-scale` (issue 13, item 4): celgate (the release build, `CELGATE_BIN`) with 1,000
-//! ValidatingAdmissionPolicies and 1,000 bindings of the realistic mix (`celgate_e2e::fixture`:
-//! ConfigMap params, variables, message expressions, match conditions, a wildcard rule; 20 of
-//! them match the fixture's Pod) on one local control plane. Measures:
-//! - start-up: the policies are created first, then celgate is started; process start →
-//!   `/readyz`, and → every policy's status `Ready` True for its generation;
+//! `make bench-scale` (issue 13, item 4; issue 46, part 2): celgate (the release build,
+//! `CELGATE_BIN`) with 1,000 ValidatingAdmissionPolicies of the realistic mix
+//! (`celgate_e2e::fixture`: ConfigMap params, variables, message expressions, match conditions, a
+//! wildcard rule; 20 of them match the fixture's Pod), each with `BENCH_SCALE_BINDINGS_PER_POLICY`
+//! bindings, on one local control plane. A policy's first binding is the fixture's; its others
+//! are the same binding for one more tenant (`matchResources.namespaceSelector` on the label
+//! `celgate-bench/tenant: t<j>`, which the review namespace does not carry), so the Pod is still
+//! reviewed by 20 bindings while celgate holds them all. Measures:
+//! - start-up: the policies and bindings are created first (`BENCH_SCALE_CLIENTS` concurrent
+//!   clients, a 429 retried after a pause and counted), then celgate is started; process start
+//!   → `/readyz`, → every policy's status `Ready` True for its generation, and → every binding's
+//!   status describes its generation (the status writer's pace, with its status requests per
+//!   second from kube-apiserver's `apiserver_request_total`; bounded by
+//!   `BENCH_SCALE_STATUS_SECONDS`);
 //! - resident memory (VmRSS, VmHWM from `/proc/<pid>/status`) idle after start-up, and after
 //!   `BENCH_SCALE_REVIEWS` dry-run Pod creates through kube-apiserver (each reviewed by the 20);
 //! - apply → enforced for one changed policy while all are loaded: a Pod policy's expression is
@@ -11,20 +19,29 @@
 //!   split, by celgate's JSON log (`compiled policy` with the new generation), into change →
 //!   compiled (watch delay and compile) and compiled → first denial (publish, and the request
 //!   through kube-apiserver);
-//! - with `BENCH_SCALE_PARAMS` (10,000) more param ConfigMaps loaded beside them: resident
-//!   memory, and change → enforced for a param change (a probe policy denies the Pod its param
-//!   names) and for a namespace change (a probe policy denies the Pod a label of its namespace
-//!   names, read through `namespaceObject`).
+//! - apply → enforced for a new binding while all are loaded: a stored probe policy's binding is
+//!   created, and a dry-run Pod it denies is sent every `POLL` until denied (then the binding is
+//!   deleted and the Pod seen admitted again before the next sample);
+//! - with `BENCH_SCALE_PARAMS` (10,000; 0 skips it) more param ConfigMaps loaded beside them:
+//!   resident memory, and change → enforced for a param change (a probe policy denies the Pod
+//!   its param names) and for a namespace change (a probe policy denies the Pod a label of its
+//!   namespace names, read through `namespaceObject`).
 //!
-//! Targets (issue 13) are reported by `make bench`'s table, not asserted here. Writes
-//! `target/bench/scale.json`. Environment: `BENCH_SCALE_POLICIES` (default 1000),
-//! `BENCH_SCALE_SAMPLES` (apply → enforced samples, default 5), `BENCH_SCALE_REVIEWS` (default
-//! 300), `BENCH_SCALE_SETTLE_SECONDS` (idle wait before the first memory reading, default 10),
-//! `BENCH_SCALE_PARAMS` (default 10000),
-//! `BENCH_SCALE_REPORT` (report path), `CELGATE_BIN`.
+//! Targets (issues 13 and 46) are reported by `make bench`'s table, not asserted here. Writes
+//! `target/bench/scale.json`, or with more than one binding per policy
+//! `target/bench/scale-bindings.json`. Environment: `BENCH_SCALE_POLICIES` (default 1000),
+//! `BENCH_SCALE_BINDINGS_PER_POLICY` (default 1), `BENCH_SCALE_CLIENTS` (concurrent creating
+//! clients, default 8), `BENCH_SCALE_STATUS_SECONDS` (how long the status writer may take,
+//! default 900), `BENCH_SCALE_SAMPLES` (apply → enforced samples, default 5),
+//! `BENCH_SCALE_REVIEWS` (default 300), `BENCH_SCALE_SETTLE_SECONDS` (idle wait before the first
+//! memory reading, default 10), `BENCH_SCALE_PARAMS` (default 10000), `BENCH_SCALE_RUST_LOG`
+//! (celgate's log filter, default `info`), `BENCH_SCALE_CELGATE_ARGS` (more `celgate run` flags,
+//! space-separated: `--audit=false` to see what the audit costs), `BENCH_SCALE_REPORT` (report
+//! path), `CELGATE_BIN`.
 
-use celgate_e2e::bench::{env_usize, loadavg};
+use celgate_e2e::bench::{env_count, env_usize, loadavg};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -32,7 +49,7 @@ use celgate_e2e::demo::CELGATE_API;
 use celgate_e2e::log::{compiled_lines, epoch_seconds};
 use celgate_e2e::{Celgate, Cluster, curl, fixture, free_port, policies_api, wait_for, workspace};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, ServiceAccount};
-use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
@@ -40,8 +57,12 @@ use serde_json::{Value, json};
 const POLL: Duration = Duration::from_millis(5);
 /// How long any one wait may take before the run is abandoned.
 const GIVE_UP: Duration = Duration::from_secs(600);
-/// Concurrent clients creating the policies and sending the load.
+/// Concurrent clients sending the load.
 const CLIENTS: usize = 8;
+/// How often the bindings' status is counted while the status writer catches up.
+const STATUS_POLL: Duration = Duration::from_secs(5);
+/// How many times one create is retried after kube-apiserver answered 429.
+const RETRIES: usize = 100;
 
 fn resource(kind: &str) -> ApiResource {
     let plural = format!("{}s", kind.to_lowercase()).replace("policys", "policies");
@@ -54,12 +75,17 @@ fn resource(kind: &str) -> ApiResource {
     }
 }
 
-/// Creates `objects` (celgate policies and bindings) with `CLIENTS` concurrent clients.
-async fn create_all(client: &kube::Client, objects: Vec<Value>) {
+/// Creates `objects` (celgate policies and bindings) with `clients` concurrent clients; a create
+/// kube-apiserver answers with 429 (too many requests) is retried after a pause. Returns the
+/// number of 429 answers.
+async fn create_all(client: &kube::Client, objects: Vec<Value>, clients: usize) -> usize {
+    let total = objects.len();
     let queue = Arc::new(Mutex::new(objects.into_iter()));
+    let (created, throttled) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
+    for _ in 0..clients.max(1) {
         let (queue, client) = (queue.clone(), client.clone());
+        let (created, throttled) = (created.clone(), throttled.clone());
         tasks.push(tokio::spawn(async move {
             loop {
                 let next = queue.lock().ok().and_then(|mut q| q.next());
@@ -68,9 +94,22 @@ async fn create_all(client: &kube::Client, objects: Vec<Value>) {
                 let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(&kind));
                 let object: DynamicObject = serde_json::from_value(object)
                     .unwrap_or_else(|e| panic!("fixture {kind}: {e}"));
-                api.create(&PostParams::default(), &object)
-                    .await
-                    .unwrap_or_else(|e| panic!("cannot create {kind}: {e}"));
+                let mut attempt = 0;
+                loop {
+                    match api.create(&PostParams::default(), &object).await {
+                        Ok(_) => break,
+                        Err(kube::Error::Api(e)) if e.code == 429 && attempt < RETRIES => {
+                            throttled.fetch_add(1, Ordering::Relaxed);
+                            attempt += 1;
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        Err(e) => panic!("cannot create {kind}: {e}"),
+                    }
+                }
+                let n = created.fetch_add(1, Ordering::Relaxed) + 1;
+                if n % 10_000 == 0 {
+                    println!("created {n} of {total} objects");
+                }
             }
         }));
     }
@@ -78,6 +117,80 @@ async fn create_all(client: &kube::Client, objects: Vec<Value>) {
         t.await
             .unwrap_or_else(|e| panic!("a creating client failed: {e}"));
     }
+    throttled.load(Ordering::Relaxed)
+}
+
+/// The fixture's manifests with `per_policy` bindings for each policy: its own, and
+/// `per_policy - 1` more, each selecting namespaces of one more tenant
+/// (`celgate-bench/tenant: t<j>`, a label no namespace here carries).
+fn manifests(policies: &[fixture::Policy], per_policy: usize) -> Vec<Value> {
+    let mut out = fixture::validating_manifests(CELGATE_API, policies);
+    let firsts: Vec<Value> = out
+        .iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
+        .cloned()
+        .collect();
+    for j in 1..per_policy {
+        for first in &firsts {
+            let mut binding = first.clone();
+            let name = format!(
+                "{}-{j}",
+                first["metadata"]["name"].as_str().unwrap_or_default()
+            );
+            binding["metadata"]["name"] = json!(name);
+            binding["spec"]["matchResources"] = json!({"namespaceSelector":
+                {"matchLabels": {"celgate-bench/tenant": format!("t{j}")}}});
+            out.push(binding);
+        }
+    }
+    out
+}
+
+/// How many stored bindings have a status that describes their generation, and how many
+/// there are (read in pages of 5,000).
+async fn bindings_with_status(client: &kube::Client) -> (usize, usize) {
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource("ValidatingAdmissionPolicyBinding"),
+    );
+    let (mut current, mut total) = (0, 0);
+    let mut params = ListParams::default().limit(5000);
+    loop {
+        let Ok(page) = api.list(&params).await else {
+            return (current, total);
+        };
+        total += page.items.len();
+        current += page
+            .items
+            .iter()
+            .filter(|b| describes_generation(b))
+            .count();
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => params = params.continue_token(&token),
+            _ => return (current, total),
+        }
+    }
+}
+
+/// kube-apiserver's count of requests to the bindings' status subresource so far
+/// (`apiserver_request_total`, every verb and code).
+async fn binding_status_requests(client: &kube::Client) -> f64 {
+    let request = http::Request::get("/metrics")
+        .body(Vec::new())
+        .unwrap_or_else(|e| panic!("a GET /metrics request: {e}"));
+    let text = client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("cannot read kube-apiserver's metrics: {e}"));
+    text.lines()
+        .filter(|l| {
+            l.starts_with("apiserver_request_total{")
+                && l.contains("resource=\"validatingadmissionpolicybindings\"")
+                && l.contains("subresource=\"status\"")
+                && l.contains("group=\"admission.celgate.io\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// The fixture's namespaces, its service account and its param ConfigMaps.
@@ -135,12 +248,19 @@ async fn dry_run_pod(client: &kube::Client, name: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+/// Whether `object`'s status describes its generation.
+fn describes_generation(object: &DynamicObject) -> bool {
+    object
+        .data
+        .get("status")
+        .and_then(|s| s["observedGeneration"].as_i64())
+        .is_some_and(|g| Some(g) == object.metadata.generation)
+}
+
 /// Whether `object`'s status describes its generation with `Ready` True.
 fn ready(object: &DynamicObject) -> bool {
     let status = object.data.get("status");
-    status
-        .and_then(|s| s["observedGeneration"].as_i64())
-        .is_some_and(|g| Some(g) == object.metadata.generation)
+    describes_generation(object)
         && status
             .and_then(|s| s["conditions"].as_array())
             .is_some_and(|c| {
@@ -237,6 +357,52 @@ async fn until_denied(client: &kube::Client, name: &str, started: Instant, what:
         );
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// The probe policy of the binding samples: it denies Pods named `bind-probe`, once bound.
+const BINDING_PROBE: &str = "bench-binding-probe";
+
+/// `samples` times: the binding of [`BINDING_PROBE`] created → the first Pod it denies; then
+/// the binding deleted and the Pod seen admitted again.
+async fn binding_to_enforced(client: &kube::Client, samples: usize) -> Vec<Duration> {
+    let policy = json!({"apiVersion": CELGATE_API, "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": BINDING_PROBE}, "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "resources": ["pods"], "operations": ["CREATE"]}]},
+            "validations": [{"expression": "object.metadata.name != 'bind-probe'",
+                "reason": "Forbidden"}]}});
+    create_all(client, vec![policy], 1).await;
+    let bindings: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource("ValidatingAdmissionPolicyBinding"),
+    );
+    let name = format!("{BINDING_PROBE}-binding");
+    let binding: DynamicObject = serde_json::from_value(json!({"apiVersion": CELGATE_API,
+        "kind": "ValidatingAdmissionPolicyBinding", "metadata": {"name": name},
+        "spec": {"policyName": BINDING_PROBE, "validationActions": ["Deny"]}}))
+    .unwrap_or_else(|e| panic!("the probe binding: {e}"));
+    let mut times = Vec::with_capacity(samples);
+    for _ in 0..samples {
+        let started = Instant::now();
+        bindings
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create the probe binding: {e}"));
+        times.push(until_denied(client, "bind-probe", started, "a new binding").await);
+        bindings
+            .delete(&name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("cannot delete the probe binding: {e}"));
+        let unbound = Instant::now();
+        while dry_run_pod(client, "bind-probe").await.is_err() {
+            assert!(
+                unbound.elapsed() < Duration::from_secs(30),
+                "the deleted probe binding was still enforced after 30 s"
+            );
+            tokio::time::sleep(POLL).await;
+        }
+    }
+    times
 }
 
 /// `count` more ConfigMaps in the params namespace (the policies' param kind), created with
@@ -348,7 +514,7 @@ async fn params_phase(
         ms(created)
     );
     set_probe_param(client, "warm-up").await;
-    create_all(client, probe_policies()).await;
+    create_all(client, probe_policies(), 1).await;
     // Both probes enforced once before any sample (their compile is not what is measured).
     until_denied(client, "warm-up", Instant::now(), "the param probe policy").await;
     set_namespace_label(client, "warm-up-ns").await;
@@ -397,20 +563,28 @@ fn ms(d: Duration) -> f64 {
     (d.as_secs_f64() * 10_000.0).round() / 10.0
 }
 
-fn report_path() -> PathBuf {
-    std::env::var_os("BENCH_SCALE_REPORT").map_or_else(
-        || workspace().join("target/bench/scale.json"),
-        PathBuf::from,
-    )
+/// `BENCH_SCALE_REPORT`, else `target/bench/scale.json` (one binding per policy) or
+/// `target/bench/scale-bindings.json`.
+fn report_path(per_policy: usize) -> PathBuf {
+    let default = if per_policy > 1 {
+        "target/bench/scale-bindings.json"
+    } else {
+        "target/bench/scale.json"
+    };
+    std::env::var_os("BENCH_SCALE_REPORT").map_or_else(|| workspace().join(default), PathBuf::from)
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let total = env_usize("BENCH_SCALE_POLICIES", 1000);
+    let per_policy = env_usize("BENCH_SCALE_BINDINGS_PER_POLICY", 1);
+    let clients = env_usize("BENCH_SCALE_CLIENTS", 8);
+    let status_limit = Duration::from_secs(env_usize("BENCH_SCALE_STATUS_SECONDS", 900) as u64);
     let samples = env_usize("BENCH_SCALE_SAMPLES", 5);
     let reviews = env_usize("BENCH_SCALE_REVIEWS", 300);
-    let extra_params = env_usize("BENCH_SCALE_PARAMS", 10_000);
+    let extra_params = env_count("BENCH_SCALE_PARAMS", 10_000);
     let settle = Duration::from_secs(env_usize("BENCH_SCALE_SETTLE_SECONDS", 10) as u64);
+    let bindings = total * per_policy;
     let load_before = loadavg();
     let cluster = Cluster::start();
     cluster.install_crds();
@@ -424,16 +598,22 @@ async fn main() {
         .map(|p| p.name.clone())
         .unwrap_or_else(|| panic!("the fixture has no Pod policy"));
     let creating = Instant::now();
-    create_all(
-        &client,
-        fixture::validating_manifests(CELGATE_API, &policies),
-    )
-    .await;
+    let throttled = create_all(&client, manifests(&policies, per_policy), clients).await;
     let created_ms = ms(creating.elapsed());
-    println!("created {total} policies and {total} bindings in {created_ms:.0} ms");
+    let create_rate = (total + bindings) as f64 / creating.elapsed().as_secs_f64();
+    println!(
+        "created {total} policies and {bindings} bindings in {created_ms:.0} ms \
+         ({create_rate:.0}/s, {clients} clients, {throttled} answers 429)"
+    );
 
+    let status_requests_before = binding_status_requests(&client).await;
     let (started, started_wall) = (Instant::now(), SystemTime::now());
-    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &["--log-json"], "info");
+    let rust_log = std::env::var("BENCH_SCALE_RUST_LOG").unwrap_or_else(|_| "info".into());
+    let extra = std::env::var("BENCH_SCALE_CELGATE_ARGS").unwrap_or_default();
+    let args: Vec<&str> = std::iter::once("--log-json")
+        .chain(extra.split_whitespace())
+        .collect();
+    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &args, &rust_log);
     let url = format!("https://127.0.0.1:{}/readyz", celgate.port);
     wait_for("celgate /readyz", GIVE_UP, || {
         let url = url.clone();
@@ -441,17 +621,46 @@ async fn main() {
     })
     .await;
     let ready_ms = ms(started.elapsed());
+    // Every policy Ready, or as many as were after GIVE_UP (a result, not a failure).
     let api = policies_api(&client, CELGATE_API);
-    wait_for("every policy Ready", GIVE_UP, || {
-        let api = api.clone();
-        async move {
-            let list = api.list(&Default::default()).await.ok()?;
-            let n = list.items.iter().filter(|p| ready(p)).count();
-            (n >= total).then_some(())
+    let mut policies_ready = 0;
+    while policies_ready < total && started.elapsed() < GIVE_UP {
+        if let Ok(list) = api.list(&Default::default()).await {
+            policies_ready = list.items.iter().filter(|p| ready(p)).count();
         }
-    })
-    .await;
-    let all_ready_ms = ms(started.elapsed());
+        if policies_ready < total {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    let all_ready_ms = (policies_ready >= total).then(|| ms(started.elapsed()));
+    if all_ready_ms.is_none() {
+        println!(
+            "only {policies_ready} of {total} policies Ready {GIVE_UP:?} after the start; going on"
+        );
+    }
+    let startup_memory = memory(celgate.pid());
+    // The status writer's pace: every binding's status written, counted every STATUS_POLL.
+    let (mut written, mut stored) = bindings_with_status(&client).await;
+    while written < bindings && started.elapsed() < status_limit {
+        tokio::time::sleep(STATUS_POLL).await;
+        (written, stored) = bindings_with_status(&client).await;
+        println!(
+            "{:.0} s after start: {written} of {stored} bindings' status written",
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let status_elapsed = started.elapsed();
+    let status_requests = binding_status_requests(&client).await - status_requests_before;
+    let status = json!({
+        "bindings_written": written,
+        "bindings_stored": stored,
+        "all_written_ms": (written >= bindings).then(|| ms(status_elapsed)),
+        "gave_up_after_ms": (written < bindings).then(|| ms(status_elapsed)),
+        "status_requests": status_requests,
+        "status_requests_per_second": (status_requests / status_elapsed.as_secs_f64()).round(),
+        "poll_ms": ms(STATUS_POLL),
+    });
+    println!("status writer: {status}");
     // The first and the last compile of the start-up, relative to the process start.
     let compiles = compiled_lines(&celgate.logs());
     let since_start = |t: f64| ((t - epoch_seconds(started_wall)) * 10_000.0).round() / 10.0;
@@ -466,7 +675,7 @@ async fn main() {
         .reduce(f64::max)
         .map(since_start);
     println!(
-        "start-up ({total} policies): /readyz after {ready_ms:.0} ms, every policy Ready after {all_ready_ms:.0} ms; \
+        "start-up ({total} policies, {bindings} bindings): /readyz after {ready_ms:.0} ms, every policy Ready after {all_ready_ms:?} ms; \
          compiles logged from {first_compiled_ms:?} to {last_compiled_ms:?} ms ({} lines)",
         compiles.len()
     );
@@ -489,37 +698,51 @@ async fn main() {
     let mut enforced = summary(times);
     enforced["change_to_compiled_log_ms"] = json!(to_compiled);
     println!("one policy changed → first denial ({total} loaded): {enforced}");
+    let bound = summary(binding_to_enforced(&client, samples).await);
+    println!("binding created → first denial ({bindings} bindings loaded): {bound}");
     let after_changes = memory(celgate.pid());
-    let params = params_phase(&client, &celgate, extra_params, samples).await;
+    let params = if extra_params > 0 {
+        params_phase(&client, &celgate, extra_params, samples).await
+    } else {
+        Value::Null
+    };
 
     let report = json!({
         "policies": total,
-        "bindings": total,
+        "bindings": bindings,
+        "bindings_per_policy": per_policy,
+        "celgate_args": extra,
         "policies_matching_the_pod": 20.min(total),
         "celgate_bin": Celgate::binary().display().to_string(),
         "created_ms": created_ms,
+        "create": {"per_second": create_rate.round(), "clients": clients, "answers_429": throttled},
         "startup": {"ready_ms": ready_ms, "all_policies_ready_ms": all_ready_ms,
+            "policies_ready": policies_ready,
             "first_compiled_log_ms": first_compiled_ms, "last_compiled_log_ms": last_compiled_ms,
             "compiled_log_lines": compiles.len()},
-        "memory": {"idle": idle, "after_load": after_load, "after_changes": after_changes,
-            "settle_seconds": settle.as_secs()},
+        "status_writer": status,
+        "memory": {"all_policies_ready": startup_memory, "idle": idle, "after_load": after_load,
+            "after_changes": after_changes, "settle_seconds": settle.as_secs()},
         "load": {"dry_run_pod_creates": reviews, "per_second_through_apiserver": rate.round(),
             "clients": CLIENTS},
         "apply_to_enforced": enforced,
+        "binding_to_enforced": bound,
         "changed_policy": changed,
         "params": params,
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),
         "measures": {
             "startup.ready_ms": "celgate process started (policies already stored) → /readyz answers 200",
-            "startup.all_policies_ready_ms": "celgate process started → every policy's status Ready True for its generation",
+            "startup.all_policies_ready_ms": "celgate process started → every policy's status Ready True for its generation (null: not within 600 s; policies_ready says how many were)",
+            "status_writer": "celgate process started → every binding's status describes its generation (counted every poll_ms); status_requests: kube-apiserver's apiserver_request_total for the bindings' status subresource over that time",
             "memory": "VmRSS and VmHWM of the celgate process, MB",
             "apply_to_enforced": "one policy's validations changed (merge patch) → first dry-run Pod denied by it",
             "apply_to_enforced.change_to_compiled_log_ms": "per sample, in the order taken: change → celgate's `compiled policy` log line for the new generation (watch delay + compile); the rest of all_ms is publish + kube-apiserver",
+            "binding_to_enforced": "a stored probe policy's binding created → first dry-run Pod denied by it",
             "startup.*_compiled_log_ms": "process start → the first and the last `compiled policy` log line",
-            "params": "extra_params more ConfigMaps of the param kind created; then a probe policy's param (merge-applied) or the review namespace's label changed → first dry-run Pod denied because of it; memory with them loaded",
+            "params": "extra_params more ConfigMaps of the param kind created; then a probe policy's param (merge-applied) or the review namespace's label changed → first dry-run Pod denied because of it; memory with them loaded (null: BENCH_SCALE_PARAMS=0)",
         },
     });
-    let path = report_path();
+    let path = report_path(per_policy);
     celgate_e2e::bench::write_report(&path, &report);
 }

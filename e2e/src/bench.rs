@@ -29,6 +29,17 @@ pub fn env_usize(name: &str, default: usize) -> usize {
     }
 }
 
+/// The integer (zero allowed: "none of it") in the environment variable `name`, or `default`
+/// when it is unset.
+pub fn env_count(name: &str, default: usize) -> usize {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?}: expected an integer, 0 or more")),
+        Err(_) => default,
+    }
+}
+
 /// The machine's load averages, as `/proc/loadavg` gives them.
 pub fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
