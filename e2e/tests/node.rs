@@ -618,7 +618,8 @@ enum Exec {
     Exited(Output),
 }
 
-/// `kubectl exec <args>`, stopped once it has stayed connected for 5 s.
+/// `kubectl exec <args>`, stopped once it has stayed connected for 5 s (for commands that
+/// print little: its output is read once it exits).
 fn exec(node: &Node, args: &[&str]) -> Exec {
     let mut child = Command::new(node.bin.join("kubectl"))
         .env("KUBECONFIG", &node.kubeconfig)
@@ -706,18 +707,25 @@ fn assert_exec_denied_in_prod_only(node: &Node, running: &[Value]) {
         ),
         Exec::Connected => panic!("on-call's shell in prod connected"),
     }
+    // `celgate crds` finishes (kubectl reads its output as it comes).
     let celgate_pod = running[0]["metadata"]["name"].as_str().unwrap();
-    match exec(
-        node,
-        &["-n", NAMESPACE, celgate_pod, "--", "/celgate", "crds"],
-    ) {
-        Exec::Exited(out) => assert!(
-            out.status.success() && text(&out).contains("CustomResourceDefinition"),
-            "{}",
-            text(&out)
-        ),
-        Exec::Connected => panic!("`celgate crds` in celgate's Pod did not finish"),
-    }
+    let out = node.kubectl(
+        &[
+            "exec",
+            "-n",
+            NAMESPACE,
+            celgate_pod,
+            "--",
+            "/celgate",
+            "crds",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success() && text(&out).contains("CustomResourceDefinition"),
+        "{}",
+        text(&out)
+    );
     eprintln!(
         "no-exec-in-prod: exec into prod denied ({denial}); dev, on-call and celgate's Pods connected"
     );
