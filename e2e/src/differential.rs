@@ -567,7 +567,7 @@ impl<'c> Driver<'c> {
             } else {
                 "validate.celgate.io"
             };
-            for r in registered_rules(doc, true) {
+            for r in registered_rules(doc) {
                 wanted.push((Some(webhook), r));
             }
         }
@@ -596,7 +596,7 @@ impl<'c> Driver<'c> {
     pub async fn wait_mutating_rules(&self, yaml: &str, limit: Duration) -> Result<(), String> {
         let docs = parse_docs(yaml);
         let wanted: Vec<(Option<&str>, Value)> = bound(&docs, "MutatingAdmissionPolicy")
-            .flat_map(|p| registered_rules(p, false))
+            .flat_map(registered_rules)
             .map(|r| (None, r))
             .collect();
         let api = Api::<MutatingWebhookConfiguration>::all(self.client.clone());
@@ -670,29 +670,20 @@ fn bound<'a>(docs: &'a [Value], kind: &'a str) -> impl Iterator<Item = &'a Value
 }
 
 /// The resource rules of a policy as celgate registers them by default: `*` spelled out as
-/// CREATE, UPDATE, DELETE; CONNECT kept where the rule names it when `connect` (validating
-/// policies), else dropped, and a CONNECT-only rule then not registered at all.
-fn registered_rules(policy: &Value, connect: bool) -> Vec<Value> {
+/// CREATE, UPDATE, DELETE; the operations a rule names (CONNECT included) as they are.
+fn registered_rules(policy: &Value) -> Vec<Value> {
     let rules = policy["spec"]["matchConstraints"]["resourceRules"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     rules
         .into_iter()
-        .filter_map(|mut rule| {
-            let operations: Vec<Value> = rule["operations"].as_array().cloned().unwrap_or_default();
-            let registered: Vec<Value> = if operations.iter().any(|o| o == "*") {
-                vec![json!("CREATE"), json!("UPDATE"), json!("DELETE")]
-            } else {
-                operations
-                    .into_iter()
-                    .filter(|o| connect || o != "CONNECT")
-                    .collect()
-            };
-            (!registered.is_empty()).then(|| {
-                rule["operations"] = Value::Array(registered);
-                rule
-            })
+        .map(|mut rule| {
+            let operations = rule["operations"].as_array().cloned().unwrap_or_default();
+            if operations.iter().any(|o| o == "*") {
+                rule["operations"] = json!(["CREATE", "UPDATE", "DELETE"]);
+            }
+            rule
         })
         .collect()
 }

@@ -101,13 +101,22 @@ impl Scenario {
     }
 }
 
-/// One request, always a server-side dry run: the answer holds the object as it would be stored.
+/// One request, a server-side dry run (the answer holds the object as it would be stored) but
+/// for a connection.
 #[derive(Clone, Debug)]
 struct Req {
     label: String,
     method: &'static str,
     path: String,
     body: Value,
+    /// A CONNECT (`kubectl exec`, `attach`, `port-forward`): no body, no dry run. Admission runs
+    /// before kube-apiserver connects with the options it leaves, and no node runs the Pod, so
+    /// a connection admission lets through fails afterwards with 400 BadRequest (`container …
+    /// is not valid for pod …` when the options name a container the Pod lacks, else `pod …
+    /// does not have a host assigned`); that failure counts as allowed, its message compared.
+    connect: bool,
+    /// Impersonated user and groups (the admin is `system:masters` and may impersonate).
+    user: Option<(String, Vec<String>)>,
 }
 
 fn create(label: &str, path: &str, body: Value) -> Req {
@@ -116,16 +125,40 @@ fn create(label: &str, path: &str, body: Value) -> Req {
         method: "POST",
         path: path.to_string(),
         body,
+        connect: false,
+        user: None,
     }
 }
 
 /// A JSON merge patch: an UPDATE in admission.
 fn update(label: &str, path: &str, patch: Value) -> Req {
     Req {
-        label: label.to_string(),
         method: "PATCH",
-        path: path.to_string(),
-        body: patch,
+        ..create(label, path, patch)
+    }
+}
+
+/// A CONNECT to `subresource` of Pod `p` in the scenario's namespace with these query
+/// parameters, as `kubectl exec`, `attach` and `port-forward` send it.
+fn connect(label: &str, subresource: &str, query: &[(&str, &str)]) -> Req {
+    let query: Vec<String> = query.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    Req {
+        connect: true,
+        ..create(
+            label,
+            &format!("{PODS}/p/{subresource}?{}", query.join("&")),
+            Value::Null,
+        )
+    }
+}
+
+impl Req {
+    /// Impersonates `user` in `groups` (plus `system:masters`, so authorization passes).
+    fn impersonating(mut self, user: &str, groups: &[&str]) -> Self {
+        let mut g: Vec<String> = groups.iter().map(|s| s.to_string()).collect();
+        g.push("system:masters".into());
+        self.user = Some((user.to_string(), g));
+        self
     }
 }
 
@@ -1527,6 +1560,141 @@ fn scenarios() -> Vec<Scenario> {
         ],
     ));
 
+    // ---------------------------------------------------------------- CONNECT
+    // `kubectl exec`, `attach` and `port-forward` into a Pod no node runs: the mutated options
+    // are what kube-apiserver connects with (a container the Pod lacks fails the connection).
+    let pod_p = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  namespace: \"{{ns}}\"\nspec:\n  containers:\n  - {name: a, image: registry.example/app:1}\n  - {name: b, image: registry.example/app:1}\n---\n";
+    let exec = |label: &str, container: &str| {
+        connect(
+            label,
+            "exec",
+            &[
+                ("container", container),
+                ("command", "ls"),
+                ("stdout", "true"),
+            ],
+        )
+    };
+    s.push(
+        Scenario::new(
+            "connect",
+            "connect-container-params",
+            docs(&[
+                map_policy(
+                    "connect-container-params",
+                    r#"
+paramKind: {apiVersion: v1, kind: ConfigMap}
+matchConstraints:
+  resourceRules:
+  - {apiGroups: [""], apiVersions: ["v1"], operations: ["CONNECT"], resources: ["pods/exec", "pods/attach"]}
+matchConditions:
+- name: not-breakglass
+  expression: "!('breakglass' in request.userInfo.groups)"
+failurePolicy: Fail
+mutations:
+- patchType: JSONPatch
+  jsonPatch:
+    expression: "[JSONPatch{op: 'add', path: '/container', value: params.data.container + '-' + request.userInfo.username + '-' + object.kind + '-' + string(oldObject == null)}]"
+"#,
+                ),
+                map_binding(
+                    "connect-container-params-binding",
+                    "connect-container-params",
+                    &(scoped()
+                        + "paramRef: {name: exec-defaults, namespace: \"{{ns2}}\", parameterNotFoundAction: Deny}\n"),
+                ),
+            ]),
+            vec![
+                exec("exec into a as bob", "a").impersonating("bob", &["devs"]),
+                exec("exec into a as breakglass", "a").impersonating("carol", &["breakglass"]),
+                connect("attach to b", "attach", &[("container", "b"), ("stdout", "true")])
+                    .impersonating("bob", &["devs"]),
+            ],
+        )
+        .setup(&(pod_p.to_string()
+            + "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: exec-defaults\n  namespace: \"{{ns2}}\"\ndata: {container: debug}\n---\n")),
+    );
+    // A validating policy after the mutation sees the options kube-apiserver connects with.
+    s.push(
+        Scenario::new(
+            "connect",
+            "connect-options-seen",
+            docs(&[
+                map_policy(
+                    "connect-options-seen",
+                    r#"
+matchConstraints:
+  resourceRules:
+  - {apiGroups: [""], apiVersions: ["v1"], operations: ["CONNECT"], resources: ["pods/exec", "pods/attach", "pods/portforward"]}
+failurePolicy: Fail
+mutations:
+- patchType: JSONPatch
+  jsonPatch:
+    expression: >
+      request.subResource == 'exec' ? [JSONPatch{op: 'replace', path: '/command', value: ['audit-wrap'] + object.command}, JSONPatch{op: 'add', path: '/tty', value: false}] :
+      request.subResource == 'attach' ? [JSONPatch{op: 'add', path: '/stdin', value: true}] :
+      [JSONPatch{op: 'add', path: '/ports/-', value: 9090}]
+"#,
+                ),
+                map_binding(
+                    "connect-options-seen-binding",
+                    "connect-options-seen",
+                    &scoped(),
+                ),
+                vpb(
+                    "connect-options-shown",
+                    r#"matchConstraints:
+  resourceRules:
+  - {apiGroups: [""], apiVersions: ["v1"], operations: ["CONNECT"], resources: ["pods/exec", "pods/attach", "pods/portforward"]}
+validations:
+- expression: "false"
+  messageExpression: "'saw ' + request.subResource + ': ' + (request.subResource == 'portforward' ? object.ports.map(p, string(p)).join(',') : request.subResource == 'exec' ? object.command.join(' ') + ' in ' + object.container + ', tty set ' + string(has(object.tty)) : object.container + ', stdin ' + string(has(object.stdin) && object.stdin))"
+"#,
+                ),
+            ]),
+            vec![
+                exec("exec ls", "a"),
+                connect("attach", "attach", &[("container", "b"), ("stdout", "true")]),
+                connect("port-forward 80", "portforward", &[("ports", "80")]),
+            ],
+        )
+        .setup(pod_p),
+    );
+    // What a connection's options cannot take, as in-tree refuses it: an apply configuration
+    // (no typed model of the options), an unknown field or a value of the wrong type.
+    s.push(
+        Scenario::new(
+            "connect",
+            "connect-refused-patches",
+            docs(&[
+                mpb(
+                    "connect-apply",
+                    &format!(
+                        "{}failurePolicy: Fail\nmutations:\n{}",
+                        rule("", "\"CONNECT\"", "\"pods/exec\""),
+                        apply("Object{container: 'b'}")
+                    ),
+                ),
+                mpb(
+                    "connect-json",
+                    &format!(
+                        "{}failurePolicy: Fail\nmutations:\n{}",
+                        rule("", "\"CONNECT\"", "\"pods/attach\", \"pods/portforward\""),
+                        patch(
+                            "request.subResource == 'attach' ? [JSONPatch{op: 'add', path: '/bogus', value: 'x'}] : [JSONPatch{op: 'add', path: '/ports/-', value: 'http'}]"
+                        )
+                    ),
+                ),
+            ]),
+            vec![
+                exec("exec (apply configuration)", "a"),
+                connect("attach (unknown field)", "attach", &[("container", "a"), ("stdout", "true")]),
+                connect("port-forward (string port)", "portforward", &[("ports", "80")]),
+            ],
+        )
+        .setup(pod_p),
+    );
+
     s
 }
 
@@ -1603,11 +1771,26 @@ impl Harness<'_> {
             Phase::Baseline => None,
             Phase::With(e) => Some(e),
         };
-        let path = format!("{}?dryRun=All", sc.render(&req.path, engine));
         let body: Value = serde_json::from_str(&sc.render(&req.body.to_string(), engine))
             .unwrap_or_else(|e| panic!("request body of {:?}: {e}", req.label));
-        let resp = self.driver.http(req.method, &path, Some(&body), &[]);
-        let allowed = resp.allowed();
+        let (path, body) = if req.connect {
+            (sc.render(&req.path, engine), None)
+        } else {
+            (
+                format!("{}?dryRun=All", sc.render(&req.path, engine)),
+                Some(&body),
+            )
+        };
+        let mut headers = Vec::new();
+        if let Some((user, groups)) = &req.user {
+            headers.push(("Impersonate-User".to_string(), user.clone()));
+            for g in groups {
+                headers.push(("Impersonate-Group".to_string(), g.clone()));
+            }
+        }
+        let resp = self.driver.http(req.method, &path, body, &headers);
+        let connected = req.connect && resp.code == 400 && resp.reason() == "BadRequest";
+        let allowed = resp.allowed() || connected;
         let mut warnings = resp.warnings.clone();
         warnings.sort();
         Outcome {
@@ -1616,7 +1799,7 @@ impl Harness<'_> {
             reason: resp.reason(),
             message: inner_message(&resp.message()).to_string(),
             warnings,
-            object: if allowed {
+            object: if resp.allowed() {
                 strip_server_managed(resp.body)
             } else {
                 Value::Null

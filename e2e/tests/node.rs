@@ -9,6 +9,11 @@
 //!    While 1,000 idle connections from another of the node's addresses are held to a Pod's
 //!    probe port (re-opened as they are closed), a probe from the kubelet's address is answered
 //!    within the kubelet's default 1 s timeout, and both replicas stay Ready.
+//!    The shipped samples hold on real workloads: pod-non-root (autogen) denies a Deployment of
+//!    root Pods at the Deployment, naming the controller and the Pod policy, so no ReplicaSet
+//!    is made, while a non-root Deployment rolls out; no-exec-in-prod denies `kubectl exec` into
+//!    a running Pod in a prod namespace, while exec in dev, on-call's exec in prod and exec into
+//!    celgate's own Pods (never sent to it) connect.
 //! 2. Under 200 creates/s through the API server with a `Fail` policy, a rolling update to the
 //!    next image and then the deletion of one Pod: no failed admission, no wrong decision.
 //! 3. `kubectl delete -k` leaves nothing; `helm install --create-namespace`, `helm test` (the
@@ -28,6 +33,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -54,6 +60,12 @@ const LOAD_LIMIT: Duration = Duration::from_secs(240);
 /// The text of the load policy's denials.
 const DENIED: &str =
     "ValidatingAdmissionPolicy 'node-load-policy' with binding 'node-load-binding' denied request";
+
+/// The namespace of the autogen step's Deployments.
+const WORKLOADS_NAMESPACE: &str = "node-workloads";
+/// The namespaces of the exec step: one no-exec-in-prod selects (env=prod), one it does not.
+const PROD_NAMESPACE: &str = "node-prod";
+const DEV_NAMESPACE: &str = "node-dev";
 
 /// A fail-closed policy denying ConfigMaps labelled verdict=deny in the load namespace.
 const LOAD_POLICY: &str = r#"apiVersion: admission.celgate.io/v1
@@ -517,6 +529,212 @@ fn assert_nothing_left(node: &Node) {
     );
 }
 
+/// A Deployment `name` of one replica of the node's pause image in the workloads namespace,
+/// its container running as non-root only when `non_root` says so.
+fn pause_deployment(node: &Node, name: &str, non_root: bool) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: {WORKLOADS_NAMESPACE}}}\nspec:\n  replicas: 1\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    metadata: {{labels: {{app: {name}}}}}\n    spec:\n      containers:\n      - name: app\n        image: {}/pause:celgate\n        securityContext: {{runAsNonRoot: {non_root}}}\n",
+        node.registry
+    )
+}
+
+/// config/samples' pod-non-root (autogen: all) on real workloads: a Deployment whose Pods would
+/// run as root is denied when it is written, the denial naming the controller and the Pod
+/// policy, so no ReplicaSet exists to fail; a non-root Deployment's ReplicaSet makes its Pod.
+fn assert_autogen_denies_at_the_controller(node: &Node) {
+    let policy = "config/samples/tests/pod-non-root/policy.yaml";
+    node.kubectl_ok(&["create", "namespace", WORKLOADS_NAMESPACE]);
+    node.kubectl_ok(&["apply", "-f", policy]);
+    let root = pause_deployment(node, "root", false);
+    let denial = "ValidatingAdmissionPolicy 'pod-non-root' (Pod template of Deployment) with \
+                  binding 'pod-non-root' denied request: containers must run as non-root: app";
+    wait_for_sync(
+        "pod-non-root to deny a root Deployment",
+        Duration::from_secs(60),
+        || text(&node.kubectl(&["create", "--dry-run=server", "-f", "-"], &root)).contains(denial),
+    );
+    let out = node.kubectl(&["create", "-f", "-"], &root);
+    assert!(
+        !out.status.success() && text(&out).contains(denial),
+        "{}",
+        text(&out)
+    );
+    let non_root = pause_deployment(node, "non-root", true);
+    let out = node.kubectl(&["create", "-f", "-"], &non_root);
+    assert!(out.status.success(), "{}", text(&out));
+    node.kubectl_ok(&[
+        "rollout",
+        "status",
+        "deployment/non-root",
+        "-n",
+        WORKLOADS_NAMESPACE,
+        "--timeout=90s",
+    ]);
+    let sets: Value = serde_json::from_str(&node.kubectl_ok(&[
+        "get",
+        "replicasets",
+        "-n",
+        WORKLOADS_NAMESPACE,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let sets = sets["items"].as_array().cloned().unwrap_or_default();
+    let owners: Vec<&str> = sets
+        .iter()
+        .map(|rs| {
+            rs["metadata"]["ownerReferences"][0]["name"]
+                .as_str()
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(
+        owners,
+        ["non-root"],
+        "only the admitted Deployment has a ReplicaSet"
+    );
+    for rs in &sets {
+        assert_eq!(rs["status"]["replicas"], 1, "{rs:#}");
+        let failing = rs["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "ReplicaFailure");
+        assert!(!failing, "{rs:#}");
+    }
+    eprintln!(
+        "autogen: the root Deployment denied at the Deployment ({denial}); non-root rolled out"
+    );
+    node.kubectl_ok(&["delete", "-f", policy]);
+    node.kubectl_ok(&["delete", "namespace", WORKLOADS_NAMESPACE, "--wait=false"]);
+}
+
+/// What `kubectl exec` came to.
+#[derive(Debug)]
+enum Exec {
+    /// Still connected after a few seconds: the command (`/pause`) runs until stopped.
+    Connected,
+    /// kubectl exited: a refusal, or a command that finished.
+    Exited(Output),
+}
+
+/// `kubectl exec <args>`, stopped once it has stayed connected for 5 s (for commands that
+/// print little: its output is read once it exits).
+fn exec(node: &Node, args: &[&str]) -> Exec {
+    let mut child = Command::new(node.bin.join("kubectl"))
+        .env("KUBECONFIG", &node.kubeconfig)
+        .arg("exec")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if child.try_wait().unwrap().is_some() {
+            return Exec::Exited(child.wait_with_output().unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    Exec::Connected
+}
+
+/// config/samples' no-exec-in-prod on running Pods: `kubectl exec` into a Pod of a prod namespace
+/// is refused with the policy's message (before kube-apiserver reaches the kubelet), a shell
+/// even for on-call; exec into a Pod of a dev namespace, on-call's exec in prod and exec into
+/// celgate's own Pods (its namespace is never sent to it) connect.
+fn assert_exec_denied_in_prod_only(node: &Node, running: &[Value]) {
+    let policy = "config/samples/tests/no-exec-in-prod/policy.yaml";
+    let target = |ns: &str, env: &str| {
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata: {{name: {ns}, labels: {{env: {env}}}}}\n---\napiVersion: v1\nkind: Pod\nmetadata: {{name: target, namespace: {ns}}}\nspec:\n  containers:\n  - name: app\n    image: {}/pause:celgate\n    securityContext: {{runAsNonRoot: true}}\n---\n",
+            node.registry
+        )
+    };
+    let out = node.kubectl(
+        &["apply", "-f", "-"],
+        &(target(PROD_NAMESPACE, "prod") + &target(DEV_NAMESPACE, "dev")),
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    node.kubectl_ok(&["apply", "-f", policy]);
+    for ns in [PROD_NAMESPACE, DEV_NAMESPACE] {
+        node.kubectl_ok(&[
+            "wait",
+            "--for=condition=Ready",
+            "pod/target",
+            "-n",
+            ns,
+            "--timeout=90s",
+        ]);
+    }
+    let denial = format!(
+        "ValidatingAdmissionPolicy 'no-exec-in-prod' with binding 'no-exec-in-prod' denied \
+         request: only on-call may exec into Pods in {PROD_NAMESPACE}"
+    );
+    let in_prod = ["-n", PROD_NAMESPACE, "target", "--", "/pause"];
+    wait_for_sync(
+        "exec into prod to be denied",
+        Duration::from_secs(60),
+        || matches!(exec(node, &in_prod), Exec::Exited(out) if text(&out).contains(&denial)),
+    );
+    let connected = |what: &str, args: &[&str]| {
+        let got = exec(node, args);
+        assert!(matches!(got, Exec::Connected), "{what}: {got:?}");
+    };
+    connected(
+        "exec in dev",
+        &["-n", DEV_NAMESPACE, "target", "--", "/pause"],
+    );
+    let on_call = [
+        "--as=alice",
+        "--as-group=oncall",
+        "--as-group=system:masters",
+    ];
+    connected("on-call's exec in prod", &[&on_call[..], &in_prod].concat());
+    let shell = [
+        &on_call[..],
+        &["-n", PROD_NAMESPACE, "target", "--", "/bin/sh"],
+    ]
+    .concat();
+    match exec(node, &shell) {
+        Exec::Exited(out) => assert!(
+            text(&out).contains(&format!("no shell in {PROD_NAMESPACE}: /bin/sh")),
+            "{}",
+            text(&out)
+        ),
+        Exec::Connected => panic!("on-call's shell in prod connected"),
+    }
+    // `celgate crds` finishes (kubectl reads its output as it comes).
+    let celgate_pod = running[0]["metadata"]["name"].as_str().unwrap();
+    let out = node.kubectl(
+        &[
+            "exec",
+            "-n",
+            NAMESPACE,
+            celgate_pod,
+            "--",
+            "/celgate",
+            "crds",
+        ],
+        "",
+    );
+    assert!(
+        out.status.success() && text(&out).contains("CustomResourceDefinition"),
+        "{}",
+        text(&out)
+    );
+    eprintln!(
+        "no-exec-in-prod: exec into prod denied ({denial}); dev, on-call and celgate's Pods connected"
+    );
+    node.kubectl_ok(&["delete", "-f", policy]);
+    for ns in [PROD_NAMESPACE, DEV_NAMESPACE] {
+        node.kubectl_ok(&["delete", "namespace", ns, "--wait=false"]);
+    }
+}
+
 fn wait_for_sync(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
     let deadline = Instant::now() + limit;
     while !done() {
@@ -727,6 +945,8 @@ async fn real_node_deployment_serves_through_its_service_rolls_without_a_gap_and
     assert_denial_through_the_service(&node, &client).await;
     assert_in_cluster_duties(&node, &running).await;
     assert_probes_answered_under_idle_connections(&node, &running).await;
+    assert_autogen_denies_at_the_controller(&node);
+    assert_exec_denied_in_prod_only(&node, &running);
     until_load_policy_enforced(&client).await;
 
     // 2. A rolling update to the next image under load, then one Pod deleted under load.

@@ -64,10 +64,10 @@ pub struct RunArgs {
     #[arg(long, env = "CELGATE_PARAM_MAX_MIB", default_value_t = 32,
           value_parser = clap::value_parser!(u32).range(1..=4096).map(|n| n as usize))]
     pub param_max_mib: usize,
-    /// Whether `*` in a ValidatingAdmissionPolicy's operations includes CONNECT (`kubectl
+    /// Whether `*` in a validating or mutating policy's operations includes CONNECT (`kubectl
     /// exec`, `attach`, `port-forward`, proxy), as in-tree. Off by default: `*` is CREATE,
-    /// UPDATE and DELETE, and only a policy naming CONNECT decides connections (its status and
-    /// `celgate check` warn where `*` would include them in-tree).
+    /// UPDATE and DELETE, and only a policy naming CONNECT decides or mutates connections (its
+    /// status and `celgate check` warn where `*` would include them in-tree).
     #[arg(long, env = "CELGATE_WILDCARD_INCLUDES_CONNECT")]
     pub wildcard_includes_connect: bool,
     /// Name of the webhook's Service (in cluster).

@@ -221,30 +221,30 @@ impl PolicySet {
         }
     }
 
-    /// This set with `*` in its validating policies' operations standing for `wildcard`.
+    /// This set with `*` in its policies' operations standing for `wildcard`.
     #[must_use]
     pub fn with_wildcard_operations(mut self, wildcard: model::WildcardOperations) -> Self {
         self.wildcard = wildcard;
         self
     }
 
-    /// What `*` in the validating policies' operations stands for: the webhook registration
-    /// registers it, and [`PolicySet::validate`] decides by it.
+    /// What `*` in the policies' operations stands for: the webhook registration registers
+    /// it, and [`PolicySet::validate`] and [`PolicySet::mutate`] decide by it.
     pub fn wildcard_operations(&self) -> model::WildcardOperations {
         self.wildcard
     }
 
-    /// Whether `bound` may decide `req` as far as `*` goes: a connection only falls under a
-    /// policy whose rules name CONNECT, unless `*` includes it ([`model::WildcardOperations`]).
-    fn connect_allowed(&self, bound: &BoundPolicy, req: &Request<'_>) -> bool {
+    /// Whether a policy of these match constraints may decide `req` as far as `*` goes: a
+    /// connection only falls under a policy whose rules name CONNECT, unless `*` includes it
+    /// ([`model::WildcardOperations`]).
+    fn connect_allowed(
+        &self,
+        constraints: Option<&model::MatchResources>,
+        req: &Request<'_>,
+    ) -> bool {
         req.operation != request::Operation::Connect
             || self.wildcard == model::WildcardOperations::InTree
-            || bound
-                .policy
-                .spec
-                .match_constraints
-                .as_ref()
-                .is_none_or(|c| matching::operation_named(c, req))
+            || constraints.is_none_or(|c| matching::operation_named(c, req))
     }
 
     /// This set with the compiled policies that no binding names (see [`Unbound`]).
@@ -298,7 +298,9 @@ impl PolicySet {
     }
 
     /// Mutates a request with the bound mutating policies in their order; with `only`, those
-    /// of one webhook group. A kind without a schema in `schemas` gets upstream's 503.
+    /// of one webhook group. A kind without a schema in `schemas` (nor a connection's options
+    /// kind) gets upstream's 503. A connection falls under a policy only through a rule naming
+    /// CONNECT, unless `*` includes it ([`PolicySet::wildcard_operations`]).
     pub fn mutate(
         &self,
         req: &Request<'_>,
@@ -308,6 +310,7 @@ impl PolicySet {
     ) -> MutationOutcome {
         let in_group = |b: &&BoundMutatingPolicy| {
             only.is_none_or(|g| MutatingWebhookGroup::of(&b.policy) == g)
+                && self.connect_allowed(b.policy.spec.match_constraints.as_ref(), req)
         };
         if ctx.trace.is_some() {
             // A trace reports every policy, matched or not.
@@ -352,7 +355,8 @@ impl PolicySet {
         ctx: &Context<'_>,
         only: Option<model::FailurePolicy>,
     ) -> Outcome {
-        let connect_allowed = |b: &&BoundPolicy| self.connect_allowed(b, req);
+        let connect_allowed =
+            |b: &&BoundPolicy| self.connect_allowed(b.policy.spec.match_constraints.as_ref(), req);
         if ctx.trace.is_some() {
             // A trace reports every policy, matched or not.
             let all = self.validating.iter().filter(connect_allowed);
@@ -587,6 +591,72 @@ mod tests {
             "object": {"apiVersion": "v1", "kind": "PodExecOptions", "stdout": true,
                 "container": "c", "command": command},
             "oldObject": null})
+    }
+
+    /// The cluster publishes no schema here (connections' options kinds need none).
+    struct NoSchemas;
+
+    impl KindSchemas for NoSchemas {
+        fn schema(&self, _: &schema::Gvk) -> Option<&mutate::KindSchema> {
+            None
+        }
+    }
+
+    /// A mutating policy `name` for `operations` on core v1 `resources`, setting the exec
+    /// command to its own name.
+    fn mutating_on_pods(
+        name: &str,
+        operations: &[&str],
+        resources: &[&str],
+    ) -> BoundMutatingPolicy {
+        let constraints = on_pods(name, operations, resources, "true");
+        let spec = model::MutatingPolicySpec {
+            name: name.into(),
+            match_constraints: constraints.policy.spec.match_constraints.clone(),
+            mutations: vec![model::Mutation {
+                patch_type: model::PatchType::JsonPatch,
+                apply_configuration: None,
+                json_patch: Some(format!(
+                    "[JSONPatch{{op: 'replace', path: '/command', value: ['{name}']}}]"
+                )),
+            }],
+            ..Default::default()
+        };
+        BoundMutatingPolicy {
+            policy: Arc::new(mutate::compile_mutating(
+                spec,
+                mutate::ApplySemantics::Upstream,
+            )),
+            bindings: vec![Arc::new(model::MutatingBindingSpec {
+                name: format!("{name}-b"),
+                policy_name: name.into(),
+                ..Default::default()
+            })],
+        }
+    }
+
+    #[test]
+    fn a_connect_is_mutated_by_the_policies_naming_connect_and_by_star_only_in_tree() {
+        let namespaces = cache();
+        let ctx = context(&namespaces);
+        let ls = exec(&["ls"]);
+        let ls = Request::from_json(&ls).unwrap();
+        let command = |set: &PolicySet| {
+            let out = set.mutate(&ls, &ctx, &NoSchemas, None);
+            assert_eq!(out.denial, None);
+            out.object.map(|o| o["command"].clone())
+        };
+        let star = || mutating_on_pods("star", &["*"], &["pods/*"]);
+        let safe = PolicySet::new(Vec::new(), vec![star()]);
+        assert_eq!(command(&safe), None, "`*` does not take the connection");
+        let named = PolicySet::new(
+            Vec::new(),
+            vec![mutating_on_pods("named", &["CONNECT"], &["pods/exec"])],
+        );
+        assert_eq!(command(&named), Some(json!(["named"])));
+        let in_tree = PolicySet::new(Vec::new(), vec![star()])
+            .with_wildcard_operations(model::WildcardOperations::InTree);
+        assert_eq!(command(&in_tree), Some(json!(["star"])));
     }
 
     #[test]

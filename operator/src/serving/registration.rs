@@ -2,9 +2,9 @@
 //! are the union of the bound compiled policies' match constraints (so only relevant traffic
 //! reaches the webhook, and a policy nothing binds costs no request), or with
 //! [`WebhookRules::All`] every resource (so a new policy changes no configuration), split into a
-//! fail-closed and a fail-open webhook by failurePolicy. They send CONNECT only for validating
-//! policies that name it (`*` is CREATE, UPDATE and DELETE unless `--wildcard-operations
-//! in-tree`), never the requests of [`NeverSent`], and they exclude celgate's own namespace and the
+//! fail-closed and a fail-open webhook by failurePolicy. They send CONNECT only for policies
+//! that name it (`*` is CREATE, UPDATE and DELETE unless `--wildcard-includes-connect`), never
+//! the requests of [`NeverSent`], and they exclude celgate's own namespace and the
 //! `--excluded-namespaces` (kube-system by default) so a broken webhook cannot lock celgate or
 //! the control plane out. The mutating side is split further by reinvocationPolicy, since the
 //! API server reinvokes a webhook as a whole: policies that must run once are never served by a
@@ -121,8 +121,8 @@ const OPERATIONS: [&str; 5] = ["CREATE", "UPDATE", "DELETE", "CONNECT", "*"];
 
 /// The operations `*` is registered as by default, and those of [`WebhookRules::All`]: never
 /// CONNECT (`kubectl exec`, `attach`, `port-forward`), so a broken celgate cannot also take
-/// away the way to debug the cluster; a validating policy that names CONNECT is registered for
-/// it (see [`WildcardOperations`]).
+/// away the way to debug the cluster; a policy that names CONNECT is registered for it (see
+/// [`WildcardOperations`]).
 const REGISTERED_OPERATIONS: [&str; 3] = ["CREATE", "UPDATE", "DELETE"];
 
 /// Requests never sent to a policy webhook, whatever the rules (`--never-sent`), each excluded
@@ -320,7 +320,7 @@ fn covering(policies: Vec<RuleWithOperations>, coverage: WebhookRules) -> Vec<Ru
 /// kube-apiserver to load the changed configuration (Ready says when).
 fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
     union_of_rules(
-        Some(set.wildcard_operations()),
+        set.wildcard_operations(),
         set.validating()
             .iter()
             .map(|b| &b.policy)
@@ -333,7 +333,7 @@ fn rules(set: &PolicySet, failure: FailurePolicy) -> Vec<RuleWithOperations> {
 /// compiled mutating policies of that group (as for [`rules`]).
 fn mutating_rules(set: &PolicySet, group: MutatingWebhookGroup) -> Vec<RuleWithOperations> {
     union_of_rules(
-        None,
+        set.wildcard_operations(),
         set.mutating()
             .iter()
             .map(|b| &b.policy)
@@ -342,32 +342,24 @@ fn mutating_rules(set: &PolicySet, group: MutatingWebhookGroup) -> Vec<RuleWithO
     )
 }
 
-/// The operations of a rule as registered. With `connect` (validating policies), what
-/// `*` stands for ([`WildcardOperations`]) and a CONNECT the rule names; without (mutating
-/// policies), CONNECT dropped and `*` spelled out without it, empty for a CONNECT-only rule.
-fn registered_operations(
-    operations: &[String],
-    connect: Option<WildcardOperations>,
-) -> Vec<String> {
+/// The operations of a rule as registered: those it names, CONNECT included, and `*` as
+/// `wildcard` has it ([`WildcardOperations`]).
+fn registered_operations(operations: &[String], wildcard: WildcardOperations) -> Vec<String> {
     if operations.iter().any(|o| o == "*") {
-        return match connect {
-            Some(WildcardOperations::InTree) => vec!["*".to_string()],
-            _ => REGISTERED_OPERATIONS.map(String::from).to_vec(),
+        return match wildcard {
+            WildcardOperations::InTree => vec!["*".to_string()],
+            WildcardOperations::WithoutConnect => REGISTERED_OPERATIONS.map(String::from).to_vec(),
         };
     }
-    operations
-        .iter()
-        .filter(|o| REGISTERED_OPERATIONS.contains(&o.as_str()) || connect.is_some())
-        .cloned()
-        .collect()
+    operations.to_vec()
 }
 
 /// Every well-formed resource rule of these match constraints, with its operations as
 /// [`registered_operations`] registers them, once each, in order. A malformed rule is left out
 /// (the engine still rejects what it cannot match), so one bad policy cannot make the whole
-/// configuration invalid; so is a rule left with no operation.
+/// configuration invalid.
 fn union_of_rules<'a>(
-    connect: Option<WildcardOperations>,
+    wildcard: WildcardOperations,
     constraints: impl Iterator<Item = Option<&'a MatchResources>>,
 ) -> Vec<RuleWithOperations> {
     let mut seen = BTreeSet::new();
@@ -383,7 +375,7 @@ fn union_of_rules<'a>(
                 && !r.resources.is_empty()
                 && r.resources.iter().all(|x| !x.is_empty())
                 && matches!(r.scope.as_str(), "*" | "Cluster" | "Namespaced");
-            let operations = registered_operations(&r.operations, connect);
+            let operations = registered_operations(&r.operations, wildcard);
             let key = (
                 operations.clone(),
                 r.api_groups.clone(),
@@ -391,7 +383,7 @@ fn union_of_rules<'a>(
                 r.resources.clone(),
                 r.scope.clone(),
             );
-            if well_formed && !operations.is_empty() && seen.insert(key) {
+            if well_formed && seen.insert(key) {
                 out.push(RuleWithOperations {
                     operations: Some(operations),
                     api_groups: Some(r.api_groups.clone()),
@@ -1515,7 +1507,21 @@ mod tests {
         ]);
         let validating: celgate_crds::ValidatingAdmissionPolicy =
             serde_json::from_value(validating_json).unwrap();
-        let mutating = fixtures::mutating_policy("m", "Ignore", "IfNeeded", "secrets");
+        // A mutating policy is registered for the CONNECT it names too.
+        let mut mutating_json = serde_json::to_value(fixtures::mutating_policy(
+            "m", "Ignore", "IfNeeded", "secrets",
+        ))
+        .unwrap();
+        mutating_json["spec"]["matchConstraints"]["resourceRules"] = json!([
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+             "resources": ["secrets"], "scope": "*"},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CONNECT"],
+             "resources": ["pods/exec"], "scope": "*"},
+            {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["*"],
+             "resources": ["pods/attach"], "scope": "*"},
+        ]);
+        let mutating: celgate_crds::MutatingAdmissionPolicy =
+            serde_json::from_value(mutating_json).unwrap();
         let mut cache = PolicyCache::default();
         cache.insert(&validating, policy_set::compile(&validating));
         cache.insert(&mutating, policy_set::compile(&mutating));
@@ -1566,6 +1572,25 @@ mod tests {
         let hooks = m.webhooks.unwrap_or_default();
         let names: Vec<&str> = hooks.iter().map(|w| w.name.as_str()).collect();
         assert_eq!(names, ["mutate-ignore-reinvoke.celgate.io"]);
+        let mutating_operations = |hooks: &[MutatingWebhook]| -> Vec<(Value, Value)> {
+            let rules = serde_json::to_value(&hooks[0].rules).unwrap();
+            let rules = rules.as_array().cloned().unwrap_or_default();
+            rules
+                .into_iter()
+                .map(|r| (r["operations"].clone(), r["resources"].clone()))
+                .collect()
+        };
+        assert_eq!(
+            mutating_operations(&hooks),
+            [
+                (json!(["CREATE"]), json!(["secrets"])),
+                (json!(["CONNECT"]), json!(["pods/exec"])),
+                (
+                    json!(["CREATE", "UPDATE", "DELETE"]),
+                    json!(["pods/attach"])
+                ),
+            ]
+        );
 
         // With `*` as in-tree, it is registered as `*`; covering every resource keeps the
         // policies' connections, as CONNECT rules.
@@ -1579,6 +1604,15 @@ mod tests {
         );
         let rules = serde_json::to_value(&v.webhooks.unwrap()[0].rules).unwrap();
         assert_eq!(rules[0]["operations"], json!(["*"]));
+        let m = mutating_configuration(
+            &in_tree,
+            &registration(&endpoint, WebhookRules::Policies),
+            "ca",
+        );
+        assert_eq!(
+            mutating_operations(&m.webhooks.unwrap_or_default())[2],
+            (json!(["*"]), json!(["pods/attach"]))
+        );
         let all =
             validating_configuration(&bound, &registration(&endpoint, WebhookRules::All), "ca");
         let rules = serde_json::to_value(&all.webhooks.unwrap()[0].rules).unwrap();

@@ -57,8 +57,8 @@ pub(super) enum ApplyError {
     /// The merge itself failed.
     #[error("failed to merge patch: {0}")]
     Merge(String),
-    /// kube-apiserver's apply has no typed model of this kind (a `Scale`), shown as Go shows
-    /// a group/version/kind (`autoscaling/v1, Kind=Scale`).
+    /// kube-apiserver's apply has no typed model of this kind (a `Scale`, a connection's
+    /// options), shown as Go shows a group/version/kind (`autoscaling/v1, Kind=Scale`).
     #[error("failed to convert patch object to typed object: no corresponding type for {0}")]
     NoType(String),
 }
@@ -83,8 +83,13 @@ pub(super) fn apply(
     semantics: ApplySemantics,
     writes: &mut Writes,
 ) -> Result<bool, ApplyError> {
-    if semantics == ApplySemantics::Upstream && is_scale(object) {
-        return Err(ApplyError::NoType("autoscaling/v1, Kind=Scale".into()));
+    if semantics == ApplySemantics::Upstream {
+        if is_scale(object) {
+            return Err(ApplyError::NoType("autoscaling/v1, Kind=Scale".into()));
+        }
+        if let Some(kind) = super::connect_options::untyped_kind(object) {
+            return Err(ApplyError::NoType(kind));
+        }
     }
     // The configuration is of the object's kind, whatever it says.
     if let Value::Object(c) = &mut config {

@@ -13,6 +13,7 @@
 
 mod apply;
 mod compile;
+mod connect_options;
 mod go_object;
 mod go_value;
 pub mod json_patch;
@@ -523,7 +524,12 @@ impl Run<'_> {
             )
         };
         let schemas = self.schemas;
-        let kind = *self.kind.get_or_insert_with(|| schemas.schema(&gvk()));
+        let kind = *self.kind.get_or_insert_with(|| {
+            let gvk = gvk();
+            schemas
+                .schema(&gvk)
+                .or_else(|| connect_options::schema(&gvk))
+        });
         let Some(kind) = kind else {
             let gvk = gvk();
             return Err(Immediate::new(

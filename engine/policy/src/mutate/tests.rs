@@ -857,3 +857,93 @@ fn a_map_emptied_and_left_out_is_removed_by_the_response() {
     let object = out.object.expect("mutated");
     assert!(object["metadata"].get("labels").is_none(), "{object}");
 }
+
+/// `kubectl exec p -c a -- ls` in `ns`, as kube-apiserver sends the CONNECT.
+fn exec_connect() -> Value {
+    json!({"uid": "u", "operation": "CONNECT", "namespace": "ns", "name": "p",
+        "kind": {"group": "", "version": "v1", "kind": "PodExecOptions"},
+        "resource": {"group": "", "version": "v1", "resource": "pods"},
+        "subResource": "exec",
+        "object": {"kind": "PodExecOptions", "apiVersion": "v1", "stdout": true,
+            "container": "a", "command": ["ls"]},
+        "oldObject": null})
+}
+
+/// A policy `name` for CONNECT on `pods/exec`, failing closed, with this one mutation.
+fn on_exec(name: &str, mutation: Mutation) -> BoundMutatingPolicy {
+    let mut spec = policy(name, vec![mutation]);
+    if let Some(c) = spec.match_constraints.as_mut() {
+        c.resource_rules[0].operations = vec!["CONNECT".into()];
+        c.resource_rules[0].resources = vec!["pods/exec".into()];
+    }
+    spec.failure_policy = FailurePolicy::Fail;
+    upstream(spec)
+}
+
+/// As in-tree (seen on kube-apiserver 1.36.3): a JSON patch changes a connection's options,
+/// decoded strictly into their Go type though the cluster publishes no schema of them; an
+/// apply configuration fails, as server-side apply has no typed model of them.
+#[test]
+fn a_connections_options_take_json_patches_and_refuse_apply_configurations() {
+    let raw = exec_connect();
+    let req = Request::from_json(&raw).expect("valid request");
+    let no_schemas = Schemas(None);
+    let command = on_exec(
+        "command",
+        json_patch(
+            "[JSONPatch{op: 'replace', path: '/command', value: ['echo', object.kind + '/' + object.apiVersion + ' ' + string(oldObject == null) + ' ' + string(has(object.tty))]}, JSONPatch{op: 'add', path: '/tty', value: true}]",
+        ),
+    );
+    let out = mutate_in_ns([&command], &req, &no_schemas);
+    assert_eq!(out.denial, None);
+    assert_eq!(
+        out.object,
+        Some(
+            json!({"kind": "PodExecOptions", "apiVersion": "v1", "stdout": true,
+            "container": "a", "command": ["echo", "PodExecOptions/v1 true false"], "tty": true})
+        )
+    );
+    assert!(!out.patch.is_empty());
+
+    let apply = on_exec("apply", apply_config("Object{container: 'b'}"));
+    let d = mutate_in_ns([&apply], &req, &no_schemas)
+        .denial
+        .expect("denied");
+    assert_eq!(
+        (d.code, d.reason.as_str(), d.message.as_str()),
+        (
+            403,
+            "Invalid",
+            "policy 'apply' with binding 'apply-b' denied request: error applying patch: failed to convert patch object to typed object: no corresponding type for /v1, Kind=PodExecOptions"
+        )
+    );
+
+    let unknown = on_exec(
+        "unknown",
+        json_patch("[JSONPatch{op: 'add', path: '/bogus', value: 'x'}]"),
+    );
+    let d = mutate_in_ns([&unknown], &req, &no_schemas)
+        .denial
+        .expect("denied");
+    assert_eq!(
+        (d.code, d.message.as_str()),
+        (
+            500,
+            "Internal error occurred: strict decoding error: unknown field \"bogus\""
+        )
+    );
+    let mismatch = on_exec(
+        "mismatch",
+        json_patch("[JSONPatch{op: 'replace', path: '/stdout', value: 'x'}]"),
+    );
+    let d = mutate_in_ns([&mismatch], &req, &no_schemas)
+        .denial
+        .expect("denied");
+    assert_eq!(
+        (d.code, d.message.as_str()),
+        (
+            500,
+            "Internal error occurred: json: cannot unmarshal string into Go struct field PodExecOptions.stdout of type bool"
+        )
+    );
+}

@@ -255,6 +255,9 @@ fn check_mutating_one(spec: &MutatingPolicySpec, source: &dyn TypeSource) -> Typ
     }
     report.additional_warnings = out.warnings;
     report
+        .additional_warnings
+        .extend(wildcard_connect_warnings(spec.match_constraints.as_ref()));
+    report
 }
 
 /// A kind to check against.

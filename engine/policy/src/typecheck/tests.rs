@@ -879,6 +879,27 @@ fn a_star_that_would_take_connections_in_tree_is_warned_about() {
 }
 
 #[test]
+fn a_mutating_star_that_would_take_connections_in_tree_is_warned_about() {
+    let mut connect = rule(&[""], &["v1"], &["pods/exec"]);
+    connect.operations = vec!["CONNECT".into()];
+    let spec = MutatingPolicySpec {
+        match_constraints: constraints(vec![rule(&[""], &["v1"], &["pods/*"]), connect]),
+        ..MutatingPolicySpec::default()
+    };
+    let report = check_mutating(&spec, &Cluster::new());
+    let fields: Vec<&str> = report
+        .additional_warnings
+        .iter()
+        .filter(|w| w.warning.contains("includes CONNECT in-tree"))
+        .map(|w| w.field_ref.as_str())
+        .collect();
+    assert_eq!(
+        fields,
+        ["spec.matchConstraints.resourceRules[0].operations"]
+    );
+}
+
+#[test]
 fn autogen_variants_are_checked_against_their_controllers_schemas() {
     let mut spec = policy(&[("object.spec.containers.all(c, c.imagez != '')", None)]);
     spec.match_constraints = constraints(vec![rule(&[""], &["v1"], &["pods"])]);
