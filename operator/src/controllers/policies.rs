@@ -503,6 +503,17 @@ impl SpecUnchanged {
         }
     }
 
+    /// `observe` (the watch's metrics) for every event but such an update, which is not a
+    /// change waiting to be published: no set follows it, so it would stay pending forever.
+    fn unless_unchanged<E, O: FnMut(&E)>(&self, mut observe: O) -> impl FnMut(&E) + use<E, O> {
+        let flag = self.0.clone();
+        move |event| {
+            if !flag.load(Ordering::Relaxed) {
+                observe(event);
+            }
+        }
+    }
+
     /// Whether a touched object (of the last event, as streams pass one at a time) may change
     /// the set: errors pass.
     fn may_change_the_set<K>(
@@ -533,7 +544,7 @@ pub fn controller<P: Controlled>(
         .modify(without_managed_fields)
         .inspect(policies_unchanged.note(policy_writer.as_reader()))
         .reflect(policy_writer)
-        .inspect(metrics::watch(policies_resource, true))
+        .inspect(policies_unchanged.unless_unchanged(metrics::watch(policies_resource, true)))
         .inspect(on_list_done(ctx.clone(), policies_watched, requeue.clone()))
         .touched_objects()
         .filter(policies_unchanged.may_change_the_set());
@@ -541,7 +552,7 @@ pub fn controller<P: Controlled>(
         .modify(without_managed_fields)
         .inspect(bindings_unchanged.note(binding_writer.as_reader()))
         .reflect(binding_writer)
-        .inspect(metrics::watch(bindings_resource, true))
+        .inspect(bindings_unchanged.unless_unchanged(metrics::watch(bindings_resource, true)))
         .inspect(on_list_done(ctx.clone(), bindings_watched, requeue))
         .touched_objects()
         .filter(bindings_unchanged.may_change_the_set());
