@@ -200,6 +200,13 @@ fn overloaded_for(error: &watcher::Error) -> Option<Duration> {
         watcher::Error::WatchError(status) => status,
         _ => return None,
     };
+    overloaded(status)
+}
+
+/// When `status` is kube-apiserver refusing a request as overloaded (429 Too Many Requests, its
+/// fairness pushing back, or 503): how long it asked to wait (its `Retry-After`, as
+/// `retryAfterSeconds`; zero when it did not say).
+pub fn overloaded(status: &kube::core::Status) -> Option<Duration> {
     (status.code == 429 || status.code == 503).then(|| {
         Duration::from_secs(
             status
