@@ -21,7 +21,9 @@
 //! - API requests: kube-apiserver's audit log in that window, celgate's (no user agent: its
 //!   client sends none, while this benchmark, kubectl and kube's components do) by verb and
 //!   resource (list pages, watches, report patches, status patches), the ones kube-apiserver
-//!   answered 429 (too many requests: its fairness pushing back), and anything else seen;
+//!   answered 429 (too many requests: its fairness pushing back), and anything else seen.
+//!   celgate runs as its ServiceAccount with the shipped RBAC (and a grant to read the audited
+//!   kinds), not as the admin, whom API Priority and Fairness exempts;
 //! - the webhook meanwhile: a dry-run ConfigMap create in an audited namespace (reviewed by
 //!   the policy) every `PROBE_EVERY` through kube-apiserver, one at a time, for `PROBE_IDLE`
 //!   with the policy loaded and the audit opted out (idle), then from the opt-in until
@@ -56,7 +58,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use celgate_e2e::log::{epoch_seconds, message_times, parse_utc};
-use celgate_e2e::{Celgate, Cluster, free_port, scan_fixture, workspace};
+use celgate_e2e::{Celgate, Cluster, SERVICE_ACCOUNT_USER, free_port, scan_fixture, workspace};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::ApiResource;
@@ -131,6 +133,31 @@ fn reports_resource() -> ApiResource {
         kind: "PolicyReport".into(),
         plural: "policyreports".into(),
     }
+}
+
+/// celgate's ServiceAccount with the shipped RBAC, and read access to the audited kinds granted
+/// as an admin would (a ClusterRole aggregated into `celgate-audit`); returns its kubeconfig.
+/// Not the admin: API Priority and Fairness exempts `system:masters`, and celgate's requests
+/// are to meet its fairness as they do in a cluster.
+async fn service_account(cluster: &Cluster) -> PathBuf {
+    cluster.apply(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: bench-audit-reads\n  labels:\n    admission.celgate.io/aggregate-to-audit: \"true\"\nrules:\n- apiGroups: [\"\"]\n  resources: [\"configmaps\", \"secrets\", \"serviceaccounts\"]\n  verbs: [\"list\", \"watch\"]\n",
+    );
+    let kubeconfig = cluster.service_account_kubeconfig().await;
+    let user = format!("--as={SERVICE_ACCOUNT_USER}");
+    let started = Instant::now();
+    while !cluster
+        .kubectl(&["auth", "can-i", "watch", "secrets", "-A", &user], "")
+        .status
+        .success()
+    {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "celgate-audit did not aggregate the bench's reads within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    kubeconfig
 }
 
 /// Creates `count` fixture objects with `CLIENTS` concurrent clients; returns how long it took.
@@ -473,7 +500,7 @@ fn tally(events: &[Value]) -> Value {
             what.push_str(" (next page)");
         }
         // celgate's client sends no user agent; kube's components and kubectl do.
-        if agent.is_empty() && !user.starts_with("system:") {
+        if agent.is_empty() && user == SERVICE_ACCOUNT_USER {
             if event["responseStatus"]["code"] == 429 {
                 throttled += 1;
             }
@@ -615,6 +642,8 @@ struct Setup<'a> {
     settle: Duration,
     /// Whether reports carry passes (`BENCH_AUDIT_PASSES`).
     passes: bool,
+    /// celgate's kubeconfig: its ServiceAccount with the shipped RBAC.
+    kubeconfig: PathBuf,
 }
 
 /// One phase: celgate started with `phase`'s pacing, idle memory, then the policy bound and
@@ -639,7 +668,14 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         args.push("--audit-report-passes=true");
     }
     let rust_log = "info,celgate_operator::audit=debug";
-    let mut celgate = Celgate::spawn_with(setup.cluster, free_port(), &log_name, &args, rust_log);
+    let mut celgate = Celgate::spawn_kubeconfig(
+        setup.cluster,
+        &setup.kubeconfig,
+        free_port(),
+        &log_name,
+        &args,
+        rust_log,
+    );
     celgate.wait_ready().await;
     tokio::time::sleep(setup.settle).await;
     let pid = celgate.pid();
@@ -804,7 +840,14 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     // A leader change with nothing changed.
     celgate.terminate(Duration::from_secs(30));
     let (restarted, restart_wall) = (Instant::now(), SystemTime::now());
-    let celgate = Celgate::spawn_with(setup.cluster, free_port(), &log_name, &args, rust_log);
+    let celgate = Celgate::spawn_kubeconfig(
+        setup.cluster,
+        &setup.kubeconfig,
+        free_port(),
+        &log_name,
+        &args,
+        rust_log,
+    );
     let new_leader_ms = loop {
         let now = audit_status(client).await;
         if now["lastScanTime"] != status["lastScanTime"]
@@ -904,6 +947,7 @@ async fn main() {
         "crd/clusterpolicyreports.wgpolicyk8s.io",
     ]);
     let client = bench_client(&cluster).await;
+    let kubeconfig = service_account(&cluster).await;
 
     let mut items = scan_fixture::namespaces(PREFIX, namespaces);
     items.push(json!({"apiVersion": "v1", "kind": "Namespace",
@@ -935,6 +979,7 @@ async fn main() {
         all_namespaces: all_namespaces.clone(),
         settle,
         passes: std::env::var("BENCH_AUDIT_PASSES").is_ok_and(|v| v == "1"),
+        kubeconfig,
     };
     let mut results = serde_json::Map::new();
     for (i, name) in phases.iter().enumerate() {
@@ -976,7 +1021,7 @@ async fn main() {
             "log": "from celgate's log, ms after the opt-in: each `audit scan starts` and each `audit: resource scanned` (a resource's list done)",
             "last_scan_time_s": "status.audit.lastScanTime − the opt-in's whole second",
             "memory": "VmRSS/VmHWM of celgate, MB: idle (no policy) after settle_seconds, policy_loaded (policy and binding created, the binding opted out: compiled, its param kind cached) after settle_seconds more, then sampled every sample_ms from the opt-in until the reports were written",
-            "requests": "kube-apiserver's audit log between the opt-in and the last report: celgate's (requests without a user agent, not from a system: user) by verb and resource, and how many were answered 429; others by user agent",
+            "requests": "kube-apiserver's audit log between the opt-in and the last report: celgate's (as its ServiceAccount, without a user agent) by verb and resource, and how many were answered 429; others by user agent",
             "webhook": "a dry-run ConfigMap create in an audited namespace through kube-apiserver, one at a time every every_ms: idle (policy loaded, audit opted out) for 10 s, during_scan (opt-in → status.audit complete), during_reports (→ every report written); ms",
             "pacing_alone": "seconds the pacing flags take on their own: one pacer tick per list page and one before each resource's first page, one write tick per report",
             "leader_change": "celgate stopped (SIGTERM) and started again, nothing changed: ms until status.audit has a new lastScanTime and the same counts; celgate's report deletes and patches (audit log) from the restart until none came for 5 s",
