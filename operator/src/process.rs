@@ -305,13 +305,24 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
     // One discovery and one schema cache serve the type checker and the mutated kinds.
     let discovery = discovery::Discovery::spawn(client.clone());
     let schema_cache = Arc::new(schemas::SchemaCache::new(client.clone()));
+    // The audit's own clients: their connections are made, and served, on its own runtime
+    // ([`audit::apart`]), never on the webhook's.
+    let audit_clients = if args.audit {
+        Some((
+            fenced_client(config.clone(), &election.fence)?,
+            Client::try_from(config.clone()).map_err(RunError::Client)?,
+        ))
+    } else {
+        None
+    };
     let status = StatusConfig {
         leadership: election.leadership.clone(),
         client: fenced_client(config, &election.fence)?,
         checker: status::ClusterChecker::start(discovery.clone(), schema_cache.clone()),
         identity,
     };
-    let audit = args.audit.then(|| Audit {
+    let audit = audit_clients.map(|(writes, reads)| Audit {
+        client: writes,
         config: audit::AuditConfig {
             interval: Duration::from_secs(args.audit_interval_seconds),
             page_size: args.audit_page_size,
@@ -326,7 +337,10 @@ async fn serve(args: RunArgs) -> Result<(), RunError> {
             report_api: args.audit_report_api,
         },
         discovery: discovery.clone(),
-        deps,
+        deps: celgate_snapshot::Deps {
+            authorizers: Some(Arc::new(authorizer::SarAuthorizers::new(reads))),
+            ..deps
+        },
     });
     let schema_source = mutated_schemas::SchemaSource {
         discovery,
@@ -444,6 +458,8 @@ struct Publishing {
 
 /// The background audit's configuration and what it needs besides the stores.
 struct Audit {
+    /// Its client (leader's writes: fenced).
+    client: Client,
     config: audit::AuditConfig,
     discovery: discovery::Discovery,
     deps: celgate_snapshot::Deps,
@@ -529,7 +545,8 @@ async fn run_controllers(
                     discovery: a.discovery,
                     deps: a.deps,
                 };
-                audit::run(audit_client, sources, status.leadership.clone(), a.config).await;
+                let leadership = status.leadership.clone();
+                audit::apart(audit::run(a.client, sources, leadership, a.config)).await;
             }
             None => {
                 audit::clear_while_off(

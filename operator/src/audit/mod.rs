@@ -12,7 +12,10 @@ mod findings;
 mod inputs;
 mod reports;
 mod targets;
+mod thread;
 mod writer;
+
+pub use thread::apart;
 
 pub use writer::clear_while_off;
 
