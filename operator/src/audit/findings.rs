@@ -2,7 +2,11 @@
 //! it when passes are reported (only objects with at least one of either are held, at most
 //! [`MAX_BYTES`] of them; objects themselves are never kept), how many
 //! objects each binding matched at its resources' last completed scan, and which reports and
-//! statuses changed since they were last written.
+//! statuses changed since they were last written. What is held per object is kept small, since
+//! a cluster may have a hundred thousand violating objects: its uid and name, a binding key and
+//! message per result, and shared references for the rest (its resource, apiVersion, kind and
+//! namespace): 479 bytes of heap for an object with one violation (counted with a counting
+//! allocator over 20,000 objects), where the maps and strings of each took 1,403.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -14,25 +18,28 @@ use celgate_snapshot::audit::{StoredAs, Verdict, Violation};
 /// fixed cost each): past it, objects found violating are not kept (no report) and every
 /// binding's status says so, until the next plan.
 pub const MAX_BYTES: usize = 32 * 1024 * 1024;
-/// What an object with violations takes besides its strings.
+/// What an object with violations takes besides its strings and results.
 const OBJECT_BYTES: usize = 256;
+/// What one result (a violation or pass) of an object takes besides its message.
+const RESULT_BYTES: usize = 64;
 
 /// A binding, by policy then binding name.
 pub type UnitKey = (Arc<str>, Arc<str>);
 
-/// The object a report is about.
+/// The object a report is about (apiVersion, kind and namespace shared among the objects of a
+/// resource).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Subject {
     /// apiVersion.
-    pub api_version: String,
+    pub api_version: Arc<str>,
     /// Kind.
-    pub kind: String,
+    pub kind: Arc<str>,
     /// Namespace; empty for a cluster-scoped object.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Name.
-    pub name: String,
+    pub name: Box<str>,
     /// The object's uid (the report's key).
-    pub uid: String,
+    pub uid: Arc<str>,
 }
 
 /// One object's violations, by binding.
@@ -41,11 +48,34 @@ pub struct ObjectFindings {
     /// The object.
     pub subject: Subject,
     /// The resource it was listed as.
-    pub resource: StoredAs,
-    /// Its violations, by binding.
-    pub violations: BTreeMap<UnitKey, Violation>,
-    /// The bindings that evaluated it and allowed it (empty unless passes are reported).
-    pub passes: BTreeSet<UnitKey>,
+    pub resource: Arc<StoredAs>,
+    /// Its violations, in binding order (a slice: a map allocates room for 11).
+    pub violations: Box<[(UnitKey, Violation)]>,
+    /// The bindings that evaluated it and allowed it, in order (empty unless passes are
+    /// reported).
+    pub passes: Box<[UnitKey]>,
+}
+
+impl ObjectFindings {
+    /// `subject`'s findings, listed as `resource`.
+    pub fn new(
+        subject: Subject,
+        resource: Arc<StoredAs>,
+        violations: BTreeMap<UnitKey, Violation>,
+        passes: BTreeSet<UnitKey>,
+    ) -> Self {
+        Self {
+            subject,
+            resource,
+            violations: violations.into_iter().collect(),
+            passes: passes.into_iter().collect(),
+        }
+    }
+
+    /// Its violation of `unit`, if any.
+    pub fn violation(&self, unit: &UnitKey) -> Option<&Violation> {
+        (self.violations.binary_search_by(|(k, _)| k.cmp(unit)).ok()).map(|i| &self.violations[i].1)
+    }
 }
 
 /// Matched-object counts of one completed scan of one resource.
@@ -54,13 +84,14 @@ pub struct Pass {
     /// Objects each binding applied to.
     pub matched: HashMap<UnitKey, i64>,
     /// The objects with violations before the pass that it has not seen again.
-    unseen: HashSet<String>,
+    unseen: HashSet<Arc<str>>,
 }
 
 /// The audit's state.
 #[derive(Debug)]
 pub struct Findings {
-    objects: HashMap<String, ObjectFindings>,
+    /// By uid (the subject's own).
+    objects: HashMap<Arc<str>, ObjectFindings>,
     /// What `objects` take ([`size`]), and the most they may.
     bytes: usize,
     max_bytes: usize,
@@ -71,7 +102,7 @@ pub struct Findings {
     /// Per binding: the resources it may not read, with why.
     errors: HashMap<UnitKey, BTreeMap<StoredAs, String>>,
     /// Reports to write again: object uid → its namespace.
-    dirty_reports: HashMap<String, String>,
+    dirty_reports: HashMap<Arc<str>, Arc<str>>,
     /// Whether any binding's status may have changed.
     dirty_status: bool,
     /// When each resource's last scan completed.
@@ -84,30 +115,16 @@ impl Default for Findings {
     }
 }
 
-/// What an object with violations takes, about.
+/// What an object with violations takes, about (its binding keys are shared).
 fn size(object: &ObjectFindings) -> usize {
     let subject = &object.subject;
     OBJECT_BYTES
-        + [
-            &subject.api_version,
-            &subject.kind,
-            &subject.namespace,
-            &subject.name,
-            &subject.uid,
-        ]
-        .iter()
-        .map(|s| s.len())
-        .sum::<usize>()
-        + object
-            .violations
-            .iter()
-            .map(|(k, v)| k.0.len() + k.1.len() + v.message.len())
+        + subject.name.len()
+        + subject.uid.len()
+        + (object.violations.iter())
+            .map(|(_, v)| RESULT_BYTES + v.message.len())
             .sum::<usize>()
-        + object
-            .passes
-            .iter()
-            .map(|k| k.0.len() + k.1.len())
-            .sum::<usize>()
+        + object.passes.len() * RESULT_BYTES
 }
 
 impl Findings {
@@ -130,18 +147,14 @@ impl Findings {
     pub fn set(
         &mut self,
         subject: Subject,
-        resource: &StoredAs,
+        resource: &Arc<StoredAs>,
         violations: BTreeMap<UnitKey, Violation>,
         passes: BTreeSet<UnitKey>,
     ) {
         let uid = subject.uid.clone();
         let namespace = subject.namespace.clone();
-        let next = (!violations.is_empty() || !passes.is_empty()).then(|| ObjectFindings {
-            subject,
-            resource: resource.clone(),
-            violations,
-            passes,
-        });
+        let next = (!violations.is_empty() || !passes.is_empty())
+            .then(|| ObjectFindings::new(subject, resource.clone(), violations, passes));
         let changed = match next {
             Some(next) => {
                 let held = self.objects.get(&uid).map_or(0, size);
@@ -175,7 +188,7 @@ impl Findings {
     pub fn remove(&mut self, uid: &str) {
         if let Some(gone) = self.forget(uid) {
             self.dirty_reports
-                .insert(uid.to_string(), gone.subject.namespace);
+                .insert(gone.subject.uid, gone.subject.namespace);
             self.dirty_status = true;
         }
     }
@@ -188,7 +201,7 @@ impl Findings {
             unseen: self
                 .objects
                 .iter()
-                .filter(|(_, o)| &o.resource == resource)
+                .filter(|(_, o)| *o.resource == *resource)
                 .map(|(uid, _)| uid.clone())
                 .collect(),
         }
@@ -234,8 +247,18 @@ impl Findings {
     pub fn retain_units(&mut self, units: &HashSet<UnitKey>) {
         for (uid, object) in &mut self.objects {
             let before = object.violations.len() + object.passes.len();
-            object.violations.retain(|k, _| units.contains(k));
-            object.passes.retain(|k| units.contains(k));
+            if object.violations.iter().any(|(k, _)| !units.contains(k)) {
+                object.violations = (object.violations.iter())
+                    .filter(|(k, _)| units.contains(k))
+                    .cloned()
+                    .collect();
+            }
+            if object.passes.iter().any(|k| !units.contains(k)) {
+                object.passes = (object.passes.iter())
+                    .filter(|k| units.contains(*k))
+                    .cloned()
+                    .collect();
+            }
             if object.violations.len() + object.passes.len() != before {
                 self.dirty_reports
                     .insert(uid.clone(), object.subject.namespace.clone());
@@ -253,12 +276,12 @@ impl Findings {
     /// Up to `limit` of the reports to write since the last call (the rest stay for the next):
     /// each object's uid and namespace with its findings, or `None` when its report should go.
     pub fn take_reports(&mut self, limit: usize) -> Vec<ReportChange> {
-        let taken: Vec<(String, String)> = if limit >= self.dirty_reports.len() {
+        let taken: Vec<(Arc<str>, Arc<str>)> = if limit >= self.dirty_reports.len() {
             std::mem::take(&mut self.dirty_reports)
                 .into_iter()
                 .collect()
         } else {
-            let uids: Vec<String> = self.dirty_reports.keys().take(limit).cloned().collect();
+            let uids: Vec<Arc<str>> = self.dirty_reports.keys().take(limit).cloned().collect();
             uids.into_iter()
                 .filter_map(|uid| self.dirty_reports.remove_entry(&uid))
                 .collect()
@@ -300,7 +323,10 @@ impl Findings {
     /// now: called once every resource of a plan completed a scan, so a report is deleted only
     /// after a completed scan no longer found its violations. The deletes are written (paced)
     /// with the other changes; returns how many.
-    pub fn delete_stale(&mut self, reports: impl IntoIterator<Item = (String, String)>) -> usize {
+    pub fn delete_stale(
+        &mut self,
+        reports: impl IntoIterator<Item = (Arc<str>, Arc<str>)>,
+    ) -> usize {
         let mut stale = 0;
         for (uid, namespace) in reports {
             if !self.objects.contains_key(&uid) {
@@ -322,10 +348,10 @@ impl Findings {
             .all(|r| self.completed.get(r).is_some_and(|at| *at >= since(r)))
     }
 
-    /// One binding's audit: matched objects, its violations (every one, by namespace and name),
-    /// the resources it cannot read, and when the last of its resources completed a scan (none
-    /// until each has).
-    pub fn of_unit(&self, unit: &UnitKey, resources: &[StoredAs]) -> UnitAudit {
+    /// One binding's audit: matched objects, its violations (how many, and the first `listed` by
+    /// namespace and name), the resources it cannot read, and when the last of its resources
+    /// completed a scan (none until each has).
+    pub fn of_unit(&self, unit: &UnitKey, resources: &[StoredAs], listed: usize) -> UnitAudit {
         let scanned = self
             .scanned
             .get(unit)
@@ -334,10 +360,18 @@ impl Findings {
         let mut violations: Vec<(&Subject, &Violation)> = self
             .objects
             .values()
-            .filter_map(|o| o.violations.get(unit).map(|v| (&o.subject, v)))
+            .filter_map(|o| o.violation(unit).map(|v| (&o.subject, v)))
             .filter(|(_, v)| v.verdict != Verdict::Skip)
             .collect();
-        violations.sort_by(|a, b| (&a.0.namespace, &a.0.name).cmp(&(&b.0.namespace, &b.0.name)));
+        let violating = violations.len();
+        let order = |a: &(&Subject, &Violation), b: &(&Subject, &Violation)| {
+            (&a.0.namespace, &a.0.name).cmp(&(&b.0.namespace, &b.0.name))
+        };
+        if listed < violations.len() {
+            violations.select_nth_unstable_by(listed, order);
+            violations.truncate(listed);
+        }
+        violations.sort_by(order);
         let mut errors: Vec<String> = self
             .errors
             .get(unit)
@@ -356,6 +390,7 @@ impl Findings {
             .and_then(|times| times.into_iter().max());
         UnitAudit {
             scanned,
+            violating,
             violations: violations
                 .into_iter()
                 .map(|(s, v)| (s.clone(), v.clone()))
@@ -370,9 +405,9 @@ impl Findings {
 #[derive(Debug, PartialEq)]
 pub struct ReportChange {
     /// The object's uid.
-    pub uid: String,
+    pub uid: Arc<str>,
     /// The object's namespace; empty for a cluster-scoped object.
-    pub namespace: String,
+    pub namespace: Arc<str>,
     /// Its findings, or `None` when it has none left.
     pub findings: Option<ObjectFindings>,
 }
@@ -382,7 +417,9 @@ pub struct ReportChange {
 pub struct UnitAudit {
     /// Objects matched at the last completed scans.
     pub scanned: i64,
-    /// Every violation, by namespace and name.
+    /// How many objects violate.
+    pub violating: usize,
+    /// The first violations by namespace and name, as many as asked.
     pub violations: Vec<(Subject, Violation)>,
     /// Resources it cannot read, with why.
     pub errors: Vec<String>,
@@ -402,8 +439,12 @@ mod tests {
             kind: "ConfigMap".into(),
             namespace: "ns".into(),
             name: name.into(),
-            uid: format!("uid-{name}"),
+            uid: format!("uid-{name}").into(),
         }
+    }
+
+    fn maps() -> Arc<StoredAs> {
+        Arc::new(fixtures::config_maps())
     }
 
     fn unit() -> UnitKey {
@@ -423,30 +464,27 @@ mod tests {
     #[test]
     fn a_report_is_written_when_an_objects_violations_change_and_only_then() {
         let mut f = Findings::default();
-        f.set(
-            subject("a"),
-            &fixtures::config_maps(),
-            failing(),
-            BTreeSet::new(),
-        );
+        f.set(subject("a"), &maps(), failing(), BTreeSet::new());
         assert_eq!(f.take_reports(usize::MAX).len(), 1);
-        f.set(
-            subject("a"),
-            &fixtures::config_maps(),
-            failing(),
-            BTreeSet::new(),
-        );
+        f.set(subject("a"), &maps(), failing(), BTreeSet::new());
         assert!(
             f.take_reports(usize::MAX).is_empty(),
             "unchanged: nothing to write"
         );
-        f.set(
-            subject("a"),
-            &fixtures::config_maps(),
-            BTreeMap::new(),
-            BTreeSet::new(),
-        );
+        f.set(subject("a"), &maps(), BTreeMap::new(), BTreeSet::new());
         assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
+    }
+
+    #[test]
+    fn a_bindings_audit_counts_every_violation_and_lists_only_the_first_by_namespace_and_name() {
+        let mut f = Findings::default();
+        for name in ["d", "b", "e", "a", "c"] {
+            f.set(subject(name), &maps(), failing(), BTreeSet::new());
+        }
+        let audit = f.of_unit(&unit(), &[fixtures::config_maps()], 2);
+        assert_eq!(audit.violating, 5);
+        let listed: Vec<&str> = audit.violations.iter().map(|(s, _)| &*s.name).collect();
+        assert_eq!(listed, ["a", "b"]);
     }
 
     #[test]
@@ -459,14 +497,9 @@ mod tests {
                 message: "excepted by PolicyException ns/x".into(),
             },
         )]);
-        f.set(
-            subject("a"),
-            &fixtures::config_maps(),
-            skipped,
-            BTreeSet::new(),
-        );
+        f.set(subject("a"), &maps(), skipped, BTreeSet::new());
         assert_eq!(f.take_reports(usize::MAX).len(), 1, "its report says skip");
-        let audit = f.of_unit(&unit(), &[fixtures::config_maps()]);
+        let audit = f.of_unit(&unit(), &[fixtures::config_maps()], usize::MAX);
         assert!(audit.violations.is_empty());
     }
 
@@ -474,16 +507,13 @@ mod tests {
     fn reports_are_taken_at_most_limit_at_a_time_and_the_rest_kept() {
         let mut f = Findings::default();
         for name in ["a", "b", "c"] {
-            f.set(
-                subject(name),
-                &fixtures::config_maps(),
-                failing(),
-                BTreeSet::new(),
-            );
+            f.set(subject(name), &maps(), failing(), BTreeSet::new());
         }
-        let mut uids: Vec<String> = f.take_reports(2).into_iter().map(|c| c.uid).collect();
+        let mut uids: Vec<String> = (f.take_reports(2).into_iter())
+            .map(|c| c.uid.to_string())
+            .collect();
         assert_eq!(uids.len(), 2);
-        uids.extend(f.take_reports(2).into_iter().map(|c| c.uid));
+        uids.extend(f.take_reports(2).into_iter().map(|c| c.uid.to_string()));
         uids.sort();
         assert_eq!(uids, ["uid-a", "uid-b", "uid-c"]);
         assert!(f.take_reports(2).is_empty());
@@ -492,12 +522,7 @@ mod tests {
     #[test]
     fn every_report_is_written_again_when_asked() {
         let mut f = Findings::default();
-        f.set(
-            subject("a"),
-            &fixtures::config_maps(),
-            failing(),
-            BTreeSet::new(),
-        );
+        f.set(subject("a"), &maps(), failing(), BTreeSet::new());
         f.take_reports(usize::MAX);
         f.rewrite_all();
         let again = f.take_reports(usize::MAX);
@@ -509,32 +534,22 @@ mod tests {
         f.take_reports(usize::MAX)
             .into_iter()
             .filter(|c| c.findings.is_none())
-            .map(|c| c.uid)
+            .map(|c| c.uid.to_string())
             .collect()
     }
 
     #[test]
     fn a_scan_forgets_objects_it_does_not_see_again_and_counts_what_it_matched() {
         let mut f = Findings::default();
-        f.set(
-            subject("gone"),
-            &fixtures::config_maps(),
-            failing(),
-            BTreeSet::new(),
-        );
-        f.set(
-            subject("kept"),
-            &fixtures::config_maps(),
-            failing(),
-            BTreeSet::new(),
-        );
+        f.set(subject("gone"), &maps(), failing(), BTreeSet::new());
+        f.set(subject("kept"), &maps(), failing(), BTreeSet::new());
         f.take_reports(usize::MAX);
         let mut pass = f.start(&fixtures::config_maps());
         Findings::seen(&mut pass, "uid-kept");
         pass.matched.insert(unit(), 5);
         f.finish(&fixtures::config_maps(), pass, &[unit()]);
         assert_eq!(gone(&mut f), vec!["uid-gone".to_string()]);
-        let audit = f.of_unit(&unit(), &[fixtures::config_maps()]);
+        let audit = f.of_unit(&unit(), &[fixtures::config_maps()], usize::MAX);
         assert_eq!(audit.scanned, 5);
         assert_eq!(audit.violations.len(), 1);
         assert!(audit.last_scan.is_some());
@@ -543,17 +558,12 @@ mod tests {
     #[test]
     fn a_new_plan_drops_bindings_that_left_it() {
         let mut f = Findings::default();
-        f.set(
-            subject("a"),
-            &fixtures::config_maps(),
-            failing(),
-            BTreeSet::new(),
-        );
+        f.set(subject("a"), &maps(), failing(), BTreeSet::new());
         f.take_reports(usize::MAX);
         f.retain_units(&HashSet::new());
         assert_eq!(gone(&mut f), vec!["uid-a".to_string()]);
         assert_eq!(
-            f.of_unit(&unit(), &[fixtures::config_maps()])
+            f.of_unit(&unit(), &[fixtures::config_maps()], usize::MAX)
                 .violations
                 .len(),
             0
@@ -563,16 +573,11 @@ mod tests {
     #[test]
     fn only_reports_of_objects_without_violations_are_deleted_as_stale() {
         let mut f = Findings::default();
-        f.set(
-            subject("a"),
-            &fixtures::config_maps(),
-            failing(),
-            BTreeSet::new(),
-        );
+        f.set(subject("a"), &maps(), failing(), BTreeSet::new());
         f.take_reports(usize::MAX);
         let stale = f.delete_stale([
-            ("uid-a".to_string(), "ns".to_string()),
-            ("uid-old".to_string(), "ns".to_string()),
+            (Arc::from("uid-a"), Arc::from("ns")),
+            (Arc::from("uid-old"), Arc::from("ns")),
         ]);
         assert_eq!(stale, 1);
         assert_eq!(gone(&mut f), vec!["uid-old".to_string()]);
@@ -580,32 +585,17 @@ mod tests {
 
     #[test]
     fn findings_past_their_bound_are_not_kept_and_every_binding_is_told() {
-        let mut f = Findings::with_max_bytes(2 * OBJECT_BYTES + 100);
+        let mut f = Findings::with_max_bytes(2 * (OBJECT_BYTES + RESULT_BYTES) + 100);
         for name in ["a", "b", "c"] {
-            f.set(
-                subject(name),
-                &fixtures::config_maps(),
-                failing(),
-                BTreeSet::new(),
-            );
+            f.set(subject(name), &maps(), failing(), BTreeSet::new());
         }
-        let audit = f.of_unit(&unit(), &[fixtures::config_maps()]);
+        let audit = f.of_unit(&unit(), &[fixtures::config_maps()], usize::MAX);
         assert_eq!(audit.violations.len(), 2);
         assert!(audit.errors[0].contains("at most"), "{:?}", audit.errors);
-        f.set(
-            subject("a"),
-            &fixtures::config_maps(),
-            BTreeMap::new(),
-            BTreeSet::new(),
-        );
-        f.set(
-            subject("c"),
-            &fixtures::config_maps(),
-            failing(),
-            BTreeSet::new(),
-        );
+        f.set(subject("a"), &maps(), BTreeMap::new(), BTreeSet::new());
+        f.set(subject("c"), &maps(), failing(), BTreeSet::new());
         assert_eq!(
-            f.of_unit(&unit(), &[fixtures::config_maps()])
+            f.of_unit(&unit(), &[fixtures::config_maps()], usize::MAX)
                 .violations
                 .len(),
             2,
@@ -613,7 +603,7 @@ mod tests {
         );
         f.retain_units(&HashSet::from([unit()]));
         assert!(
-            f.of_unit(&unit(), &[fixtures::config_maps()])
+            f.of_unit(&unit(), &[fixtures::config_maps()], usize::MAX)
                 .errors
                 .is_empty()
         );
@@ -624,16 +614,16 @@ mod tests {
         let mut f = Findings::default();
         f.set(
             subject("a"),
-            &fixtures::config_maps(),
+            &maps(),
             BTreeMap::new(),
             BTreeSet::from([unit()]),
         );
         let taken = f.take_reports(10);
         assert_eq!(taken.len(), 1);
         let held = taken[0].findings.as_ref().map(|o| o.passes.clone());
-        assert_eq!(held, Some(BTreeSet::from([unit()])));
+        assert_eq!(held.as_deref(), Some(&[unit()][..]));
         assert!(
-            f.of_unit(&unit(), &[]).violations.is_empty(),
+            f.of_unit(&unit(), &[], usize::MAX).violations.is_empty(),
             "a pass is no violation"
         );
         f.retain_units(&HashSet::new());

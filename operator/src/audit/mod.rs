@@ -301,6 +301,7 @@ async fn follow(
 ) {
     let page_size = config.page_size;
     let report_passes = config.passes;
+    let mut names = Names::new(&resource);
     let excluded =
         |object: &DynamicObject| excluded(&resource, object, &config.excluded_namespaces);
     let units: Vec<Arc<Unit>> = plan
@@ -338,7 +339,7 @@ async fn follow(
             }
             Ok(Event::InitApply(object)) => {
                 let (subject, violations, matched) =
-                    evaluate(&units, &resource, object, &store, &deps);
+                    evaluate(&units, &mut names, object, &store, &deps);
                 listed += 1;
                 let passes = passes(report_passes, &matched, &violations);
                 if let Some(pass) = pass.as_mut() {
@@ -347,7 +348,7 @@ async fn follow(
                         *pass.matched.entry(unit).or_default() += 1;
                     }
                 }
-                lock(&findings).set(subject, &resource, violations, passes);
+                lock(&findings).set(subject, &names.resource, violations, passes);
                 if listed.is_multiple_of(page_size.max(1)) {
                     pacer.wait().await;
                 }
@@ -363,9 +364,9 @@ async fn follow(
             Ok(Event::Apply(object)) if excluded(&object) => {}
             Ok(Event::Apply(object)) => {
                 let (subject, violations, matched) =
-                    evaluate(&units, &resource, object, &store, &deps);
+                    evaluate(&units, &mut names, object, &store, &deps);
                 let passes = passes(report_passes, &matched, &violations);
-                lock(&findings).set(subject, &resource, violations, passes);
+                lock(&findings).set(subject, &names.resource, violations, passes);
             }
             Ok(Event::Delete(object)) => {
                 if let Some(uid) = object.uid() {
@@ -416,22 +417,58 @@ fn passes(
         .collect()
 }
 
+/// What the objects of one resource share: the resource, its apiVersion and kind, and each
+/// namespace's name (one copy each, however many objects hold them).
+struct Names {
+    resource: Arc<StoredAs>,
+    api_version: Arc<str>,
+    kind: Arc<str>,
+    namespaces: HashSet<Arc<str>>,
+}
+
+impl Names {
+    fn new(resource: &StoredAs) -> Self {
+        Self {
+            resource: Arc::new(resource.clone()),
+            api_version: Arc::from(resource.api_version()),
+            kind: Arc::from(resource.kind.as_str()),
+            namespaces: HashSet::new(),
+        }
+    }
+
+    /// The shared copy of `namespace`.
+    fn namespace(&mut self, namespace: &str) -> Arc<str> {
+        if let Some(shared) = self.namespaces.get(namespace) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(namespace);
+        self.namespaces.insert(shared.clone());
+        shared
+    }
+
+    /// The report subject of `object`.
+    fn subject(&mut self, object: &DynamicObject) -> Subject {
+        Subject {
+            api_version: self.api_version.clone(),
+            kind: self.kind.clone(),
+            namespace: self.namespace(object.metadata.namespace.as_deref().unwrap_or_default()),
+            name: object.name_any().into(),
+            uid: object.uid().unwrap_or_default().into(),
+        }
+    }
+}
+
 /// One object's violations and the bindings that applied to it, each binding decided alone
 /// against the current snapshot's namespaces and params.
 fn evaluate(
     units: &[Arc<Unit>],
-    resource: &StoredAs,
+    names: &mut Names,
     object: DynamicObject,
     store: &SnapshotStore,
     deps: &Deps,
 ) -> (Subject, BTreeMap<UnitKey, Violation>, Vec<UnitKey>) {
-    let subject = Subject {
-        api_version: resource.api_version(),
-        kind: resource.kind.clone(),
-        namespace: object.namespace().unwrap_or_default(),
-        name: object.name_any(),
-        uid: object.uid().unwrap_or_default(),
-    };
+    let subject = names.subject(&object);
+    let resource = Arc::clone(&names.resource);
     let mut violations = BTreeMap::new();
     let mut matched = Vec::new();
     // List items carry no apiVersion or kind: the resource gives them.
@@ -439,9 +476,9 @@ fn evaluate(
     if let Some(map) = value.as_object_mut() {
         map.insert(
             "apiVersion".into(),
-            Value::String(subject.api_version.clone()),
+            Value::String(subject.api_version.to_string()),
         );
-        map.insert("kind".into(), Value::String(subject.kind.clone()));
+        map.insert("kind".into(), Value::String(subject.kind.to_string()));
     }
     let base = store.load();
     // Exceptions expire by the time of the scan.
@@ -449,7 +486,7 @@ fn evaluate(
     for unit in units {
         let mut snapshot = Snapshot::clone(&base);
         snapshot.policies = unit.set.clone();
-        let received = create_request(resource, value.clone(), &format!("audit-{}", subject.uid));
+        let received = create_request(&resource, value.clone(), &format!("audit-{}", subject.uid));
         let Ok(req) = received.request() else {
             continue;
         };

@@ -126,21 +126,21 @@ pub fn body<'u>(
         "name": name(&subject.uid),
         "labels": {MANAGED_BY.0: MANAGED_BY.1},
         "ownerReferences": [{
-            "apiVersion": subject.api_version,
-            "kind": subject.kind,
-            "name": subject.name,
-            "uid": subject.uid,
+            "apiVersion": &*subject.api_version,
+            "kind": &*subject.kind,
+            "name": &*subject.name,
+            "uid": &*subject.uid,
         }],
     });
     let mut scope = json!({
-        "apiVersion": subject.api_version,
-        "kind": subject.kind,
-        "name": subject.name,
-        "uid": subject.uid,
+        "apiVersion": &*subject.api_version,
+        "kind": &*subject.kind,
+        "name": &*subject.name,
+        "uid": &*subject.uid,
     });
     if namespaced {
-        metadata["namespace"] = json!(subject.namespace);
-        scope["namespace"] = json!(subject.namespace);
+        metadata["namespace"] = json!(&*subject.namespace);
+        scope["namespace"] = json!(&*subject.namespace);
     }
     let mut report = json!({
         "apiVersion": kind.api_version,
@@ -349,24 +349,24 @@ mod tests {
         violations: BTreeMap<UnitKey, Violation>,
         passes: BTreeSet<UnitKey>,
     ) -> ObjectFindings {
-        ObjectFindings {
-            subject: Subject {
+        ObjectFindings::new(
+            Subject {
                 api_version: "apps/v1".into(),
                 kind: "Deployment".into(),
                 namespace: "team-a".into(),
                 name: "web".into(),
                 uid: "1234".into(),
             },
-            resource: StoredAs {
+            Arc::new(StoredAs {
                 group: "apps".into(),
                 version: "v1".into(),
                 resource: "deployments".into(),
                 kind: "Deployment".into(),
                 namespaced: true,
-            },
+            }),
             violations,
             passes,
-        }
+        )
     }
 
     fn binding(name: &str) -> UnitKey {
@@ -493,7 +493,7 @@ mod tests {
         assert_eq!(fingerprint(&report), fingerprint(&wg), "the same results");
 
         let mut node = findings;
-        node.subject.namespace.clear();
+        node.subject.namespace = Arc::from("");
         let report = body(ReportApi::Openreports, &node, |_| None);
         assert_eq!(report["kind"], "ClusterReport");
         assert!(report["metadata"].get("namespace").is_none(), "{report}");

@@ -53,7 +53,7 @@ pub async fn run(
     let writes_per_tick = writes_per_second.max(1) as usize;
     let mut served: Option<(bool, tokio::time::Instant)> = None;
     // The reports stored, by object uid: their fingerprints (none until listed).
-    let mut stored: Option<HashMap<String, u64>> = None;
+    let mut stored: Option<HashMap<Arc<str>, u64>> = None;
     let mut written: HashMap<UnitKey, AuditStatus> = HashMap::new();
     let mut cleared: HashSet<String> = HashSet::new();
     let mut seen_plan: Option<SystemTime> = None;
@@ -105,7 +105,11 @@ pub async fn run(
             // What an earlier leader wrote: reports stored as they would be written are kept.
             match reports.list().await {
                 Ok(list) => {
-                    stored = Some(list.into_iter().map(|r| (r.uid, r.fingerprint)).collect());
+                    stored = Some(
+                        (list.into_iter())
+                            .map(|r| (Arc::from(r.uid), r.fingerprint))
+                            .collect(),
+                    );
                 }
                 Err(e) => warn!(error = %e, "audit: cannot list the reports; retrying"),
             }
@@ -155,8 +159,9 @@ pub async fn run(
                         stored.clear();
                         let mut all = Vec::with_capacity(list.len());
                         for report in list {
-                            stored.insert(report.uid.clone(), report.fingerprint);
-                            all.push((report.uid, report.namespace));
+                            let uid: Arc<str> = Arc::from(report.uid);
+                            stored.insert(uid.clone(), report.fingerprint);
+                            all.push((uid, Arc::from(report.namespace)));
                         }
                         let stale = lock(&findings).delete_stale(all);
                         if stale > 0 {
@@ -224,7 +229,10 @@ pub async fn run(
             let findings = lock(&findings);
             plan.units
                 .iter()
-                .map(|u| (key(u), status_of(&findings.of_unit(&key(u), &u.resources))))
+                .map(|u| {
+                    let audit = findings.of_unit(&key(u), &u.resources, LISTED_VIOLATIONS);
+                    (key(u), status_of(&audit))
+                })
                 .collect()
         };
         let changed: Vec<(UnitKey, AuditStatus)> = (audits.into_iter())
@@ -310,7 +318,7 @@ enum Stop {
     /// kube-apiserver refused a write as overloaded (429): it asked for this wait.
     Overloaded(Duration),
     /// A write failed: the error and the object.
-    Failed(kube::Error, String),
+    Failed(kube::Error, Arc<str>),
 }
 
 /// Writes up to `limit` changed reports (a report stored as it would be written, or a delete of
@@ -321,7 +329,7 @@ async fn write_reports(
     reports: &Reports,
     findings: &Shared,
     units: &HashMap<UnitKey, &Arc<Unit>>,
-    stored: &mut HashMap<String, u64>,
+    stored: &mut HashMap<Arc<str>, u64>,
     pace: &mut Interval,
     limit: usize,
 ) -> Option<Stop> {
@@ -387,7 +395,7 @@ fn needed(
     reports: &Reports,
     change: &ReportChange,
     units: &HashMap<UnitKey, &Arc<Unit>>,
-    stored: &HashMap<String, u64>,
+    stored: &HashMap<Arc<str>, u64>,
 ) -> Option<Write> {
     match &change.findings {
         Some(found) => {
@@ -431,17 +439,17 @@ enum Write {
 fn status_of(audit: &super::findings::UnitAudit) -> AuditStatus {
     AuditStatus {
         scanned: audit.scanned,
-        violations: i64::try_from(audit.violations.len()).unwrap_or(i64::MAX),
+        violations: i64::try_from(audit.violating).unwrap_or(i64::MAX),
         last_scan_time: audit.last_scan.map(time),
         violating_objects: audit
             .violations
             .iter()
             .take(LISTED_VIOLATIONS)
             .map(|(subject, _)| AuditViolation {
-                api_version: subject.api_version.clone(),
-                kind: subject.kind.clone(),
-                namespace: subject.namespace.clone(),
-                name: subject.name.clone(),
+                api_version: subject.api_version.to_string(),
+                kind: subject.kind.to_string(),
+                namespace: subject.namespace.to_string(),
+                name: subject.name.to_string(),
             })
             .collect(),
         errors: audit.errors.clone(),
@@ -521,24 +529,24 @@ mod tests {
     }
 
     fn found(name: &str) -> ObjectFindings {
-        ObjectFindings {
-            subject: Subject {
+        ObjectFindings::new(
+            Subject {
                 api_version: "v1".into(),
                 kind: "ConfigMap".into(),
                 namespace: "ns".into(),
                 name: name.into(),
-                uid: format!("uid-{name}"),
+                uid: format!("uid-{name}").into(),
             },
-            resource: fixtures::config_maps(),
-            violations: BTreeMap::from([(
+            Arc::new(fixtures::config_maps()),
+            BTreeMap::from([(
                 (Arc::from("p"), Arc::from("b")),
                 Violation {
                     verdict: Verdict::Fail,
                     message: format!("{name} has no owner"),
                 },
             )]),
-            passes: BTreeSet::new(),
-        }
+            BTreeSet::new(),
+        )
     }
 
     /// `found`'s report as an earlier leader stored it: another timestamp, and what the API
@@ -610,8 +618,8 @@ mod tests {
         let kept = found("kept");
         findings.set(
             kept.subject.clone(),
-            &fixtures::config_maps(),
-            kept.violations.clone(),
+            &kept.resource,
+            kept.violations.iter().cloned().collect(),
             BTreeSet::new(),
         );
         let mut pass = findings.start(&fixtures::config_maps());
@@ -673,8 +681,8 @@ mod tests {
             let found = found(&format!("o{i}"));
             findings.set(
                 found.subject,
-                &fixtures::config_maps(),
-                found.violations,
+                &found.resource,
+                found.violations.into_iter().collect(),
                 BTreeSet::new(),
             );
         }
