@@ -247,6 +247,45 @@ fn memory_json(pid: u32) -> Value {
     json!({"rss_mb": mb(rss), "hwm_mb": mb(hwm), "anon_mb": mb(anon)})
 }
 
+/// CPU seconds (user and system) of `pid`'s threads so far: the audit's (`celgate-audit`) and
+/// the rest's (the webhook and the controllers).
+fn cpu_seconds(pid: u32) -> (f64, f64) {
+    let ticks = 100.0; // USER_HZ
+    let mut audit = 0.0;
+    let mut rest = 0.0;
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return (0.0, 0.0);
+    };
+    for task in tasks.filter_map(Result::ok) {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let Some((head, tail)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let name = head.split_once('(').map_or("", |(_, n)| n);
+        let fields: Vec<&str> = tail.split_whitespace().collect();
+        // utime and stime: fields 14 and 15, the 12th and 13th after the name.
+        let used: f64 = [11, 12]
+            .iter()
+            .filter_map(|i| fields.get(*i).and_then(|v| v.parse::<f64>().ok()))
+            .sum::<f64>()
+            / ticks;
+        if name.starts_with("celgate-audit") {
+            audit += used;
+        } else {
+            rest += used;
+        }
+    }
+    (audit, rest)
+}
+
+/// The CPU seconds `pid`'s threads used between two [`cpu_seconds`] readings.
+fn cpu_json(from: (f64, f64), to: (f64, f64)) -> Value {
+    let round = |x: f64| (x * 100.0).round() / 100.0;
+    json!({"audit_threads_s": round(to.0 - from.0), "other_threads_s": round(to.1 - from.1)})
+}
+
 /// Reads `pid`'s memory every `SAMPLE` on a thread until stopped (or `GIVE_UP` passes).
 struct Sampler {
     stop: Arc<AtomicBool>,
@@ -694,6 +733,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
 
     let (started, wall) = (Instant::now(), SystemTime::now());
     let sampler = Sampler::start(pid, started);
+    let cpu_opt_in = cpu_seconds(pid);
     let probe = Probe::start(client);
     opt_in(client).await;
 
@@ -714,6 +754,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         tokio::time::sleep(POLL).await;
     };
     let webhook_scan = probe.finish().await;
+    let cpu_scanned = cpu_seconds(pid);
     let probe = Probe::start(client);
     let violations = status["violations"].as_u64().unwrap_or(0) as usize;
     println!(
@@ -743,6 +784,10 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     };
     let wall_end = SystemTime::now();
     let webhook_reports = probe.finish().await;
+    let cpu_reported = cpu_seconds(pid);
+    let cpu = json!({"scan": cpu_json(cpu_opt_in, cpu_scanned),
+        "reports": cpu_json(cpu_scanned, cpu_reported)});
+    println!("[{}] celgate's CPU: {cpu}", phase.name);
     let over_idle = webhook_scan["p99_ms"]
         .as_f64()
         .zip(webhook_idle["p99_ms"].as_f64())
@@ -913,6 +958,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         "last_scan_time_s": last_scan_time_s,
         "resource_scans_total": scans,
         "memory": memory,
+        "cpu": cpu,
         "webhook": webhook,
         "requests": requests,
         "pacing_alone": floor,
@@ -1024,6 +1070,7 @@ async fn main() {
             "requests": "kube-apiserver's audit log between the opt-in and the last report: celgate's (as its ServiceAccount, without a user agent) by verb and resource, and how many were answered 429; others by user agent",
             "webhook": "a dry-run ConfigMap create in an audited namespace through kube-apiserver, one at a time every every_ms: idle (policy loaded, audit opted out) for 10 s, during_scan (opt-in → status.audit complete), during_reports (→ every report written); ms",
             "pacing_alone": "seconds the pacing flags take on their own: one pacer tick per list page and one before each resource's first page, one write tick per report",
+            "cpu": "CPU seconds (user + system, /proc/<pid>/task/*/stat) of celgate's threads named celgate-audit and of the others, opt-in → status.audit complete (scan) and → every report written (reports)",
             "leader_change": "celgate stopped (SIGTERM) and started again, nothing changed: ms until status.audit has a new lastScanTime and the same counts; celgate's report deletes and patches (audit log) from the restart until none came for 5 s",
         },
     });
