@@ -59,11 +59,12 @@ pub(super) struct Writes {
     /// found them (in the order the policies ran).
     pub(super) since: Vec<Saved>,
     /// The places written since the object was last looked at for a value its (built-in)
-    /// kind's Go type cannot hold (`go_object::decode_error`); `None` before the first look.
-    pub(super) since_decoded: Option<Written>,
+    /// kind's Go type cannot hold (`go_object::decode_error`): the request's object, encoded
+    /// from that Go type, holds none.
+    pub(super) since_decoded: Written,
     /// The places written since the object's integers were last cut to their fields' widths
-    /// (`go_object::narrow_ints`); `None` before the first time.
-    pub(super) since_narrowed: Option<Written>,
+    /// (`go_object::narrow_ints`): the request's object holds none too wide.
+    pub(super) since_narrowed: Written,
 }
 
 impl Writes {
@@ -73,10 +74,7 @@ impl Writes {
         for saved in self.invocation.iter_mut().chain(&mut self.since) {
             saved.keep(object, places);
         }
-        for since in [&mut self.since_decoded, &mut self.since_narrowed]
-            .into_iter()
-            .flatten()
-        {
+        for since in [&mut self.since_decoded, &mut self.since_narrowed] {
             since.join(Written::of_paths(places.0.clone()));
         }
     }
