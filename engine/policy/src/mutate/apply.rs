@@ -116,11 +116,12 @@ pub(super) fn apply(
     }
     let unchecked = match fit {
         Fit::Fits => None,
-        Fit::Unknown => Some(Within::All),
-        Fit::FitsBut(written) => Some(written.within()),
+        Fit::Unknown => Some((Within::All, false)),
+        Fit::FitsBut(written) => Some((written.within(), false)),
+        Fit::Received(written) => Some((written.within(), true)),
     };
-    if let Some(within) = unchecked {
-        let errors = validate(&root, object, true, &within);
+    if let Some((within, unkeyed_elsewhere)) = unchecked {
+        let errors = validate(&root, object, true, &within, unkeyed_elsewhere);
         if !errors.is_empty() {
             return Err(ApplyError::Object(join_errors(&errors)));
         }
@@ -425,7 +426,8 @@ pub(super) mod tests {
             .as_object_mut()
             .unwrap()
             .remove("name");
-        let shown = |within: &Within<'_>| join_errors(&validate(&root, &object, true, within));
+        let shown =
+            |within: &Within<'_>| join_errors(&validate(&root, &object, true, within, false));
         assert_eq!(
             shown(&Within::All),
             "errors:\n  .spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)\n  .spec.replicas: expected numeric (int or float), got string"
@@ -442,7 +444,16 @@ pub(super) mod tests {
             shown(&replicas.within()),
             ".spec.replicas: expected numeric (int or float), got string"
         );
-        assert!(validate(&root, &object, true, &at(&["/metadata/labels/a"]).within()).is_empty());
+        assert!(
+            validate(
+                &root,
+                &object,
+                true,
+                &at(&["/metadata/labels/a"]).within(),
+                false
+            )
+            .is_empty()
+        );
     }
 
     #[test]

@@ -513,7 +513,7 @@ mod tests {
         let (mut changed_some, mut failed) = (0, 0);
         for object in &objects {
             assert!(
-                validate(&root, object, true, &Within::All).is_empty(),
+                validate(&root, object, true, &Within::All, false).is_empty(),
                 "{object} fits"
             );
             for config in &configs {

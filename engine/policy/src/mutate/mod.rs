@@ -156,7 +156,8 @@ struct Run<'r> {
     kind: Option<Option<&'r KindSchema>>,
     object: Value,
     /// What is known of whether `object` fits its kind's schema (checked by an apply
-    /// configuration where not known, kept by merges, narrowed by JSON patches).
+    /// configuration where not known, kept by merges, narrowed by JSON patches); for a
+    /// built-in kind, from when the kind is looked up, that it is the request's object.
     fit: Fit,
     /// Where patches wrote: `object` differs from the request's only there.
     writes: Writes,
@@ -519,13 +520,20 @@ impl Run<'_> {
                 self.req.kind.name,
             )
         };
-        let schemas = self.schemas;
-        let kind = *self.kind.get_or_insert_with(|| {
-            let gvk = gvk();
-            schemas
-                .schema(&gvk)
-                .or_else(|| connect_options::schema(&gvk))
-        });
+        let kind = match self.kind {
+            Some(kind) => kind,
+            None => {
+                let gvk = gvk();
+                let kind = (self.schemas.schema(&gvk)).or_else(|| connect_options::schema(&gvk));
+                self.kind = Some(kind);
+                // A built-in kind's object is as kube-apiserver encoded it from its Go type
+                // (nothing has written it yet); a custom resource's is checked whole.
+                if kind.is_some_and(|k| k.built_in) {
+                    self.fit = Fit::Received(Written::default());
+                }
+                kind
+            }
+        };
         let Some(kind) = kind else {
             let gvk = gvk();
             return Err(Immediate::new(
@@ -673,6 +681,10 @@ impl Run<'_> {
                         Fit::FitsBut(mut before) => {
                             before.join(written);
                             Fit::FitsBut(before)
+                        }
+                        Fit::Received(mut before) => {
+                            before.join(written);
+                            Fit::Received(before)
                         }
                     };
                 }

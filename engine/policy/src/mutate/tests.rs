@@ -618,10 +618,12 @@ fn the_go_type_checks_after_a_mutation_see_every_place_written_since_they_last_l
 #[test]
 fn the_request_object_is_taken_as_its_go_type_encoded_it() {
     // kube-apiserver encodes the object it sends from the kind's Go type: it decodes, its
-    // int32 fields fit, it has no undeclared field and no empty optional one. Only what the
-    // mutations write is checked, so a hand-made object that breaks this is mutated as given.
+    // int32 fields fit, it has no undeclared field and no empty optional one, and it fits the
+    // kind's schema but for list items that cannot be keyed. Only what the mutations write is
+    // checked, so a hand-made object that breaks this is mutated as given.
     let mut object = pod();
     object["spec"]["replicas"] = json!(1.5);
+    object["spec"]["undeclared"] = json!(true);
     object["spec"]["volumes"] = json!([]);
     object["spec"]["containers"][0]["ports"][0]["containerPort"] = json!(4_294_967_377_i64);
     let p = upstream(policy(
@@ -648,15 +650,28 @@ fn the_request_object_is_taken_as_its_go_type_encoded_it() {
             json!({"op": "add", "path": "/metadata/labels/b", "value": "y"})
         ]
     );
-    // An undeclared field, where no patch writes, stays; where one writes, it is found.
-    object["spec"]["undeclared"] = json!(true);
-    let label = json_patch("[JSONPatch{op: 'add', path: '/metadata/labels/a', value: 'x'}]");
-    let out = run_on(&[upstream(policy("p", vec![label]))], &object, &schemas);
-    assert!(out.allowed(), "{:?}", out.denial);
+    // A list item that cannot be keyed (a container without a name) fails the apply
+    // configuration's typed conversion, as in-tree, wherever it stands.
+    let mut unnamed = object.clone();
+    unnamed["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers")
+        .push(json!({"image": "sidecar"}));
+    let p = upstream(policy(
+        "p",
+        vec![apply_config(
+            "Object{metadata: Object.metadata{labels: {'b': 'y'}}}",
+        )],
+    ));
+    let d = run_on(&[p], &unnamed, &schemas).denial.expect("denied");
     assert_eq!(
-        out.object.expect("mutated")["spec"]["undeclared"],
-        json!(true)
+        (d.code, d.message.as_str()),
+        (
+            403,
+            "policy 'p' with binding 'p-b' denied request: error applying patch: failed to convert original object to typed object: .spec.containers: element 1: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
+        )
     );
+    // What a patch writes is checked all the same.
     let p = upstream(policy(
         "p",
         vec![json_patch(

@@ -233,6 +233,10 @@ pub(super) enum Fit {
     Fits,
     /// It fitted before patches wrote (or removed) at these places.
     FitsBut(Written),
+    /// It is the request's object, which kube-apiserver encoded from its (built-in) kind's Go
+    /// type, so it fits but for items of associative lists that cannot be keyed; patches
+    /// wrote (or removed) at these places since.
+    Received(Written),
 }
 
 /// Places JSON patches wrote at, as the patch library reads their pointers: the tokens after
@@ -652,16 +656,20 @@ pub(super) fn json_equal(a: &Value, b: &Value) -> bool {
 }
 
 /// Checks that `v` fits `ty` (structured-merge-diff's conversion to a typed value), looking
-/// `within` it (the caller knows the rest fits); with `allow_duplicates`, list maps may repeat
-/// a key (as live objects may).
+/// `within` it; outside, with `unkeyed_elsewhere`, only at items of associative lists that
+/// cannot be keyed (the rest of a value encoded from its Go type fits but for them), else
+/// nowhere (the caller knows the rest fits). With `allow_duplicates`, list maps may repeat a
+/// key (as live objects may).
 pub(super) fn validate(
     ty: &Ty,
     v: &Value,
     allow_duplicates: bool,
     within: &Within<'_>,
+    unkeyed_elsewhere: bool,
 ) -> Vec<PathError> {
     let mut out = Found {
         dups: allow_duplicates,
+        unkeyed: unkeyed_elsewhere,
         errors: Vec::new(),
     };
     validate_at(ty, v, None, &Step::Root, 0, &mut out, within);
@@ -673,15 +681,18 @@ pub(super) fn validate(
 pub(super) fn validate_config(ty: &Ty, v: &Value, foreign: Option<&Foreign>) -> Vec<PathError> {
     let mut out = Found {
         dups: false,
+        unkeyed: false,
         errors: Vec::new(),
     };
     validate_at(ty, v, foreign, &Step::Root, 0, &mut out, &Within::All);
     out.errors
 }
 
-/// What a check walk finds, and whether list maps may repeat a key.
+/// What a check walk finds, whether list maps may repeat a key, and whether items that
+/// cannot be keyed are looked for outside the part checked.
 struct Found {
     dups: bool,
+    unkeyed: bool,
     errors: Vec<PathError>,
 }
 
@@ -743,10 +754,13 @@ fn validate_at(
             }
         };
         for (key, item) in map {
+            let here = Step::Member(at, key);
             let Some(below) = within.step(Some(key)) else {
+                if let Some(t) = m.entry(key).filter(|_| out.unkeyed) {
+                    unkeyed_at(&t, item, &here, depth + 1, out);
+                }
                 continue;
             };
-            let here = Step::Member(at, key);
             let foreign = foreign.and_then(|f| f.member(key));
             match m.entry(key) {
                 Some(t) => validate_at(&t, item, foreign, &here, depth + 1, out, &below),
@@ -782,14 +796,49 @@ fn validate_at(
             if keyed && seen.iter().any(|s| s.same(&element)) {
                 out.err(at, format!("duplicate entries for key {element}"));
             }
-            if let Some(below) = &below {
-                let here = Step::Item(at, &element);
-                validate_at(&list.elem, item, foreign, &here, depth + 1, out, below);
+            let here = Step::Item(at, &element);
+            match &below {
+                Some(below) => validate_at(&list.elem, item, foreign, &here, depth + 1, out, below),
+                None if out.unkeyed => unkeyed_at(&list.elem, item, &here, depth + 1, out),
+                None => {}
             }
             if keyed {
                 seen.push(element);
             }
         }
+    }
+}
+
+/// [`validate_at`] where only items of associative lists that cannot be keyed are looked for
+/// (in a value encoded from its Go type, the only way it can fail to fit), below the nodes
+/// that may hold them.
+fn unkeyed_at(ty: &Ty, v: &Value, at: &Step<'_>, depth: usize, out: &mut Found) {
+    let Ty::Node { schema, .. } = ty else {
+        return;
+    };
+    if depth > MAX_DEPTH || !schema.may_hold_unkeyed_items() {
+        return;
+    }
+    let atom = deduce(&ty.atom(), Some(v));
+    match (v, &atom.map, &atom.list) {
+        (Value::Object(map), Some(m), _) => {
+            for (key, item) in map {
+                if let Some(t) = m.entry(key) {
+                    unkeyed_at(&t, item, &Step::Member(at, key), depth + 1, out);
+                }
+            }
+        }
+        (Value::Array(items), _, Some(list)) => {
+            for (i, item) in items.iter().enumerate() {
+                match item_element(list, i, item) {
+                    Ok(element) => {
+                        unkeyed_at(&list.elem, item, &Step::Item(at, &element), depth + 1, out);
+                    }
+                    Err(e) => return out.err(at, format!("element {i}: {e}")),
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -918,7 +967,7 @@ mod tests {
                     "{field} holds more than scalars"
                 );
                 assert!(
-                    validate(&ty, v, false, &Within::All).is_empty(),
+                    validate(&ty, v, false, &Within::All, false).is_empty(),
                     "{field} does not accept {v}"
                 );
             }
