@@ -163,21 +163,19 @@ fn walk_unknown(
     let atom = ty.atom();
     match (v, &atom.map, &atom.list) {
         (Value::Object(map), Some(m), _) => {
-            for (key, item) in map {
-                let Some(below) = within.step(Some(key)) else {
-                    continue;
-                };
+            within.find_member(map, |key, item, below| {
                 let len = path.len();
                 if !path.is_empty() {
                     path.push('.');
                 }
                 path.push_str(key);
                 match m.entry(key) {
-                    Some(t) => walk_unknown(&t, item, path, depth + 1, out, &below),
+                    Some(t) => walk_unknown(&t, item, path, depth + 1, out, below),
                     None => out.push(format!("unknown field {:?}", path.as_str())),
                 }
                 path.truncate(len);
-            }
+                None::<()>
+            });
         }
         (Value::Array(items), _, Some(list)) => {
             // Items move when one is added or removed: every item of a list on the way counts.

@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::go_value::{Foreign, GoValue};
 use crate::schema::{AdditionalProperties, ApplyKind, ListType, MapType, Schema, SchemaRef};
@@ -123,6 +123,12 @@ impl<'s> Ty<'s> {
 }
 
 impl Ty<'_> {
+    /// Whether a value of the position may hold an associative list item that cannot be keyed
+    /// (see `SchemaRef::may_hold_unkeyed_items`).
+    fn may_hold_unkeyed_items(&self) -> bool {
+        matches!(self, Ty::Node { schema, .. } if schema.may_hold_unkeyed_items())
+    }
+
     /// Whether the position holds scalars only and `v` is one of its type (or null): a value
     /// with nothing below it to check. Most values of an object are such, and this answers
     /// without working out the position's atom.
@@ -266,18 +272,30 @@ impl Written {
 pub(super) enum Within<'t> {
     /// All of it.
     All,
-    /// The values at these token paths (relative to the value), and the lists on the way to
-    /// them whole: an item added or removed moves the others.
+    /// The value at this token path (not empty; relative to the value), and the lists on the
+    /// way to it whole: an item added or removed moves the others. Most mutations write one
+    /// place: it is followed without building anything.
+    One(&'t [String]),
+    /// The values at these token paths (not empty; none, or at least two), as [`Within::One`].
     Paths(Vec<&'t [String]>),
 }
 
 impl<'t> Within<'t> {
     /// The paths left, or all of the value when one of them ends here.
     fn below(paths: Vec<&'t [String]>) -> Self {
-        if paths.iter().any(|p| p.is_empty()) {
-            Within::All
-        } else {
-            Within::Paths(paths)
+        match paths.as_slice() {
+            _ if paths.iter().any(|p| p.is_empty()) => Within::All,
+            [one] => Within::One(one),
+            _ => Within::Paths(paths),
+        }
+    }
+
+    /// What is below the first token of a path.
+    fn rest(path: &'t [String]) -> Self {
+        match path {
+            [_] => Within::All,
+            [_, rest @ ..] => Within::One(rest),
+            [] => Within::All,
         }
     }
 
@@ -287,8 +305,71 @@ impl<'t> Within<'t> {
     pub(super) fn step(&self, key: Option<&str>) -> Option<Within<'t>> {
         match self {
             Within::All => Some(Within::All),
+            Within::One(path) => key
+                .is_none_or(|k| path.first().is_some_and(|t| t == k))
+                .then(|| Self::rest(path)),
             Within::Paths(paths) => Self::step_paths(paths, key),
         }
+    }
+
+    /// Calls `f` with each member of `map` to look at and what to look at below it, in the
+    /// map's order, until `f` returns something. Within paths, the members they name are found
+    /// by name, in key order: the order a `serde_json::Map` (ordered by key) iterates in, so a
+    /// walk meets them in the same order either way, without passing every member.
+    pub(super) fn find_member<'m, R>(
+        &self,
+        map: &'m Map<String, Value>,
+        mut f: impl FnMut(&'m str, &'m Value, &Within<'t>) -> Option<R>,
+    ) -> Option<R> {
+        match self {
+            Within::All => map.iter().find_map(|(k, v)| f(k, v, &Within::All)),
+            Within::One(path) => {
+                let (k, v) = map.get_key_value(path.first()?)?;
+                f(k, v, &Self::rest(path))
+            }
+            Within::Paths(paths) => Self::named(paths).iter().find_map(|(name, below)| {
+                let (k, v) = map.get_key_value(*name)?;
+                f(k, v, below)
+            }),
+        }
+    }
+
+    /// Calls `f` with each member of `map` to look at and what to look at below it, as
+    /// [`Within::find_member`] finds them.
+    pub(super) fn each_member_mut(
+        &self,
+        map: &mut Map<String, Value>,
+        mut f: impl FnMut(&str, &mut Value, &Within<'t>),
+    ) {
+        match self {
+            Within::All => map.iter_mut().for_each(|(k, v)| f(k, v, &Within::All)),
+            Within::One(path) => {
+                if let Some((name, v)) = path.first().and_then(|k| Some((k, map.get_mut(k)?))) {
+                    f(name, v, &Self::rest(path));
+                }
+            }
+            Within::Paths(paths) => {
+                for (name, below) in Self::named(paths) {
+                    if let Some(v) = map.get_mut(name) {
+                        f(name, v, &below);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The member names the paths start with, in key order, with what to look at below each.
+    fn named(paths: &[&'t [String]]) -> Vec<(&'t str, Within<'t>)> {
+        let mut names: Vec<&'t str> = paths
+            .iter()
+            .filter_map(|p| p.first().map(String::as_str))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .filter_map(|name| Some((name, Self::step_paths(paths, Some(name))?)))
+            .collect()
     }
 
     fn step_paths(paths: &[&'t [String]], key: Option<&str>) -> Option<Within<'t>> {
@@ -753,20 +834,36 @@ fn validate_at(
                 return out.err(at, format!("expected map, got {got}"));
             }
         };
-        for (key, item) in map {
+        // Each member within, and, where unkeyed items are looked for elsewhere and may be
+        // below, every other member for them.
+        let unkeyed_elsewhere = out.unkeyed && ty.may_hold_unkeyed_items();
+        let all = Within::All;
+        let members = if unkeyed_elsewhere { &all } else { within };
+        members.find_member(map, |key, item, found| {
             let here = Step::Member(at, key);
-            let Some(below) = within.step(Some(key)) else {
-                if let Some(t) = m.entry(key).filter(|_| out.unkeyed) {
+            let stepped;
+            let below = if unkeyed_elsewhere {
+                stepped = within.step(Some(key));
+                stepped.as_ref()
+            } else {
+                Some(found)
+            };
+            let Some(below) = below else {
+                if let Some(t) = m.entry(key) {
                     unkeyed_at(&t, item, &here, depth + 1, out);
                 }
-                continue;
+                return None;
             };
             let foreign = foreign.and_then(|f| f.member(key));
             match m.entry(key) {
-                Some(t) => validate_at(&t, item, foreign, &here, depth + 1, out, &below),
-                None => return out.err(&here, "field not declared in schema".into()),
+                Some(t) => {
+                    validate_at(&t, item, foreign, &here, depth + 1, out, below);
+                    None
+                }
+                // An undeclared field ends the walk of the map.
+                None => Some(out.err(&here, "field not declared in schema".into())),
             }
-        }
+        });
     } else if let Some(t) = atom.scalar {
         if let Some(message) = check_scalar_in(t, v, foreign, "") {
             out.err(at, message);
