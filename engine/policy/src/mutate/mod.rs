@@ -593,8 +593,7 @@ impl Run<'_> {
                     Ok(changed) => {
                         if kind.built_in {
                             // Only what was written since the last time can be too wide.
-                            let since = std::mem::take(&mut writes.since_narrowed);
-                            go_object::narrow_ints(&kind.schema, object, &since.within());
+                            go_object::narrow_ints(&kind.schema, object, &writes.since_narrowed());
                         }
                         Ok(Ok(changed))
                     }
@@ -646,10 +645,8 @@ impl Run<'_> {
                 }
                 if kind.built_in {
                     // Only what was written since the last look can fail to decode.
-                    let since = std::mem::take(&mut self.writes.since_decoded);
-                    if let Some(e) =
-                        go_object::decode_error(&kind.schema, &self.object, &since.within())
-                    {
+                    let since = self.writes.since_decoded();
+                    if let Some(e) = go_object::decode_error(&kind.schema, &self.object, &since) {
                         return Err(Immediate::new(
                             500,
                             "InternalError",

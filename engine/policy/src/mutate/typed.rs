@@ -263,7 +263,7 @@ impl Written {
 
     /// The part of an object a walk must look at to see what was written.
     pub(super) fn within(&self) -> Within<'_> {
-        Within::below(self.0.iter().map(Vec::as_slice).collect())
+        Within::of_paths(&self.0)
     }
 }
 
@@ -281,6 +281,12 @@ pub(super) enum Within<'t> {
 }
 
 impl<'t> Within<'t> {
+    /// The part of an object a walk must look at to see what was written at these places
+    /// (paths of member names, as `Written` holds them).
+    pub(super) fn of_paths(paths: &'t [Vec<String>]) -> Self {
+        Within::below(paths.iter().map(Vec::as_slice).collect())
+    }
+
     /// The paths left, or all of the value when one of them ends here.
     fn below(paths: Vec<&'t [String]>) -> Self {
         match paths.as_slice() {
@@ -861,7 +867,10 @@ fn validate_at(
                     None
                 }
                 // An undeclared field ends the walk of the map.
-                None => Some(out.err(&here, "field not declared in schema".into())),
+                None => {
+                    out.err(&here, "field not declared in schema".into());
+                    Some(())
+                }
             }
         });
     } else if let Some(t) = atom.scalar {
