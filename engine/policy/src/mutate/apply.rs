@@ -116,11 +116,12 @@ pub(super) fn apply(
     }
     let unchecked = match fit {
         Fit::Fits => None,
-        Fit::Unknown => Some(Within::All),
-        Fit::FitsBut(written) => Some(written.within()),
+        Fit::Unknown => Some((Within::All, false)),
+        Fit::FitsBut(written) => Some((written.within(), false)),
+        Fit::Received(written) => Some((written.within(), true)),
     };
-    if let Some(within) = unchecked {
-        let errors = validate(&root, object, true, &within);
+    if let Some((within, unkeyed_elsewhere)) = unchecked {
+        let errors = validate(&root, object, true, &within, unkeyed_elsewhere);
         if !errors.is_empty() {
             return Err(ApplyError::Object(join_errors(&errors)));
         }
@@ -162,21 +163,19 @@ fn walk_unknown(
     let atom = ty.atom();
     match (v, &atom.map, &atom.list) {
         (Value::Object(map), Some(m), _) => {
-            for (key, item) in map {
-                let Some(below) = within.step(Some(key)) else {
-                    continue;
-                };
+            within.find_member(map, |key, item, below| {
                 let len = path.len();
                 if !path.is_empty() {
                     path.push('.');
                 }
                 path.push_str(key);
                 match m.entry(key) {
-                    Some(t) => walk_unknown(&t, item, path, depth + 1, out, &below),
+                    Some(t) => walk_unknown(&t, item, path, depth + 1, out, below),
                     None => out.push(format!("unknown field {:?}", path.as_str())),
                 }
                 path.truncate(len);
-            }
+                None::<()>
+            });
         }
         (Value::Array(items), _, Some(list)) => {
             // Items move when one is added or removed: every item of a list on the way counts.
@@ -425,7 +424,8 @@ pub(super) mod tests {
             .as_object_mut()
             .unwrap()
             .remove("name");
-        let shown = |within: &Within<'_>| join_errors(&validate(&root, &object, true, within));
+        let shown =
+            |within: &Within<'_>| join_errors(&validate(&root, &object, true, within, false));
         assert_eq!(
             shown(&Within::All),
             "errors:\n  .spec.containers: element 0: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)\n  .spec.replicas: expected numeric (int or float), got string"
@@ -442,7 +442,16 @@ pub(super) mod tests {
             shown(&replicas.within()),
             ".spec.replicas: expected numeric (int or float), got string"
         );
-        assert!(validate(&root, &object, true, &at(&["/metadata/labels/a"]).within()).is_empty());
+        assert!(
+            validate(
+                &root,
+                &object,
+                true,
+                &at(&["/metadata/labels/a"]).within(),
+                false
+            )
+            .is_empty()
+        );
     }
 
     #[test]

@@ -65,24 +65,21 @@ fn drop_in(schema: SchemaRef<'_>, v: &mut Value, within: &Within<'_>, depth: usi
     match v {
         Value::Object(members) => {
             if let Some(values) = map_values(schema) {
-                for (key, m) in members.iter_mut() {
-                    if let Some(below) = within.step(Some(key)) {
-                        drop_in(values, m, &below, depth + 1);
-                    }
-                }
+                within.each_member_mut(members, |_, m, below| {
+                    drop_in(values, m, below, depth + 1);
+                });
                 return;
             }
             let mut omitted = Vec::new();
-            for (key, m) in members.iter_mut() {
-                let (Some(below), Some(field)) = (within.step(Some(key)), schema.property(key))
-                else {
-                    continue;
+            within.each_member_mut(members, |key, m, below| {
+                let Some(field) = schema.property(key) else {
+                    return;
                 };
-                drop_in(field, m, &below, depth + 1);
-                if encodes_as_nothing(field, m) && !schema.required().contains(key) {
-                    omitted.push(key.clone());
+                drop_in(field, m, below, depth + 1);
+                if encodes_as_nothing(field, m) && !schema.required().iter().any(|r| r == key) {
+                    omitted.push(key.to_string());
                 }
-            }
+            });
             for key in omitted {
                 members.remove(&key);
             }
@@ -120,14 +117,11 @@ fn narrow(schema: SchemaRef<'_>, v: &mut Value, within: &Within<'_>, depth: usiz
     match v {
         Value::Object(members) => {
             let values = map_values(schema);
-            for (key, m) in members.iter_mut() {
-                let Some(below) = within.step(Some(key)) else {
-                    continue;
-                };
+            within.each_member_mut(members, |key, m, below| {
                 if let Some(field) = values.or_else(|| schema.property(key)) {
-                    narrow(field, m, &below, depth + 1);
+                    narrow(field, m, below, depth + 1);
                 }
-            }
+            });
         }
         Value::Array(items) => {
             if let (Some(item), Some(below)) = (schema.items(), within.step(None)) {
@@ -183,17 +177,15 @@ fn walk<'v, 's>(
                 return error(json_kind(v).into());
             };
             if let Some(values) = map_values(schema) {
-                return members.iter().find_map(|(key, m)| {
-                    let below = part.step(Some(key))?;
-                    walk(values, m, &below, path, go_struct, depth + 1)
+                return part.find_member(members, |_, m, below| {
+                    walk(values, m, below, path, go_struct, depth + 1)
                 });
             }
             let inner = if is_struct(schema) { schema } else { go_struct };
-            members.iter().find_map(|(key, m)| {
-                let below = part.step(Some(key))?;
+            part.find_member(members, |key, m, below| {
                 let field = schema.property(key)?;
                 path.push(key);
-                let found = walk(field, m, &below, path, inner, depth + 1);
+                let found = walk(field, m, below, path, inner, depth + 1);
                 path.pop();
                 found
             })

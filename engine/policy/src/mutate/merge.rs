@@ -513,7 +513,7 @@ mod tests {
         let (mut changed_some, mut failed) = (0, 0);
         for object in &objects {
             assert!(
-                validate(&root, object, true, &Within::All).is_empty(),
+                validate(&root, object, true, &Within::All, false).is_empty(),
                 "{object} fits"
             );
             for config in &configs {
@@ -521,10 +521,8 @@ mod tests {
                     .map(|v| v.unwrap_or_else(|| json!({})))
                     .map_err(|e| join_errors(&e));
                 let mut in_place = object.clone();
-                let mut writes = Writes {
-                    invocation: Some(Saved::default()),
-                    ..Writes::default()
-                };
+                let mut writes = Writes::default();
+                writes.invocation = Some(Saved::default());
                 let got = merge_into(&root, &mut in_place, config, &mut writes)
                     .map_err(|e| join_errors(&e));
                 match (&whole, got) {

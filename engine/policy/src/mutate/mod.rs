@@ -41,7 +41,7 @@ use crate::validate::exempt::exempt;
 use crate::validate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use crate::validate::{CheckError, Context, Denial, ErrorType};
 use touched::{Places, Saved, Writes};
-use typed::{Fit, Within, Written};
+use typed::{Fit, Written};
 
 pub use apply::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
 pub use compile::{CompiledMutation, Mutating, MutatingPolicy, compile_mutating};
@@ -156,11 +156,9 @@ struct Run<'r> {
     kind: Option<Option<&'r KindSchema>>,
     object: Value,
     /// What is known of whether `object` fits its kind's schema (checked by an apply
-    /// configuration where not known, kept by merges, narrowed by JSON patches).
+    /// configuration where not known, kept by merges, narrowed by JSON patches); for a
+    /// built-in kind, from when the kind is looked up, that it is the request's object.
     fit: Fit,
-    /// Whether `object` is known to have no member its (built-in) kind's schema does not
-    /// declare (as fitting implies; checked after each JSON patch).
-    declared: bool,
     /// Where patches wrote: `object` differs from the request's only there.
     writes: Writes,
     errors: Vec<PolicyError>,
@@ -210,7 +208,6 @@ pub fn mutate<'p>(
         kind: None,
         object,
         fit: Fit::Unknown,
-        declared: false,
         writes: Writes::default(),
         errors: Vec::new(),
         checks: Vec::new(),
@@ -523,13 +520,20 @@ impl Run<'_> {
                 self.req.kind.name,
             )
         };
-        let schemas = self.schemas;
-        let kind = *self.kind.get_or_insert_with(|| {
-            let gvk = gvk();
-            schemas
-                .schema(&gvk)
-                .or_else(|| connect_options::schema(&gvk))
-        });
+        let kind = match self.kind {
+            Some(kind) => kind,
+            None => {
+                let gvk = gvk();
+                let kind = (self.schemas.schema(&gvk)).or_else(|| connect_options::schema(&gvk));
+                self.kind = Some(kind);
+                // A built-in kind's object is as kube-apiserver encoded it from its Go type
+                // (nothing has written it yet); a custom resource's is checked whole.
+                if kind.is_some_and(|k| k.built_in) {
+                    self.fit = Fit::Received(Written::default());
+                }
+                kind
+            }
+        };
         let Some(kind) = kind else {
             let gvk = gvk();
             return Err(Immediate::new(
@@ -589,9 +593,7 @@ impl Run<'_> {
                     Ok(changed) => {
                         if kind.built_in {
                             // Only what was written since the last time can be too wide.
-                            let since = writes.since_narrowed.replace(Written::default());
-                            let within = since.as_ref().map_or(Within::All, Written::within);
-                            go_object::narrow_ints(&kind.schema, object, &within);
+                            go_object::narrow_ints(&kind.schema, object, &writes.since_narrowed());
                         }
                         Ok(Ok(changed))
                     }
@@ -618,7 +620,6 @@ impl Run<'_> {
                 let undo = (!json_patch::changes_nothing_on_error(&ops))
                     .then(|| Saved::new(&self.object, &places));
                 let written = Written::of_paths(places.into_paths());
-                let declared = self.declared || matches!(self.fit, Fit::Fits);
                 // A custom resource's Scale (only "" and apps serve one among the built-in
                 // groups) cannot take a patch; kube-apiserver says so once the patch applied.
                 let custom_resource_scale = (self.req.sub_resource == "scale"
@@ -644,21 +645,17 @@ impl Run<'_> {
                 }
                 if kind.built_in {
                     // Only what was written since the last look can fail to decode.
-                    let since = self.writes.since_decoded.replace(Written::default());
-                    let unchecked = since.as_ref().map_or(Within::All, Written::within);
-                    if let Some(e) = go_object::decode_error(&kind.schema, &self.object, &unchecked)
-                    {
+                    let since = self.writes.since_decoded();
+                    if let Some(e) = go_object::decode_error(&kind.schema, &self.object, &since) {
                         return Err(Immediate::new(
                             500,
                             "InternalError",
                             format!("Internal error occurred: {e}"),
                         ));
                     }
-                    let within = if declared {
-                        written.within()
-                    } else {
-                        Within::All
-                    };
+                    // The request's object has no member its Go type does not declare, nor
+                    // an empty optional one: only where the patch wrote can there be one.
+                    let within = written.within();
                     let unknown = apply::unknown_fields(&kind.schema, &self.object, &within);
                     if !unknown.is_empty() {
                         return Err(Immediate::new(
@@ -674,7 +671,6 @@ impl Run<'_> {
                 }
                 // Operations may undo each other: only what was kept says whether they did.
                 let changed = undo.map_or(changed, |kept| kept.differs(&self.object));
-                self.declared = kind.built_in;
                 if changed {
                     self.fit = match std::mem::replace(&mut self.fit, Fit::Unknown) {
                         Fit::Unknown => Fit::Unknown,
@@ -682,6 +678,10 @@ impl Run<'_> {
                         Fit::FitsBut(mut before) => {
                             before.join(written);
                             Fit::FitsBut(before)
+                        }
+                        Fit::Received(mut before) => {
+                            before.join(written);
+                            Fit::Received(before)
                         }
                     };
                 }

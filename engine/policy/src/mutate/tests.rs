@@ -572,9 +572,9 @@ fn what_a_patch_breaks_is_found_by_the_next_apply_configuration() {
 
 #[test]
 fn the_go_type_checks_after_a_mutation_see_every_place_written_since_they_last_looked() {
-    // A first patch looks at the whole object; an apply configuration then writes a number
-    // the Go type of an `int` field cannot hold (the configuration's check only asks for a
-    // number); the next patch writes elsewhere, and the check after it still finds it.
+    // An apply configuration writes a number the Go type of an `int` field cannot hold (the
+    // configuration's check only asks for a number); the next patch writes elsewhere, and the
+    // check after it still finds it.
     let label = |k: &str| {
         json_patch(&format!(
             "[JSONPatch{{op: 'add', path: '/metadata/labels/{k}', value: 'x'}}]"
@@ -596,8 +596,8 @@ fn the_go_type_checks_after_a_mutation_see_every_place_written_since_they_last_l
             "Internal error occurred: json: cannot unmarshal number 1.5 into Go struct field Pod.spec.replicas of type int"
         )
     );
-    // A first apply configuration cuts the whole object's integers to their widths; a later
-    // one's integer too wide for its int32 field (2^32 + 81) is cut where it wrote it.
+    // A later apply configuration's integer too wide for its int32 field (2^32 + 81) is cut
+    // where it wrote it.
     let p = upstream(policy(
         "p",
         vec![
@@ -612,6 +612,79 @@ fn the_go_type_checks_after_a_mutation_see_every_place_written_since_they_last_l
     assert_eq!(
         out.object.expect("mutated")["spec"]["containers"][0]["ports"],
         json!([{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 81, "protocol": "TCP"}])
+    );
+}
+
+#[test]
+fn the_request_object_is_taken_as_its_go_type_encoded_it() {
+    // kube-apiserver encodes the object it sends from the kind's Go type: it decodes, its
+    // int32 fields fit, it has no undeclared field and no empty optional one, and it fits the
+    // kind's schema but for list items that cannot be keyed. Only what the mutations write is
+    // checked, so a hand-made object that breaks this is mutated as given.
+    let mut object = pod();
+    object["spec"]["replicas"] = json!(1.5);
+    object["spec"]["undeclared"] = json!(true);
+    object["spec"]["volumes"] = json!([]);
+    object["spec"]["containers"][0]["ports"][0]["containerPort"] = json!(4_294_967_377_i64);
+    let p = upstream(policy(
+        "p",
+        vec![
+            json_patch("[JSONPatch{op: 'add', path: '/metadata/labels/a', value: 'x'}]"),
+            apply_config("Object{metadata: Object.metadata{labels: {'b': 'y'}}}"),
+        ],
+    ));
+    let schemas = Schemas(Some(KindSchema {
+        schema: pod_schema(),
+        built_in: true,
+    }));
+    let out = run_on(&[p], &object, &schemas);
+    assert!(out.allowed(), "{:?}", out.denial);
+    let mut want = object.clone();
+    want["metadata"]["labels"]["a"] = json!("x");
+    want["metadata"]["labels"]["b"] = json!("y");
+    assert_eq!(out.object, Some(want));
+    assert_eq!(
+        out.patch,
+        [
+            json!({"op": "add", "path": "/metadata/labels/a", "value": "x"}),
+            json!({"op": "add", "path": "/metadata/labels/b", "value": "y"})
+        ]
+    );
+    // A list item that cannot be keyed (a container without a name) fails the apply
+    // configuration's typed conversion, as in-tree, wherever it stands.
+    let mut unnamed = object.clone();
+    unnamed["spec"]["containers"]
+        .as_array_mut()
+        .expect("containers")
+        .push(json!({"image": "sidecar"}));
+    let p = upstream(policy(
+        "p",
+        vec![apply_config(
+            "Object{metadata: Object.metadata{labels: {'b': 'y'}}}",
+        )],
+    ));
+    let d = run_on(&[p], &unnamed, &schemas).denial.expect("denied");
+    assert_eq!(
+        (d.code, d.message.as_str()),
+        (
+            403,
+            "policy 'p' with binding 'p-b' denied request: error applying patch: failed to convert original object to typed object: .spec.containers: element 1: associative list with keys has an element that omits all key fields [\"name\"] (and doesn't have default values for any key fields)"
+        )
+    );
+    // What a patch writes is checked all the same.
+    let p = upstream(policy(
+        "p",
+        vec![json_patch(
+            "[JSONPatch{op: 'add', path: '/spec/undeclared2', value: 1}]",
+        )],
+    ));
+    let d = run_on(&[p], &object, &schemas).denial.expect("denied");
+    assert_eq!(
+        (d.code, d.message.as_str()),
+        (
+            500,
+            "Internal error occurred: strict decoding error: unknown field \"spec.undeclared2\""
+        )
     );
 }
 

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::typed::Written;
+use super::typed::Within;
 
 /// A path of member names (unescaped) from the root; empty: the whole object.
 type Path = Vec<String>;
@@ -58,12 +58,16 @@ pub(super) struct Writes {
     /// The places written since each `IfNeeded` policy was first given the object, as it
     /// found them (in the order the policies ran).
     pub(super) since: Vec<Saved>,
-    /// The places written since the object was last looked at for a value its (built-in)
-    /// kind's Go type cannot hold (`go_object::decode_error`); `None` before the first look.
-    pub(super) since_decoded: Option<Written>,
-    /// The places written since the object's integers were last cut to their fields' widths
-    /// (`go_object::narrow_ints`); `None` before the first time.
-    pub(super) since_narrowed: Option<Written>,
+    /// Every place written in the run, in order, for the two looks at a built-in kind's object
+    /// that need only what was written since the last one (the request's object, encoded from
+    /// the kind's Go type, needs neither).
+    log: Vec<Path>,
+    /// Where in `log` the places written since the object was last looked at for a value its
+    /// Go type cannot hold (`go_object::decode_error`) start.
+    decoded: usize,
+    /// Where in `log` the places written since the object's integers were last cut to their
+    /// fields' widths (`go_object::narrow_ints`) start.
+    narrowed: usize,
 }
 
 impl Writes {
@@ -73,12 +77,21 @@ impl Writes {
         for saved in self.invocation.iter_mut().chain(&mut self.since) {
             saved.keep(object, places);
         }
-        for since in [&mut self.since_decoded, &mut self.since_narrowed]
-            .into_iter()
-            .flatten()
-        {
-            since.join(Written::of_paths(places.0.clone()));
-        }
+        self.log.extend(places.0.iter().cloned());
+    }
+
+    /// The places written since the object was last looked at for a value its Go type cannot
+    /// hold, which the caller looks at now.
+    pub(super) fn since_decoded(&mut self) -> Within<'_> {
+        let from = std::mem::replace(&mut self.decoded, self.log.len());
+        Within::of_paths(&self.log[from..])
+    }
+
+    /// The places written since the object's integers were last cut to their fields' widths,
+    /// which the caller cuts now.
+    pub(super) fn since_narrowed(&mut self) -> Within<'_> {
+        let from = std::mem::replace(&mut self.narrowed, self.log.len());
+        Within::of_paths(&self.log[from..])
     }
 }
 

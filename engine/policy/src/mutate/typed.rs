@@ -7,7 +7,7 @@
 
 use std::fmt::Write as _;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::go_value::{Foreign, GoValue};
 use crate::schema::{AdditionalProperties, ApplyKind, ListType, MapType, Schema, SchemaRef};
@@ -123,6 +123,12 @@ impl<'s> Ty<'s> {
 }
 
 impl Ty<'_> {
+    /// Whether a value of the position may hold an associative list item that cannot be keyed
+    /// (see `SchemaRef::may_hold_unkeyed_items`).
+    fn may_hold_unkeyed_items(&self) -> bool {
+        matches!(self, Ty::Node { schema, .. } if schema.may_hold_unkeyed_items())
+    }
+
     /// Whether the position holds scalars only and `v` is one of its type (or null): a value
     /// with nothing below it to check. Most values of an object are such, and this answers
     /// without working out the position's atom.
@@ -233,6 +239,10 @@ pub(super) enum Fit {
     Fits,
     /// It fitted before patches wrote (or removed) at these places.
     FitsBut(Written),
+    /// It is the request's object, which kube-apiserver encoded from its (built-in) kind's Go
+    /// type, so it fits but for items of associative lists that cannot be keyed; patches
+    /// wrote (or removed) at these places since.
+    Received(Written),
 }
 
 /// Places JSON patches wrote at, as the patch library reads their pointers: the tokens after
@@ -253,7 +263,7 @@ impl Written {
 
     /// The part of an object a walk must look at to see what was written.
     pub(super) fn within(&self) -> Within<'_> {
-        Within::below(self.0.iter().map(Vec::as_slice).collect())
+        Within::of_paths(&self.0)
     }
 }
 
@@ -262,18 +272,36 @@ impl Written {
 pub(super) enum Within<'t> {
     /// All of it.
     All,
-    /// The values at these token paths (relative to the value), and the lists on the way to
-    /// them whole: an item added or removed moves the others.
+    /// The value at this token path (not empty; relative to the value), and the lists on the
+    /// way to it whole: an item added or removed moves the others. Most mutations write one
+    /// place: it is followed without building anything.
+    One(&'t [String]),
+    /// The values at these token paths (not empty; none, or at least two), as [`Within::One`].
     Paths(Vec<&'t [String]>),
 }
 
 impl<'t> Within<'t> {
+    /// The part of an object a walk must look at to see what was written at these places
+    /// (paths of member names, as `Written` holds them).
+    pub(super) fn of_paths(paths: &'t [Vec<String>]) -> Self {
+        Within::below(paths.iter().map(Vec::as_slice).collect())
+    }
+
     /// The paths left, or all of the value when one of them ends here.
     fn below(paths: Vec<&'t [String]>) -> Self {
-        if paths.iter().any(|p| p.is_empty()) {
-            Within::All
-        } else {
-            Within::Paths(paths)
+        match paths.as_slice() {
+            _ if paths.iter().any(|p| p.is_empty()) => Within::All,
+            [one] => Within::One(one),
+            _ => Within::Paths(paths),
+        }
+    }
+
+    /// What is below the first token of a path.
+    fn rest(path: &'t [String]) -> Self {
+        match path {
+            [_] => Within::All,
+            [_, rest @ ..] => Within::One(rest),
+            [] => Within::All,
         }
     }
 
@@ -283,8 +311,71 @@ impl<'t> Within<'t> {
     pub(super) fn step(&self, key: Option<&str>) -> Option<Within<'t>> {
         match self {
             Within::All => Some(Within::All),
+            Within::One(path) => key
+                .is_none_or(|k| path.first().is_some_and(|t| t == k))
+                .then(|| Self::rest(path)),
             Within::Paths(paths) => Self::step_paths(paths, key),
         }
+    }
+
+    /// Calls `f` with each member of `map` to look at and what to look at below it, in the
+    /// map's order, until `f` returns something. Within paths, the members they name are found
+    /// by name, in key order: the order a `serde_json::Map` (ordered by key) iterates in, so a
+    /// walk meets them in the same order either way, without passing every member.
+    pub(super) fn find_member<'m, R>(
+        &self,
+        map: &'m Map<String, Value>,
+        mut f: impl FnMut(&'m str, &'m Value, &Within<'t>) -> Option<R>,
+    ) -> Option<R> {
+        match self {
+            Within::All => map.iter().find_map(|(k, v)| f(k, v, &Within::All)),
+            Within::One(path) => {
+                let (k, v) = map.get_key_value(path.first()?)?;
+                f(k, v, &Self::rest(path))
+            }
+            Within::Paths(paths) => Self::named(paths).iter().find_map(|(name, below)| {
+                let (k, v) = map.get_key_value(*name)?;
+                f(k, v, below)
+            }),
+        }
+    }
+
+    /// Calls `f` with each member of `map` to look at and what to look at below it, as
+    /// [`Within::find_member`] finds them.
+    pub(super) fn each_member_mut(
+        &self,
+        map: &mut Map<String, Value>,
+        mut f: impl FnMut(&str, &mut Value, &Within<'t>),
+    ) {
+        match self {
+            Within::All => map.iter_mut().for_each(|(k, v)| f(k, v, &Within::All)),
+            Within::One(path) => {
+                if let Some((name, v)) = path.first().and_then(|k| Some((k, map.get_mut(k)?))) {
+                    f(name, v, &Self::rest(path));
+                }
+            }
+            Within::Paths(paths) => {
+                for (name, below) in Self::named(paths) {
+                    if let Some(v) = map.get_mut(name) {
+                        f(name, v, &below);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The member names the paths start with, in key order, with what to look at below each.
+    fn named(paths: &[&'t [String]]) -> Vec<(&'t str, Within<'t>)> {
+        let mut names: Vec<&'t str> = paths
+            .iter()
+            .filter_map(|p| p.first().map(String::as_str))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        names
+            .into_iter()
+            .filter_map(|name| Some((name, Self::step_paths(paths, Some(name))?)))
+            .collect()
     }
 
     fn step_paths(paths: &[&'t [String]], key: Option<&str>) -> Option<Within<'t>> {
@@ -652,16 +743,20 @@ pub(super) fn json_equal(a: &Value, b: &Value) -> bool {
 }
 
 /// Checks that `v` fits `ty` (structured-merge-diff's conversion to a typed value), looking
-/// `within` it (the caller knows the rest fits); with `allow_duplicates`, list maps may repeat
-/// a key (as live objects may).
+/// `within` it; outside, with `unkeyed_elsewhere`, only at items of associative lists that
+/// cannot be keyed (the rest of a value encoded from its Go type fits but for them), else
+/// nowhere (the caller knows the rest fits). With `allow_duplicates`, list maps may repeat a
+/// key (as live objects may).
 pub(super) fn validate(
     ty: &Ty,
     v: &Value,
     allow_duplicates: bool,
     within: &Within<'_>,
+    unkeyed_elsewhere: bool,
 ) -> Vec<PathError> {
     let mut out = Found {
         dups: allow_duplicates,
+        unkeyed: unkeyed_elsewhere,
         errors: Vec::new(),
     };
     validate_at(ty, v, None, &Step::Root, 0, &mut out, within);
@@ -673,15 +768,18 @@ pub(super) fn validate(
 pub(super) fn validate_config(ty: &Ty, v: &Value, foreign: Option<&Foreign>) -> Vec<PathError> {
     let mut out = Found {
         dups: false,
+        unkeyed: false,
         errors: Vec::new(),
     };
     validate_at(ty, v, foreign, &Step::Root, 0, &mut out, &Within::All);
     out.errors
 }
 
-/// What a check walk finds, and whether list maps may repeat a key.
+/// What a check walk finds, whether list maps may repeat a key, and whether items that
+/// cannot be keyed are looked for outside the part checked.
 struct Found {
     dups: bool,
+    unkeyed: bool,
     errors: Vec<PathError>,
 }
 
@@ -742,17 +840,39 @@ fn validate_at(
                 return out.err(at, format!("expected map, got {got}"));
             }
         };
-        for (key, item) in map {
-            let Some(below) = within.step(Some(key)) else {
-                continue;
-            };
+        // Each member within, and, where unkeyed items are looked for elsewhere and may be
+        // below, every other member for them.
+        let unkeyed_elsewhere = out.unkeyed && ty.may_hold_unkeyed_items();
+        let all = Within::All;
+        let members = if unkeyed_elsewhere { &all } else { within };
+        members.find_member(map, |key, item, found| {
             let here = Step::Member(at, key);
+            let stepped;
+            let below = if unkeyed_elsewhere {
+                stepped = within.step(Some(key));
+                stepped.as_ref()
+            } else {
+                Some(found)
+            };
+            let Some(below) = below else {
+                if let Some(t) = m.entry(key) {
+                    unkeyed_at(&t, item, &here, depth + 1, out);
+                }
+                return None;
+            };
             let foreign = foreign.and_then(|f| f.member(key));
             match m.entry(key) {
-                Some(t) => validate_at(&t, item, foreign, &here, depth + 1, out, &below),
-                None => return out.err(&here, "field not declared in schema".into()),
+                Some(t) => {
+                    validate_at(&t, item, foreign, &here, depth + 1, out, below);
+                    None
+                }
+                // An undeclared field ends the walk of the map.
+                None => {
+                    out.err(&here, "field not declared in schema".into());
+                    Some(())
+                }
             }
-        }
+        });
     } else if let Some(t) = atom.scalar {
         if let Some(message) = check_scalar_in(t, v, foreign, "") {
             out.err(at, message);
@@ -782,14 +902,49 @@ fn validate_at(
             if keyed && seen.iter().any(|s| s.same(&element)) {
                 out.err(at, format!("duplicate entries for key {element}"));
             }
-            if let Some(below) = &below {
-                let here = Step::Item(at, &element);
-                validate_at(&list.elem, item, foreign, &here, depth + 1, out, below);
+            let here = Step::Item(at, &element);
+            match &below {
+                Some(below) => validate_at(&list.elem, item, foreign, &here, depth + 1, out, below),
+                None if out.unkeyed => unkeyed_at(&list.elem, item, &here, depth + 1, out),
+                None => {}
             }
             if keyed {
                 seen.push(element);
             }
         }
+    }
+}
+
+/// [`validate_at`] where only items of associative lists that cannot be keyed are looked for
+/// (in a value encoded from its Go type, the only way it can fail to fit), below the nodes
+/// that may hold them.
+fn unkeyed_at(ty: &Ty, v: &Value, at: &Step<'_>, depth: usize, out: &mut Found) {
+    let Ty::Node { schema, .. } = ty else {
+        return;
+    };
+    if depth > MAX_DEPTH || !schema.may_hold_unkeyed_items() {
+        return;
+    }
+    let atom = deduce(&ty.atom(), Some(v));
+    match (v, &atom.map, &atom.list) {
+        (Value::Object(map), Some(m), _) => {
+            for (key, item) in map {
+                if let Some(t) = m.entry(key) {
+                    unkeyed_at(&t, item, &Step::Member(at, key), depth + 1, out);
+                }
+            }
+        }
+        (Value::Array(items), _, Some(list)) => {
+            for (i, item) in items.iter().enumerate() {
+                match item_element(list, i, item) {
+                    Ok(element) => {
+                        unkeyed_at(&list.elem, item, &Step::Item(at, &element), depth + 1, out);
+                    }
+                    Err(e) => return out.err(at, format!("element {i}: {e}")),
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -918,7 +1073,7 @@ mod tests {
                     "{field} holds more than scalars"
                 );
                 assert!(
-                    validate(&ty, v, false, &Within::All).is_empty(),
+                    validate(&ty, v, false, &Within::All, false).is_empty(),
                     "{field} does not accept {v}"
                 );
             }

@@ -147,6 +147,8 @@ struct Node {
     embedded_resource: bool,
     /// Worked out from the fields above when the graph is built.
     apply_kind: ApplyKind,
+    /// Worked out when the graph is built: see [`SchemaRef::may_hold_unkeyed_items`].
+    unkeyed_items: bool,
 }
 
 /// The component kube-openapi treats as an untyped scalar.
@@ -269,7 +271,87 @@ impl Graph {
         for node in &mut nodes {
             node.apply_kind = node.apply_kind();
         }
+        let unkeyed = unkeyed_items(&nodes);
+        for (node, unkeyed) in nodes.iter_mut().zip(unkeyed) {
+            node.unkeyed_items = unkeyed;
+        }
         Graph { nodes }
+    }
+}
+
+/// The node a link leads to, among `nodes` (those of the graph being built) or in another graph.
+fn linked<'n>(nodes: &'n [Node], link: &'n Link) -> Option<&'n Node> {
+    match link {
+        Link::Local(id) => nodes.get(*id),
+        Link::Foreign(schema) => Some(schema.node()),
+    }
+}
+
+/// Whether a list of this node may hold, as an object encoded from its Go type holds it, an
+/// item server-side apply cannot key: the list is associative (a set, or a list map keyed by
+/// `x-kubernetes-list-map-keys` or a merge key) and its items may leave every key out (none
+/// required, none defaulted), or are not scalars in a set.
+fn lists_unkeyed_items(nodes: &[Node], node: &Node) -> bool {
+    if !matches!(node.apply_kind, ApplyKind::Array | ApplyKind::Any) {
+        return false;
+    }
+    let keys: &[String] = match node.list_type {
+        Some(ListType::Atomic) => return false,
+        Some(ListType::Set) => &[],
+        Some(ListType::Map) => &node.list_map_keys,
+        None if node.merge_strategy => node.patch_merge_key.as_slice(),
+        None => return false,
+    };
+    let Some(item) = node.items.as_ref().and_then(|l| linked(nodes, l)) else {
+        return true;
+    };
+    if keys.is_empty() {
+        return !matches!(
+            item.apply_kind,
+            ApplyKind::String | ApplyKind::Numeric | ApplyKind::Boolean | ApplyKind::Scalar
+        );
+    }
+    !keys.iter().any(|key| {
+        item.required.contains(key)
+            || (item.properties.get(key))
+                .and_then(|l| linked(nodes, l))
+                .is_some_and(|field| field.default.is_some())
+    })
+}
+
+/// For each node, whether [`lists_unkeyed_items`] holds of it or of a node below it (through
+/// properties, items and map values): marked where it holds, then spread to the nodes above
+/// until nothing changes (the graph may be cyclic).
+fn unkeyed_items(nodes: &[Node]) -> Vec<bool> {
+    let mut marked: Vec<bool> = nodes
+        .iter()
+        .map(|n| lists_unkeyed_items(nodes, n))
+        .collect();
+    loop {
+        let mut changed = false;
+        for (id, node) in nodes.iter().enumerate() {
+            if marked[id] {
+                continue;
+            }
+            let additional = match &node.additional {
+                Some(Additional::Schema(link)) => Some(link),
+                _ => None,
+            };
+            let below = (node.properties.iter().map(|(_, l)| l))
+                .chain(node.items.as_ref())
+                .chain(additional)
+                .any(|link| match link {
+                    Link::Local(child) => marked.get(*child).copied().unwrap_or(true),
+                    Link::Foreign(schema) => schema.node().unkeyed_items,
+                });
+            if below {
+                marked[id] = true;
+                changed = true;
+            }
+        }
+        if !changed {
+            return marked;
+        }
     }
 }
 
@@ -574,6 +656,14 @@ impl<'g> SchemaRef<'g> {
     pub fn merges_lists(self) -> bool {
         self.node().merge_strategy
     }
+
+    /// Whether a value of this node, encoded from its Go type, may hold (here or below) an
+    /// item of an associative list that server-side apply cannot key: one leaving out every
+    /// key field where none is required or defaulted, or a map in a set. The only way such
+    /// a value can fail apply's typed conversion.
+    pub fn may_hold_unkeyed_items(self) -> bool {
+        self.node().unkeyed_items
+    }
 }
 
 #[cfg(test)]
@@ -635,6 +725,77 @@ mod tests {
         let graph = Graph::new(cases.into_iter().map(|(n, _)| n).collect());
         let got: Vec<ApplyKind> = graph.nodes.iter().map(|n| n.apply_kind).collect();
         assert_eq!(got, expected);
+    }
+
+    #[test]
+    fn lists_whose_items_may_leave_every_key_out_are_marked_with_the_nodes_above() {
+        use serde_json::json;
+        let r = |c: &str| json!({"$ref": format!("#/components/schemas/{c}")});
+        let list = |markers: Value, item: Value| {
+            let mut l = json!({"type": "array", "items": item});
+            if let (Some(l), Value::Object(markers)) = (l.as_object_mut(), markers) {
+                l.extend(markers);
+            }
+            l
+        };
+        let keyed_by = |key: &str| json!({"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": [key]});
+        let set = || json!({"x-kubernetes-list-type": "set"});
+        let doc = json!({"components": {"schemas": {
+            "Root": {"type": "object", "properties": {
+                "keyed": r("Keyed"), "loose": r("Loose"), "tree": r("Tree"), "chain": r("Chain")},
+                "x-kubernetes-group-version-kind": [{"group": "", "version": "v1", "kind": "Root"}]},
+            "Keyed": {"type": "object", "properties": {
+                "required": list(keyed_by("name"), r("Named")),
+                "defaulted": list(keyed_by("port"), r("Port")),
+                "scalars": list(set(), json!({"type": "string"})),
+                "atomic": list(json!({}), r("Free"))}},
+            "Named": {"type": "object", "required": ["name"],
+                "properties": {"name": {"type": "string"}}},
+            "Port": {"type": "object", "properties": {"port": {"type": "integer", "default": 80}}},
+            "Free": {"type": "object", "properties": {"name": {"type": "string"}}},
+            "Loose": {"type": "object", "properties": {"refs": list(json!({
+                "x-kubernetes-patch-strategy": "merge", "x-kubernetes-patch-merge-key": "name"}),
+                r("Free"))}},
+            "Tree": {"type": "object", "properties": {
+                "children": list(json!({}), r("Tree")),
+                "maps": list(set(), r("Free"))}},
+            "Chain": {"type": "object", "properties": {"next": r("Chain"), "name": {"type": "string"}}}
+        }}});
+        let schemas = schemas_from_openapi(&doc).unwrap_or_default();
+        let root = Schema::as_ref(&schemas[0].1);
+        let marked = |path: &[&str]| {
+            let at = path.iter().try_fold(root, |s, step| match *step {
+                "[]" => s.items(),
+                name => s.property(name),
+            });
+            at.map(SchemaRef::may_hold_unkeyed_items)
+        };
+        // Keyed by a required or defaulted field, a set of scalars, an atomic list: never.
+        for path in [
+            &["keyed"][..],
+            &["keyed", "required"],
+            &["keyed", "defaulted"],
+            &["keyed", "scalars"],
+            &["keyed", "atomic"],
+            &["loose", "refs", "[]"],
+            &["chain"],
+            &["chain", "next", "next"],
+        ] {
+            assert_eq!(marked(path), Some(false), "{path:?}");
+        }
+        // Keyed by a merge key its items may leave out, a set of maps, and every node above
+        // one (through a cycle too).
+        for path in [
+            &[][..],
+            &["loose"],
+            &["loose", "refs"],
+            &["tree"],
+            &["tree", "maps"],
+            &["tree", "children"],
+            &["tree", "children", "[]", "children", "[]"],
+        ] {
+            assert_eq!(marked(path), Some(true), "{path:?}");
+        }
     }
 
     #[test]
