@@ -14,6 +14,9 @@ mod reports;
 mod targets;
 mod writer;
 
+#[cfg(test)]
+mod footprint;
+
 pub use writer::clear_while_off;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};

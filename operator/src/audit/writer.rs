@@ -346,7 +346,7 @@ enum Write {
 }
 
 /// A binding's `status.audit`.
-fn status_of(audit: &super::findings::UnitAudit) -> AuditStatus {
+pub(super) fn status_of(audit: &super::findings::UnitAudit) -> AuditStatus {
     AuditStatus {
         scanned: audit.scanned,
         violations: i64::try_from(audit.violations.len()).unwrap_or(i64::MAX),

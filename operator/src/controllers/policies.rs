@@ -463,7 +463,7 @@ fn on_list_done<K>(
 /// Drops a watched policy's or binding's `managedFields` before it is stored: nothing celgate
 /// does reads them, and with 1,000 policies and 1,000 bindings they held ~8 MB
 /// (`make bench-scale`: anonymous memory after load 52.3 → 43.6 MB).
-fn without_managed_fields<K: kube::Resource>(object: &mut K) {
+pub fn without_managed_fields<K: kube::Resource>(object: &mut K) {
     object.meta_mut().managed_fields = None;
 }
 
