@@ -1,5 +1,6 @@
 //! What one scan covers: every binding of a bound ValidatingAdmissionPolicy (unless the binding
-//! opts out) as a unit evaluated alone, the served resources whose objects a CREATE-matching
+//! opts out) as a unit evaluated alone (holding only what it shares with the published set and
+//! with its policy's other units), the served resources whose objects a CREATE-matching
 //! rule of those policies could select (never the reports, Events or Leases; Secrets only when
 //! asked), and the bindings not audited that still carry a `status.audit`.
 
@@ -8,7 +9,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use celgate_crds::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
-use celgate_engine::{BoundPolicy, PolicySet};
+use celgate_engine::model::ValidatingBindingSpec;
+use celgate_engine::{BoundPolicy, PolicySet, ValidatingPolicy};
 use celgate_kinds::served::ServedResources;
 use celgate_snapshot::Snapshot;
 use celgate_snapshot::audit::{StoredAs, audited};
@@ -36,11 +38,27 @@ pub struct Unit {
     pub severity: Option<String>,
     /// The policy's category annotation, if set.
     pub category: Option<String>,
-    /// The resources its policy's rules may select with a CREATE.
-    pub resources: Vec<StoredAs>,
-    /// The policy with only this binding: decided against the current snapshot's namespaces
-    /// and params by the webhook's own dispatch.
-    pub set: Arc<PolicySet>,
+    /// The resources its policy's rules may select with a CREATE (one list for all the
+    /// policy's units).
+    pub resources: Arc<[StoredAs]>,
+    /// The policy, as published.
+    pub compiled: Arc<ValidatingPolicy>,
+    /// The binding, as published.
+    pub spec: Arc<ValidatingBindingSpec>,
+}
+
+impl Unit {
+    /// The policy with only this binding (and the policy's autogen variants under it): decided
+    /// against the current snapshot's namespaces and params by the webhook's own dispatch.
+    /// Built for each use, not kept: a set of its own for each of 20,000 bindings held ~800
+    /// bytes each (`make bench-footprint`).
+    pub fn set(&self) -> PolicySet {
+        let alone = BoundPolicy {
+            policy: self.compiled.clone(),
+            bindings: vec![self.spec.clone()],
+        };
+        PolicySet::new(vec![alone], Vec::new())
+    }
 }
 
 /// Everything one scan covers.
@@ -88,7 +106,7 @@ pub fn plan(
                 .as_ref()
                 .and_then(|p| p.annotations().get(key).cloned())
         };
-        let resources: Vec<StoredAs> = resources_of(bound, served)
+        let resources: Arc<[StoredAs]> = resources_of(bound, served)
             .into_iter()
             .filter(|r| audited(&r.group, &r.resource, secrets))
             .collect();
@@ -100,10 +118,6 @@ pub fn plan(
                 continue;
             }
             all.extend(resources.iter().cloned());
-            let alone = BoundPolicy {
-                policy: bound.policy.clone(),
-                bindings: vec![binding.clone()],
-            };
             units.push(Arc::new(Unit {
                 policy: bound.policy.name.clone(),
                 binding: Arc::from(binding.name.as_str()),
@@ -116,7 +130,8 @@ pub fn plan(
                 severity: annotation(SEVERITY_ANNOTATION),
                 category: annotation(CATEGORY_ANNOTATION),
                 resources: resources.clone(),
-                set: Arc::new(PolicySet::new(vec![alone], Vec::new())),
+                compiled: bound.policy.clone(),
+                spec: binding.clone(),
             }));
         }
     }
@@ -187,6 +202,55 @@ mod tests {
             policy: Arc::new(compile_validating(spec)),
             bindings: Vec::new(),
         }
+    }
+
+    #[test]
+    fn units_hold_the_published_policy_and_binding_and_share_their_policys_resources() {
+        use crate::controllers::policy_set::{PolicyCache, Stored, compile};
+        use crate::fixtures;
+        use kube::runtime::reflector;
+        use kube::runtime::watcher::Event;
+
+        let policy = fixtures::policy("p", 1, "true", None);
+        let mut cache = PolicyCache::default();
+        cache.insert(&policy, compile(&policy));
+        let (policies, mut policy_writer) = reflector::store();
+        policy_writer.apply_watcher_event(&Event::Apply(policy.clone()));
+        let (bindings, mut binding_writer) = reflector::store();
+        for name in ["b1", "b2"] {
+            binding_writer.apply_watcher_event(&Event::Apply(fixtures::binding(name, "p")));
+        }
+        let set = cache.build(
+            Stored {
+                policies: policies.state(),
+                bindings: bindings.state(),
+            },
+            Stored {
+                policies: Vec::new(),
+                bindings: Vec::new(),
+            },
+        );
+        let snapshot = Snapshot {
+            policies: Arc::new(set),
+            ..Snapshot::default()
+        };
+        let served = ServedResources::from_discovery(&BuiltinDiscovery::load().unwrap().discovery);
+
+        let plan = plan(&snapshot, &policies, &bindings, &served, false);
+        let published = &snapshot.policies.validating()[0];
+        assert_eq!(plan.units.len(), 2);
+        for (unit, binding) in plan.units.iter().zip(&published.bindings) {
+            assert!(Arc::ptr_eq(&unit.compiled, &published.policy));
+            assert!(Arc::ptr_eq(&unit.spec, binding));
+            let set = unit.set();
+            assert_eq!(set.validating().len(), 1);
+            assert!(Arc::ptr_eq(&set.validating()[0].bindings[0], binding));
+        }
+        assert!(!plan.units[0].resources.is_empty());
+        assert!(Arc::ptr_eq(
+            &plan.units[0].resources,
+            &plan.units[1].resources
+        ));
     }
 
     #[test]
