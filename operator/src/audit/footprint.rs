@@ -31,7 +31,7 @@ use super::findings::{Findings, UnitKey};
 use super::inputs::{Inputs, resource_inputs};
 use super::{Sources, key, targets, writer};
 use crate::cluster::discovery::Discovery;
-use crate::controllers::policies::{KindStores, without_managed_fields};
+use crate::controllers::policies::{KindStores, without_unread_fields};
 use crate::controllers::policy_set::{PolicyCache, Stored, compile};
 use crate::metrics;
 
@@ -121,7 +121,7 @@ where
     let (store, mut writer) = reflector::store();
     writer.apply_watcher_event(&Event::Init);
     for mut object in objects {
-        without_managed_fields(&mut object);
+        without_unread_fields(&mut object);
         writer.apply_watcher_event(&Event::InitApply(object));
     }
     writer.apply_watcher_event(&Event::InitDone);
