@@ -4,7 +4,7 @@ CARGO ?= cargo
 LOCAL_CLUSTER ?= $(CURDIR)/.local/cluster
 WEBHOOK_PORT ?= 9443
 
-.PHONY: help build test unit docs e2e e2e-versions e2e-node e2e-node-release release release-check node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-scale-bindings bench-audit bench-e2e bench-bindings deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
+.PHONY: help build test unit docs e2e e2e-versions e2e-node e2e-node-release release release-check node-up node-down monitoring-rules dashboard-png lint fmt crds crds-check schemas cluster-build cluster-up cluster-down run conformance bench bench-table bench-cel bench-webhook bench-check bench-baseline bench-decode bench-memory bench-apply bench-scale bench-scale-bindings bench-footprint bench-audit bench-e2e bench-bindings deps differential image map-differential admission-fuzz fuzz helm-build helm-template helm-test
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -205,6 +205,12 @@ bench-scale: deps ## 1,000 VAPs + bindings (realistic mix) as celgate objects: m
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench scale
+
+# Issue 46, part 2, in process: the heap bytes each owner holds per binding, without a cluster.
+# Run alone (--test-threads=1, one test): the counting allocator counts the whole process.
+bench-footprint: ## Heap bytes per binding by owner (stores, compiled set, the audit's parts) for FOOTPRINT_POLICIES x FOOTPRINT_BINDINGS_PER_POLICY (default 1,000 x 20), in process
+	FOOTPRINT_POLICIES=$${FOOTPRINT_POLICIES:-1000} FOOTPRINT_BINDINGS_PER_POLICY=$${FOOTPRINT_BINDINGS_PER_POLICY:-20} \
+		$(CARGO) test -p celgate-operator --lib audit::footprint -- --ignored --nocapture --test-threads=1
 
 # Issue 46, part 2: 1,000 policies x 100 bindings; the params phase is bench-scale's.
 bench-scale-bindings: deps ## 1,000 VAPs x 100 bindings (100,000, realistic mix) as celgate objects: memory, start-up, status writer's pace, apply → enforced; writes target/bench/scale-bindings.json

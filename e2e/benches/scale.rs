@@ -120,32 +120,6 @@ async fn create_all(client: &kube::Client, objects: Vec<Value>, clients: usize) 
     throttled.load(Ordering::Relaxed)
 }
 
-/// The fixture's manifests with `per_policy` bindings for each policy: its own, and
-/// `per_policy - 1` more, each selecting namespaces of one more tenant
-/// (`celgate-bench/tenant: t<j>`, a label no namespace here carries).
-fn manifests(policies: &[fixture::Policy], per_policy: usize) -> Vec<Value> {
-    let mut out = fixture::validating_manifests(CELGATE_API, policies);
-    let firsts: Vec<Value> = out
-        .iter()
-        .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
-        .cloned()
-        .collect();
-    for j in 1..per_policy {
-        for first in &firsts {
-            let mut binding = first.clone();
-            let name = format!(
-                "{}-{j}",
-                first["metadata"]["name"].as_str().unwrap_or_default()
-            );
-            binding["metadata"]["name"] = json!(name);
-            binding["spec"]["matchResources"] = json!({"namespaceSelector":
-                {"matchLabels": {"celgate-bench/tenant": format!("t{j}")}}});
-            out.push(binding);
-        }
-    }
-    out
-}
-
 /// How many stored bindings have a status that describes their generation, and how many
 /// there are (read in pages of 5,000).
 async fn bindings_with_status(client: &kube::Client) -> (usize, usize) {
@@ -598,7 +572,15 @@ async fn main() {
         .map(|p| p.name.clone())
         .unwrap_or_else(|| panic!("the fixture has no Pod policy"));
     let creating = Instant::now();
-    let throttled = create_all(&client, manifests(&policies, per_policy), clients).await;
+    let throttled = create_all(
+        &client,
+        fixture::with_tenant_bindings(
+            fixture::validating_manifests(CELGATE_API, &policies),
+            per_policy,
+        ),
+        clients,
+    )
+    .await;
     let created_ms = ms(creating.elapsed());
     let create_rate = (total + bindings) as f64 / creating.elapsed().as_secs_f64();
     println!(

@@ -601,3 +601,29 @@ pub fn validating_manifests(api: &str, policies: &[Policy]) -> Vec<Value> {
     }
     out
 }
+
+/// `manifests` (from [`validating_manifests`]) with `per_policy` bindings for each policy: its
+/// own, and `per_policy - 1` more, each selecting the namespaces of one more tenant
+/// (`celgate-bench/tenant: t<j>`, a label no namespace of the benches carries), so a request is
+/// still reviewed by the policies' own bindings while celgate holds them all.
+pub fn with_tenant_bindings(mut manifests: Vec<Value>, per_policy: usize) -> Vec<Value> {
+    let firsts: Vec<Value> = manifests
+        .iter()
+        .filter(|o| o["kind"] == "ValidatingAdmissionPolicyBinding")
+        .cloned()
+        .collect();
+    for j in 1..per_policy {
+        for first in &firsts {
+            let mut binding = first.clone();
+            let name = format!(
+                "{}-{j}",
+                first["metadata"]["name"].as_str().unwrap_or_default()
+            );
+            binding["metadata"]["name"] = json!(name);
+            binding["spec"]["matchResources"] = json!({"namespaceSelector":
+                {"matchLabels": {"celgate-bench/tenant": format!("t{j}")}}});
+            manifests.push(binding);
+        }
+    }
+    manifests
+}

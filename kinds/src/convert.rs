@@ -12,7 +12,9 @@ fn selector(s: Option<&LabelSelector>) -> model::LabelSelector {
         return model::LabelSelector::default();
     };
     model::LabelSelector {
-        match_labels: s.match_labels.clone().unwrap_or_default(),
+        match_labels: (s.match_labels.iter().flatten())
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
         match_expressions: s
             .match_expressions
             .iter()
@@ -258,6 +260,25 @@ pub fn policy_exception(e: &api::PolicyException) -> celgate_engine::exception::
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_selectors_labels_convert_each_once_in_key_order() {
+        let stored: LabelSelector = serde_json::from_value(serde_json::json!({
+            "matchLabels": {"team": "a", "env": "prod"},
+            "matchExpressions": [{"key": "tier", "operator": "In", "values": ["gold"]}]
+        }))
+        .unwrap();
+        let converted = selector(Some(&stored));
+        assert_eq!(
+            converted.match_labels,
+            [
+                ("env".to_string(), "prod".to_string()),
+                ("team".to_string(), "a".to_string())
+            ]
+        );
+        assert_eq!(converted.match_expressions.len(), 1);
+        assert_eq!(selector(None), model::LabelSelector::default());
+    }
 
     #[test]
     fn mutating_policies_and_bindings_convert_field_for_field() {

@@ -245,7 +245,6 @@ mod tests {
     use super::*;
     use crate::model::LabelRequirement;
     use serde_json::json;
-    use std::collections::BTreeMap;
 
     struct NoNamespaces;
     impl Namespaces for NoNamespaces {
@@ -331,7 +330,7 @@ mod tests {
     #[test]
     fn matching_reads_the_object_only_where_may_read_object_says() {
         let selector = || LabelSelector {
-            match_labels: BTreeMap::from([("app".into(), "web".into())]),
+            match_labels: vec![("app".into(), "web".into())],
             ..Default::default()
         };
         let all = MatchResources {
@@ -372,7 +371,7 @@ mod tests {
             resource_rules: vec![rule(&["*"], &["*"], &["*"])],
             ..Default::default()
         };
-        c.object_selector.match_labels = BTreeMap::from([("app".into(), "web".into())]);
+        c.object_selector.match_labels = vec![("app".into(), "web".into())];
         assert_eq!(check(&c, &review("deployments", "", "")), Ok(true));
         c.object_selector.match_expressions = vec![LabelRequirement {
             key: "tier".into(),
@@ -385,7 +384,7 @@ mod tests {
             resource_rules: vec![rule(&["*"], &["*"], &["*"])],
             ..Default::default()
         };
-        n.namespace_selector.match_labels = BTreeMap::from([("env".into(), "prod".into())]);
+        n.namespace_selector.match_labels = vec![("env".into(), "prod".into())];
         assert_eq!(
             check(&n, &review("deployments", "", "missing")),
             Err(MatchError::NamespaceNotFound("missing".into()))

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::sync::Arc;
 
+use celgate_engine::PolicySet;
 use celgate_engine::model::{LabelSelector, ParamKind, ValidatingBindingSpec};
 use celgate_snapshot::audit::StoredAs;
 use celgate_snapshot::{ParamKindEntry, ParamViews, Snapshot};
@@ -19,10 +20,13 @@ use super::{Sources, key, targets};
 
 /// The inputs of a scan, compared to tell whether a new one starts. The bound validating
 /// policies are compared by compiled policy and binding spec, not by the published set: every
-/// binding event (a status write, the audit's own among them) publishes a new set.
+/// binding event (a status write, the audit's own among them) publishes a new set. The specs
+/// are the published set's own (a binding is converted once per generation), not copies: a
+/// spec unchanged is the same allocation, compared by address before by value, and holding
+/// copies cost ~950 bytes per binding, built again every [`super::POLL`].
 #[derive(PartialEq)]
 pub struct Inputs {
-    policies: Vec<(usize, Vec<ValidatingBindingSpec>)>,
+    policies: Vec<(usize, Vec<Arc<ValidatingBindingSpec>>)>,
     /// Per binding, in the order of `policies`: a hash of the params it may read.
     params: Vec<u64>,
     namespaces: usize,
@@ -56,15 +60,7 @@ impl Inputs {
         Self {
             policies: validating
                 .iter()
-                .map(|b| {
-                    (
-                        Arc::as_ptr(&b.policy) as usize,
-                        b.bindings
-                            .iter()
-                            .map(|b| ValidatingBindingSpec::clone(b))
-                            .collect(),
-                    )
-                })
+                .map(|b| (Arc::as_ptr(&b.policy) as usize, b.bindings.clone()))
                 .collect(),
             params: validating
                 .iter()
@@ -82,13 +78,13 @@ impl Inputs {
     }
 }
 
-/// What deciding one unit reads: its compiled policy, its binding's spec, the params it may
-/// read, and the namespaces when it reads them.
+/// What deciding one unit reads: its compiled policy, its binding's spec (the published one,
+/// as in [`Inputs`]), the params it may read, and the namespaces when it reads them.
 #[derive(Debug, PartialEq)]
 pub struct UnitInputs {
     unit: UnitKey,
     policy: usize,
-    binding: Vec<ValidatingBindingSpec>,
+    binding: Vec<Arc<ValidatingBindingSpec>>,
     params: Vec<u64>,
     namespaces: Option<usize>,
 }
@@ -103,12 +99,13 @@ pub fn resource_inputs(
     let namespaces = Arc::as_ptr(&snapshot.namespaces) as usize;
     let units: Vec<(&Arc<Unit>, Arc<UnitInputs>)> = (plan.units.iter())
         .map(|unit| {
-            let bound = unit.set.validating();
+            let set = unit.set();
+            let bound = set.validating();
             let inputs = UnitInputs {
                 unit: key(unit),
                 policy: bound.first().map_or(0, |b| Arc::as_ptr(&b.policy) as usize),
                 binding: (bound.iter())
-                    .flat_map(|b| b.bindings.iter().map(|b| ValidatingBindingSpec::clone(b)))
+                    .flat_map(|b| b.bindings.iter().cloned())
                     .collect(),
                 params: (bound.iter())
                     .flat_map(|b| {
@@ -117,7 +114,7 @@ pub fn resource_inputs(
                             .map(move |binding| params_read(binding, kind, &snapshot.params))
                     })
                     .collect(),
-                namespaces: reads_namespaces(unit).then_some(namespaces),
+                namespaces: reads_namespaces(&set).then_some(namespaces),
             };
             (unit, Arc::new(inputs))
         })
@@ -133,14 +130,14 @@ pub fn resource_inputs(
         .collect()
 }
 
-/// Whether deciding `unit` reads the namespaces: a namespaceSelector in its policy's or its
-/// binding's match, or `namespaceObject` in one of its policy's expressions (a textual test: a
-/// false positive only costs a rescan).
-fn reads_namespaces(unit: &Unit) -> bool {
+/// Whether deciding a unit (its `set`) reads the namespaces: a namespaceSelector in its
+/// policy's or its binding's match, or `namespaceObject` in one of its policy's expressions (a
+/// textual test: a false positive only costs a rescan).
+fn reads_namespaces(set: &PolicySet) -> bool {
     let selects = |selector: &LabelSelector| {
         !selector.match_labels.is_empty() || !selector.match_expressions.is_empty()
     };
-    unit.set.validating().iter().any(|bound| {
+    set.validating().iter().any(|bound| {
         let spec = &bound.policy.spec;
         let expressions = (spec.validations.iter())
             .flat_map(|v| [Some(&v.expression), v.message_expression.as_ref()])
@@ -288,25 +285,22 @@ mod tests {
         let policy = crate::controllers::policy_set::compile(&crate::fixtures::policy(
             name, 1, expression, kind,
         ));
-        let bound = celgate_engine::BoundPolicy {
-            policy,
-            bindings: vec![Arc::new(ValidatingBindingSpec {
-                name: name.into(),
-                policy_name: name.into(),
-                ..binding
-            })],
-        };
         Arc::new(Unit {
             policy: Arc::from(name),
             binding: Arc::from(name),
             actions: "Deny".into(),
             severity: None,
             category: None,
-            resources: vec![StoredAs {
+            resources: Arc::new([StoredAs {
                 resource: resource.into(),
                 ..crate::fixtures::config_maps()
-            }],
-            set: Arc::new(celgate_engine::PolicySet::new(vec![bound], Vec::new())),
+            }]),
+            compiled: policy,
+            spec: Arc::new(ValidatingBindingSpec {
+                name: name.into(),
+                policy_name: name.into(),
+                ..binding
+            }),
         })
     }
 
@@ -349,7 +343,7 @@ mod tests {
             ),
         ];
         let plan = Targets {
-            resources: units.iter().flat_map(|u| u.resources.clone()).collect(),
+            resources: units.iter().flat_map(|u| u.resources.to_vec()).collect(),
             units,
             ..Targets::default()
         };
@@ -396,6 +390,18 @@ mod tests {
             ..snapshot.clone()
         };
         assert_eq!(changed(&namespaces), ["read", "selected"]);
+    }
+
+    #[test]
+    fn the_inputs_hold_the_published_binding_specs_not_copies() {
+        let (plan, snapshot) = four_bindings();
+        let reads = resource_inputs(&plan, &snapshot);
+        for unit in &plan.units {
+            let published = &unit.spec;
+            let resource = &unit.resources[0];
+            let held = &reads[resource][0].binding[0];
+            assert!(Arc::ptr_eq(held, published), "unit {}", unit.binding);
+        }
     }
 
     #[tokio::test]

@@ -15,6 +15,9 @@ mod targets;
 mod thread;
 mod writer;
 
+#[cfg(test)]
+mod footprint;
+
 pub use thread::apart;
 
 pub use writer::clear_while_off;
@@ -485,7 +488,7 @@ fn evaluate(
     let now = std::time::SystemTime::now();
     for unit in units {
         let mut snapshot = Snapshot::clone(&base);
-        snapshot.policies = unit.set.clone();
+        snapshot.policies = Arc::new(unit.set());
         let received = create_request(&resource, value.clone(), &format!("audit-{}", subject.uid));
         let Ok(req) = received.request() else {
             continue;
@@ -493,7 +496,7 @@ fn evaluate(
         let authorizer = deps
             .authorizers
             .as_ref()
-            .filter(|_| unit.set.uses_authorizer())
+            .filter(|_| snapshot.policies.uses_authorizer())
             .map(|source| source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null)));
         let (outcome, applied) = match &authorizer {
             // Authorization checks wait for the API server: not on a runtime worker's time.

@@ -436,7 +436,7 @@ enum Write {
 }
 
 /// A binding's `status.audit`.
-fn status_of(audit: &super::findings::UnitAudit) -> AuditStatus {
+pub(super) fn status_of(audit: &super::findings::UnitAudit) -> AuditStatus {
     AuditStatus {
         scanned: audit.scanned,
         violations: i64::try_from(audit.violating).unwrap_or(i64::MAX),
@@ -507,7 +507,7 @@ mod tests {
     use std::collections::{BTreeMap, BTreeSet, HashSet};
     use std::sync::Mutex;
 
-    use celgate_engine::PolicySet;
+    use celgate_engine::model::ValidatingBindingSpec;
     use celgate_snapshot::audit::{Verdict, Violation};
     use http::Method;
     use serde_json::Value;
@@ -523,8 +523,15 @@ mod tests {
             actions: "Audit".into(),
             severity: None,
             category: None,
-            resources: vec![fixtures::config_maps()],
-            set: Arc::new(PolicySet::new(Vec::new(), Vec::new())),
+            resources: Arc::new([fixtures::config_maps()]),
+            compiled: crate::controllers::policy_set::compile(&fixtures::policy(
+                "p", 1, "true", None,
+            )),
+            spec: Arc::new(ValidatingBindingSpec {
+                name: "b".into(),
+                policy_name: "p".into(),
+                ..ValidatingBindingSpec::default()
+            }),
         })
     }
 

@@ -105,7 +105,7 @@ fn fixture_param_ref(p: &fixture::Policy) -> Option<ParamRef> {
 fn fixture_binding_match(p: &fixture::Policy) -> Option<MatchResources> {
     (!p.namespace_labels.is_empty()).then(|| MatchResources {
         namespace_selector: LabelSelector {
-            match_labels: p.namespace_labels.iter().cloned().collect(),
+            match_labels: p.namespace_labels.to_vec(),
             match_expressions: Vec::new(),
         },
         ..Default::default()
