@@ -45,7 +45,9 @@
 //! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REALISTIC_RATE` (default 5000),
 //! `WEBHOOK_BENCH_POLICIES` (default 1000), `WEBHOOK_BENCH_MATCHING` (default 20, at most 20),
 //! `WEBHOOK_BENCH_REPORT` (report path), `WEBHOOK_BENCH_HTTP2=1` (set 1 over HTTP/2),
-//! `WEBHOOK_BENCH_ONLY` (`small`, `realistic` or `scale`: run that set alone, for profiling).
+//! `WEBHOOK_BENCH_ONLY` (`small`, `realistic` or `scale`: run that set alone, for profiling;
+//! `serve`: no measurement, the realistic fixture's server alone, for an outside client and
+//! profiler, see [`serve_only`]).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
 
@@ -1150,6 +1152,9 @@ fn main() {
     let wanted = |set: &str| only.as_deref().is_none_or(|o| o == set);
     runtime.block_on(async {
         let (material, roots) = tls_material();
+        if only.as_deref() == Some("serve") {
+            return serve_only((total, matching), material).await;
+        }
         let mut report = json!({});
         if wanted("small") {
             report = small(load, rate, &roots, material.clone()).await;
@@ -1179,6 +1184,33 @@ fn main() {
         std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap()).unwrap();
         println!("report: {}", path.display());
     });
+}
+
+/// The server of the realistic fixture (`matching` of `total` validating and mutating
+/// policies) alone, for a client and a profiler outside: writes the review's body to a file,
+/// prints the file and the two routes' URLs, and serves until its standard input closes. With
+/// valgrind started `--instr-atstart=no`, `callgrind_control -i on` once the URLs are printed
+/// counts only what serving reviews costs.
+async fn serve_only((total, matching): (usize, usize), material: TlsMaterial) {
+    let store = fixture_store(PolicySet::new(
+        fixture_validating(&fixture::validating(total, matching)),
+        fixture_mutating(&fixture::mutating(total, matching)),
+    ));
+    let body_file =
+        std::env::temp_dir().join(format!("celgate-serve-{}-review.json", std::process::id()));
+    std::fs::write(&body_file, fixture::pod_review().to_string()).unwrap();
+    let (addr, server) = start_server(store, material).await;
+    println!("body: {}", body_file.display());
+    for path in [VALIDATE_PATH, MUTATE_PATH] {
+        println!("url: https://{addr}{path}?timeout=10s");
+    }
+    // Until standard input closes.
+    tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()))
+        .await
+        .unwrap()
+        .unwrap();
+    server.shutdown(Duration::from_secs(1));
+    std::fs::remove_file(&body_file).unwrap();
 }
 
 /// Issue 13, item 4: 5 of `total` validating policies matching against 5 loaded in all.

@@ -15,10 +15,11 @@ use prometheus_client::registry::Registry;
 
 use celgate_engine::mutate::MutationCheck;
 use celgate_engine::validate::{Check, Excepted};
+use celgate_snapshot::dispatch::{Decided, Mutated};
 
 use serde_json::Value;
 
-use crate::decision_log::{AdmissionKind, Decided, DecisionLog, Line};
+use crate::decision_log::{self, AdmissionKind, DecisionLog, Line};
 
 pub use prometheus_client::metrics::histogram::Histogram;
 
@@ -387,6 +388,41 @@ impl Metrics {
         }
     }
 
+    /// Records one decided validation (of a call that arrived at `at`) as the webhook's
+    /// handler does: its checks, the PolicyExceptions that let it through, the decision (a
+    /// denial logged with the first check that denied), and its warnings and audited failures.
+    pub fn validated(&self, decided: &Decided, at: std::time::SystemTime) {
+        let outcome = &decided.outcome;
+        self.record(&outcome.checks);
+        self.record_excepted(&outcome.excepted, at);
+        let denied = outcome.denial.as_ref().map(|denial| {
+            // The first check that denied is the denial reported.
+            let by = outcome
+                .checks
+                .iter()
+                .find(|c| c.enforcement_action == "deny");
+            Line::denied(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
+        });
+        self.decided(AdmissionKind::Validating, decided.review.fields(), denied);
+        self.noted(decided.review.fields(), &outcome.checks);
+    }
+
+    /// Records one decided mutation as the webhook's handler does: its checks and the
+    /// decision (a denial logged with the first mutation that failed).
+    pub fn mutated(&self, mutated: &Mutated) {
+        let outcome = &mutated.outcome;
+        self.record_mutations(&outcome.checks);
+        let denied = outcome.denial.as_ref().map(|denial| {
+            // The first mutation that failed is the denial reported.
+            let by = outcome
+                .checks
+                .iter()
+                .find(|c| c.error_type != celgate_engine::validate::ErrorType::NoError);
+            Line::denied(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
+        });
+        self.decided(AdmissionKind::Mutating, mutated.review.fields(), denied);
+    }
+
     /// Records one answered request on an admission route.
     pub fn request(&self, path: &'static str, code: u16, elapsed: Duration) {
         self.requests
@@ -440,8 +476,8 @@ impl Metrics {
     pub fn noted(&self, request: &Value, checks: &[Check]) {
         for check in checks {
             let decided = match check.enforcement_action {
-                "warn" => Decided::Warned,
-                "audit" => Decided::Audited,
+                "warn" => decision_log::Decided::Warned,
+                "audit" => decision_log::Decided::Audited,
                 _ => continue,
             };
             if let Some(message) = &check.message {
