@@ -47,7 +47,9 @@
 //! `WEBHOOK_BENCH_REPORT` (report path), `WEBHOOK_BENCH_HTTP2=1` (set 1 over HTTP/2),
 //! `WEBHOOK_BENCH_ONLY` (`small`, `realistic` or `scale`: run that set alone, for profiling;
 //! `serve`: no measurement, the realistic fixture's server alone, for an outside client and
-//! profiler, see [`serve_only`]).
+//! profiler, see [`serve_only`]; with `WEBHOOK_BENCH_SERVER=hyper` the same routes are served
+//! by hyper's HTTP/2 connection alone, without the webhook's own accept loop, to measure what
+//! that loop costs per review).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
 
@@ -1199,7 +1201,13 @@ async fn serve_only((total, matching): (usize, usize), material: TlsMaterial) {
     let body_file =
         std::env::temp_dir().join(format!("celgate-serve-{}-review.json", std::process::id()));
     std::fs::write(&body_file, fixture::pod_review().to_string()).unwrap();
-    let (addr, server) = start_server(store, material).await;
+    let bare = std::env::var("WEBHOOK_BENCH_SERVER").is_ok_and(|s| s == "hyper");
+    let (addr, server) = if bare {
+        (start_bare_server(store, material).await, None)
+    } else {
+        let (addr, server) = start_server(store, material).await;
+        (addr, Some(server))
+    };
     println!("body: {}", body_file.display());
     for path in [VALIDATE_PATH, MUTATE_PATH] {
         println!("url: https://{addr}{path}?timeout=10s");
@@ -1209,8 +1217,59 @@ async fn serve_only((total, matching): (usize, usize), material: TlsMaterial) {
         .await
         .unwrap()
         .unwrap();
-    server.shutdown(Duration::from_secs(1));
+    if let Some(server) = server {
+        server.shutdown(Duration::from_secs(1));
+    }
     std::fs::remove_file(&body_file).unwrap();
+}
+
+/// The webhook's routes over `store` served by hyper's HTTP/2 connection alone, on a free
+/// loopback port: TLS (HTTP/2 only) and the same stream windows, but none of the accept loop's
+/// limits, deadlines, control-frame count or keep-alive; for comparison with [`start_server`].
+async fn start_bare_server(store: Arc<SnapshotStore>, material: TlsMaterial) -> SocketAddr {
+    use rustls::pki_types::pem::PemObject;
+    use tower_service::Service;
+    let chain = rustls::pki_types::CertificateDer::pem_slice_iter(material.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key =
+        rustls::pki_types::PrivateKeyDer::from_pem_slice(material.key_pem.as_bytes()).unwrap();
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let metrics = celgate_webhook::metrics::Metrics::register(
+        &mut prometheus_client::registry::Registry::default(),
+        10,
+    );
+    let state = celgate_webhook::AppState::new(store, Deps::default(), metrics);
+    let router = celgate_webhook::server::router(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tcp.set_nodelay(true).unwrap();
+            let (acceptor, router) = (acceptor.clone(), router.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        router.clone().call(req.map(axum::body::Body::new))
+                    },
+                );
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .initial_stream_window_size(256 * 1024)
+                    .initial_connection_window_size(8 * 1024 * 1024)
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    addr
 }
 
 /// Issue 13, item 4: 5 of `total` validating policies matching against 5 loaded in all.
