@@ -45,7 +45,11 @@
 //! `WEBHOOK_BENCH_RATE` (default 2000), `WEBHOOK_BENCH_REALISTIC_RATE` (default 5000),
 //! `WEBHOOK_BENCH_POLICIES` (default 1000), `WEBHOOK_BENCH_MATCHING` (default 20, at most 20),
 //! `WEBHOOK_BENCH_REPORT` (report path), `WEBHOOK_BENCH_HTTP2=1` (set 1 over HTTP/2),
-//! `WEBHOOK_BENCH_ONLY` (`small`, `realistic` or `scale`: run that set alone, for profiling).
+//! `WEBHOOK_BENCH_ONLY` (`small`, `realistic` or `scale`: run that set alone, for profiling;
+//! `serve`: no measurement, the realistic fixture's server alone, for an outside client and
+//! profiler, see [`serve_only`]; with `WEBHOOK_BENCH_SERVER=hyper` the same routes are served
+//! by hyper's HTTP/2 connection alone, without the webhook's own accept loop, to measure what
+//! that loop costs per review).
 
 #![allow(clippy::expect_used, clippy::unwrap_used, missing_docs)] // A benchmark harness.
 
@@ -1150,6 +1154,9 @@ fn main() {
     let wanted = |set: &str| only.as_deref().is_none_or(|o| o == set);
     runtime.block_on(async {
         let (material, roots) = tls_material();
+        if only.as_deref() == Some("serve") {
+            return serve_only((total, matching), material).await;
+        }
         let mut report = json!({});
         if wanted("small") {
             report = small(load, rate, &roots, material.clone()).await;
@@ -1179,6 +1186,90 @@ fn main() {
         std::fs::write(&path, serde_json::to_string_pretty(&report).unwrap()).unwrap();
         println!("report: {}", path.display());
     });
+}
+
+/// The server of the realistic fixture (`matching` of `total` validating and mutating
+/// policies) alone, for a client and a profiler outside: writes the review's body to a file,
+/// prints the file and the two routes' URLs, and serves until its standard input closes. With
+/// valgrind started `--instr-atstart=no`, `callgrind_control -i on` once the URLs are printed
+/// counts only what serving reviews costs.
+async fn serve_only((total, matching): (usize, usize), material: TlsMaterial) {
+    let store = fixture_store(PolicySet::new(
+        fixture_validating(&fixture::validating(total, matching)),
+        fixture_mutating(&fixture::mutating(total, matching)),
+    ));
+    let body_file =
+        std::env::temp_dir().join(format!("celgate-serve-{}-review.json", std::process::id()));
+    std::fs::write(&body_file, fixture::pod_review().to_string()).unwrap();
+    let bare = std::env::var("WEBHOOK_BENCH_SERVER").is_ok_and(|s| s == "hyper");
+    let (addr, server) = if bare {
+        (start_bare_server(store, material).await, None)
+    } else {
+        let (addr, server) = start_server(store, material).await;
+        (addr, Some(server))
+    };
+    println!("body: {}", body_file.display());
+    for path in [VALIDATE_PATH, MUTATE_PATH] {
+        println!("url: https://{addr}{path}?timeout=10s");
+    }
+    // Until standard input closes.
+    tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink()))
+        .await
+        .unwrap()
+        .unwrap();
+    if let Some(server) = server {
+        server.shutdown(Duration::from_secs(1));
+    }
+    std::fs::remove_file(&body_file).unwrap();
+}
+
+/// The webhook's routes over `store` served by hyper's HTTP/2 connection alone, on a free
+/// loopback port: TLS (HTTP/2 only) and the same stream windows, but none of the accept loop's
+/// limits, deadlines, control-frame count or keep-alive; for comparison with [`start_server`].
+async fn start_bare_server(store: Arc<SnapshotStore>, material: TlsMaterial) -> SocketAddr {
+    use rustls::pki_types::pem::PemObject;
+    use tower_service::Service;
+    let chain = rustls::pki_types::CertificateDer::pem_slice_iter(material.cert_pem.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key =
+        rustls::pki_types::PrivateKeyDer::from_pem_slice(material.key_pem.as_bytes()).unwrap();
+    let mut config = rustls::ServerConfig::builder()
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .unwrap();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let metrics = celgate_webhook::metrics::Metrics::register(
+        &mut prometheus_client::registry::Registry::default(),
+        10,
+    );
+    let state = celgate_webhook::AppState::new(store, Deps::default(), metrics);
+    let router = celgate_webhook::server::router(state);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            tcp.set_nodelay(true).unwrap();
+            let (acceptor, router) = (acceptor.clone(), router.clone());
+            tokio::spawn(async move {
+                let Ok(tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                let service = hyper::service::service_fn(
+                    move |req: hyper::Request<hyper::body::Incoming>| {
+                        router.clone().call(req.map(axum::body::Body::new))
+                    },
+                );
+                let _ = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .initial_stream_window_size(256 * 1024)
+                    .initial_connection_window_size(8 * 1024 * 1024)
+                    .serve_connection(TokioIo::new(tls), service)
+                    .await;
+            });
+        }
+    });
+    addr
 }
 
 /// Issue 13, item 4: 5 of `total` validating policies matching against 5 loaded in all.

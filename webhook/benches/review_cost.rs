@@ -2,8 +2,9 @@
 //! machine cannot move much: instructions per review counted by valgrind's callgrind, and CPU
 //! time per review of the one thread that decides (not wall time). The review is the
 //! realistic fixture's 6 KB Pod create (`e2e/src/fixture.rs`) against 20 matching of 1,000
-//! validating policies, and of 1,000 mutating ones; one review is what `load.rs` times in
-//! process: the body decoded, decided against the snapshot, the answer encoded, no HTTP or TLS.
+//! validating policies, and of 1,000 mutating ones; one review is what the webhook's handler
+//! does: the body decoded, decided against the snapshot, the decision recorded in the metrics
+//! (its checks, by policy and binding), the answer encoded; no HTTP or TLS.
 //!
 //! Each run writes `target/bench/review-cost.json` and compares it with the committed baseline
 //! `webhook/benches/review-cost-baseline.json`: every figure worse than the baseline by more
@@ -29,7 +30,9 @@ use std::time::Duration;
 use celgate_engine::PolicySet;
 use celgate_snapshot::dispatch::{self, Call};
 use celgate_snapshot::{Deps, SnapshotStore};
+use celgate_webhook::metrics::Metrics;
 use celgate_webhook::review;
+use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
 
 mod common;
@@ -61,10 +64,12 @@ impl Kind {
     }
 }
 
-/// What one review needs: the realistic snapshot, the body, and a runtime to await on.
+/// What one review needs: the realistic snapshot, the metrics, the body, and a runtime to
+/// await on.
 struct Bench {
     store: std::sync::Arc<SnapshotStore>,
     deps: Deps,
+    metrics: Metrics,
     body: Vec<u8>,
     runtime: tokio::runtime::Runtime,
 }
@@ -83,22 +88,24 @@ impl Bench {
         Bench {
             store,
             deps: Deps::default(),
+            metrics: Metrics::register(&mut Registry::with_prefix("celgate"), 10),
             body: fixture::pod_review().to_string().into_bytes(),
             runtime,
         }
     }
 
-    /// One review as the server's handler decides it (as `load.rs`'s in-process figure):
-    /// decoded, decided, the answer encoded; panics unless admitted (and, mutating, patched).
+    /// One review as the server's handler decides it: decoded, decided, recorded, the answer
+    /// encoded; panics unless admitted (and, mutating, patched).
     fn review(&self, kind: Kind) {
         self.runtime.block_on(async {
             let (allowed, answer) = match kind {
                 Kind::Validating => {
                     let review = review::decode(&self.body, review::ObjectRead::Tape).unwrap();
-                    let decided =
-                        dispatch::validate(&self.store, &self.deps, review, Call::now(), None)
-                            .await
-                            .unwrap();
+                    let call = Call::now();
+                    let decided = dispatch::validate(&self.store, &self.deps, review, call, None)
+                        .await
+                        .unwrap();
+                    self.metrics.validated(&decided, call.at);
                     let answer = review::response(&decided.uid, &decided.outcome);
                     (decided.outcome.allowed(), answer)
                 }
@@ -108,6 +115,7 @@ impl Bench {
                         dispatch::mutate(&self.store, &self.deps, review, Call::now(), None)
                             .await
                             .unwrap();
+                    self.metrics.mutated(&mutated);
                     assert!(
                         !mutated.outcome.patch.is_empty(),
                         "the review is not mutated"

@@ -34,8 +34,6 @@ use celgate_snapshot::dispatch::{self, Call, DEFAULT_CALL_TIMEOUT, DispatchError
 
 use crate::auth::{AuthError, Authenticator, Peer};
 use crate::connection::{self, Activity, CloseAfter, Serving};
-use crate::decision_log::AdmissionKind;
-use crate::decision_log::Line;
 use crate::limits::{
     Budget, HEAVY_BODY_BYTES, Limits, MAX_CALL_TIMEOUT, heavy_max_bytes, overloaded,
 };
@@ -669,24 +667,8 @@ async fn decide_validation(
     let at = call.at;
     match dispatch::validate(&state.store, &state.deps, review, call, only).await {
         Ok(decided) => {
-            let outcome = &decided.outcome;
-            state.metrics.record(&outcome.checks);
-            state.metrics.record_excepted(&outcome.excepted, at);
-            let denied = outcome.denial.as_ref().map(|denial| {
-                // The first check that denied is the denial reported.
-                let by = outcome
-                    .checks
-                    .iter()
-                    .find(|c| c.enforcement_action == "deny");
-                Line::denied(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
-            });
-            state
-                .metrics
-                .decided(AdmissionKind::Validating, decided.review.fields(), denied);
-            state
-                .metrics
-                .noted(decided.review.fields(), &outcome.checks);
-            json_response(review::response(&decided.uid, outcome))
+            state.metrics.validated(&decided, at);
+            json_response(review::response(&decided.uid, &decided.outcome))
         }
         Err(e) => dispatch_error(&e),
     }
@@ -727,20 +709,8 @@ async fn decide_mutation(
 ) -> Response {
     match dispatch::mutate(&state.store, &state.deps, review, call, only).await {
         Ok(mutated) => {
-            let outcome = &mutated.outcome;
-            state.metrics.record_mutations(&outcome.checks);
-            let denied = outcome.denial.as_ref().map(|denial| {
-                // The first mutation that failed is the denial reported.
-                let by = outcome
-                    .checks
-                    .iter()
-                    .find(|c| c.error_type != celgate_engine::validate::ErrorType::NoError);
-                Line::denied(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
-            });
-            state
-                .metrics
-                .decided(AdmissionKind::Mutating, mutated.review.fields(), denied);
-            json_response(review::mutation_response(&mutated.uid, outcome))
+            state.metrics.mutated(&mutated);
+            json_response(review::mutation_response(&mutated.uid, &mutated.outcome))
         }
         Err(e) => dispatch_error(&e),
     }

@@ -80,9 +80,11 @@ impl KindSchemas for KindSchemaView {
     }
 }
 
-/// Every namespace by name, each converted once when its watch event arrived.
+/// Every namespace by name, each converted once when its watch event arrived. A review looks
+/// its namespace up once per matching policy: hashed with foldhash (seeded per process), not
+/// SipHash, which cost most of the lookup.
 #[derive(Clone, Debug, Default)]
-pub struct NamespaceView(HashMap<Arc<str>, Arc<Value>>);
+pub struct NamespaceView(hashbrown::HashMap<Arc<str>, Arc<Value>>);
 
 impl NamespaceView {
     /// A view of the given namespaces.
@@ -145,9 +147,10 @@ pub enum ParamKindEntry {
 pub type ParamKey = (String, String);
 
 /// Every watched param kind, by apiVersion, then kind (so the request path looks one up by
-/// `&str` without building a key).
+/// `&str` without building a key; once per matching policy with params, hashed as
+/// [`NamespaceView`]'s names are).
 #[derive(Debug, Default, Clone)]
-pub struct ParamViews(HashMap<String, HashMap<String, ParamKindEntry>>);
+pub struct ParamViews(hashbrown::HashMap<String, hashbrown::HashMap<String, ParamKindEntry>>);
 
 impl ParamViews {
     /// Sets the entry of one param kind; `None` removes it.

@@ -4,8 +4,12 @@
 //! microsecond checks, and the webhook's requests, latency and admission decisions.
 //! Every label is a shared or static string (or a number), so recording allocates nothing.
 
-use std::sync::Arc;
+mod series;
+
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use hashbrown::Equivalent;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -15,10 +19,12 @@ use prometheus_client::registry::Registry;
 
 use celgate_engine::mutate::MutationCheck;
 use celgate_engine::validate::{Check, Excepted};
+use celgate_snapshot::dispatch::{Decided, Mutated};
 
 use serde_json::Value;
 
-use crate::decision_log::{AdmissionKind, Decided, DecisionLog, Line};
+use crate::decision_log::{self, AdmissionKind, DecisionLog, Line};
+use series::{Borrowed, CheckFamilies, CheckSeries};
 
 pub use prometheus_client::metrics::histogram::Histogram;
 
@@ -61,6 +67,61 @@ pub struct MutationLabels {
     pub policy_binding: Arc<str>,
     /// `no_error`, `compile_error`, `out_of_budget` or `invalid_error`.
     pub error_type: &'static str,
+}
+
+/// [`CheckLabels`] as a check holds them, to find their series without cloning the names.
+#[derive(Hash)]
+struct CheckView<'a> {
+    policy: &'a Arc<str>,
+    policy_binding: &'a Arc<str>,
+    error_type: &'static str,
+    enforcement_action: &'static str,
+}
+
+impl Equivalent<CheckLabels> for CheckView<'_> {
+    fn equivalent(&self, labels: &CheckLabels) -> bool {
+        *self.policy == labels.policy
+            && *self.policy_binding == labels.policy_binding
+            && self.error_type == labels.error_type
+            && self.enforcement_action == labels.enforcement_action
+    }
+}
+
+impl Borrowed<CheckLabels> for CheckView<'_> {
+    fn owned(&self) -> CheckLabels {
+        CheckLabels {
+            policy: self.policy.clone(),
+            policy_binding: self.policy_binding.clone(),
+            error_type: self.error_type,
+            enforcement_action: self.enforcement_action,
+        }
+    }
+}
+
+/// [`MutationLabels`] as a mutation check holds them.
+#[derive(Hash)]
+struct MutationView<'a> {
+    policy: &'a Arc<str>,
+    policy_binding: &'a Arc<str>,
+    error_type: &'static str,
+}
+
+impl Equivalent<MutationLabels> for MutationView<'_> {
+    fn equivalent(&self, labels: &MutationLabels) -> bool {
+        *self.policy == labels.policy
+            && *self.policy_binding == labels.policy_binding
+            && self.error_type == labels.error_type
+    }
+}
+
+impl Borrowed<MutationLabels> for MutationView<'_> {
+    fn owned(&self) -> MutationLabels {
+        MutationLabels {
+            policy: self.policy.clone(),
+            policy_binding: self.policy_binding.clone(),
+            error_type: self.error_type,
+        }
+    }
 }
 
 /// Labels of one webhook request: the route it was sent to and the HTTP code answered.
@@ -110,6 +171,18 @@ pub struct DecisionLabels {
     /// `allowed` or `denied`.
     pub decision: &'static str,
 }
+
+/// One route's series that every answered review records, once resolved.
+#[derive(Debug, Default)]
+struct RouteSeries {
+    /// Requests answered 200.
+    answered: OnceLock<Counter>,
+    /// The latency.
+    duration: OnceLock<Histogram>,
+}
+
+/// The `decision` label's values, in the order of [`Metrics`]' decision series.
+const DECISIONS: [&str; 2] = ["allowed", "denied"];
 
 /// The routes the request metrics count (every other path, such as `/healthz`, is not counted),
 /// so the `path` label has a fixed set of values.
@@ -164,16 +237,17 @@ fn request_histogram() -> Histogram {
 /// and its decision log.
 #[derive(Debug)]
 pub struct Metrics {
-    checks: Family<CheckLabels, Counter>,
-    check_duration: Family<CheckLabels, Histogram, fn() -> Histogram>,
-    check_duration_fine: Family<CheckLabels, Histogram, fn() -> Histogram>,
-    mutations: Family<MutationLabels, Counter>,
-    mutation_duration: Family<MutationLabels, Histogram, fn() -> Histogram>,
-    mutation_duration_fine: Family<MutationLabels, Histogram, fn() -> Histogram>,
+    checks: CheckSeries<CheckLabels>,
+    mutations: CheckSeries<MutationLabels>,
     requests: Family<RequestLabels, Counter>,
     request_duration: Family<PathLabels, Histogram, fn() -> Histogram>,
+    /// The series of requests answered 200 and of the latency, by route (the index in
+    /// [`ADMISSION_PATHS`], then [`OTHER_PATH`]), each resolved on its route's first request.
+    routes: [RouteSeries; ADMISSION_PATHS.len() + 1],
     errors: Family<ErrorLabels, Counter>,
-    decisions: Family<DecisionLabels, Counter>,
+    /// The decision series, by kind (validating, mutating) and allowed or denied: all exist
+    /// from the start.
+    decisions: [[Counter; 2]; 2],
     connections_closed: Family<ConnectionLabels, Counter>,
     connections_open: Gauge,
     excepted: Family<ExceptionLabels, Counter>,
@@ -258,21 +332,21 @@ impl Metrics {
             "Admission webhook requests that could not be decided (the API server applies the webhook's failurePolicy), by route and reason",
             errors.clone(),
         );
-        let decisions = Family::<DecisionLabels, Counter>::default();
+        let decision_family = Family::<DecisionLabels, Counter>::default();
         registry.register(
             "admission_decisions",
             "Admission decisions of celgate's policies, by kind (validating, mutating) and decision (allowed, denied)",
-            decisions.clone(),
+            decision_family.clone(),
         );
         // Every decision series exists from the start, so a rate over it is 0, not absent.
-        for kind in [AdmissionKind::Validating, AdmissionKind::Mutating] {
-            for decision in ["allowed", "denied"] {
-                drop(decisions.get_or_create(&DecisionLabels {
+        let decisions = [AdmissionKind::Validating, AdmissionKind::Mutating].map(|kind| {
+            DECISIONS.map(|decision| {
+                decision_family.get_or_create_owned(&DecisionLabels {
                     kind: kind.as_str(),
                     decision,
-                }));
-            }
-        }
+                })
+            })
+        });
         let connections_closed = Family::<ConnectionLabels, Counter>::default();
         registry.register(
             "webhook_connections_closed",
@@ -295,14 +369,19 @@ impl Metrics {
         Self {
             excepted,
             excepted_tally: Default::default(),
-            checks,
-            check_duration,
-            check_duration_fine,
-            mutations,
-            mutation_duration,
-            mutation_duration_fine,
+            checks: CheckSeries::new(CheckFamilies {
+                total: checks,
+                duration: check_duration,
+                fine: check_duration_fine,
+            }),
+            mutations: CheckSeries::new(CheckFamilies {
+                total: mutations,
+                duration: mutation_duration,
+                fine: mutation_duration_fine,
+            }),
             requests,
             request_duration,
+            routes: Default::default(),
             errors,
             decisions,
             connections_closed,
@@ -313,23 +392,21 @@ impl Metrics {
 
     /// Records the policy checks of one request: each counted, and its duration observed in
     /// upstream's buckets and in celgate's fine ones. Checks are those that fail or deny, as
-    /// upstream counts them; each family costs a label lookup, about 180 ns a check
-    /// (`benches/hand_written.rs`).
+    /// upstream counts them; the three series of a label set are found in one lookup
+    /// ([`series`]).
     pub fn record(&self, checks: &[Check]) {
-        for c in checks {
-            let labels = CheckLabels {
-                policy: c.policy.clone(),
-                policy_binding: c.binding.clone(),
+        if checks.is_empty() {
+            return;
+        }
+        self.checks.record(checks.iter().map(|c| {
+            let labels = CheckView {
+                policy: &c.policy,
+                policy_binding: &c.binding,
                 error_type: c.error_type.as_str(),
                 enforcement_action: c.enforcement_action,
             };
-            let elapsed = c.elapsed.as_secs_f64();
-            self.checks.get_or_create(&labels).inc();
-            self.check_duration.get_or_create(&labels).observe(elapsed);
-            self.check_duration_fine
-                .get_or_create(&labels)
-                .observe(elapsed);
-        }
+            (labels, c.elapsed.as_secs_f64())
+        }));
     }
 
     /// Records the PolicyExceptions that let one request through (at `at`): each counted once,
@@ -370,30 +447,75 @@ impl Metrics {
 
     /// Records the mutation checks of one request (one per mutation evaluated), as [`Self::record`].
     pub fn record_mutations(&self, checks: &[MutationCheck]) {
-        for c in checks {
-            let labels = MutationLabels {
-                policy: c.policy.clone(),
-                policy_binding: c.binding.clone(),
+        if checks.is_empty() {
+            return;
+        }
+        self.mutations.record(checks.iter().map(|c| {
+            let labels = MutationView {
+                policy: &c.policy,
+                policy_binding: &c.binding,
                 error_type: c.error_type.as_str(),
             };
-            let elapsed = c.elapsed.as_secs_f64();
-            self.mutations.get_or_create(&labels).inc();
-            self.mutation_duration
-                .get_or_create(&labels)
-                .observe(elapsed);
-            self.mutation_duration_fine
-                .get_or_create(&labels)
-                .observe(elapsed);
-        }
+            (labels, c.elapsed.as_secs_f64())
+        }));
+    }
+
+    /// Records one decided validation (of a call that arrived at `at`) as the webhook's
+    /// handler does: its checks, the PolicyExceptions that let it through, the decision (a
+    /// denial logged with the first check that denied), and its warnings and audited failures.
+    pub fn validated(&self, decided: &Decided, at: std::time::SystemTime) {
+        let outcome = &decided.outcome;
+        self.record(&outcome.checks);
+        self.record_excepted(&outcome.excepted, at);
+        let denied = outcome.denial.as_ref().map(|denial| {
+            // The first check that denied is the denial reported.
+            let by = outcome
+                .checks
+                .iter()
+                .find(|c| c.enforcement_action == "deny");
+            Line::denied(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
+        });
+        self.decided(AdmissionKind::Validating, decided.review.fields(), denied);
+        self.noted(decided.review.fields(), &outcome.checks);
+    }
+
+    /// Records one decided mutation as the webhook's handler does: its checks and the
+    /// decision (a denial logged with the first mutation that failed).
+    pub fn mutated(&self, mutated: &Mutated) {
+        let outcome = &mutated.outcome;
+        self.record_mutations(&outcome.checks);
+        let denied = outcome.denial.as_ref().map(|denial| {
+            // The first mutation that failed is the denial reported.
+            let by = outcome
+                .checks
+                .iter()
+                .find(|c| c.error_type != celgate_engine::validate::ErrorType::NoError);
+            Line::denied(by.map(|c| (&*c.policy, &*c.binding)), &denial.message)
+        });
+        self.decided(AdmissionKind::Mutating, mutated.review.fields(), denied);
     }
 
     /// Records one answered request on an admission route.
     pub fn request(&self, path: &'static str, code: u16, elapsed: Duration) {
-        self.requests
-            .get_or_create(&RequestLabels { path, code })
-            .inc();
-        self.request_duration
-            .get_or_create(&PathLabels { path })
+        let route = ADMISSION_PATHS
+            .iter()
+            .position(|p| *p == path)
+            .map_or(&self.routes[ADMISSION_PATHS.len()], |i| &self.routes[i]);
+        let requests = RequestLabels { path, code };
+        if code == 200 {
+            route
+                .answered
+                .get_or_init(|| self.requests.get_or_create_owned(&requests))
+                .inc();
+        } else {
+            self.requests.get_or_create(&requests).inc();
+        }
+        route
+            .duration
+            .get_or_init(|| {
+                self.request_duration
+                    .get_or_create_owned(&PathLabels { path })
+            })
             .observe(elapsed.as_secs_f64());
     }
 
@@ -419,17 +541,11 @@ impl Metrics {
     /// Records one admission decision of `request` (its members): allowed, or `denied` (which also goes to
     /// the decision log).
     pub fn decided(&self, kind: AdmissionKind, request: &Value, denied: Option<Line<'_>>) {
-        let decision = if denied.is_some() {
-            "denied"
-        } else {
-            "allowed"
+        let kind_index = match kind {
+            AdmissionKind::Validating => 0,
+            AdmissionKind::Mutating => 1,
         };
-        self.decisions
-            .get_or_create(&DecisionLabels {
-                kind: kind.as_str(),
-                decision,
-            })
-            .inc();
+        self.decisions[kind_index][usize::from(denied.is_some())].inc();
         if let Some(denied) = denied {
             self.decision_log.write(kind, request, denied);
         }
@@ -440,8 +556,8 @@ impl Metrics {
     pub fn noted(&self, request: &Value, checks: &[Check]) {
         for check in checks {
             let decided = match check.enforcement_action {
-                "warn" => Decided::Warned,
-                "audit" => Decided::Audited,
+                "warn" => decision_log::Decided::Warned,
+                "audit" => decision_log::Decided::Audited,
                 _ => continue,
             };
             if let Some(message) = &check.message {
@@ -517,6 +633,10 @@ mod tests {
         let metrics = Metrics::register(&mut registry, 10);
         metrics.request("/validate/fail", 200, Duration::from_millis(3));
         metrics.request("/validate/fail", 503, Duration::from_millis(1));
+        // Each route's resolved series are its own.
+        metrics.request("/mutate/ignore/ifneeded", 200, Duration::from_millis(1));
+        metrics.request(OTHER_PATH, 200, Duration::from_millis(1));
+        metrics.request(OTHER_PATH, 200, Duration::from_millis(1));
         metrics.error("/validate/fail", "not_ready");
         metrics.decided(
             AdmissionKind::Mutating,
@@ -528,6 +648,10 @@ mod tests {
             "celgate_webhook_requests_total{path=\"/validate/fail\",code=\"200\"} 1",
             "celgate_webhook_requests_total{path=\"/validate/fail\",code=\"503\"} 1",
             "celgate_webhook_request_duration_seconds_count{path=\"/validate/fail\"} 2",
+            "celgate_webhook_requests_total{path=\"/mutate/ignore/ifneeded\",code=\"200\"} 1",
+            "celgate_webhook_request_duration_seconds_count{path=\"/mutate/ignore/ifneeded\"} 1",
+            "celgate_webhook_requests_total{path=\"other\",code=\"200\"} 2",
+            "celgate_webhook_request_duration_seconds_count{path=\"other\"} 2",
             "celgate_webhook_errors_total{path=\"/validate/fail\",reason=\"not_ready\"} 1",
             "celgate_admission_decisions_total{kind=\"mutating\",decision=\"denied\"} 1",
             "celgate_admission_decisions_total{kind=\"validating\",decision=\"allowed\"} 0",
