@@ -9,7 +9,8 @@
 //! policy admits creates with an expression that reads the object (the name is not `deny-me`, or
 //! not the param's `data.forbidden`), so each create is evaluated by every binding (and every
 //! param) and succeeds. Before each cell, a dry-run create named `deny-me` must be denied by
-//! each engine, which shows both enforce.
+//! each engine, which shows both enforce, and celgate's status writer must have caught up with
+//! the new bindings (its status writes would load kube-apiserver and celgate during the cell).
 //!
 //! - `bindings`: one policy per engine with 10, 64, 256 and 1,024 bindings that all match (the
 //!   bindings are added between cells).
@@ -34,7 +35,9 @@
 //! reported by `make bench`'s table, not asserted here. `BENCH_BINDINGS_SIZES` (comma-separated,
 //! default `10,64,256,1024`) picks the cells.
 
-use celgate_e2e::bench::{Histogram, apiserver_metrics, env_usize, loadavg, ms, percentile};
+use celgate_e2e::bench::{
+    Histogram, apiserver_metrics, env_usize, loadavg, ms, percentile, wait_status_written,
+};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -403,8 +406,11 @@ async fn run(
         grow(client, scenario, from, size).await;
         from = from.max(size);
         // Both informers see the new objects well within this; each engine's denial below
-        // shows it enforces, the warm-up create is not counted.
+        // shows it enforces, the warm-up create is not counted. The cell starts once celgate
+        // has written the new bindings' status, so their writes do not load it.
         tokio::time::sleep(Duration::from_secs(3)).await;
+        let writes = wait_status_written(client, Duration::from_secs(120)).await;
+        println!("{scenario} {size}: celgate's status writer caught up ({writes} status requests)");
         for e in ENGINES {
             wait_denied(client, e, &namespace(scenario, e)).await;
         }

@@ -229,3 +229,27 @@ where
     }
     all
 }
+
+/// Waits (at most `give_up`) until celgate's status writer has caught up: kube-apiserver's count
+/// of requests to celgate objects' status subresource stays the same for two seconds. A bench
+/// that stores many policies or bindings so times its creates in the steady state, not beside
+/// the status writes their creation set off. Returns the status requests counted meanwhile.
+pub async fn wait_status_written(client: &kube::Client, give_up: Duration) -> f64 {
+    let count = || async {
+        metric_total(
+            &apiserver_metrics(client).await,
+            "apiserver_request_total",
+            &["group=\"admission.celgate.io\"", "subresource=\"status\""],
+        )
+    };
+    let (started, first) = (std::time::Instant::now(), count().await);
+    let mut last = first;
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = count().await;
+        if now == last || started.elapsed() > give_up {
+            return now - first;
+        }
+        last = now;
+    }
+}

@@ -15,13 +15,14 @@
 //! kubelet), made as `make bench-e2e`'s other part makes its objects: from several clients taking
 //! creates from one sequence in which none, in-tree and celgate alternate create by create
 //! ([`interleaved`]). Every create's answer must carry each matching policy's mutation (and none
-//! in the `none` namespace): each create is checked to have been mutated by the whole mix.
+//! in the `none` namespace): each create is checked to have been mutated by the whole mix. The
+//! rounds start once celgate's status writer has caught up with the stored policies.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use celgate_e2e::bench::{
-    Histogram, apiserver_metrics, create_objects, interleaved, ms, percentile,
+    Histogram, apiserver_metrics, create_objects, interleaved, ms, percentile, wait_status_written,
 };
 use celgate_e2e::demo::{CELGATE_API, IN_TREE_API};
 use celgate_e2e::{Celgate, fixture, version, wait_for};
@@ -255,6 +256,9 @@ pub async fn run(
     let started = Instant::now();
     wait_enforced(client, mutations, Duration::from_secs(300)).await;
     let enforced_s = started.elapsed().as_secs_f64();
+    // The rounds start once celgate has written its policies' and bindings' status.
+    let writes = wait_status_written(client, Duration::from_secs(300)).await;
+    println!("realistic mix: celgate's status writer caught up ({writes} more status requests)");
     round(client, rounds, pods.min(10), clients, mutations).await;
     let before = clocks(client, celgate).await;
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); PHASES.len()];
