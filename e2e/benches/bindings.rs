@@ -30,13 +30,18 @@
 //! the round trip), and the no-engine create; and the floor of the in-tree/celgate ratio, in-tree
 //! p99 over the no-engine p99 (what an engine that cost nothing would show).
 //!
+//! celgate's process CPU time over the cell per review shows whether it spends more than its own
+//! time per review. `BENCH_BINDINGS_PHASES` (comma-separated of `none`, `intree`, `celgate`;
+//! default all) leaves phases out, to see what one does to the others' creates.
+//!
 //! Writes `target/bench/bindings.json` (`BENCH_BINDINGS_REPORT` overrides); the targets (celgate's
 //! p99 at 1,024 within 3× of its own at 10, and at least 100× below in-tree's at 1,024) are
 //! reported by `make bench`'s table, not asserted here. `BENCH_BINDINGS_SIZES` (comma-separated,
 //! default `10,64,256,1024`) picks the cells.
 
 use celgate_e2e::bench::{
-    Histogram, apiserver_metrics, env_usize, loadavg, ms, percentile, wait_status_written,
+    Histogram, apiserver_metrics, env_usize, loadavg, ms, percentile, process_cpu_seconds,
+    wait_status_written,
 };
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -302,11 +307,15 @@ async fn cell(
     budget: Duration,
 ) -> [Times; 3] {
     let apis = PHASES.map(|e| judged(client, e, &namespace(scenario, e)));
+    let wanted = phases_wanted();
     let mut times: [Times; 3] = Default::default();
     for n in 0.. {
         let mut any = false;
         for (i, api) in apis.iter().enumerate() {
-            if times[i].all.len() >= creates || times[i].busy >= budget {
+            if !wanted.contains(&PHASES[i].name)
+                || times[i].all.len() >= creates
+                || times[i].busy >= budget
+            {
                 continue;
             }
             any = true;
@@ -327,6 +336,26 @@ async fn cell(
         }
     }
     times
+}
+
+/// The phases `BENCH_BINDINGS_PHASES` names (comma-separated of `none`, `intree`, `celgate`;
+/// default all): leaving one out shows what it does to the others' creates.
+fn phases_wanted() -> Vec<&'static str> {
+    let names = PHASES.map(|p| p.name);
+    match std::env::var("BENCH_BINDINGS_PHASES") {
+        Ok(v) => v
+            .split(',')
+            .map(|s| {
+                names
+                    .into_iter()
+                    .find(|n| *n == s.trim())
+                    .unwrap_or_else(|| {
+                        panic!("BENCH_BINDINGS_PHASES={v:?}: {s:?} is none of {names:?}")
+                    })
+            })
+            .collect(),
+        Err(_) => names.to_vec(),
+    }
 }
 
 fn sizes() -> Vec<usize> {
@@ -416,7 +445,9 @@ async fn run(
         }
         cell(client, scenario, &format!("w{size}"), 1, budget).await;
         let (own_before, trip_before) = review_clocks(client, celgate).await;
+        let cpu_before = process_cpu_seconds(celgate.pid());
         let mut times = cell(client, scenario, &format!("s{size}"), creates, budget).await;
+        let cpu = process_cpu_seconds(celgate.pid()) - cpu_before;
         let (own_after, trip_after) = review_clocks(client, celgate).await;
         let (review_ms, reviews) = own_after.mean_ms_since(own_before);
         let (round_trip_ms, _) = trip_after.mean_ms_since(trip_before);
@@ -445,6 +476,12 @@ async fn run(
             ratio(intree_p99, celgate_p99),
             ratio(intree_p99, none_p99),
         );
+        // celgate's whole process, as it spent the cell: reviews, and whatever else it ran.
+        let cpu_ms = (cpu * 1000.0 / reviews.max(1.0) * 100.0).round() / 100.0;
+        println!(
+            "{scenario} {size} celgate: {cpu_ms:.2} ms of CPU per review (the process, over the cell)"
+        );
+        row.insert("celgate_cpu_ms_per_review".into(), json!(cpu_ms));
         row.insert("celgate_webhook_review_ms".into(), json!(review_ms));
         row.insert("celgate_webhook_reviews".into(), json!(reviews));
         row.insert("celgate_webhook_round_trip_ms".into(), json!(round_trip_ms));
@@ -511,7 +548,7 @@ async fn main() {
         "creates_per_cell": creates,
         "seconds_per_engine_and_cell": budget.as_secs(),
         "celgate_bin": Celgate::binary().display().to_string(),
-        "measures": "per cell (bindings per policy, or params its binding selects) and engine: ms per create through kube-apiserver (in-tree: a Secret, celgate: a ConfigMap, none: a ConfigMap in a namespace no policy and no webhook sees), one client alternating none, in-tree and celgate creates; creates_per_s = creates over that engine's create time; celgate_webhook_review_ms = celgate's own mean time per review (celgate_webhook_request_duration_seconds), celgate_webhook_reviews = how many it served in the cell (the celgate creates: none reached it); celgate_webhook_round_trip_ms = kube-apiserver's mean time calling celgate's validating webhooks (apiserver_admission_webhook_admission_duration_seconds); intree_over_none_p99 = the largest in-tree/engine ratio any engine could show, with no cost of its own",
+        "measures": "per cell (bindings per policy, or params its binding selects) and engine: ms per create through kube-apiserver (in-tree: a Secret, celgate: a ConfigMap, none: a ConfigMap in a namespace no policy and no webhook sees), one client alternating none, in-tree and celgate creates; creates_per_s = creates over that engine's create time; celgate_webhook_review_ms = celgate's own mean time per review (celgate_webhook_request_duration_seconds), celgate_webhook_reviews = how many it served in the cell (the celgate creates: none reached it); celgate_cpu_ms_per_review = the celgate process's CPU time over the cell per review; celgate_webhook_round_trip_ms = kube-apiserver's mean time calling celgate's validating webhooks (apiserver_admission_webhook_admission_duration_seconds); intree_over_none_p99 = the largest in-tree/engine ratio any engine could show, with no cost of its own",
         "seconds": started.elapsed().as_secs(),
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),

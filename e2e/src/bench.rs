@@ -253,3 +253,21 @@ pub async fn wait_status_written(client: &kube::Client, give_up: Duration) -> f6
         last = now;
     }
 }
+
+/// The CPU time (user and system) process `pid` has used so far, in seconds (0 when it cannot
+/// be read).
+pub fn process_cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command name (which may hold spaces), from the third: utime is the
+    // 14th field, stime the 15th, in clock ticks of 1/100 s.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map_or(Vec::new(), |(_, rest)| rest.split_whitespace().collect());
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
