@@ -225,12 +225,12 @@ bench-audit: deps ## Background audit scan of 10,000 objects (BENCH_AUDIT_OBJECT
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench audit
 
-bench-e2e: deps ## Creates through kube-apiserver: no policy, in-tree, celgate (release), interleaved create by create; prints celgate/in-tree p50/p99; writes target/bench/e2e.json
+bench-e2e: deps ## Creates through kube-apiserver: no policy, in-tree, celgate (release), interleaved create by create, with two small policies and with the realistic mix (1,000 VAPs + 1,000 MAPs, 6 KB Pod); prints celgate/in-tree p50/p99; writes target/bench/e2e.json
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench creates
 
-bench-bindings: deps ## One VAP with 10-1,024 bindings, one binding selecting 10-1,024 params: creates through kube-apiserver, in-tree vs celgate (release) alternated: p50/p99, creates/s; writes target/bench/bindings.json
+bench-bindings: deps ## One VAP with 10-1,024 bindings, one binding selecting 10-1,024 params: creates through kube-apiserver, no engine, in-tree and celgate (release) alternated: p50/p99, creates/s, celgate's own and round-trip time per review; writes target/bench/bindings.json
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench bindings

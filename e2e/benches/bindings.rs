@@ -9,27 +9,40 @@
 //! policy admits creates with an expression that reads the object (the name is not `deny-me`, or
 //! not the param's `data.forbidden`), so each create is evaluated by every binding (and every
 //! param) and succeeds. Before each cell, a dry-run create named `deny-me` must be denied by
-//! each engine, which shows both enforce.
+//! each engine, which shows both enforce, and celgate's status writer must have caught up with
+//! the new bindings (its status writes would load kube-apiserver and celgate during the cell).
 //!
 //! - `bindings`: one policy per engine with 10, 64, 256 and 1,024 bindings that all match (the
 //!   bindings are added between cells).
 //! - `params`: one policy per engine (paramKind ConfigMap) with one binding whose paramRef
 //!   selector selects 10, 64, 256 and 1,024 ConfigMaps of one namespace, shared by both engines.
 //!
-//! In each cell one client alternates in-tree and celgate creates; an engine stops once it has
-//! made `BENCH_BINDINGS_CREATES` creates (default 200) or spent `BENCH_BINDINGS_SECONDS`
-//! (default 15) of its own create time, so a cell takes at most about twice that and the
-//! collapse of the in-tree plugin (kubernetes#133383) cannot stretch the run. Figures per cell
-//! and engine: p50, p99, creates and creates/s (creates over that engine's create time), and
-//! celgate's own mean time per review from its `celgate_webhook_request_duration_seconds`
-//! histogram (what kube-apiserver adds around it is the rest of the create).
+//! In each cell one client alternates three creates: a ConfigMap in a namespace that no policy
+//! and no webhook sees (`none`: celgate runs with it in `--excluded-namespaces`, so this is
+//! kube-apiserver's own create path at that moment), an in-tree one and a celgate one; each stops
+//! once it has made `BENCH_BINDINGS_CREATES` creates (default 200) or spent
+//! `BENCH_BINDINGS_SECONDS` (default 15) of its own create time, so a cell takes at most about
+//! three times that and the collapse of the in-tree plugin (kubernetes#133383) cannot stretch the
+//! run. Figures per cell and phase: p50, p99, creates and creates/s (creates over that phase's
+//! create time). Beside them, where a celgate create's time goes: celgate's own mean time per
+//! review from its `celgate_webhook_request_duration_seconds` histogram, kube-apiserver's mean
+//! time calling celgate's webhooks (`apiserver_admission_webhook_admission_duration_seconds`:
+//! the round trip), and the no-engine create; and the floor of the in-tree/celgate ratio, in-tree
+//! p99 over the no-engine p99 (what an engine that cost nothing would show).
+//!
+//! celgate's process CPU time over the cell per review shows whether it spends more than its own
+//! time per review. `BENCH_BINDINGS_PHASES` (comma-separated of `none`, `intree`, `celgate`;
+//! default all) leaves phases out, to see what one does to the others' creates.
 //!
 //! Writes `target/bench/bindings.json` (`BENCH_BINDINGS_REPORT` overrides); the targets (celgate's
 //! p99 at 1,024 within 3× of its own at 10, and at least 100× below in-tree's at 1,024) are
 //! reported by `make bench`'s table, not asserted here. `BENCH_BINDINGS_SIZES` (comma-separated,
 //! default `10,64,256,1024`) picks the cells.
 
-use celgate_e2e::bench::{env_usize, loadavg, ms, percentile};
+use celgate_e2e::bench::{
+    Histogram, apiserver_metrics, env_usize, loadavg, ms, percentile, process_cpu_seconds,
+    wait_status_written,
+};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -47,6 +60,7 @@ const DENIED: &str = "deny-me";
 const PARAMS_NAMESPACE: &str = "bench-params";
 
 /// One engine: its label, the API group of its admission objects, the core resource it judges.
+/// The `none` phase is no engine: kube-apiserver alone.
 #[derive(Clone, Copy)]
 struct Engine {
     name: &'static str,
@@ -55,6 +69,7 @@ struct Engine {
     plural: &'static str,
 }
 
+/// The engines that judge, each its own resource.
 const ENGINES: [Engine; 2] = [
     Engine {
         name: "intree",
@@ -69,6 +84,19 @@ const ENGINES: [Engine; 2] = [
         plural: "configmaps",
     },
 ];
+
+/// No engine: celgate's ConfigMap creates in a namespace excluded from celgate's webhooks
+/// (`--excluded-namespaces`) and matched by no in-tree policy, so that kube-apiserver's own
+/// create path is timed beside the engines' in the same alternation.
+const NONE: Engine = Engine {
+    name: "none",
+    api: "",
+    kind: "ConfigMap",
+    plural: "configmaps",
+};
+
+/// The phases a cell alternates, create by create.
+const PHASES: [Engine; 3] = [NONE, ENGINES[0], ENGINES[1]];
 
 /// The namespace an engine judges in one scenario.
 fn namespace(scenario: &str, engine: Engine) -> String {
@@ -243,17 +271,22 @@ async fn wait_denied(client: &kube::Client, engine: Engine, namespace: &str) {
     .await;
 }
 
-/// celgate's `celgate_webhook_request_duration_seconds` sum and count over every path.
-fn webhook_seconds(celgate: &Celgate) -> (f64, f64) {
-    let metrics = celgate.metrics();
-    let total = |suffix: &str| -> f64 {
-        metrics
-            .lines()
-            .filter(|l| l.starts_with(&format!("celgate_webhook_request_duration_seconds{suffix}")))
-            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-            .sum()
-    };
-    (total("_sum"), total("_count"))
+/// What the three clocks around a celgate review read: celgate's own time per review
+/// (`celgate_webhook_request_duration_seconds`, every path), and kube-apiserver's time calling
+/// celgate's validating webhooks (`apiserver_admission_webhook_admission_duration_seconds`: the
+/// round trip with TLS and encoding).
+async fn review_clocks(client: &kube::Client, celgate: &Celgate) -> (Histogram, Histogram) {
+    let own = Histogram::read(
+        &celgate.metrics(),
+        "celgate_webhook_request_duration_seconds",
+        &[],
+    );
+    let round_trip = Histogram::read(
+        &apiserver_metrics(client).await,
+        "apiserver_admission_webhook_admission_duration_seconds",
+        &["type=\"validating\"", ".celgate.io\""],
+    );
+    (own, round_trip)
 }
 
 /// One engine's creates in a cell.
@@ -263,33 +296,37 @@ struct Times {
     busy: Duration,
 }
 
-/// One cell: one client alternating in-tree and celgate creates in each engine's namespace of
-/// `scenario`, each engine until `creates` or `budget` of its own create time; `tag` names the
-/// objects.
+/// One cell: one client alternating no-engine, in-tree and celgate creates in each phase's
+/// namespace of `scenario` ([`PHASES`]), each until `creates` or `budget` of its own create
+/// time; `tag` names the objects.
 async fn cell(
     client: &kube::Client,
     scenario: &str,
     tag: &str,
     creates: usize,
     budget: Duration,
-) -> [Times; 2] {
-    let apis = ENGINES.map(|e| judged(client, e, &namespace(scenario, e)));
-    let mut times: [Times; 2] = Default::default();
+) -> [Times; 3] {
+    let apis = PHASES.map(|e| judged(client, e, &namespace(scenario, e)));
+    let wanted = phases_wanted();
+    let mut times: [Times; 3] = Default::default();
     for n in 0.. {
         let mut any = false;
         for (i, api) in apis.iter().enumerate() {
-            if times[i].all.len() >= creates || times[i].busy >= budget {
+            if !wanted.contains(&PHASES[i].name)
+                || times[i].all.len() >= creates
+                || times[i].busy >= budget
+            {
                 continue;
             }
             any = true;
             let name = format!("{tag}-{n}");
             let started = Instant::now();
             let created = api
-                .create(&PostParams::default(), &judged_object(ENGINES[i], &name))
+                .create(&PostParams::default(), &judged_object(PHASES[i], &name))
                 .await;
             let took = started.elapsed();
             if let Err(e) = created {
-                panic!("create {name} ({}) failed: {e}", ENGINES[i].name);
+                panic!("create {name} ({}) failed: {e}", PHASES[i].name);
             }
             times[i].all.push(took);
             times[i].busy += took;
@@ -299,6 +336,26 @@ async fn cell(
         }
     }
     times
+}
+
+/// The phases `BENCH_BINDINGS_PHASES` names (comma-separated of `none`, `intree`, `celgate`;
+/// default all): leaving one out shows what it does to the others' creates.
+fn phases_wanted() -> Vec<&'static str> {
+    let names = PHASES.map(|p| p.name);
+    match std::env::var("BENCH_BINDINGS_PHASES") {
+        Ok(v) => v
+            .split(',')
+            .map(|s| {
+                names
+                    .into_iter()
+                    .find(|n| *n == s.trim())
+                    .unwrap_or_else(|| {
+                        panic!("BENCH_BINDINGS_PHASES={v:?}: {s:?} is none of {names:?}")
+                    })
+            })
+            .collect(),
+        Err(_) => names.to_vec(),
+    }
 }
 
 fn sizes() -> Vec<usize> {
@@ -321,7 +378,7 @@ fn sizes() -> Vec<usize> {
 
 /// Creates the namespaces, the policy of each engine and (params) its one binding.
 async fn set_up(client: &kube::Client, scenario: &str) {
-    for e in ENGINES {
+    for e in PHASES {
         let ns: Namespace =
             serde_json::from_value(json!({"metadata": {"name": namespace(scenario, e),
             "labels": {"bench": format!("{scenario}-{}", e.name)}}}))
@@ -330,6 +387,9 @@ async fn set_up(client: &kube::Client, scenario: &str) {
             .create(&PostParams::default(), &ns)
             .await
             .unwrap_or_else(|err| panic!("cannot create namespace {scenario}-{}: {err}", e.name));
+        if e.name == NONE.name {
+            continue;
+        }
         policies(client, e)
             .create(&PostParams::default(), &policy(scenario, e))
             .await
@@ -375,24 +435,28 @@ async fn run(
         grow(client, scenario, from, size).await;
         from = from.max(size);
         // Both informers see the new objects well within this; each engine's denial below
-        // shows it enforces, the warm-up create is not counted.
+        // shows it enforces, the warm-up create is not counted. The cell starts once celgate
+        // has written the new bindings' status, so their writes do not load it.
         tokio::time::sleep(Duration::from_secs(3)).await;
+        let writes = wait_status_written(client, Duration::from_secs(120)).await;
+        println!("{scenario} {size}: celgate's status writer caught up ({writes} status requests)");
         for e in ENGINES {
             wait_denied(client, e, &namespace(scenario, e)).await;
         }
         cell(client, scenario, &format!("w{size}"), 1, budget).await;
-        let (sum_before, count_before) = webhook_seconds(celgate);
+        let (own_before, trip_before) = review_clocks(client, celgate).await;
+        let cpu_before = process_cpu_seconds(celgate.pid());
         let mut times = cell(client, scenario, &format!("s{size}"), creates, budget).await;
-        let (sum_after, count_after) = webhook_seconds(celgate);
-        let review_ms = if count_after > count_before {
-            ((sum_after - sum_before) / (count_after - count_before) * 100_000.0).round() / 100.0
-        } else {
-            0.0
-        };
+        let cpu = process_cpu_seconds(celgate.pid()) - cpu_before;
+        let (own_after, trip_after) = review_clocks(client, celgate).await;
+        let (review_ms, reviews) = own_after.mean_ms_since(own_before);
+        let (round_trip_ms, _) = trip_after.mean_ms_since(trip_before);
         let mut row = serde_json::Map::new();
-        for (e, t) in ENGINES.iter().zip(times.iter_mut()) {
+        let mut p99s = [0.0; 3];
+        for ((e, t), p99_of) in PHASES.iter().zip(times.iter_mut()).zip(p99s.iter_mut()) {
             t.all.sort();
             let (p50, p99) = (ms(percentile(&t.all, 0.5)), ms(percentile(&t.all, 0.99)));
+            *p99_of = p99;
             let per_s = (t.all.len() as f64 / t.busy.as_secs_f64().max(1e-9) * 10.0).round() / 10.0;
             println!(
                 "{scenario} {size} {}: p50 {p50:.2} ms, p99 {p99:.2} ms, {:.1} creates/s ({} creates)",
@@ -405,8 +469,30 @@ async fn run(
             row.insert(format!("{}_creates", e.name), json!(t.all.len()));
             row.insert(format!("{}_creates_per_s", e.name), json!(per_s));
         }
-        println!("{scenario} {size} celgate webhook: {review_ms:.2} ms per review");
+        let [none_p99, intree_p99, celgate_p99] = p99s;
+        let ratio = |a: f64, b: f64| (a / b.max(1e-9) * 10.0).round() / 10.0;
+        println!(
+            "{scenario} {size} celgate: {review_ms:.2} ms its own per review ({reviews} reviews), {round_trip_ms:.2} ms kube-apiserver's call to it; in-tree p99 / celgate p99 {:.1}x, in-tree p99 / no engine's p99 {:.1}x (the most any engine could show)",
+            ratio(intree_p99, celgate_p99),
+            ratio(intree_p99, none_p99),
+        );
+        // celgate's whole process, as it spent the cell: reviews, and whatever else it ran.
+        let cpu_ms = (cpu * 1000.0 / reviews.max(1.0) * 100.0).round() / 100.0;
+        println!(
+            "{scenario} {size} celgate: {cpu_ms:.2} ms of CPU per review (the process, over the cell)"
+        );
+        row.insert("celgate_cpu_ms_per_review".into(), json!(cpu_ms));
         row.insert("celgate_webhook_review_ms".into(), json!(review_ms));
+        row.insert("celgate_webhook_reviews".into(), json!(reviews));
+        row.insert("celgate_webhook_round_trip_ms".into(), json!(round_trip_ms));
+        row.insert(
+            "intree_over_celgate_p99".into(),
+            json!(ratio(intree_p99, celgate_p99)),
+        );
+        row.insert(
+            "intree_over_none_p99".into(),
+            json!(ratio(intree_p99, none_p99)),
+        );
         cells.insert(size.to_string(), Value::Object(row));
     }
     // The other scenario must not pay for these bindings.
@@ -431,7 +517,20 @@ async fn main() {
     let started = Instant::now();
     let cluster = Cluster::start();
     cluster.install_crds();
-    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &[], "info");
+    // The no-engine phase's namespaces never reach celgate's webhooks (with the default
+    // exclusions kept).
+    let excluded = format!(
+        "kube-system,kube-node-lease,kube-public,{},{}",
+        namespace("bindings", NONE),
+        namespace("params", NONE)
+    );
+    let celgate = Celgate::spawn_with(
+        &cluster,
+        free_port(),
+        "celgate",
+        &["--excluded-namespaces", &excluded],
+        "info",
+    );
     celgate.wait_ready().await;
     let client = cluster.client().await;
     let params_ns: Namespace =
@@ -449,7 +548,7 @@ async fn main() {
         "creates_per_cell": creates,
         "seconds_per_engine_and_cell": budget.as_secs(),
         "celgate_bin": Celgate::binary().display().to_string(),
-        "measures": "per cell (bindings per policy, or params its binding selects) and engine: ms per create through kube-apiserver (in-tree: a Secret, celgate: a ConfigMap), one client alternating in-tree and celgate creates; creates_per_s = creates over that engine's create time; celgate_webhook_review_ms = celgate's own mean time per review (celgate_webhook_request_duration_seconds)",
+        "measures": "per cell (bindings per policy, or params its binding selects) and engine: ms per create through kube-apiserver (in-tree: a Secret, celgate: a ConfigMap, none: a ConfigMap in a namespace no policy and no webhook sees), one client alternating none, in-tree and celgate creates; creates_per_s = creates over that engine's create time; celgate_webhook_review_ms = celgate's own mean time per review (celgate_webhook_request_duration_seconds), celgate_webhook_reviews = how many it served in the cell (the celgate creates: none reached it); celgate_cpu_ms_per_review = the celgate process's CPU time over the cell per review; celgate_webhook_round_trip_ms = kube-apiserver's mean time calling celgate's validating webhooks (apiserver_admission_webhook_admission_duration_seconds); intree_over_none_p99 = the largest in-tree/engine ratio any engine could show, with no cost of its own",
         "seconds": started.elapsed().as_secs(),
         "loadavg_before": load_before,
         "loadavg_after": loadavg(),

@@ -25,23 +25,32 @@
 //! `--webhook-rules all` (its policy webhooks cover every resource already, so the new policy
 //! changes no configuration), after one sample not counted.
 //!
-//! Prints `e2e: celgate/in-tree p50 R, p99 R` and the absolute figures per phase, and writes
-//! `target/bench/e2e.json`. Targets (p50 ≤ 1.05×, p99 ≤ 1.15×) are reported by `make bench`'s
-//! table, not asserted here. Environment: `BENCH_E2E_ROUNDS` (default 4), `BENCH_E2E_OBJECTS`
-//! (per kind, phase and round, default 100), `BENCH_E2E_CLIENTS` (default 4),
+//! Then the realistic part (issue 46, part 4; `mix`): the fixture's 6 KB Pod created through a
+//! realistic mix of 1,000 validating and 1,000 mutating policies stored in-tree and as celgate
+//! objects, from a celgate started afresh (its policies' rules, as the first).
+//!
+//! Prints `e2e: celgate/in-tree p50 R, p99 R` (and `realistic: …`) and the absolute figures per
+//! phase, and writes `target/bench/e2e.json`. Targets (p50 ≤ 1.05×, p99 ≤ 1.15×; realistic:
+//! within 1.0×) are reported by `make bench`'s table, not asserted here. Every celgate runs with
+//! the realistic part's other namespaces in `--excluded-namespaces`, each under its own Lease.
+//! Environment: `BENCH_E2E_PARTS` (comma-separated of `small`, `apply`, `realistic`; default
+//! all), `BENCH_E2E_ROUNDS` (default 4, both kinds of rounds), `BENCH_E2E_OBJECTS` (per kind,
+//! phase and round, default 100), `BENCH_E2E_CLIENTS` (default 4), `BENCH_E2E_MIX_POLICIES`
+//! (of each kind, default 1,000), `BENCH_E2E_MIX_PODS` (per phase and round, default 50),
 //! `BENCH_E2E_REPORT` (report path), `CELGATE_BIN`.
 
-use celgate_e2e::bench::{env_usize, loadavg, ms, percentile};
+use celgate_e2e::bench::{env_usize, interleaved, loadavg, ms, percentile};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use celgate_e2e::demo::{CELGATE_API, IN_TREE_API};
 use celgate_e2e::log::{compiled_lines, epoch_seconds, message_times};
 use celgate_e2e::{
-    Celgate, Cluster, create_namespace, free_port, policies_api, wait_for, workspace,
+    Celgate, Cluster, create_namespace, free_port, policies_api, version, wait_for, workspace,
 };
+
+mod mix;
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -174,61 +183,39 @@ fn deployment(name: &str) -> Deployment {
 
 /// One round: `objects` ConfigMaps and as many Deployments in each phase's namespace, from
 /// `clients` clients that take creates from one shared sequence in which the phases alternate
-/// create by create (none, in-tree, celgate, none, …). Every phase so meets the same background
-/// work (the controllers' catch-up, etcd compaction, Go's garbage collection, other load) at
-/// the same moments, rather than a phase meeting it alone. Returns each phase's create times.
+/// create by create (none, in-tree, celgate, none, …; [`interleaved`]). Returns each phase's
+/// create times.
 async fn round(
     client: &kube::Client,
     round: usize,
     objects: usize,
     clients: usize,
-) -> [Vec<Duration>; 3] {
-    let next = Arc::new(AtomicUsize::new(0));
-    let mut tasks = Vec::new();
-    for _ in 0..clients {
-        let (client, next) = (client.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            let apis = PHASES.map(|p| {
-                (
-                    Api::<ConfigMap>::namespaced(client.clone(), p.namespace),
-                    Api::<Deployment>::namespaced(client.clone(), p.namespace),
-                )
-            });
-            let mut times: [Vec<Duration>; 3] = Default::default();
-            loop {
-                let k = next.fetch_add(1, Ordering::Relaxed);
-                if k >= PHASES.len() * 2 * objects {
-                    break times;
-                }
-                let (phase, n) = (k % PHASES.len(), k / PHASES.len());
-                let (maps, deployments) = &apis[phase];
-                let name = format!("r{round}-{n}");
-                let started = Instant::now();
-                let created = if n % 2 == 0 {
-                    maps.create(&PostParams::default(), &configmap(&name, true))
-                        .await
-                        .map(|_| ())
-                } else {
-                    deployments
-                        .create(&PostParams::default(), &deployment(&name))
-                        .await
-                        .map(|_| ())
-                };
-                times[phase].push(started.elapsed());
-                if let Err(e) = created {
-                    panic!("create {name} in {} failed: {e}", PHASES[phase].namespace);
-                }
-            }
-        }));
-    }
-    let mut all: [Vec<Duration>; 3] = Default::default();
-    for t in tasks {
-        let times = t.await.unwrap_or_else(|e| panic!("a client failed: {e}"));
-        for (all, times) in all.iter_mut().zip(times) {
-            all.extend(times);
+) -> Vec<Vec<Duration>> {
+    let apis = Arc::new(PHASES.map(|p| {
+        (
+            Api::<ConfigMap>::namespaced(client.clone(), p.namespace),
+            Api::<Deployment>::namespaced(client.clone(), p.namespace),
+        )
+    }));
+    interleaved(PHASES.len(), 2 * objects, clients, move |phase, n| {
+        let apis = apis.clone();
+        async move {
+            let (maps, deployments) = &apis[phase];
+            let name = format!("r{round}-{n}");
+            let created = if n % 2 == 0 {
+                maps.create(&PostParams::default(), &configmap(&name, true))
+                    .await
+                    .map(|_| ())
+            } else {
+                deployments
+                    .create(&PostParams::default(), &deployment(&name))
+                    .await
+                    .map(|_| ())
+            };
+            created.map_err(|e| format!("{name} in {}: {e}", PHASES[phase].namespace))
         }
-    }
-    all
+    })
+    .await
 }
 
 /// Waits until an unlabelled ConfigMap is denied in `namespace` (the engine enforces there), or,
@@ -444,33 +431,31 @@ fn spread(values: Vec<f64>) -> Value {
     json!({"samples": values.len(), "p50_ms": p50, "max_ms": values.last().copied()})
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    let rounds = env_usize("BENCH_E2E_ROUNDS", 4);
-    let objects = env_usize("BENCH_E2E_OBJECTS", 100);
-    let clients = env_usize("BENCH_E2E_CLIENTS", 4);
-    let apply_samples = env_usize("BENCH_E2E_APPLY_SAMPLES", 10);
-    let load_before = loadavg();
-    let cluster = Cluster::start();
-    cluster.install_crds();
-    let celgate = Celgate::spawn_with(&cluster, free_port(), "celgate", &["--log-json"], "info");
-    celgate.wait_ready().await;
-    let client = cluster.client().await;
+/// The small policies' rounds: stores them, waits until each engine enforces, one warm-up
+/// round not counted, then `rounds` rounds; prints the figures and returns the report's
+/// `phases`, `ratio` and `per_round`.
+async fn small(
+    cluster: &Cluster,
+    client: &kube::Client,
+    rounds: usize,
+    objects: usize,
+    clients: usize,
+) -> serde_json::Map<String, Value> {
     for p in &PHASES {
-        create_namespace(&client, p.namespace, engine_label(p)).await;
+        create_namespace(client, p.namespace, engine_label(p)).await;
     }
     cluster.apply(&policies(IN_TREE_API, "intree"));
     cluster.apply(&policies(CELGATE_API, "celgate"));
     for p in &PHASES {
-        wait_enforced(&client, p).await;
+        wait_enforced(client, p).await;
     }
     // A warm-up round, not counted: connections, caches and the first compiles.
-    round(&client, rounds, objects.min(20), clients).await;
+    round(client, rounds, objects.min(20), clients).await;
     let mut times: Vec<Vec<Duration>> = vec![Vec::new(); PHASES.len()];
     let mut per_round = Vec::new();
     for r in 0..rounds {
         let mut this_round = serde_json::Map::new();
-        for (i, mut t) in round(&client, r, objects, clients)
+        for (i, mut t) in round(client, r, objects, clients)
             .await
             .into_iter()
             .enumerate()
@@ -512,44 +497,102 @@ async fn main() {
         ratio(figures[2].1, figures[1].1),
     );
     println!("e2e: celgate/in-tree p50 {p50_ratio:.2}, p99 {p99_ratio:.2}");
-    let apply = apply_series(&client, &celgate, 0..apply_samples, "policies' rules").await;
-    // The same with the policy webhooks covering every resource: no configuration change.
-    drop(celgate);
-    let celgate = Celgate::spawn_with(
-        &cluster,
-        free_port(),
-        "celgate-all-rules",
-        &["--log-json", "--webhook-rules", "all"],
-        "info",
-    );
+    let mut out = serde_json::Map::new();
+    out.insert("phases".into(), Value::Object(phases));
+    out.insert("ratio".into(), json!({"p50": p50_ratio, "p99": p99_ratio}));
+    out.insert("per_round".into(), Value::Array(per_round));
+    out
+}
+
+/// The parts `BENCH_E2E_PARTS` names (comma-separated, default all): `small`, `apply`,
+/// `realistic`.
+fn parts() -> Vec<String> {
+    const PARTS: [&str; 3] = ["small", "apply", "realistic"];
+    let chosen = std::env::var("BENCH_E2E_PARTS").unwrap_or_else(|_| PARTS.join(","));
+    let parts: Vec<String> = chosen.split(',').map(|p| p.trim().to_string()).collect();
+    for p in &parts {
+        assert!(
+            PARTS.contains(&p.as_str()),
+            "BENCH_E2E_PARTS={chosen:?}: {p:?} is none of {PARTS:?}"
+        );
+    }
+    parts
+}
+
+/// Starts a celgate named `name` with `args` (and the realistic part's exclusions), under its
+/// own Lease so that it leads at once after another was stopped, and waits until it is ready.
+async fn start_celgate(cluster: &Cluster, name: &str, args: &[&str]) -> Celgate {
+    let mut all = vec![
+        "--log-json",
+        "--lease-name",
+        name,
+        "--excluded-namespaces",
+        mix::EXCLUDED_NAMESPACES,
+    ];
+    all.extend(args);
+    let celgate = Celgate::spawn_with(cluster, free_port(), name, &all, "info");
     celgate.wait_ready().await;
-    // One sample not counted: this process writes the configuration (to every resource) only
-    // once it leads, when the Lease the first one held has expired.
-    apply_series(
-        &client,
-        &celgate,
-        apply_samples..apply_samples + 1,
-        "warm-up",
-    )
-    .await;
-    let apply_all = apply_series(
-        &client,
-        &celgate,
-        apply_samples + 1..2 * apply_samples + 1,
-        "--webhook-rules all",
-    )
-    .await;
-    let report = json!({
+    celgate
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    let parts = parts();
+    let wants = |part: &str| parts.iter().any(|p| p == part);
+    let rounds = env_usize("BENCH_E2E_ROUNDS", 4);
+    let objects = env_usize("BENCH_E2E_OBJECTS", 100);
+    let clients = env_usize("BENCH_E2E_CLIENTS", 4);
+    let apply_samples = env_usize("BENCH_E2E_APPLY_SAMPLES", 10);
+    let mix_policies = env_usize("BENCH_E2E_MIX_POLICIES", 1000);
+    let mix_pods = env_usize("BENCH_E2E_MIX_PODS", 50);
+    let load_before = loadavg();
+    let cluster = Cluster::start_with(&version::in_tree_map_flags(version::minor()));
+    cluster.install_crds();
+    let mut celgate = start_celgate(&cluster, "celgate", &[]).await;
+    let client = cluster.client().await;
+    let mut report = json!({
+        "parts": parts,
         "rounds": rounds, "objects_per_kind_phase_round": objects, "clients": clients,
         "celgate_bin": Celgate::binary().display().to_string(),
-        "phases": phases,
-        "ratio": {"p50": p50_ratio, "p99": p99_ratio},
-        "per_round": per_round,
-        "apply_to_enforced": apply,
-        "apply_to_enforced_all_rules": apply_all,
         "loadavg_before": load_before,
-        "loadavg_after": loadavg(),
     });
+    if wants("small") {
+        for (k, v) in small(&cluster, &client, rounds, objects, clients).await {
+            report[k] = v;
+        }
+    }
+    if wants("apply") {
+        report["apply_to_enforced"] =
+            apply_series(&client, &celgate, 0..apply_samples, "policies' rules").await;
+        // The same with the policy webhooks covering every resource: no configuration change.
+        drop(celgate);
+        let all_rules =
+            start_celgate(&cluster, "celgate-all-rules", &["--webhook-rules", "all"]).await;
+        // One sample not counted: the first configuration this process writes (to every
+        // resource).
+        apply_series(
+            &client,
+            &all_rules,
+            apply_samples..apply_samples + 1,
+            "warm-up",
+        )
+        .await;
+        report["apply_to_enforced_all_rules"] = apply_series(
+            &client,
+            &all_rules,
+            apply_samples + 1..2 * apply_samples + 1,
+            "--webhook-rules all",
+        )
+        .await;
+        // The realistic part's celgate registers for its policies' rules alone, as the first.
+        drop(all_rules);
+        celgate = start_celgate(&cluster, "celgate-realistic", &[]).await;
+    }
+    if wants("realistic") {
+        report["realistic"] =
+            mix::run(&client, &celgate, mix_policies, rounds, mix_pods, clients).await;
+    }
+    report["loadavg_after"] = json!(loadavg());
     let path: PathBuf = std::env::var_os("BENCH_E2E_REPORT")
         .map_or_else(|| workspace().join("target/bench/e2e.json"), PathBuf::from);
     celgate_e2e::bench::write_report(&path, &report);

@@ -39,10 +39,10 @@
 //! space-separated: `--audit=false` to see what the audit costs), `BENCH_SCALE_REPORT` (report
 //! path), `CELGATE_BIN`.
 
-use celgate_e2e::bench::{env_count, env_usize, loadavg};
+use celgate_e2e::bench::{
+    api_resource, apiserver_metrics, create_objects, env_count, env_usize, loadavg, metric_total,
+};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use celgate_e2e::demo::CELGATE_API;
@@ -61,63 +61,9 @@ const GIVE_UP: Duration = Duration::from_secs(600);
 const CLIENTS: usize = 8;
 /// How often the bindings' status is counted while the status writer catches up.
 const STATUS_POLL: Duration = Duration::from_secs(5);
-/// How many times one create is retried after kube-apiserver answered 429.
-const RETRIES: usize = 100;
 
 fn resource(kind: &str) -> ApiResource {
-    let plural = format!("{}s", kind.to_lowercase()).replace("policys", "policies");
-    ApiResource {
-        group: "admission.celgate.io".into(),
-        version: "v1".into(),
-        api_version: CELGATE_API.into(),
-        kind: kind.into(),
-        plural,
-    }
-}
-
-/// Creates `objects` (celgate policies and bindings) with `clients` concurrent clients; a create
-/// kube-apiserver answers with 429 (too many requests) is retried after a pause. Returns the
-/// number of 429 answers.
-async fn create_all(client: &kube::Client, objects: Vec<Value>, clients: usize) -> usize {
-    let total = objects.len();
-    let queue = Arc::new(Mutex::new(objects.into_iter()));
-    let (created, throttled) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
-    let mut tasks = Vec::new();
-    for _ in 0..clients.max(1) {
-        let (queue, client) = (queue.clone(), client.clone());
-        let (created, throttled) = (created.clone(), throttled.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let next = queue.lock().ok().and_then(|mut q| q.next());
-                let Some(object) = next else { break };
-                let kind = object["kind"].as_str().unwrap_or_default().to_string();
-                let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(&kind));
-                let object: DynamicObject = serde_json::from_value(object)
-                    .unwrap_or_else(|e| panic!("fixture {kind}: {e}"));
-                let mut attempt = 0;
-                loop {
-                    match api.create(&PostParams::default(), &object).await {
-                        Ok(_) => break,
-                        Err(kube::Error::Api(e)) if e.code == 429 && attempt < RETRIES => {
-                            throttled.fetch_add(1, Ordering::Relaxed);
-                            attempt += 1;
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                        }
-                        Err(e) => panic!("cannot create {kind}: {e}"),
-                    }
-                }
-                let n = created.fetch_add(1, Ordering::Relaxed) + 1;
-                if n % 10_000 == 0 {
-                    println!("created {n} of {total} objects");
-                }
-            }
-        }));
-    }
-    for t in tasks {
-        t.await
-            .unwrap_or_else(|e| panic!("a creating client failed: {e}"));
-    }
-    throttled.load(Ordering::Relaxed)
+    api_resource(CELGATE_API, kind)
 }
 
 /// How many stored bindings have a status that describes their generation, and how many
@@ -149,22 +95,15 @@ async fn bindings_with_status(client: &kube::Client) -> (usize, usize) {
 /// kube-apiserver's count of requests to the bindings' status subresource so far
 /// (`apiserver_request_total`, every verb and code).
 async fn binding_status_requests(client: &kube::Client) -> f64 {
-    let request = http::Request::get("/metrics")
-        .body(Vec::new())
-        .unwrap_or_else(|e| panic!("a GET /metrics request: {e}"));
-    let text = client
-        .request_text(request)
-        .await
-        .unwrap_or_else(|e| panic!("cannot read kube-apiserver's metrics: {e}"));
-    text.lines()
-        .filter(|l| {
-            l.starts_with("apiserver_request_total{")
-                && l.contains("resource=\"validatingadmissionpolicybindings\"")
-                && l.contains("subresource=\"status\"")
-                && l.contains("group=\"admission.celgate.io\"")
-        })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum()
+    metric_total(
+        &apiserver_metrics(client).await,
+        "apiserver_request_total",
+        &[
+            "resource=\"validatingadmissionpolicybindings\"",
+            "subresource=\"status\"",
+            "group=\"admission.celgate.io\"",
+        ],
+    )
 }
 
 /// The fixture's namespaces, its service account and its param ConfigMaps.
@@ -197,16 +136,9 @@ async fn create_surroundings(client: &kube::Client) {
     }
 }
 
-/// The fixture's Pod named `name`, as a client sends it (no managed fields, no status).
+/// The fixture's Pod named `name`, as a client sends it.
 fn pod(name: &str) -> Pod {
-    let mut pod = fixture::pod(name);
-    if let Some(meta) = pod["metadata"].as_object_mut() {
-        meta.remove("managedFields");
-    }
-    if let Some(object) = pod.as_object_mut() {
-        object.remove("status");
-    }
-    serde_json::from_value(pod).unwrap_or_else(|e| panic!("fixture pod: {e}"))
+    serde_json::from_value(fixture::client_pod(name)).unwrap_or_else(|e| panic!("fixture pod: {e}"))
 }
 
 /// A dry-run create of the fixture's Pod named `name`: `Ok` when admitted.
@@ -345,7 +277,7 @@ async fn binding_to_enforced(client: &kube::Client, samples: usize) -> Vec<Durat
                 "resources": ["pods"], "operations": ["CREATE"]}]},
             "validations": [{"expression": "object.metadata.name != 'bind-probe'",
                 "reason": "Forbidden"}]}});
-    create_all(client, vec![policy], 1).await;
+    create_objects(client, vec![policy], 1).await;
     let bindings: Api<DynamicObject> = Api::all_with(
         client.clone(),
         &resource("ValidatingAdmissionPolicyBinding"),
@@ -488,7 +420,7 @@ async fn params_phase(
         ms(created)
     );
     set_probe_param(client, "warm-up").await;
-    create_all(client, probe_policies(), 1).await;
+    create_objects(client, probe_policies(), 1).await;
     // Both probes enforced once before any sample (their compile is not what is measured).
     until_denied(client, "warm-up", Instant::now(), "the param probe policy").await;
     set_namespace_label(client, "warm-up-ns").await;
@@ -572,7 +504,7 @@ async fn main() {
         .map(|p| p.name.clone())
         .unwrap_or_else(|| panic!("the fixture has no Pod policy"));
     let creating = Instant::now();
-    let throttled = create_all(
+    let throttled = create_objects(
         &client,
         fixture::with_tenant_bindings(
             fixture::validating_manifests(CELGATE_API, &policies),

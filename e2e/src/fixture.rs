@@ -4,8 +4,9 @@
 //! Pod's AdmissionReview.
 //!
 //! Shared by the in-process webhook load test (`webhook/benches/load.rs`, which compiles
-//! [`Policy`] into engine specs) and `make bench-scale` (which applies [`validating_manifests`]
-//! through kube-apiserver). It depends on `serde_json` alone so both can include it.
+//! [`Policy`] into engine specs), `make bench-scale` (which applies [`validating_manifests`]
+//! through kube-apiserver) and `make bench-e2e`'s realistic part (which applies
+//! [`validating_manifests`] and [`mutating_manifests`] in-tree and as celgate objects). It depends on `serde_json` alone so both can include it.
 
 use serde_json::{Value, json};
 
@@ -516,6 +517,18 @@ pub fn pod(name: &str) -> Value {
         "status": {}})
 }
 
+/// [`pod`] as a client sends it to kube-apiserver (no managed fields, no status).
+pub fn client_pod(name: &str) -> Value {
+    let mut pod = pod(name);
+    if let Some(meta) = pod["metadata"].as_object_mut() {
+        meta.remove("managedFields");
+    }
+    if let Some(object) = pod.as_object_mut() {
+        object.remove("status");
+    }
+    pod
+}
+
 /// The AdmissionReview of the Pod's create as kube-apiserver sends it (about 6 KB).
 pub fn pod_review() -> Value {
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
@@ -557,46 +570,47 @@ fn named_list(items: &[(String, String)]) -> Value {
     )
 }
 
+/// The spec parts every policy kind shares: failure policy Fail, match constraints, variables,
+/// match conditions and param kind.
+fn common_spec(p: &Policy) -> Value {
+    let mut spec = json!({"failurePolicy": "Fail", "matchConstraints": match_constraints(&p.rule)});
+    if !p.variables.is_empty() {
+        spec["variables"] = named_list(&p.variables);
+    }
+    if !p.match_conditions.is_empty() {
+        spec["matchConditions"] = named_list(&p.match_conditions);
+    }
+    if p.param.is_some() {
+        spec["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
+    }
+    spec
+}
+
 /// The ValidatingAdmissionPolicy and its binding (`validationActions: [Deny]`) of each of
 /// `policies`, in `api` (`admission.celgate.io/v1` or `admissionregistration.k8s.io/v1`).
 pub fn validating_manifests(api: &str, policies: &[Policy]) -> Vec<Value> {
     let mut out = Vec::with_capacity(policies.len() * 2);
     for p in policies {
-        let mut spec = json!({"failurePolicy": "Fail", "matchConstraints": match_constraints(&p.rule),
-            "validations": p.validations.iter().map(|v| {
+        let mut spec = common_spec(p);
+        spec["validations"] = p
+            .validations
+            .iter()
+            .map(|v| {
                 let mut o = json!({"expression": v.expression, "reason": "Invalid"});
-                if let Some(m) = &v.message_expression { o["messageExpression"] = json!(m); }
+                if let Some(m) = &v.message_expression {
+                    o["messageExpression"] = json!(m);
+                }
                 o
-            }).collect::<Vec<_>>()});
-        if !p.variables.is_empty() {
-            spec["variables"] = named_list(&p.variables);
-        }
-        if !p.match_conditions.is_empty() {
-            spec["matchConditions"] = named_list(&p.match_conditions);
-        }
-        if p.param.is_some() {
-            spec["paramKind"] = json!({"apiVersion": "v1", "kind": "ConfigMap"});
-        }
+            })
+            .collect();
         out.push(
             json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicy",
             "metadata": {"name": p.name}, "spec": spec}),
         );
-        let mut binding = json!({"policyName": p.name, "validationActions": ["Deny"]});
-        if let Some(param) = &p.param {
-            binding["paramRef"] = json!({"name": param, "namespace": PARAMS_NAMESPACE,
-                "parameterNotFoundAction": "Deny"});
-        }
-        if !p.namespace_labels.is_empty() {
-            let labels: serde_json::Map<String, Value> = p
-                .namespace_labels
-                .iter()
-                .map(|(k, v)| (k.clone(), json!(v)))
-                .collect();
-            binding["matchResources"] = json!({"namespaceSelector": {"matchLabels": labels}});
-        }
+        let binding = json!({"policyName": p.name, "validationActions": ["Deny"]});
         out.push(
             json!({"apiVersion": api, "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": {"name": format!("{}-binding", p.name)}, "spec": binding}),
+            "metadata": {"name": format!("{}-binding", p.name)}, "spec": binding_spec(p, binding)}),
         );
     }
     out
@@ -626,4 +640,61 @@ pub fn with_tenant_bindings(mut manifests: Vec<Value>, per_policy: usize) -> Vec
         }
     }
     manifests
+}
+
+/// The MutatingAdmissionPolicy (reinvocation Never) and its binding of each of `policies`, in
+/// `api` (`admission.celgate.io/v1`, or the in-tree version the control plane serves).
+pub fn mutating_manifests(api: &str, policies: &[Policy]) -> Vec<Value> {
+    let mut out = Vec::with_capacity(policies.len() * 2);
+    for p in policies {
+        let mut spec = common_spec(p);
+        spec["reinvocationPolicy"] = json!("Never");
+        spec["mutations"] = p
+            .mutations
+            .iter()
+            .map(|m| match m {
+                Mutation::Apply(e) => json!({"patchType": "ApplyConfiguration",
+                    "applyConfiguration": {"expression": e}}),
+                Mutation::JsonPatch(e) => json!({"patchType": "JSONPatch",
+                    "jsonPatch": {"expression": e}}),
+            })
+            .collect();
+        out.push(json!({"apiVersion": api, "kind": "MutatingAdmissionPolicy",
+            "metadata": {"name": p.name}, "spec": spec}));
+        let binding = json!({"policyName": p.name});
+        out.push(
+            json!({"apiVersion": api, "kind": "MutatingAdmissionPolicyBinding",
+            "metadata": {"name": format!("{}-binding", p.name)}, "spec": binding_spec(p, binding)}),
+        );
+    }
+    out
+}
+
+/// Adds `key: value` to the namespace selector of every binding of `manifests`, so that the
+/// policies apply only in namespaces so labelled.
+pub fn bind_to_namespaces_labelled(manifests: &mut [Value], key: &str, value: &str) {
+    for m in manifests
+        .iter_mut()
+        .filter(|m| m["kind"].as_str().is_some_and(|k| k.ends_with("Binding")))
+    {
+        m["spec"]["matchResources"]["namespaceSelector"]["matchLabels"][key] = json!(value);
+    }
+}
+
+/// The binding spec of `p` from `binding` (its policy name and actions): the paramRef and the
+/// namespace selector the fixture gives it.
+fn binding_spec(p: &Policy, mut binding: Value) -> Value {
+    if let Some(param) = &p.param {
+        binding["paramRef"] = json!({"name": param, "namespace": PARAMS_NAMESPACE,
+            "parameterNotFoundAction": "Deny"});
+    }
+    if !p.namespace_labels.is_empty() {
+        let labels: serde_json::Map<String, Value> = p
+            .namespace_labels
+            .iter()
+            .map(|(k, v)| (k.clone(), json!(v)))
+            .collect();
+        binding["matchResources"] = json!({"namespaceSelector": {"matchLabels": labels}});
+    }
+    binding
 }

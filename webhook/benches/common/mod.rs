@@ -17,7 +17,8 @@ use celgate_engine::{
 use celgate_snapshot::{KindSchemaView, NamespaceView, ParamKindEntry, SnapshotStore};
 use serde_json::json;
 
-/// The realistic fixture, shared with `make bench-scale`; its manifests are for that bench only.
+/// The realistic fixture, shared with `make bench-scale` and `make bench-e2e`; its manifests are
+/// for those benches only.
 #[allow(dead_code)]
 #[path = "../../../e2e/src/fixture.rs"]
 pub mod fixture;
