@@ -18,7 +18,6 @@ pub(crate) mod test_policies;
 pub mod trace;
 mod validations;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -114,41 +113,6 @@ fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, o
     }
 }
 
-/// What evaluating a policy for one param comes to. Its expressions cannot read the binding, so
-/// every binding that evaluates the same param (or none) comes to the same verdict: a policy
-/// reaches it once per param and request, and each binding routes it by its own actions (as
-/// in-tree, which evaluates the policy again for each binding, with the same result).
-enum Verdict {
-    /// A match condition is false: the binding does not apply for this param.
-    Skip,
-    /// A match condition failed: the policy's one failed validation (index 0).
-    MatchError(Decision),
-    /// The validations' decisions.
-    Decided(Vec<Decision>),
-}
-
-/// The verdict of `policy`'s match conditions and validations in `evaluation`.
-fn judge(policy: &ValidatingPolicy, evaluation: &Evaluation<'_>, fail: bool) -> Verdict {
-    let sources = Sources {
-        match_conditions: &policy.spec.match_conditions,
-        variables: &policy.spec.variables,
-    };
-    match evaluate_match_conditions(evaluation, &policy.match_conditions, sources) {
-        MatchConditions::Apply => Verdict::Decided(evaluate_validations(policy, evaluation, fail)),
-        MatchConditions::Skip => Verdict::Skip,
-        // As in-tree: the error is the policy's one failed validation (index 0), denied,
-        // warned or audited as the binding says; nothing else is evaluated.
-        MatchConditions::Error(message) => Verdict::MatchError(Decision {
-            deny: fail,
-            error: true,
-            message,
-            reason: None,
-            index: 0,
-            error_type: ErrorType::InvalidError,
-        }),
-    }
-}
-
 /// Evaluates one policy: its match, then each binding with each of its params.
 fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
     let policy = &bound.policy;
@@ -174,10 +138,6 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
         }
     };
     let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
-    // Each param's verdict, by the param's address (0: none), once a second binding may reuse
-    // it; a trace lists every evaluation, so it gets none.
-    let mut verdicts =
-        (bound.bindings.len() > 1 && ctx.trace.is_none()).then(HashMap::<usize, Verdict>::new);
     for binding in &bound.bindings {
         let started = Instant::now();
         // A binding whose match or params cannot be worked out is a configuration error.
@@ -233,32 +193,37 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
                 deadline: ctx.deadline,
                 trace: ctx.trace,
             };
-            let fresh;
-            let verdict = match verdicts.as_mut() {
-                Some(verdicts) => &*verdicts
-                    .entry(param.map_or(0, |p| std::ptr::from_ref(p).addr()))
-                    .or_insert_with(|| judge(policy, &evaluation, fail)),
-                None => {
-                    fresh = judge(policy, &evaluation, fail);
-                    &fresh
-                }
+            let sources = Sources {
+                match_conditions: &policy.spec.match_conditions,
+                variables: &policy.spec.variables,
             };
-            let decisions = match verdict {
-                Verdict::Skip => continue,
-                Verdict::MatchError(failed) => {
+            match evaluate_match_conditions(&evaluation, &policy.match_conditions, sources) {
+                MatchConditions::Apply => {}
+                MatchConditions::Skip => continue,
+                MatchConditions::Error(message) => {
+                    // As in-tree: the error is the policy's one failed validation (index 0),
+                    // denied, warned or audited as the binding says; nothing else is evaluated.
+                    let failed = Decision {
+                        deny: fail,
+                        error: true,
+                        message,
+                        reason: None,
+                        index: 0,
+                        error_type: ErrorType::InvalidError,
+                    };
                     route_decision(
                         policy,
                         binding,
                         &binding_name,
-                        failed,
+                        &failed,
                         started.elapsed(),
                         out,
                     );
                     continue;
                 }
-                Verdict::Decided(decisions) => decisions,
-            };
-            for d in decisions {
+            }
+            let decisions = evaluate_validations(policy, &evaluation, fail);
+            for d in &decisions {
                 route_decision(policy, binding, &binding_name, d, started.elapsed(), out);
             }
             if !decisions.iter().any(|d| d.deny) {
@@ -295,12 +260,8 @@ mod tests {
     use serde_json::json;
 
     use super::test_policies::{bound, cache, context, create_deployment, spec};
-    use super::{BoundPolicy, validate};
-    use crate::model::{
-        FailurePolicy, NamedExpression, ParamKind, ParamRef, ValidatingBindingSpec, Validation,
-        ValidationAction,
-    };
-    use crate::params::{ParamKindState, ParamObjects, Params};
+    use super::validate;
+    use crate::model::{FailurePolicy, NamedExpression, Validation, ValidationAction};
     use crate::request::Request;
     use crate::validate::VALIDATION_FAILURE_KEY;
 
@@ -349,140 +310,6 @@ mod tests {
         broken.failure_policy = FailurePolicy::Ignore;
         let policies = [bound(broken, vec![ValidationAction::Deny])];
         assert!(validate(&policies, &req, &ctx).allowed());
-    }
-
-    /// Denies every check, and counts them.
-    #[derive(Default)]
-    struct Counting(std::sync::atomic::AtomicUsize);
-    impl Authorizer for Counting {
-        fn check(&self, _: &celgate_cel::AuthzRequest) -> celgate_cel::AuthzDecision {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            celgate_cel::AuthzDecision {
-                decision: celgate_cel::authz::Decision::Deny,
-                reason: String::new(),
-                error: None,
-            }
-        }
-    }
-
-    /// `bound` with bindings of these names, params and actions instead of its one.
-    fn with_bindings(
-        mut bound: BoundPolicy,
-        bindings: &[(&str, Option<&str>, ValidationAction)],
-    ) -> BoundPolicy {
-        bound.bindings = bindings
-            .iter()
-            .map(|(name, param, action)| {
-                Arc::new(ValidatingBindingSpec {
-                    name: (*name).into(),
-                    policy_name: bound.policy.name.to_string(),
-                    match_resources: None,
-                    param_ref: param.map(|p| ParamRef {
-                        name: Some(p.into()),
-                        ..Default::default()
-                    }),
-                    validation_actions: vec![*action],
-                })
-            })
-            .collect();
-        bound
-    }
-
-    #[test]
-    fn a_policy_is_evaluated_once_for_all_its_bindings_and_each_binding_acts_on_the_verdict() {
-        let s = spec(vec![Validation {
-            expression: "authorizer.path('/healthz').check('get').allowed()".into(),
-            ..Default::default()
-        }]);
-        let policy = with_bindings(
-            bound(s, Vec::new()),
-            &[
-                ("b1", None, ValidationAction::Warn),
-                ("b2", None, ValidationAction::Deny),
-                ("b3", None, ValidationAction::Warn),
-            ],
-        );
-        let raw = create_deployment(json!({"spec": {"replicas": 3}}));
-        let req = Request::from_json(&raw).expect("valid request");
-        let namespaces = cache();
-        let counting = Arc::new(Counting::default());
-        let authorizer: Arc<dyn Authorizer> = counting.clone();
-        let mut ctx = context(&namespaces);
-        ctx.authorizer = Some(&authorizer);
-        let out = validate(&[policy], &req, &ctx);
-        assert_eq!(
-            counting.0.load(std::sync::atomic::Ordering::Relaxed),
-            1,
-            "the policy's validation was evaluated once per binding, not once"
-        );
-        let failed = "failed expression: authorizer.path('/healthz').check('get').allowed()";
-        assert_eq!(
-            out.denial.map(|d| d.message),
-            Some(format!(
-                "ValidatingAdmissionPolicy 'p' with binding 'b2' denied request: {failed}"
-            ))
-        );
-        assert_eq!(
-            out.warnings,
-            ["b1", "b3"].map(|b| format!(
-                "Validation failed for ValidatingAdmissionPolicy 'p' with binding '{b}': {failed}"
-            ))
-        );
-    }
-
-    #[test]
-    fn bindings_of_different_params_each_get_their_params_verdict() {
-        struct Two(ParamObjects);
-        impl Params for Two {
-            fn kind(&self, _: &ParamKind) -> ParamKindState<'_> {
-                ParamKindState::Ready(&self.0)
-            }
-        }
-        let mut objects = ParamObjects::new(false);
-        for (name, max) in [("three", 3), ("one", 1)] {
-            objects.insert(
-                "",
-                name,
-                Arc::new(json!({"metadata": {"name": name}, "max": max})),
-            );
-        }
-        let params = Two(objects);
-        let mut s = spec(vec![Validation {
-            expression: "object.spec.replicas <= params.max".into(),
-            ..Default::default()
-        }]);
-        s.param_kind = Some(ParamKind {
-            api_version: "example.com/v1".into(),
-            kind: "Limit".into(),
-        });
-        let policy = with_bindings(
-            bound(s, Vec::new()),
-            &[
-                ("b1", Some("three"), ValidationAction::Deny),
-                ("b2", Some("one"), ValidationAction::Warn),
-                ("b3", Some("three"), ValidationAction::Warn),
-                ("b4", Some("one"), ValidationAction::Deny),
-            ],
-        );
-        let raw = create_deployment(json!({"spec": {"replicas": 2}}));
-        let req = Request::from_json(&raw).expect("valid request");
-        let namespaces = cache();
-        let mut ctx = context(&namespaces);
-        ctx.params = &params;
-        let out = validate(&[policy], &req, &ctx);
-        let failed = "failed expression: object.spec.replicas <= params.max";
-        assert_eq!(
-            out.denial.map(|d| d.message),
-            Some(format!(
-                "ValidatingAdmissionPolicy 'p' with binding 'b4' denied request: {failed}"
-            ))
-        );
-        assert_eq!(
-            out.warnings,
-            [format!(
-                "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'b2': {failed}"
-            )]
-        );
     }
 
     #[test]
