@@ -127,13 +127,7 @@ async fn create_surroundings(client: &kube::Client) {
         .create(&PostParams::default(), &account)
         .await
         .unwrap_or_else(|e| panic!("cannot create the service account: {e}"));
-    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), fixture::PARAMS_NAMESPACE);
-    for cm in fixture::param_configmaps() {
-        let cm: ConfigMap = serde_json::from_value(cm).unwrap_or_else(|e| panic!("{e}"));
-        maps.create(&PostParams::default(), &cm)
-            .await
-            .unwrap_or_else(|e| panic!("cannot create a param ConfigMap: {e}"));
-    }
+    celgate_e2e::bench::create_param_configmaps(client).await;
 }
 
 /// The fixture's Pod named `name`, as a client sends it.

@@ -271,3 +271,17 @@ pub fn process_cpu_seconds(pid: u32) -> f64 {
     };
     (ticks(11) + ticks(12)) / 100.0
 }
+
+/// Creates the realistic fixture's param ConfigMaps in `fixture::PARAMS_NAMESPACE` (which must
+/// exist).
+pub async fn create_param_configmaps(client: &kube::Client) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, PostParams};
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), crate::fixture::PARAMS_NAMESPACE);
+    for cm in crate::fixture::param_configmaps() {
+        let cm: ConfigMap = serde_json::from_value(cm).unwrap_or_else(|e| panic!("{e}"));
+        maps.create(&PostParams::default(), &cm)
+            .await
+            .unwrap_or_else(|e| panic!("cannot create a param ConfigMap: {e}"));
+    }
+}

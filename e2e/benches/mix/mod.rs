@@ -26,7 +26,7 @@ use celgate_e2e::bench::{
 };
 use celgate_e2e::demo::{CELGATE_API, IN_TREE_API};
 use celgate_e2e::{Celgate, fixture, version, wait_for};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 
@@ -116,13 +116,7 @@ async fn set_up(client: &kube::Client, policies: usize) -> (usize, f64) {
         .create(&PostParams::default(), &params)
         .await
         .unwrap_or_else(|e| panic!("cannot create namespace {}: {e}", fixture::PARAMS_NAMESPACE));
-    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), fixture::PARAMS_NAMESPACE);
-    for cm in fixture::param_configmaps() {
-        let cm: ConfigMap = serde_json::from_value(cm).unwrap_or_else(|e| panic!("{e}"));
-        maps.create(&PostParams::default(), &cm)
-            .await
-            .unwrap_or_else(|e| panic!("cannot create a param ConfigMap: {e}"));
-    }
+    celgate_e2e::bench::create_param_configmaps(client).await;
     let minor = version::minor();
     let in_tree_map = version::in_tree_map_api(minor).unwrap_or_else(|| {
         panic!("Kubernetes 1.{minor} has no in-tree MutatingAdmissionPolicy (alpha from 1.32)")

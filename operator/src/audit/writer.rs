@@ -724,11 +724,18 @@ mod tests {
         }
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn reports_are_written_several_at_a_time_and_no_more() {
-        let (findings, plan) = violating(20);
-        let (client, mut server) = fixtures::pair();
-        let (_plans, planned) = watch::channel(Some(plan));
+    /// The writer, started on `n` violating objects at 50 writes a second, its API server, and
+    /// the plan's sender (the writer stops once it is dropped).
+    fn writing_reports_of(
+        n: usize,
+    ) -> (
+        tokio::task::JoinHandle<()>,
+        fixtures::ApiServer,
+        watch::Sender<Option<Plan>>,
+    ) {
+        let (findings, plan) = violating(n);
+        let (client, server) = fixtures::pair();
+        let (plans, planned) = watch::channel(Some(plan));
         let writer = tokio::spawn(run(
             client,
             Arc::new(Mutex::new(findings)),
@@ -736,6 +743,12 @@ mod tests {
             50,
             reports::ReportApi::Wgpolicyk8s,
         ));
+        (writer, server, plans)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reports_are_written_several_at_a_time_and_no_more() {
+        let (writer, mut server, _plans) = writing_reports_of(20);
         // None is answered: each arrives while the ones before it are still in flight.
         let mut held = Vec::new();
         for _ in 0..WRITES_IN_FLIGHT {
@@ -768,16 +781,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_report_write_refused_as_overloaded_waits_as_long_as_kube_apiserver_asks() {
-        let (findings, plan) = violating(20);
-        let (client, mut server) = fixtures::pair();
-        let (_plans, planned) = watch::channel(Some(plan));
-        let writer = tokio::spawn(run(
-            client,
-            Arc::new(Mutex::new(findings)),
-            planned,
-            50,
-            reports::ReportApi::Wgpolicyk8s,
-        ));
+        let (writer, mut server, _plans) = writing_reports_of(20);
         let first = next_report_write(&mut server, Duration::from_secs(60))
             .await
             .expect("a report write");
