@@ -92,6 +92,10 @@ pub struct Pass {
 pub struct Findings {
     /// By uid (the subject's own).
     objects: HashMap<Arc<str>, ObjectFindings>,
+    /// The uids of the objects in `objects` with a violation of each binding, so a binding's
+    /// audit reads its own objects and not every object (the writer asks every binding each
+    /// second: bindings × objects held otherwise).
+    by_unit: HashMap<UnitKey, HashSet<Arc<str>>>,
     /// What `objects` take ([`size`]), and the most they may.
     bytes: usize,
     max_bytes: usize,
@@ -135,6 +139,7 @@ impl Findings {
     pub fn with_max_bytes(max_bytes: usize) -> Self {
         Self {
             objects: HashMap::new(),
+            by_unit: HashMap::new(),
             bytes: 0,
             max_bytes,
             overflowed: false,
@@ -170,7 +175,12 @@ impl Findings {
                     return;
                 }
                 self.bytes = bytes;
-                self.objects.insert(uid.clone(), next.clone()).as_ref() != Some(&next)
+                self.index(&uid, &next);
+                let held = self.objects.insert(uid.clone(), next.clone());
+                if let Some(held) = &held {
+                    self.unindex(&uid, held, Some(&next));
+                }
+                held.as_ref() != Some(&next)
             }
             None => self.forget(&uid).is_some(),
         };
@@ -184,7 +194,34 @@ impl Findings {
     fn forget(&mut self, uid: &str) -> Option<ObjectFindings> {
         let gone = self.objects.remove(uid)?;
         self.bytes -= size(&gone);
+        self.unindex(uid, &gone, None);
         Some(gone)
+    }
+
+    /// Enters `object`'s violations in [`by_unit`](Self::by_unit).
+    fn index(&mut self, uid: &Arc<str>, object: &ObjectFindings) {
+        for (unit, _) in &object.violations {
+            self.by_unit
+                .entry(unit.clone())
+                .or_default()
+                .insert(uid.clone());
+        }
+    }
+
+    /// Takes out of [`by_unit`](Self::by_unit) the violations `held` had and `next` (what the
+    /// object has now, if it is still held) has not.
+    fn unindex(&mut self, uid: &str, held: &ObjectFindings, next: Option<&ObjectFindings>) {
+        for (unit, _) in &held.violations {
+            if next.is_some_and(|n| n.violation(unit).is_some()) {
+                continue;
+            }
+            if let Some(uids) = self.by_unit.get_mut(unit) {
+                uids.remove(uid);
+                if uids.is_empty() {
+                    self.by_unit.remove(unit);
+                }
+            }
+        }
     }
 
     /// Forgets one object (deleted).
@@ -272,6 +309,8 @@ impl Findings {
             matched.retain(|k, _| units.contains(k));
         }
         self.errors.retain(|k, _| units.contains(k));
+        // The kept bindings' objects kept every violation of theirs.
+        self.by_unit.retain(|k, _| units.contains(k));
         self.dirty_status = true;
     }
 
@@ -358,9 +397,9 @@ impl Findings {
             .iter()
             .filter_map(|r| self.scanned.get(r)?.get(unit))
             .sum();
-        let mut violations: Vec<(&Subject, &Violation)> = self
-            .objects
-            .values()
+        let mut violations: Vec<(&Subject, &Violation)> = (self.by_unit.get(unit).into_iter())
+            .flatten()
+            .filter_map(|uid| self.objects.get(uid))
             .filter_map(|o| o.violation(unit).map(|v| (&o.subject, v)))
             .filter(|(_, v)| v.verdict != Verdict::Skip)
             .collect();
@@ -638,6 +677,73 @@ mod tests {
                 .errors
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_bindings_audit_follows_its_objects_as_their_violations_move_between_bindings() {
+        let mut f = Findings::default();
+        let other: UnitKey = (Arc::from("p"), Arc::from("other"));
+        let violates = |units: &[&UnitKey]| -> BTreeMap<UnitKey, Violation> {
+            (units.iter())
+                .map(|u| {
+                    let v = Violation {
+                        verdict: Verdict::Fail,
+                        message: "no".into(),
+                    };
+                    ((*u).clone(), v)
+                })
+                .collect()
+        };
+        // Its violating objects, checking that only they are indexed under it.
+        let names = |f: &Findings, unit: &UnitKey| -> Vec<String> {
+            let names: Vec<String> = (f
+                .of_unit(unit, &[fixtures::config_maps()], usize::MAX)
+                .violations)
+                .iter()
+                .map(|(s, _)| s.name.to_string())
+                .collect();
+            let mut indexed: Vec<String> = (f.by_unit.get(unit).into_iter().flatten())
+                .map(|uid| uid.trim_start_matches("uid-").to_string())
+                .collect();
+            indexed.sort();
+            assert_eq!(indexed, names, "indexed under {unit:?}");
+            names
+        };
+        f.set(
+            subject("a"),
+            &maps(),
+            violates(&[&unit(), &other]),
+            BTreeSet::new(),
+        );
+        f.set(subject("b"), &maps(), violates(&[&unit()]), BTreeSet::new());
+        assert_eq!(names(&f, &unit()), ["a", "b"]);
+        assert_eq!(names(&f, &other), ["a"]);
+
+        // a now violates only the other binding; b is fixed; c is new.
+        f.set(subject("a"), &maps(), violates(&[&other]), BTreeSet::new());
+        f.set(subject("b"), &maps(), BTreeMap::new(), BTreeSet::new());
+        f.set(subject("c"), &maps(), violates(&[&unit()]), BTreeSet::new());
+        assert_eq!(names(&f, &unit()), ["c"]);
+        assert_eq!(names(&f, &other), ["a"]);
+
+        // c is deleted; a scan that no longer sees a forgets it.
+        f.remove("uid-c");
+        assert!(names(&f, &unit()).is_empty());
+        let pass = f.start(&fixtures::config_maps());
+        f.finish(&fixtures::config_maps(), pass, &[unit(), other.clone()]);
+        assert!(names(&f, &other).is_empty());
+
+        // A plan without the other binding: its violations go, the kept binding's stay.
+        f.set(
+            subject("d"),
+            &maps(),
+            violates(&[&unit(), &other]),
+            BTreeSet::new(),
+        );
+        f.retain_units(&HashSet::from([unit()]));
+        assert_eq!(names(&f, &unit()), ["d"]);
+        assert!(names(&f, &other).is_empty());
+        assert!(f.by_unit.get(&other).is_none(), "nothing held for it");
     }
 
     #[test]
