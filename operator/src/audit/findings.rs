@@ -110,8 +110,8 @@ pub struct Findings {
     errors: HashMap<UnitKey, BTreeMap<StoredAs, String>>,
     /// Reports to write again: object uid → its namespace.
     dirty_reports: HashMap<Arc<str>, Arc<str>>,
-    /// Whether any binding's status may have changed.
-    dirty_status: bool,
+    /// The bindings whose status may have changed.
+    dirty_status: Dirty,
     /// When each resource's last scan completed.
     completed: HashMap<StoredAs, SystemTime>,
 }
@@ -146,7 +146,7 @@ impl Findings {
             scanned: HashMap::new(),
             errors: HashMap::new(),
             dirty_reports: HashMap::new(),
-            dirty_status: false,
+            dirty_status: Dirty::default(),
             completed: HashMap::new(),
         }
     }
@@ -170,7 +170,7 @@ impl Findings {
                 if held == 0 && bytes > self.max_bytes {
                     if !self.overflowed {
                         self.overflowed = true;
-                        self.dirty_status = true;
+                        self.dirty_status = Dirty::All;
                     }
                     return;
                 }
@@ -180,13 +180,21 @@ impl Findings {
                 if let Some(held) = &held {
                     self.unindex(&uid, held, Some(&next));
                 }
-                held.as_ref() != Some(&next)
+                let changed = held.as_ref() != Some(&next);
+                if changed {
+                    self.dirty_status.add(violated(held.as_ref()));
+                    self.dirty_status.add(violated(Some(&next)));
+                }
+                changed
             }
-            None => self.forget(&uid).is_some(),
+            None => {
+                let gone = self.forget(&uid);
+                self.dirty_status.add(violated(gone.as_ref()));
+                gone.is_some()
+            }
         };
         if changed {
             self.dirty_reports.insert(uid, namespace);
-            self.dirty_status = true;
         }
     }
 
@@ -227,9 +235,9 @@ impl Findings {
     /// Forgets one object (deleted).
     pub fn remove(&mut self, uid: &str) {
         if let Some(gone) = self.forget(uid) {
+            self.dirty_status.add(violated(Some(&gone)));
             self.dirty_reports
                 .insert(gone.subject.uid, gone.subject.namespace);
-            self.dirty_status = true;
         }
     }
 
@@ -263,9 +271,11 @@ impl Findings {
             }
         }
         // A pass counts only the bindings that matched, and only those of `units`.
-        self.scanned.insert(resource.clone(), pass.matched);
+        let before = self.scanned.insert(resource.clone(), pass.matched);
         self.completed.insert(resource.clone(), SystemTime::now());
-        self.dirty_status = true;
+        // Their counts and last scan time changed (and those of any binding counted before).
+        self.dirty_status.add(units.iter());
+        self.dirty_status.add(before.iter().flat_map(|m| m.keys()));
     }
 
     /// Records that a resource cannot be read, for the bindings that select it.
@@ -276,7 +286,7 @@ impl Findings {
                 .or_default()
                 .insert(resource.clone(), why.to_string());
         }
-        self.dirty_status = true;
+        self.dirty_status.add(units.iter());
     }
 
     /// Keeps only what belongs to `units` (a new plan): the others' violations, counts and
@@ -311,7 +321,7 @@ impl Findings {
         self.errors.retain(|k, _| units.contains(k));
         // The kept bindings' objects kept every violation of theirs.
         self.by_unit.retain(|k, _| units.contains(k));
-        self.dirty_status = true;
+        self.dirty_status = Dirty::All;
     }
 
     /// Up to `limit` of the reports to write since the last call (the rest stay for the next):
@@ -350,14 +360,14 @@ impl Findings {
         self.dirty_reports.insert(change.uid, change.namespace);
     }
 
-    /// Whether binding statuses may have changed since the last call.
-    pub fn take_status(&mut self) -> bool {
+    /// The bindings whose status may have changed since the last call.
+    pub fn take_status(&mut self) -> Dirty {
         std::mem::take(&mut self.dirty_status)
     }
 
-    /// Marks binding statuses to be written again.
+    /// Marks every binding's status to be worked out and written again.
     pub fn retry_status(&mut self) {
-        self.dirty_status = true;
+        self.dirty_status = Dirty::All;
     }
 
     /// Marks for deletion those of `reports` (uid, namespace) whose object has no violation
@@ -439,6 +449,43 @@ impl Findings {
             last_scan,
         }
     }
+}
+
+/// The bindings whose audit may have changed: the writer works out the status of these only,
+/// so a tick's work follows what changed and not how many bindings there are.
+#[derive(Debug, PartialEq)]
+pub enum Dirty {
+    /// These.
+    Units(HashSet<UnitKey>),
+    /// Every binding (a new plan, the findings' bound reached or left, a failed write).
+    All,
+}
+
+impl Default for Dirty {
+    fn default() -> Self {
+        Dirty::Units(HashSet::new())
+    }
+}
+
+impl Dirty {
+    /// Adds `units`.
+    fn add<'u>(&mut self, units: impl IntoIterator<Item = &'u UnitKey>) {
+        if let Dirty::Units(dirty) = self {
+            dirty.extend(units.into_iter().cloned());
+        }
+    }
+
+    /// Whether no binding is.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Dirty::Units(units) if units.is_empty())
+    }
+}
+
+/// The bindings `object` (if any) violates.
+fn violated(object: Option<&ObjectFindings>) -> impl Iterator<Item = &UnitKey> {
+    object
+        .into_iter()
+        .flat_map(|o| o.violations.iter().map(|(k, _)| k))
 }
 
 /// A report to write: the object's uid and namespace, and its findings (`None`: delete it).
@@ -744,6 +791,56 @@ mod tests {
         assert_eq!(names(&f, &unit()), ["d"]);
         assert!(names(&f, &other).is_empty());
         assert!(f.by_unit.get(&other).is_none(), "nothing held for it");
+    }
+
+    #[test]
+    fn only_the_bindings_whose_audit_changed_are_worked_out_again() {
+        let mut f = Findings::default();
+        let other: UnitKey = (Arc::from("p"), Arc::from("other"));
+        let units = |list: &[&UnitKey]| Dirty::Units(list.iter().map(|u| (*u).clone()).collect());
+        assert!(f.take_status().is_empty());
+
+        // An object found violating, its violation moved to another binding, then fixed.
+        f.set(subject("a"), &maps(), failing(), BTreeSet::new());
+        assert_eq!(f.take_status(), units(&[&unit()]));
+        f.set(subject("a"), &maps(), failing(), BTreeSet::new());
+        assert!(f.take_status().is_empty(), "unchanged");
+        let moved = BTreeMap::from([(
+            other.clone(),
+            Violation {
+                verdict: Verdict::Fail,
+                message: "no".into(),
+            },
+        )]);
+        f.set(subject("a"), &maps(), moved, BTreeSet::new());
+        assert_eq!(f.take_status(), units(&[&unit(), &other]));
+        f.remove("uid-a");
+        assert_eq!(f.take_status(), units(&[&other]));
+
+        // A scan completed or failed: the bindings selecting its resource, and those it
+        // counted before.
+        let mut pass = f.start(&fixtures::config_maps());
+        pass.matched.insert(other.clone(), 1);
+        f.finish(&fixtures::config_maps(), pass, &[other.clone()]);
+        assert_eq!(f.take_status(), units(&[&other]));
+        let pass = f.start(&fixtures::config_maps());
+        f.finish(&fixtures::config_maps(), pass, &[unit()]);
+        assert_eq!(f.take_status(), units(&[&unit(), &other]));
+        f.failed(&fixtures::config_maps(), &[unit()], "forbidden");
+        assert_eq!(f.take_status(), units(&[&unit()]));
+
+        // A new plan or a retry: every binding.
+        f.retain_units(&HashSet::from([unit()]));
+        assert_eq!(f.take_status(), Dirty::All);
+        f.retry_status();
+        assert_eq!(f.take_status(), Dirty::All);
+        let mut small = Findings::with_max_bytes(0);
+        small.set(subject("a"), &maps(), failing(), BTreeSet::new());
+        assert_eq!(
+            small.take_status(),
+            Dirty::All,
+            "past the bound: every binding is told"
+        );
     }
 
     #[test]
