@@ -6,7 +6,9 @@
 //! a cluster may have a hundred thousand violating objects: its uid and name, a binding key and
 //! message per result, and shared references for the rest (its resource, apiVersion, kind and
 //! namespace): 479 bytes of heap for an object with one violation (counted with a counting
-//! allocator over 20,000 objects), where the maps and strings of each took 1,403.
+//! allocator over 20,000 objects), where the maps and strings of each took 1,403; the index of
+//! the violating objects by binding adds 28 to 37 bytes an object (20,000 objects violating one
+//! binding, or one of 1,000).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -790,7 +792,7 @@ mod tests {
         f.retain_units(&HashSet::from([unit()]));
         assert_eq!(names(&f, &unit()), ["d"]);
         assert!(names(&f, &other).is_empty());
-        assert!(f.by_unit.get(&other).is_none(), "nothing held for it");
+        assert!(!f.by_unit.contains_key(&other), "nothing held for it");
     }
 
     #[test]
@@ -821,7 +823,7 @@ mod tests {
         // counted before.
         let mut pass = f.start(&fixtures::config_maps());
         pass.matched.insert(other.clone(), 1);
-        f.finish(&fixtures::config_maps(), pass, &[other.clone()]);
+        f.finish(&fixtures::config_maps(), pass, std::slice::from_ref(&other));
         assert_eq!(f.take_status(), units(&[&other]));
         let pass = f.start(&fixtures::config_maps());
         f.finish(&fixtures::config_maps(), pass, &[unit()]);
