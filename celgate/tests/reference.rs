@@ -153,7 +153,7 @@ fn exercised() -> prometheus_client::registry::Registry {
         }],
         std::time::SystemTime::now(),
     );
-    celgate_operator::metrics::audit_binding(&"p".into(), &"b".into(), 10, 2);
+    celgate_operator::metrics::audit_binding(&Arc::from("p"), &Arc::from("b"), 10, 2);
     webhook.request("/validate/fail", 200, elapsed);
     webhook.error("/validate/fail", "not_ready");
     webhook.connection_closed("over_limit");

@@ -149,7 +149,7 @@ pub fn validating_binding(
         name: b.name_any(),
         policy_name: s.policy_name.clone().unwrap_or_default(),
         match_resources: s.match_resources.as_ref().map(match_resources),
-        param_ref: s.param_ref.as_ref().map(param_ref),
+        param_ref: s.param_ref.as_ref().map(|r| Box::new(param_ref(r))),
         validation_actions: s
             .validation_actions
             .iter()
@@ -226,7 +226,7 @@ pub fn mutating_binding(b: &api::MutatingAdmissionPolicyBinding) -> model::Mutat
         name: b.name_any(),
         policy_name: s.policy_name.clone().unwrap_or_default(),
         match_resources: s.match_resources.as_ref().map(match_resources),
-        param_ref: s.param_ref.as_ref().map(param_ref),
+        param_ref: s.param_ref.as_ref().map(|r| Box::new(param_ref(r))),
     }
 }
 

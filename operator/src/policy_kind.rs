@@ -148,7 +148,7 @@ impl PolicyKind for ValidatingAdmissionPolicy {
         (&binding.name, &binding.policy_name)
     }
     fn param_ref(binding: &ValidatingBindingSpec) -> Option<&ParamRef> {
-        binding.param_ref.as_ref()
+        binding.param_ref.as_deref()
     }
 
     fn bind(
@@ -219,7 +219,7 @@ impl PolicyKind for MutatingAdmissionPolicy {
         (&binding.name, &binding.policy_name)
     }
     fn param_ref(binding: &MutatingBindingSpec) -> Option<&ParamRef> {
-        binding.param_ref.as_ref()
+        binding.param_ref.as_deref()
     }
 
     fn bind(

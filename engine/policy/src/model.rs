@@ -215,8 +215,9 @@ pub struct ValidatingBindingSpec {
     pub policy_name: String,
     /// Narrowing of the policy's match constraints.
     pub match_resources: Option<MatchResources>,
-    /// Where the params come from.
-    pub param_ref: Option<ParamRef>,
+    /// Where the params come from. Boxed: most bindings have none, and room for one inline
+    /// took 70 bytes of each converted binding (818 → 748, `make bench-footprint`).
+    pub param_ref: Option<Box<ParamRef>>,
     /// Validation actions, in the order written.
     pub validation_actions: Vec<ValidationAction>,
 }
@@ -305,6 +306,6 @@ pub struct MutatingBindingSpec {
     pub policy_name: String,
     /// Narrowing of the policy's match constraints.
     pub match_resources: Option<MatchResources>,
-    /// Where the params come from.
-    pub param_ref: Option<ParamRef>,
+    /// Where the params come from (boxed, as a validating binding's).
+    pub param_ref: Option<Box<ParamRef>>,
 }

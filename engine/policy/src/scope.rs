@@ -87,7 +87,7 @@ macro_rules! impl_binding_spec {
                 self.match_resources.as_ref()
             }
             fn param_ref(&self) -> Option<&ParamRef> {
-                self.param_ref.as_ref()
+                self.param_ref.as_deref()
             }
         }
     )+};

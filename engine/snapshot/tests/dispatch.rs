@@ -82,12 +82,12 @@ fn param_bound() -> BoundPolicy {
     });
     bound.policy = Arc::new(compile_validating(spec));
     let mut binding = ValidatingBindingSpec::clone(&bound.bindings[0]);
-    binding.param_ref = Some(ParamRef {
+    binding.param_ref = Some(Box::new(ParamRef {
         name: Some("limits".into()),
         namespace: Some("default".into()),
         selector: None,
         parameter_not_found_action: ParameterNotFoundAction::Deny,
-    });
+    }));
     bound.bindings[0] = Arc::new(binding);
     bound
 }
@@ -695,12 +695,12 @@ async fn mutation_waits_for_params_as_validation_does_and_is_not_ready_before_th
     });
     bound.policy = Arc::new(compile_mutating(spec, ApplySemantics::Upstream));
     let mut binding = MutatingBindingSpec::clone(&bound.bindings[0]);
-    binding.param_ref = Some(ParamRef {
+    binding.param_ref = Some(Box::new(ParamRef {
         name: Some("limits".into()),
         namespace: Some("default".into()),
         selector: None,
         parameter_not_found_action: ParameterNotFoundAction::Deny,
-    });
+    }));
     bound.bindings[0] = Arc::new(binding);
     let store = mutating_store(vec![bound], configmap_schemas());
     store.publish_param_kind(&configmaps(), Some(ParamKindEntry::Syncing));

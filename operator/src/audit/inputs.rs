@@ -263,11 +263,11 @@ mod tests {
 
     fn binding(name: Option<&str>, namespace: Option<&str>) -> ValidatingBindingSpec {
         ValidatingBindingSpec {
-            param_ref: Some(ParamRef {
+            param_ref: Some(Box::new(ParamRef {
                 name: name.map(String::from),
                 namespace: namespace.map(String::from),
                 ..ParamRef::default()
-            }),
+            })),
             ..ValidatingBindingSpec::default()
         }
     }

@@ -23,7 +23,7 @@ use tokio::sync::watch;
 use tokio::time::{Interval, MissedTickBehavior};
 use tracing::{debug, info, warn};
 
-use super::findings::{ReportChange, UnitKey};
+use super::findings::{Dirty, ReportChange, UnitKey};
 use super::reports::{self, Reports};
 use super::targets::{Targets, Unit};
 use super::{Shared, key, lock};
@@ -57,6 +57,8 @@ pub async fn run(
     let mut written: HashMap<UnitKey, AuditStatus> = HashMap::new();
     let mut cleared: HashSet<String> = HashSet::new();
     let mut seen_plan: Option<SystemTime> = None;
+    // The current plan's bindings by key, built once per plan.
+    let mut units: HashMap<UnitKey, Arc<Unit>> = HashMap::new();
     let mut pruned_plan: Option<SystemTime> = None;
     let mut pace = tokio::time::interval(Duration::from_secs(1) / writes_per_second.max(1));
     pace.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -72,9 +74,9 @@ pub async fn run(
             // A new plan: every binding's status is written as this plan says.
             seen_plan = Some(planned);
             cleared.clear();
+            units = plan.units.iter().map(|u| (key(u), u.clone())).collect();
             lock(&findings).retry_status();
         }
-        let units: HashMap<UnitKey, &Arc<Unit>> = plan.units.iter().map(|u| (key(u), u)).collect();
 
         // The reports, if their CRDs are installed.
         let due = served.is_none_or(|(ok, at)| !ok && at.elapsed() >= CRDS_RECHECK);
@@ -200,11 +202,15 @@ pub async fn run(
                 }
             }
         }
-        if !lock(&findings).take_status() {
+        let dirty = lock(&findings).take_status();
+        if dirty.is_empty() {
             continue;
         }
-        let left: Vec<UnitKey> = written
-            .keys()
+        // Bindings leave only with a new plan, which marks every binding.
+        let left: Vec<UnitKey> = (dirty == Dirty::All)
+            .then_some(&written)
+            .into_iter()
+            .flat_map(HashMap::keys)
             .filter(|k| !units.contains_key(*k))
             .cloned()
             .collect();
@@ -225,15 +231,20 @@ pub async fn run(
                 }
             }
         }
+        // Only the bindings whose audit may have changed.
         let audits: Vec<(UnitKey, AuditStatus)> = {
             let findings = lock(&findings);
-            plan.units
-                .iter()
-                .map(|u| {
-                    let audit = findings.of_unit(&key(u), &u.resources, LISTED_VIOLATIONS);
-                    (key(u), status_of(&audit))
-                })
-                .collect()
+            let audit = |(k, u): (&UnitKey, &Arc<Unit>)| {
+                let audit = findings.of_unit(k, &u.resources, LISTED_VIOLATIONS);
+                (k.clone(), status_of(&audit))
+            };
+            match &dirty {
+                Dirty::All => units.iter().map(audit).collect(),
+                Dirty::Units(dirty) => (dirty.iter())
+                    .filter_map(|k| units.get_key_value(k))
+                    .map(audit)
+                    .collect(),
+            }
         };
         let changed: Vec<(UnitKey, AuditStatus)> = (audits.into_iter())
             .filter(|(unit, status)| {
@@ -328,7 +339,7 @@ enum Stop {
 async fn write_reports(
     reports: &Reports,
     findings: &Shared,
-    units: &HashMap<UnitKey, &Arc<Unit>>,
+    units: &HashMap<UnitKey, Arc<Unit>>,
     stored: &mut HashMap<Arc<str>, u64>,
     pace: &mut Interval,
     limit: usize,
@@ -394,12 +405,12 @@ async fn write_reports(
 fn needed(
     reports: &Reports,
     change: &ReportChange,
-    units: &HashMap<UnitKey, &Arc<Unit>>,
+    units: &HashMap<UnitKey, Arc<Unit>>,
     stored: &HashMap<Arc<str>, u64>,
 ) -> Option<Write> {
     match &change.findings {
         Some(found) => {
-            let body = reports::body(reports.report_api(), found, |k| units.get(k).map(|u| &***u));
+            let body = reports::body(reports.report_api(), found, |k| units.get(k).map(|u| &**u));
             let fingerprint = reports::fingerprint(&body);
             (stored.get(&change.uid) != Some(&fingerprint))
                 .then_some(Write::Apply(body, fingerprint))
@@ -852,6 +863,86 @@ mod tests {
             calls.iter().any(|(m, p)| *m == Method::PATCH
                 && p == "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/b/status"),
             "the new plan's binding gets its status: {calls:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_violation_found_later_rewrites_its_bindings_status_and_no_others() {
+        let base = unit();
+        let other = Arc::new(Unit {
+            policy: base.policy.clone(),
+            binding: Arc::from("b2"),
+            actions: base.actions.clone(),
+            severity: base.severity.clone(),
+            category: base.category.clone(),
+            resources: base.resources.clone(),
+            compiled: base.compiled.clone(),
+            spec: Arc::new(ValidatingBindingSpec {
+                name: "b2".into(),
+                policy_name: "p".into(),
+                ..ValidatingBindingSpec::default()
+            }),
+        });
+        let plan = Targets {
+            units: vec![unit(), other.clone()],
+            resources: vec![fixtures::config_maps()],
+            stale_status: Vec::new(),
+            ..Targets::default()
+        };
+        let mut findings = Findings::default();
+        let pass = findings.start(&fixtures::config_maps());
+        findings.finish(&fixtures::config_maps(), pass, &[key(&unit()), key(&other)]);
+        let findings = Arc::new(Mutex::new(findings));
+        let (client, mut server) = fixtures::pair();
+        let (_plans, planned) = watch::channel(Some((Arc::new(plan), SystemTime::now())));
+        let writer = tokio::spawn(run(
+            client,
+            findings.clone(),
+            planned,
+            50,
+            reports::ReportApi::Wgpolicyk8s,
+        ));
+        let mut statuses = Vec::new();
+        let mut answer = |call: &fixtures::Call| {
+            if call.method == Method::PATCH && call.path.ends_with("/status") {
+                statuses.push((call.path.clone(), call.body["status"]["audit"].clone()));
+                Reply::Json(200, fixtures::binding_json("b", "p"))
+            } else if call.method == Method::GET {
+                Reply::Json(200, fixtures::list(Vec::new()))
+            } else {
+                Reply::Json(200, json!({}))
+            }
+        };
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
+            .await;
+        let kept = found("kept");
+        lock(&findings).set(
+            kept.subject.clone(),
+            &kept.resource,
+            kept.violations.iter().cloned().collect(),
+            BTreeSet::new(),
+        );
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
+            .await;
+        writer.abort();
+        let path = |b: &str| {
+            format!("/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/{b}/status")
+        };
+        let mut written: Vec<(String, Value)> = (statuses.iter())
+            .map(|(p, audit)| (p.clone(), audit["violations"].clone()))
+            .collect();
+        assert_eq!(written.len(), 3, "{statuses:?}");
+        written[..2].sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            written,
+            [
+                (path("b"), json!(0)),
+                (path("b2"), json!(0)),
+                (path("b"), json!(1)),
+            ],
+            "{statuses:?}"
         );
     }
 

@@ -127,7 +127,7 @@ fn wanted(set: &PolicySet) -> HashMap<ParamKey, BTreeSet<Selects>> {
         for binding in &b.bindings {
             add(
                 b.policy.spec.param_kind.as_ref(),
-                binding.param_ref.as_ref(),
+                binding.param_ref.as_deref(),
             );
         }
     }
@@ -135,7 +135,7 @@ fn wanted(set: &PolicySet) -> HashMap<ParamKey, BTreeSet<Selects>> {
         for binding in &b.bindings {
             add(
                 b.policy.spec.param_kind.as_ref(),
-                binding.param_ref.as_ref(),
+                binding.param_ref.as_deref(),
             );
         }
     }
@@ -836,7 +836,7 @@ mod tests {
                                 &format!("b{i}-{j}"),
                                 &format!("p{i}"),
                             ));
-                            binding.param_ref = Some(param_ref.clone());
+                            binding.param_ref = Some(Box::new(param_ref.clone()));
                             Arc::new(binding)
                         })
                         .collect(),

@@ -134,13 +134,13 @@ impl<P: Reported> Objects<P> {
         }
     }
 
-    /// The names of the stored objects, by the status writer's kinds.
-    fn names(&self) -> impl Iterator<Item = (Kind, String)> + '_ {
+    /// The names of the stored objects, by the status writer's kinds (borrowed: a pass asks
+    /// for every one).
+    fn names(&self) -> impl Iterator<Item = (Kind, &str)> + '_ {
         let (policy, binding) = P::KINDS;
-        self.policies
-            .iter()
-            .map(move |o| (policy, o.name_any()))
-            .chain(self.bindings.iter().map(move |o| (binding, o.name_any())))
+        (self.policies.iter())
+            .map(move |o| (policy, name_of(o.as_ref())))
+            .chain((self.bindings.iter()).map(move |o| (binding, name_of(o.as_ref()))))
     }
 }
 
@@ -418,9 +418,10 @@ impl StatusWriter {
         }
         self.write(batch).await;
         let mut batch = Vec::new();
+        let mut policies = HashMap::new();
         for binding in &objects.bindings {
             coop::consume_budget().await;
-            batch.extend(self.binding::<P>(binding, world));
+            batch.extend(self.binding::<P>(binding, world, &mut policies));
             if batch.len() >= WRITES_IN_FLIGHT * 4 {
                 self.write(std::mem::take(&mut batch)).await;
             }
@@ -430,19 +431,21 @@ impl StatusWriter {
 
     /// Forgets what belongs to objects no longer stored.
     fn forget(&mut self, world: &World) {
-        let stored: HashSet<(Kind, String)> = world
+        let stored: HashSet<(Kind, &str)> = world
             .validating
             .names()
             .chain(world.mutating.names())
             .collect();
-        self.checked.retain(|key, _| stored.contains(key));
-        self.retries.retain(|key, _| stored.contains(key));
+        self.checked
+            .retain(|(kind, name), _| stored.contains(&(*kind, name.as_str())));
+        self.retries
+            .retain(|(kind, name), _| stored.contains(&(*kind, name.as_str())));
         self.validating
             .unbound
-            .retain(|name, _| stored.contains(&(Kind::ValidatingPolicy, name.clone())));
+            .retain(|name, _| stored.contains(&(Kind::ValidatingPolicy, name.as_str())));
         self.mutating
             .unbound
-            .retain(|name, _| stored.contains(&(Kind::MutatingPolicy, name.clone())));
+            .retain(|name, _| stored.contains(&(Kind::MutatingPolicy, name.as_str())));
     }
 
     /// Whether a failed write of this object waits for its retry.
@@ -553,11 +556,13 @@ impl StatusWriter {
         })
     }
 
-    /// The write a binding's status needs, if any.
+    /// The write a binding's status needs, if any. `policies` holds the readiness of the
+    /// policies this pass's bindings named so far, worked out once per policy and pass.
     fn binding<P: Reported>(
         &mut self,
         binding: &Arc<P::Binding>,
         world: &World,
+        policies: &mut HashMap<String, Readiness>,
     ) -> Option<Write<P::Binding, BindingStatus>> {
         let key = (P::KINDS.1, binding.name_any());
         if self.waiting(&key) {
@@ -566,7 +571,14 @@ impl StatusWriter {
         let spec = P::convert_binding(binding);
         let (_, policy_name) = P::binding_names(&spec);
         let policy = named(&P::objects(world).policies, policy_name).cloned();
-        let policy_readiness = policy.as_ref().map(|p| self.readiness(&**p, world));
+        let policy_readiness = policy.as_ref().map(|p| match policies.get(policy_name) {
+            Some(readiness) => readiness.clone(),
+            None => {
+                let readiness = self.readiness(&**p, world);
+                policies.insert(policy_name.to_string(), readiness.clone());
+                readiness
+            }
+        });
         let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
         let readiness = readiness::binding::<P>(
             &spec,

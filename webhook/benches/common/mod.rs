@@ -149,7 +149,7 @@ pub fn fixture_validating(policies: &[fixture::Policy]) -> Vec<BoundPolicy> {
                     name: format!("{}-binding", p.name),
                     policy_name: p.name.clone(),
                     match_resources: fixture_binding_match(p),
-                    param_ref: fixture_param_ref(p),
+                    param_ref: fixture_param_ref(p).map(Box::new),
                     validation_actions: vec![ValidationAction::Deny],
                 })],
             }
@@ -201,7 +201,7 @@ pub fn fixture_mutating(policies: &[fixture::Policy]) -> Vec<BoundMutatingPolicy
                     name: format!("{}-binding", p.name),
                     policy_name: p.name.clone(),
                     match_resources: fixture_binding_match(p),
-                    param_ref: fixture_param_ref(p),
+                    param_ref: fixture_param_ref(p).map(Box::new),
                 })],
             }
         })
