@@ -706,15 +706,18 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     if setup.passes {
         args.push("--audit-report-passes=true");
     }
-    let rust_log = "info,celgate_operator::audit=debug";
-    let mut celgate = Celgate::spawn_kubeconfig(
-        setup.cluster,
-        &setup.kubeconfig,
-        free_port(),
-        &log_name,
-        &args,
-        rust_log,
-    );
+    // celgate as it starts here and again after the leader change below.
+    let spawn = || {
+        Celgate::spawn_kubeconfig(
+            setup.cluster,
+            &setup.kubeconfig,
+            free_port(),
+            &log_name,
+            &args,
+            "info,celgate_operator::audit=debug",
+        )
+    };
+    let mut celgate = spawn();
     celgate.wait_ready().await;
     tokio::time::sleep(setup.settle).await;
     let pid = celgate.pid();
@@ -885,14 +888,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     // A leader change with nothing changed.
     celgate.terminate(Duration::from_secs(30));
     let (restarted, restart_wall) = (Instant::now(), SystemTime::now());
-    let celgate = Celgate::spawn_kubeconfig(
-        setup.cluster,
-        &setup.kubeconfig,
-        free_port(),
-        &log_name,
-        &args,
-        rust_log,
-    );
+    let celgate = spawn();
     let new_leader_ms = loop {
         let now = audit_status(client).await;
         if now["lastScanTime"] != status["lastScanTime"]

@@ -585,15 +585,7 @@ mod tests {
         plan: Option<Plan>,
         stored: Vec<Value>,
     ) -> Vec<(Method, String)> {
-        let (client, mut server) = fixtures::pair();
-        let (_plans, planned) = watch::channel(plan);
-        let writer = tokio::spawn(run(
-            client,
-            Arc::new(Mutex::new(findings)),
-            planned,
-            50,
-            reports::ReportApi::Wgpolicyk8s,
-        ));
+        let (writer, mut server, _plans) = spawned(findings, plan);
         let mut calls = Vec::new();
         server
             .serve_until(
@@ -735,18 +727,18 @@ mod tests {
         }
     }
 
-    /// The writer, started on `n` violating objects at 50 writes a second, its API server, and
+    /// The writer, started on `findings` and `plan` at 50 writes a second, its API server, and
     /// the plan's sender (the writer stops once it is dropped).
-    fn writing_reports_of(
-        n: usize,
+    fn spawned(
+        findings: Findings,
+        plan: Option<Plan>,
     ) -> (
         tokio::task::JoinHandle<()>,
         fixtures::ApiServer,
         watch::Sender<Option<Plan>>,
     ) {
-        let (findings, plan) = violating(n);
         let (client, server) = fixtures::pair();
-        let (plans, planned) = watch::channel(Some(plan));
+        let (plans, planned) = watch::channel(plan);
         let writer = tokio::spawn(run(
             client,
             Arc::new(Mutex::new(findings)),
@@ -755,6 +747,18 @@ mod tests {
             reports::ReportApi::Wgpolicyk8s,
         ));
         (writer, server, plans)
+    }
+
+    /// [`spawned`] on `n` violating objects.
+    fn writing_reports_of(
+        n: usize,
+    ) -> (
+        tokio::task::JoinHandle<()>,
+        fixtures::ApiServer,
+        watch::Sender<Option<Plan>>,
+    ) {
+        let (findings, plan) = violating(n);
+        spawned(findings, Some(plan))
     }
 
     #[tokio::test(start_paused = true)]
