@@ -34,7 +34,7 @@ pub use matching::Namespaces;
 pub use mutate::{BoundMutatingPolicy, KindSchemas, MutatingPolicy, MutationOutcome};
 pub use params::{ParamKindState, ParamObjects, Params};
 pub use request::{Request, RequestError};
-pub use validate::{BoundPolicy, Context, Outcome, validate};
+pub use validate::{BindingOutcome, BoundPolicy, Context, Outcome, validate};
 
 /// The API group of celgate's own kinds; policies never apply to them.
 pub const GROUP: &str = "admission.celgate.io";
@@ -368,6 +368,56 @@ impl PolicySet {
             .filter_map(|i| self.validating.get(i))
             .filter(connect_allowed);
         validate::validate_only(candidates, req, ctx, only)
+    }
+
+    /// Decides a request against each validating binding alone that `wanted` picks (given
+    /// its policy and the binding), among the policies the request's resource may meet, and
+    /// gives `each` the policy and one outcome per binding: a policy's autogen variants answer
+    /// for its bindings too, their outcomes merged into the binding's. Each policy's own match
+    /// is worked out once.
+    pub fn validate_each_binding(
+        &self,
+        req: &Request<'_>,
+        ctx: &Context<'_>,
+        wanted: impl Fn(&ValidatingPolicy, &model::ValidatingBindingSpec) -> bool,
+        mut each: impl FnMut(&ValidatingPolicy, validate::BindingOutcome),
+    ) {
+        let candidates = (self.validating_index.candidates(req))
+            .filter_map(|i| self.validating.get(i))
+            .filter(|b| self.connect_allowed(b.policy.spec.match_constraints.as_ref(), req));
+        // A policy's variants come right after it (candidates ascend): its outcomes wait for them.
+        let mut pending: Option<(&BoundPolicy, Vec<validate::BindingOutcome>)> = None;
+        for bound in candidates {
+            let decided =
+                validate::validate_each_binding(bound, req, ctx, |b| wanted(&bound.policy, b));
+            match &mut pending {
+                Some((first, outcomes)) if first.policy.name == bound.policy.name => {
+                    for (i, one) in decided.into_iter().enumerate() {
+                        // Variants keep the policy's bindings in order: the same position first.
+                        let at = if outcomes.get(i).is_some_and(|o| o.binding == one.binding) {
+                            Some(i)
+                        } else {
+                            outcomes.iter().position(|o| o.binding == one.binding)
+                        };
+                        match at.and_then(|at| outcomes.get_mut(at)) {
+                            Some(o) => {
+                                o.outcome.merge(one.outcome);
+                                o.applied |= one.applied;
+                            }
+                            None => outcomes.push(one),
+                        }
+                    }
+                }
+                _ => {
+                    if let Some((first, outcomes)) = pending.replace((bound, decided)) {
+                        outcomes.into_iter().for_each(|o| each(&first.policy, o));
+                    }
+                }
+            }
+        }
+        if let Some((first, outcomes)) = pending {
+            outcomes.into_iter().for_each(|o| each(&first.policy, o));
+        }
     }
 }
 

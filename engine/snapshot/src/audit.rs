@@ -4,7 +4,6 @@
 //! failed validation (denied, warned or audited), or none. The background audit and
 //! `celgate scan` ask it the same way.
 
-use std::cell::Cell;
 use std::sync::Arc;
 use std::time::SystemTime;
 
@@ -12,7 +11,6 @@ use celgate_cel::Authorizer;
 use celgate_engine::received::ReceivedRequest;
 use celgate_engine::validate::Check;
 use celgate_engine::validate::VALIDATION_FAILURE_KEY;
-use celgate_engine::validate::trace::{Effect, Skip, Step, StepKind, Trace};
 use celgate_engine::{Outcome, Request};
 use serde_json::{Value, json};
 
@@ -201,41 +199,27 @@ fn audited_message(annotation: &str) -> String {
         .unwrap_or_else(|| annotation.to_string())
 }
 
-/// Decides `req` against `snapshot` at `now` as the webhook does (with no deadline), and tells
-/// whether any binding applied to it: its policy and binding matched and, for at least one
-/// param, its match conditions held (or failed with an error). A binding a PolicyException
-/// excepts did not apply; the outcome's `excepted` names it.
-pub fn decide(
+/// Decides `req` against `snapshot` at `now` as the webhook does (with no deadline), but each
+/// binding alone that `wanted` picks (given its policy's name and its own): `each` gets the
+/// binding's policy, its name, its outcome and whether it applied (its policy and binding
+/// matched and, for at least one param, its match conditions held or failed with an error; a
+/// binding a PolicyException excepts did not apply, its outcome's `excepted` names it), once
+/// per binding (a policy's autogen variants' outcomes merged into its bindings').
+pub fn decide_each_binding(
     snapshot: &Snapshot,
     req: &Request<'_>,
     authorizer: Option<&Arc<dyn Authorizer>>,
     now: SystemTime,
-) -> (Outcome, bool) {
-    let applied = Applied::default();
-    let outcome = crate::dispatch::decide_traced(snapshot, req, authorizer, &applied, now);
-    let applied = applied.evaluations.get() > applied.not_matched.get();
-    (outcome, applied)
-}
-
-/// Counts the evaluations that started and those a match condition ended.
-#[derive(Default)]
-struct Applied {
-    evaluations: Cell<u32>,
-    not_matched: Cell<u32>,
-}
-
-impl Trace for Applied {
-    fn evaluation(&self, _: &str, _: &str, _: Option<&Value>) {
-        self.evaluations.set(self.evaluations.get() + 1);
-    }
-
-    fn step(&self, step: &Step<'_, '_>) {
-        if step.kind == StepKind::MatchCondition && step.effect == Effect::NotMatched {
-            self.not_matched.set(self.not_matched.get() + 1);
-        }
-    }
-
-    fn skipped(&self, _: &str, _: Option<&str>, _: Skip) {}
+    wanted: impl Fn(&str, &str) -> bool,
+    mut each: impl FnMut(&Arc<str>, &str, &Outcome, bool),
+) {
+    let ctx = crate::dispatch::context_at(snapshot, authorizer, None, None, now);
+    snapshot.policies.validate_each_binding(
+        req,
+        &ctx,
+        |policy, binding| wanted(&policy.name, &binding.name),
+        |policy, one| each(&policy.name, &one.binding, &one.outcome, one.applied),
+    );
 }
 
 #[cfg(test)]

@@ -138,8 +138,7 @@ pub fn decide(
     only: Option<FailurePolicy>,
     now: SystemTime,
 ) -> Outcome {
-    let mut ctx = context(snapshot, authorizer, deadline, None);
-    ctx.exceptions = exceptions(snapshot, now);
+    let ctx = context_at(snapshot, authorizer, deadline, None, now);
     snapshot.policies.validate(req, &ctx, only)
 }
 
@@ -152,9 +151,22 @@ pub fn decide_traced(
     trace: &dyn Trace,
     now: SystemTime,
 ) -> Outcome {
-    let mut ctx = context(snapshot, authorizer, None, Some(trace));
-    ctx.exceptions = exceptions(snapshot, now);
+    let ctx = context_at(snapshot, authorizer, None, Some(trace), now);
     snapshot.policies.validate(req, &ctx, None)
+}
+
+/// The evaluation context of a validation over one snapshot at `now`: the snapshot's
+/// PolicyExceptions honoured as they stand then.
+pub(crate) fn context_at<'c>(
+    snapshot: &'c Snapshot,
+    authorizer: Option<&'c Arc<dyn Authorizer>>,
+    deadline: Option<std::time::Instant>,
+    trace: Option<&'c dyn Trace>,
+    now: SystemTime,
+) -> Context<'c> {
+    let mut ctx = context(snapshot, authorizer, deadline, trace);
+    ctx.exceptions = exceptions(snapshot, now);
+    ctx
 }
 
 /// The snapshot's PolicyExceptions as a decision at `now` honours them; `None` when it holds

@@ -796,10 +796,34 @@ fn policy_skipping(expression: &str) -> PolicySet {
     PolicySet::new(vec![bound], Vec::new())
 }
 
+/// The audit's decision of the snapshot's one binding: its outcome and whether it applied.
+fn audit_decision(
+    snapshot: &celgate_snapshot::Snapshot,
+    req: &celgate_engine::Request<'_>,
+    now: SystemTime,
+) -> (celgate_engine::Outcome, bool) {
+    let mut decided = Vec::new();
+    celgate_snapshot::audit::decide_each_binding(
+        snapshot,
+        req,
+        None,
+        now,
+        |_, _| true,
+        |_, binding, outcome, applied| {
+            decided.push((binding.to_string(), outcome.clone(), applied))
+        },
+    );
+    let mut decided = decided.into_iter();
+    let (binding, outcome, applied) = decided.next().expect("the binding is decided");
+    assert_eq!(binding, "demo-binding");
+    assert!(decided.next().is_none(), "one outcome for the one binding");
+    (outcome, applied)
+}
+
 #[test]
 fn the_audit_asks_whether_a_create_of_the_stored_object_is_admitted_and_whether_the_binding_applied()
  {
-    use celgate_snapshot::audit::{StoredAs, Verdict, create_request, decide, violation};
+    use celgate_snapshot::audit::{StoredAs, Verdict, create_request, violation};
     let deployments = StoredAs {
         group: "apps".into(),
         version: "v1".into(),
@@ -817,7 +841,7 @@ fn the_audit_asks_whether_a_create_of_the_stored_object_is_admitted_and_whether_
     let ask = |object: Value| {
         let received = create_request(&deployments, object, "audit-1");
         let req = received.request().unwrap();
-        decide(&snapshot, &req, None, SystemTime::now())
+        audit_decision(&snapshot, &req, SystemTime::now())
     };
     let (outcome, applied) = ask(stored("big", 5));
     assert!(applied);
@@ -902,7 +926,7 @@ async fn an_exception_lets_a_request_through_until_the_second_it_expires_at() {
 
 #[test]
 fn the_audit_reports_an_excepted_object_as_not_applied_with_the_exception_until_it_expires() {
-    use celgate_snapshot::audit::{StoredAs, create_request, decide, violation};
+    use celgate_snapshot::audit::{StoredAs, create_request, violation};
     let expires = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
     let store = excepted_store(expires);
     let snapshot = store.load();
@@ -917,11 +941,11 @@ fn the_audit_reports_an_excepted_object_as_not_applied_with_the_exception_until_
         "metadata": {"name": "web", "namespace": "default"}, "spec": {"replicas": 5}});
     let received = create_request(&deployments, web, "audit-1");
     let req = received.request().unwrap();
-    let (outcome, applied) = decide(&snapshot, &req, None, expires - Duration::from_secs(1));
+    let (outcome, applied) = audit_decision(&snapshot, &req, expires - Duration::from_secs(1));
     assert!(!applied);
     assert_eq!(violation(&outcome), None);
     assert_eq!(&*outcome.excepted[0].exception, "team-a/web");
-    let (outcome, applied) = decide(&snapshot, &req, None, expires);
+    let (outcome, applied) = audit_decision(&snapshot, &req, expires);
     assert!(applied);
     assert!(violation(&outcome).is_some(), "expired: a violation again");
 }

@@ -27,8 +27,8 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use celgate_crds::ValidatingAdmissionPolicy;
-use celgate_snapshot::audit::{StoredAs, Violation, create_request, decide, finding};
-use celgate_snapshot::{Deps, Snapshot, SnapshotStore};
+use celgate_snapshot::audit::{StoredAs, Violation, create_request, decide_each_binding, finding};
+use celgate_snapshot::{Deps, SnapshotStore};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
@@ -307,13 +307,8 @@ async fn follow(
     let mut names = Names::new(&resource);
     let excluded =
         |object: &DynamicObject| excluded(&resource, object, &config.excluded_namespaces);
-    let units: Vec<Arc<Unit>> = plan
-        .units
-        .iter()
-        .filter(|u| u.resources.contains(&resource))
-        .cloned()
-        .collect();
-    let keys: Vec<UnitKey> = units.iter().map(|u| key(u)).collect();
+    let audited = Audited::of(&plan.units, &resource);
+    let keys = audited.keys();
     let api_resource = ApiResource {
         group: resource.group.clone(),
         version: resource.version.clone(),
@@ -342,7 +337,7 @@ async fn follow(
             }
             Ok(Event::InitApply(object)) => {
                 let (subject, violations, matched) =
-                    evaluate(&units, &mut names, object, &store, &deps);
+                    evaluate(&audited, &mut names, object, &store, &deps);
                 listed += 1;
                 let passes = passes(report_passes, &matched, &violations);
                 if let Some(pass) = pass.as_mut() {
@@ -367,7 +362,7 @@ async fn follow(
             Ok(Event::Apply(object)) if excluded(&object) => {}
             Ok(Event::Apply(object)) => {
                 let (subject, violations, matched) =
-                    evaluate(&units, &mut names, object, &store, &deps);
+                    evaluate(&audited, &mut names, object, &store, &deps);
                 let passes = passes(report_passes, &matched, &violations);
                 lock(&findings).set(subject, &names.resource, violations, passes);
             }
@@ -461,17 +456,43 @@ impl Names {
     }
 }
 
+/// The bindings audited on one resource, by policy then binding name.
+#[derive(Default)]
+struct Audited(HashMap<Arc<str>, HashMap<Arc<str>, UnitKey>>);
+
+impl Audited {
+    /// The units of `units` that may select `resource`.
+    fn of(units: &[Arc<Unit>], resource: &StoredAs) -> Self {
+        let mut audited = Self::default();
+        for unit in units.iter().filter(|u| u.resources.contains(resource)) {
+            (audited.0.entry(unit.policy.clone()).or_default())
+                .insert(unit.binding.clone(), key(unit));
+        }
+        audited
+    }
+
+    /// The key of binding `binding` of policy `policy`, when it is audited here.
+    fn get(&self, policy: &str, binding: &str) -> Option<&UnitKey> {
+        self.0.get(policy)?.get(binding)
+    }
+
+    /// Every key.
+    fn keys(&self) -> Vec<UnitKey> {
+        self.0.values().flat_map(|b| b.values().cloned()).collect()
+    }
+}
+
 /// One object's violations and the bindings that applied to it, each binding decided alone
-/// against the current snapshot's namespaces and params.
+/// against the current snapshot (its policies, namespaces and params), each policy evaluated
+/// once for all its bindings.
 fn evaluate(
-    units: &[Arc<Unit>],
+    audited: &Audited,
     names: &mut Names,
     object: DynamicObject,
     store: &SnapshotStore,
     deps: &Deps,
 ) -> (Subject, BTreeMap<UnitKey, Violation>, Vec<UnitKey>) {
     let subject = names.subject(&object);
-    let resource = Arc::clone(&names.resource);
     let mut violations = BTreeMap::new();
     let mut matched = Vec::new();
     // List items carry no apiVersion or kind: the resource gives them.
@@ -483,32 +504,42 @@ fn evaluate(
         );
         map.insert("kind".into(), Value::String(subject.kind.to_string()));
     }
-    let base = store.load();
+    let received = create_request(&names.resource, value, &format!("audit-{}", subject.uid));
+    let Ok(req) = received.request() else {
+        return (subject, violations, matched);
+    };
+    let snapshot = store.load();
     // Exceptions expire by the time of the scan.
     let now = std::time::SystemTime::now();
-    for unit in units {
-        let mut snapshot = Snapshot::clone(&base);
-        snapshot.policies = Arc::new(unit.set());
-        let received = create_request(&resource, value.clone(), &format!("audit-{}", subject.uid));
-        let Ok(req) = received.request() else {
-            continue;
-        };
-        let authorizer = deps
-            .authorizers
-            .as_ref()
-            .filter(|_| snapshot.policies.uses_authorizer())
-            .map(|source| source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null)));
-        let (outcome, applied) = match &authorizer {
-            // Authorization checks wait for the API server: not on a runtime worker's time.
-            Some(a) => tokio::task::block_in_place(|| decide(&snapshot, &req, Some(a), now)),
-            None => decide(&snapshot, &req, None, now),
-        };
-        if applied {
-            matched.push(key(unit));
-        }
-        if let Some(v) = finding(&outcome) {
-            violations.insert(key(unit), v);
-        }
+    let authorizer = deps
+        .authorizers
+        .as_ref()
+        .filter(|_| snapshot.policies.uses_authorizer())
+        .map(|source| source.for_user(req.raw.get("userInfo").unwrap_or(&Value::Null)));
+    let mut decide = || {
+        decide_each_binding(
+            &snapshot,
+            &req,
+            authorizer.as_ref(),
+            now,
+            |policy, binding| audited.get(policy, binding).is_some(),
+            |policy, binding, outcome, applied| {
+                let Some(key) = audited.get(policy, binding) else {
+                    return;
+                };
+                if applied {
+                    matched.push(key.clone());
+                }
+                if let Some(v) = finding(outcome) {
+                    violations.insert(key.clone(), v);
+                }
+            },
+        );
+    };
+    match authorizer {
+        // Authorization checks wait for the API server: not on a runtime worker's time.
+        Some(_) => tokio::task::block_in_place(decide),
+        None => decide(),
     }
     (subject, violations, matched)
 }

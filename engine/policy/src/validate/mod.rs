@@ -116,136 +116,265 @@ fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, o
 /// Evaluates one policy: its match, then each binding with each of its params.
 fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, out: &mut Outcome) {
     let policy = &bound.policy;
+    let Some(namespace_object) = scope(policy, req, ctx, out) else {
+        return;
+    };
+    let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
+    for binding in &bound.bindings {
+        evaluate_binding(
+            policy,
+            binding,
+            namespace_object,
+            req,
+            ctx,
+            &mut annotations,
+            out,
+        );
+    }
+    add_audit_annotations(policy, annotations, out);
+}
+
+/// One binding's own decision of a request, as if its policy had no other binding.
+#[derive(Debug)]
+pub struct BindingOutcome {
+    /// The binding's name.
+    pub binding: Arc<str>,
+    /// What this binding alone decided.
+    pub outcome: Outcome,
+    /// Whether the binding applied: for at least one of its params, its match conditions held
+    /// (or failed with an error). A binding whose match or params failed, or that a
+    /// PolicyException excepted, did not.
+    pub applied: bool,
+}
+
+/// Decides a request against each binding of one policy alone (`wanted` picks them), the
+/// policy's own match worked out once: the background audit's question, one evaluation of the
+/// policy per object however many bindings it has. An exempt request gives nothing.
+pub fn validate_each_binding(
+    bound: &BoundPolicy,
+    req: &Request<'_>,
+    ctx: &Context<'_>,
+    wanted: impl Fn(&ValidatingBindingSpec) -> bool,
+) -> Vec<BindingOutcome> {
+    let policy = &bound.policy;
     let fail = policy.failure_policy() == FailurePolicy::Fail;
-    let scope = policy_scope(&policy.spec, req, ctx);
-    let namespace_object = match scope {
-        Ok(Some(ns)) => ns,
+    let wanted: Vec<&Arc<ValidatingBindingSpec>> =
+        bound.bindings.iter().filter(|b| wanted(b)).collect();
+    if wanted.is_empty() || exempt(req) {
+        return Vec::new();
+    }
+    let mut policy_out = Outcome::default();
+    let scoped = guarded(|| scope(policy, req, ctx, &mut policy_out));
+    let mut each = Vec::with_capacity(wanted.len());
+    for binding in wanted {
+        let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+        let mut out = Outcome::default();
+        let applied = match &scoped {
+            Ok(Some(namespace_object)) => {
+                let decided = guarded(|| {
+                    let mut annotations = Vec::new();
+                    let applied = evaluate_binding(
+                        policy,
+                        binding,
+                        namespace_object,
+                        req,
+                        ctx,
+                        &mut annotations,
+                        &mut out,
+                    );
+                    add_audit_annotations(policy, annotations, &mut out);
+                    applied
+                });
+                decided.unwrap_or_else(|internal| {
+                    out = Outcome::default();
+                    if fail {
+                        let msg = policy_message(policy, None, &internal.to_string());
+                        deny_first(&mut out, msg, None);
+                    }
+                    false
+                })
+            }
+            // The policy's match failed: each binding shares its error.
+            Ok(None) => {
+                out = policy_out.clone();
+                false
+            }
+            Err(internal) => {
+                if fail {
+                    let msg = policy_message(policy, None, &internal.to_string());
+                    deny_first(&mut out, msg, None);
+                }
+                false
+            }
+        };
+        each.push(BindingOutcome {
+            binding: binding_name,
+            outcome: out,
+            applied,
+        });
+    }
+    each
+}
+
+/// The policy's match of a request: the namespace object its expressions see, or `None` when
+/// the policy does not apply (a failed match has been recorded in `out`).
+fn scope<'c>(
+    policy: &ValidatingPolicy,
+    req: &Request<'_>,
+    ctx: &Context<'c>,
+    out: &mut Outcome,
+) -> Option<&'c serde_json::Value> {
+    let fail = policy.failure_policy() == FailurePolicy::Fail;
+    match policy_scope(&policy.spec, req, ctx) {
+        Ok(Some(ns)) => Some(ns),
         Ok(None) => {
             if let Some(t) = ctx.trace {
                 t.skipped(&policy.name, None, Skip::PolicyNotMatched);
             }
-            return;
+            None
         }
         Err(ScopeError::Namespace(e)) => {
             deny_first(out, e.to_string(), Some("NotFound"));
-            return;
+            None
         }
         Err(e) => {
             if fail {
                 deny_first(out, policy_message(policy, None, &e.to_string()), None);
             }
-            return;
-        }
-    };
-    let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
-    for binding in &bound.bindings {
-        let started = Instant::now();
-        // A binding whose match or params cannot be worked out is a configuration error.
-        let params = binding_params(&policy.spec, &**binding, req, ctx);
-        let params = match params {
-            Ok(Ok(list)) => list,
-            Ok(Err(why)) => {
-                if let Some(t) = ctx.trace {
-                    t.skipped(&policy.name, Some(&binding.name), why);
-                }
-                continue;
-            }
-            Err(e) => {
-                if fail {
-                    let msg = policy_message(policy, Some(&binding.name), &e.to_string());
-                    deny_first(out, msg, None);
-                }
-                continue;
-            }
-        };
-        let binding_name: Arc<str> = Arc::from(binding.name.as_str());
-        if let Some(at) = ctx.exceptions
-            && let Some(e) = at
-                .set
-                .excepting(&policy.name, &binding.name, req, ctx, at.now)
-        {
-            if let Some(t) = ctx.trace {
-                t.skipped(&policy.name, Some(&binding.name), Skip::Excepted);
-            }
-            out.excepted.push(Excepted {
-                policy: policy.name.clone(),
-                binding: binding_name,
-                exception: e.id.clone(),
-            });
-            continue;
-        }
-        // Each param is its own evaluation with its own budget; any failing param denies.
-        for param in params {
-            if let Some(t) = ctx.trace {
-                t.evaluation(&policy.name, &binding.name, param);
-            }
-            let evaluation = Evaluation {
-                req,
-                object: req.cel_object(),
-                old_object: Evaluation::old_object_for(req, policy.reads_old_object),
-                namespace_object,
-                has_params: policy.spec.param_kind.is_some(),
-                param,
-                variables: &policy.variables,
-                message_variables: &policy.message_variables,
-                // Bound only where an expression may read it (binding copies the attributes).
-                authorizer: ctx.authorizer.filter(|_| policy.uses_authorizer),
-                deadline: ctx.deadline,
-                trace: ctx.trace,
-            };
-            let sources = Sources {
-                match_conditions: &policy.spec.match_conditions,
-                variables: &policy.spec.variables,
-            };
-            match evaluate_match_conditions(&evaluation, &policy.match_conditions, sources) {
-                MatchConditions::Apply => {}
-                MatchConditions::Skip => continue,
-                MatchConditions::Error(message) => {
-                    // As in-tree: the error is the policy's one failed validation (index 0),
-                    // denied, warned or audited as the binding says; nothing else is evaluated.
-                    let failed = Decision {
-                        deny: fail,
-                        error: true,
-                        message,
-                        reason: None,
-                        index: 0,
-                        error_type: ErrorType::InvalidError,
-                    };
-                    route_decision(
-                        policy,
-                        binding,
-                        &binding_name,
-                        &failed,
-                        started.elapsed(),
-                        out,
-                    );
-                    continue;
-                }
-            }
-            let decisions = evaluate_validations(policy, &evaluation, fail);
-            for d in &decisions {
-                route_decision(policy, binding, &binding_name, d, started.elapsed(), out);
-            }
-            if !decisions.iter().any(|d| d.deny) {
-                let error_type = decisions
-                    .iter()
-                    .find(|d| d.error)
-                    .map_or(ErrorType::NoError, |d| d.error_type);
-                if error_type != ErrorType::NoError {
-                    out.checks.push(Check {
-                        policy: policy.name.clone(),
-                        binding: binding_name.clone(),
-                        error_type,
-                        enforcement_action: "allow",
-                        message: None,
-                        elapsed: started.elapsed(),
-                    });
-                }
-            }
-            evaluate_audit_annotations(policy, &evaluation, binding, fail, &mut annotations, out);
+            None
         }
     }
-    // Distinct values of one key across bindings and params are joined with ", ".
+}
+
+/// Evaluates one binding of a policy that matched, with each of its params, into `out`; its
+/// audit annotation values join `annotations`. Whether it applied (see [`BindingOutcome`]).
+fn evaluate_binding(
+    policy: &ValidatingPolicy,
+    binding: &Arc<ValidatingBindingSpec>,
+    namespace_object: &serde_json::Value,
+    req: &Request<'_>,
+    ctx: &Context<'_>,
+    annotations: &mut Vec<(String, Vec<String>)>,
+    out: &mut Outcome,
+) -> bool {
+    let fail = policy.failure_policy() == FailurePolicy::Fail;
+    let started = Instant::now();
+    // A binding whose match or params cannot be worked out is a configuration error.
+    let params = match binding_params(&policy.spec, &**binding, req, ctx) {
+        Ok(Ok(list)) => list,
+        Ok(Err(why)) => {
+            if let Some(t) = ctx.trace {
+                t.skipped(&policy.name, Some(&binding.name), why);
+            }
+            return false;
+        }
+        Err(e) => {
+            if fail {
+                let msg = policy_message(policy, Some(&binding.name), &e.to_string());
+                deny_first(out, msg, None);
+            }
+            return false;
+        }
+    };
+    let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+    if let Some(at) = ctx.exceptions
+        && let Some(e) = at
+            .set
+            .excepting(&policy.name, &binding.name, req, ctx, at.now)
+    {
+        if let Some(t) = ctx.trace {
+            t.skipped(&policy.name, Some(&binding.name), Skip::Excepted);
+        }
+        out.excepted.push(Excepted {
+            policy: policy.name.clone(),
+            binding: binding_name,
+            exception: e.id.clone(),
+        });
+        return false;
+    }
+    let mut applied = false;
+    // Each param is its own evaluation with its own budget; any failing param denies.
+    for param in params {
+        if let Some(t) = ctx.trace {
+            t.evaluation(&policy.name, &binding.name, param);
+        }
+        let evaluation = Evaluation {
+            req,
+            object: req.cel_object(),
+            old_object: Evaluation::old_object_for(req, policy.reads_old_object),
+            namespace_object,
+            has_params: policy.spec.param_kind.is_some(),
+            param,
+            variables: &policy.variables,
+            message_variables: &policy.message_variables,
+            // Bound only where an expression may read it (binding copies the attributes).
+            authorizer: ctx.authorizer.filter(|_| policy.uses_authorizer),
+            deadline: ctx.deadline,
+            trace: ctx.trace,
+        };
+        let sources = Sources {
+            match_conditions: &policy.spec.match_conditions,
+            variables: &policy.spec.variables,
+        };
+        match evaluate_match_conditions(&evaluation, &policy.match_conditions, sources) {
+            MatchConditions::Apply => {}
+            MatchConditions::Skip => continue,
+            MatchConditions::Error(message) => {
+                applied = true;
+                // As in-tree: the error is the policy's one failed validation (index 0),
+                // denied, warned or audited as the binding says; nothing else is evaluated.
+                let failed = Decision {
+                    deny: fail,
+                    error: true,
+                    message,
+                    reason: None,
+                    index: 0,
+                    error_type: ErrorType::InvalidError,
+                };
+                route_decision(
+                    policy,
+                    binding,
+                    &binding_name,
+                    &failed,
+                    started.elapsed(),
+                    out,
+                );
+                continue;
+            }
+        }
+        applied = true;
+        let decisions = evaluate_validations(policy, &evaluation, fail);
+        for d in &decisions {
+            route_decision(policy, binding, &binding_name, d, started.elapsed(), out);
+        }
+        if !decisions.iter().any(|d| d.deny) {
+            let error_type = decisions
+                .iter()
+                .find(|d| d.error)
+                .map_or(ErrorType::NoError, |d| d.error_type);
+            if error_type != ErrorType::NoError {
+                out.checks.push(Check {
+                    policy: policy.name.clone(),
+                    binding: binding_name.clone(),
+                    error_type,
+                    enforcement_action: "allow",
+                    message: None,
+                    elapsed: started.elapsed(),
+                });
+            }
+        }
+        evaluate_audit_annotations(policy, &evaluation, binding, fail, annotations, out);
+    }
+    applied
+}
+
+/// Records a policy's audit annotations: distinct values of one key across bindings and params
+/// joined with ", ".
+fn add_audit_annotations(
+    policy: &ValidatingPolicy,
+    annotations: Vec<(String, Vec<String>)>,
+    out: &mut Outcome,
+) {
     for (key, values) in annotations {
         out.audit_annotations
             .push((format!("{}/{key}", policy.name), values.join(", ")));
@@ -260,8 +389,11 @@ mod tests {
     use serde_json::json;
 
     use super::test_policies::{bound, cache, context, create_deployment, spec};
-    use super::validate;
-    use crate::model::{FailurePolicy, NamedExpression, Validation, ValidationAction};
+    use super::{validate, validate_each_binding};
+    use crate::model::{
+        FailurePolicy, MatchResources, NamedExpression, ValidatingBindingSpec, Validation,
+        ValidationAction,
+    };
     use crate::request::Request;
     use crate::validate::VALIDATION_FAILURE_KEY;
 
@@ -415,5 +547,72 @@ mod tests {
             denial.message,
             format!("ValidatingAdmissionPolicy 'p' with binding 'b' denied request: {error}")
         );
+    }
+
+    #[test]
+    fn each_binding_is_decided_alone_and_applies_only_when_it_and_its_match_conditions_match() {
+        let mut s = spec(vec![Validation {
+            expression: "object.spec.replicas < 2".into(),
+            ..Default::default()
+        }]);
+        s.match_conditions = vec![NamedExpression {
+            name: "c".into(),
+            expression: "object.metadata.name != 'skip'".into(),
+        }];
+        let mut policy = bound(s, vec![]);
+        let binding = |name: &str, action, prod_only: bool| {
+            let mut match_resources = MatchResources::default();
+            if prod_only {
+                match_resources.namespace_selector.match_labels =
+                    vec![("environment".into(), "prod".into())];
+            }
+            Arc::new(ValidatingBindingSpec {
+                name: name.into(),
+                policy_name: "p".into(),
+                match_resources: prod_only.then_some(match_resources),
+                param_ref: None,
+                validation_actions: vec![action],
+            })
+        };
+        policy.bindings = vec![
+            binding("deny", ValidationAction::Deny, false),
+            binding("unwanted", ValidationAction::Deny, false),
+            binding("warn", ValidationAction::Warn, false),
+            binding("prod", ValidationAction::Deny, true),
+        ];
+        let namespaces = cache();
+        let ctx = context(&namespaces);
+        let raw = create_deployment(json!({"metadata": {"name": "d"}, "spec": {"replicas": 3}}));
+        let req = Request::from_json(&raw).expect("valid request");
+        let each = validate_each_binding(&policy, &req, &ctx, |b| b.name != "unwanted");
+        let names: Vec<&str> = each.iter().map(|o| &*o.binding).collect();
+        assert_eq!(names, ["deny", "warn", "prod"]);
+        let applied: Vec<bool> = each.iter().map(|o| o.applied).collect();
+        assert_eq!(applied, [true, true, false]);
+        let denied = "ValidatingAdmissionPolicy 'p' with binding 'deny' denied request: failed expression: object.spec.replicas < 2";
+        assert_eq!(
+            each[0].outcome.denial.as_ref().map(|d| d.message.as_str()),
+            Some(denied)
+        );
+        assert!(each[0].outcome.warnings.is_empty());
+        assert!(each[1].outcome.allowed());
+        assert_eq!(
+            each[1].outcome.warnings,
+            [
+                "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'warn': failed expression: object.spec.replicas < 2"
+            ]
+        );
+        assert!(each[2].outcome.allowed() && each[2].outcome.warnings.is_empty());
+        // Together they decide as the policy does with those bindings.
+        policy.bindings.remove(1);
+        let whole = validate(std::slice::from_ref(&policy), &req, &ctx);
+        assert_eq!(whole.denial.map(|d| d.message).as_deref(), Some(denied));
+        assert_eq!(whole.warnings, each[1].outcome.warnings);
+        // A match condition that does not hold: no binding applies, none decides.
+        let raw = create_deployment(json!({"metadata": {"name": "skip"}, "spec": {"replicas": 3}}));
+        let req = Request::from_json(&raw).expect("valid request");
+        let each = validate_each_binding(&policy, &req, &ctx, |_| true);
+        assert_eq!(each.len(), 3);
+        assert!(each.iter().all(|o| !o.applied && o.outcome.allowed()));
     }
 }

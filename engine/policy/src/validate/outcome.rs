@@ -182,7 +182,7 @@ impl Outcome {
 
     /// Adds the outcome of a later policy: its denial counts only if none came before, and
     /// only the first validation failure is recorded under [`VALIDATION_FAILURE_KEY`].
-    pub(super) fn merge(&mut self, later: Outcome) {
+    pub fn merge(&mut self, later: Outcome) {
         if self.denial.is_none() {
             self.denial = later.denial;
         }
