@@ -264,7 +264,7 @@ async fn measure() {
         cases.push((shape.name, "largest body", "/validate/fail", max_n));
         for (path, read) in [
             ("/validate/fail", ObjectRead::Tape),
-            ("/mutate/fail/never", ObjectRead::Text),
+            ("/mutate/fail/never", ObjectRead::TapeToMutate),
         ] {
             let n = largest(
                 |n| {

@@ -159,7 +159,7 @@ fn main() {
         let decided = dispatch::validate(&store, &deps, review, Call::now(), None)
             .await
             .unwrap();
-        let review = review::decode(&body, review::ObjectRead::Text).unwrap();
+        let review = review::decode(&body, review::ObjectRead::TapeToMutate).unwrap();
         let mutated = dispatch::mutate(&store, &deps, review, Call::now(), None)
             .await
             .unwrap();

@@ -496,7 +496,7 @@ async fn in_process(store: &SnapshotStore, body: &Bytes, secs: u64, mutate: bool
     while Instant::now() < until {
         for _ in 0..100 {
             let (allowed, answer) = if mutate {
-                let review = review::decode(body, review::ObjectRead::Text).unwrap();
+                let review = review::decode(body, review::ObjectRead::TapeToMutate).unwrap();
                 let mutated = dispatch::mutate(store, &deps, review, Call::now(), None)
                     .await
                     .unwrap();

@@ -110,7 +110,8 @@ impl Bench {
                     (decided.outcome.allowed(), answer)
                 }
                 Kind::Mutating => {
-                    let review = review::decode(&self.body, review::ObjectRead::Text).unwrap();
+                    let review =
+                        review::decode(&self.body, review::ObjectRead::TapeToMutate).unwrap();
                     let mutated =
                         dispatch::mutate(&self.store, &self.deps, review, Call::now(), None)
                             .await

@@ -133,7 +133,7 @@ fn decode_with(
     // on whatever the object holds that decoding it would (a number out of range, nesting past
     // 128 levels): such a review, and any other that fails, is read again below, where the
     // object is kept as text and those errors arise only if a policy reads it.
-    if let (Some(text), ObjectRead::Tape) = (text, object) {
+    if let (Some(text), true) = (text, object.tape()) {
         let shared: Arc<str> = Arc::from(text);
         if let Some(Ok(wire)) = scanner.then(|| scanned(&mut Scan::new(&shared))) {
             return checked(wire);
@@ -226,28 +226,52 @@ fn decode_deep(body: &[u8]) -> Result<Wire, ReviewError> {
 
 /// How [`decode`] reads a review's `object`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub enum ObjectRead {
     /// As a tape, in the pass that reads the review: for validation, whose CEL reads the
     /// object in place.
     Tape,
-    /// Kept as text, decoded when first read: for mutation and policy writes, which read a
+    /// As a tape, as for validation: for mutation, whose run reads the object in place and
+    /// decodes into a `serde_json::Value` only the members it changes (beside what an object
+    /// selector decodes).
+    TapeToMutate,
+    /// Kept as text, decoded when first read: for policy writes, which read a
     /// `serde_json::Value` of it.
     Text,
 }
 
+impl ObjectRead {
+    /// How the handlers' [`Review`] reads: by the variant's number.
+    const fn of(read: u8) -> Self {
+        match read {
+            0 => ObjectRead::Tape,
+            1 => ObjectRead::TapeToMutate,
+            _ => ObjectRead::Text,
+        }
+    }
+
+    /// Whether the object is read as a tape in the review's pass.
+    fn tape(self) -> bool {
+        matches!(self, ObjectRead::Tape | ObjectRead::TapeToMutate)
+    }
+}
+
 /// A decoded AdmissionReview v1 with a request, as a handler argument, its `object` read as
-/// a tape when `TAPE` (see [`ObjectRead`]), with what it holds of the in-flight budget
+/// `READ` says (an [`ObjectRead`] by its number), with what it holds of the in-flight budget
 /// ([`Held`]). A body that is not one is answered with 400 and what is wrong; one whose
 /// decoding would build more than the whole budget, 413; one the budget has no room for now,
 /// 429.
 #[derive(Debug)]
-pub struct Review<const TAPE: bool>(pub ReceivedRequest, pub Held);
+pub struct Review<const READ: u8>(pub ReceivedRequest, pub Held);
 
 /// A review for validating policies: its `object` read as a tape.
-pub type ValidationReview = Review<true>;
+pub type ValidationReview = Review<{ ObjectRead::Tape as u8 }>;
 
-/// A review for mutation and policy writes: its `object` kept as text.
-pub type TextReview = Review<false>;
+/// A review for mutating policies: its `object` read as a tape, to mutate.
+pub type MutatingReview = Review<{ ObjectRead::TapeToMutate as u8 }>;
+
+/// A review for policy writes: its `object` kept as text.
+pub type TextReview = Review<{ ObjectRead::Text as u8 }>;
 
 /// What a decoded review holds until it is decided: its share of the in-flight bytes (what
 /// decoding built), and for a heavy review its turn.
@@ -319,6 +343,7 @@ pub fn decode_cost(body: usize, footprint: &Footprint, read: ObjectRead) -> usiz
     // read from text later copies it again.
     let (text_copies, trees) = match read {
         ObjectRead::Tape => (3, 1),
+        ObjectRead::TapeToMutate => (3, 2),
         ObjectRead::Text => (2, 2),
     };
     let f = footprint;
@@ -396,8 +421,9 @@ fn charged_decode(
     here: bool,
 ) -> Result<(ReceivedRequest, Option<Charge>), Undecoded> {
     let mut scanner = true;
-    if here && object == ObjectRead::Tape {
+    if here && object.tape() {
         let mut meter = Metered {
+            read: object,
             budget,
             body: body.len(),
             charge: None,
@@ -456,6 +482,8 @@ fn metered_decode(
 /// the budget. What decoding builds stays within what [`decode_cost`] charges for what was
 /// read; the budget stops the scan where it has no room for that.
 struct Metered<'b> {
+    /// How the object is read (as a tape).
+    read: ObjectRead,
     budget: Option<&'b Budget>,
     body: usize,
     charge: Option<Charge>,
@@ -466,7 +494,7 @@ struct Metered<'b> {
 impl Metered<'_> {
     /// Makes the charge what decoding `read` costs: whether the budget had room for it.
     fn settle(&mut self, read: &Footprint) -> bool {
-        let cost = decode_cost(self.body, read, ObjectRead::Tape);
+        let cost = decode_cost(self.body, read, self.read);
         match (self.budget, &mut self.charge) {
             (Some(budget), Some(charge)) => budget.recharge(charge, cost).is_ok(),
             _ => true,
@@ -488,8 +516,8 @@ impl Meter for Metered<'_> {
             objects: 1,
             depth: 0,
         };
-        let cost = decode_cost(self.body, read, ObjectRead::Tape);
-        let each = decode_cost(0, &ONE_MORE, ObjectRead::Tape);
+        let cost = decode_cost(self.body, read, self.read);
+        let each = decode_cost(0, &ONE_MORE, self.read);
         let units = read.values + read.members;
         let ahead = units
             .max(self.body / 8)
@@ -509,7 +537,7 @@ impl Meter for Metered<'_> {
     }
 }
 
-impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
+impl<S: Send + Sync, const READ: u8> FromRequest<S> for Review<READ> {
     type Rejection = Response;
 
     async fn from_request(mut req: HttpRequest, state: &S) -> Result<Self, Self::Rejection> {
@@ -519,11 +547,7 @@ impl<S: Send + Sync, const TAPE: bool> FromRequest<S> for Review<TAPE> {
         let body = Bytes::from_request(req, state)
             .await
             .map_err(IntoResponse::into_response)?;
-        let object = if TAPE {
-            ObjectRead::Tape
-        } else {
-            ObjectRead::Text
-        };
+        let object = ObjectRead::of(READ);
         // A small body is decoded here unless it nests deep; a large one on the pool.
         if body.len() < HEAVY_BODY_BYTES {
             match charged_decode(&body, budget.as_ref(), object, true) {

@@ -38,7 +38,7 @@ use crate::limits::{
     Budget, HEAVY_BODY_BYTES, Limits, MAX_CALL_TIMEOUT, heavy_max_bytes, overloaded,
 };
 use crate::metrics::{Metrics, OTHER_PATH, admission_path};
-use crate::review::{self, Review, TextReview, ValidationReview};
+use crate::review::{self, MutatingReview, Review, TextReview, ValidationReview};
 
 /// The probes' paths: the only ones served without credentials.
 const PROBE_PATHS: [&str; 2] = ["/healthz", "/readyz"];
@@ -679,7 +679,7 @@ async fn decide_validation(
 /// and reinvocation policy of the webhook that calls it).
 fn mutating(only: Option<MutatingWebhookGroup>) -> MethodRouter<Arc<AppState>> {
     post(
-        move |state: AxumState<Arc<AppState>>, uri: axum::http::Uri, review: TextReview| {
+        move |state: AxumState<Arc<AppState>>, uri: axum::http::Uri, review: MutatingReview| {
             mutate(state, uri, review, only)
         },
     )
@@ -688,7 +688,7 @@ fn mutating(only: Option<MutatingWebhookGroup>) -> MethodRouter<Arc<AppState>> {
 async fn mutate(
     AxumState(state): AxumState<Arc<AppState>>,
     uri: axum::http::Uri,
-    Review(review, held): TextReview,
+    Review(review, held): MutatingReview,
     only: Option<MutatingWebhookGroup>,
 ) -> Response {
     let call = Call {

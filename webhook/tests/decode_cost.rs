@@ -76,7 +76,7 @@ fn peak_of_decoding(body: &[u8], read: ObjectRead) -> usize {
         let _ = request.cel_old_object();
         let _ = request.object();
         let _ = request.old_object();
-        if read == ObjectRead::Text {
+        if read != ObjectRead::Tape {
             let owned = request.object_owned();
             drop(owned);
         }
@@ -97,7 +97,7 @@ fn what_decoding_builds_stays_within_its_charge() {
                     for member in ["object", "oldObject", "options"] {
                         let body = review_with(member, &value);
                         let footprint = Footprint::of(body.as_bytes());
-                        for read in [ObjectRead::Tape, ObjectRead::Text] {
+                        for read in [ObjectRead::Tape, ObjectRead::TapeToMutate, ObjectRead::Text] {
                             let peak = peak_of_decoding(body.as_bytes(), read);
                             let charged = decode_cost(body.len(), &footprint, read);
                             report.push(format!(

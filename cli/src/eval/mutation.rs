@@ -78,13 +78,14 @@ impl MutationReport {
                 changed: i.changed,
             })
             .collect();
+        let mutated = outcome.object(object);
         MutationReport {
             allowed: outcome.allowed(),
             denial: outcome.denial.map(DenialRecord::from),
             request,
             notes,
             patch: outcome.patch,
-            object: outcome.object.unwrap_or_else(|| object.clone()),
+            object: mutated.unwrap_or_else(|| object.clone()),
             invocations,
         }
     }

@@ -20,7 +20,9 @@ use crate::error::EvalError;
 use crate::json_tape::{TapeEntries, TapeNode};
 use crate::program::{Call, Loop, LoopKind, Node, StructNode};
 use crate::registry::{TrackerAssert, type_names};
-use crate::value::{Key, List, ListIter, Map, OwnedMap, Str, StructValue, Value, json_get};
+use crate::value::{
+    Key, Layered, List, ListIter, Map, OwnedMap, Str, StructValue, Value, json_get,
+};
 
 /// One evaluation of a program: the activation and budget it runs against, the
 /// comprehension variables' slots, and the cost and loop iterations counted so far.
@@ -914,6 +916,7 @@ enum Source<'l, 'a> {
     List(std::iter::Enumerate<ListIter<'l, 'a>>),
     Json(serde_json::map::Iter<'a>),
     Tape(TapeEntries<'a>),
+    Layered(&'l Layered<'a>, serde_json::map::Iter<'a>),
     Owned(std::slice::Iter<'l, (Key<'a>, Value<'a>)>),
 }
 
@@ -924,6 +927,7 @@ impl<'l, 'a> Items<'l, 'a> {
             Value::List(list) => Source::List(list.iter().enumerate()),
             Value::Map(Map::Json(m)) => Source::Json(m.iter()),
             Value::Map(Map::Tape(m)) => Source::Tape(m.entries()),
+            Value::Map(Map::Layered(m)) => Source::Layered(m, m.members().iter()),
             Value::Map(Map::Owned(m)) => Source::Owned(m.entries().iter()),
             other => return Err(not_iterable(other, two_vars)),
         };
@@ -959,6 +963,14 @@ impl<'a> Iterator for Items<'_, 'a> {
                 }
                 (key, v.value())
             }
+            Source::Layered(m, it) => {
+                let (k, v) = it.next()?;
+                let key = Value::String(Str::Borrowed(k.as_str()));
+                if !self.two_vars {
+                    return Some((key, Value::Null));
+                }
+                (key, m.member(k, v))
+            }
             Source::Owned(it) => {
                 let (k, v) = it.next()?;
                 if !self.two_vars {
@@ -975,6 +987,7 @@ impl<'a> Iterator for Items<'_, 'a> {
             Source::List(it) => it.size_hint(),
             Source::Json(it) => it.size_hint(),
             Source::Tape(it) => it.size_hint(),
+            Source::Layered(_, it) => it.size_hint(),
             Source::Owned(it) => it.size_hint(),
         }
     }

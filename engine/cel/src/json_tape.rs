@@ -154,50 +154,9 @@ impl JsonTape {
     }
 
     /// The value as `serde_json` decodes the same text: the same numbers (`u64`, `i64` or
-    /// `f64`), strings and objects. Built without recursion, in the tape's order (every
-    /// container after its elements), so a tape of any depth converts.
+    /// `f64`), strings and objects ([`TapeNode::to_json`] of the root).
     pub fn to_json(&self) -> serde_json::Value {
-        use serde_json::Value as Json;
-        let mut built: Vec<Json> = Vec::with_capacity(self.nodes.len());
-        let take = |built: &mut Vec<Json>, i: u32| {
-            built.get_mut(i as usize).map_or(Json::Null, std::mem::take)
-        };
-        for node in &self.nodes {
-            let slots = |at: u32, n: usize| {
-                self.slots
-                    .get(at as usize..at as usize + n)
-                    .unwrap_or_default()
-            };
-            let value = match *node {
-                Node::Null | Node::Bool(_) | Node::Int(_) | Node::Uint(_) | Node::Double(_) => {
-                    scalar_json(*node)
-                }
-                Node::Text { at, len } => Json::String(self.range(at, len).to_string()),
-                Node::Escaped(e) => Json::String(self.escaped(e).to_string()),
-                Node::Array { at, len } => Json::Array(
-                    slots(at, len as usize)
-                        .iter()
-                        .map(|&item| take(&mut built, item))
-                        .collect(),
-                ),
-                Node::Object { at, len } => Json::Object(
-                    slots(at, 3 * len as usize)
-                        .chunks_exact(3)
-                        .map(|e| {
-                            let key = self
-                                .key(Key {
-                                    at: e[0],
-                                    len: e[1],
-                                })
-                                .to_string();
-                            (key, take(&mut built, e[2]))
-                        })
-                        .collect(),
-                ),
-            };
-            built.push(value);
-        }
-        built.pop().unwrap_or(Json::Null)
+        self.root_node().to_json()
     }
 
     /// Whether the document is `null`.
@@ -321,7 +280,7 @@ impl<'a> TapeNode<'a> {
     }
 
     /// The value at key `k` of an object.
-    pub(crate) fn get(self, k: &str) -> Option<TapeNode<'a>> {
+    pub fn get(self, k: &str) -> Option<TapeNode<'a>> {
         let tape = self.tape;
         let entries = self.slots();
         let key = |e: &[u32]| Key {
@@ -352,6 +311,76 @@ impl<'a> TapeNode<'a> {
         TapeEntries {
             tape: self.tape,
             entries: self.slots().chunks_exact(3),
+        }
+    }
+
+    /// This node's value as `serde_json` decodes the same text: the same numbers (`u64`,
+    /// `i64` or `f64`), strings and objects. Built without recursion, in the tape's order
+    /// (every container after its elements, so a node's descendants are the nodes just before
+    /// it), so a value of any depth converts.
+    pub fn to_json(self) -> serde_json::Value {
+        use serde_json::Value as Json;
+        let tape = self.tape;
+        let first = self.first();
+        let nodes = (tape.nodes.get(first as usize..=self.index as usize)).unwrap_or_default();
+        let mut built: Vec<Json> = Vec::with_capacity(nodes.len());
+        let take = |built: &mut Vec<Json>, i: u32| {
+            (i.checked_sub(first))
+                .and_then(|i| built.get_mut(i as usize))
+                .map_or(Json::Null, std::mem::take)
+        };
+        for node in nodes {
+            let slots = |at: u32, n: usize| {
+                tape.slots
+                    .get(at as usize..at as usize + n)
+                    .unwrap_or_default()
+            };
+            let value = match *node {
+                Node::Null | Node::Bool(_) | Node::Int(_) | Node::Uint(_) | Node::Double(_) => {
+                    scalar_json(*node)
+                }
+                Node::Text { at, len } => Json::String(tape.range(at, len).to_string()),
+                Node::Escaped(e) => Json::String(tape.escaped(e).to_string()),
+                Node::Array { at, len } => Json::Array(
+                    slots(at, len as usize)
+                        .iter()
+                        .map(|&item| take(&mut built, item))
+                        .collect(),
+                ),
+                Node::Object { at, len } => Json::Object(
+                    slots(at, 3 * len as usize)
+                        .chunks_exact(3)
+                        .map(|e| {
+                            let key = tape
+                                .key(Key {
+                                    at: e[0],
+                                    len: e[1],
+                                })
+                                .to_string();
+                            (key, take(&mut built, e[2]))
+                        })
+                        .collect(),
+                ),
+            };
+            built.push(value);
+        }
+        built.pop().unwrap_or(Json::Null)
+    }
+
+    /// The first node of this node's value: down through the element written first (the
+    /// lowest node) of each container on the way.
+    fn first(self) -> u32 {
+        let mut node = self;
+        loop {
+            let earliest = match node.kind() {
+                Node::Array { .. } => node.slots().iter().copied().min(),
+                Node::Object { .. } => node.slots().chunks_exact(3).map(|e| e[2]).min(),
+                _ => None,
+            };
+            match earliest {
+                Some(i) if i < node.index => node = node.tape.node(i),
+                _ => return node.index,
+            }
         }
     }
 
@@ -729,6 +758,47 @@ mod tests {
         }
     }
 
+    /// A layered object reads as the decoded object it stands for: the base's members where
+    /// it names them, its own elsewhere (changed, added, or removed by leaving them out).
+    #[test]
+    fn a_layered_object_reads_as_the_object_it_stands_for() {
+        use crate::value::Layered;
+        let doc = r#"{"apiVersion": "v1", "metadata": {"name": "a", "labels": {"x": "1"}},
+            "spec": {"containers": [{"name": "c"}], "n": 18446744073709551615}, "status": {}}"#;
+        let read = tape(doc);
+        let Value::Map(base) = read.root() else {
+            panic!("an object")
+        };
+        // `metadata` changed, `extra` added, `status` removed; `apiVersion` and `spec` read
+        // from the base (their own values are placeholders).
+        let members = serde_json::json!({"apiVersion": null, "spec": null, "extra": [1],
+            "metadata": {"name": "a", "labels": {"x": "2"}}});
+        let serde_json::Value::Object(members) = &members else {
+            unreachable!()
+        };
+        let from_base = ["apiVersion".to_string(), "spec".to_string()];
+        let layered = Value::Map(Map::Layered(Arc::new(Layered::new(
+            base, members, &from_base,
+        ))));
+        let want = serde_json::json!({"apiVersion": "v1", "extra": [1],
+            "metadata": {"name": "a", "labels": {"x": "2"}},
+            "spec": {"containers": [{"name": "c"}], "n": 18446744073709551615u64}});
+        let decoded = Value::from_json(&want);
+        assert_eq!(layered, decoded);
+        assert_eq!(layered.to_json().unwrap(), decoded.to_json().unwrap());
+        let (Value::Map(a), Value::Map(b)) = (&layered, &decoded) else {
+            unreachable!()
+        };
+        assert_eq!(a.len(), b.len());
+        assert_eq!(a.keys(), b.keys());
+        assert_eq!(a.entries(), b.entries());
+        for key in ["apiVersion", "extra", "metadata", "spec", "status"] {
+            assert_eq!(a.get_str(key), b.get_str(key), "{key}");
+            assert_eq!(a.contains_str(key), b.contains_str(key), "{key}");
+        }
+        assert_eq!(a.get(&Value::Int(1)).unwrap(), None);
+    }
+
     /// `to_json` gives what serde_json decodes: numbers of each kind, escapes, repeated keys.
     #[test]
     fn to_json_gives_the_decoded_value() {
@@ -750,6 +820,22 @@ mod tests {
             assert_eq!(converted.to_string(), decoded.to_string(), "{doc}");
         }
         assert!(tape("null").is_null() && !tape("{}").is_null());
+    }
+
+    /// A node's value alone converts as the same part of the decoded document does, also
+    /// where a duplicate key left earlier nodes unused.
+    #[test]
+    fn a_members_to_json_gives_the_decoded_member() {
+        let doc = r#"{"a": [1, {"x": 2}], "b": {"c": [[], {"d": null}], "e": 18446744073709551615},
+            "f": "s", "a": {"again": [true]}, "g": {}}"#;
+        let decoded: serde_json::Value = serde_json::from_str(doc).unwrap();
+        let read = tape(doc);
+        for key in ["a", "b", "f", "g"] {
+            let member = read.root_node().get(key).unwrap().to_json();
+            assert_eq!(member.to_string(), decoded[key].to_string(), "{key}");
+        }
+        let c = read.root_node().get("b").unwrap().get("c").unwrap();
+        assert_eq!(c.to_json(), decoded["b"]["c"]);
     }
 
     /// A member of a larger document, read in the document's pass, shares its text.

@@ -328,6 +328,7 @@ fn same_other_key(a: &Value<'_>, b: &Value<'_>) -> bool {
         (Value::List(List::Owned(x)), Value::List(List::Owned(y))) => Arc::ptr_eq(x, y),
         (Value::Map(Map::Json(x)), Value::Map(Map::Json(y))) => std::ptr::eq(*x, *y),
         (Value::Map(Map::Tape(x)), Value::Map(Map::Tape(y))) => x.same(*y),
+        (Value::Map(Map::Layered(x)), Value::Map(Map::Layered(y))) => Arc::ptr_eq(x, y),
         (Value::Map(Map::Owned(x)), Value::Map(Map::Owned(y))) => Arc::ptr_eq(x, y),
         (Value::Optional(None), Value::Optional(None)) => true,
         (Value::Optional(Some(x)), Value::Optional(Some(y))) => Arc::ptr_eq(x, y),
@@ -550,8 +551,62 @@ pub enum Map<'a> {
     Json(&'a serde_json::Map<String, serde_json::Value>),
     /// An object of JSON text, read in place ([`crate::JsonTape`]).
     Tape(TapeNode<'a>),
+    /// A JSON object with some members decoded and the others read from another ([`Layered`]).
+    Layered(Arc<Layered<'a>>),
     /// Owned entries.
     Owned(Arc<OwnedMap<'a>>),
+}
+
+/// A JSON object whose members are decoded values, except those still read from the JSON
+/// object they stand for (`base`): an object changed in places (a mutated request object)
+/// without decoding what did not change. CEL reads it as it reads any JSON object.
+#[derive(Clone, Debug)]
+pub struct Layered<'a> {
+    base: Map<'a>,
+    members: &'a serde_json::Map<String, serde_json::Value>,
+    from_base: &'a [String],
+}
+
+impl<'a> Layered<'a> {
+    /// An object of every member of `members`, those named in `from_base` (sorted) read from
+    /// `base`, a JSON object (their values in `members` are not read).
+    pub fn new(
+        base: Map<'a>,
+        members: &'a serde_json::Map<String, serde_json::Value>,
+        from_base: &'a [String],
+    ) -> Self {
+        Layered {
+            base,
+            members,
+            from_base,
+        }
+    }
+
+    /// The members, by key (the values of those read from the base not read).
+    pub(crate) fn members(&self) -> &'a serde_json::Map<String, serde_json::Value> {
+        self.members
+    }
+
+    /// The value of member `k`, whose decoded value is `v`.
+    pub(crate) fn member(&self, k: &str, v: &'a serde_json::Value) -> Value<'a> {
+        if (self.from_base)
+            .binary_search_by(|s| s.as_str().cmp(k))
+            .is_ok()
+        {
+            return self.base.get_str(k).unwrap_or(Value::Null);
+        }
+        Value::from_json(v)
+    }
+
+    /// The value at key `k`.
+    fn get(&self, k: &str) -> Option<Value<'a>> {
+        json_get(self.members, k).map(|v| self.member(k, v))
+    }
+
+    /// The (key, value) pairs, by key.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&'a str, Value<'a>)> + '_ {
+        (self.members.iter()).map(|(k, v)| (k.as_str(), self.member(k, v)))
+    }
 }
 
 /// Objects of at most this many keys are scanned rather than searched (see [`json_get`]).
@@ -577,6 +632,7 @@ impl<'a> Map<'a> {
         match self {
             Map::Json(m) => m.len(),
             Map::Tape(m) => m.len(),
+            Map::Layered(m) => m.members.len(),
             Map::Owned(m) => m.len(),
         }
     }
@@ -592,6 +648,7 @@ impl<'a> Map<'a> {
         match self {
             Map::Json(m) => json_get(m, k).map(Value::from_json),
             Map::Tape(m) => m.get(k).map(TapeNode::value),
+            Map::Layered(m) => m.get(k),
             Map::Owned(m) => m.get(&Key::String(Str::Borrowed(k))).cloned(),
         }
     }
@@ -602,6 +659,7 @@ impl<'a> Map<'a> {
         match self {
             Map::Json(m) => json_get(m, k).is_some(),
             Map::Tape(m) => m.get(k).is_some(),
+            Map::Layered(m) => json_get(m.members, k).is_some(),
             Map::Owned(m) => m.get(&Key::String(Str::Borrowed(k))).is_some(),
         }
     }
@@ -614,7 +672,7 @@ impl<'a> Map<'a> {
             return Ok(self.get_str(s));
         }
         match self {
-            Map::Json(_) | Map::Tape(_) => Ok(None),
+            Map::Json(_) | Map::Tape(_) | Map::Layered(_) => Ok(None),
             Map::Owned(m) if m.is_empty() => Ok(None),
             Map::Owned(m) => Ok(m.get(&Key::from_value(key)?).cloned()),
         }
@@ -630,6 +688,11 @@ impl<'a> Map<'a> {
             Map::Tape(m) => m
                 .entries()
                 .map(|(k, _)| Value::String(Str::Borrowed(k)))
+                .collect(),
+            Map::Layered(m) => m
+                .members
+                .keys()
+                .map(|k| Value::String(Str::Borrowed(k.as_str())))
                 .collect(),
             Map::Owned(m) => m.entries().iter().map(|(k, _)| k.to_value()).collect(),
         }
@@ -647,6 +710,9 @@ impl<'a> Map<'a> {
             Map::Tape(m) => m
                 .entries()
                 .find_map(|(k, v)| f(Value::String(Str::Borrowed(k)), v.value())),
+            Map::Layered(m) => m
+                .iter()
+                .find_map(|(k, v)| f(Value::String(Str::Borrowed(k)), v)),
             Map::Owned(m) => m
                 .entries()
                 .iter()
@@ -727,7 +793,7 @@ impl<'a> Value<'a> {
                 }
                 Value::Map(Map::Owned(Arc::new(out)))
             }
-            Value::Map(Map::Json(_) | Map::Tape(_)) => return None,
+            Value::Map(Map::Json(_) | Map::Tape(_) | Map::Layered(_)) => return None,
             Value::Timestamp(t) => Value::Timestamp(t),
             Value::Duration(d) => Value::Duration(d),
             Value::Type(t) => Value::Type(t),

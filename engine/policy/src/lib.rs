@@ -689,12 +689,12 @@ mod tests {
     fn a_connect_is_mutated_by_the_policies_naming_connect_and_by_star_only_in_tree() {
         let namespaces = cache();
         let ctx = context(&namespaces);
-        let ls = exec(&["ls"]);
-        let ls = Request::from_json(&ls).unwrap();
+        let raw = exec(&["ls"]);
+        let ls = Request::from_json(&raw).unwrap();
         let command = |set: &PolicySet| {
             let out = set.mutate(&ls, &ctx, &NoSchemas, None);
             assert_eq!(out.denial, None);
-            out.object.map(|o| o["command"].clone())
+            out.object(&raw["object"]).map(|o| o["command"].clone())
         };
         let star = || mutating_on_pods("star", &["*"], &["pods/*"]);
         let safe = PolicySet::new(Vec::new(), vec![star()]);

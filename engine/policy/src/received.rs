@@ -61,6 +61,12 @@ impl ReceivedRequest {
         self.object.is_decoded()
     }
 
+    /// Whether a `serde_json::Value` of `object` was built (rather than only its tape).
+    #[cfg(test)]
+    pub(crate) fn object_tree_built(&self) -> bool {
+        self.object.built_tree()
+    }
+
     /// Every member of the request but `object` and `oldObject`.
     pub fn fields(&self) -> &Value {
         &self.fields

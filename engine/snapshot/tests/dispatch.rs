@@ -588,7 +588,10 @@ async fn mutating_policies_patch_in_name_order_each_seeing_the_previous_result()
         ]
     );
     assert_eq!(
-        outcome.object.unwrap()["metadata"]["labels"],
+        outcome
+            .object(&json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cm", "namespace": "default"}, "data": {"k": "v"}}))
+            .unwrap()["metadata"]["labels"],
         json!({"team": "a"})
     );
     let policies: Vec<&str> = outcome.checks.iter().map(|c| &*c.policy).collect();

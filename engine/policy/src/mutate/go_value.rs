@@ -157,7 +157,8 @@ fn native(v: &Value<'_>, depth: usize) -> Converted {
                 .map_or(serde_json::Value::Null, serde_json::Value::Number),
         ),
         Value::String(s) => plain(serde_json::Value::String(s.to_string())),
-        Value::List(List::Json(_) | List::Tape(_)) | Value::Map(Map::Json(_) | Map::Tape(_)) => {
+        Value::List(List::Json(_) | List::Tape(_))
+        | Value::Map(Map::Json(_) | Map::Tape(_) | Map::Layered(_)) => {
             plain(v.to_json().unwrap_or(serde_json::Value::Null))
         }
         Value::Optional(None) => plain(serde_json::Value::Null),

@@ -18,6 +18,7 @@ mod go_object;
 mod go_value;
 pub mod json_patch;
 mod merge;
+mod object;
 mod patch_values;
 #[cfg(test)]
 mod tests;
@@ -40,6 +41,7 @@ use crate::scope::{ScopeError, binding_params, policy_scope};
 use crate::validate::exempt::exempt;
 use crate::validate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use crate::validate::{CheckError, Context, Denial, ErrorType};
+use object::RunObject;
 use touched::{Places, Saved, Writes};
 use typed::{Fit, Written};
 
@@ -103,10 +105,8 @@ pub struct Invocation {
 /// The result of mutating one request.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct MutationOutcome {
-    /// The object after every mutation, when it differs from the request's.
-    pub object: Option<Value>,
-    /// The JSON patch (RFC 6902 operations) from the request's object to `object`; empty
-    /// when unchanged.
+    /// The JSON patch (RFC 6902 operations) from the request's object to the object after
+    /// every mutation ([`MutationOutcome::object`]); empty when unchanged.
     pub patch: Vec<Value>,
     /// Set when the request is rejected: a policy error under failurePolicy Fail (code 403,
     /// the first error's message), or an error upstream returns at once (no schema for the
@@ -122,6 +122,19 @@ impl MutationOutcome {
     /// True when the request is admitted.
     pub fn allowed(&self) -> bool {
         self.denial.is_none()
+    }
+
+    /// The object after every mutation, when it differs from `object`, the request's: the
+    /// patch applied to it. The run itself decodes only the members patches reach.
+    pub fn object(&self, object: &Value) -> Option<Value> {
+        if self.patch.is_empty() {
+            return None;
+        }
+        let patch: ::json_patch::Patch =
+            serde_json::from_value(Value::Array(self.patch.clone())).ok()?;
+        let mut mutated = object.clone();
+        ::json_patch::patch(&mut mutated, &patch).ok()?;
+        Some(mutated)
     }
 }
 
@@ -154,7 +167,7 @@ struct Run<'r> {
     schemas: &'r dyn KindSchemas,
     /// The schema of the request's kind, once looked up.
     kind: Option<Option<&'r KindSchema>>,
-    object: Value,
+    object: RunObject<'r>,
     /// What is known of whether `object` fits its kind's schema (checked by an apply
     /// configuration where not known, kept by merges, narrowed by JSON patches); for a
     /// built-in kind, from when the kind is looked up, that it is the request's object.
@@ -185,22 +198,27 @@ pub fn mutate<'p>(
         return out;
     }
     // The run's own object. The response's patch is worked out from the places the run
-    // writes, kept as the request had them, so the request's object is needed only where
-    // matching reads it: then it is decoded and copied; else the run decodes its own.
+    // writes, kept as the request had them, so the request's object is decoded only where
+    // matching reads it (then the run reads that value) and where patches reach; else the
+    // run reads it in place.
     let matching_reads_object = policies.iter().any(|bound| {
         let bindings = bound.bindings.iter();
         (bound.policy.spec.match_constraints.iter())
             .chain(bindings.filter_map(|b| b.match_resources.as_ref()))
             .any(|criteria| matching::may_read_object(criteria, req))
     });
-    let object = if matching_reads_object {
-        req.object().clone()
+    let received = if matching_reads_object {
+        celgate_cel::Value::from_json(req.object())
     } else {
-        req.object_owned()
+        req.cel_object()
     };
-    if object.is_null() {
-        return out;
-    }
+    let object = match RunObject::of(received) {
+        Some(object) => object,
+        None => match req.object_owned() {
+            Value::Null => return out,
+            other => RunObject::decoded(other),
+        },
+    };
     let mut run = Run {
         req,
         ctx,
@@ -238,7 +256,8 @@ pub fn mutate<'p>(
         for &bound in &policies {
             let again = bound.policy.spec.reinvocation_policy == ReinvocationPolicy::IfNeeded && {
                 reinvocable += 1;
-                (run.writes.since.get(reinvocable - 1)).is_some_and(|s| s.differs(&run.object))
+                (run.writes.since.get(reinvocable - 1))
+                    .is_some_and(|s| s.differs(run.object.value()))
             };
             run.conditions_only = !again;
             if let Err(Immediate(denial)) = run.policy_guarded(bound) {
@@ -258,9 +277,8 @@ pub fn mutate<'p>(
             code: 403,
         });
     }
-    if let Some(patch) = run.writes.original.patch(&run.object) {
+    if let Some(patch) = run.writes.original.patch(run.object.value()) {
         out.patch = patch;
-        out.object = Some(run.object);
     }
     out
 }
@@ -393,7 +411,7 @@ impl Run<'_> {
         param: Option<&Value>,
     ) -> Result<(), Immediate> {
         let conditions = {
-            let evaluation = self.evaluation(policy, namespace_object, param, &self.object);
+            let evaluation = self.evaluation(policy, namespace_object, param);
             let sources = Sources {
                 match_conditions: &policy.spec.match_conditions,
                 variables: &policy.spec.variables,
@@ -476,7 +494,7 @@ impl Run<'_> {
                 .writes
                 .invocation
                 .take()
-                .map_or(changed, |kept| kept.differs(&self.object)),
+                .map_or(changed, |kept| kept.differs(self.object.value())),
         });
         Ok(())
     }
@@ -486,11 +504,10 @@ impl Run<'_> {
         policy: &'e MutatingPolicy,
         namespace_object: &'e Value,
         param: Option<&'e Value>,
-        object: &'e Value,
     ) -> Evaluation<'e> {
         Evaluation {
             req: self.req,
-            object: celgate_cel::Value::from_json(object),
+            object: self.object.cel(),
             old_object: Evaluation::old_object_for(self.req, policy.reads_old_object),
             namespace_object,
             has_params: policy.spec.param_kind.is_some(),
@@ -559,7 +576,7 @@ impl Run<'_> {
             Json(Vec<json_patch::Operation>),
         }
         let patch = {
-            let evaluation = self.evaluation(policy, namespace_object, param, &self.object);
+            let evaluation = self.evaluation(policy, namespace_object, param);
             let act = evaluation.activation(Batch::Checks);
             let mut budget = evaluation.budget(RUNTIME_BUDGET);
             let value = match program.eval(&act, &mut budget) {
@@ -587,7 +604,21 @@ impl Run<'_> {
         };
         match patch {
             Patch::Apply(config) => {
-                let (object, fit, writes) = (&mut self.object, &mut self.fit, &mut self.writes);
+                // What the merge reads and writes: the members the configuration names, and
+                // the kind's; with the object not known to fit, all of it.
+                match &config.0 {
+                    Value::Object(members) if !matches!(self.fit, Fit::Unknown) => {
+                        let named = members.keys().map(String::as_str);
+                        self.object.decode(named.chain(["apiVersion", "kind"]));
+                        if matches!(self.fit, Fit::Received(_)) {
+                            let root = typed::Ty::root(&kind.schema);
+                            self.object.decode_where_unkeyed(&root);
+                        }
+                    }
+                    _ => self.object.decode_all(),
+                }
+                let object = self.object.value_mut();
+                let (fit, writes) = (&mut self.fit, &mut self.writes);
                 let semantics = policy.apply_semantics;
                 match apply::apply(&kind.schema, object, fit, config, semantics, writes) {
                     Ok(changed) => {
@@ -615,22 +646,31 @@ impl Run<'_> {
                     })
                     .collect();
                 let places = Places::of_pointers(pointers.iter().copied());
-                self.writes.before(&self.object, &places);
-                // What a patch that may fail half-way writes is kept, to be put back.
-                let undo = (!json_patch::changes_nothing_on_error(&ops))
-                    .then(|| Saved::new(&self.object, &places));
-                let written = Written::of_paths(places.into_paths());
+                // The patch reads where it writes, and where it tests and copies from.
+                let read = ops
+                    .iter()
+                    .flat_map(|op| [Some(op.path.as_str()), op.from.as_deref()]);
+                self.object.decode_below(read.flatten());
                 // A custom resource's Scale (only "" and apps serve one among the built-in
                 // groups) cannot take a patch; kube-apiserver says so once the patch applied.
-                let custom_resource_scale = (self.req.sub_resource == "scale"
+                let custom_resource_scale = self.req.sub_resource == "scale"
                     && !matches!(self.req.resource.group, "" | "apps")
-                    && apply::is_scale(&self.object))
-                .then(|| self.object.clone());
-                let changed = match json_patch::apply(&mut self.object, &ops) {
+                    && {
+                        self.object.decode_all();
+                        apply::is_scale(self.object.value())
+                    };
+                let custom_resource_scale =
+                    custom_resource_scale.then(|| self.object.value().clone());
+                self.writes.before(self.object.value(), &places);
+                // What a patch that may fail half-way writes is kept, to be put back.
+                let undo = (!json_patch::changes_nothing_on_error(&ops))
+                    .then(|| Saved::new(self.object.value(), &places));
+                let written = Written::of_paths(places.into_paths());
+                let changed = match json_patch::apply(self.object.value_mut(), &ops) {
                     Ok(changed) => changed,
                     Err(e) => {
                         if let Some(undo) = undo {
-                            undo.restore(&mut self.object);
+                            undo.restore(self.object.value_mut());
                         }
                         return Ok(match e {
                             // A failed test leaves the object as it was.
@@ -640,13 +680,15 @@ impl Run<'_> {
                     }
                 };
                 if let Some(before) = custom_resource_scale {
-                    self.object = before;
+                    *self.object.value_mut() = before;
                     return Ok(Err(MutationError::CustomResourceScale));
                 }
                 if kind.built_in {
                     // Only what was written since the last look can fail to decode.
                     let since = self.writes.since_decoded();
-                    if let Some(e) = go_object::decode_error(&kind.schema, &self.object, &since) {
+                    if let Some(e) =
+                        go_object::decode_error(&kind.schema, self.object.value(), &since)
+                    {
                         return Err(Immediate::new(
                             500,
                             "InternalError",
@@ -656,7 +698,7 @@ impl Run<'_> {
                     // The request's object has no member its Go type does not declare, nor
                     // an empty optional one: only where the patch wrote can there be one.
                     let within = written.within();
-                    let unknown = apply::unknown_fields(&kind.schema, &self.object, &within);
+                    let unknown = apply::unknown_fields(&kind.schema, self.object.value(), &within);
                     if !unknown.is_empty() {
                         return Err(Immediate::new(
                             500,
@@ -667,10 +709,10 @@ impl Run<'_> {
                             ),
                         ));
                     }
-                    go_object::drop_empty(&kind.schema, &mut self.object, &within);
+                    go_object::drop_empty(&kind.schema, self.object.value_mut(), &within);
                 }
                 // Operations may undo each other: only what was kept says whether they did.
-                let changed = undo.map_or(changed, |kept| kept.differs(&self.object));
+                let changed = undo.map_or(changed, |kept| kept.differs(self.object.value()));
                 if changed {
                     self.fit = match std::mem::replace(&mut self.fit, Fit::Unknown) {
                         Fit::Unknown => Fit::Unknown,

@@ -158,7 +158,7 @@ fn mutations_apply_in_order_each_seeing_the_last() {
     );
     let out = run(&[upstream(p), upstream(second)]);
     assert!(out.allowed(), "{:?}", out.denial);
-    let object = out.object.expect("mutated");
+    let object = out.object(&pod()).expect("mutated");
     assert_eq!(
         object["metadata"]["labels"],
         json!({"app": "web", "team": "a", "copy": "a!"})
@@ -275,7 +275,7 @@ fn errors_deny_with_upstreams_messages_under_fail_only() {
             .as_ref()
             .map(|d| (d.reason.as_str(), d.message.as_str()));
         assert_eq!(got, want, "{name}");
-        assert!(out.object.is_none(), "{name}: nothing changes");
+        assert!(out.object(&pod()).is_none(), "{name}: nothing changes");
         if let Some(d) = &out.denial {
             assert_eq!(d.code, 403, "{name}");
         }
@@ -283,7 +283,7 @@ fn errors_deny_with_upstreams_messages_under_fail_only() {
         let ignored = run(&[upstream(spec)]);
         assert!(ignored.allowed(), "{name} under Ignore");
         assert!(
-            ignored.object.is_none(),
+            ignored.object(&pod()).is_none(),
             "{name} under Ignore: nothing changes"
         );
     }
@@ -296,7 +296,7 @@ fn errors_deny_with_upstreams_messages_under_fail_only() {
     );
     spec.failure_policy = FailurePolicy::Ignore;
     let out = run(&[upstream(spec)]);
-    assert!(out.allowed() && out.object.is_none(), "{out:?}");
+    assert!(out.allowed() && out.object(&pod()).is_none(), "{out:?}");
     assert_eq!(out.checks[0].error_type, ErrorType::InvalidError);
 }
 
@@ -331,7 +331,7 @@ fn the_next_mutation_sees_a_built_in_object_as_go_encodes_it() {
         ],
     ))]);
     assert!(out.allowed(), "{:?}", out.denial);
-    let object = out.object.expect("mutated");
+    let object = out.object(&pod()).expect("mutated");
     assert_eq!(object["metadata"]["labels"], json!({"seen": "falsefalse"}));
     assert!(object["metadata"].get("finalizers").is_none(), "{object}");
 }
@@ -424,7 +424,7 @@ fn go_values_the_typed_conversion_refuses_are_refused_first() {
         let out = run(&[upstream(policy("p", vec![apply_config(expression)]))]);
         let got = out.denial.as_ref().map(|d| d.message.as_str());
         assert_eq!(got, Some(format!("{prefix}{want}").as_str()), "{name}");
-        assert!(out.object.is_none(), "{name}: nothing changes");
+        assert!(out.object(&pod()).is_none(), "{name}: nothing changes");
     }
     // At the root, upstream's conversion fails whole.
     let out = run(&[upstream(policy(
@@ -445,7 +445,7 @@ fn go_values_the_typed_conversion_refuses_are_refused_first() {
         )],
     ))]);
     assert!(out.allowed(), "{:?}", out.denial);
-    let object = out.object.expect("mutated");
+    let object = out.object(&pod()).expect("mutated");
     assert_eq!(object["spec"]["config"]["some"], json!(1));
     assert_eq!(object["spec"]["config"]["none"], json!(null));
 }
@@ -463,7 +463,10 @@ fn an_invocation_whose_mutations_undo_each_other_leaves_the_object_unchanged() {
     assert!(out.allowed(), "{:?}", out.denial);
     assert_eq!(out.invocations.len(), 1);
     assert!(!out.invocations[0].changed, "{:?}", out.invocations);
-    assert!(out.object.is_none() && out.patch.is_empty(), "{out:?}");
+    assert!(
+        out.object(&pod()).is_none() && out.patch.is_empty(),
+        "{out:?}"
+    );
     // Writing other members between them: the invocation changed the object.
     let changing = policy(
         "p",
@@ -610,7 +613,7 @@ fn the_go_type_checks_after_a_mutation_see_every_place_written_since_they_last_l
     let out = run(&[p]);
     assert!(out.allowed(), "{:?}", out.denial);
     assert_eq!(
-        out.object.expect("mutated")["spec"]["containers"][0]["ports"],
+        out.object(&pod()).expect("mutated")["spec"]["containers"][0]["ports"],
         json!([{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 81, "protocol": "TCP"}])
     );
 }
@@ -642,7 +645,7 @@ fn the_request_object_is_taken_as_its_go_type_encoded_it() {
     let mut want = object.clone();
     want["metadata"]["labels"]["a"] = json!("x");
     want["metadata"]["labels"]["b"] = json!("y");
-    assert_eq!(out.object, Some(want));
+    assert_eq!(out.object(&object), Some(want));
     assert_eq!(
         out.patch,
         [
@@ -705,7 +708,7 @@ fn mutating_twice_gives_the_same_object() {
     ];
     let once = run(&policies);
     assert!(once.allowed(), "{:?}", once.denial);
-    let object = once.object.expect("mutated");
+    let object = once.object(&pod()).expect("mutated");
     assert_eq!(
         object["spec"]["initContainers"],
         json!([{"name": "mesh-proxy", "image": "proxy:1", "args": ["--in"]}])
@@ -717,7 +720,11 @@ fn mutating_twice_gives_the_same_object() {
     }));
     let twice = run_on(&policies, &object, &schemas);
     assert!(twice.allowed());
-    assert_eq!(twice.object, None, "the second pass changes nothing");
+    assert_eq!(
+        twice.object(&object),
+        None,
+        "the second pass changes nothing"
+    );
     assert!(twice.patch.is_empty());
 }
 
@@ -739,8 +746,7 @@ fn an_if_needed_policy_runs_again_when_the_object_changed_after_it_was_invoked()
         )
     };
     let count = |out: &MutationOutcome| {
-        out.object
-            .as_ref()
+        out.object(&pod())
             .map(|o| o["metadata"]["labels"]["count"].clone())
     };
 
@@ -765,7 +771,7 @@ fn an_if_needed_policy_runs_again_when_the_object_changed_after_it_was_invoked()
         upstream(reader),
         upstream(append("b", ReinvocationPolicy::Never)),
     ]);
-    let object = out.object.expect("mutated");
+    let object = out.object(&pod()).expect("mutated");
     assert_eq!(object["metadata"]["labels"]["seen"], json!("yes"));
     assert_eq!(object["metadata"]["labels"]["count"], json!("x"));
     let order: Vec<&str> = out.invocations.iter().map(|i| &*i.policy).collect();
@@ -784,7 +790,7 @@ fn an_if_needed_policy_runs_again_when_the_object_changed_after_it_was_invoked()
         upstream(same("a", ReinvocationPolicy::IfNeeded)),
         upstream(same("b", ReinvocationPolicy::Never)),
     ]);
-    assert!(out.object.is_none(), "{out:?}");
+    assert!(out.object(&pod()).is_none(), "{out:?}");
     let order: Vec<&str> = out.invocations.iter().map(|i| &*i.policy).collect();
     assert_eq!(order, ["a", "b"]);
 }
@@ -808,9 +814,9 @@ fn the_request_object_is_decoded_only_where_matching_reads_it() {
             serde_json::from_str(&text).expect("a request");
         let req = received.request().expect("valid");
         let out = mutate_in_ns([&bound], &req, &schemas);
-        assert_eq!(received.object_read_with_request(), reads);
+        assert_eq!(received.object_tree_built(), reads);
         assert_eq!(
-            out.object.expect("mutated")["metadata"]["labels"]["seen"],
+            out.object(&pod()).expect("mutated")["metadata"]["labels"]["seen"],
             "yes"
         );
         patches.push(out.patch);
@@ -870,7 +876,7 @@ fn a_failed_patch_of_a_reinvocation_keeps_what_the_first_invocation_did() {
     let out = run(&[upstream(p)]);
     assert!(out.allowed(), "{:?}", out.denial);
     assert_eq!(out.invocations.len(), 2);
-    let object = out.object.expect("mutated");
+    let object = out.object(&pod()).expect("mutated");
     assert!(object["metadata"].get("labels").is_none(), "{object}");
 }
 
@@ -903,7 +909,7 @@ fn the_second_pass_evaluates_every_policys_match_conditions_again() {
     assert!(out.allowed());
     assert_eq!(out.invocations.len(), 1);
     assert!(
-        out.object.expect("mutated")["metadata"]
+        out.object(&pod()).expect("mutated")["metadata"]
             .get("labels")
             .is_none()
     );
@@ -927,7 +933,7 @@ fn a_map_emptied_and_left_out_is_removed_by_the_response() {
         "{:?}",
         out.patch
     );
-    let object = out.object.expect("mutated");
+    let object = out.object(&pod()).expect("mutated");
     assert!(object["metadata"].get("labels").is_none(), "{object}");
 }
 
@@ -970,7 +976,7 @@ fn a_connections_options_take_json_patches_and_refuse_apply_configurations() {
     let out = mutate_in_ns([&command], &req, &no_schemas);
     assert_eq!(out.denial, None);
     assert_eq!(
-        out.object,
+        out.object(&raw["object"]),
         Some(
             json!({"kind": "PodExecOptions", "apiVersion": "v1", "stdout": true,
             "container": "a", "command": ["echo", "PodExecOptions/v1 true false"], "tty": true})

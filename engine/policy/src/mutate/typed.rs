@@ -948,6 +948,48 @@ fn unkeyed_at(ty: &Ty, v: &Value, at: &Step<'_>, depth: usize, out: &mut Found) 
     }
 }
 
+/// Whether [`unkeyed_at`] may find anything in `v` at `ty`, read in place (a member of the
+/// request's object not decoded): true where a list item it walks cannot be keyed, so the
+/// caller decodes the value and has it checked. It walks as `unkeyed_at` does.
+pub(super) fn may_find_unkeyed(ty: &Ty, v: &celgate_cel::Value<'_>, depth: usize) -> bool {
+    use celgate_cel::Value as Cel;
+    let Ty::Node { schema, .. } = ty else {
+        return false;
+    };
+    if depth > MAX_DEPTH || !schema.may_hold_unkeyed_items() {
+        return false;
+    }
+    let atom = ty.atom();
+    match (v, &atom.map, &atom.list) {
+        (Cel::Map(map), Some(m), _) => map
+            .find_map(|key, item| {
+                let t = match &key {
+                    Cel::String(key) => m.entry(key),
+                    _ => None,
+                }?;
+                may_find_unkeyed(&t, &item, depth + 1).then_some(())
+            })
+            .is_some(),
+        (Cel::List(items), _, Some(list)) => items.iter().any(|item| {
+            let keyed = match &item {
+                _ if list.atomic => true,
+                Cel::Map(_) | Cel::List(_) | Cel::Null if list.keys.is_empty() => false,
+                _ if list.keys.is_empty() => true,
+                Cel::Map(m) => {
+                    let defaults = list.elem.atom().map;
+                    list.keys.iter().any(|k| {
+                        m.contains_str(k)
+                            || (defaults.as_ref()).is_some_and(|d| d.field_default(k).is_some())
+                    })
+                }
+                _ => false,
+            };
+            !keyed || may_find_unkeyed(&list.elem, &item, depth + 1)
+        }),
+        _ => false,
+    }
+}
+
 /// The paths of atomic lists, maps and structs an apply configuration sets, as upstream
 /// finds them: through declared fields and list items only (not through map values).
 pub(super) fn atomic_paths(ty: &Ty, v: &Value) -> Vec<String> {
