@@ -43,7 +43,7 @@ impl Inputs {
             .state()
             .iter()
             .filter(|b| targets::opted_out(b))
-            .map(|b| format!("binding {}", b.name_any()))
+            .map(|b| format!("binding {}", b.name()))
             .chain(sources.stores.policies.state().iter().flat_map(|p| {
                 [targets::SEVERITY_ANNOTATION, targets::CATEGORY_ANNOTATION]
                     .into_iter()
@@ -288,9 +288,7 @@ mod tests {
         Arc::new(Unit {
             policy: Arc::from(name),
             binding: Arc::from(name),
-            actions: "Deny".into(),
-            severity: None,
-            category: None,
+            annotations: Arc::default(),
             resources: Arc::new([StoredAs {
                 resource: resource.into(),
                 ..crate::fixtures::config_maps()
