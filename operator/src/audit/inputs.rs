@@ -79,13 +79,14 @@ impl Inputs {
 }
 
 /// What deciding one unit reads: its compiled policy, its binding's spec (the published one,
-/// as in [`Inputs`]), the params it may read, and the namespaces when it reads them.
+/// as in [`Inputs`]), the params it may read, and the namespaces when it reads them. Slices,
+/// not `Vec`s: collected from iterators of unknown length, a `Vec` of one got room for four.
 #[derive(Debug, PartialEq)]
 pub struct UnitInputs {
     unit: UnitKey,
     policy: usize,
-    binding: Vec<Arc<ValidatingBindingSpec>>,
-    params: Vec<u64>,
+    binding: Box<[Arc<ValidatingBindingSpec>]>,
+    params: Box<[u64]>,
     namespaces: Option<usize>,
 }
 
@@ -95,7 +96,7 @@ pub struct UnitInputs {
 pub fn resource_inputs(
     plan: &Targets,
     snapshot: &Snapshot,
-) -> HashMap<StoredAs, Vec<Arc<UnitInputs>>> {
+) -> HashMap<StoredAs, Box<[Arc<UnitInputs>]>> {
     let namespaces = Arc::as_ptr(&snapshot.namespaces) as usize;
     let units: Vec<(&Arc<Unit>, Arc<UnitInputs>)> = (plan.units.iter())
         .map(|unit| {
