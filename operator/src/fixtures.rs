@@ -6,6 +6,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::future::Future;
+use std::sync::Arc;
 
 use celgate_crds::{
     MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
@@ -16,6 +17,9 @@ use kube::Client;
 use kube::client::Body;
 use serde_json::{Value, json};
 use tower_test::mock::{self, Handle, SendResponse};
+
+use crate::controllers::stored_binding::StoredBinding;
+use crate::policy_kind::PolicyKind;
 
 /// Path of the ValidatingAdmissionPolicy collection.
 pub const POLICIES: &str = "/apis/admission.celgate.io/v1/validatingadmissionpolicies";
@@ -64,6 +68,11 @@ pub fn binding_json(name: &str, policy: &str) -> Value {
         "metadata": {"name": name, "uid": format!("uid-{name}"), "generation": 1, "resourceVersion": "1"},
         "spec": {"policyName": policy, "validationActions": ["Deny"]},
     })
+}
+
+/// `binding` as its kind's store keeps it.
+pub fn stored<P: PolicyKind>(binding: &P::Binding) -> Arc<StoredBinding<P>> {
+    Arc::new(StoredBinding::of(binding, None))
 }
 
 /// [`binding_json`] as the CRD type.

@@ -8,8 +8,8 @@ use std::fmt::Debug;
 use std::sync::Arc;
 
 use celgate_crds::{
-    MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding, ValidatingAdmissionPolicy,
-    ValidatingAdmissionPolicyBinding,
+    BindingStatus, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use celgate_engine::apivalidation::validate_resource_rules;
 use celgate_engine::model::{MutatingBindingSpec, ParamKind, ParamRef, ValidatingBindingSpec};
@@ -88,6 +88,8 @@ pub trait PolicyKind:
     fn policy_name(binding: &Self::Binding) -> Option<&str>;
     /// A stored binding as the engine takes it.
     fn convert_binding(binding: &Self::Binding) -> Self::BindingSpec;
+    /// A stored binding's status.
+    fn binding_status(binding: &Self::Binding) -> Option<&BindingStatus>;
     /// A converted binding's own name and the policy it names.
     fn binding_names(binding: &Self::BindingSpec) -> (&str, &str);
     /// A converted binding's paramRef.
@@ -143,6 +145,9 @@ impl PolicyKind for ValidatingAdmissionPolicy {
     }
     fn convert_binding(binding: &ValidatingAdmissionPolicyBinding) -> ValidatingBindingSpec {
         convert::validating_binding(binding)
+    }
+    fn binding_status(binding: &ValidatingAdmissionPolicyBinding) -> Option<&BindingStatus> {
+        binding.status.as_ref()
     }
     fn binding_names(binding: &ValidatingBindingSpec) -> (&str, &str) {
         (&binding.name, &binding.policy_name)
@@ -214,6 +219,9 @@ impl PolicyKind for MutatingAdmissionPolicy {
     }
     fn convert_binding(binding: &MutatingAdmissionPolicyBinding) -> MutatingBindingSpec {
         convert::mutating_binding(binding)
+    }
+    fn binding_status(binding: &MutatingAdmissionPolicyBinding) -> Option<&BindingStatus> {
+        binding.status.as_ref()
     }
     fn binding_names(binding: &MutatingBindingSpec) -> (&str, &str) {
         (&binding.name, &binding.policy_name)

@@ -24,6 +24,7 @@ use crate::controllers::exceptions::{self, ExceptionNamespaces, ExceptionObjects
 use crate::controllers::mutated_schemas::{self, SchemaSource};
 use crate::controllers::namespaces;
 use crate::controllers::policies::{self, KindStores, Stores};
+use crate::controllers::stored_binding;
 use crate::serving::leader::Leadership;
 use crate::serving::registration::{Applied, Inputs};
 use crate::serving::registration::{Endpoint, Registration};
@@ -495,9 +496,9 @@ async fn run_controllers(
         status.identity.clone(),
     );
     let (policies, policy_writer) = reflector::store();
-    let (bindings, binding_writer) = reflector::store();
+    let (bindings, binding_writer) = stored_binding::store();
     let (mutating, mutating_writer) = reflector::store();
-    let (mutating_bindings, mutating_binding_writer) = reflector::store();
+    let (mutating_bindings, mutating_binding_writer) = stored_binding::store();
     let (published, sets) = watch::channel(None);
     let (applied_sender, applied) = watch::channel(Applied::default());
     let (live_sender, live) = watch::channel(registration::Live::default());

@@ -33,6 +33,7 @@ use super::{Sources, key, targets, writer};
 use crate::cluster::discovery::Discovery;
 use crate::controllers::policies::{KindStores, without_unread_fields};
 use crate::controllers::policy_set::{PolicyCache, Stored, compile};
+use crate::controllers::stored_binding::{self, BindingStore};
 use crate::metrics;
 
 #[path = "../../../e2e/src/fixture.rs"]
@@ -113,11 +114,8 @@ fn as_stored(mut manifest: Value, i: usize) -> Value {
     manifest
 }
 
-/// A store holding `objects` after one list, each taken in as the watch takes it in.
-fn stored<K>(objects: Vec<K>) -> Store<K>
-where
-    K: kube::Resource<DynamicType = ()> + Clone + 'static,
-{
+/// A store holding `objects` after one list, each taken in as the policy watch takes it in.
+fn stored_policies(objects: Vec<ValidatingAdmissionPolicy>) -> Store<ValidatingAdmissionPolicy> {
     let (store, mut writer) = reflector::store();
     writer.apply_watcher_event(&Event::Init);
     for mut object in objects {
@@ -126,6 +124,19 @@ where
     }
     writer.apply_watcher_event(&Event::InitDone);
     // The writer is dropped; the readers keep what it stored.
+    store
+}
+
+/// A store holding `objects` after one list, as the binding watch takes them in.
+fn stored_bindings(
+    objects: Vec<ValidatingAdmissionPolicyBinding>,
+) -> BindingStore<ValidatingAdmissionPolicy> {
+    let (store, mut writer) = stored_binding::store();
+    writer.apply_watcher_event(&Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
     store
 }
 
@@ -162,14 +173,14 @@ async fn bytes_per_binding_by_owner() {
 
     // The reflector stores (a decoded object is what the watch stream hands over).
     let before = held();
-    let policies = stored(
+    let policies = stored_policies(
         (policy_values.iter())
             .map(|v| ValidatingAdmissionPolicy::deserialize(v).unwrap())
             .collect(),
     );
     measure("stored policies", before);
     let before = held();
-    let bindings = stored(
+    let bindings = stored_bindings(
         (binding_values.iter())
             .map(|v| ValidatingAdmissionPolicyBinding::deserialize(v).unwrap())
             .collect(),
@@ -250,7 +261,7 @@ async fn bytes_per_binding_by_owner() {
                 writer::LISTED_VIOLATIONS,
             ));
             metrics::audit_binding(&u.policy, &u.binding, status.scanned, status.violations);
-            (key(u), status)
+            (key(u), writer::fingerprint(&status))
         })
         .collect();
     measure("audit statuses written and gauges", before);

@@ -43,7 +43,7 @@ impl Inputs {
             .state()
             .iter()
             .filter(|b| targets::opted_out(b))
-            .map(|b| format!("binding {}", b.name_any()))
+            .map(|b| format!("binding {}", b.name()))
             .chain(sources.stores.policies.state().iter().flat_map(|p| {
                 [targets::SEVERITY_ANNOTATION, targets::CATEGORY_ANNOTATION]
                     .into_iter()
@@ -79,13 +79,14 @@ impl Inputs {
 }
 
 /// What deciding one unit reads: its compiled policy, its binding's spec (the published one,
-/// as in [`Inputs`]), the params it may read, and the namespaces when it reads them.
+/// as in [`Inputs`]), the params it may read, and the namespaces when it reads them. Slices,
+/// not `Vec`s: collected from iterators of unknown length, a `Vec` of one got room for four.
 #[derive(Debug, PartialEq)]
 pub struct UnitInputs {
     unit: UnitKey,
     policy: usize,
-    binding: Vec<Arc<ValidatingBindingSpec>>,
-    params: Vec<u64>,
+    binding: Box<[Arc<ValidatingBindingSpec>]>,
+    params: Box<[u64]>,
     namespaces: Option<usize>,
 }
 
@@ -95,7 +96,7 @@ pub struct UnitInputs {
 pub fn resource_inputs(
     plan: &Targets,
     snapshot: &Snapshot,
-) -> HashMap<StoredAs, Vec<Arc<UnitInputs>>> {
+) -> HashMap<StoredAs, Box<[Arc<UnitInputs>]>> {
     let namespaces = Arc::as_ptr(&snapshot.namespaces) as usize;
     let units: Vec<(&Arc<Unit>, Arc<UnitInputs>)> = (plan.units.iter())
         .map(|unit| {
@@ -288,9 +289,7 @@ mod tests {
         Arc::new(Unit {
             policy: Arc::from(name),
             binding: Arc::from(name),
-            actions: "Deny".into(),
-            severity: None,
-            category: None,
+            annotations: Arc::default(),
             resources: Arc::new([StoredAs {
                 resource: resource.into(),
                 ..crate::fixtures::config_maps()

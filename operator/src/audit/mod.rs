@@ -214,7 +214,7 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
 }
 
 /// What deciding the objects of one resource reads: the inputs of each binding selecting it.
-type Reads = Vec<Arc<inputs::UnitInputs>>;
+type Reads = Box<[Arc<inputs::UnitInputs>]>;
 
 /// The resources followed (listed, then watched), each with what deciding its objects read
 /// when its follow started, and when that was.

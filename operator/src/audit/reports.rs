@@ -107,16 +107,16 @@ pub fn body<'u>(
                 "timestamp": {"seconds": now, "nanos": 0},
                 "properties": {
                     "binding": &*key.1,
-                    "validationActions": unit.map(|u| u.actions.as_str()).unwrap_or(""),
+                    "validationActions": unit.map(|u| u.actions()).unwrap_or_default(),
                 },
             });
             if let Some(message) = message {
                 out["message"] = json!(message);
             }
-            if let Some(severity) = unit.and_then(|u| u.severity.as_deref()) {
+            if let Some(severity) = unit.and_then(|u| u.annotations.severity.as_deref()) {
                 out["severity"] = json!(severity);
             }
-            if let Some(category) = unit.and_then(|u| u.category.as_deref()) {
+            if let Some(category) = unit.and_then(|u| u.annotations.category.as_deref()) {
                 out["category"] = json!(category);
             }
             out

@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use celgate_crds::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+use celgate_crds::ValidatingAdmissionPolicy;
 use celgate_engine::model::ValidatingBindingSpec;
 use celgate_engine::{BoundPolicy, PolicySet, ValidatingPolicy};
 use celgate_kinds::served::ServedResources;
@@ -17,8 +17,9 @@ use celgate_snapshot::audit::{StoredAs, audited};
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-/// A binding annotation: `"false"` leaves the binding out of the audit.
-pub const SCAN_ANNOTATION: &str = "audit.celgate.io/scan";
+use crate::controllers::stored_binding::{BindingStore, StoredBinding};
+
+pub use crate::controllers::stored_binding::SCAN_ANNOTATION;
 /// A policy annotation: the `severity` of its report results (`critical`, `high`, `medium`,
 /// `low` or `info`).
 pub const SEVERITY_ANNOTATION: &str = "audit.celgate.io/severity";
@@ -32,12 +33,8 @@ pub struct Unit {
     pub policy: Arc<str>,
     /// The binding's name.
     pub binding: Arc<str>,
-    /// The binding's validation actions, comma-separated.
-    pub actions: String,
-    /// The policy's severity annotation, if set.
-    pub severity: Option<String>,
-    /// The policy's category annotation, if set.
-    pub category: Option<String>,
+    /// The policy's annotations its report results carry (one for all the policy's units).
+    pub annotations: Arc<ResultAnnotations>,
     /// The resources its policy's rules may select with a CREATE (one list for all the
     /// policy's units).
     pub resources: Arc<[StoredAs]>,
@@ -47,7 +44,24 @@ pub struct Unit {
     pub spec: Arc<ValidatingBindingSpec>,
 }
 
+/// A policy's annotations that the report results of its units carry.
+#[derive(Debug, Default)]
+pub struct ResultAnnotations {
+    /// The severity annotation, if set.
+    pub severity: Option<String>,
+    /// The category annotation, if set.
+    pub category: Option<String>,
+}
+
 impl Unit {
+    /// The binding's validation actions, comma-separated.
+    pub fn actions(&self) -> String {
+        (self.spec.validation_actions.iter())
+            .map(|a| format!("{a:?}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// The policy with only this binding (and the policy's autogen variants under it): decided
     /// against the current snapshot's namespaces and params by the webhook's own dispatch.
     /// Built for each use, not kept: a set of its own for each of 20,000 bindings held ~800
@@ -77,10 +91,9 @@ pub struct Targets {
 }
 
 /// Whether `binding` has opted out of the audit.
-pub fn opted_out(binding: &ValidatingAdmissionPolicyBinding) -> bool {
+pub fn opted_out(binding: &StoredBinding<ValidatingAdmissionPolicy>) -> bool {
     binding
-        .annotations()
-        .get(SCAN_ANNOTATION)
+        .annotation(SCAN_ANNOTATION)
         .is_some_and(|v| v.eq_ignore_ascii_case("false"))
 }
 
@@ -89,7 +102,7 @@ pub fn opted_out(binding: &ValidatingAdmissionPolicyBinding) -> bool {
 pub fn plan(
     snapshot: &Snapshot,
     policies: &Store<ValidatingAdmissionPolicy>,
-    bindings: &Store<ValidatingAdmissionPolicyBinding>,
+    bindings: &BindingStore<ValidatingAdmissionPolicy>,
     served: &ServedResources,
     secrets: bool,
 ) -> Targets {
@@ -106,14 +119,16 @@ pub fn plan(
                 .as_ref()
                 .and_then(|p| p.annotations().get(key).cloned())
         };
+        let annotations = Arc::new(ResultAnnotations {
+            severity: annotation(SEVERITY_ANNOTATION),
+            category: annotation(CATEGORY_ANNOTATION),
+        });
         let resources: Arc<[StoredAs]> = resources_of(bound, served)
             .into_iter()
             .filter(|r| audited(&r.group, &r.resource, secrets))
             .collect();
         for binding in &bound.bindings {
-            let opted = bindings
-                .get(&ObjectRef::new(&binding.name))
-                .is_some_and(|b| opted_out(&b));
+            let opted = bindings.get(&binding.name).is_some_and(|b| opted_out(&b));
             if opted || resources.is_empty() {
                 continue;
             }
@@ -121,14 +136,7 @@ pub fn plan(
             units.push(Arc::new(Unit {
                 policy: bound.policy.name.clone(),
                 binding: Arc::from(binding.name.as_str()),
-                actions: binding
-                    .validation_actions
-                    .iter()
-                    .map(|a| format!("{a:?}"))
-                    .collect::<Vec<_>>()
-                    .join(","),
-                severity: annotation(SEVERITY_ANNOTATION),
-                category: annotation(CATEGORY_ANNOTATION),
+                annotations: annotations.clone(),
                 resources: resources.clone(),
                 compiled: bound.policy.clone(),
                 spec: binding.clone(),
@@ -141,9 +149,8 @@ pub fn plan(
     let stale_status = bindings
         .state()
         .iter()
-        .filter(|b| b.status.as_ref().is_some_and(|s| s.audit.is_some()))
-        .map(|b| b.name_any())
-        .filter(|name| !audited.contains(name.as_str()))
+        .filter(|b| b.audited && !audited.contains(b.name()))
+        .map(|b| b.name().to_string())
         .collect();
     Targets {
         units,
@@ -182,6 +189,7 @@ mod tests {
     use celgate_kinds::builtin::BuiltinDiscovery;
 
     use super::*;
+    use crate::controllers::stored_binding;
 
     /// A Pod policy bound as the audit plans it, with this autogen annotation.
     fn pod_policy(autogen: Option<&str>) -> BoundPolicy {
@@ -219,7 +227,7 @@ mod tests {
         cache.insert(&policy, compile(&policy));
         let (policies, mut policy_writer) = reflector::store();
         policy_writer.apply_watcher_event(&Event::Apply(policy.clone()));
-        let (bindings, mut binding_writer) = reflector::store();
+        let (bindings, mut binding_writer) = stored_binding::store();
         for name in ["b1", "b2", "opted-out"] {
             let mut binding = fixtures::binding_json(name, "p");
             // Each audited before (by an earlier leader): the one opted out since is stale.
@@ -227,7 +235,8 @@ mod tests {
             if name == "opted-out" {
                 binding["metadata"]["annotations"] = serde_json::json!({SCAN_ANNOTATION: "false"});
             }
-            let binding = serde_json::from_value(binding).unwrap();
+            let binding: celgate_crds::ValidatingAdmissionPolicyBinding =
+                serde_json::from_value(binding).unwrap();
             binding_writer.apply_watcher_event(&Event::Apply(binding));
         }
         let set = cache.build(

@@ -10,3 +10,4 @@ pub mod namespaces;
 pub mod params;
 pub mod policies;
 pub mod policy_set;
+pub mod stored_binding;

@@ -41,11 +41,7 @@ pub struct SchemaSource {
 /// The kinds whose schemas the stored mutating policies that a stored binding names need,
 /// with the served resources of one discovery.
 fn needed_kinds(stored: &Stored<MutatingAdmissionPolicy>, types: &ClusterTypes) -> BTreeSet<Gvk> {
-    let bound: HashSet<&str> = stored
-        .bindings
-        .iter()
-        .filter_map(|b| b.spec.policy_name.as_deref())
-        .collect();
+    let bound: HashSet<&str> = stored.bindings.iter().map(|b| b.policy_name()).collect();
     stored
         .policies
         .iter()

@@ -22,7 +22,7 @@ use celgate_engine::PolicySet;
 use celgate_engine::model::WildcardOperations;
 use celgate_snapshot::{KindSchemaView, SnapshotStore};
 use futures::channel::mpsc;
-use futures::{Stream, StreamExt, stream};
+use futures::{Stream, StreamExt, TryStreamExt, stream};
 use kube::runtime::controller::{self, Action, Controller};
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -35,6 +35,7 @@ use tracing::{debug, info, warn};
 use crate::controllers::mutated_schemas::{MutatedSchemas, SchemaSource};
 use crate::controllers::params::ParamWatches;
 use crate::controllers::policy_set::{self, Cached, PolicyCache, Stored};
+use crate::controllers::stored_binding::{BindingStore, BindingWriter, StoredBinding};
 use crate::metrics;
 use crate::policy_kind::PolicyKind;
 use crate::retry::{self, Backoff};
@@ -70,7 +71,7 @@ pub struct KindStores<P: PolicyKind> {
     /// The policies.
     pub policies: Store<P>,
     /// The bindings.
-    pub bindings: Store<P::Binding>,
+    pub bindings: BindingStore<P>,
 }
 
 impl<P: PolicyKind> Clone for KindStores<P> {
@@ -463,7 +464,7 @@ fn on_list_done<K>(
 /// kubectl's copy of what `kubectl apply` last applied, in an object's annotations.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
-/// Drops what nothing celgate does reads from a watched policy or binding before it is stored:
+/// Drops what nothing celgate does reads from a watched policy before it is stored:
 /// its `managedFields` (with 1,000 policies and 1,000 bindings they held ~8 MB, `make
 /// bench-scale`: anonymous memory after load 52.3 → 43.6 MB), and the annotation in which
 /// `kubectl apply` keeps a copy of the whole object it applied (a second copy of each spec).
@@ -479,8 +480,18 @@ pub fn without_unread_fields<K: kube::Resource>(object: &mut K) {
     }
 }
 
+/// Whether a stored policy and an update of it have the same uid, generation, labels and
+/// annotations.
+fn same_metadata<K: kube::Resource>(stored: &K, object: &K) -> bool {
+    let (stored, object) = (stored.meta(), object.meta());
+    stored.uid == object.uid
+        && stored.generation == object.generation
+        && stored.annotations == object.annotations
+        && stored.labels == object.labels
+}
+
 /// Whether the last watch event was an update that left its object's uid, generation, labels
-/// and annotations as stored (a status written). A policy set holds a policy and a binding by
+/// and annotations as stored (a status written; of a binding, the annotations celgate reads). A policy set holds a policy and a binding by
 /// uid and generation (and a policy's variant by its annotations, such as autogen's), so such an
 /// update is stored but reconciles nothing: without
 /// this, each status write of a binding rebuilt and published the whole set (1,000 policies x
@@ -489,26 +500,25 @@ pub fn without_unread_fields<K: kube::Resource>(object: &mut K) {
 struct SpecUnchanged(Arc<AtomicBool>);
 
 impl SpecUnchanged {
-    /// Notes, before `store` takes the event in, whether it is such an update.
-    fn note<K>(
+    /// Notes, before the store takes the event in, whether it is such an update: the object
+    /// `stored` returns under its name and it are the same to `unchanged`.
+    fn note<K, S, G, F>(
         &self,
-        store: Store<K>,
-    ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + use<K>
+        stored: G,
+        unchanged: F,
+    ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + use<K, S, G, F>
     where
-        K: kube::Resource<DynamicType = ()> + Clone,
+        K: kube::Resource,
+        G: Fn(&str) -> Option<Arc<S>>,
+        F: Fn(&S, &K) -> bool,
     {
         let flag = self.0.clone();
         move |event| {
             let unchanged = match event {
-                Ok(watcher::Event::Apply(object)) => store
-                    .get(&ObjectRef::from_obj(object))
-                    .is_some_and(|stored| {
-                        let (stored, object) = (stored.meta(), object.meta());
-                        stored.uid == object.uid
-                            && stored.generation == object.generation
-                            && stored.annotations == object.annotations
-                            && stored.labels == object.labels
-                    }),
+                Ok(watcher::Event::Apply(object)) => {
+                    stored(object.meta().name.as_deref().unwrap_or_default())
+                        .is_some_and(|stored| unchanged(&stored, object))
+                }
                 _ => false,
             };
             flag.store(unchanged, Ordering::Relaxed);
@@ -544,7 +554,7 @@ pub fn controller<P: Controlled>(
     client: Client,
     ctx: Arc<Context>,
     policy_writer: Writer<P>,
-    binding_writer: Writer<P::Binding>,
+    binding_writer: BindingWriter<P>,
     reconcile_all: impl Stream<Item = ()> + Send + Sync + 'static,
 ) -> impl Stream<Item = ()> {
     let (requeue, lists) = mpsc::unbounded();
@@ -554,16 +564,28 @@ pub fn controller<P: Controlled>(
         (SpecUnchanged::default(), SpecUnchanged::default());
     let policies = retry::watch(Api::<P>::all(client.clone()), watcher::Config::default())
         .modify(without_unread_fields)
-        .inspect(policies_unchanged.note(policy_writer.as_reader()))
+        .inspect(policies_unchanged.note(
+            {
+                let policies = policy_writer.as_reader();
+                move |name: &str| policies.get(&ObjectRef::new(name))
+            },
+            same_metadata,
+        ))
         .reflect(policy_writer)
         .inspect(policies_unchanged.unless_unchanged(metrics::watch(policies_resource, true)))
         .inspect(on_list_done(ctx.clone(), policies_watched, requeue.clone()))
         .touched_objects()
         .filter(policies_unchanged.may_change_the_set());
+    let mut binding_writer = binding_writer;
     let bindings = retry::watch(Api::<P::Binding>::all(client), watcher::Config::default())
-        .modify(without_unread_fields)
-        .inspect(bindings_unchanged.note(binding_writer.as_reader()))
-        .reflect(binding_writer)
+        .inspect(bindings_unchanged.note(
+            {
+                let bindings = binding_writer.as_reader();
+                move |name: &str| bindings.get(name)
+            },
+            StoredBinding::same_as,
+        ))
+        .inspect_ok(move |event| binding_writer.apply_watcher_event(event))
         .inspect(bindings_unchanged.unless_unchanged(metrics::watch(bindings_resource, true)))
         .inspect(on_list_done(ctx.clone(), bindings_watched, requeue))
         .touched_objects()
@@ -588,7 +610,7 @@ pub async fn run<P: Controlled>(
     client: Client,
     ctx: Arc<Context>,
     policy_writer: Writer<P>,
-    binding_writer: Writer<P::Binding>,
+    binding_writer: BindingWriter<P>,
     reconcile_all: impl Stream<Item = ()> + Send + Sync + 'static,
 ) {
     controller(client, ctx, policy_writer, binding_writer, reconcile_all)
@@ -601,6 +623,7 @@ mod tests {
     #![allow(clippy::expect_used, clippy::unwrap_used)]
 
     use super::*;
+    use crate::controllers::stored_binding;
     use crate::fixtures::{
         self, ApiServer, BINDINGS, POLICIES, Reply, binding, binding_json, policy, policy_json,
     };
@@ -619,7 +642,7 @@ mod tests {
         ctx: Arc<Context>,
         store: Arc<SnapshotStore>,
         policies: Writer<ValidatingAdmissionPolicy>,
-        bindings: Writer<ValidatingAdmissionPolicyBinding>,
+        bindings: BindingWriter<ValidatingAdmissionPolicy>,
         sets: watch::Receiver<Option<Arc<PolicySet>>>,
         api: ApiServer,
     }
@@ -633,9 +656,9 @@ mod tests {
             let (client, api) = fixtures::pair();
             let store = SnapshotStore::new();
             let (policy_reader, mut policy_writer) = reflector::store();
-            let (binding_reader, mut binding_writer) = reflector::store();
-            list(&mut policy_writer, policies);
-            list(&mut binding_writer, bindings);
+            let (binding_reader, mut binding_writer) = stored_binding::store();
+            list(|e| policy_writer.apply_watcher_event(e), policies);
+            list(|e| binding_writer.apply_watcher_event(e), bindings);
             let (published, sets) = watch::channel(None);
             let ctx = Arc::new(Context::new(
                 client,
@@ -727,27 +750,24 @@ mod tests {
     /// The stores of these validating policies and bindings, with empty mutating ones.
     fn stores(
         policies: Store<ValidatingAdmissionPolicy>,
-        bindings: Store<ValidatingAdmissionPolicyBinding>,
+        bindings: BindingStore<ValidatingAdmissionPolicy>,
     ) -> Stores {
         Stores {
             validating: KindStores { policies, bindings },
             mutating: KindStores {
                 policies: reflector::store().0,
-                bindings: reflector::store().0,
+                bindings: stored_binding::store().0,
             },
         }
     }
 
-    fn list<K>(writer: &mut Writer<K>, objects: &[K])
-    where
-        K: kube::Resource + Clone + 'static,
-        K::DynamicType: Clone + Eq + std::hash::Hash + Default,
-    {
-        writer.apply_watcher_event(&Event::Init);
+    /// `objects` listed, through `apply` (a writer's).
+    fn list<K: Clone>(mut apply: impl FnMut(&Event<K>), objects: &[K]) {
+        apply(&Event::Init);
         for object in objects {
-            writer.apply_watcher_event(&Event::InitApply(object.clone()));
+            apply(&Event::InitApply(object.clone()));
         }
-        writer.apply_watcher_event(&Event::InitDone);
+        apply(&Event::InitDone);
     }
 
     /// Bound policies by name, each with its bindings' names.
@@ -773,20 +793,20 @@ mod tests {
     }
 
     #[test]
-    fn a_stored_policy_or_binding_keeps_neither_managed_fields_nor_kubectls_last_applied_copy() {
-        let mut object = binding_json("b", "p");
+    fn a_stored_policy_keeps_neither_managed_fields_nor_kubectls_last_applied_copy() {
+        let mut object = policy_json("p", 1, "true", None);
         object["metadata"]["managedFields"] = json!([{"manager": "kubectl", "operation": "Update",
-            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:policyName": {}}}}]);
+            "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {"f:failurePolicy": {}}}}]);
         object["metadata"]["annotations"] = json!({
             LAST_APPLIED: serde_json::to_string(&object).unwrap(),
-            "audit.celgate.io/scan": "false",
+            "audit.celgate.io/severity": "high",
         });
-        let mut binding: ValidatingAdmissionPolicyBinding = serde_json::from_value(object).unwrap();
-        without_unread_fields(&mut binding);
-        assert_eq!(binding.metadata.managed_fields, None);
+        let mut policy: ValidatingAdmissionPolicy = serde_json::from_value(object).unwrap();
+        without_unread_fields(&mut policy);
+        assert_eq!(policy.metadata.managed_fields, None);
         assert_eq!(
-            binding.annotations().keys().collect::<Vec<_>>(),
-            ["audit.celgate.io/scan"]
+            policy.annotations().keys().collect::<Vec<_>>(),
+            ["audit.celgate.io/severity"]
         );
         // Applied by kubectl with no annotation of its own: none is kept.
         let mut object = policy_json("p", 1, "true", None);
@@ -912,9 +932,12 @@ mod tests {
     async fn a_reconcile_before_the_lists_complete_is_retried_with_growing_delays() {
         let (client, _api) = fixtures::pair();
         let (policies, mut policy_writer) = reflector::store();
-        let (bindings, mut binding_writer) = reflector::store();
+        let (bindings, mut binding_writer) = stored_binding::store();
         let p = policy("p", 1, "true", None);
-        list(&mut policy_writer, std::slice::from_ref(&p));
+        list(
+            |e| policy_writer.apply_watcher_event(e),
+            std::slice::from_ref(&p),
+        );
         let (published, _sets) = watch::channel(None);
         let store = SnapshotStore::new();
         let ctx = Arc::new(Context::new(
@@ -943,7 +966,10 @@ mod tests {
 
         // It completes: the policy is requeued, reconciled and published, and its next
         // failure starts again from the first delay.
-        list(&mut binding_writer, &[binding("b", "p")]);
+        list(
+            |e| binding_writer.apply_watcher_event(e),
+            &[binding("b", "p")],
+        );
         ctx.listed(Watched::Bindings);
         assert_eq!(
             ctx.to_requeue::<ValidatingAdmissionPolicy>(),
@@ -961,13 +987,13 @@ mod tests {
         store: Arc<SnapshotStore>,
         ctx: Arc<Context>,
         policy_writer: Writer<ValidatingAdmissionPolicy>,
-        binding_writer: Writer<ValidatingAdmissionPolicyBinding>,
+        binding_writer: BindingWriter<ValidatingAdmissionPolicy>,
     }
 
     fn wired(client: &Client) -> Wired {
         let store = SnapshotStore::new();
         let (policies, policy_writer) = reflector::store();
-        let (bindings, binding_writer) = reflector::store();
+        let (bindings, binding_writer) = stored_binding::store();
         let (published, _) = watch::channel(None);
         let ctx = Arc::new(Context::new(
             client.clone(),

@@ -1,6 +1,6 @@
 //! The bound policy set (validating and mutating), built from the reflector stores of the four
 //! kinds. A policy is compiled once per uid and generation (and, for a mutating policy, apply
-//! semantics annotation) and a binding converted once per uid and generation, so building the
+//! semantics annotation), and a binding is stored converted ([`StoredBinding`]), so building the
 //! set again after any change costs a sort and `Arc` clones.
 //!
 //! Order: policies by name, each policy's bindings by binding name. For mutating policies this
@@ -16,6 +16,7 @@ use celgate_snapshot::PolicyParamKinds;
 use kube::ResourceExt;
 use tracing::{debug, warn};
 
+use crate::controllers::stored_binding::StoredBinding;
 use crate::policy_kind::PolicyKind;
 
 /// A policy compiled at one uid, generation and variant.
@@ -31,19 +32,12 @@ struct Compiled<P: PolicyKind> {
     rules_refused: bool,
 }
 
-/// A binding converted at one uid and generation.
-struct Converted<B> {
-    uid: String,
-    generation: i64,
-    binding: Arc<B>,
-}
-
 /// The stored policies and bindings of one kind, as the reflector stores hold them.
 pub struct Stored<P: PolicyKind> {
     /// The policies.
     pub policies: Vec<Arc<P>>,
     /// The bindings.
-    pub bindings: Vec<Arc<P::Binding>>,
+    pub bindings: Vec<Arc<StoredBinding<P>>>,
 }
 
 impl<P: PolicyKind> Clone for Stored<P> {
@@ -55,22 +49,20 @@ impl<P: PolicyKind> Clone for Stored<P> {
     }
 }
 
-/// What was compiled and converted of one kind, by object name.
+/// What was compiled of one kind, by policy name.
 pub struct KindCache<P: PolicyKind> {
     policies: HashMap<String, Compiled<P>>,
-    bindings: HashMap<String, Converted<P::BindingSpec>>,
 }
 
 impl<P: PolicyKind> Default for KindCache<P> {
     fn default() -> Self {
         Self {
             policies: HashMap::new(),
-            bindings: HashMap::new(),
         }
     }
 }
 
-/// What was compiled and converted of both kinds.
+/// What was compiled of both kinds.
 #[derive(Default)]
 pub struct PolicyCache {
     validating: KindCache<ValidatingAdmissionPolicy>,
@@ -256,16 +248,8 @@ impl<P: PolicyKind> KindCache<P> {
             .collect();
         self.forget_policies(&names, params);
 
-        bindings.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
-        let mut by_policy = group_bindings::<P>(
-            &bindings,
-            |b| self_converted(&mut self.bindings, b, P::convert_binding),
-            &names,
-            orphans,
-            reported,
-        );
-        let kept: HashSet<&str> = bindings.iter().map(|b| name_of(b.as_ref())).collect();
-        self.bindings.retain(|name, _| kept.contains(name.as_str()));
+        bindings.sort_unstable_by(|a, b| a.name().cmp(b.name()));
+        let mut by_policy = group_bindings::<P>(&bindings, &names, orphans, reported);
 
         policies.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
         let mut bound = Vec::new();
@@ -304,48 +288,23 @@ impl<P: PolicyKind> KindCache<P> {
     }
 }
 
-/// A binding as the engine sees it, converted again only when its uid or generation changed.
-fn self_converted<K: kube::Resource, B>(
-    cache: &mut HashMap<String, Converted<B>>,
-    binding: &K,
-    convert: impl Fn(&K) -> B,
-) -> Arc<B> {
-    let name = name_of(binding);
-    let (uid, generation) = uid_and_generation(binding);
-    if let Some(c) = cache.get(name)
-        && c.uid == uid
-        && c.generation == generation
-    {
-        return c.binding.clone();
-    }
-    let converted = Arc::new(convert(binding));
-    cache.insert(
-        name.to_string(),
-        Converted {
-            uid: uid.to_string(),
-            generation,
-            binding: converted.clone(),
-        },
-    );
-    converted
-}
-
-/// Bindings (sorted by name) converted and grouped by the stored policy they name; the names
-/// of bindings naming a missing policy go to `orphans` (logged once, `reported` holds those
-/// logged before).
+/// Bindings (sorted by name) grouped by the stored policy they name; the names of bindings
+/// naming a missing policy go to `orphans` (logged once, `reported` holds those logged
+/// before).
 fn group_bindings<P: PolicyKind>(
-    bindings: &[Arc<P::Binding>],
-    mut convert: impl FnMut(&P::Binding) -> Arc<P::BindingSpec>,
+    bindings: &[Arc<StoredBinding<P>>],
     policies: &HashMap<&str, &str>,
     orphans: &mut HashSet<String>,
     reported: &HashSet<String>,
 ) -> HashMap<String, Vec<Arc<P::BindingSpec>>> {
     let mut by_policy: HashMap<String, Vec<Arc<P::BindingSpec>>> = HashMap::new();
     for binding in bindings {
-        let spec = convert(binding);
-        let (name, policy) = P::binding_names(&spec);
+        let (name, policy) = (binding.name(), binding.policy_name());
         if policies.contains_key(policy) {
-            by_policy.entry(policy.to_string()).or_default().push(spec);
+            by_policy
+                .entry(policy.to_string())
+                .or_default()
+                .push(binding.spec.clone());
         } else {
             if !reported.contains(name) {
                 debug!(binding = %name, %policy, "binding names a policy that does not exist; it is ignored until the policy does");
@@ -434,7 +393,9 @@ mod tests {
         let validating = Stored {
             bindings: policies
                 .iter()
-                .map(|p| Arc::new(fixtures::binding(&format!("b-{}", name_of(p)), name_of(p))))
+                .map(|p| {
+                    fixtures::stored(&fixtures::binding(&format!("b-{}", name_of(p)), name_of(p)))
+                })
                 .collect(),
             policies: policies.into_iter().map(Arc::new).collect(),
         };
@@ -442,7 +403,7 @@ mod tests {
             bindings: mutating
                 .iter()
                 .map(|p| {
-                    Arc::new(fixtures::mutating_binding(
+                    fixtures::stored(&fixtures::mutating_binding(
                         &format!("b-{}", name_of(p)),
                         name_of(p),
                     ))

@@ -1546,8 +1546,8 @@ mod tests {
         assert_eq!(names, [VALIDATE_POLICIES]);
         assert_eq!(m.webhooks, Some(Vec::new()));
 
-        validating.bindings = vec![Arc::new(fixtures::binding("b", "p"))];
-        mutating.bindings = vec![Arc::new(fixtures::mutating_binding("mb", "m"))];
+        validating.bindings = vec![fixtures::stored(&fixtures::binding("b", "p"))];
+        mutating.bindings = vec![fixtures::stored(&fixtures::mutating_binding("mb", "m"))];
         let bound = cache.build(validating, mutating);
         let (v, m) = configurations(&bound);
         let v = serde_json::to_value(v).unwrap();
@@ -1797,7 +1797,7 @@ mod tests {
             let bindings = validating
                 .iter()
                 .filter_map(|p| p.metadata.name.as_deref())
-                .map(|name| Arc::new(fixtures::binding(&format!("{name}-b"), name)))
+                .map(|name| fixtures::stored(&fixtures::binding(&format!("{name}-b"), name)))
                 .collect();
             (
                 Stored {
@@ -1806,7 +1806,7 @@ mod tests {
                 },
                 Stored {
                     policies: vec![Arc::new(mutating.clone())],
-                    bindings: vec![Arc::new(fixtures::mutating_binding("m-b", "m"))],
+                    bindings: vec![fixtures::stored(&fixtures::mutating_binding("m-b", "m"))],
                 },
             )
         };

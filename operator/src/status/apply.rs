@@ -3,14 +3,15 @@
 //! longer sets is removed by the apply).
 
 use kube::api::{Patch, PatchParams};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Client, Resource};
 use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::FIELD_MANAGER;
 
-/// The apply configuration of `object`'s status: apiVersion, kind, name and the status.
-pub fn body<K, S>(object: &K, status: &S) -> Result<Value, serde_json::Error>
+/// The apply configuration of the status of the object of kind `K` named `name`: apiVersion,
+/// kind, name and the status.
+pub fn body<K, S>(name: &str, status: &S) -> Result<Value, serde_json::Error>
 where
     K: Resource<DynamicType = ()>,
     S: Serialize,
@@ -18,7 +19,7 @@ where
     Ok(json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
-        "metadata": {"name": object.name_any()},
+        "metadata": {"name": name},
         "status": serde_json::to_value(status)?,
     }))
 }
@@ -40,16 +41,16 @@ impl<K> Object for K where
 {
 }
 
-/// Applies `status` to `object`.
+/// Applies `status` to the object of kind `K` named `name`.
 pub async fn status<K: Object, S: Serialize>(
     client: &Client,
-    object: &K,
+    name: &str,
     status: &S,
 ) -> Result<(), kube::Error> {
-    let body = body(object, status).map_err(kube::Error::SerdeError)?;
+    let body = body::<K, S>(name, status).map_err(kube::Error::SerdeError)?;
     Api::<K>::all(client.clone())
         .patch_status(
-            &object.name_any(),
+            name,
             &PatchParams::apply(FIELD_MANAGER).force(),
             &Patch::Apply(&body),
         )

@@ -18,15 +18,14 @@ mod readiness;
 mod typecheck;
 
 use std::collections::{HashMap, HashSet};
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use celgate_crds::{
-    BindingStatus, MutatingAdmissionPolicy, MutatingAdmissionPolicyBinding,
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-};
+use celgate_crds::{BindingStatus, MutatingAdmissionPolicy, ValidatingAdmissionPolicy};
 use celgate_snapshot::{Snapshot, SnapshotStore};
 use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 use tokio::task::coop;
@@ -35,7 +34,9 @@ use tracing::{debug, info, warn};
 
 use crate::controllers::policies::{Controlled, Stores};
 use crate::controllers::policy_set::name_of;
+use crate::controllers::stored_binding::StoredBinding;
 use crate::metrics;
+use crate::policy_kind::PolicyKind;
 use crate::retry::{self, Backoff};
 use crate::serving::leader::Leadership;
 use crate::serving::registration::Applied;
@@ -115,7 +116,7 @@ struct Objects<P: Reported> {
     /// Policies, sorted by name.
     policies: Vec<Arc<P>>,
     /// Bindings, sorted by name.
-    bindings: Vec<Arc<P::Binding>>,
+    bindings: Vec<Arc<StoredBinding<P>>>,
     /// The policies some stored binding names.
     named_by_bindings: HashSet<String>,
 }
@@ -123,12 +124,12 @@ struct Objects<P: Reported> {
 impl<P: Reported> Objects<P> {
     fn read(stores: &Stores) -> Self {
         let stored = P::stores(stores).state();
-        let bindings = sorted(stored.bindings);
+        let mut bindings = stored.bindings;
+        bindings.sort_unstable_by(|a, b| a.name().cmp(b.name()));
         Self {
             policies: sorted(stored.policies),
-            named_by_bindings: bindings
-                .iter()
-                .filter_map(|b| P::policy_name(b).map(str::to_string))
+            named_by_bindings: (bindings.iter())
+                .map(|b| b.policy_name().to_string())
                 .collect(),
             bindings,
         }
@@ -140,13 +141,13 @@ impl<P: Reported> Objects<P> {
         let (policy, binding) = P::KINDS;
         (self.policies.iter())
             .map(move |o| (policy, name_of(o.as_ref())))
-            .chain((self.bindings.iter()).map(move |o| (binding, name_of(o.as_ref()))))
+            .chain((self.bindings.iter()).map(move |o| (binding, o.name())))
     }
 }
 
 /// What the status writer needs of a kind beyond its controller's view: its keys, and where
 /// its objects and unbound policies are kept.
-trait Reported: Controlled<Binding: apply::Object + BindingObject> + apply::Object {
+trait Reported: Controlled<Binding: apply::Object> + apply::Object {
     /// The keys of its policies and bindings.
     const KINDS: (Kind, Kind);
     /// Its objects in a pass.
@@ -550,9 +551,10 @@ impl StatusWriter {
         );
         Some(Write {
             key,
-            object: policy.clone(),
+            object: policy.object_ref(&()),
             status,
             events,
+            kind: PhantomData,
         })
     }
 
@@ -560,16 +562,16 @@ impl StatusWriter {
     /// policies this pass's bindings named so far, worked out once per policy and pass.
     fn binding<P: Reported>(
         &mut self,
-        binding: &Arc<P::Binding>,
+        binding: &StoredBinding<P>,
         world: &World,
         policies: &mut HashMap<String, Readiness>,
     ) -> Option<Write<P::Binding, BindingStatus>> {
-        let key = (P::KINDS.1, binding.name_any());
+        let key = (P::KINDS.1, binding.name().to_string());
         if self.waiting(&key) {
             return None;
         }
-        let spec = P::convert_binding(binding);
-        let (_, policy_name) = P::binding_names(&spec);
+        let spec = &*binding.spec;
+        let policy_name = binding.policy_name();
         let policy = named(&P::objects(world).policies, policy_name).cloned();
         let policy_readiness = policy.as_ref().map(|p| match policies.get(policy_name) {
             Some(readiness) => readiness.clone(),
@@ -581,13 +583,13 @@ impl StatusWriter {
         });
         let policy_ids = policy.as_ref().map(|p| uid_and_generation(&**p));
         let readiness = readiness::binding::<P>(
-            &spec,
+            spec,
             policy_state(policy_ids.as_ref(), policy_readiness),
             &world.snapshot,
             &world.applied,
         );
         let param_kind = policy.as_ref().and_then(|p| p.param_kind());
-        let param_ref = P::param_ref(&spec);
+        let param_ref = P::param_ref(spec);
         binding_status(key, binding, readiness, world, param_kind, param_ref)
     }
 
@@ -602,9 +604,9 @@ impl StatusWriter {
         let results: Vec<((Kind, String), Result<(), kube::Error>)> = stream::iter(writes)
             .map(|w| async move {
                 metrics::reconciled(metrics::STATUS);
-                let result = apply::status(client, &*w.object, &w.status).await;
+                let result = apply::status::<K, S>(client, &w.key.1, &w.status).await;
                 if result.is_ok() {
-                    events::publish(publisher, &w.object.object_ref(&()), &w.events).await;
+                    events::publish(publisher, &w.object, &w.events).await;
                 }
                 (w.key, result)
             })
@@ -641,37 +643,34 @@ impl StatusWriter {
     }
 }
 
-/// A status to write, with the events that describe its change.
+/// A status to write to the object of kind `K` named by its key, with the events that describe
+/// its change.
 struct Write<K, S> {
     key: (Kind, String),
-    object: Arc<K>,
+    /// The object the events are about.
+    object: ObjectReference,
     status: S,
     events: Vec<events::Event>,
+    kind: PhantomData<K>,
 }
 
 /// The write of a binding's status (its params counted from the snapshot), if it changed.
-fn binding_status<K>(
+fn binding_status<P: PolicyKind>(
     key: (Kind, String),
-    binding: &Arc<K>,
+    binding: &StoredBinding<P>,
     readiness: Readiness,
     world: &World,
     param_kind: Option<&celgate_crds::ParamKind>,
     param_ref: Option<&celgate_engine::model::ParamRef>,
-) -> Option<Write<K, BindingStatus>>
-where
-    K: apply::Object + BindingObject,
-{
+) -> Option<Write<P::Binding, BindingStatus>> {
     let ready = ready_want(&readiness)?;
     let param_kind = param_kind.map(convert::param_kind);
     let resolved_params =
         readiness::resolved_params(&world.snapshot, param_kind.as_ref(), param_ref);
-    let generation = binding.meta().generation.unwrap_or_default();
+    let generation = binding.generation;
     // `status.audit` is the audit's (its own field manager): left out of this write and
-    // of the comparison.
-    let previous = binding.status().map(|s| BindingStatus {
-        audit: None,
-        ..s.clone()
-    });
+    // of the comparison (and of the stored binding).
+    let previous = binding.status();
     let previous = previous.as_ref();
     let status = BindingStatus {
         observed_generation: Some(generation),
@@ -691,29 +690,20 @@ where
         &Observed::binding(previous),
         &Observed::binding(Some(&status)),
     );
+    let object = ObjectReference {
+        api_version: Some(P::Binding::api_version(&()).into_owned()),
+        kind: Some(P::Binding::kind(&()).into_owned()),
+        name: Some(key.1.clone()),
+        uid: Some(binding.uid.clone()),
+        ..ObjectReference::default()
+    };
     Some(Write {
         key,
-        object: binding.clone(),
+        object,
         status,
         events,
+        kind: PhantomData,
     })
-}
-
-/// A binding kind: its status.
-trait BindingObject {
-    fn status(&self) -> Option<&BindingStatus>;
-}
-
-impl BindingObject for ValidatingAdmissionPolicyBinding {
-    fn status(&self) -> Option<&BindingStatus> {
-        self.status.as_ref()
-    }
-}
-
-impl BindingObject for MutatingAdmissionPolicyBinding {
-    fn status(&self) -> Option<&BindingStatus> {
-        self.status.as_ref()
-    }
 }
 
 #[cfg(test)]
@@ -723,6 +713,7 @@ mod tests {
     use super::*;
     use crate::controllers::policies::KindStores;
     use crate::controllers::policy_set;
+    use crate::controllers::stored_binding::{self, BindingStore, BindingWriter};
     use crate::fixtures::{self, ApiServer, Call};
     use celgate_engine::schema::Gvk;
     use celgate_engine::typecheck::{ExpressionWarning, TypeCheckReport};
@@ -775,6 +766,18 @@ mod tests {
         (reader, writer)
     }
 
+    fn stored_bindings<P: PolicyKind>(
+        objects: &[P::Binding],
+    ) -> (BindingStore<P>, BindingWriter<P>) {
+        let (reader, mut writer) = stored_binding::store();
+        writer.apply_watcher_event(&Event::Init);
+        for object in objects {
+            writer.apply_watcher_event(&Event::InitApply(object.clone()));
+        }
+        writer.apply_watcher_event(&Event::InitDone);
+        (reader, writer)
+    }
+
     /// A status writer over policy `p` bound by `b` (both published and registered), with
     /// the statuses given, led as `leading` says.
     struct Running {
@@ -785,7 +788,7 @@ mod tests {
 
     fn start(
         policy: ValidatingAdmissionPolicy,
-        binding: ValidatingAdmissionPolicyBinding,
+        binding: celgate_crds::ValidatingAdmissionPolicyBinding,
         leading: bool,
     ) -> Running {
         start_bound(policy, vec![binding], leading)
@@ -794,7 +797,7 @@ mod tests {
     /// [`start`] with the policy bound by each of `bindings`.
     fn start_bound(
         policy: ValidatingAdmissionPolicy,
-        bindings: Vec<ValidatingAdmissionPolicyBinding>,
+        bindings: Vec<celgate_crds::ValidatingAdmissionPolicyBinding>,
         leading: bool,
     ) -> Running {
         let (client, api) = fixtures::pair();
@@ -815,9 +818,9 @@ mod tests {
         });
         let (touched_sender, touched) = watch::channel(());
         let (validating, w1) = stored(&[policy]);
-        let (validating_bindings, w2) = stored(&bindings);
+        let (validating_bindings, w2) = stored_bindings::<ValidatingAdmissionPolicy>(&bindings);
         let (mutating, w3) = stored::<MutatingAdmissionPolicy>(&[]);
-        let (mutating_bindings, w4) = stored::<MutatingAdmissionPolicyBinding>(&[]);
+        let (mutating_bindings, w4) = stored_bindings::<MutatingAdmissionPolicy>(&[]);
         let (schemas, _) = watch::channel(0);
         let writer = StatusWriter::new(
             client,

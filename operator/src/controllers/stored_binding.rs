@@ -1,0 +1,315 @@
+//! A binding as the reflector stores keep it: only what celgate reads of a stored binding. Its
+//! spec in the engine's form (converted once per uid and generation, and the very `Arc` every
+//! policy set built from it holds), its uid and generation, the annotations celgate reads of a
+//! binding, the status the status writer compares with (without `status.audit`, of which only
+//! whether it is set is read). Held whole, with its metadata, the API's types (a label
+//! selector's map takes a 544-byte node for one label) and a second, converted copy of its
+//! spec, a binding took ~2,700 heap bytes (`make bench-footprint`, 1,000 policies × 20).
+
+use std::borrow::Borrow;
+use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use celgate_crds::BindingStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Resource;
+use kube::runtime::watcher::Event;
+
+use crate::policy_kind::PolicyKind;
+
+/// A binding annotation: `"false"` leaves the binding out of the audit.
+pub const SCAN_ANNOTATION: &str = "audit.celgate.io/scan";
+
+/// The annotations celgate reads of a binding; no other is stored.
+const READ_ANNOTATIONS: [&str; 1] = [SCAN_ANNOTATION];
+
+/// What celgate keeps of a stored binding of kind `P`.
+#[derive(Debug)]
+pub struct StoredBinding<P: PolicyKind> {
+    /// The binding as the engine takes it (its name and its policy's name are in it).
+    pub spec: Arc<P::BindingSpec>,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.generation`.
+    pub generation: i64,
+    /// The annotations of [`READ_ANNOTATIONS`] it carries, in that order.
+    annotations: Box<[(&'static str, String)]>,
+    /// Its status without `audit` (the audit's own field).
+    status: Option<Box<Status>>,
+    /// Whether its `status.audit` is set.
+    pub audited: bool,
+}
+
+/// A binding's status without `audit`: a `BindingStatus` holds room for one inline (~100
+/// bytes).
+#[derive(Clone, Debug)]
+struct Status {
+    observed_generation: Option<i64>,
+    resolved_params: Option<i32>,
+    conditions: Option<Box<[Condition]>>,
+}
+
+impl<P: PolicyKind> Clone for StoredBinding<P> {
+    fn clone(&self) -> Self {
+        Self {
+            spec: self.spec.clone(),
+            uid: self.uid.clone(),
+            generation: self.generation,
+            annotations: self.annotations.clone(),
+            status: self.status.clone(),
+            audited: self.audited,
+        }
+    }
+}
+
+/// The annotations of [`READ_ANNOTATIONS`] `binding` carries.
+fn read_annotations<K: Resource>(binding: &K) -> Box<[(&'static str, String)]> {
+    let Some(annotations) = &binding.meta().annotations else {
+        return Box::default();
+    };
+    (READ_ANNOTATIONS.iter())
+        .filter_map(|key| annotations.get(*key).map(|v| (*key, v.clone())))
+        .collect()
+}
+
+impl<P: PolicyKind> StoredBinding<P> {
+    /// `binding` as stored; its spec is `kept`'s when that is the same binding at the same
+    /// generation (a status write), else converted.
+    pub fn of(binding: &P::Binding, kept: Option<&Self>) -> Self {
+        let meta = binding.meta();
+        let uid = meta.uid.clone().unwrap_or_default();
+        let generation = meta.generation.unwrap_or_default();
+        let spec = match kept {
+            Some(kept) if kept.uid == uid && kept.generation == generation => kept.spec.clone(),
+            _ => Arc::new(P::convert_binding(binding)),
+        };
+        let status = P::binding_status(binding);
+        Self {
+            spec,
+            uid,
+            generation,
+            annotations: read_annotations(binding),
+            audited: status.is_some_and(|s| s.audit.is_some()),
+            status: status.map(|s| {
+                Box::new(Status {
+                    observed_generation: s.observed_generation,
+                    resolved_params: s.resolved_params,
+                    conditions: s.conditions.clone().map(Vec::into_boxed_slice),
+                })
+            }),
+        }
+    }
+
+    /// Its status without `audit` (the audit's own field, of which only whether it is set is
+    /// kept: [`StoredBinding::audited`]).
+    pub fn status(&self) -> Option<BindingStatus> {
+        self.status.as_deref().map(|s| BindingStatus {
+            observed_generation: s.observed_generation,
+            resolved_params: s.resolved_params,
+            conditions: s.conditions.clone().map(Vec::from),
+            audit: None,
+        })
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        P::binding_names(&self.spec).0
+    }
+
+    /// The name of the policy it binds.
+    pub fn policy_name(&self) -> &str {
+        P::binding_names(&self.spec).1
+    }
+
+    /// The value of `key`, one of the annotations celgate reads.
+    pub fn annotation(&self, key: &str) -> Option<&str> {
+        (self.annotations.iter())
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// Whether `binding` is this stored binding with its uid, generation and the annotations
+    /// celgate reads unchanged (its spec is then this one's).
+    pub fn same_as(&self, binding: &P::Binding) -> bool {
+        let meta = binding.meta();
+        meta.uid.as_deref() == Some(self.uid.as_str())
+            && meta.generation.unwrap_or_default() == self.generation
+            && read_annotations(binding) == self.annotations
+    }
+}
+
+/// A stored binding, hashed and compared by its name, so a set of them is a map by name that
+/// keeps no key of its own.
+struct ByName<P: PolicyKind>(Arc<StoredBinding<P>>);
+
+impl<P: PolicyKind> Hash for ByName<P> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.name().hash(state);
+    }
+}
+
+impl<P: PolicyKind> PartialEq for ByName<P> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name() == other.0.name()
+    }
+}
+
+impl<P: PolicyKind> Eq for ByName<P> {}
+
+impl<P: PolicyKind> Borrow<str> for ByName<P> {
+    fn borrow(&self) -> &str {
+        self.0.name()
+    }
+}
+
+/// The stored bindings of kind `P`, by name. Not kube's reflector store: that one keys each
+/// object by a kube `ObjectRef` of its own (name, namespace, resourceVersion, uid), and its
+/// map took ~200 heap bytes a binding.
+pub struct BindingStore<P: PolicyKind> {
+    bindings: Arc<RwLock<HashSet<ByName<P>>>>,
+}
+
+impl<P: PolicyKind> Clone for BindingStore<P> {
+    fn clone(&self) -> Self {
+        Self {
+            bindings: self.bindings.clone(),
+        }
+    }
+}
+
+impl<P: PolicyKind> BindingStore<P> {
+    fn read(&self) -> RwLockReadGuard<'_, HashSet<ByName<P>>> {
+        self.bindings.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, HashSet<ByName<P>>> {
+        self.bindings
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every stored binding.
+    pub fn state(&self) -> Vec<Arc<StoredBinding<P>>> {
+        self.read().iter().map(|b| b.0.clone()).collect()
+    }
+
+    /// The binding named `name`.
+    pub fn get(&self, name: &str) -> Option<Arc<StoredBinding<P>>> {
+        self.read().get(name).map(|b| b.0.clone())
+    }
+}
+
+/// Takes the watch events of a binding kind into its store, each binding as a
+/// [`StoredBinding`]: as kube's reflector does, a list replaces the store whole once it
+/// completes, and an update or a deletion changes it at once.
+pub struct BindingWriter<P: PolicyKind> {
+    store: BindingStore<P>,
+    /// What the list in progress delivered so far.
+    listing: HashSet<ByName<P>>,
+}
+
+/// An empty store of bindings of kind `P` with its writer.
+pub fn store<P: PolicyKind>() -> (BindingStore<P>, BindingWriter<P>) {
+    let store = BindingStore {
+        bindings: Arc::default(),
+    };
+    let writer = BindingWriter {
+        store: store.clone(),
+        listing: HashSet::new(),
+    };
+    (store, writer)
+}
+
+impl<P: PolicyKind> BindingWriter<P> {
+    /// The store it writes.
+    pub fn as_reader(&self) -> BindingStore<P> {
+        self.store.clone()
+    }
+
+    /// `binding` as stored (see [`StoredBinding::of`]; the store's binding of that name is
+    /// the one kept).
+    fn stored(&self, binding: &P::Binding) -> ByName<P> {
+        let name = binding.meta().name.as_deref().unwrap_or_default();
+        let kept = self.store.get(name);
+        ByName(Arc::new(StoredBinding::of(binding, kept.as_deref())))
+    }
+
+    /// Takes in one watch event.
+    pub fn apply_watcher_event(&mut self, event: &Event<P::Binding>) {
+        match event {
+            Event::Apply(binding) => {
+                let stored = self.stored(binding);
+                self.store.write().replace(stored);
+            }
+            Event::Delete(binding) => {
+                let name = binding.meta().name.as_deref().unwrap_or_default();
+                self.store.write().remove(name);
+            }
+            Event::Init => self.listing = HashSet::new(),
+            Event::InitApply(binding) => {
+                let stored = self.stored(binding);
+                self.listing.replace(stored);
+            }
+            Event::InitDone => *self.store.write() = std::mem::take(&mut self.listing),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use celgate_crds::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+    use serde_json::json;
+
+    use super::*;
+    use crate::fixtures::binding_json;
+
+    fn binding(object: serde_json::Value) -> ValidatingAdmissionPolicyBinding {
+        serde_json::from_value(object).unwrap()
+    }
+
+    #[test]
+    fn a_status_write_keeps_the_converted_spec_and_a_new_generation_converts_it_again() {
+        let (store, mut writer) = store::<ValidatingAdmissionPolicy>();
+        let mut object = binding_json("b", "p");
+        object["metadata"]["uid"] = json!("u1");
+        object["metadata"]["generation"] = json!(1);
+        writer.apply_watcher_event(&Event::Apply(binding(object.clone())));
+        let first = store.get("b").unwrap();
+        assert_eq!((first.name(), first.policy_name()), ("b", "p"));
+
+        object["status"] =
+            json!({"observedGeneration": 1, "audit": {"scanned": 1, "violations": 0}});
+        writer.apply_watcher_event(&Event::Apply(binding(object.clone())));
+        let written = store.get("b").unwrap();
+        assert!(Arc::ptr_eq(&first.spec, &written.spec));
+        assert!(written.audited);
+        let status = written.status().unwrap();
+        assert_eq!(
+            (status.observed_generation, &status.audit),
+            (Some(1), &None)
+        );
+
+        object["metadata"]["generation"] = json!(2);
+        object["spec"]["policyName"] = json!("q");
+        writer.apply_watcher_event(&Event::Apply(binding(object)));
+        let changed = store.get("b").unwrap();
+        assert!(!Arc::ptr_eq(&first.spec, &changed.spec));
+        assert_eq!(changed.policy_name(), "q");
+    }
+
+    #[test]
+    fn only_the_annotations_celgate_reads_are_kept() {
+        let (store, mut writer) = store::<ValidatingAdmissionPolicy>();
+        let mut object = binding_json("b", "p");
+        object["metadata"]["annotations"] = json!({SCAN_ANNOTATION: "false", "team": "payments"});
+        let full = binding(object);
+        writer.apply_watcher_event(&Event::Apply(full.clone()));
+        let stored = store.get("b").unwrap();
+        assert_eq!(stored.annotation(SCAN_ANNOTATION), Some("false"));
+        assert_eq!(stored.annotation("team"), None);
+        assert!(stored.same_as(&full));
+    }
+}
