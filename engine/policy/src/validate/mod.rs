@@ -388,7 +388,7 @@ mod tests {
     use celgate_cel::Authorizer;
     use serde_json::json;
 
-    use super::test_policies::{bound, cache, context, create_deployment, spec};
+    use super::test_policies::{bound, cache, conditioned, context, create_deployment, spec};
     use super::{validate, validate_each_binding};
     use crate::model::{
         FailurePolicy, MatchResources, NamedExpression, ValidatingBindingSpec, Validation,
@@ -446,14 +446,10 @@ mod tests {
 
     #[test]
     fn match_conditions_see_a_null_namespace_object_and_validations_the_namespace() {
-        let mut s = spec(vec![Validation {
-            expression: "namespaceObject.metadata.name != 'staging-ns'".into(),
-            ..Default::default()
-        }]);
-        s.match_conditions = vec![NamedExpression {
-            name: "c".into(),
-            expression: "namespaceObject == null".into(),
-        }];
+        let s = conditioned(
+            "namespaceObject.metadata.name != 'staging-ns'",
+            "namespaceObject == null",
+        );
         let raw = create_deployment(json!({"spec": {"replicas": 3}}));
         let req = Request::from_json(&raw).expect("valid request");
         let namespaces = cache();
@@ -507,14 +503,7 @@ mod tests {
 
     #[test]
     fn a_match_condition_error_is_warned_and_audited_as_the_binding_says_not_always_denied() {
-        let mut failing = spec(vec![Validation {
-            expression: "false".into(),
-            ..Default::default()
-        }]);
-        failing.match_conditions = vec![NamedExpression {
-            name: "c".into(),
-            expression: "object.spec.missing == 1".into(),
-        }];
+        let failing = conditioned("false", "object.spec.missing == 1");
         let raw = create_deployment(json!({"spec": {"replicas": 3}}));
         let req = Request::from_json(&raw).expect("valid request");
         let namespaces = cache();
@@ -551,14 +540,7 @@ mod tests {
 
     #[test]
     fn each_binding_is_decided_alone_and_applies_only_when_it_and_its_match_conditions_match() {
-        let mut s = spec(vec![Validation {
-            expression: "object.spec.replicas < 2".into(),
-            ..Default::default()
-        }]);
-        s.match_conditions = vec![NamedExpression {
-            name: "c".into(),
-            expression: "object.metadata.name != 'skip'".into(),
-        }];
+        let s = conditioned("object.spec.replicas < 2", "object.metadata.name != 'skip'");
         let mut policy = bound(s, vec![]);
         let binding = |name: &str, action, prod_only: bool| {
             let mut match_resources = MatchResources::default();

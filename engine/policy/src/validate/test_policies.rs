@@ -9,8 +9,8 @@ use serde_json::json;
 use crate::compile::compile_validating;
 use crate::matching::Namespaces;
 use crate::model::{
-    MatchResources, ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec, Validation,
-    ValidationAction,
+    MatchResources, NamedExpression, ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec,
+    Validation, ValidationAction,
 };
 use crate::request::Request;
 
@@ -51,6 +51,19 @@ pub(crate) fn spec(validations: Vec<Validation>) -> ValidatingPolicySpec {
         validations,
         ..Default::default()
     }
+}
+
+/// Policy `p` (as [`spec`]) with one validation and one match condition `c`.
+pub(crate) fn conditioned(validation: &str, condition: &str) -> ValidatingPolicySpec {
+    let mut s = spec(vec![Validation {
+        expression: validation.into(),
+        ..Default::default()
+    }]);
+    s.match_conditions = vec![NamedExpression {
+        name: "c".into(),
+        expression: condition.into(),
+    }];
+    s
 }
 
 /// The policy compiled, with one binding `b` of these actions.
