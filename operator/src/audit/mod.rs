@@ -308,7 +308,6 @@ async fn follow(
     let excluded =
         |object: &DynamicObject| excluded(&resource, object, &config.excluded_namespaces);
     let audited = Audited::of(&plan.units, &resource);
-    let keys = audited.keys();
     let api_resource = ApiResource {
         group: resource.group.clone(),
         version: resource.version.clone(),
@@ -353,7 +352,7 @@ async fn follow(
             }
             Ok(Event::InitDone) => {
                 if let Some(pass) = pass.take() {
-                    lock(&findings).finish(&resource, pass, &keys);
+                    lock(&findings).finish(&resource, pass, &audited.keys());
                     metrics::audit_resource_scanned();
                     debug!(resource = %resource.resource, objects = listed, "audit: resource scanned");
                 }
@@ -381,7 +380,7 @@ async fn follow(
                     warn!(error = %why, "audit: a resource cannot be read; retrying with backoff");
                     failing = true;
                 }
-                lock(&findings).failed(&resource, &keys, &why);
+                lock(&findings).failed(&resource, &audited.keys(), &why);
             }
         }
     }
@@ -456,29 +455,37 @@ impl Names {
     }
 }
 
-/// The bindings audited on one resource, by policy then binding name.
+/// The bindings audited on one resource, by policy then binding name (the plan's shared names,
+/// 16 bytes a binding).
 #[derive(Default)]
-struct Audited(HashMap<Arc<str>, HashMap<Arc<str>, UnitKey>>);
+struct Audited(HashMap<Arc<str>, HashSet<Arc<str>>>);
 
 impl Audited {
     /// The units of `units` that may select `resource`.
     fn of(units: &[Arc<Unit>], resource: &StoredAs) -> Self {
         let mut audited = Self::default();
         for unit in units.iter().filter(|u| u.resources.contains(resource)) {
-            (audited.0.entry(unit.policy.clone()).or_default())
-                .insert(unit.binding.clone(), key(unit));
+            (audited.0.entry(unit.policy.clone()).or_default()).insert(unit.binding.clone());
         }
         audited
     }
 
     /// The key of binding `binding` of policy `policy`, when it is audited here.
-    fn get(&self, policy: &str, binding: &str) -> Option<&UnitKey> {
-        self.0.get(policy)?.get(binding)
+    fn get(&self, policy: &str, binding: &str) -> Option<UnitKey> {
+        let (policy, bindings) = self.0.get_key_value(policy)?;
+        Some((policy.clone(), bindings.get(binding)?.clone()))
+    }
+
+    /// Whether binding `binding` of policy `policy` is audited here.
+    fn contains(&self, policy: &str, binding: &str) -> bool {
+        self.0.get(policy).is_some_and(|b| b.contains(binding))
     }
 
     /// Every key.
     fn keys(&self) -> Vec<UnitKey> {
-        self.0.values().flat_map(|b| b.values().cloned()).collect()
+        (self.0.iter())
+            .flat_map(|(policy, bindings)| bindings.iter().map(|b| (policy.clone(), b.clone())))
+            .collect()
     }
 }
 
@@ -522,16 +529,16 @@ fn evaluate(
             &req,
             authorizer.as_ref(),
             now,
-            |policy, binding| audited.get(policy, binding).is_some(),
+            |policy, binding| audited.contains(policy, binding),
             |policy, binding, outcome, applied| {
                 let Some(key) = audited.get(policy, binding) else {
                     return;
                 };
-                if applied {
-                    matched.push(key.clone());
-                }
                 if let Some(v) = finding(outcome) {
                     violations.insert(key.clone(), v);
+                }
+                if applied {
+                    matched.push(key);
                 }
             },
         );
