@@ -104,12 +104,18 @@ fn evaluate_guarded(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, o
     let mut one = Outcome::default();
     match guarded(|| evaluate_policy(bound, req, ctx, &mut one)) {
         Ok(()) => out.merge(one),
-        Err(internal) => {
-            if bound.policy.failure_policy() == FailurePolicy::Fail {
-                let msg = policy_message(&bound.policy, None, &internal.to_string());
-                deny_first(out, msg, None);
-            }
-        }
+        Err(internal) => internal_error(&bound.policy, &internal, out),
+    }
+}
+
+/// A defect in celgate met while evaluating `policy`: its error under its failurePolicy.
+fn internal_error(policy: &ValidatingPolicy, internal: &CheckError, out: &mut Outcome) {
+    if policy.failure_policy() == FailurePolicy::Fail {
+        deny_first(
+            out,
+            policy_message(policy, None, &internal.to_string()),
+            None,
+        );
     }
 }
 
@@ -157,7 +163,6 @@ pub fn validate_each_binding(
     wanted: impl Fn(&ValidatingBindingSpec) -> bool,
 ) -> Vec<BindingOutcome> {
     let policy = &bound.policy;
-    let fail = policy.failure_policy() == FailurePolicy::Fail;
     let wanted: Vec<&Arc<ValidatingBindingSpec>> =
         bound.bindings.iter().filter(|b| wanted(b)).collect();
     if wanted.is_empty() || exempt(req) {
@@ -187,10 +192,7 @@ pub fn validate_each_binding(
                 });
                 decided.unwrap_or_else(|internal| {
                     out = Outcome::default();
-                    if fail {
-                        let msg = policy_message(policy, None, &internal.to_string());
-                        deny_first(&mut out, msg, None);
-                    }
+                    internal_error(policy, &internal, &mut out);
                     false
                 })
             }
@@ -200,10 +202,7 @@ pub fn validate_each_binding(
                 false
             }
             Err(internal) => {
-                if fail {
-                    let msg = policy_message(policy, None, &internal.to_string());
-                    deny_first(&mut out, msg, None);
-                }
+                internal_error(policy, internal, &mut out);
                 false
             }
         };
