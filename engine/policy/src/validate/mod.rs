@@ -247,6 +247,9 @@ fn scope<'c>(
 
 /// Evaluates one binding of a policy that matched, with each of its params, into `out`; its
 /// audit annotation values join `annotations`. Whether it applied (see [`BindingOutcome`]).
+/// Inlined into both callers: as a call of its own it made the realistic validating review
+/// 0.25% more instructions and 1-3% more time than the loop it was cut from.
+#[inline(always)]
 fn evaluate_binding(
     policy: &ValidatingPolicy,
     binding: &Arc<ValidatingBindingSpec>,
