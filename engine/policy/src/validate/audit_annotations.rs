@@ -13,39 +13,59 @@ use crate::evaluation::{Batch, Evaluation};
 /// Longest audit annotation value, in bytes.
 pub const MAX_AUDIT_ANNOTATION_VALUE_BYTES: usize = 10 * 1024;
 
-/// Evaluates a policy's audit annotations, adding each value to its key's distinct values;
-/// an error denies under failurePolicy Fail (an unsupported type always).
-pub(super) fn evaluate_audit_annotations(
+/// What one evaluation of a policy's audit annotations gave: one result per annotation, in
+/// order (`Ok(None)` when omitted), each value cut to [`MAX_AUDIT_ANNOTATION_VALUE_BYTES`].
+pub(super) type AnnotationValues = Vec<Result<Option<String>, CheckError>>;
+
+/// Evaluates a policy's audit annotations.
+pub(super) fn annotation_values(
     policy: &ValidatingPolicy,
     evaluation: &Evaluation<'_>,
-    binding: &ValidatingBindingSpec,
-    fail: bool,
-    collected: &mut Vec<(String, Vec<String>)>,
-    out: &mut Outcome,
-) {
+) -> AnnotationValues {
     if policy.audit_annotations.is_empty() {
-        return;
+        return Vec::new();
     }
     let act = &evaluation.activation(Batch::AuditAnnotations);
     let mut budget = evaluation.budget(RUNTIME_BUDGET);
-    for (index, a) in policy.audit_annotations.iter().enumerate() {
-        let value = eval_annotation(a, index, act, &mut budget, evaluation.trace);
+    let values = (policy.audit_annotations.iter().enumerate())
+        .map(|(index, a)| {
+            let mut value = eval_annotation(a, index, act, &mut budget, evaluation.trace);
+            if let Ok(Some(v)) = &mut value
+                && v.len() > MAX_AUDIT_ANNOTATION_VALUE_BYTES
+            {
+                let mut cut = MAX_AUDIT_ANNOTATION_VALUE_BYTES;
+                while !v.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                v.truncate(cut);
+            }
+            value
+        })
+        .collect();
+    if let Some(t) = evaluation.trace {
+        trace::variables(t, &policy.spec.variables, Phase::AuditAnnotations, act);
+    }
+    values
+}
+
+/// Adds a binding's audit annotation values to their keys' distinct values; an error denies
+/// under failurePolicy Fail (an unsupported type always).
+pub(super) fn collect_annotations(
+    policy: &ValidatingPolicy,
+    binding: &ValidatingBindingSpec,
+    fail: bool,
+    values: &[Result<Option<String>, CheckError>],
+    collected: &mut Vec<(String, Vec<String>)>,
+    out: &mut Outcome,
+) {
+    for (a, value) in policy.audit_annotations.iter().zip(values) {
         match value {
             Ok(None) => {}
-            Ok(Some(mut v)) => {
-                if v.len() > MAX_AUDIT_ANNOTATION_VALUE_BYTES {
-                    let mut cut = MAX_AUDIT_ANNOTATION_VALUE_BYTES;
-                    while !v.is_char_boundary(cut) {
-                        cut -= 1;
-                    }
-                    v.truncate(cut);
-                }
-                match collected.iter_mut().find(|(k, _)| *k == a.key) {
-                    Some((_, values)) if values.contains(&v) => {}
-                    Some((_, values)) => values.push(v),
-                    None => collected.push((a.key.clone(), vec![v])),
-                }
-            }
+            Ok(Some(v)) => match collected.iter_mut().find(|(k, _)| *k == a.key) {
+                Some((_, values)) if values.contains(v) => {}
+                Some((_, values)) => values.push(v.clone()),
+                None => collected.push((a.key.clone(), vec![v.clone()])),
+            },
             Err(error) => {
                 // An unsupported return type denies even under Ignore, as upstream.
                 let always = matches!(error, CheckError::AnnotationType { .. });
@@ -58,9 +78,6 @@ pub(super) fn evaluate_audit_annotations(
                 }
             }
         }
-    }
-    if let Some(t) = evaluation.trace {
-        trace::variables(t, &policy.spec.variables, Phase::AuditAnnotations, act);
     }
 }
 

@@ -16,7 +16,6 @@ use super::validations::Decision;
 pub(super) fn route_decision(
     policy: &ValidatingPolicy,
     binding: &ValidatingBindingSpec,
-    binding_name: &Arc<str>,
     d: &Decision,
     elapsed: Duration,
     out: &mut Outcome,
@@ -64,7 +63,7 @@ pub(super) fn route_decision(
         }
         out.checks.push(Check {
             policy: policy.name.clone(),
-            binding: binding_name.clone(),
+            binding: Arc::from(binding.name.as_str()),
             error_type: d.error_type,
             enforcement_action: match action {
                 ValidationAction::Deny => "deny",
