@@ -340,9 +340,13 @@ def main(argv):
                   dig(cells, n, "celgate_webhook_review_ms"), "{:.2f} ms")
             t.row("bench-bindings", bindings, f"  kube-apiserver's call to celgate (round trip), {int(n):,} {what}",
                   dig(cells, n, "celgate_webhook_round_trip_ms"), "{:.2f} ms")
+        t.row("bench-bindings", bindings, f"what each engine adds to a create at 1,024 {what}, on kube-apiserver's clock: in-tree plugin / call to celgate",
+              dig(cells, "1024", "intree_admission_over_celgate_round_trip"), "{:.0f}x", ">= 100x", ">=", 100)
+        t.row("bench-bindings", bindings, f"  in-tree plugin's time per create, 1,024 {what}",
+              dig(cells, "1024", "intree_admission_ms"), "{:.2f} ms")
         intree, celgate = dig(cells, "1024", "intree_p99_ms"), dig(cells, "1024", "celgate_p99_ms")
-        t.row("bench-bindings", bindings, f"in-tree p99 / celgate p99 at 1,024 {what}",
-              intree / celgate if intree and celgate else None, "{:.0f}x", ">= 100x", ">=", 100)
+        t.row("bench-bindings", bindings, f"  in-tree p99 / celgate p99 at 1,024 {what} (whole creates)",
+              intree / celgate if intree and celgate else None, "{:.0f}x")
         t.row("bench-bindings", bindings, f"  the floor: in-tree p99 / no engine's p99 at 1,024 {what}",
               dig(cells, "1024", "intree_over_none_p99"), "{:.0f}x")
         # What the 3x target leaves to celgate: kube-apiserver's own p99 grows in the same run.

@@ -2,6 +2,8 @@
 //! resource rules and exclusions, scope, resource names, namespace and object selectors, with
 //! selector errors deferred until the rules match, as kube-apiserver does.
 
+use std::cell::OnceCell;
+
 use serde_json::Value;
 use thiserror::Error;
 
@@ -16,6 +18,53 @@ pub trait Namespaces {
     /// The labels of the named namespace, or `None` when it is not known.
     fn labels(&self, name: &str) -> Option<Option<&serde_json::Map<String, Value>>> {
         self.get(name).map(labels_of)
+    }
+}
+
+/// Namespaces that remember the labels of the first namespace asked for: the bindings of one
+/// policy, matched against one request, each ask for the same namespace's labels. The name is
+/// kept in place (a namespace's name is a DNS label, at most [`NAME_BYTES`] bytes; a longer
+/// one is never remembered), so remembering copies no string to the heap.
+pub(crate) struct RememberedLabels<'n> {
+    namespaces: &'n dyn Namespaces,
+    first: OnceCell<(usize, [u8; NAME_BYTES], NamespaceLabels<'n>)>,
+}
+
+/// The longest namespace name: a DNS label.
+const NAME_BYTES: usize = 63;
+
+/// A namespace's labels, `None` when it is not known.
+type NamespaceLabels<'n> = Option<Option<&'n serde_json::Map<String, Value>>>;
+
+impl<'n> RememberedLabels<'n> {
+    pub(crate) fn new(namespaces: &'n dyn Namespaces) -> Self {
+        RememberedLabels {
+            namespaces,
+            first: OnceCell::new(),
+        }
+    }
+}
+
+impl Namespaces for RememberedLabels<'_> {
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.namespaces.get(name)
+    }
+
+    fn labels(&self, name: &str) -> NamespaceLabels<'_> {
+        let bytes = name.as_bytes();
+        match self.first.get() {
+            Some((len, first, labels)) if first.get(..*len) == Some(bytes) => *labels,
+            Some(_) => self.namespaces.labels(name),
+            None => {
+                let labels = self.namespaces.labels(name);
+                let mut kept = [0; NAME_BYTES];
+                if let Some(place) = kept.get_mut(..bytes.len()) {
+                    place.copy_from_slice(bytes);
+                    let _ = self.first.set((bytes.len(), kept, labels));
+                }
+                labels
+            }
+        }
     }
 }
 
@@ -427,5 +476,47 @@ mod tests {
         c.resource_rules
             .push(rule(&["CREATE", "CONNECT"], &[""], &["pods/*"]));
         assert!(operation_named(&c, &req));
+    }
+
+    /// Two namespaces, counting how often each is looked up.
+    struct Counted(Value, Value, std::cell::Cell<usize>);
+    impl Namespaces for Counted {
+        fn get(&self, name: &str) -> Option<&Value> {
+            self.2.set(self.2.get() + 1);
+            match name {
+                "a" => Some(&self.0),
+                "b" => Some(&self.1),
+                _ => None,
+            }
+        }
+    }
+
+    #[test]
+    fn remembered_labels_look_the_first_namespace_up_once_and_any_other_each_time() {
+        let counted = Counted(
+            json!({"metadata": {"name": "a", "labels": {"team": "a"}}}),
+            json!({"metadata": {"name": "b", "labels": {"team": "b"}}}),
+            std::cell::Cell::new(0),
+        );
+        let remembered = RememberedLabels::new(&counted);
+        let team = |name: &str| {
+            remembered
+                .labels(name)
+                .map(|labels| labels.and_then(|l| l.get("team")).cloned())
+        };
+        for _ in 0..3 {
+            assert_eq!(team("a"), Some(Some(json!("a"))));
+        }
+        assert_eq!(counted.2.get(), 1);
+        assert_eq!(team("b"), Some(Some(json!("b"))));
+        assert_eq!(team("missing"), None);
+        assert_eq!(team("a"), Some(Some(json!("a"))));
+        assert_eq!(counted.2.get(), 3);
+        // A name longer than any namespace's is looked up, never remembered.
+        let long = "x".repeat(NAME_BYTES + 1);
+        let fresh = RememberedLabels::new(&counted);
+        assert_eq!(fresh.labels(&long), None);
+        assert_eq!(fresh.labels(&long), None);
+        assert_eq!(counted.2.get(), 5);
     }
 }

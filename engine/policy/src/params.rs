@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
+use smallvec::{SmallVec, smallvec};
 
 use crate::matching::{MatchError, selector_matches};
 use crate::model::{ParamKind, ParamRef, ParameterNotFoundAction};
@@ -131,11 +132,14 @@ pub fn not_served(kind: &ParamKind) -> String {
     )
 }
 
+/// The params a binding evaluates, kept in place when there is one (or none).
+pub type ParamList<'p> = SmallVec<[Option<&'p Value>; 1]>;
+
 /// What collecting params gave.
 #[derive(Debug)]
 pub enum Collected<'p> {
     /// Evaluate once per entry; `None` binds `params` to null.
-    Evaluate(Vec<Option<&'p Value>>),
+    Evaluate(ParamList<'p>),
     /// No params and the action is Allow: the binding is skipped.
     Skip,
 }
@@ -185,7 +189,7 @@ pub fn collect<'p>(
     params: &'p dyn Params,
 ) -> Result<Collected<'p>, ParamError> {
     let (Some(kind), Some(param_ref)) = (kind, param_ref) else {
-        return Ok(Collected::Evaluate(vec![None]));
+        return Ok(Collected::Evaluate(smallvec![None]));
     };
     let store = match params.kind(kind) {
         ParamKindState::Ready(store) => store,
@@ -211,7 +215,7 @@ pub fn collect<'p>(
         }
         ""
     };
-    let found: Vec<Option<&Value>> = match (&param_ref.name, &param_ref.selector) {
+    let found: ParamList<'p> = match (&param_ref.name, &param_ref.selector) {
         (Some(_), Some(_)) => return Err(ParamError::NameAndSelector),
         (Some(name), None) => store
             .get(namespace, name)
@@ -219,7 +223,7 @@ pub fn collect<'p>(
             .into_iter()
             .collect(),
         (None, Some(selector)) => {
-            let mut out = Vec::new();
+            let mut out = ParamList::new();
             for (_, obj) in store.in_namespace(namespace) {
                 let labels = obj
                     .get("metadata")
@@ -416,7 +420,7 @@ mod tests {
         );
         // A binding without a paramRef reads no param, so the kind's access does not matter.
         let got = collect(Some(&kind), None, &req, &Forbidden).expect("no error");
-        assert!(matches!(got, Collected::Evaluate(v) if v == vec![None]));
+        assert!(matches!(got, Collected::Evaluate(v) if v.as_slice() == [None]));
     }
 
     #[test]
@@ -424,7 +428,7 @@ mod tests {
         let raw = request("team");
         let req = Request::from_json(&raw).expect("valid");
         let got = collect(None, None, &req, &NoParams).expect("no error");
-        assert!(matches!(got, Collected::Evaluate(v) if v == vec![None]));
+        assert!(matches!(got, Collected::Evaluate(v) if v.as_slice() == [None]));
         assert_eq!(
             gvk_string(&ParamKind {
                 api_version: "example.invalid/v1".into(),

@@ -9,7 +9,7 @@ use crate::compile::PolicySpec;
 use crate::evaluation::namespace_object;
 use crate::matching::{self, MatchError};
 use crate::model::{MatchResources, MutatingBindingSpec, ParamRef, ValidatingBindingSpec};
-use crate::params::{self, Collected, ParamError, ParamKindState};
+use crate::params::{self, Collected, ParamError, ParamKindState, ParamList};
 use crate::request::Request;
 use crate::validate::Context;
 use crate::validate::trace::Skip;
@@ -69,7 +69,7 @@ pub(crate) enum BindingError {
 
 /// The params to evaluate a binding with, or why the binding does not apply (its match
 /// resources miss, or no param and `Allow`).
-pub(crate) type BindingParams<'p> = Result<Vec<Option<&'p Value>>, Skip>;
+pub(crate) type BindingParams<'p> = Result<ParamList<'p>, Skip>;
 
 /// What a binding of either kind holds alike.
 pub(crate) trait BindingSpec {

@@ -18,15 +18,15 @@ pub(crate) mod test_policies;
 pub mod trace;
 mod validations;
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
 use celgate_cel::Authorizer;
+use hashbrown::HashMap;
 
 use crate::compile::ValidatingPolicy;
 use crate::exception::ExceptionsAt;
-use crate::matching::Namespaces;
+use crate::matching::{Namespaces, RememberedLabels};
 use crate::model::{FailurePolicy, ValidatingBindingSpec};
 use crate::params::Params;
 use crate::request::Request;
@@ -247,6 +247,9 @@ struct Matched<'m, 'c> {
     namespace_object: &'m serde_json::Value,
     req: &'m Request<'m>,
     ctx: &'m Context<'c>,
+    /// The context's namespaces, the request's namespace labels looked up once for all the
+    /// bindings' namespace selectors.
+    namespaces: RememberedLabels<'c>,
     fail: bool,
     /// What the policy's expressions gave for each param already evaluated, by the param's
     /// address in the params' store (0: no param). Nothing in it depends on the binding, so
@@ -279,6 +282,7 @@ impl<'m, 'c> Matched<'m, 'c> {
             namespace_object,
             req,
             ctx,
+            namespaces: RememberedLabels::new(ctx.namespaces),
             fail: policy.failure_policy() == FailurePolicy::Fail,
             evaluated: share.then(HashMap::new),
         }
@@ -297,8 +301,12 @@ impl<'m, 'c> Matched<'m, 'c> {
     ) -> bool {
         let (policy, req, ctx, fail) = (self.policy, self.req, self.ctx, self.fail);
         let started = Instant::now();
+        let matching = Context {
+            namespaces: &self.namespaces,
+            ..*ctx
+        };
         // A binding whose match or params cannot be worked out is a configuration error.
-        let params = match binding_params(&policy.spec, &**binding, req, ctx) {
+        let params = match binding_params(&policy.spec, &**binding, req, &matching) {
             Ok(Ok(list)) => list,
             Ok(Err(why)) => {
                 if let Some(t) = ctx.trace {
