@@ -6,8 +6,8 @@ use std::fmt::Write as _;
 
 use celgate_cel::Value;
 use celgate_engine::Outcome;
+use celgate_engine::trace::{Effect, Phase, Skip, Step, StepKind, StepResult, Trace};
 use celgate_engine::validate::Denial;
-use celgate_engine::validate::trace::{Effect, Phase, Skip, Step, StepKind, StepResult, Trace};
 use serde::Serialize;
 use serde_json::Value as Json;
 

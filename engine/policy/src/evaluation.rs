@@ -12,8 +12,8 @@ use celgate_cel::{Activation, Authorizer, Budget, PER_CALL_LIMIT, Variables};
 use crate::matching::{MatchError, Namespaces};
 use crate::request::Request;
 
-use crate::validate::CheckError;
-use crate::validate::trace::Trace;
+use crate::check::CheckError;
+use crate::trace::Trace;
 
 static NULL: serde_json::Value = serde_json::Value::Null;
 

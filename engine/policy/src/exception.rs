@@ -4,18 +4,17 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Instant, SystemTime};
 
 use celgate_cel::Variables;
 
 use crate::compile::{CompiledMatchCondition, compile_checked, result_types};
 use crate::environment::policy_variables;
 use crate::evaluation::Evaluation;
-use crate::matching;
+use crate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
+use crate::matching::{self, Namespaces};
 use crate::model::{MatchResources, NamedExpression};
 use crate::request::Request;
-use crate::validate::Context;
-use crate::validate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 
 /// One policy an exception names.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -109,11 +108,17 @@ impl Exception {
     /// Whether the exception applies to `req` at `now`: not expired, compiled, its match
     /// resources match and its conditions all hold. A selector or condition that cannot be
     /// evaluated means no: the exception lets through only what it clearly matches.
-    fn applies(&self, req: &Request<'_>, ctx: &Context<'_>, now: SystemTime) -> bool {
+    fn applies(
+        &self,
+        req: &Request<'_>,
+        namespaces: &dyn Namespaces,
+        deadline: Option<Instant>,
+        now: SystemTime,
+    ) -> bool {
         if self.expired_at(now) || !self.compiled {
             return false;
         }
-        if !matching::matches(&self.spec.match_resources, req, ctx.namespaces).unwrap_or(false) {
+        if !matching::matches(&self.spec.match_resources, req, namespaces).unwrap_or(false) {
             return false;
         }
         if self.match_conditions.is_empty() {
@@ -129,7 +134,7 @@ impl Exception {
             variables: &self.variables,
             message_variables: &self.variables,
             authorizer: None,
-            deadline: ctx.deadline,
+            deadline,
             trace: None,
         };
         let sources = Sources {
@@ -177,21 +182,6 @@ impl ExceptionSet {
     pub fn is_empty(&self) -> bool {
         self.all.is_empty()
     }
-
-    /// The first exception that excepts `req` from `binding` of `policy` at `now`, if any.
-    pub fn excepting(
-        &self,
-        policy: &str,
-        binding: &str,
-        req: &Request<'_>,
-        ctx: &Context<'_>,
-        now: SystemTime,
-    ) -> Option<&Arc<Exception>> {
-        self.by_policy
-            .get(policy)?
-            .iter()
-            .find(|e| e.names(policy, binding) && e.applies(req, ctx, now))
-    }
 }
 
 /// The exceptions a decision honours, and the time it is decided at (expiry is to the second
@@ -202,6 +192,23 @@ pub struct ExceptionsAt<'c> {
     pub set: &'c ExceptionSet,
     /// The time of the decision.
     pub now: SystemTime,
+}
+
+impl<'c> ExceptionsAt<'c> {
+    /// The first exception that excepts `req` from `binding` of `policy`, if any: the
+    /// request's namespace is looked up in `namespaces`, and its match conditions stop at
+    /// `deadline`.
+    pub fn excepting(
+        &self,
+        policy: &str,
+        binding: &str,
+        req: &Request<'_>,
+        namespaces: &dyn Namespaces,
+        deadline: Option<Instant>,
+    ) -> Option<&'c Arc<Exception>> {
+        (self.set.by_policy.get(policy)?.iter())
+            .find(|e| e.names(policy, binding) && e.applies(req, namespaces, deadline, self.now))
+    }
 }
 
 #[cfg(test)]

@@ -6,13 +6,16 @@
 
 pub mod apivalidation;
 pub mod autogen;
+mod check;
 pub mod compile;
+mod context;
 pub mod declarations;
 pub mod environment;
 mod evaluation;
 pub mod exception;
 mod index;
 pub mod json_text;
+mod match_conditions;
 pub mod matching;
 pub mod model;
 pub mod mutate;
@@ -23,18 +26,20 @@ pub mod received;
 pub mod request;
 pub mod schema;
 mod scope;
+pub mod trace;
 pub mod typecheck;
 pub mod validate;
 
 use std::sync::Arc;
 
 pub use compile::{ValidatingPolicy, compile_validating};
+pub use context::Context;
 pub use exception::{Exception, ExceptionSet, ExceptionsAt};
 pub use matching::Namespaces;
 pub use mutate::{BoundMutatingPolicy, KindSchemas, MutatingPolicy, MutationOutcome};
 pub use params::{ParamKindState, ParamObjects, Params};
 pub use request::{Request, RequestError};
-pub use validate::{BindingOutcome, BoundPolicy, Context, Outcome, validate};
+pub use validate::{BindingOutcome, BoundPolicy, Outcome, validate};
 
 /// The API group of celgate's own kinds; policies never apply to them.
 pub const GROUP: &str = "admission.celgate.io";

@@ -6,13 +6,13 @@
 use serde_json::Value;
 
 use crate::compile::PolicySpec;
+use crate::context::Context;
 use crate::evaluation::namespace_object;
 use crate::matching::{self, MatchError};
 use crate::model::{MatchResources, MutatingBindingSpec, ParamRef, ValidatingBindingSpec};
 use crate::params::{self, Collected, ParamError, ParamKindState, ParamList};
 use crate::request::Request;
-use crate::validate::Context;
-use crate::validate::trace::Skip;
+use crate::trace::Skip;
 
 /// Why a policy cannot decide a request, worded as upstream words it.
 #[derive(Debug, thiserror::Error)]

@@ -9,7 +9,7 @@ use celgate_cel::Authorizer;
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::model::FailurePolicy;
 use celgate_engine::received::ReceivedRequest;
-use celgate_engine::validate::trace::Trace;
+use celgate_engine::trace::Trace;
 use celgate_engine::{
     Context, ExceptionsAt, MutatingWebhookGroup, MutationOutcome, Outcome, Request, RequestError,
 };

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::Context;
 use crate::matching::Namespaces;
 use crate::model::{
     MutatingBindingSpec, Mutation, PatchType, ValidatingBindingSpec, Validation, ValidationAction,
@@ -16,7 +17,7 @@ use crate::model::{
 use crate::mutate::{ApplySemantics, BoundMutatingPolicy, KindSchema, KindSchemas};
 use crate::request::Request;
 use crate::schema::{Gvk, schemas_from_openapi};
-use crate::validate::{BoundPolicy, Context};
+use crate::validate::BoundPolicy;
 use crate::{PolicySet, compile_validating, mutate::compile_mutating};
 
 struct Cache(HashMap<String, Value>);

@@ -11,6 +11,7 @@ use super::{
     ApplySemantics, BoundMutatingPolicy, KindSchema, KindSchemas, MutationOutcome,
     compile_mutating, mutate,
 };
+use crate::Context;
 use crate::matching::Namespaces;
 use crate::model::{
     FailurePolicy, MatchResources, MutatingBindingSpec, MutatingPolicySpec, Mutation,
@@ -18,7 +19,7 @@ use crate::model::{
 };
 use crate::request::Request;
 use crate::schema::Gvk;
-use crate::validate::{Context, ErrorType};
+use crate::validate::ErrorType;
 
 struct Cache(HashMap<String, Value>);
 

@@ -5,10 +5,11 @@ use celgate_cel::{Activation, Budget, RUNTIME_BUDGET, Value};
 use crate::compile::CompiledAuditAnnotation;
 use crate::model::ValidatingBindingSpec;
 
-use super::outcome::{CheckError, Outcome, deny_first, policy_message};
-use super::trace::{self, Effect, Phase, Step, StepKind, StepResult, Trace};
+use super::outcome::{Outcome, deny_first, policy_message};
+use crate::check::CheckError;
 use crate::compile::ValidatingPolicy;
 use crate::evaluation::{Batch, Evaluation};
+use crate::trace::{self, Effect, Phase, Step, StepKind, StepResult, Trace};
 
 /// Longest audit annotation value, in bytes.
 pub const MAX_AUDIT_ANNOTATION_VALUE_BYTES: usize = 10 * 1024;

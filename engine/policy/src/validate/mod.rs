@@ -11,40 +11,35 @@
 mod audit_annotations;
 mod enforcement;
 pub(crate) mod exempt;
-pub(crate) mod match_conditions;
 mod outcome;
 #[cfg(test)]
 pub(crate) mod test_policies;
-pub mod trace;
 mod validations;
 
 use std::sync::Arc;
 use std::time::Instant;
 
-use celgate_cel::Authorizer;
 use hashbrown::HashMap;
 
 use crate::compile::ValidatingPolicy;
-use crate::exception::ExceptionsAt;
-use crate::matching::{Namespaces, RememberedLabels};
+use crate::context::Context;
+use crate::match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
+use crate::matching::RememberedLabels;
 use crate::model::{FailurePolicy, ValidatingBindingSpec};
-use crate::params::Params;
 use crate::request::Request;
 use crate::scope::{ScopeError, binding_params, policy_scope};
+use crate::trace::Skip;
 
+pub use crate::check::{CheckError, ErrorType};
 pub use audit_annotations::MAX_AUDIT_ANNOTATION_VALUE_BYTES;
 pub use exempt::exempt;
-pub use outcome::{
-    Check, CheckError, Denial, ErrorType, Excepted, Outcome, VALIDATION_FAILURE_KEY,
-};
+pub use outcome::{Check, Denial, Excepted, Outcome, VALIDATION_FAILURE_KEY};
 pub use validations::MAX_MESSAGE_EXPRESSION_BYTES;
 
 use crate::evaluation::{Evaluation, guarded};
 use audit_annotations::{AnnotationValues, annotation_values, collect_annotations};
 use enforcement::route_decision;
-use match_conditions::{MatchConditions, Sources, evaluate_match_conditions};
 use outcome::{deny_first, policy_message};
-use trace::{Skip, Trace};
 use validations::{Decision, evaluate_validations};
 
 /// A bound policy in a snapshot: the compiled policy and its bindings, in list order.
@@ -54,24 +49,6 @@ pub struct BoundPolicy {
     pub policy: Arc<ValidatingPolicy>,
     /// Its bindings.
     pub bindings: Vec<Arc<ValidatingBindingSpec>>,
-}
-
-/// What evaluation reads from the cluster, through the operator's caches.
-#[derive(Clone, Copy)]
-pub struct Context<'c> {
-    /// Namespaces, for selectors and `namespaceObject`.
-    pub namespaces: &'c dyn Namespaces,
-    /// Param kinds and their objects.
-    pub params: &'c dyn Params,
-    /// Authorization checks for the request's user (`authorizer`); unbound when `None`.
-    pub authorizer: Option<&'c Arc<dyn Authorizer>>,
-    /// When evaluation must stop (the API server's webhook timeout), if any.
-    pub deadline: Option<Instant>,
-    /// Receives each evaluated expression (offline tools); `None` in the webhook.
-    pub trace: Option<&'c dyn Trace>,
-    /// The PolicyExceptions honoured and the time of the decision; `None` honours none
-    /// (mutating policies are never excepted).
-    pub exceptions: Option<ExceptionsAt<'c>>,
 }
 
 /// Validates a request against the bound policies.
@@ -323,9 +300,13 @@ impl<'m, 'c> Matched<'m, 'c> {
             }
         };
         if let Some(at) = ctx.exceptions
-            && let Some(e) = at
-                .set
-                .excepting(&policy.name, &binding.name, req, ctx, at.now)
+            && let Some(e) = at.excepting(
+                &policy.name,
+                &binding.name,
+                req,
+                &self.namespaces,
+                ctx.deadline,
+            )
         {
             if let Some(t) = ctx.trace {
                 t.skipped(&policy.name, Some(&binding.name), Skip::Excepted);

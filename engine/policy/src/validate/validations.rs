@@ -5,9 +5,9 @@ use celgate_cel::{Budget, EvalError, RUNTIME_BUDGET, Value};
 
 use crate::compile::ValidatingPolicy;
 
-use super::outcome::{CheckError, ErrorType};
-use super::trace::{self, Effect, Phase, Step, StepKind, StepResult};
+use crate::check::{CheckError, ErrorType};
 use crate::evaluation::{Batch, Evaluation};
+use crate::trace::{self, Effect, Phase, Step, StepKind, StepResult};
 
 /// Longest evaluated message kept from a messageExpression, in bytes.
 pub const MAX_MESSAGE_EXPRESSION_BYTES: usize = 5 * 1024;

@@ -1,14 +1,14 @@
 //! A policy's match conditions: whether it applies to the request at all. Shared by validating
-//! and mutating policies (it lives with validation, whose check errors and trace it reports
-//! through); each reports an error in its own message format.
+//! and mutating policies and PolicyExceptions; each reports an error in its own message
+//! format.
 
 use celgate_cel::{MATCH_CONDITIONS_BUDGET, Value};
 
-use super::outcome::CheckError;
-use super::trace::{self, Effect, Phase, Step, StepKind, StepResult};
+use crate::check::CheckError;
 use crate::compile::CompiledMatchCondition;
 use crate::evaluation::{Batch, Evaluation};
 use crate::model::NamedExpression;
+use crate::trace::{self, Effect, Phase, Step, StepKind, StepResult};
 
 /// What a policy's match conditions decided for one evaluation.
 #[derive(Debug, PartialEq)]
