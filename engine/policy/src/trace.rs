@@ -9,7 +9,7 @@ use crate::compile::ExprError;
 use crate::model::NamedExpression;
 
 /// Receives the steps of a validation as they happen. Methods take `&self` so a tracer can sit
-/// in the [`Context`](crate::Context) that evaluation shares; implementations collect with
+/// in the evaluation's `Context`, which it shares; implementations collect with
 /// interior mutability.
 pub trait Trace {
     /// A binding starts evaluating the policy with one param (`None`: the policy has no
