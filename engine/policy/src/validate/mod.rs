@@ -155,8 +155,8 @@ pub fn validate_each_binding(
     for binding in wanted {
         let binding_name: Arc<str> = Arc::from(binding.name.as_str());
         let mut out = Outcome::default();
-        let applied = match (&scoped, &mut matched) {
-            (Ok(Some(_)), Some(matched)) => {
+        let applied = match (&mut matched, &scoped) {
+            (Some(matched), _) => {
                 let decided = guarded(|| {
                     let mut annotations = Vec::new();
                     let applied = matched.evaluate_binding(binding, &mut annotations, &mut out);
@@ -169,12 +169,12 @@ pub fn validate_each_binding(
                     false
                 })
             }
-            // The policy's match failed: each binding shares its error.
-            (Ok(_), _) => {
+            // The policy did not match, or its match failed: each binding shares its error.
+            (None, Ok(_)) => {
                 out = policy_out.clone();
                 false
             }
-            (Err(internal), _) => {
+            (None, Err(internal)) => {
                 internal_error(policy, internal, &mut out);
                 false
             }
