@@ -6,6 +6,7 @@
 //! configuration before merging: that it fits the schema, and that it sets nothing atomic.
 
 use std::fmt::Write as _;
+use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
@@ -276,8 +277,76 @@ pub(super) enum Within<'t> {
     /// way to it whole: an item added or removed moves the others. Most mutations write one
     /// place: it is followed without building anything.
     One(&'t [String]),
-    /// The values at these token paths (not empty; none, or at least two), as [`Within::One`].
-    Paths(Vec<&'t [String]>),
+    /// The values at these token paths (none, or at least two), as [`Within::One`].
+    Paths(Paths<'t>),
+}
+
+/// Token paths, sorted, that share the tokens before `depth` (the walk is below them): those
+/// of `sorted[from..to]`, each read from token `depth` on (none ends there). Sorted, the paths
+/// below one member name are next to each other and met in key order, so a step is a narrower
+/// range, built without allocating.
+#[derive(Clone, Debug)]
+pub(super) struct Paths<'t> {
+    sorted: Rc<[&'t [String]]>,
+    from: usize,
+    to: usize,
+    depth: usize,
+}
+
+impl<'t> Paths<'t> {
+    fn each(&self) -> &[&'t [String]] {
+        &self.sorted[self.from..self.to]
+    }
+
+    /// The member name path `i` (of [`Paths::each`]) steps into.
+    fn token(&self, i: usize) -> &'t str {
+        let path: &'t [String] = self.sorted[self.from + i];
+        &path[self.depth]
+    }
+
+    /// What is below the paths `from..to` of [`Paths::each`], once their token at `depth` is
+    /// passed.
+    fn below(&self, from: usize, to: usize) -> Within<'t> {
+        let depth = self.depth + 1;
+        let paths = &self.sorted[self.from + from..self.from + to];
+        match paths {
+            // Sorted, a path ending here comes first.
+            [first, ..] if first.len() == depth => Within::All,
+            [one] => Within::One(&one[depth..]),
+            _ => Within::Paths(Paths {
+                sorted: self.sorted.clone(),
+                from: self.from + from,
+                to: self.from + to,
+                depth,
+            }),
+        }
+    }
+
+    /// The member names the paths start with, in key order, with what to look at below each.
+    fn named(&self) -> impl Iterator<Item = (&'t str, Within<'t>)> + '_ {
+        let len = self.to - self.from;
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            if i >= len {
+                return None;
+            }
+            let name = self.token(i);
+            let start = i;
+            while i < len && self.token(i) == name {
+                i += 1;
+            }
+            Some((name, self.below(start, i)))
+        })
+    }
+
+    /// What is below member `key`, if a path starts with it.
+    fn step_key(&self, key: &str) -> Option<Within<'t>> {
+        let depth = self.depth;
+        let each = self.each();
+        let from = each.partition_point(|p| p[depth].as_str() < key);
+        let to = from + each[from..].partition_point(|p| p[depth].as_str() == key);
+        (from < to).then(|| self.below(from, to))
+    }
 }
 
 impl<'t> Within<'t> {
@@ -288,11 +357,20 @@ impl<'t> Within<'t> {
     }
 
     /// The paths left, or all of the value when one of them ends here.
-    fn below(paths: Vec<&'t [String]>) -> Self {
+    fn below(mut paths: Vec<&'t [String]>) -> Self {
         match paths.as_slice() {
             _ if paths.iter().any(|p| p.is_empty()) => Within::All,
             [one] => Within::One(one),
-            _ => Within::Paths(paths),
+            _ => {
+                paths.sort_unstable();
+                let to = paths.len();
+                Within::Paths(Paths {
+                    sorted: paths.into(),
+                    from: 0,
+                    to,
+                    depth: 0,
+                })
+            }
         }
     }
 
@@ -314,7 +392,16 @@ impl<'t> Within<'t> {
             Within::One(path) => key
                 .is_none_or(|k| path.first().is_some_and(|t| t == k))
                 .then(|| Self::rest(path)),
-            Within::Paths(paths) => Self::step_paths(paths, key),
+            Within::Paths(paths) => match key {
+                Some(key) => paths.step_key(key),
+                // Below any item, the paths below every item: sorted again.
+                None => {
+                    let each = paths.each();
+                    (!each.is_empty()).then(|| {
+                        Within::below(each.iter().map(|p| &p[paths.depth + 1..]).collect())
+                    })
+                }
+            },
         }
     }
 
@@ -333,9 +420,9 @@ impl<'t> Within<'t> {
                 let (k, v) = map.get_key_value(path.first()?)?;
                 f(k, v, &Self::rest(path))
             }
-            Within::Paths(paths) => Self::named(paths).iter().find_map(|(name, below)| {
-                let (k, v) = map.get_key_value(*name)?;
-                f(k, v, below)
+            Within::Paths(paths) => paths.named().find_map(|(name, below)| {
+                let (k, v) = map.get_key_value(name)?;
+                f(k, v, &below)
             }),
         }
     }
@@ -355,36 +442,13 @@ impl<'t> Within<'t> {
                 }
             }
             Within::Paths(paths) => {
-                for (name, below) in Self::named(paths) {
+                for (name, below) in paths.named() {
                     if let Some(v) = map.get_mut(name) {
                         f(name, v, &below);
                     }
                 }
             }
         }
-    }
-
-    /// The member names the paths start with, in key order, with what to look at below each.
-    fn named(paths: &[&'t [String]]) -> Vec<(&'t str, Within<'t>)> {
-        let mut names: Vec<&'t str> = paths
-            .iter()
-            .filter_map(|p| p.first().map(String::as_str))
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        names
-            .into_iter()
-            .filter_map(|name| Some((name, Self::step_paths(paths, Some(name))?)))
-            .collect()
-    }
-
-    fn step_paths(paths: &[&'t [String]], key: Option<&str>) -> Option<Within<'t>> {
-        let rest: Vec<&[String]> = paths
-            .iter()
-            .filter(|p| key.is_none_or(|k| p.first().is_some_and(|t| t == k)))
-            .map(|p| &p[1..])
-            .collect();
-        (!rest.is_empty()).then(|| Within::below(rest))
     }
 }
 
