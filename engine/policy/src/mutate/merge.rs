@@ -63,7 +63,7 @@ pub(super) fn merge_into(
     config: &Value,
     writes: &mut Writes,
 ) -> Result<bool, Vec<PathError>> {
-    let mut path = String::new();
+    let mut path = String::with_capacity(64);
     let edit = plan(ty, object, config, &mut path, 0)?;
     let mut places = Vec::new();
     edit.places(&mut Vec::new(), &mut places);
@@ -98,6 +98,11 @@ fn plan(
             v => Edit::Set(v),
         })
     };
+    // A scalar the configuration sets to what the object has (as the `apiVersion` and `kind`
+    // every configuration carries) is kept: nothing is written there.
+    if lhs == rhs && ty.holds_scalar(lhs) {
+        return Ok(Edit::Keep);
+    }
     if depth > super::typed::MAX_DEPTH {
         return whole(path);
     }

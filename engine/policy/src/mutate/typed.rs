@@ -1058,7 +1058,7 @@ pub(super) fn may_find_unkeyed(ty: &Ty, v: &celgate_cel::Value<'_>, depth: usize
 /// finds them: through declared fields and list items only (not through map values).
 pub(super) fn atomic_paths(ty: &Ty, v: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    find_atomics(ty, v, &mut String::new(), 0, &mut out);
+    find_atomics(ty, v, &mut String::with_capacity(64), 0, &mut out);
     out
 }
 
