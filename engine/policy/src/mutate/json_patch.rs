@@ -89,25 +89,26 @@ pub(super) fn decode(token: &str) -> Cow<'_, str> {
         return Cow::Borrowed(token);
     }
     let mut out = String::with_capacity(token.len());
-    let mut chars = token.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '~' {
-            match chars.peek() {
-                Some('1') => {
-                    chars.next();
-                    out.push('/');
-                    continue;
-                }
-                Some('0') => {
-                    chars.next();
-                    out.push('~');
-                    continue;
-                }
-                _ => {}
+    let mut rest = token;
+    while let Some(i) = rest.find('~') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        rest = match after.as_bytes().first() {
+            Some(b'1') => {
+                out.push('/');
+                &after[1..]
             }
-        }
-        out.push(c);
+            Some(b'0') => {
+                out.push('~');
+                &after[1..]
+            }
+            _ => {
+                out.push('~');
+                after
+            }
+        };
     }
+    out.push_str(rest);
     Cow::Owned(out)
 }
 

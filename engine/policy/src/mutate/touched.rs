@@ -315,6 +315,9 @@ fn whole_diff(from: &Value, to: &Value, at: &str, ops: &mut Vec<Value>) {
 /// Appends a member name to a JSON Pointer.
 fn push_token(at: &mut String, key: &str) {
     at.push('/');
+    if !key.contains(['~', '/']) {
+        return at.push_str(key);
+    }
     for c in key.chars() {
         match c {
             '~' => at.push_str("~0"),
