@@ -475,11 +475,11 @@ fn merge_lists(
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::{merge, merge_into};
     use crate::mutate::apply::tests::{pod, pod_schema};
-    use crate::mutate::touched::{Saved, Writes};
+    use crate::mutate::touched::{JsonPatchText, Saved, Writes};
     use crate::mutate::typed::{Ty, Within, join_errors, validate};
 
     /// Merging in place gives what merging into a new value gives, for objects that fit the
@@ -535,9 +535,11 @@ mod tests {
                         assert_eq!(&in_place, want, "{config} into {object}");
                         assert_eq!(changed, in_place != *object, "{config} into {object}");
                         let whole_diff = json_patch::diff(object, &in_place);
-                        let whole_diff = (!whole_diff.0.is_empty())
-                            .then(|| serde_json::to_value(&whole_diff.0).unwrap());
-                        let written = writes.original.patch(&in_place).map(Value::Array);
+                        let whole_diff = (!whole_diff.0.is_empty()).then(|| {
+                            let ops = serde_json::to_value(&whole_diff.0).unwrap();
+                            JsonPatchText::from_ops(ops.as_array().unwrap())
+                        });
+                        let written = writes.original.patch(&in_place);
                         assert_eq!(written, whole_diff, "{config} into {object}");
                         let saved = writes.invocation.take().unwrap();
                         assert_eq!(saved.differs(&in_place), changed, "{config} into {object}");
