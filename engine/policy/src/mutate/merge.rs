@@ -68,7 +68,7 @@ pub(super) fn merge_into(
     let mut places = Vec::new();
     edit.places(&mut Vec::new(), &mut places);
     if !places.is_empty() {
-        writes.before(object, &Places::paths(places));
+        writes.before(object, Places::paths(places));
     }
     Ok(match edit {
         Edit::Set(None) => {
@@ -114,7 +114,8 @@ fn plan(
     if shape(&alhs) != shape(&arhs) || m.atomic || (l.is_empty() && r.is_empty()) {
         return whole(path);
     }
-    let (mut members, mut added) = (Vec::new(), Vec::new());
+    // The members that change, in the configuration's order (its keys' order).
+    let mut members = Vec::new();
     let (mut errors, mut added_errors) = (Vec::new(), Vec::new());
     // How many members of the configuration the object has.
     let mut shared = 0;
@@ -133,8 +134,7 @@ fn plan(
         shared += usize::from(in_object);
         match planned {
             Ok(Edit::Keep) => {}
-            Ok(edit) if in_object => members.push((key.clone(), edit)),
-            Ok(edit) => added.push((key.clone(), edit)),
+            Ok(edit) => members.push((key.clone(), edit)),
             Err(e) if in_object => errors.extend(e),
             Err(e) => added_errors.extend(e),
         }
@@ -146,14 +146,11 @@ fn plan(
     }
     // The merged map is empty (and so dropped) only when every member merged to nothing.
     let dropped = |e: &Edit| matches!(e, Edit::Set(None));
-    let kept = l.len() > shared
-        || r.len() > members.len() + added.len()
-        || !members.iter().chain(&added).all(|(_, e)| dropped(e));
+    let kept =
+        l.len() > shared || r.len() > members.len() || !members.iter().all(|(_, e)| dropped(e));
     if !kept {
         return Ok(Edit::Set(None));
     }
-    members.extend(added);
-    members.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(if members.is_empty() {
         Edit::Keep
     } else {

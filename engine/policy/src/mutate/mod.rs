@@ -661,7 +661,7 @@ impl Run<'_> {
                     };
                 let custom_resource_scale =
                     custom_resource_scale.then(|| self.object.value().clone());
-                self.writes.before(self.object.value(), &places);
+                self.writes.before(self.object.value(), places.clone());
                 // What a patch that may fail half-way writes is kept, to be put back.
                 let undo = (!json_patch::changes_nothing_on_error(&ops))
                     .then(|| Saved::new(self.object.value(), &places));

@@ -72,12 +72,12 @@ pub(super) struct Writes {
 
 impl Writes {
     /// `places` of `object` are about to be written.
-    pub(super) fn before(&mut self, object: &Value, places: &Places) {
-        self.original.keep(object, places);
+    pub(super) fn before(&mut self, object: &Value, places: Places) {
+        self.original.keep(object, &places);
         for saved in self.invocation.iter_mut().chain(&mut self.since) {
-            saved.keep(object, places);
+            saved.keep(object, &places);
         }
-        self.log.extend(places.0.iter().cloned());
+        self.log.extend(places.0);
     }
 
     /// The places written since the object was last looked at for a value its Go type cannot
