@@ -4,6 +4,7 @@
 //! by their keys and sets by value (items of the object first, in their order, with the
 //! configuration's new items placed after the shared item they follow).
 
+use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 use super::touched::{Places, Writes};
@@ -36,13 +37,13 @@ enum Edit {
 
 impl Edit {
     /// The paths this edit writes at (below `path`): each value it sets or drops.
-    fn places(&self, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    fn places<'e>(&'e self, path: &mut Vec<&'e str>, out: &mut Vec<Vec<String>>) {
         match self {
             Edit::Keep => {}
-            Edit::Set(_) => out.push(path.clone()),
+            Edit::Set(_) => out.push(path.iter().map(|k| k.to_string()).collect()),
             Edit::Members(members) => {
                 for (key, edit) in members {
-                    path.push(key.clone());
+                    path.push(key);
                     edit.places(path, out);
                     path.pop();
                 }
@@ -176,10 +177,12 @@ fn perform(value: &mut Value, edit: Edit) -> bool {
             for (key, edit) in members {
                 match edit {
                     Edit::Set(None) => changed |= map.remove(&key).is_some(),
-                    Edit::Set(Some(new)) => match map.get_mut(&key) {
-                        Some(old) => changed |= perform(old, Edit::Set(Some(new))),
-                        None => {
-                            map.insert(key, new);
+                    Edit::Set(Some(new)) => match map.entry(key) {
+                        Entry::Occupied(mut old) => {
+                            changed |= perform(old.get_mut(), Edit::Set(Some(new)));
+                        }
+                        Entry::Vacant(slot) => {
+                            slot.insert(new);
                             changed = true;
                         }
                     },

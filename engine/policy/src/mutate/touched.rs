@@ -357,9 +357,12 @@ fn diff_kept(now: Option<&Value>, kept: &Kept, at: &mut String, ops: &mut JsonPa
             return;
         }
     };
+    // Each kept member looked up once, for the two passes.
+    let found: Vec<(&str, &Kept, Option<&Value>)> = (members.iter())
+        .map(|(key, kept)| (key.as_str(), kept, map.get(key)))
+        .collect();
     for removed in [false, true] {
-        for (key, kept) in members {
-            let member = map.get(key);
+        for &(key, kept, member) in &found {
             if member.is_none() != removed {
                 continue;
             }
