@@ -353,7 +353,11 @@ impl<'t> Within<'t> {
     /// The part of an object a walk must look at to see what was written at these places
     /// (paths of member names, as `Written` holds them).
     pub(super) fn of_paths(paths: &'t [Vec<String>]) -> Self {
-        Within::below(paths.iter().map(Vec::as_slice).collect())
+        match paths {
+            // Most mutations write one place: nothing to collect.
+            [one] if !one.is_empty() => Within::One(one),
+            _ => Within::below(paths.iter().map(Vec::as_slice).collect()),
+        }
     }
 
     /// The paths left, or all of the value when one of them ends here.
