@@ -1114,6 +1114,93 @@ mod tests {
     /// A list map's key or a set item in a path prints as structured-merge-diff's `ToString`
     /// (found by the generated differential, seed 14, case 707: an empty map key printed
     /// `[name={}]`, in-tree `[name=]`).
+    /// What a walk looks at, as a set of paths (`None`: all of it).
+    type Seen = Option<std::collections::BTreeSet<Vec<String>>>;
+
+    /// The paths a `Within` stands for.
+    fn seen(w: &Within<'_>) -> Seen {
+        match w {
+            Within::All => None,
+            Within::One(path) => Some([path.to_vec()].into()),
+            Within::Paths(paths) => Some(
+                (paths.each().iter())
+                    .map(|p| p[paths.depth..].to_vec())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Below `key` (any item: `None`) of a set of paths: the rest of those starting with it,
+    /// all when one ends there, nothing (`Err`) when none starts with it.
+    fn below(set: &std::collections::BTreeSet<Vec<String>>, key: Option<&str>) -> Result<Seen, ()> {
+        let rest: std::collections::BTreeSet<Vec<String>> = (set.iter())
+            .filter(|p| key.is_none_or(|k| p[0] == k))
+            .map(|p| p[1..].to_vec())
+            .collect();
+        if rest.is_empty() {
+            Err(())
+        } else if rest.iter().any(Vec::is_empty) {
+            Ok(None)
+        } else {
+            Ok(Some(rest))
+        }
+    }
+
+    /// Checks every step below `w` against the set of paths it stands for, `depth` levels down.
+    fn steps_as_sets(w: &Within<'_>, keys: &[&str], depth: usize) {
+        let Some(set) = seen(w) else {
+            assert!(matches!(w.step(Some("a")), Some(Within::All)));
+            return;
+        };
+        let map: Map<String, Value> = keys.iter().map(|k| (k.to_string(), json!(1))).collect();
+        let mut met = Vec::new();
+        w.find_member(&map, |k, _, below| {
+            met.push((k.to_string(), seen(below)));
+            None::<()>
+        });
+        let want: Vec<(String, Seen)> = (keys.iter())
+            .filter_map(|k| Some((k.to_string(), below(&set, Some(k)).ok()?)))
+            .collect();
+        assert_eq!(met, want, "members of {set:?}");
+        for key in keys.iter().copied().map(Some).chain([None]) {
+            let got = w.step(key);
+            assert_eq!(
+                got.as_ref().map(seen),
+                below(&set, key).ok(),
+                "{set:?} below {key:?}"
+            );
+            if let (Some(got), true) = (got, depth < 4) {
+                steps_as_sets(&got, keys, depth + 1);
+            }
+        }
+    }
+
+    /// A walk within written places steps as the set of their paths does: members in key
+    /// order, all below a path that ends, nothing below a name no path starts with.
+    #[test]
+    fn a_walk_within_places_steps_as_their_paths() {
+        let keys = ["a", "b", "c"];
+        let mut seed = 7u64;
+        for _ in 0..400 {
+            let mut paths = Vec::new();
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            for i in 0..(seed >> 60) {
+                let mut path = Vec::new();
+                let mut bits = seed.rotate_left(9 * i as u32);
+                // Paths of one to four names (an empty one: the whole value).
+                for _ in 0..(bits % 5) {
+                    bits /= 5;
+                    path.push(keys[(bits % 3) as usize].to_string());
+                    bits /= 3;
+                }
+                paths.push(path);
+            }
+            steps_as_sets(&Within::of_paths(&paths), &keys, 0);
+        }
+    }
+
     #[test]
     fn keys_in_paths_print_as_structured_merge_diff_prints_them() {
         let (empty, map, list, s, f, i, null) = (
