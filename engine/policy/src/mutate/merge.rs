@@ -26,16 +26,16 @@ fn merge(
 
 /// What merging a configuration into an object changes, worked out before anything is
 /// changed, so that an error leaves the object as it was.
-enum Edit {
+enum Edit<'c> {
     /// The object's value stays as it is.
     Keep,
     /// The value becomes this one, or (`None`) the member is dropped.
     Set(Option<Value>),
     /// A granular map merged member by member: the members that change, in key order.
-    Members(Vec<(String, Edit)>),
+    Members(Vec<(&'c str, Edit<'c>)>),
 }
 
-impl Edit {
+impl Edit<'_> {
     /// The paths this edit writes at (below `path`): each value it sets or drops.
     fn places<'e>(&'e self, path: &mut Vec<&'e str>, out: &mut Vec<Vec<String>>) {
         match self {
@@ -84,13 +84,13 @@ pub(super) fn merge_into(
 
 /// The edit that merges `rhs` into `lhs` at `ty`: granular maps on both sides are planned
 /// member by member, anything else is merged whole by [`merge_at`].
-fn plan(
+fn plan<'c>(
     ty: &Ty,
     lhs: &Value,
-    rhs: &Value,
+    rhs: &'c Value,
     path: &mut String,
     depth: usize,
-) -> Result<Edit, Vec<PathError>> {
+) -> Result<Edit<'c>, Vec<PathError>> {
     let whole = |path: &mut String| {
         merge_at(ty, Some(lhs), Some(rhs), path, depth).map(|merged| match merged {
             // The merge keeps the object's value (as for the `apiVersion` and `kind` every
@@ -135,7 +135,7 @@ fn plan(
         shared += usize::from(in_object);
         match planned {
             Ok(Edit::Keep) => {}
-            Ok(edit) => members.push((key.clone(), edit)),
+            Ok(edit) => members.push((key.as_str(), edit)),
             Err(e) if in_object => errors.extend(e),
             Err(e) => added_errors.extend(e),
         }
@@ -176,7 +176,7 @@ fn perform(value: &mut Value, edit: Edit) -> bool {
             let mut changed = false;
             for (key, edit) in members {
                 match edit {
-                    Edit::Set(None) => changed |= map.remove(&key).is_some(),
+                    Edit::Set(None) => changed |= map.remove(key).is_some(),
                     Edit::Set(Some(new)) => match map.entry(key) {
                         Entry::Occupied(mut old) => {
                             changed |= perform(old.get_mut(), Edit::Set(Some(new)));
@@ -187,7 +187,7 @@ fn perform(value: &mut Value, edit: Edit) -> bool {
                         }
                     },
                     edit => {
-                        if let Some(old) = map.get_mut(&key) {
+                        if let Some(old) = map.get_mut(key) {
                             changed |= perform(old, edit);
                         }
                     }

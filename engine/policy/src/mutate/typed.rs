@@ -1062,11 +1062,11 @@ pub(super) fn may_find_unkeyed(ty: &Ty, v: &celgate_cel::Value<'_>, depth: usize
 /// finds them: through declared fields and list items only (not through map values).
 pub(super) fn atomic_paths(ty: &Ty, v: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    find_atomics(ty, v, &mut String::with_capacity(64), 0, &mut out);
+    find_atomics(ty, v, &Step::Root, 0, &mut out);
     out
 }
 
-fn find_atomics(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut Vec<String>) {
+fn find_atomics(ty: &Ty, v: &Value, at: &Step<'_>, depth: usize, out: &mut Vec<String>) {
     // Only maps and lists can be atomic.
     if depth > MAX_DEPTH || !matches!(v, Value::Object(_) | Value::Array(_)) {
         return;
@@ -1075,27 +1075,22 @@ fn find_atomics(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut V
     match (v, &atom.map, &atom.list) {
         (Value::Object(map), Some(m), _) => {
             if m.atomic {
-                out.push(path.clone());
+                out.push(at.to_string());
             }
             for (key, item) in map {
                 if let Some(t) = m.field(key) {
-                    let len = path.len();
-                    path.push('.');
-                    path.push_str(key);
-                    find_atomics(&t, item, path, depth + 1, out);
-                    path.truncate(len);
+                    find_atomics(&t, item, &Step::Member(at, key), depth + 1, out);
                 }
             }
         }
         (Value::Array(items), _, Some(list)) => {
             if list.atomic {
-                out.push(path.clone());
+                out.push(at.to_string());
             }
             for (i, item) in items.iter().enumerate() {
-                let len = path.len();
-                let _ = write!(path, "[{i}]");
-                find_atomics(&list.elem, item, path, depth + 1, out);
-                path.truncate(len);
+                // Items are named by their index (`[i]`), whatever keys them.
+                let index = Element::Index(i);
+                find_atomics(&list.elem, item, &Step::Item(at, &index), depth + 1, out);
             }
         }
         _ => {}
