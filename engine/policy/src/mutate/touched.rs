@@ -266,7 +266,9 @@ fn keep_at(node: &mut Kept, place: &[String], value: Option<&Value>) {
             None => {
                 let mut fresh = Kept::Place(value.cloned());
                 for key in rest.iter().rev() {
-                    fresh = Kept::Below(BTreeMap::from([(key.clone(), fresh)]));
+                    let mut below = BTreeMap::new();
+                    below.insert(key.clone(), fresh);
+                    fresh = Kept::Below(below);
                 }
                 members.insert(key.clone(), fresh);
             }
@@ -393,16 +395,19 @@ fn whole_diff(from: &Value, to: &Value, at: &str, ops: &mut JsonPatchText) {
 /// Appends a member name to a JSON Pointer.
 fn push_token(at: &mut String, key: &str) {
     at.push('/');
-    if !key.contains(['~', '/']) {
-        return at.push_str(key);
+    // The text between the escaped bytes (ASCII, so at char boundaries) is copied whole.
+    let mut start = 0;
+    for (i, b) in key.bytes().enumerate() {
+        let escaped = match b {
+            b'~' => "~0",
+            b'/' => "~1",
+            _ => continue,
+        };
+        at.push_str(&key[start..i]);
+        at.push_str(escaped);
+        start = i + 1;
     }
-    for c in key.chars() {
-        match c {
-            '~' => at.push_str("~0"),
-            '/' => at.push_str("~1"),
-            c => at.push(c),
-        }
-    }
+    at.push_str(&key[start..]);
 }
 
 #[cfg(test)]
