@@ -84,7 +84,7 @@ impl MutationReport {
             denial: outcome.denial.map(DenialRecord::from),
             request,
             notes,
-            patch: outcome.patch,
+            patch: outcome.patch.ops(),
             object: mutated.unwrap_or_else(|| object.clone()),
             invocations,
         }

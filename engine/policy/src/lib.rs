@@ -36,7 +36,9 @@ pub use compile::{ValidatingPolicy, compile_validating};
 pub use context::Context;
 pub use exception::{Exception, ExceptionSet, ExceptionsAt};
 pub use matching::Namespaces;
-pub use mutate::{BoundMutatingPolicy, KindSchemas, MutatingPolicy, MutationOutcome};
+pub use mutate::{
+    BoundMutatingPolicy, JsonPatchText, KindSchemas, MutatingPolicy, MutationOutcome,
+};
 pub use params::{ParamKindState, ParamObjects, Params};
 pub use request::{Request, RequestError};
 pub use validate::{BindingOutcome, BoundPolicy, Outcome, validate};

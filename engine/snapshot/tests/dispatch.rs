@@ -581,7 +581,7 @@ async fn mutating_policies_patch_in_name_order_each_seeing_the_previous_result()
     let outcome = mutate(&store, configmap_review(json!({"k": "v"}))).await;
     assert!(outcome.allowed(), "{:?}", outcome.denial);
     assert_eq!(
-        outcome.patch,
+        outcome.patch.ops(),
         [
             json!({"op": "add", "path": "/data/owner", "value": "a"}),
             json!({"op": "add", "path": "/metadata/labels", "value": {"team": "a"}}),
@@ -632,7 +632,7 @@ async fn a_failing_mutation_denies_under_fail_and_is_dropped_under_ignore() {
     let outcome = mutate(&store, configmap_review(json!({}))).await;
     assert!(outcome.allowed(), "{:?}", outcome.denial);
     assert_eq!(
-        outcome.patch,
+        outcome.patch.ops(),
         [json!({"op": "add", "path": "/metadata/labels", "value": {"team": "c"}})]
     );
     assert_eq!(
@@ -719,7 +719,7 @@ async fn mutation_waits_for_params_as_validation_does_and_is_not_ready_before_th
     syncer.await.unwrap();
     assert_eq!(Instant::now() - started, Duration::from_millis(300));
     assert_eq!(
-        outcome.patch,
+        outcome.patch.ops(),
         [json!({"op": "add", "path": "/data/max", "value": "7"})]
     );
 

@@ -140,7 +140,7 @@ pub(super) fn unknown_fields(schema: &Schema, object: &Value, within: &Within<'_
     walk_unknown(
         &Ty::root(schema),
         object,
-        &mut String::new(),
+        &mut String::with_capacity(64),
         0,
         &mut out,
         within,

@@ -98,9 +98,9 @@ pub(super) fn object(
         let (json, foreign) = field(v, depth + 1)
             .map_err(|e| format!("fail to convert field {}: {e}", go_quote(name)))?;
         if let Some(f) = foreign {
-            marks.push((Place::Member(name.to_string()), f));
+            marks.push((Place::Member(String::from(&**name)), f));
         }
-        out.insert(name.to_string(), json);
+        out.insert(String::from(&**name), json);
     }
     Ok((serde_json::Value::Object(out), Foreign::of(marks)))
 }
@@ -135,9 +135,9 @@ fn field(v: &Value<'_>, depth: usize) -> Result<Converted, String> {
                 };
                 let (json, foreign) = native(&item, depth + 1);
                 if let Some(f) = foreign {
-                    marks.push((Place::Member(key.to_string()), f));
+                    marks.push((Place::Member(String::from(&*key)), f));
                 }
-                out.insert(key.to_string(), json);
+                out.insert(String::from(&*key), json);
             }
             Ok((serde_json::Value::Object(out), Foreign::of(marks)))
         }
@@ -156,7 +156,7 @@ fn native(v: &Value<'_>, depth: usize) -> Converted {
             serde_json::Number::from_f64(*d)
                 .map_or(serde_json::Value::Null, serde_json::Value::Number),
         ),
-        Value::String(s) => plain(serde_json::Value::String(s.to_string())),
+        Value::String(s) => plain(serde_json::Value::String(String::from(&**s))),
         Value::List(List::Json(_) | List::Tape(_))
         | Value::Map(Map::Json(_) | Map::Tape(_) | Map::Layered(_)) => {
             plain(v.to_json().unwrap_or(serde_json::Value::Null))

@@ -89,25 +89,26 @@ pub(super) fn decode(token: &str) -> Cow<'_, str> {
         return Cow::Borrowed(token);
     }
     let mut out = String::with_capacity(token.len());
-    let mut chars = token.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '~' {
-            match chars.peek() {
-                Some('1') => {
-                    chars.next();
-                    out.push('/');
-                    continue;
-                }
-                Some('0') => {
-                    chars.next();
-                    out.push('~');
-                    continue;
-                }
-                _ => {}
+    let mut rest = token;
+    while let Some(i) = rest.find('~') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        rest = match after.as_bytes().first() {
+            Some(b'1') => {
+                out.push('/');
+                &after[1..]
             }
-        }
-        out.push(c);
+            Some(b'0') => {
+                out.push('~');
+                &after[1..]
+            }
+            _ => {
+                out.push('~');
+                after
+            }
+        };
     }
+    out.push_str(rest);
     Cow::Owned(out)
 }
 
@@ -148,19 +149,17 @@ fn resolve(i: i64, len: usize) -> Result<usize, String> {
 /// pointer has no token or a step is absent, null, a scalar or a bad index. (The library
 /// ignores what precedes the first `/`.)
 fn find<'d>(doc: &'d mut Value, path: &str) -> Option<(&'d mut Value, String)> {
-    let tokens: Vec<&str> = path.split('/').collect();
-    if tokens.len() < 2 {
-        return None;
-    }
+    // The tokens after the first, the last apart (none without a '/').
+    let (parents, last) = path.rsplit_once('/')?;
     let mut cur = doc;
-    for part in &tokens[1..tokens.len() - 1] {
+    for part in parents.split('/').skip(1) {
         let next = get_mut(cur, &decode(part)).ok()??;
         if next.is_null() || !(next.is_object() || next.is_array()) {
             return None;
         }
         cur = next;
     }
-    Some((cur, decode(tokens[tokens.len() - 1]).into_owned()))
+    Some((cur, decode(last).into_owned()))
 }
 
 /// The member or item `key` of a container: `Ok(None)` for an absent member (or one holding

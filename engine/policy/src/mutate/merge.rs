@@ -4,6 +4,7 @@
 //! by their keys and sets by value (items of the object first, in their order, with the
 //! configuration's new items placed after the shared item they follow).
 
+use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 use super::touched::{Places, Writes};
@@ -25,24 +26,24 @@ fn merge(
 
 /// What merging a configuration into an object changes, worked out before anything is
 /// changed, so that an error leaves the object as it was.
-enum Edit {
+enum Edit<'c> {
     /// The object's value stays as it is.
     Keep,
     /// The value becomes this one, or (`None`) the member is dropped.
     Set(Option<Value>),
     /// A granular map merged member by member: the members that change, in key order.
-    Members(Vec<(String, Edit)>),
+    Members(Vec<(&'c str, Edit<'c>)>),
 }
 
-impl Edit {
+impl Edit<'_> {
     /// The paths this edit writes at (below `path`): each value it sets or drops.
-    fn places(&self, path: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
+    fn places<'e>(&'e self, path: &mut Vec<&'e str>, out: &mut Vec<Vec<String>>) {
         match self {
             Edit::Keep => {}
-            Edit::Set(_) => out.push(path.clone()),
+            Edit::Set(_) => out.push(path.iter().map(|k| k.to_string()).collect()),
             Edit::Members(members) => {
                 for (key, edit) in members {
-                    path.push(key.clone());
+                    path.push(key);
                     edit.places(path, out);
                     path.pop();
                 }
@@ -63,12 +64,12 @@ pub(super) fn merge_into(
     config: &Value,
     writes: &mut Writes,
 ) -> Result<bool, Vec<PathError>> {
-    let mut path = String::new();
+    let mut path = String::with_capacity(64);
     let edit = plan(ty, object, config, &mut path, 0)?;
     let mut places = Vec::new();
     edit.places(&mut Vec::new(), &mut places);
     if !places.is_empty() {
-        writes.before(object, &Places::paths(places));
+        writes.before(object, Places::paths(places));
     }
     Ok(match edit {
         Edit::Set(None) => {
@@ -83,13 +84,13 @@ pub(super) fn merge_into(
 
 /// The edit that merges `rhs` into `lhs` at `ty`: granular maps on both sides are planned
 /// member by member, anything else is merged whole by [`merge_at`].
-fn plan(
+fn plan<'c>(
     ty: &Ty,
     lhs: &Value,
-    rhs: &Value,
+    rhs: &'c Value,
     path: &mut String,
     depth: usize,
-) -> Result<Edit, Vec<PathError>> {
+) -> Result<Edit<'c>, Vec<PathError>> {
     let whole = |path: &mut String| {
         merge_at(ty, Some(lhs), Some(rhs), path, depth).map(|merged| match merged {
             // The merge keeps the object's value (as for the `apiVersion` and `kind` every
@@ -98,6 +99,11 @@ fn plan(
             v => Edit::Set(v),
         })
     };
+    // A scalar the configuration sets to what the object has (as the `apiVersion` and `kind`
+    // every configuration carries) is kept: nothing is written there.
+    if lhs == rhs && ty.holds_scalar(lhs) {
+        return Ok(Edit::Keep);
+    }
     if depth > super::typed::MAX_DEPTH {
         return whole(path);
     }
@@ -109,7 +115,8 @@ fn plan(
     if shape(&alhs) != shape(&arhs) || m.atomic || (l.is_empty() && r.is_empty()) {
         return whole(path);
     }
-    let (mut members, mut added) = (Vec::new(), Vec::new());
+    // The members that change, in the configuration's order (its keys' order).
+    let mut members = Vec::new();
     let (mut errors, mut added_errors) = (Vec::new(), Vec::new());
     // How many members of the configuration the object has.
     let mut shared = 0;
@@ -128,8 +135,7 @@ fn plan(
         shared += usize::from(in_object);
         match planned {
             Ok(Edit::Keep) => {}
-            Ok(edit) if in_object => members.push((key.clone(), edit)),
-            Ok(edit) => added.push((key.clone(), edit)),
+            Ok(edit) => members.push((key.as_str(), edit)),
             Err(e) if in_object => errors.extend(e),
             Err(e) => added_errors.extend(e),
         }
@@ -141,14 +147,11 @@ fn plan(
     }
     // The merged map is empty (and so dropped) only when every member merged to nothing.
     let dropped = |e: &Edit| matches!(e, Edit::Set(None));
-    let kept = l.len() > shared
-        || r.len() > members.len() + added.len()
-        || !members.iter().chain(&added).all(|(_, e)| dropped(e));
+    let kept =
+        l.len() > shared || r.len() > members.len() || !members.iter().all(|(_, e)| dropped(e));
     if !kept {
         return Ok(Edit::Set(None));
     }
-    members.extend(added);
-    members.sort_by(|a, b| a.0.cmp(&b.0));
     Ok(if members.is_empty() {
         Edit::Keep
     } else {
@@ -173,16 +176,18 @@ fn perform(value: &mut Value, edit: Edit) -> bool {
             let mut changed = false;
             for (key, edit) in members {
                 match edit {
-                    Edit::Set(None) => changed |= map.remove(&key).is_some(),
-                    Edit::Set(Some(new)) => match map.get_mut(&key) {
-                        Some(old) => changed |= perform(old, Edit::Set(Some(new))),
-                        None => {
-                            map.insert(key, new);
+                    Edit::Set(None) => changed |= map.remove(key).is_some(),
+                    Edit::Set(Some(new)) => match map.entry(key) {
+                        Entry::Occupied(mut old) => {
+                            changed |= perform(old.get_mut(), Edit::Set(Some(new)));
+                        }
+                        Entry::Vacant(slot) => {
+                            slot.insert(new);
                             changed = true;
                         }
                     },
                     edit => {
-                        if let Some(old) = map.get_mut(&key) {
+                        if let Some(old) = map.get_mut(key) {
                             changed |= perform(old, edit);
                         }
                     }
@@ -470,11 +475,11 @@ fn merge_lists(
 mod tests {
     #![allow(clippy::unwrap_used)]
 
-    use serde_json::{Value, json};
+    use serde_json::json;
 
     use super::{merge, merge_into};
     use crate::mutate::apply::tests::{pod, pod_schema};
-    use crate::mutate::touched::{Saved, Writes};
+    use crate::mutate::touched::{JsonPatchText, Saved, Writes};
     use crate::mutate::typed::{Ty, Within, join_errors, validate};
 
     /// Merging in place gives what merging into a new value gives, for objects that fit the
@@ -530,9 +535,11 @@ mod tests {
                         assert_eq!(&in_place, want, "{config} into {object}");
                         assert_eq!(changed, in_place != *object, "{config} into {object}");
                         let whole_diff = json_patch::diff(object, &in_place);
-                        let whole_diff = (!whole_diff.0.is_empty())
-                            .then(|| serde_json::to_value(&whole_diff.0).unwrap());
-                        let written = writes.original.patch(&in_place).map(Value::Array);
+                        let whole_diff = (!whole_diff.0.is_empty()).then(|| {
+                            let ops = serde_json::to_value(&whole_diff.0).unwrap();
+                            JsonPatchText::from_ops(ops.as_array().unwrap())
+                        });
+                        let written = writes.original.patch(&in_place);
                         assert_eq!(written, whole_diff, "{config} into {object}");
                         let saved = writes.invocation.take().unwrap();
                         assert_eq!(saved.differs(&in_place), changed, "{config} into {object}");

@@ -49,6 +49,7 @@ use typed::{Fit, Written};
 
 pub use apply::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
 pub use compile::{CompiledMutation, Mutating, MutatingPolicy, compile_mutating};
+pub use touched::JsonPatchText;
 
 /// A bound mutating policy in a snapshot: the compiled policy and its bindings, in list order.
 #[derive(Debug, Clone)]
@@ -108,8 +109,8 @@ pub struct Invocation {
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct MutationOutcome {
     /// The JSON patch (RFC 6902 operations) from the request's object to the object after
-    /// every mutation ([`MutationOutcome::object`]); empty when unchanged.
-    pub patch: Vec<Value>,
+    /// every mutation ([`MutationOutcome::object`]), as JSON text; empty when unchanged.
+    pub patch: JsonPatchText,
     /// Set when the request is rejected: a policy error under failurePolicy Fail (code 403,
     /// the first error's message), or an error upstream returns at once (no schema for the
     /// kind: 503; a patch a built-in kind cannot decode: 500; an unknown namespace: 404).
@@ -132,8 +133,7 @@ impl MutationOutcome {
         if self.patch.is_empty() {
             return None;
         }
-        let patch: ::json_patch::Patch =
-            serde_json::from_value(Value::Array(self.patch.clone())).ok()?;
+        let patch: ::json_patch::Patch = serde_json::from_slice(self.patch.as_bytes()).ok()?;
         let mut mutated = object.clone();
         ::json_patch::patch(&mut mutated, &patch).ok()?;
         Some(mutated)
@@ -663,7 +663,7 @@ impl Run<'_> {
                     };
                 let custom_resource_scale =
                     custom_resource_scale.then(|| self.object.value().clone());
-                self.writes.before(self.object.value(), &places);
+                self.writes.before(self.object.value(), places.clone());
                 // What a patch that may fail half-way writes is kept, to be put back.
                 let undo = (!json_patch::changes_nothing_on_error(&ops))
                     .then(|| Saved::new(self.object.value(), &places));

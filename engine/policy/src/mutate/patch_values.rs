@@ -46,9 +46,10 @@ fn check_type_names(v: &Value<'_>, path: &mut String, depth: usize, errors: &mut
             }
         }
         Value::Map(m) => {
-            for (_, item) in m.entries() {
+            m.find_map(|_, item| {
                 check_type_names(&item, path, depth + 1, errors);
-            }
+                None::<()>
+            });
         }
         _ => {}
     }
@@ -83,7 +84,9 @@ pub(super) enum PatchValueError {
 /// `Ok` when the `Object` literals in `v` (rooted at type `root`) are named by their paths.
 fn type_names_match(v: &Value<'_>, root: &str) -> Result<(), PatchValueError> {
     let mut errors = Vec::new();
-    check_type_names(v, &mut root.to_string(), 0, &mut errors);
+    let mut path = String::with_capacity(root.len() + 64);
+    path.push_str(root);
+    check_type_names(v, &mut path, 0, &mut errors);
     if errors.is_empty() {
         Ok(())
     } else {

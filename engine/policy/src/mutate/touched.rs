@@ -72,12 +72,12 @@ pub(super) struct Writes {
 
 impl Writes {
     /// `places` of `object` are about to be written.
-    pub(super) fn before(&mut self, object: &Value, places: &Places) {
-        self.original.keep(object, places);
+    pub(super) fn before(&mut self, object: &Value, places: Places) {
+        self.original.keep(object, &places);
         for saved in self.invocation.iter_mut().chain(&mut self.since) {
-            saved.keep(object, places);
+            saved.keep(object, &places);
         }
-        self.log.extend(places.0.iter().cloned());
+        self.log.extend(places.0);
     }
 
     /// The places written since the object was last looked at for a value its Go type cannot
@@ -156,10 +156,85 @@ impl Saved {
 
     /// The RFC 6902 operations from the object as kept to `object`, when they differ: the
     /// operations a diff of the whole objects gives, where only the kept places were written.
-    pub(super) fn patch(&self, object: &Value) -> Option<Vec<Value>> {
-        let mut ops = Vec::new();
+    pub(super) fn patch(&self, object: &Value) -> Option<JsonPatchText> {
+        let mut ops = JsonPatchText::default();
         diff_kept(Some(object), &self.0, &mut String::new(), &mut ops);
-        (!ops.is_empty()).then_some(ops)
+        (!ops.is_empty()).then(|| ops.finish())
+    }
+}
+
+/// A JSON patch (RFC 6902) as JSON text: its list of operations as serde_json writes it
+/// (members in key order, no space); empty when there is no operation. Written as the diff
+/// finds the operations, without building them as values first.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct JsonPatchText(Vec<u8>);
+
+impl JsonPatchText {
+    /// The text of these operations (empty when there are none).
+    pub fn from_ops(ops: &[Value]) -> Self {
+        let mut text = JsonPatchText::default();
+        for op in ops {
+            text.op_value(op);
+        }
+        text.finish()
+    }
+
+    /// Whether there is no operation.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The JSON text (empty when there is no operation).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The operations, read back as values.
+    pub fn ops(&self) -> Vec<Value> {
+        if self.0.is_empty() {
+            return Vec::new();
+        }
+        serde_json::from_slice(&self.0).unwrap_or_default()
+    }
+
+    /// Starts the next operation's object.
+    fn next(&mut self) {
+        self.0.push(if self.0.is_empty() { b'[' } else { b',' });
+    }
+
+    /// Appends an operation `op` at `path` with `value`, if any (the members in key order).
+    fn op(&mut self, op: &str, path: &str, value: Option<&Value>) {
+        self.next();
+        self.0.extend_from_slice(b"{\"op\":\"");
+        self.0.extend_from_slice(op.as_bytes());
+        self.0.extend_from_slice(b"\",\"path\":");
+        // Writing JSON into memory cannot fail.
+        let _ = serde_json::to_writer(&mut self.0, path);
+        if let Some(value) = value {
+            self.0.extend_from_slice(b",\"value\":");
+            let _ = serde_json::to_writer(&mut self.0, value);
+        }
+        self.0.push(b'}');
+    }
+
+    /// Appends an operation given as a value.
+    fn op_value(&mut self, op: &Value) {
+        self.next();
+        let _ = serde_json::to_writer(&mut self.0, op);
+    }
+
+    /// Closes the list, when there is an operation.
+    fn finish(mut self) -> Self {
+        if !self.0.is_empty() {
+            self.0.push(b']');
+        }
+        self
+    }
+}
+
+impl std::fmt::Debug for JsonPatchText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&String::from_utf8_lossy(&self.0))
     }
 }
 
@@ -191,7 +266,9 @@ fn keep_at(node: &mut Kept, place: &[String], value: Option<&Value>) {
             None => {
                 let mut fresh = Kept::Place(value.cloned());
                 for key in rest.iter().rev() {
-                    fresh = Kept::Below(BTreeMap::from([(key.clone(), fresh)]));
+                    let mut below = BTreeMap::new();
+                    below.insert(key.clone(), fresh);
+                    fresh = Kept::Below(below);
                 }
                 members.insert(key.clone(), fresh);
             }
@@ -252,16 +329,16 @@ fn put_back(object: &mut Value, members: BTreeMap<String, Kept>) {
 /// `now`, in the order a diff of the whole values gives: each member of `now` in key order
 /// (added, or diffed with the old one), then each member it no longer has, in key order.
 /// Outside the kept places the value is as it was, so above them both are the same objects.
-fn diff_kept(now: Option<&Value>, kept: &Kept, at: &mut String, ops: &mut Vec<Value>) {
+fn diff_kept(now: Option<&Value>, kept: &Kept, at: &mut String, ops: &mut JsonPatchText) {
     let members = match kept {
         Kept::Place(old) => {
             match (old, now) {
                 (Some(old), Some(now)) => whole_diff(old, now, at, ops),
                 (None, Some(now)) => {
-                    ops.push(serde_json::json!({"op": "add", "path": at.as_str(), "value": now}));
+                    ops.op("add", at, Some(now));
                 }
                 (Some(_), None) => {
-                    ops.push(serde_json::json!({"op": "remove", "path": at.as_str()}));
+                    ops.op("remove", at, None);
                 }
                 (None, None) => {}
             }
@@ -274,17 +351,20 @@ fn diff_kept(now: Option<&Value>, kept: &Kept, at: &mut String, ops: &mut Vec<Va
     let map = match now {
         Some(Value::Object(map)) => map,
         Some(other) => {
-            ops.push(serde_json::json!({"op": "replace", "path": at.as_str(), "value": other}));
+            ops.op("replace", at, Some(other));
             return;
         }
         None => {
-            ops.push(serde_json::json!({"op": "remove", "path": at.as_str()}));
+            ops.op("remove", at, None);
             return;
         }
     };
+    // Each kept member looked up once, for the two passes.
+    let found: Vec<(&str, &Kept, Option<&Value>)> = (members.iter())
+        .map(|(key, kept)| (key.as_str(), kept, map.get(key)))
+        .collect();
     for removed in [false, true] {
-        for (key, kept) in members {
-            let member = map.get(key);
+        for &(key, kept, member) in &found {
             if member.is_none() != removed {
                 continue;
             }
@@ -297,7 +377,7 @@ fn diff_kept(now: Option<&Value>, kept: &Kept, at: &mut String, ops: &mut Vec<Va
 }
 
 /// Appends the json-patch crate's diff of two values, at pointer `at`.
-fn whole_diff(from: &Value, to: &Value, at: &str, ops: &mut Vec<Value>) {
+fn whole_diff(from: &Value, to: &Value, at: &str, ops: &mut JsonPatchText) {
     if from == to {
         return;
     }
@@ -307,7 +387,7 @@ fn whole_diff(from: &Value, to: &Value, at: &str, ops: &mut Vec<Value>) {
             if let Some(Value::String(path)) = op.get_mut("path") {
                 path.insert_str(0, at);
             }
-            ops.push(op);
+            ops.op_value(&op);
         }
     }
 }
@@ -315,13 +395,19 @@ fn whole_diff(from: &Value, to: &Value, at: &str, ops: &mut Vec<Value>) {
 /// Appends a member name to a JSON Pointer.
 fn push_token(at: &mut String, key: &str) {
     at.push('/');
-    for c in key.chars() {
-        match c {
-            '~' => at.push_str("~0"),
-            '/' => at.push_str("~1"),
-            c => at.push(c),
-        }
+    // The text between the escaped bytes (ASCII, so at char boundaries) is copied whole.
+    let mut start = 0;
+    for (i, b) in key.bytes().enumerate() {
+        let escaped = match b {
+            b'~' => "~0",
+            b'/' => "~1",
+            _ => continue,
+        };
+        at.push_str(&key[start..i]);
+        at.push_str(escaped);
+        start = i + 1;
     }
+    at.push_str(&key[start..]);
 }
 
 #[cfg(test)]
@@ -336,11 +422,16 @@ mod tests {
         p.iter().map(|s| s.to_string()).collect()
     }
 
-    /// The json-patch crate's diff of the whole values, as `patch` gives it.
-    fn whole(from: &Value, to: &Value) -> Option<Vec<Value>> {
-        let mut ops = Vec::new();
-        whole_diff(from, to, "", &mut ops);
-        (!ops.is_empty()).then_some(ops)
+    /// The json-patch crate's diff of the whole values, written as serde_json writes its
+    /// operations as values: what `patch` must give.
+    fn whole(from: &Value, to: &Value) -> Option<JsonPatchText> {
+        let ops = serde_json::to_value(::json_patch::diff(from, to)).unwrap();
+        let ops = ops.as_array().unwrap();
+        let text = JsonPatchText::from_ops(ops);
+        (!ops.is_empty()).then(|| {
+            assert_eq!(text.as_bytes(), serde_json::to_vec(ops).unwrap());
+            text
+        })
     }
 
     #[test]
@@ -454,7 +545,7 @@ mod tests {
             assert_eq!(root.patch(&to), whole(&from, &to), "to {to}");
         }
         // Every kind of operation is there: add, replace, remove, nested and escaped.
-        let text = serde_json::to_string(&ops).unwrap();
+        let text = String::from_utf8(ops.unwrap().as_bytes().to_vec()).unwrap();
         for part in [
             r#"{"op":"add","path":"/metadata/annotations","value":{"z":"1"}}"#,
             r#"{"op":"replace","path":"/metadata/labels/a","value":"2"}"#,

@@ -6,6 +6,7 @@
 //! configuration before merging: that it fits the schema, and that it sets nothing atomic.
 
 use std::fmt::Write as _;
+use std::rc::Rc;
 
 use serde_json::{Map, Value};
 
@@ -276,23 +277,104 @@ pub(super) enum Within<'t> {
     /// way to it whole: an item added or removed moves the others. Most mutations write one
     /// place: it is followed without building anything.
     One(&'t [String]),
-    /// The values at these token paths (not empty; none, or at least two), as [`Within::One`].
-    Paths(Vec<&'t [String]>),
+    /// The values at these token paths (none, or at least two), as [`Within::One`].
+    Paths(Paths<'t>),
+}
+
+/// Token paths, sorted, that share the tokens before `depth` (the walk is below them): those
+/// of `sorted[from..to]`, each read from token `depth` on (none ends there). Sorted, the paths
+/// below one member name are next to each other and met in key order, so a step is a narrower
+/// range, built without allocating.
+#[derive(Clone, Debug)]
+pub(super) struct Paths<'t> {
+    sorted: Rc<[&'t [String]]>,
+    from: usize,
+    to: usize,
+    depth: usize,
+}
+
+impl<'t> Paths<'t> {
+    fn each(&self) -> &[&'t [String]] {
+        &self.sorted[self.from..self.to]
+    }
+
+    /// The member name path `i` (of [`Paths::each`]) steps into.
+    fn token(&self, i: usize) -> &'t str {
+        let path: &'t [String] = self.sorted[self.from + i];
+        &path[self.depth]
+    }
+
+    /// What is below the paths `from..to` of [`Paths::each`], once their token at `depth` is
+    /// passed.
+    fn below(&self, from: usize, to: usize) -> Within<'t> {
+        let depth = self.depth + 1;
+        let paths = &self.sorted[self.from + from..self.from + to];
+        match paths {
+            // Sorted, a path ending here comes first.
+            [first, ..] if first.len() == depth => Within::All,
+            [one] => Within::One(&one[depth..]),
+            _ => Within::Paths(Paths {
+                sorted: self.sorted.clone(),
+                from: self.from + from,
+                to: self.from + to,
+                depth,
+            }),
+        }
+    }
+
+    /// The member names the paths start with, in key order, with what to look at below each.
+    fn named(&self) -> impl Iterator<Item = (&'t str, Within<'t>)> + '_ {
+        let len = self.to - self.from;
+        let mut i = 0;
+        std::iter::from_fn(move || {
+            if i >= len {
+                return None;
+            }
+            let name = self.token(i);
+            let start = i;
+            while i < len && self.token(i) == name {
+                i += 1;
+            }
+            Some((name, self.below(start, i)))
+        })
+    }
+
+    /// What is below member `key`, if a path starts with it.
+    fn step_key(&self, key: &str) -> Option<Within<'t>> {
+        let depth = self.depth;
+        let each = self.each();
+        let from = each.partition_point(|p| p[depth].as_str() < key);
+        let to = from + each[from..].partition_point(|p| p[depth].as_str() == key);
+        (from < to).then(|| self.below(from, to))
+    }
 }
 
 impl<'t> Within<'t> {
     /// The part of an object a walk must look at to see what was written at these places
     /// (paths of member names, as `Written` holds them).
     pub(super) fn of_paths(paths: &'t [Vec<String>]) -> Self {
-        Within::below(paths.iter().map(Vec::as_slice).collect())
+        match paths {
+            // Most mutations write one place: nothing to collect.
+            [one] if !one.is_empty() => Within::One(one),
+            _ => Within::below(paths.iter().map(Vec::as_slice).collect()),
+        }
     }
 
     /// The paths left, or all of the value when one of them ends here.
-    fn below(paths: Vec<&'t [String]>) -> Self {
+    fn below(mut paths: Vec<&'t [String]>) -> Self {
         match paths.as_slice() {
             _ if paths.iter().any(|p| p.is_empty()) => Within::All,
             [one] => Within::One(one),
-            _ => Within::Paths(paths),
+            _ => {
+                paths.sort_unstable();
+                let to = paths.len();
+                Within::Paths(Paths {
+                    sorted: paths.into(),
+                    from: 0,
+                    to,
+                    depth: 0,
+                })
+            }
         }
     }
 
@@ -314,7 +396,16 @@ impl<'t> Within<'t> {
             Within::One(path) => key
                 .is_none_or(|k| path.first().is_some_and(|t| t == k))
                 .then(|| Self::rest(path)),
-            Within::Paths(paths) => Self::step_paths(paths, key),
+            Within::Paths(paths) => match key {
+                Some(key) => paths.step_key(key),
+                // Below any item, the paths below every item: sorted again.
+                None => {
+                    let each = paths.each();
+                    (!each.is_empty()).then(|| {
+                        Within::below(each.iter().map(|p| &p[paths.depth + 1..]).collect())
+                    })
+                }
+            },
         }
     }
 
@@ -333,9 +424,9 @@ impl<'t> Within<'t> {
                 let (k, v) = map.get_key_value(path.first()?)?;
                 f(k, v, &Self::rest(path))
             }
-            Within::Paths(paths) => Self::named(paths).iter().find_map(|(name, below)| {
-                let (k, v) = map.get_key_value(*name)?;
-                f(k, v, below)
+            Within::Paths(paths) => paths.named().find_map(|(name, below)| {
+                let (k, v) = map.get_key_value(name)?;
+                f(k, v, &below)
             }),
         }
     }
@@ -355,36 +446,13 @@ impl<'t> Within<'t> {
                 }
             }
             Within::Paths(paths) => {
-                for (name, below) in Self::named(paths) {
+                for (name, below) in paths.named() {
                     if let Some(v) = map.get_mut(name) {
                         f(name, v, &below);
                     }
                 }
             }
         }
-    }
-
-    /// The member names the paths start with, in key order, with what to look at below each.
-    fn named(paths: &[&'t [String]]) -> Vec<(&'t str, Within<'t>)> {
-        let mut names: Vec<&'t str> = paths
-            .iter()
-            .filter_map(|p| p.first().map(String::as_str))
-            .collect();
-        names.sort_unstable();
-        names.dedup();
-        names
-            .into_iter()
-            .filter_map(|name| Some((name, Self::step_paths(paths, Some(name))?)))
-            .collect()
-    }
-
-    fn step_paths(paths: &[&'t [String]], key: Option<&str>) -> Option<Within<'t>> {
-        let rest: Vec<&[String]> = paths
-            .iter()
-            .filter(|p| key.is_none_or(|k| p.first().is_some_and(|t| t == k)))
-            .map(|p| &p[1..])
-            .collect();
-        (!rest.is_empty()).then(|| Within::below(rest))
     }
 }
 
@@ -994,11 +1062,11 @@ pub(super) fn may_find_unkeyed(ty: &Ty, v: &celgate_cel::Value<'_>, depth: usize
 /// finds them: through declared fields and list items only (not through map values).
 pub(super) fn atomic_paths(ty: &Ty, v: &Value) -> Vec<String> {
     let mut out = Vec::new();
-    find_atomics(ty, v, &mut String::new(), 0, &mut out);
+    find_atomics(ty, v, &Step::Root, 0, &mut out);
     out
 }
 
-fn find_atomics(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut Vec<String>) {
+fn find_atomics(ty: &Ty, v: &Value, at: &Step<'_>, depth: usize, out: &mut Vec<String>) {
     // Only maps and lists can be atomic.
     if depth > MAX_DEPTH || !matches!(v, Value::Object(_) | Value::Array(_)) {
         return;
@@ -1007,27 +1075,22 @@ fn find_atomics(ty: &Ty, v: &Value, path: &mut String, depth: usize, out: &mut V
     match (v, &atom.map, &atom.list) {
         (Value::Object(map), Some(m), _) => {
             if m.atomic {
-                out.push(path.clone());
+                out.push(at.to_string());
             }
             for (key, item) in map {
                 if let Some(t) = m.field(key) {
-                    let len = path.len();
-                    path.push('.');
-                    path.push_str(key);
-                    find_atomics(&t, item, path, depth + 1, out);
-                    path.truncate(len);
+                    find_atomics(&t, item, &Step::Member(at, key), depth + 1, out);
                 }
             }
         }
         (Value::Array(items), _, Some(list)) => {
             if list.atomic {
-                out.push(path.clone());
+                out.push(at.to_string());
             }
             for (i, item) in items.iter().enumerate() {
-                let len = path.len();
-                let _ = write!(path, "[{i}]");
-                find_atomics(&list.elem, item, path, depth + 1, out);
-                path.truncate(len);
+                // Items are named by their index (`[i]`), whatever keys them.
+                let index = Element::Index(i);
+                find_atomics(&list.elem, item, &Step::Item(at, &index), depth + 1, out);
             }
         }
         _ => {}
@@ -1046,6 +1109,93 @@ mod tests {
     /// A list map's key or a set item in a path prints as structured-merge-diff's `ToString`
     /// (found by the generated differential, seed 14, case 707: an empty map key printed
     /// `[name={}]`, in-tree `[name=]`).
+    /// What a walk looks at, as a set of paths (`None`: all of it).
+    type Seen = Option<std::collections::BTreeSet<Vec<String>>>;
+
+    /// The paths a `Within` stands for.
+    fn seen(w: &Within<'_>) -> Seen {
+        match w {
+            Within::All => None,
+            Within::One(path) => Some([path.to_vec()].into()),
+            Within::Paths(paths) => Some(
+                (paths.each().iter())
+                    .map(|p| p[paths.depth..].to_vec())
+                    .collect(),
+            ),
+        }
+    }
+
+    /// Below `key` (any item: `None`) of a set of paths: the rest of those starting with it,
+    /// all when one ends there, nothing (`Err`) when none starts with it.
+    fn below(set: &std::collections::BTreeSet<Vec<String>>, key: Option<&str>) -> Result<Seen, ()> {
+        let rest: std::collections::BTreeSet<Vec<String>> = (set.iter())
+            .filter(|p| key.is_none_or(|k| p[0] == k))
+            .map(|p| p[1..].to_vec())
+            .collect();
+        if rest.is_empty() {
+            Err(())
+        } else if rest.iter().any(Vec::is_empty) {
+            Ok(None)
+        } else {
+            Ok(Some(rest))
+        }
+    }
+
+    /// Checks every step below `w` against the set of paths it stands for, `depth` levels down.
+    fn steps_as_sets(w: &Within<'_>, keys: &[&str], depth: usize) {
+        let Some(set) = seen(w) else {
+            assert!(matches!(w.step(Some("a")), Some(Within::All)));
+            return;
+        };
+        let map: Map<String, Value> = keys.iter().map(|k| (k.to_string(), json!(1))).collect();
+        let mut met = Vec::new();
+        w.find_member(&map, |k, _, below| {
+            met.push((k.to_string(), seen(below)));
+            None::<()>
+        });
+        let want: Vec<(String, Seen)> = (keys.iter())
+            .filter_map(|k| Some((k.to_string(), below(&set, Some(k)).ok()?)))
+            .collect();
+        assert_eq!(met, want, "members of {set:?}");
+        for key in keys.iter().copied().map(Some).chain([None]) {
+            let got = w.step(key);
+            assert_eq!(
+                got.as_ref().map(seen),
+                below(&set, key).ok(),
+                "{set:?} below {key:?}"
+            );
+            if let (Some(got), true) = (got, depth < 4) {
+                steps_as_sets(&got, keys, depth + 1);
+            }
+        }
+    }
+
+    /// A walk within written places steps as the set of their paths does: members in key
+    /// order, all below a path that ends, nothing below a name no path starts with.
+    #[test]
+    fn a_walk_within_places_steps_as_their_paths() {
+        let keys = ["a", "b", "c"];
+        let mut seed = 7u64;
+        for _ in 0..400 {
+            let mut paths = Vec::new();
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            for i in 0..(seed >> 60) {
+                let mut path = Vec::new();
+                let mut bits = seed.rotate_left(9 * i as u32);
+                // Paths of one to four names (an empty one: the whole value).
+                for _ in 0..(bits % 5) {
+                    bits /= 5;
+                    path.push(keys[(bits % 3) as usize].to_string());
+                    bits /= 3;
+                }
+                paths.push(path);
+            }
+            steps_as_sets(&Within::of_paths(&paths), &keys, 0);
+        }
+    }
+
     #[test]
     fn keys_in_paths_print_as_structured_merge_diff_prints_them() {
         let (empty, map, list, s, f, i, null) = (
