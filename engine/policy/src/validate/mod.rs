@@ -172,7 +172,7 @@ pub fn validate_each_binding(
     let scoped = guarded(|| scope(policy, req, ctx, &mut policy_out));
     let mut each = Vec::with_capacity(wanted.len());
     for binding in wanted {
-        let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+        let binding_name: Arc<str> = binding.name.clone();
         let mut out = Outcome::default();
         let applied = match &scoped {
             Ok(Some(namespace_object)) => {
@@ -275,7 +275,7 @@ fn evaluate_binding(
             return false;
         }
     };
-    let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+    let binding_name: Arc<str> = binding.name.clone();
     if let Some(at) = ctx.exceptions
         && let Some(e) = at
             .set
@@ -565,7 +565,7 @@ mod tests {
         let ctx = context(&namespaces);
         let raw = create_deployment(json!({"metadata": {"name": "d"}, "spec": {"replicas": 3}}));
         let req = Request::from_json(&raw).expect("valid request");
-        let each = validate_each_binding(&policy, &req, &ctx, |b| b.name != "unwanted");
+        let each = validate_each_binding(&policy, &req, &ctx, |b| &*b.name != "unwanted");
         let names: Vec<&str> = each.iter().map(|o| &*o.binding).collect();
         assert_eq!(names, ["deny", "warn", "prod"]);
         let applied: Vec<bool> = each.iter().map(|o| o.applied).collect();
