@@ -7,7 +7,8 @@
 //! the published set (built twice: each reconcile builds a new one while the last is
 //! published), the status writer's first pass (every binding's status written, each write
 //! coming back as a watch event that stores the binding again, while the pass holds what it
-//! read), and the leader's audit: its plan, inputs, findings, written statuses and gauges.
+//! read), and the leader's audit: its plan, inputs, follows, findings, written statuses and
+//! gauges.
 //! It lives in the audit because the audit's parts are private to it.
 //!
 //! A measurement, not a check (`make bench-footprint`, which runs it alone so that only it
@@ -35,7 +36,7 @@ use serde_json::{Value, json};
 
 use super::findings::{Findings, UnitKey};
 use super::inputs::{Inputs, resource_inputs};
-use super::{Sources, key, targets, writer};
+use super::{Audited, Sources, key, targets, writer};
 use crate::cluster::discovery::Discovery;
 use crate::controllers::policies::{KindStores, without_unread_fields};
 use crate::controllers::policy_set::{PolicyCache, Stored, compile};
@@ -288,6 +289,10 @@ async fn bytes_per_binding_by_owner() {
     let before = step("audit inputs (held, and built again every poll)", before);
     let reads = resource_inputs(&plan, &snapshot);
     let before = step("audit inputs per resource", before);
+    let follows: Vec<Audited> = (plan.resources.iter())
+        .map(|r| Audited::of(&plan.units, r))
+        .collect();
+    let before = step("audit follows (their bindings' names)", before);
     let mut findings = Findings::default();
     for resource in &plan.resources {
         let keys: Vec<UnitKey> = (plan.units.iter())
@@ -339,7 +344,7 @@ async fn bytes_per_binding_by_owner() {
             per(row.high_water)
         );
     }
-    drop((inputs, reads, written, findings, plan));
+    drop((inputs, reads, follows, written, findings, plan));
     // The test's own manifests, held throughout (the marks are above them).
     drop((policy_values, listed_bindings, written_bindings));
 }
