@@ -208,7 +208,7 @@ bench-scale: deps ## 1,000 VAPs + bindings (realistic mix) as celgate objects: m
 
 # Issue 46, part 2, in process: the heap bytes each owner holds per binding, without a cluster.
 # Run alone (--test-threads=1, one test): the counting allocator counts the whole process.
-bench-footprint: ## Heap bytes per binding by owner (stores, compiled set, the audit's parts) for FOOTPRINT_POLICIES x FOOTPRINT_BINDINGS_PER_POLICY (default 1,000 x 20), in process
+bench-footprint: ## Heap bytes per binding by owner (stores, compiled set, status writes, the audit's parts) held and at the start-up's high-water mark, for FOOTPRINT_POLICIES x FOOTPRINT_BINDINGS_PER_POLICY (default 1,000 x 20), in process
 	FOOTPRINT_POLICIES=$${FOOTPRINT_POLICIES:-1000} FOOTPRINT_BINDINGS_PER_POLICY=$${FOOTPRINT_BINDINGS_PER_POLICY:-20} \
 		$(CARGO) test -p celgate-operator --lib audit::footprint -- --ignored --nocapture --test-threads=1
 

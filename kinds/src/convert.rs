@@ -134,7 +134,7 @@ pub fn validating_binding(
 ) -> model::ValidatingBindingSpec {
     let s = &b.spec;
     model::ValidatingBindingSpec {
-        name: b.name_any(),
+        name: b.name_any().into(),
         policy_name: s.policy_name.clone().unwrap_or_default(),
         match_resources: s.match_resources.as_ref().map(match_resources),
         param_ref: s.param_ref.as_ref().map(|r| Box::new(param_ref(r))),

@@ -18,7 +18,7 @@ use kube::client::Body;
 use serde_json::{Value, json};
 use tower_test::mock::{self, Handle, SendResponse};
 
-use crate::controllers::stored_binding::StoredBinding;
+use crate::controllers::stored_binding::{StoredBinding, Strings};
 use crate::policy_kind::PolicyKind;
 
 /// Path of the ValidatingAdmissionPolicy collection.
@@ -72,7 +72,7 @@ pub fn binding_json(name: &str, policy: &str) -> Value {
 
 /// `binding` as its kind's store keeps it.
 pub fn stored<P: PolicyKind>(binding: &P::Binding) -> Arc<StoredBinding<P>> {
-    Arc::new(StoredBinding::of(binding, None))
+    Arc::new(StoredBinding::of(binding, None, &mut Strings::default()))
 }
 
 /// [`binding_json`] as the CRD type.

@@ -176,7 +176,7 @@ fn policies() -> PolicySet {
                 BoundPolicy {
                     policy: Arc::new(policy),
                     bindings: vec![Arc::new(ValidatingBindingSpec {
-                        name: format!("{name}-binding"),
+                        name: format!("{name}-binding").into(),
                         policy_name: name.into(),
                         match_resources: None,
                         param_ref: None,

@@ -143,7 +143,7 @@ pub fn compile(doc: &Document, bindings: &[Document]) -> Result<Policy, CliError
                 &compiled.name,
                 |b: &ValidatingAdmissionPolicyBinding| {
                     let spec = convert::validating_binding(b);
-                    let names = (spec.name.clone(), spec.policy_name.clone());
+                    let names = (spec.name.to_string(), spec.policy_name.clone());
                     (spec, names)
                 },
                 validate_binding,

@@ -1,6 +1,8 @@
 //! The engine's own input model: policies and bindings as plain data, independent of any API
 //! version. The operator converts its CRD types into these in one place.
 
+use std::sync::Arc;
+
 use crate::pod_controller::PodController;
 
 /// What happens when a policy cannot be evaluated.
@@ -209,8 +211,8 @@ pub struct ParamRef {
 /// A ValidatingAdmissionPolicyBinding as the engine sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ValidatingBindingSpec {
-    /// Object name.
-    pub name: String,
+    /// Object name (shared: the audit names its units with it).
+    pub name: Arc<str>,
     /// The policy it binds.
     pub policy_name: String,
     /// Narrowing of the policy's match constraints.

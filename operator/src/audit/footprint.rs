@@ -1,15 +1,21 @@
 //! What the operator holds per binding (issue 46, part 2: 1,000 policies × 100 bindings within
 //! 256 MiB), measured in heap bytes: the realistic fixture's policies (`e2e/src/fixture.rs`),
 //! each with its own binding and more bindings for other tenants (as `make
-//! bench-scale-bindings` creates them), stored as kube-apiserver returns them (metadata,
-//! managedFields, a status), then taken in the way the controllers and the leader's audit take
-//! them, owner by owner: the reflector stores, the compiled policies, the converted bindings
-//! with the published set, and the audit's plan, inputs, findings, written statuses and gauges.
+//! bench-scale-bindings` creates them), taken in the way celgate starts on them, owner by
+//! owner: the lists as kube-apiserver answers them (pages of 500, decoded one at a time, as
+//! the watches read them) into the stores, the compiled policies, the converted bindings with
+//! the published set (built twice: each reconcile builds a new one while the last is
+//! published), the status writer's first pass (every binding's status written, each write
+//! coming back as a watch event that stores the binding again, while the pass holds what it
+//! read), and the leader's audit: its plan, inputs, follows, findings, written statuses and
+//! gauges.
 //! It lives in the audit because the audit's parts are private to it.
 //!
 //! A measurement, not a check (`make bench-footprint`, which runs it alone so that only it
 //! allocates): `FOOTPRINT_POLICIES` (default 1000) and `FOOTPRINT_BINDINGS_PER_POLICY` (default
-//! 20). Reports bytes per binding of each owner.
+//! 20). Reports bytes per binding of each owner held once its step is done, and the most held
+//! during each step above what was held before the first (the start-up's high-water mark is
+//! the largest).
 
 #![allow(clippy::expect_used, clippy::unwrap_used)] // A measurement: a failure is a failed run.
 
@@ -21,7 +27,8 @@ use celgate_kinds::builtin::BuiltinDiscovery;
 use celgate_kinds::served::ServedResources;
 use celgate_snapshot::SnapshotStore;
 use celgate_snapshot::{Deps, KindSchemaView};
-use kube::runtime::reflector::{self, Store};
+use kube::core::ObjectList;
+use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use peak_alloc::PeakAlloc;
 use serde::Deserialize;
@@ -29,11 +36,11 @@ use serde_json::{Value, json};
 
 use super::findings::{Findings, UnitKey};
 use super::inputs::{Inputs, resource_inputs};
-use super::{Sources, key, targets, writer};
+use super::{Audited, Sources, key, targets, writer};
 use crate::cluster::discovery::Discovery;
 use crate::controllers::policies::{KindStores, without_unread_fields};
 use crate::controllers::policy_set::{PolicyCache, Stored, compile};
-use crate::controllers::stored_binding::{self, BindingStore};
+use crate::controllers::stored_binding;
 use crate::metrics;
 
 #[path = "../../../e2e/src/fixture.rs"]
@@ -57,17 +64,19 @@ fn env_count(name: &str, default: usize) -> usize {
 }
 
 /// `manifest` as kube-apiserver returns it from a list: with uid, resourceVersion, generation,
-/// creation time and the managedFields of its creator and (bindings) of celgate's status
-/// writer and audit, and a binding's status as celgate writes it.
-fn as_stored(mut manifest: Value, i: usize) -> Value {
+/// creation time and the managedFields of its creator; with `written`, a binding also has its
+/// status as celgate's status writer and audit write it, with their managedFields.
+fn as_stored(mut manifest: Value, i: usize, written: bool) -> Value {
     let binding = manifest["kind"] == "ValidatingAdmissionPolicyBinding";
+    let written = written && binding;
     let policy = manifest["spec"]["policyName"].clone();
     let meta = manifest["metadata"].as_object_mut().unwrap();
     meta.insert(
         "uid".into(),
         json!(format!("4c5e8f2a-1b3d-4e6f-8a9b-{i:012}")),
     );
-    meta.insert("resourceVersion".into(), json!(format!("{}", 100_000 + i)));
+    let version = if written { 300_000 } else { 100_000 } + i;
+    meta.insert("resourceVersion".into(), json!(format!("{version}")));
     meta.insert("generation".into(), json!(1));
     meta.insert("creationTimestamp".into(), json!("2026-12-05T23:00:00Z"));
     let entry = |manager: &str, subresource: Option<&str>, fields: Value| {
@@ -86,7 +95,7 @@ fn as_stored(mut manifest: Value, i: usize) -> Value {
         json!({"f:spec": {".": {}, "f:policyName": {}, "f:validationActions": {},
             "f:matchResources": {".": {}, "f:namespaceSelector": {}}}}),
     )];
-    if binding {
+    if written {
         managed.push(entry(
             "celgate",
             Some("status"),
@@ -102,7 +111,7 @@ fn as_stored(mut manifest: Value, i: usize) -> Value {
         ));
     }
     meta.insert("managedFields".into(), Value::Array(managed));
-    if binding {
+    if written {
         manifest["status"] = json!({
             "observedGeneration": 1,
             "conditions": [{"type": "Ready", "status": "True", "reason": "Enforced",
@@ -114,36 +123,35 @@ fn as_stored(mut manifest: Value, i: usize) -> Value {
     manifest
 }
 
-/// A store holding `objects` after one list, each taken in as the policy watch takes it in.
-fn stored_policies(objects: Vec<ValidatingAdmissionPolicy>) -> Store<ValidatingAdmissionPolicy> {
-    let (store, mut writer) = reflector::store();
-    writer.apply_watcher_event(&Event::Init);
-    for mut object in objects {
-        without_unread_fields(&mut object);
-        writer.apply_watcher_event(&Event::InitApply(object));
+/// The watches' page size (kube-runtime's default).
+const PAGE: usize = 500;
+
+/// Hands `take` each object of `objects` as a watch's first list delivers them: page by page,
+/// each page's body held until it is decoded, and its objects one at a time.
+fn listed<K: serde::de::DeserializeOwned + Clone>(
+    objects: &[Value],
+    mut take: impl FnMut(Event<K>),
+) {
+    take(Event::Init);
+    for page in objects.chunks(PAGE) {
+        let body = serde_json::to_vec(&json!({"apiVersion": "v1", "kind": "List",
+            "metadata": {"resourceVersion": "1"}, "items": page}))
+        .unwrap();
+        let list: ObjectList<K> = serde_json::from_slice(&body).unwrap();
+        drop(body);
+        for object in list.items {
+            take(Event::InitApply(object));
+        }
     }
-    writer.apply_watcher_event(&Event::InitDone);
-    // The writer is dropped; the readers keep what it stored.
-    store
+    take(Event::InitDone);
 }
 
-/// A store holding `objects` after one list, as the binding watch takes them in.
-fn stored_bindings(
-    objects: Vec<ValidatingAdmissionPolicyBinding>,
-) -> BindingStore<ValidatingAdmissionPolicy> {
-    let (store, mut writer) = stored_binding::store();
-    writer.apply_watcher_event(&Event::Init);
-    for object in objects {
-        writer.apply_watcher_event(&Event::InitApply(object));
-    }
-    writer.apply_watcher_event(&Event::InitDone);
-    store
-}
-
-/// One owner's bytes: in total, per policy and per binding.
+/// One owner's bytes held once its step is done, and the most held during the step above what
+/// was held before the first step.
 struct Row {
     owner: &'static str,
     bytes: usize,
+    high_water: usize,
 }
 
 #[tokio::test(flavor = "current_thread")]
@@ -156,60 +164,101 @@ async fn bytes_per_binding_by_owner() {
         fixture::validating_manifests("admission.celgate.io/v1", &fixtures),
         per_policy,
     );
-    let manifests: Vec<Value> = (manifests.into_iter().enumerate())
-        .map(|(i, m)| as_stored(m, i))
-        .collect();
     let (policy_values, binding_values): (Vec<Value>, Vec<Value>) = manifests
         .into_iter()
         .partition(|m| m["kind"] == "ValidatingAdmissionPolicy");
-    let bindings_n = binding_values.len();
+    let stored = |values: &[Value], written: bool| -> Vec<Value> {
+        (values.iter().enumerate())
+            .map(|(i, m)| as_stored(m.clone(), i, written))
+            .collect()
+    };
+    let policy_values = stored(&policy_values, false);
+    let (listed_bindings, mut written_bindings) = (
+        stored(&binding_values, false),
+        stored(&binding_values, true),
+    );
+    written_bindings.sort_unstable_by(|a, b| {
+        let name = |v: &Value| {
+            v["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        };
+        name(a).cmp(&name(b))
+    });
+    drop(binding_values);
+    let bindings_n = listed_bindings.len();
     let mut rows = Vec::new();
-    let mut measure = |owner: &'static str, before: usize| {
+    let start = held();
+    let mut step = |owner: &'static str, before: usize| {
         rows.push(Row {
             owner,
             bytes: held().saturating_sub(before),
+            high_water: ALLOCATOR.peak_usage().saturating_sub(start),
         });
+        ALLOCATOR.reset_peak_usage();
+        held()
     };
+    ALLOCATOR.reset_peak_usage();
 
-    // The reflector stores (a decoded object is what the watch stream hands over).
+    // The watches' first lists, into the stores.
     let before = held();
-    let policies = stored_policies(
-        (policy_values.iter())
-            .map(|v| ValidatingAdmissionPolicy::deserialize(v).unwrap())
-            .collect(),
+    let (policies, mut policy_writer) = reflector::store();
+    listed(
+        &policy_values,
+        |mut event: Event<ValidatingAdmissionPolicy>| {
+            if let Event::InitApply(object) = &mut event {
+                without_unread_fields(object);
+            }
+            policy_writer.apply_watcher_event(&event);
+        },
     );
-    measure("stored policies", before);
-    let before = held();
-    let bindings = stored_bindings(
-        (binding_values.iter())
-            .map(|v| ValidatingAdmissionPolicyBinding::deserialize(v).unwrap())
-            .collect(),
+    let before = step("stored policies", before);
+    let (bindings, mut binding_writer) = stored_binding::store();
+    listed(
+        &listed_bindings,
+        |event: Event<ValidatingAdmissionPolicyBinding>| {
+            binding_writer.apply_watcher_event(&event);
+        },
     );
-    measure("stored bindings", before);
-    drop((policy_values, binding_values));
+    let before = step("stored bindings, as listed", before);
     let stores = KindStores { policies, bindings };
 
-    // The policy controller: each policy compiled, then the set built and published.
-    let before = held();
+    // The policy controller: each policy compiled, then the set built and published, and built
+    // again by the next reconcile while the first is published.
     let mut cache = PolicyCache::default();
     for policy in stores.policies.state() {
         cache.insert(&*policy, compile(&*policy));
     }
-    measure("compiled policies", before);
-    let before = held();
-    let empty = Stored {
-        policies: Vec::new(),
-        bindings: Vec::new(),
-    };
-    let set = Arc::new(cache.build(stores.state(), empty));
+    let before = step("compiled policies", before);
     let store = SnapshotStore::new();
-    store.publish_policies(
-        set,
-        cache.param_kinds(),
-        Arc::new(KindSchemaView::default()),
-    );
-    measure("converted bindings and the published set", before);
+    for _ in 0..2 {
+        let empty = Stored {
+            policies: Vec::new(),
+            bindings: Vec::new(),
+        };
+        let set = Arc::new(cache.build(stores.state(), empty));
+        store.publish_policies(
+            set,
+            cache.param_kinds(),
+            Arc::new(KindSchemaView::default()),
+        );
+    }
+    let before = step("converted bindings and the published set", before);
     let snapshot = store.load();
+
+    // The status writer's first pass reads every stored binding, sorted by name, then writes
+    // each one's status (and the audit its status.audit): each write comes back as a watch
+    // event that stores the binding again; the pass lets go of each binding it read once that
+    // binding's write is worked out.
+    let mut pass = stores.bindings.state();
+    pass.sort_unstable_by(|a, b| a.name().cmp(b.name()));
+    for (read, value) in pass.into_iter().zip(&written_bindings) {
+        drop(read);
+        let written = ValidatingAdmissionPolicyBinding::deserialize(value).unwrap();
+        binding_writer.apply_watcher_event(&Event::Apply(written));
+    }
+    step("stored bindings' statuses, written", before);
 
     // The audit, as the leader holds it after a scan.
     let served = ServedResources::from_discovery(&BuiltinDiscovery::load().unwrap().discovery);
@@ -227,6 +276,7 @@ async fn bytes_per_binding_by_owner() {
         deps: Deps::default(),
     };
     let before = held();
+    ALLOCATOR.reset_peak_usage();
     let plan = targets::plan(
         &snapshot,
         &stores.policies,
@@ -234,14 +284,15 @@ async fn bytes_per_binding_by_owner() {
         &served,
         false,
     );
-    measure("audit plan (units)", before);
-    let before = held();
+    let before = step("audit plan (units)", before);
     let inputs = Inputs::now(&snapshot, &sources);
-    measure("audit inputs (held, and built again every poll)", before);
-    let before = held();
+    let before = step("audit inputs (held, and built again every poll)", before);
     let reads = resource_inputs(&plan, &snapshot);
-    measure("audit inputs per resource", before);
-    let before = held();
+    let before = step("audit inputs per resource", before);
+    let follows: Vec<Audited> = (plan.resources.iter())
+        .map(|r| Audited::of(&plan.units, r))
+        .collect();
+    let before = step("audit follows (their bindings' names)", before);
     let mut findings = Findings::default();
     for resource in &plan.resources {
         let keys: Vec<UnitKey> = (plan.units.iter())
@@ -251,8 +302,7 @@ async fn bytes_per_binding_by_owner() {
         let pass = findings.start(resource);
         findings.finish(resource, pass, &keys);
     }
-    measure("audit findings (counts per binding)", before);
-    let before = held();
+    let before = step("audit findings (counts per binding)", before);
     let written: HashMap<UnitKey, _> = (plan.units.iter())
         .map(|u| {
             let status = writer::status_of(&findings.of_unit(
@@ -264,25 +314,37 @@ async fn bytes_per_binding_by_owner() {
             (key(u), writer::fingerprint(&status))
         })
         .collect();
-    measure("audit statuses written and gauges", before);
+    step("audit statuses written and gauges", before);
 
     let total: usize = rows.iter().map(|r| r.bytes).sum();
+    let high_water = rows.iter().map(|r| r.high_water).max().unwrap_or_default();
     println!(
         "{policies_n} policies, {bindings_n} bindings ({per_policy} per policy), {} audit units over {} resources",
         plan.units.len(),
         plan.resources.len()
     );
-    println!("{:<50} {:>12} {:>14}", "owner", "bytes", "per binding");
+    println!(
+        "{:<50} {:>12} {:>12} {:>14}",
+        "owner (held after its step; high-water mark during it)",
+        "bytes",
+        "per binding",
+        "high-water/b"
+    );
     for row in rows.iter().chain([&Row {
         owner: "total",
         bytes: total,
+        high_water,
     }]) {
+        let per = |bytes: usize| bytes as f64 / bindings_n as f64;
         println!(
-            "{:<50} {:>12} {:>14.0}",
+            "{:<50} {:>12} {:>12.0} {:>14.0}",
             row.owner,
             row.bytes,
-            row.bytes as f64 / bindings_n as f64
+            per(row.bytes),
+            per(row.high_water)
         );
     }
-    drop((inputs, reads, written, findings, plan));
+    drop((inputs, reads, follows, written, findings, plan));
+    // The test's own manifests, held throughout (the marks are above them).
+    drop((policy_values, listed_bindings, written_bindings));
 }

@@ -135,7 +135,7 @@ pub fn plan(
             all.extend(resources.iter().cloned());
             units.push(Arc::new(Unit {
                 policy: bound.policy.name.clone(),
-                binding: Arc::from(binding.name.as_str()),
+                binding: binding.name.clone(),
                 annotations: annotations.clone(),
                 resources: resources.clone(),
                 compiled: bound.policy.clone(),

@@ -779,7 +779,7 @@ mod tests {
             .map(|b| {
                 (
                     b.policy.name.to_string(),
-                    b.bindings.iter().map(|b| b.name.clone()).collect(),
+                    b.bindings.iter().map(|b| b.name.to_string()).collect(),
                 )
             })
             .collect()

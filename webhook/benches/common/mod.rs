@@ -146,7 +146,7 @@ pub fn fixture_validating(policies: &[fixture::Policy]) -> Vec<BoundPolicy> {
             BoundPolicy {
                 policy: Arc::new(policy),
                 bindings: vec![Arc::new(ValidatingBindingSpec {
-                    name: format!("{}-binding", p.name),
+                    name: format!("{}-binding", p.name).into(),
                     policy_name: p.name.clone(),
                     match_resources: fixture_binding_match(p),
                     param_ref: fixture_param_ref(p).map(Box::new),

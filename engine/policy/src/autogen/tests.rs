@@ -248,7 +248,7 @@ fn request(c: PodController, object: &Value, old: Option<&Value>) -> Value {
 
 fn bound_validating(spec: ValidatingPolicySpec) -> PolicySet {
     let binding = Arc::new(ValidatingBindingSpec {
-        name: format!("{}-b", spec.name),
+        name: format!("{}-b", spec.name).into(),
         policy_name: spec.name.clone(),
         validation_actions: vec![ValidationAction::Deny],
         ..Default::default()

@@ -63,7 +63,7 @@ pub(super) fn route_decision(
         }
         out.checks.push(Check {
             policy: policy.name.clone(),
-            binding: Arc::from(binding.name.as_str()),
+            binding: binding.name.clone(),
             error_type: d.error_type,
             enforcement_action: match action {
                 ValidationAction::Deny => "deny",

@@ -153,7 +153,7 @@ pub fn validate_each_binding(
     };
     let mut each = Vec::with_capacity(wanted.len());
     for binding in wanted {
-        let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+        let binding_name: Arc<str> = binding.name.clone();
         let mut out = Outcome::default();
         let applied = match (&mut matched, &scoped) {
             (Some(matched), _) => {
@@ -313,7 +313,7 @@ impl<'m, 'c> Matched<'m, 'c> {
             }
             out.excepted.push(Excepted {
                 policy: policy.name.clone(),
-                binding: Arc::from(binding.name.as_str()),
+                binding: binding.name.clone(),
                 exception: e.id.clone(),
             });
             return false;
@@ -369,7 +369,7 @@ impl<'m, 'c> Matched<'m, 'c> {
                 if error_type != ErrorType::NoError {
                     out.checks.push(Check {
                         policy: policy.name.clone(),
-                        binding: Arc::from(binding.name.as_str()),
+                        binding: binding.name.clone(),
                         error_type,
                         enforcement_action: "allow",
                         message: None,
@@ -624,7 +624,7 @@ mod tests {
         let ctx = context(&namespaces);
         let raw = create_deployment(json!({"metadata": {"name": "d"}, "spec": {"replicas": 3}}));
         let req = Request::from_json(&raw).expect("valid request");
-        let each = validate_each_binding(&policy, &req, &ctx, |b| b.name != "unwanted");
+        let each = validate_each_binding(&policy, &req, &ctx, |b| &*b.name != "unwanted");
         let names: Vec<&str> = each.iter().map(|o| &*o.binding).collect();
         assert_eq!(names, ["deny", "warn", "prod"]);
         let applied: Vec<bool> = each.iter().map(|o| o.applied).collect();
