@@ -208,9 +208,9 @@ bench-scale: deps ## 1,000 VAPs + bindings (realistic mix) as celgate objects: m
 
 # Issue 46, part 2, in process: the heap bytes each owner holds per binding, without a cluster.
 # Run alone (--test-threads=1, one test): the counting allocator counts the whole process.
-bench-footprint: ## Heap bytes per binding by owner (stores, compiled set, status writes, the audit's parts) held and at the start-up's high-water mark, for FOOTPRINT_POLICIES x FOOTPRINT_BINDINGS_PER_POLICY (default 1,000 x 20), in process
+bench-footprint: ## Heap bytes per binding by owner (stores, compiled set, status writes, the audit's parts) held and at the start-up's high-water mark, and the time a publish of the set takes, for FOOTPRINT_POLICIES x FOOTPRINT_BINDINGS_PER_POLICY (default 1,000 x 20), in process
 	FOOTPRINT_POLICIES=$${FOOTPRINT_POLICIES:-1000} FOOTPRINT_BINDINGS_PER_POLICY=$${FOOTPRINT_BINDINGS_PER_POLICY:-20} \
-		$(CARGO) test -p celgate-operator --lib audit::footprint -- --ignored --nocapture --test-threads=1
+		$(CARGO) test --release -p celgate-operator --lib audit::footprint -- --ignored --nocapture --test-threads=1
 
 # Issue 46, part 2: 1,000 policies x 100 bindings; the params phase is bench-scale's.
 bench-scale-bindings: deps ## 1,000 VAPs x 100 bindings (100,000, realistic mix) as celgate objects: memory, start-up, status writer's pace, apply → enforced; writes target/bench/scale-bindings.json

@@ -1,7 +1,8 @@
 //! The bound policy set (validating and mutating), built from the reflector stores of the four
 //! kinds. A policy is compiled once per uid and generation (and, for a mutating policy, apply
 //! semantics annotation), and a binding is stored converted ([`StoredBinding`]), so building the
-//! set again after any change costs a sort and `Arc` clones.
+//! set again after any change costs a pass over the bindings (stored in name order) and `Arc`
+//! clones.
 //!
 //! Order: policies by name, each policy's bindings by binding name. For mutating policies this
 //! is the order they run in (within each of celgate's mutating webhooks).
@@ -36,7 +37,9 @@ struct Compiled<P: PolicyKind> {
 pub struct Stored<P: PolicyKind> {
     /// The policies.
     pub policies: Vec<Arc<P>>,
-    /// The bindings.
+    /// The bindings, by name, as
+    /// [`BindingStore::state`](crate::controllers::stored_binding::BindingStore::state) reads
+    /// them.
     pub bindings: Vec<Arc<StoredBinding<P>>>,
 }
 
@@ -239,7 +242,7 @@ impl<P: PolicyKind> KindCache<P> {
     ) -> Vec<P::Bound> {
         let Stored {
             mut policies,
-            mut bindings,
+            bindings,
         } = stored;
         // Names and uids are borrowed from the stored objects: this runs on every publish.
         let names: HashMap<&str, &str> = policies
@@ -248,7 +251,6 @@ impl<P: PolicyKind> KindCache<P> {
             .collect();
         self.forget_policies(&names, params);
 
-        bindings.sort_unstable_by(|a, b| a.name().cmp(b.name()));
         let mut by_policy = group_bindings::<P>(&bindings, &names, orphans, reported);
 
         policies.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
@@ -288,21 +290,21 @@ impl<P: PolicyKind> KindCache<P> {
     }
 }
 
-/// Bindings (sorted by name) grouped by the stored policy they name; the names of bindings
-/// naming a missing policy go to `orphans` (logged once, `reported` holds those logged
-/// before).
-fn group_bindings<P: PolicyKind>(
-    bindings: &[Arc<StoredBinding<P>>],
+/// Bindings (sorted by name, and so each group) grouped by the stored policy they name, keyed
+/// by the names the bindings hold (no copy per binding). The names of bindings naming a
+/// missing policy go to `orphans` (logged once, `reported` holds those logged before).
+fn group_bindings<'b, P: PolicyKind>(
+    bindings: &'b [Arc<StoredBinding<P>>],
     policies: &HashMap<&str, &str>,
     orphans: &mut HashSet<String>,
     reported: &HashSet<String>,
-) -> HashMap<String, Vec<Arc<P::BindingSpec>>> {
-    let mut by_policy: HashMap<String, Vec<Arc<P::BindingSpec>>> = HashMap::new();
+) -> HashMap<&'b str, Vec<Arc<P::BindingSpec>>> {
+    let mut by_policy: HashMap<&str, Vec<Arc<P::BindingSpec>>> = HashMap::new();
     for binding in bindings {
         let (name, policy) = (binding.name(), binding.policy_name());
         if policies.contains_key(policy) {
             by_policy
-                .entry(policy.to_string())
+                .entry(policy)
                 .or_default()
                 .push(binding.spec.clone());
         } else {
@@ -480,5 +482,53 @@ mod tests {
         cache.insert(&again, compile(&again));
         cache.insert(&b, compile(&b));
         assert_eq!(pending(&cache, vec![again, b]), 0);
+    }
+
+    #[test]
+    fn bindings_stored_in_any_order_are_bound_by_name_and_orphans_are_left_out() {
+        use crate::controllers::stored_binding;
+        use kube::runtime::watcher::Event;
+        let (p, q) = (
+            fixtures::policy("p", 1, "true", None),
+            fixtures::policy("q", 1, "true", None),
+        );
+        let mut cache = PolicyCache::default();
+        cache.insert(&p, compile(&p));
+        cache.insert(&q, compile(&q));
+        let (store, mut writer) = stored_binding::store::<ValidatingAdmissionPolicy>();
+        for (name, policy) in [
+            ("p-3", "p"),
+            ("q-1", "q"),
+            ("p-1", "p"),
+            ("none", "gone"),
+            ("p-2", "p"),
+        ] {
+            writer.apply_watcher_event(&Event::Apply(fixtures::binding(name, policy)));
+        }
+        let read: Vec<String> = (store.state().iter())
+            .map(|b| b.name().to_string())
+            .collect();
+        assert_eq!(read, ["none", "p-1", "p-2", "p-3", "q-1"]);
+
+        let stored = Stored {
+            policies: vec![Arc::new(q), Arc::new(p)],
+            bindings: store.state(),
+        };
+        let empty = Stored {
+            policies: Vec::new(),
+            bindings: Vec::new(),
+        };
+        let set = cache.build(stored, empty);
+        let bound: Vec<(&str, Vec<&str>)> = (set.validating().iter())
+            .map(|b| {
+                let names = (b.bindings.iter()).map(|b| &*b.name).collect();
+                (&*b.policy.name, names)
+            })
+            .collect();
+        assert_eq!(
+            bound,
+            [("p", vec!["p-1", "p-2", "p-3"]), ("q", vec!["q-1"])]
+        );
+        assert!(cache.orphans.contains("none"));
     }
 }

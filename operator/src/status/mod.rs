@@ -117,7 +117,7 @@ impl<P: Reported> Default for KindState<P> {
 struct Objects<P: Reported> {
     /// Policies, sorted by name.
     policies: Vec<Arc<P>>,
-    /// Bindings, sorted by name (until the pass takes them to work them out).
+    /// Bindings, by name as the store holds them (until the pass takes them to work them out).
     bindings: Vec<Arc<StoredBinding<P>>>,
     /// The policies some stored binding names.
     named_by_bindings: HashSet<String>,
@@ -126,14 +126,12 @@ struct Objects<P: Reported> {
 impl<P: Reported> Objects<P> {
     fn read(stores: &Stores) -> Self {
         let stored = P::stores(stores).state();
-        let mut bindings = stored.bindings;
-        bindings.sort_unstable_by(|a, b| a.name().cmp(b.name()));
         Self {
             policies: sorted(stored.policies),
-            named_by_bindings: (bindings.iter())
+            named_by_bindings: (stored.bindings.iter())
                 .map(|b| b.policy_name().to_string())
                 .collect(),
-            bindings,
+            bindings: stored.bindings,
         }
     }
 
