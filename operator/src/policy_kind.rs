@@ -96,7 +96,7 @@ pub trait PolicyKind:
     fn param_ref(binding: &Self::BindingSpec) -> Option<&ParamRef>;
 
     /// A compiled policy with the bindings that name it.
-    fn bind(policy: Arc<Self::Compiled>, bindings: Vec<Arc<Self::BindingSpec>>) -> Self::Bound;
+    fn bind(policy: Arc<Self::Compiled>, bindings: Arc<[Arc<Self::BindingSpec>]>) -> Self::Bound;
     /// The policies of this kind bound in a set under `name` (one, or none).
     fn bound_named<'s>(set: &'s PolicySet, name: &str) -> &'s [Self::Bound];
     /// The compiled policy of a bound one.
@@ -158,7 +158,7 @@ impl PolicyKind for ValidatingAdmissionPolicy {
 
     fn bind(
         policy: Arc<ValidatingPolicy>,
-        bindings: Vec<Arc<ValidatingBindingSpec>>,
+        bindings: Arc<[Arc<ValidatingBindingSpec>]>,
     ) -> BoundPolicy {
         BoundPolicy { policy, bindings }
     }
@@ -232,7 +232,7 @@ impl PolicyKind for MutatingAdmissionPolicy {
 
     fn bind(
         policy: Arc<MutatingPolicy>,
-        bindings: Vec<Arc<MutatingBindingSpec>>,
+        bindings: Arc<[Arc<MutatingBindingSpec>]>,
     ) -> BoundMutatingPolicy {
         BoundMutatingPolicy { policy, bindings }
     }

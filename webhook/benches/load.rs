@@ -181,7 +181,8 @@ fn policies() -> PolicySet {
                         match_resources: None,
                         param_ref: None,
                         validation_actions: vec![ValidationAction::Deny],
-                    })],
+                    })]
+                    .into(),
                 }
             })
             .collect(),
@@ -235,7 +236,8 @@ fn mutating_policy() -> BoundMutatingPolicy {
             name: "deployment-defaults-binding".into(),
             policy_name: "deployment-defaults".into(),
             ..Default::default()
-        })],
+        })]
+        .into(),
     }
 }
 

@@ -306,7 +306,8 @@ fn publish_mutating(state: &AppState) {
                 name: "replicas-binding".into(),
                 policy_name: "replicas.example.com".into(),
                 ..Default::default()
-            })],
+            })]
+            .into(),
         }],
     );
     let doc = json!({"components": {"schemas": {"Deployment": {"type": "object", "properties": {

@@ -151,7 +151,7 @@ pub fn compile(doc: &Document, bindings: &[Document]) -> Result<Policy, CliError
             )?;
             Bound::Validating(BoundPolicy {
                 policy: compiled,
-                bindings,
+                bindings: bindings.into(),
             })
         }
         Some(PolicyKind::Mutating) => {
@@ -187,7 +187,7 @@ pub fn compile(doc: &Document, bindings: &[Document]) -> Result<Policy, CliError
             )?;
             Bound::Mutating(BoundMutatingPolicy {
                 policy: compiled,
-                bindings,
+                bindings: bindings.into(),
             })
         }
         _ => {

@@ -94,7 +94,7 @@ impl Bound for BoundMutatingPolicy {
 /// variant matches them ([`autogen::binding_match`]).
 fn with_autogen_variants<B: Bound>(
     bound: Vec<B>,
-    make: impl Fn(Arc<compile::CompiledPolicy<B::Kind>>, Vec<Arc<B::Binding>>) -> B,
+    make: impl Fn(Arc<compile::CompiledPolicy<B::Kind>>, Arc<[Arc<B::Binding>]>) -> B,
 ) -> Vec<B> {
     let mut out = Vec::with_capacity(bound.len());
     for b in bound {
@@ -688,7 +688,8 @@ mod tests {
                 name: format!("{name}-b"),
                 policy_name: name.into(),
                 ..Default::default()
-            })],
+            })]
+            .into(),
         }
     }
 

@@ -63,7 +63,8 @@ fn bound(expression: &str) -> BoundPolicy {
             match_resources: None,
             param_ref: None,
             validation_actions: vec![ValidationAction::Deny],
-        })],
+        })]
+        .into(),
     }
 }
 
@@ -88,7 +89,7 @@ fn param_bound() -> BoundPolicy {
         selector: None,
         parameter_not_found_action: ParameterNotFoundAction::Deny,
     }));
-    bound.bindings[0] = Arc::new(binding);
+    Arc::make_mut(&mut bound.bindings)[0] = Arc::new(binding);
     bound
 }
 
@@ -510,7 +511,8 @@ fn mutating(name: &str, failure_policy: FailurePolicy, mutation: Mutation) -> Bo
             name: format!("{name}-binding"),
             policy_name: name.into(),
             ..Default::default()
-        })],
+        })]
+        .into(),
     }
 }
 
@@ -704,7 +706,7 @@ async fn mutation_waits_for_params_as_validation_does_and_is_not_ready_before_th
         selector: None,
         parameter_not_found_action: ParameterNotFoundAction::Deny,
     }));
-    bound.bindings[0] = Arc::new(binding);
+    Arc::make_mut(&mut bound.bindings)[0] = Arc::new(binding);
     let store = mutating_store(vec![bound], configmap_schemas());
     store.publish_param_kind(&configmaps(), Some(ParamKindEntry::Syncing));
     let started = Instant::now();

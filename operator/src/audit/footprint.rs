@@ -237,7 +237,7 @@ async fn bytes_per_binding_by_owner() {
         let started = std::time::Instant::now();
         let empty = Stored {
             policies: Vec::new(),
-            bindings: Vec::new(),
+            bindings: crate::controllers::stored_binding::BindingStore::default(),
         };
         let set = Arc::new(cache.build(stores.state(), empty));
         store.publish_policies(

@@ -26,7 +26,7 @@ use super::{Sources, key, targets};
 /// copies cost ~950 bytes per binding, built again every [`super::POLL`].
 #[derive(PartialEq)]
 pub struct Inputs {
-    policies: Vec<(usize, Vec<Arc<ValidatingBindingSpec>>)>,
+    policies: Vec<(usize, Arc<[Arc<ValidatingBindingSpec>]>)>,
     /// Per binding, in the order of `policies`: a hash of the params it may read.
     params: Vec<u64>,
     namespaces: usize,

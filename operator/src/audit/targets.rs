@@ -69,7 +69,7 @@ impl Unit {
     pub fn set(&self) -> PolicySet {
         let alone = BoundPolicy {
             policy: self.compiled.clone(),
-            bindings: vec![self.spec.clone()],
+            bindings: vec![self.spec.clone()].into(),
         };
         PolicySet::new(vec![alone], Vec::new())
     }
@@ -127,7 +127,7 @@ pub fn plan(
             .into_iter()
             .filter(|r| audited(&r.group, &r.resource, secrets))
             .collect();
-        for binding in &bound.bindings {
+        for binding in bound.bindings.iter() {
             let opted = bindings.get(&binding.name).is_some_and(|b| opted_out(&b));
             if opted || resources.is_empty() {
                 continue;
@@ -211,7 +211,7 @@ mod tests {
         };
         BoundPolicy {
             policy: Arc::new(compile_validating(spec)),
-            bindings: Vec::new(),
+            bindings: Arc::from([]),
         }
     }
 
@@ -242,11 +242,11 @@ mod tests {
         let set = cache.build(
             Stored {
                 policies: policies.state(),
-                bindings: bindings.state(),
+                bindings: bindings.clone(),
             },
             Stored {
                 policies: Vec::new(),
-                bindings: Vec::new(),
+                bindings: BindingStore::default(),
             },
         );
         let snapshot = Snapshot {
@@ -259,7 +259,7 @@ mod tests {
         let published = &snapshot.policies.validating()[0];
         assert_eq!(plan.units.len(), 2);
         assert_eq!(plan.stale_status, ["opted-out"]);
-        for (unit, binding) in plan.units.iter().zip(&published.bindings) {
+        for (unit, binding) in plan.units.iter().zip(published.bindings.iter()) {
             assert!(Arc::ptr_eq(&unit.compiled, &published.policy));
             assert!(Arc::ptr_eq(&unit.spec, binding));
             let set = unit.set();

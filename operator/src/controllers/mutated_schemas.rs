@@ -41,11 +41,10 @@ pub struct SchemaSource {
 /// The kinds whose schemas the stored mutating policies that a stored binding names need,
 /// with the served resources of one discovery.
 fn needed_kinds(stored: &Stored<MutatingAdmissionPolicy>, types: &ClusterTypes) -> BTreeSet<Gvk> {
-    let bound: HashSet<&str> = stored.bindings.iter().map(|b| b.policy_name()).collect();
     stored
         .policies
         .iter()
-        .filter(|p| bound.contains(p.name_any().as_str()))
+        .filter(|p| stored.bindings.binds(&p.name_any()))
         .flat_map(|p| {
             let constraints = p
                 .spec

@@ -124,7 +124,7 @@ fn wanted(set: &PolicySet) -> HashMap<ParamKey, BTreeSet<Selects>> {
         }
     };
     for b in set.validating() {
-        for binding in &b.bindings {
+        for binding in b.bindings.iter() {
             add(
                 b.policy.spec.param_kind.as_ref(),
                 binding.param_ref.as_deref(),
@@ -132,7 +132,7 @@ fn wanted(set: &PolicySet) -> HashMap<ParamKey, BTreeSet<Selects>> {
         }
     }
     for b in set.mutating() {
-        for binding in &b.bindings {
+        for binding in b.bindings.iter() {
             add(
                 b.policy.spec.param_kind.as_ref(),
                 binding.param_ref.as_deref(),

@@ -84,11 +84,11 @@ impl<P: PolicyKind> Clone for KindStores<P> {
 }
 
 impl<P: PolicyKind> KindStores<P> {
-    /// What the stores hold now.
+    /// The policies the store holds now, with the bindings' store.
     pub fn state(&self) -> Stored<P> {
         Stored {
             policies: self.policies.state(),
-            bindings: self.bindings.state(),
+            bindings: self.bindings.clone(),
         }
     }
 }

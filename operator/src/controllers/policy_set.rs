@@ -1,8 +1,9 @@
 //! The bound policy set (validating and mutating), built from the reflector stores of the four
 //! kinds. A policy is compiled once per uid and generation (and, for a mutating policy, apply
 //! semantics annotation), and a binding is stored converted ([`StoredBinding`]), so building the
-//! set again after any change costs a pass over the bindings (stored in name order) and `Arc`
-//! clones.
+//! set again after any change costs a pass over the policies: each policy's bindings come from
+//! the store as one shared list ([`BindingStore::bound_to`]), made again only after they
+//! changed.
 //!
 //! Order: policies by name, each policy's bindings by binding name. For mutating policies this
 //! is the order they run in (within each of celgate's mutating webhooks).
@@ -17,7 +18,7 @@ use celgate_snapshot::PolicyParamKinds;
 use kube::ResourceExt;
 use tracing::{debug, warn};
 
-use crate::controllers::stored_binding::StoredBinding;
+use crate::controllers::stored_binding::BindingStore;
 use crate::policy_kind::PolicyKind;
 
 /// A policy compiled at one uid, generation and variant.
@@ -37,10 +38,8 @@ struct Compiled<P: PolicyKind> {
 pub struct Stored<P: PolicyKind> {
     /// The policies.
     pub policies: Vec<Arc<P>>,
-    /// The bindings, by name, as
-    /// [`BindingStore::state`](crate::controllers::stored_binding::BindingStore::state) reads
-    /// them.
-    pub bindings: Vec<Arc<StoredBinding<P>>>,
+    /// The bindings' store.
+    pub bindings: BindingStore<P>,
 }
 
 impl<P: PolicyKind> Clone for Stored<P> {
@@ -250,15 +249,19 @@ impl<P: PolicyKind> KindCache<P> {
             .map(|p| (name_of(p.as_ref()), uid_and_generation(p.as_ref()).0))
             .collect();
         self.forget_policies(&names, params);
-
-        let mut by_policy = group_bindings::<P>(&bindings, &names, orphans, reported);
+        for (name, policy) in bindings.naming_missing(|policy| names.contains_key(policy)) {
+            if !reported.contains(&name) {
+                debug!(binding = %name, %policy, "binding names a policy that does not exist; it is ignored until the policy does");
+            }
+            orphans.insert(name);
+        }
 
         policies.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
         let mut bound = Vec::new();
         for policy in &policies {
             let name = name_of(policy.as_ref());
             if let Some(compiled) = self.policies.get(name).filter(|c| !c.rules_refused) {
-                match by_policy.remove(name) {
+                match bindings.bound_to(name) {
                     Some(bindings) => bound.push(P::bind(compiled.policy.clone(), bindings)),
                     None => P::unbound_of(unbound).push(compiled.policy.clone()),
                 }
@@ -290,33 +293,6 @@ impl<P: PolicyKind> KindCache<P> {
     }
 }
 
-/// Bindings (sorted by name, and so each group) grouped by the stored policy they name, keyed
-/// by the names the bindings hold (no copy per binding). The names of bindings naming a
-/// missing policy go to `orphans` (logged once, `reported` holds those logged before).
-fn group_bindings<'b, P: PolicyKind>(
-    bindings: &'b [Arc<StoredBinding<P>>],
-    policies: &HashMap<&str, &str>,
-    orphans: &mut HashSet<String>,
-    reported: &HashSet<String>,
-) -> HashMap<&'b str, Vec<Arc<P::BindingSpec>>> {
-    let mut by_policy: HashMap<&str, Vec<Arc<P::BindingSpec>>> = HashMap::new();
-    for binding in bindings {
-        let (name, policy) = (binding.name(), binding.policy_name());
-        if policies.contains_key(policy) {
-            by_policy
-                .entry(policy)
-                .or_default()
-                .push(binding.spec.clone());
-        } else {
-            if !reported.contains(name) {
-                debug!(binding = %name, %policy, "binding names a policy that does not exist; it is ignored until the policy does");
-            }
-            orphans.insert(name.to_string());
-        }
-    }
-    by_policy
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -328,11 +304,11 @@ mod tests {
     fn pending(cache: &PolicyCache, policies: Vec<ValidatingAdmissionPolicy>) -> usize {
         let validating = Stored {
             policies: policies.into_iter().map(Arc::new).collect(),
-            bindings: Vec::new(),
+            bindings: BindingStore::default(),
         };
         let mutating = Stored {
             policies: Vec::new(),
-            bindings: Vec::new(),
+            bindings: BindingStore::default(),
         };
         cache.pending(&validating, &mutating)
     }
@@ -512,11 +488,11 @@ mod tests {
 
         let stored = Stored {
             policies: vec![Arc::new(q), Arc::new(p)],
-            bindings: store.state(),
+            bindings: store.clone(),
         };
         let empty = Stored {
             policies: Vec::new(),
-            bindings: Vec::new(),
+            bindings: BindingStore::default(),
         };
         let set = cache.build(stored, empty);
         let bound: Vec<(&str, Vec<&str>)> = (set.validating().iter())

@@ -995,7 +995,8 @@ mod tests {
                 policy: policy_set::compile(&policy),
                 bindings: vec![Arc::new(convert::validating_binding(&fixtures::binding(
                     "b", "p",
-                )))],
+                )))]
+                .into(),
             }],
             Vec::new(),
         )))
@@ -1360,7 +1361,8 @@ mod tests {
                 )),
                 bindings: vec![Arc::new(convert::mutating_binding(
                     &fixtures::mutating_binding("mb", "m"),
-                ))],
+                ))]
+                .into(),
             }],
         );
         let registration = Registration {
@@ -1423,7 +1425,8 @@ mod tests {
                 policy: policy_set::compile(&policy),
                 bindings: vec![Arc::new(convert::mutating_binding(
                     &fixtures::mutating_binding(&format!("{name}-b"), name),
-                ))],
+                ))]
+                .into(),
             }
         };
         let set = PolicySet::new(
@@ -1527,11 +1530,11 @@ mod tests {
         cache.insert(&mutating, policy_set::compile(&mutating));
         let mut validating = Stored {
             policies: vec![Arc::new(validating)],
-            bindings: Vec::new(),
+            bindings: crate::controllers::stored_binding::BindingStore::default(),
         };
         let mut mutating = Stored {
             policies: vec![Arc::new(mutating)],
-            bindings: Vec::new(),
+            bindings: crate::controllers::stored_binding::BindingStore::default(),
         };
 
         // Unbound: no policy webhook at all, so no request reaches celgate for them.
@@ -1546,8 +1549,12 @@ mod tests {
         assert_eq!(names, [VALIDATE_POLICIES]);
         assert_eq!(m.webhooks, Some(Vec::new()));
 
-        validating.bindings = vec![fixtures::stored(&fixtures::binding("b", "p"))];
-        mutating.bindings = vec![fixtures::stored(&fixtures::mutating_binding("mb", "m"))];
+        validating.bindings = [fixtures::stored(&fixtures::binding("b", "p"))]
+            .into_iter()
+            .collect();
+        mutating.bindings = [fixtures::stored(&fixtures::mutating_binding("mb", "m"))]
+            .into_iter()
+            .collect();
         let bound = cache.build(validating, mutating);
         let (v, m) = configurations(&bound);
         let v = serde_json::to_value(v).unwrap();
@@ -1806,7 +1813,9 @@ mod tests {
                 },
                 Stored {
                     policies: vec![Arc::new(mutating.clone())],
-                    bindings: vec![fixtures::stored(&fixtures::mutating_binding("m-b", "m"))],
+                    bindings: [fixtures::stored(&fixtures::mutating_binding("m-b", "m"))]
+                        .into_iter()
+                        .collect(),
                 },
             )
         };

@@ -125,13 +125,14 @@ struct Objects<P: Reported> {
 
 impl<P: Reported> Objects<P> {
     fn read(stores: &Stores) -> Self {
-        let stored = P::stores(stores).state();
+        let stored = P::stores(stores);
+        let bindings = stored.bindings.state();
         Self {
-            policies: sorted(stored.policies),
-            named_by_bindings: (stored.bindings.iter())
+            policies: sorted(stored.policies.state()),
+            named_by_bindings: (bindings.iter())
                 .map(|b| b.policy_name().to_string())
                 .collect(),
-            bindings: stored.bindings,
+            bindings,
         }
     }
 

@@ -347,7 +347,7 @@ mod tests {
         let set = Arc::new(PolicySet::new(
             vec![BoundPolicy {
                 policy,
-                bindings: vec![binding],
+                bindings: vec![binding].into(),
             }],
             Vec::new(),
         ));
@@ -675,7 +675,7 @@ mod tests {
             Vec::new(),
             vec![celgate_engine::BoundMutatingPolicy {
                 policy: compiled.clone(),
-                bindings: vec![binding.clone()],
+                bindings: vec![binding.clone()].into(),
             }],
         ));
         let snapshot = Snapshot {

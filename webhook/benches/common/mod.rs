@@ -151,7 +151,8 @@ pub fn fixture_validating(policies: &[fixture::Policy]) -> Vec<BoundPolicy> {
                     match_resources: fixture_binding_match(p),
                     param_ref: fixture_param_ref(p).map(Box::new),
                     validation_actions: vec![ValidationAction::Deny],
-                })],
+                })]
+                .into(),
             }
         })
         .collect()
@@ -202,7 +203,8 @@ pub fn fixture_mutating(policies: &[fixture::Policy]) -> Vec<BoundMutatingPolicy
                     policy_name: p.name.clone(),
                     match_resources: fixture_binding_match(p),
                     param_ref: fixture_param_ref(p).map(Box::new),
-                })],
+                })]
+                .into(),
             }
         })
         .collect()

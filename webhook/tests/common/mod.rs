@@ -134,7 +134,8 @@ pub fn bound(limit: i64, failure_policy: FailurePolicy) -> BoundPolicy {
             match_resources: None,
             param_ref: None,
             validation_actions: vec![ValidationAction::Deny],
-        })],
+        })]
+        .into(),
     }
 }
 

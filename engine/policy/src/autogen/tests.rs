@@ -258,7 +258,7 @@ fn bound_validating(spec: ValidatingPolicySpec) -> PolicySet {
     PolicySet::new(
         vec![BoundPolicy {
             policy,
-            bindings: vec![binding],
+            bindings: vec![binding].into(),
         }],
         Vec::new(),
     )
@@ -478,7 +478,7 @@ fn mutating_set(spec: MutatingPolicySpec) -> PolicySet {
         Vec::new(),
         vec![BoundMutatingPolicy {
             policy,
-            bindings: vec![binding],
+            bindings: vec![binding].into(),
         }],
     )
 }
@@ -589,7 +589,7 @@ fn a_binding_whose_rules_name_pods_takes_the_controllers_too() {
         });
         let bound = BoundPolicy {
             policy: policy.clone(),
-            bindings: vec![binding],
+            bindings: vec![binding].into(),
         };
         PolicySet::new(vec![bound], Vec::new())
     };

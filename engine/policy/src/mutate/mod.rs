@@ -57,7 +57,7 @@ pub struct BoundMutatingPolicy {
     /// The compiled policy.
     pub policy: Arc<MutatingPolicy>,
     /// Its bindings.
-    pub bindings: Vec<Arc<MutatingBindingSpec>>,
+    pub bindings: Arc<[Arc<MutatingBindingSpec>]>,
 }
 
 /// The schema of a kind, as mutations need it.
@@ -385,7 +385,7 @@ impl Run<'_> {
                 return Ok(());
             }
         };
-        for binding in &bound.bindings {
+        for binding in bound.bindings.iter() {
             let params = binding_params(&policy.spec, &**binding, req, ctx);
             let list = match params {
                 Ok(Ok(list)) => list,

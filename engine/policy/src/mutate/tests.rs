@@ -82,7 +82,8 @@ fn bound(spec: MutatingPolicySpec, semantics: ApplySemantics) -> BoundMutatingPo
             name: format!("{}-b", spec.name),
             policy_name: spec.name.clone(),
             ..Default::default()
-        })],
+        })]
+        .into(),
         policy: Arc::new(compile_mutating(spec, semantics)),
     }
 }

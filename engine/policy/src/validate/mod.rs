@@ -48,7 +48,7 @@ pub struct BoundPolicy {
     /// The compiled policy.
     pub policy: Arc<ValidatingPolicy>,
     /// Its bindings.
-    pub bindings: Vec<Arc<ValidatingBindingSpec>>,
+    pub bindings: Arc<[Arc<ValidatingBindingSpec>]>,
 }
 
 /// Validates a request against the bound policies.
@@ -105,7 +105,7 @@ fn evaluate_policy(bound: &BoundPolicy, req: &Request<'_>, ctx: &Context<'_>, ou
     };
     let mut matched = Matched::new(policy, namespace_object, req, ctx, bound.bindings.len());
     let mut annotations: Vec<(String, Vec<String>)> = Vec::new();
-    for binding in &bound.bindings {
+    for binding in bound.bindings.iter() {
         matched.evaluate_binding(binding, &mut annotations, out);
     }
     add_audit_annotations(policy, annotations, out);
@@ -619,7 +619,8 @@ mod tests {
             binding("unwanted", ValidationAction::Deny, false),
             binding("warn", ValidationAction::Warn, false),
             binding("prod", ValidationAction::Deny, true),
-        ];
+        ]
+        .into();
         let namespaces = cache();
         let ctx = context(&namespaces);
         let raw = create_deployment(json!({"metadata": {"name": "d"}, "spec": {"replicas": 3}}));
@@ -644,7 +645,9 @@ mod tests {
         );
         assert!(each[2].outcome.allowed() && each[2].outcome.warnings.is_empty());
         // Together they decide as the policy does with those bindings.
-        policy.bindings.remove(1);
+        let mut kept = policy.bindings.to_vec();
+        kept.remove(1);
+        policy.bindings = kept.into();
         let whole = validate(std::slice::from_ref(&policy), &req, &ctx);
         assert_eq!(whole.denial.map(|d| d.message).as_deref(), Some(denied));
         assert_eq!(whole.warnings, each[1].outcome.warnings);
@@ -708,7 +711,8 @@ mod tests {
             binding("second", "b", ValidationAction::Warn),
             binding("third", "a", ValidationAction::Warn),
             binding("fourth", "b", ValidationAction::Deny),
-        ];
+        ]
+        .into();
         let mut objects = crate::params::ParamObjects::new(true);
         for (name, max) in [("a", 5), ("b", 2)] {
             objects.insert(

@@ -75,7 +75,8 @@ pub(crate) fn bound(spec: ValidatingPolicySpec, actions: Vec<ValidationAction>) 
             match_resources: None,
             param_ref: None,
             validation_actions: actions,
-        })],
+        })]
+        .into(),
         policy: Arc::new(compile_validating(spec)),
     }
 }
