@@ -326,13 +326,6 @@ async fn bytes_per_binding_by_owner() {
         plan.units.len(),
         plan.resources.len()
     );
-    println!(
-        "{:<50} {:>12} {:>12} {:>14}",
-        "owner (held after its step; high-water mark during it)",
-        "bytes",
-        "per binding",
-        "high-water/b"
-    );
     // What each publish costs at this size (a policy or binding change waits for one).
     println!(
         "the set read from the stores, built and published: {} ms (each of two builds)",
@@ -340,6 +333,13 @@ async fn bytes_per_binding_by_owner() {
             .map(|ms| format!("{ms:.1}"))
             .collect::<Vec<_>>()
             .join(", ")
+    );
+    println!(
+        "{:<50} {:>12} {:>12} {:>14}",
+        "owner (held after its step; high-water mark during it)",
+        "bytes",
+        "per binding",
+        "high-water/b"
     );
     for row in rows.iter().chain([&Row {
         owner: "total",
