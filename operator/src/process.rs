@@ -533,6 +533,7 @@ async fn run_controllers(
             snapshot: store.clone(),
             applied,
             touched: ctx.touched(),
+            spec_changes: ctx.spec_changes(),
         },
         status.checker,
         status.identity,

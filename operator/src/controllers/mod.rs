@@ -10,4 +10,5 @@ pub mod namespaces;
 pub mod params;
 pub mod policies;
 pub mod policy_set;
+pub mod spec_changes;
 pub mod stored_binding;

@@ -35,6 +35,7 @@ use tracing::{debug, info, warn};
 use crate::controllers::mutated_schemas::{MutatedSchemas, SchemaSource};
 use crate::controllers::params::ParamWatches;
 use crate::controllers::policy_set::{self, Cached, PolicyCache, Stored};
+use crate::controllers::spec_changes::SpecChanges;
 use crate::controllers::stored_binding::{BindingStore, BindingWriter, StoredBinding};
 use crate::metrics;
 use crate::policy_kind::PolicyKind;
@@ -54,7 +55,7 @@ pub enum ReconcileError {
 }
 
 /// One of the four watches a policy set is built from.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Watched {
     /// ValidatingAdmissionPolicies.
     Policies,
@@ -143,6 +144,8 @@ pub struct Context {
     retries: Mutex<HashMap<(&'static str, String), Backoff>>,
     /// Changed by every watch event of the four kinds, for the status writer.
     touched: watch::Sender<()>,
+    /// The objects whose spec changed, for the status writer to work out first.
+    spec_changes: Arc<SpecChanges>,
 }
 
 /// Publishing state, changed under one lock so publishes are ordered.
@@ -210,6 +213,7 @@ impl Context {
             published,
             retries: Mutex::new(HashMap::new()),
             touched: watch::Sender::new(()),
+            spec_changes: Arc::default(),
         }
     }
 
@@ -233,6 +237,11 @@ impl Context {
     /// Changes with every watch event of the four kinds.
     pub fn touched(&self) -> watch::Receiver<()> {
         self.touched.subscribe()
+    }
+
+    /// The objects of the four kinds whose spec changed, as the watches deliver them.
+    pub fn spec_changes(&self) -> Arc<SpecChanges> {
+        self.spec_changes.clone()
     }
 
     /// Records a completed list of one watch (its store holds the list now) and publishes:
@@ -536,6 +545,23 @@ impl SpecUnchanged {
         }
     }
 
+    /// Records in `changes` the object of every event but such an update (lists are not
+    /// recorded: a status pass follows each and works out every object).
+    fn record_in<K: kube::Resource>(
+        &self,
+        changes: Arc<SpecChanges>,
+        watched: Watched,
+    ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + use<K> {
+        let flag = self.0.clone();
+        move |event| {
+            if let Ok(watcher::Event::Apply(object) | watcher::Event::Delete(object)) = event
+                && !flag.load(Ordering::Relaxed)
+            {
+                changes.record(watched, object.meta().name.as_deref().unwrap_or_default());
+            }
+        }
+    }
+
     /// Whether a touched object (of the last event, as streams pass one at a time) may change
     /// the set: errors pass.
     fn may_change_the_set<K>(
@@ -572,6 +598,7 @@ pub fn controller<P: Controlled>(
             same_metadata,
         ))
         .reflect(policy_writer)
+        .inspect(policies_unchanged.record_in(ctx.spec_changes(), policies_watched))
         .inspect(policies_unchanged.unless_unchanged(metrics::watch(policies_resource, true)))
         .inspect(on_list_done(ctx.clone(), policies_watched, requeue.clone()))
         .touched_objects()
@@ -586,6 +613,7 @@ pub fn controller<P: Controlled>(
             StoredBinding::same_as,
         ))
         .inspect_ok(move |event| binding_writer.apply_watcher_event(event))
+        .inspect(bindings_unchanged.record_in(ctx.spec_changes(), bindings_watched))
         .inspect(bindings_unchanged.unless_unchanged(metrics::watch(bindings_resource, true)))
         .inspect(on_list_done(ctx.clone(), bindings_watched, requeue))
         .touched_objects()

@@ -9,6 +9,13 @@
 //! a new snapshot, an applied webhook registration, new schemas, and acquiring the Lease (which
 //! writes everything the previous leader left stale). Losing the Lease cancels the pass at once,
 //! with its write in flight. Failed writes are retried per object with growing delays.
+//!
+//! A pass works out first the objects whose spec changed since the last one (with the
+//! bindings of such a policy and the policy of such a binding). A pass that has run for
+//! [`INTERRUPT_AFTER`] ends early for a new one when another spec changes, or when an object it
+//! worked out first could not be decided yet and the snapshot or the registration has moved on
+//! since: a pass of thousands of writes no longer keeps a newly applied policy's status waiting
+//! for its end.
 
 mod apply;
 mod conditions;
@@ -17,8 +24,9 @@ pub mod exceptions;
 mod readiness;
 mod typecheck;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::marker::PhantomData;
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -34,8 +42,9 @@ use tokio::task::coop;
 use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
-use crate::controllers::policies::{Controlled, Stores};
+use crate::controllers::policies::{Controlled, Stores, Watched};
 use crate::controllers::policy_set::name_of;
+use crate::controllers::spec_changes::SpecChanges;
 use crate::controllers::stored_binding::StoredBinding;
 use crate::metrics;
 use crate::policy_kind::PolicyKind;
@@ -62,6 +71,14 @@ const WRITES_IN_FLIGHT: usize = 8;
 /// of a policy and its binding arrives as two events), so a policy applied with its binding
 /// is not reported unbound for a moment.
 const COALESCE: Duration = Duration::from_millis(50);
+/// How long a pass runs before changed objects may end it early for a new pass that works
+/// them out first. A new pass walks every object again (a comparison each, where nothing is
+/// to write), so passes are not cut shorter than this however often specs change.
+const INTERRUPT_AFTER: Duration = Duration::from_secs(1);
+/// In how many passes an object whose spec changed is worked out first while it cannot be
+/// decided yet (its generation not compiled, published or registered); then it waits for its
+/// turn in a pass like any other.
+const FIRST_ATTEMPTS: u8 = 5;
 
 /// What the status is computed from.
 pub struct Sources {
@@ -73,6 +90,8 @@ pub struct Sources {
     pub applied: watch::Receiver<Applied>,
     /// Changes whenever a watch of the four kinds delivers an event.
     pub touched: watch::Receiver<()>,
+    /// The objects whose spec changed, to work out first.
+    pub spec_changes: Arc<SpecChanges>,
 }
 
 /// Which of the four kinds an object is.
@@ -82,6 +101,45 @@ enum Kind {
     ValidatingBinding,
     MutatingPolicy,
     MutatingBinding,
+}
+
+impl From<Watched> for Kind {
+    fn from(watched: Watched) -> Self {
+        match watched {
+            Watched::Policies => Kind::ValidatingPolicy,
+            Watched::Bindings => Kind::ValidatingBinding,
+            Watched::MutatingPolicies => Kind::MutatingPolicy,
+            Watched::MutatingBindings => Kind::MutatingBinding,
+        }
+    }
+}
+
+/// What an object's status needs.
+enum Needs<W> {
+    /// This write.
+    Write(W),
+    /// Nothing: it is current, or a failed write of it waits for its retry.
+    Nothing,
+    /// Nothing yet: this process has not caught up with the object ([`Readiness::Pending`]).
+    Pending,
+}
+
+/// The objects a pass worked out first, by kind, which the rest of the pass leaves out.
+#[derive(Default)]
+struct WorkedOut(HashMap<Kind, BTreeSet<String>>);
+
+impl WorkedOut {
+    fn contains(&self, kind: Kind, name: &str) -> bool {
+        self.0.get(&kind).is_some_and(|names| names.contains(name))
+    }
+}
+
+/// How a pass ended.
+enum Pass {
+    /// Every object was worked out; a failed write is due again at this time.
+    Done(Option<Instant>),
+    /// It ended early so that a new one works out changed objects first.
+    Interrupted,
 }
 
 /// A type checking report of one policy at one uid, generation and schema revision.
@@ -212,6 +270,11 @@ pub struct StatusWriter {
     retries: HashMap<(Kind, String), Retry>,
     /// The snapshot parts the last pass read.
     seen: Option<Arc<Snapshot>>,
+    /// Changes with every object whose spec changed.
+    changed: watch::Receiver<()>,
+    /// The objects whose spec changed, to work out first, with the passes that did so while
+    /// they were pending.
+    first: HashMap<(Kind, String), u8>,
 }
 
 /// The inputs of one pass, read once at its start.
@@ -226,6 +289,17 @@ struct World {
 fn sorted<K: ResourceExt>(mut objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
     objects.sort_unstable_by(|a, b| name_of(a.as_ref()).cmp(name_of(b.as_ref())));
     objects
+}
+
+/// The binding named `name` in `bindings`, in name order as the store gives them.
+fn binding_named<'b, P: PolicyKind>(
+    bindings: &'b [Arc<StoredBinding<P>>],
+    name: &str,
+) -> Option<&'b Arc<StoredBinding<P>>> {
+    bindings
+        .binary_search_by(|b| b.name().cmp(name))
+        .ok()
+        .and_then(|i| bindings.get(i))
 }
 
 /// The object named `name` in `objects`, sorted by name ([`sorted`]): a binary search, as every
@@ -289,6 +363,8 @@ impl StatusWriter {
         ));
         Self {
             schemas: checker.revisions(),
+            changed: sources.spec_changes.subscribe(),
+            first: HashMap::new(),
             client,
             sources,
             checker,
@@ -327,9 +403,13 @@ impl StatusWriter {
     async fn lead(&mut self) {
         self.seen = None;
         loop {
-            let retry_at = self.pass().await;
-            if self.wait_for_change(retry_at).await {
-                tokio::time::sleep(COALESCE).await;
+            match self.pass().await {
+                Pass::Done(retry_at) => {
+                    if self.wait_for_change(retry_at).await {
+                        tokio::time::sleep(COALESCE).await;
+                    }
+                }
+                Pass::Interrupted => tokio::time::sleep(COALESCE).await,
             }
         }
     }
@@ -379,9 +459,13 @@ impl StatusWriter {
         }
     }
 
-    /// Reads the inputs once.
+    /// Reads the inputs once, and takes the objects whose spec changed since.
     fn world(&mut self) -> World {
         self.sources.touched.borrow_and_update();
+        self.changed.borrow_and_update();
+        for (watched, name) in self.sources.spec_changes.take() {
+            self.first.entry((watched.into(), name)).or_insert(0);
+        }
         World {
             snapshot: self.sources.snapshot.load(),
             applied: self.sources.applied.borrow_and_update().clone(),
@@ -391,22 +475,112 @@ impl StatusWriter {
         }
     }
 
-    /// Brings every stored object's status up to date; returns when the earliest failed write
-    /// is due again.
-    async fn pass(&mut self) -> Option<Instant> {
+    /// Brings every stored object's status up to date, the changed ones first, unless it is
+    /// interrupted ([`StatusWriter::interrupted`]).
+    async fn pass(&mut self) -> Pass {
+        let started = Instant::now();
         let mut world = self.world();
         self.seen = Some(world.snapshot.clone());
         if !world.snapshot.ready {
             debug!("no policy set is published yet; no status is written before it");
-            return None;
+            return Pass::Done(None);
         }
         self.forget(&world);
+        let mut first = WorkedOut::default();
+        self.first::<ValidatingAdmissionPolicy>(&world, &mut first)
+            .await;
+        self.first::<MutatingAdmissionPolicy>(&world, &mut first)
+            .await;
         let bindings = std::mem::take(&mut world.validating.bindings);
-        self.kind::<ValidatingAdmissionPolicy>(&world, bindings)
+        let validating = self
+            .kind::<ValidatingAdmissionPolicy>(&world, bindings, &first, started)
             .await;
         let bindings = std::mem::take(&mut world.mutating.bindings);
-        self.kind::<MutatingAdmissionPolicy>(&world, bindings).await;
-        self.retries.values().map(|r| r.at).min()
+        if validating.is_break()
+            || (self.kind::<MutatingAdmissionPolicy>(&world, bindings, &first, started))
+                .await
+                .is_break()
+        {
+            debug!(
+                first = self.first.len(),
+                "a pass ends early: objects changed meanwhile are worked out first by the next"
+            );
+            return Pass::Interrupted;
+        }
+        Pass::Done(self.retries.values().map(|r| r.at).min())
+    }
+
+    /// Whether the pass that started at `started` on `world` ends now for a new one: once it
+    /// has run [`INTERRUPT_AFTER`], when a spec changed since it started, or when an object
+    /// to work out first was pending and the snapshot or the webhook registration has moved on.
+    fn interrupted(&self, world: &World, started: Instant) -> bool {
+        started.elapsed() >= INTERRUPT_AFTER
+            && (self.changed.has_changed().unwrap_or(false)
+                || (!self.first.is_empty()
+                    && (self.sources.applied.has_changed().unwrap_or(false)
+                        || self.sources.snapshot.load().revision != world.snapshot.revision)))
+    }
+
+    /// Works out first the objects of kind `P` whose spec changed, with the bindings of each
+    /// such policy and the policy of each such binding (their statuses read each other),
+    /// policies before bindings; records them in `worked_out`.
+    async fn first<P: Reported>(&mut self, world: &World, worked_out: &mut WorkedOut) {
+        let (policy_kind, binding_kind) = P::KINDS;
+        let objects = P::objects(world);
+        let stored = &P::stores(&self.sources.stores).bindings;
+        let (mut policies, mut bindings) = (BTreeSet::new(), BTreeSet::new());
+        for (kind, name) in self.first.keys() {
+            if *kind == policy_kind {
+                policies.insert(name.clone());
+                bindings.extend(stored.naming(name));
+            } else if *kind == binding_kind {
+                bindings.insert(name.clone());
+                if let Some(binding) = binding_named(&objects.bindings, name) {
+                    policies.insert(binding.policy_name().to_string());
+                }
+            }
+        }
+        if policies.is_empty() && bindings.is_empty() {
+            return;
+        }
+        let mut in_flight = InFlight::new();
+        for name in &policies {
+            let needs = match named(&objects.policies, name) {
+                Some(policy) => self.policy::<P>(policy, world).await,
+                None => Needs::Nothing,
+            };
+            self.attempted(policy_kind, name, &needs);
+            if let Needs::Write(write) = needs {
+                self.send(&mut in_flight, write).await;
+            }
+        }
+        self.settle::<P>(&mut in_flight).await;
+        let mut readiness = HashMap::new();
+        for name in &bindings {
+            let needs = match binding_named(&objects.bindings, name) {
+                Some(binding) => self.binding::<P>(binding, world, &mut readiness),
+                None => Needs::Nothing,
+            };
+            self.attempted(binding_kind, name, &needs);
+            if let Needs::Write(write) = needs {
+                self.send(&mut in_flight, write).await;
+            }
+        }
+        self.settle::<P::Binding>(&mut in_flight).await;
+        worked_out.0.insert(policy_kind, policies);
+        worked_out.0.insert(binding_kind, bindings);
+    }
+
+    /// Counts a pass that worked out a changed object first: it stays first while pending,
+    /// for [`FIRST_ATTEMPTS`] passes at most.
+    fn attempted<W>(&mut self, kind: Kind, name: &str, needs: &Needs<W>) {
+        let key = (kind, name.to_string());
+        if let Some(attempts) = self.first.get_mut(&key) {
+            *attempts += 1;
+            if !matches!(needs, Needs::Pending) || *attempts >= FIRST_ATTEMPTS {
+                self.first.remove(&key);
+            }
+        }
     }
 
     /// Brings the status of every stored object of one kind up to date. A pass over thousands
@@ -420,12 +594,27 @@ impl StatusWriter {
     /// every binding it read held the old one of each until it ended (`make bench-footprint`,
     /// 1,000 policies x 100 bindings: the status step's high-water mark 1,026 -> 902 bytes a
     /// binding).
-    async fn kind<P: Reported>(&mut self, world: &World, bindings: Vec<Arc<StoredBinding<P>>>) {
+    /// The objects `first` holds were worked out already and are left out.
+    async fn kind<P: Reported>(
+        &mut self,
+        world: &World,
+        bindings: Vec<Arc<StoredBinding<P>>>,
+        first: &WorkedOut,
+        started: Instant,
+    ) -> ControlFlow<()> {
+        let (policy_kind, binding_kind) = P::KINDS;
         let objects = P::objects(world);
         let mut in_flight = InFlight::new();
         for policy in &objects.policies {
             coop::consume_budget().await;
-            if let Some(write) = self.policy::<P>(policy, world).await {
+            if self.interrupted(world, started) {
+                self.settle::<P>(&mut in_flight).await;
+                return ControlFlow::Break(());
+            }
+            if first.contains(policy_kind, name_of(policy.as_ref())) {
+                continue;
+            }
+            if let Needs::Write(write) = self.policy::<P>(policy, world).await {
                 self.send(&mut in_flight, write).await;
             }
         }
@@ -433,11 +622,19 @@ impl StatusWriter {
         let mut policies = HashMap::new();
         for binding in bindings {
             coop::consume_budget().await;
-            if let Some(write) = self.binding::<P>(&binding, world, &mut policies) {
+            if self.interrupted(world, started) {
+                self.settle::<P::Binding>(&mut in_flight).await;
+                return ControlFlow::Break(());
+            }
+            if first.contains(binding_kind, binding.name()) {
+                continue;
+            }
+            if let Needs::Write(write) = self.binding::<P>(&binding, world, &mut policies) {
                 self.send(&mut in_flight, write).await;
             }
         }
         self.settle::<P::Binding>(&mut in_flight).await;
+        ControlFlow::Continue(())
     }
 
     /// Forgets what belongs to objects no longer stored.
@@ -537,13 +734,15 @@ impl StatusWriter {
         &mut self,
         policy: &Arc<P>,
         world: &World,
-    ) -> Option<Write<P, celgate_crds::PolicyStatus>> {
+    ) -> Needs<Write<P, celgate_crds::PolicyStatus>> {
         let key = (P::KINDS.0, policy.name_any());
         if self.waiting(&key) {
-            return None;
+            return Needs::Nothing;
         }
         let readiness = self.readiness(&**policy, world);
-        let ready = ready_want(&readiness)?;
+        let Some(ready) = ready_want(&readiness) else {
+            return Needs::Pending;
+        };
         let (uid, generation) = uid_and_generation(&**policy);
         let report = self
             .report(&key, &uid, generation, world.schemas, || {
@@ -553,13 +752,13 @@ impl StatusWriter {
         let previous = P::status(policy);
         let status = typecheck::policy_status(generation, &report, ready, previous);
         if previous == Some(&status) {
-            return None;
+            return Needs::Nothing;
         }
         let events = events::changes(
             &Observed::policy(previous, true),
             &Observed::policy(Some(&status), true),
         );
-        Some(Write {
+        Needs::Write(Write {
             key,
             object: policy.object_ref(&()),
             status,
@@ -575,10 +774,10 @@ impl StatusWriter {
         binding: &StoredBinding<P>,
         world: &World,
         policies: &mut HashMap<String, Readiness>,
-    ) -> Option<Write<P::Binding, BindingStatus>> {
+    ) -> Needs<Write<P::Binding, BindingStatus>> {
         let key = (P::KINDS.1, binding.name().to_string());
         if self.waiting(&key) {
-            return None;
+            return Needs::Nothing;
         }
         let spec = &*binding.spec;
         let policy_name = binding.policy_name();
@@ -682,8 +881,10 @@ fn binding_status<P: PolicyKind>(
     world: &World,
     param_kind: Option<&celgate_crds::ParamKind>,
     param_ref: Option<&celgate_engine::model::ParamRef>,
-) -> Option<Write<P::Binding, BindingStatus>> {
-    let ready = ready_want(&readiness)?;
+) -> Needs<Write<P::Binding, BindingStatus>> {
+    let Some(ready) = ready_want(&readiness) else {
+        return Needs::Pending;
+    };
     let param_kind = param_kind.map(convert::param_kind);
     let resolved_params =
         readiness::resolved_params(&world.snapshot, param_kind.as_ref(), param_ref);
@@ -704,7 +905,7 @@ fn binding_status<P: PolicyKind>(
         audit: None,
     };
     if previous == Some(&status) {
-        return None;
+        return Needs::Nothing;
     }
     let events = events::changes(
         &Observed::binding(previous),
@@ -717,7 +918,7 @@ fn binding_status<P: PolicyKind>(
         uid: Some(binding.uid.clone()),
         ..ObjectReference::default()
     };
-    Some(Write {
+    Needs::Write(Write {
         key,
         object,
         status,
@@ -743,6 +944,7 @@ mod tests {
     use kube::runtime::reflector::{self, store::Writer};
     use kube::runtime::watcher::Event;
     use serde_json::{Value, json};
+    use std::collections::VecDeque;
 
     const POLICY_STATUS: &str =
         "/apis/admission.celgate.io/v1/validatingadmissionpolicies/p/status";
@@ -803,7 +1005,45 @@ mod tests {
     struct Running {
         api: ApiServer,
         leading: watch::Sender<bool>,
+        cluster: Cluster,
         _keep: Box<dyn std::any::Any + Send>,
+    }
+
+    /// What the writer reads, as the watches, the controllers and the registration feed it.
+    struct Cluster {
+        policies: Writer<ValidatingAdmissionPolicy>,
+        bindings: BindingWriter<ValidatingAdmissionPolicy>,
+        snapshot: Arc<SnapshotStore>,
+        applied: watch::Sender<Applied>,
+        changes: Arc<SpecChanges>,
+    }
+
+    impl Cluster {
+        /// Publishes and registers `policies`, each bound by its bindings.
+        fn publish(
+            &self,
+            policies: &[(
+                &ValidatingAdmissionPolicy,
+                &[celgate_crds::ValidatingAdmissionPolicyBinding],
+            )],
+        ) {
+            let set = Arc::new(PolicySet::new(
+                (policies.iter())
+                    .map(|(policy, bindings)| BoundPolicy {
+                        policy: policy_set::compile(*policy),
+                        bindings: (bindings.iter())
+                            .map(|b| Arc::new(convert::validating_binding(b)))
+                            .collect(),
+                    })
+                    .collect(),
+                Vec::new(),
+            ));
+            (self.snapshot).publish_policies(set.clone(), Arc::default(), Arc::default());
+            self.applied.send_replace(Applied {
+                set: Some(set),
+                error: None,
+            });
+        }
     }
 
     fn start(
@@ -822,22 +1062,10 @@ mod tests {
     ) -> Running {
         let (client, api) = fixtures::pair();
         let snapshot = SnapshotStore::new();
-        let set = Arc::new(PolicySet::new(
-            vec![BoundPolicy {
-                policy: policy_set::compile(&policy),
-                bindings: (bindings.iter())
-                    .map(|b| Arc::new(convert::validating_binding(b)))
-                    .collect(),
-            }],
-            Vec::new(),
-        ));
-        snapshot.publish_policies(set.clone(), Arc::default(), Arc::default());
-        let (applied_sender, applied) = watch::channel(Applied {
-            set: Some(set),
-            error: None,
-        });
+        let (applied_sender, applied) = watch::channel(Applied::default());
         let (touched_sender, touched) = watch::channel(());
-        let (validating, w1) = stored(&[policy]);
+        let spec_changes = Arc::new(SpecChanges::default());
+        let (validating, w1) = stored(std::slice::from_ref(&policy));
         let (validating_bindings, w2) = stored_bindings::<ValidatingAdmissionPolicy>(&bindings);
         let (mutating, w3) = stored::<MutatingAdmissionPolicy>(&[]);
         let (mutating_bindings, w4) = stored_bindings::<MutatingAdmissionPolicy>(&[]);
@@ -855,27 +1083,29 @@ mod tests {
                         bindings: mutating_bindings,
                     },
                 },
-                snapshot,
+                snapshot: snapshot.clone(),
                 applied,
                 touched,
+                spec_changes: spec_changes.clone(),
             },
             Arc::new(Fixed(schemas)),
             "test".into(),
         );
+        let cluster = Cluster {
+            policies: w1,
+            bindings: w2,
+            snapshot,
+            applied: applied_sender,
+            changes: spec_changes,
+        };
+        cluster.publish(&[(&policy, &bindings)]);
         let (leading_sender, leadership) = watch::channel(leading);
         let task = tokio::spawn(writer.run(leadership));
         Running {
             api,
             leading: leading_sender,
-            _keep: Box::new((
-                w1,
-                w2,
-                w3,
-                w4,
-                applied_sender,
-                touched_sender,
-                AbortOnDrop(task),
-            )),
+            cluster,
+            _keep: Box::new((w3, w4, touched_sender, AbortOnDrop(task))),
         }
     }
 
@@ -1162,6 +1392,83 @@ mod tests {
             for call in held {
                 answer(call);
             }
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_policy_and_binding_applied_during_a_long_pass_are_written_before_it_ends() {
+        let scenario = async {
+            let count = WRITES_IN_FLIGHT * 5;
+            let bindings: Vec<_> = (0..count)
+                .map(|i| fixtures::binding(&format!("b{i:03}"), "p"))
+                .collect();
+            let p = fixtures::policy("p", 1, "true", None);
+            let mut running = start_bound(p.clone(), bindings.clone(), true);
+            let (q, qb) = (
+                fixtures::policy("q", 1, "true", None),
+                fixtures::binding("qb", "q"),
+            );
+            let last = format!(
+                "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/b{:03}/status",
+                count - 1
+            );
+            let q_status = "/apis/admission.celgate.io/v1/validatingadmissionpolicies/q/status";
+            let qb_status =
+                "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/qb/status";
+            // Each write is answered after 250 ms (while the writer waits for it), so the
+            // pass over the bindings takes seconds. Once it has run for 2 s, q and qb are
+            // stored (as their watch events store them) before the controllers publish them,
+            // which they do 4 writes later.
+            let (mut held, mut written) = (VecDeque::new(), Vec::new());
+            let (mut applied_at, mut published) = (None, false);
+            for _ in 0..1000 {
+                let Ok(call) =
+                    tokio::time::timeout(Duration::from_millis(250), running.api.next()).await
+                else {
+                    if let Some(call) = held.pop_front() {
+                        answer(call);
+                    }
+                    continue;
+                };
+                if call.path == EVENTS {
+                    let body = call.body.clone();
+                    call.reply(201, body);
+                    continue;
+                }
+                written.push(call.path.clone());
+                held.push_back(call);
+                if written.iter().any(|w| w == qb_status) {
+                    break;
+                }
+                if applied_at.is_none() && written.len() == 1 + WRITES_IN_FLIGHT {
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                    let cluster = &mut running.cluster;
+                    cluster
+                        .policies
+                        .apply_watcher_event(&Event::Apply(q.clone()));
+                    cluster.changes.record(Watched::Policies, "q");
+                    cluster
+                        .bindings
+                        .apply_watcher_event(&Event::Apply(qb.clone()));
+                    cluster.changes.record(Watched::Bindings, "qb");
+                    applied_at = Some(written.len());
+                }
+                if !published && applied_at.is_some_and(|at| written.len() == at + 4) {
+                    (running.cluster).publish(&[(&p, &bindings), (&q, std::slice::from_ref(&qb))]);
+                    published = true;
+                }
+            }
+            let position = |path: &str| written.iter().position(|w| w == path);
+            let (q_at, qb_at) = (position(q_status), position(qb_status));
+            assert!(q_at.is_some() && qb_at.is_some(), "{written:?}");
+            assert!(q_at < qb_at, "the binding before its policy: {written:?}");
+            assert!(
+                position(&last).is_none(),
+                "the pass wrote its last binding before the changed objects: {written:?}"
+            );
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)
             .await
