@@ -1112,7 +1112,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_status_write_publishes_nothing_and_a_spec_change_publishes() {
+    async fn a_status_write_publishes_nothing_and_a_spec_change_publishes_and_is_recorded() {
         let scenario = async {
             let (client, mut api) = fixtures::pair();
             let Wired {
@@ -1121,6 +1121,13 @@ mod tests {
                 policy_writer,
                 binding_writer,
             } = wired(&client);
+            // What the status writer is told to work out first.
+            let changes = ctx.spec_changes();
+            let taken = || {
+                let mut taken: Vec<_> = changes.take().into_iter().collect();
+                taken.sort_by(|a, b| a.1.cmp(&b.1));
+                taken
+            };
             let _controller = tokio::spawn(run(
                 client,
                 ctx,
@@ -1162,6 +1169,7 @@ mod tests {
                 first.revision,
                 "a status write published a set"
             );
+            assert_eq!(taken(), [], "a list or a status write is a spec change");
 
             // The binding's spec changes (a new generation): a set is published.
             let mut changed = binding_json("b1", "p1");
@@ -1177,6 +1185,7 @@ mod tests {
                 )
                 .await;
             assert!(next.revision > first.revision);
+            assert_eq!(taken(), [(Watched::Bindings, "b1".to_string())]);
 
             // The policy's autogen annotation changes at the same generation: its variants
             // change, so a set is published.
@@ -1195,6 +1204,7 @@ mod tests {
                 )
                 .await;
             assert!(last.revision > next.revision);
+            assert_eq!(taken(), [(Watched::Policies, "p1".to_string())]);
         };
         tokio::time::timeout(Duration::from_secs(300), scenario)
             .await
