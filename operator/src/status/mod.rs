@@ -10,12 +10,13 @@
 //! writes everything the previous leader left stale). Losing the Lease cancels the pass at once,
 //! with its write in flight. Failed writes are retried per object with growing delays.
 //!
-//! A pass works out first the objects whose spec changed since the last one (with the
-//! bindings of such a policy and the policy of such a binding). A pass that has run for
-//! [`INTERRUPT_AFTER`] ends early for a new one when another spec changes, or when an object it
-//! worked out first could not be decided yet and the snapshot or the registration has moved on
-//! since: a pass of thousands of writes no longer keeps a newly applied policy's status waiting
-//! for its end.
+//! A pass works out first the objects whose spec changed since the last one and those an
+//! earlier pass could not decide yet (with the bindings of such a policy and the policy of such
+//! a binding). A pass that has run for [`INTERRUPT_AFTER`] ends early for a new one when
+//! another spec changes, or when one of those objects is still undecided and the snapshot or the
+//! registration has moved on since: a pass of thousands of writes no longer keeps a newly
+//! applied policy's status, nor that of a policy whose params were still syncing when it
+//! started, waiting for its end.
 
 mod apply;
 mod conditions;
@@ -75,9 +76,9 @@ const COALESCE: Duration = Duration::from_millis(50);
 /// them out first. A new pass walks every object again (a comparison each, where nothing is
 /// to write), so passes are not cut shorter than this however often specs change.
 const INTERRUPT_AFTER: Duration = Duration::from_secs(1);
-/// In how many passes an object whose spec changed is worked out first while it cannot be
-/// decided yet (its generation not compiled, published or registered); then it waits for its
-/// turn in a pass like any other.
+/// In how many passes in a row an object is worked out first while it cannot be decided yet
+/// (its generation not compiled, published or registered, its params syncing); then it waits
+/// for its turn in a pass like any other.
 const FIRST_ATTEMPTS: u8 = 5;
 
 /// What the status is computed from.
@@ -272,8 +273,8 @@ pub struct StatusWriter {
     seen: Option<Arc<Snapshot>>,
     /// Changes with every object whose spec changed.
     changed: watch::Receiver<()>,
-    /// The objects whose spec changed, to work out first, with the passes that did so while
-    /// they were pending.
+    /// The objects whose spec changed or that a pass could not decide yet, to work out first,
+    /// with the passes that did so while they were pending.
     first: HashMap<(Kind, String), u8>,
 }
 
@@ -521,9 +522,9 @@ impl StatusWriter {
                         || self.sources.snapshot.load().revision != world.snapshot.revision)))
     }
 
-    /// Works out first the objects of kind `P` whose spec changed, with the bindings of each
-    /// such policy and the policy of each such binding (their statuses read each other),
-    /// policies before bindings; records them in `worked_out`.
+    /// Works out first the objects of kind `P` whose spec changed or that were pending, with the
+    /// bindings of each such policy and the policy of each such binding (their statuses read
+    /// each other), policies before bindings; records them in `worked_out`.
     async fn first<P: Reported>(&mut self, world: &World, worked_out: &mut WorkedOut) {
         let (policy_kind, binding_kind) = P::KINDS;
         let objects = P::objects(world);
@@ -571,8 +572,15 @@ impl StatusWriter {
         worked_out.0.insert(binding_kind, bindings);
     }
 
-    /// Counts a pass that worked out a changed object first: it stays first while pending,
-    /// for [`FIRST_ATTEMPTS`] passes at most.
+    /// Records an object a pass could not decide yet (a policy whose param kind is still
+    /// syncing, say): it is worked out first once the snapshot or the registration moves on,
+    /// not at the end of a long pass.
+    fn pending(&mut self, kind: Kind, name: &str) {
+        self.first.entry((kind, name.to_string())).or_insert(0);
+    }
+
+    /// Counts a pass that worked out an object first: it stays first while pending, for
+    /// [`FIRST_ATTEMPTS`] passes at most.
     fn attempted<W>(&mut self, kind: Kind, name: &str, needs: &Needs<W>) {
         let key = (kind, name.to_string());
         if let Some(attempts) = self.first.get_mut(&key) {
@@ -611,11 +619,14 @@ impl StatusWriter {
                 self.settle::<P>(&mut in_flight).await;
                 return ControlFlow::Break(());
             }
-            if first.contains(policy_kind, name_of(policy.as_ref())) {
+            let name = name_of(policy.as_ref());
+            if first.contains(policy_kind, name) {
                 continue;
             }
-            if let Needs::Write(write) = self.policy::<P>(policy, world).await {
-                self.send(&mut in_flight, write).await;
+            match self.policy::<P>(policy, world).await {
+                Needs::Write(write) => self.send(&mut in_flight, write).await,
+                Needs::Pending => self.pending(policy_kind, name),
+                Needs::Nothing => {}
             }
         }
         self.settle::<P>(&mut in_flight).await;
@@ -629,8 +640,10 @@ impl StatusWriter {
             if first.contains(binding_kind, binding.name()) {
                 continue;
             }
-            if let Needs::Write(write) = self.binding::<P>(&binding, world, &mut policies) {
-                self.send(&mut in_flight, write).await;
+            match self.binding::<P>(&binding, world, &mut policies) {
+                Needs::Write(write) => self.send(&mut in_flight, write).await,
+                Needs::Pending => self.pending(binding_kind, binding.name()),
+                Needs::Nothing => {}
             }
         }
         self.settle::<P::Binding>(&mut in_flight).await;
@@ -1398,54 +1411,91 @@ mod tests {
             .expect("the scenario did not finish");
     }
 
+    /// Serves a long pass: each status write is answered 250 ms after it arrives (while the
+    /// writer waits), events at once; once the pass has sent its first writes it runs 2 s
+    /// before `meanwhile` is called, then after each write with the number written so far.
+    /// Returns the paths of the status writes up to `until`, in order.
+    async fn long_pass(
+        running: &mut Running,
+        until: &str,
+        mut meanwhile: impl FnMut(usize, &mut Cluster),
+    ) -> Vec<String> {
+        let (mut held, mut written) = (VecDeque::new(), Vec::new());
+        for _ in 0..1000 {
+            let Ok(call) =
+                tokio::time::timeout(Duration::from_millis(250), running.api.next()).await
+            else {
+                if let Some(call) = held.pop_front() {
+                    answer(call);
+                }
+                continue;
+            };
+            if call.path == EVENTS {
+                let body = call.body.clone();
+                call.reply(201, body);
+                continue;
+            }
+            written.push(call.path.clone());
+            held.push_back(call);
+            if written.last().is_some_and(|w| w == until) {
+                break;
+            }
+            if written.len() == 1 + WRITES_IN_FLIGHT {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            if written.len() > WRITES_IN_FLIGHT {
+                meanwhile(written.len(), &mut running.cluster);
+            }
+        }
+        written
+    }
+
+    const LAST_OF_40: &str =
+        "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/b039/status";
+    const Q_STATUS: &str = "/apis/admission.celgate.io/v1/validatingadmissionpolicies/q/status";
+    const QB_STATUS: &str =
+        "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/qb/status";
+
+    /// Policy `p` with 40 bindings, none with a status yet; and policy `q` with its binding `qb`.
+    fn forty_and_q() -> (
+        ValidatingAdmissionPolicy,
+        Vec<celgate_crds::ValidatingAdmissionPolicyBinding>,
+        ValidatingAdmissionPolicy,
+        celgate_crds::ValidatingAdmissionPolicyBinding,
+    ) {
+        assert_eq!(WRITES_IN_FLIGHT * 5, 40);
+        let bindings = (0..40)
+            .map(|i| fixtures::binding(&format!("b{i:03}"), "p"))
+            .collect();
+        (
+            fixtures::policy("p", 1, "true", None),
+            bindings,
+            fixtures::policy("q", 1, "true", None),
+            fixtures::binding("qb", "q"),
+        )
+    }
+
+    /// q's and qb's statuses were written, q's first, before the pass wrote its last binding.
+    fn written_first(written: &[String]) {
+        let position = |path: &str| written.iter().position(|w| w == path);
+        let (q_at, qb_at) = (position(Q_STATUS), position(QB_STATUS));
+        assert!(q_at.is_some() && qb_at.is_some(), "{written:?}");
+        assert!(q_at < qb_at, "the binding before its policy: {written:?}");
+        assert!(
+            position(LAST_OF_40).is_none(),
+            "the pass wrote its last binding first: {written:?}"
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_policy_and_binding_applied_during_a_long_pass_are_written_before_it_ends() {
         let scenario = async {
-            let count = WRITES_IN_FLIGHT * 5;
-            let bindings: Vec<_> = (0..count)
-                .map(|i| fixtures::binding(&format!("b{i:03}"), "p"))
-                .collect();
-            let p = fixtures::policy("p", 1, "true", None);
+            let (p, bindings, q, qb) = forty_and_q();
             let mut running = start_bound(p.clone(), bindings.clone(), true);
-            let (q, qb) = (
-                fixtures::policy("q", 1, "true", None),
-                fixtures::binding("qb", "q"),
-            );
-            let last = format!(
-                "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/b{:03}/status",
-                count - 1
-            );
-            let q_status = "/apis/admission.celgate.io/v1/validatingadmissionpolicies/q/status";
-            let qb_status =
-                "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/qb/status";
-            // Each write is answered after 250 ms (while the writer waits for it), so the
-            // pass over the bindings takes seconds. Once it has run for 2 s, q and qb are
-            // stored (as their watch events store them) before the controllers publish them,
-            // which they do 4 writes later.
-            let (mut held, mut written) = (VecDeque::new(), Vec::new());
-            let (mut applied_at, mut published) = (None, false);
-            for _ in 0..1000 {
-                let Ok(call) =
-                    tokio::time::timeout(Duration::from_millis(250), running.api.next()).await
-                else {
-                    if let Some(call) = held.pop_front() {
-                        answer(call);
-                    }
-                    continue;
-                };
-                if call.path == EVENTS {
-                    let body = call.body.clone();
-                    call.reply(201, body);
-                    continue;
-                }
-                written.push(call.path.clone());
-                held.push_back(call);
-                if written.iter().any(|w| w == qb_status) {
-                    break;
-                }
-                if applied_at.is_none() && written.len() == 1 + WRITES_IN_FLIGHT {
-                    tokio::time::sleep(Duration::from_secs(2)).await;
-                    let cluster = &mut running.cluster;
+            // 2 s into the pass, q and qb are stored (as their watch events store them); the
+            // controllers publish them 4 writes later.
+            let written = long_pass(&mut running, QB_STATUS, |n, cluster| {
+                if n == 1 + WRITES_IN_FLIGHT {
                     cluster
                         .policies
                         .apply_watcher_event(&Event::Apply(q.clone()));
@@ -1454,21 +1504,40 @@ mod tests {
                         .bindings
                         .apply_watcher_event(&Event::Apply(qb.clone()));
                     cluster.changes.record(Watched::Bindings, "qb");
-                    applied_at = Some(written.len());
                 }
-                if !published && applied_at.is_some_and(|at| written.len() == at + 4) {
-                    (running.cluster).publish(&[(&p, &bindings), (&q, std::slice::from_ref(&qb))]);
-                    published = true;
+                if n == 5 + WRITES_IN_FLIGHT {
+                    cluster.publish(&[(&p, &bindings), (&q, std::slice::from_ref(&qb))]);
                 }
-            }
-            let position = |path: &str| written.iter().position(|w| w == path);
-            let (q_at, qb_at) = (position(q_status), position(qb_status));
-            assert!(q_at.is_some() && qb_at.is_some(), "{written:?}");
-            assert!(q_at < qb_at, "the binding before its policy: {written:?}");
-            assert!(
-                position(&last).is_none(),
-                "the pass wrote its last binding before the changed objects: {written:?}"
-            );
+            })
+            .await;
+            written_first(&written);
+        };
+        tokio::time::timeout(Duration::from_secs(7200), scenario)
+            .await
+            .expect("the scenario did not finish");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_policy_a_long_pass_found_pending_is_written_once_published_before_it_ends() {
+        let scenario = async {
+            let (p, bindings, q, qb) = forty_and_q();
+            let mut running = start_bound(p.clone(), bindings.clone(), true);
+            // q and qb are stored from the start (no spec change), published only 2 s into
+            // the pass, as a policy whose params were still syncing when it started.
+            let cluster = &mut running.cluster;
+            cluster
+                .policies
+                .apply_watcher_event(&Event::Apply(q.clone()));
+            cluster
+                .bindings
+                .apply_watcher_event(&Event::Apply(qb.clone()));
+            let written = long_pass(&mut running, QB_STATUS, |n, cluster| {
+                if n == 1 + WRITES_IN_FLIGHT {
+                    cluster.publish(&[(&p, &bindings), (&q, std::slice::from_ref(&qb))]);
+                }
+            })
+            .await;
+            written_first(&written);
         };
         tokio::time::timeout(Duration::from_secs(7200), scenario)
             .await
