@@ -145,7 +145,7 @@ pub struct Context {
     /// Changed by every watch event of the four kinds, for the status writer.
     touched: watch::Sender<()>,
     /// The objects whose spec changed, for the status writer to work out first.
-    spec_changes: Arc<SpecChanges>,
+    spec_changes: Arc<SpecChanges<Watched>>,
 }
 
 /// Publishing state, changed under one lock so publishes are ordered.
@@ -240,7 +240,7 @@ impl Context {
     }
 
     /// The objects of the four kinds whose spec changed, as the watches deliver them.
-    pub fn spec_changes(&self) -> Arc<SpecChanges> {
+    pub fn spec_changes(&self) -> Arc<SpecChanges<Watched>> {
         self.spec_changes.clone()
     }
 
@@ -549,7 +549,7 @@ impl SpecUnchanged {
     /// recorded: a status pass follows each and works out every object).
     fn record_in<K: kube::Resource>(
         &self,
-        changes: Arc<SpecChanges>,
+        changes: Arc<SpecChanges<Watched>>,
         watched: Watched,
     ) -> impl FnMut(&Result<watcher::Event<K>, watcher::Error>) + use<K> {
         let flag = self.0.clone();

@@ -1,23 +1,22 @@
-//! The objects of the four kinds whose spec changed (created, deleted, or updated in more than
-//! their status), by watch and name, for the status writer to work out first: a pass that
-//! writes thousands of statuses (the first after start-up or a new leader, at 100,000
-//! bindings, takes minutes) yields to them instead of leaving them for its end.
+//! The objects whose spec changed (created, deleted, or updated in more than their status), by
+//! watch `W` and name, for the status writer to work out first: a pass that writes thousands of
+//! statuses (the first after start-up or a new leader, at 100,000 bindings, takes minutes)
+//! yields to them instead of leaving them for its end.
 
 use std::collections::HashSet;
+use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::watch;
 
-use super::policies::Watched;
-
 /// The changed objects not yet taken, and a signal that changes with each one recorded.
 #[derive(Debug)]
-pub struct SpecChanges {
-    names: Mutex<HashSet<(Watched, String)>>,
+pub struct SpecChanges<W> {
+    names: Mutex<HashSet<(W, String)>>,
     signal: watch::Sender<()>,
 }
 
-impl Default for SpecChanges {
+impl<W> Default for SpecChanges<W> {
     fn default() -> Self {
         Self {
             names: Mutex::default(),
@@ -26,9 +25,9 @@ impl Default for SpecChanges {
     }
 }
 
-impl SpecChanges {
+impl<W: Hash + Eq> SpecChanges<W> {
     /// Records that the spec of the object `name` of `watched` changed.
-    pub fn record(&self, watched: Watched, name: &str) {
+    pub fn record(&self, watched: W, name: &str) {
         let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
         names.insert((watched, name.to_string()));
         drop(names);
@@ -36,7 +35,7 @@ impl SpecChanges {
     }
 
     /// The objects recorded since the last call, each once.
-    pub fn take(&self) -> HashSet<(Watched, String)> {
+    pub fn take(&self) -> HashSet<(W, String)> {
         std::mem::take(&mut *self.names.lock().unwrap_or_else(PoisonError::into_inner))
     }
 
@@ -49,6 +48,7 @@ impl SpecChanges {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::policies::Watched;
 
     #[test]
     fn each_recorded_object_is_taken_once_and_signalled() {

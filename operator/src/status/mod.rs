@@ -16,7 +16,8 @@
 //! another spec changes, or when one of those objects is still undecided and the snapshot or the
 //! registration has moved on since: a pass of thousands of writes no longer keeps a newly
 //! applied policy's status, nor that of a policy whose params were still syncing when it
-//! started, waiting for its end.
+//! started, waiting for its end. The new pass goes on from where the interrupted one stopped,
+//! and one whole pass follows once it ends.
 
 mod apply;
 mod conditions;
@@ -92,11 +93,11 @@ pub struct Sources {
     /// Changes whenever a watch of the four kinds delivers an event.
     pub touched: watch::Receiver<()>,
     /// The objects whose spec changed, to work out first.
-    pub spec_changes: Arc<SpecChanges>,
+    pub spec_changes: Arc<SpecChanges<Watched>>,
 }
 
-/// Which of the four kinds an object is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// Which of the four kinds an object is, in the order a pass works them out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Kind {
     ValidatingPolicy,
     ValidatingBinding,
@@ -139,8 +140,9 @@ impl WorkedOut {
 enum Pass {
     /// Every object was worked out; a failed write is due again at this time.
     Done(Option<Instant>),
-    /// It ended early so that a new one works out changed objects first.
-    Interrupted,
+    /// It ended early so that a new one works out changed objects first, or it resumed one
+    /// that did (so objects it did not work out again may be stale): the next starts at once.
+    Unfinished,
 }
 
 /// A type checking report of one policy at one uid, generation and schema revision.
@@ -276,6 +278,9 @@ pub struct StatusWriter {
     /// The objects whose spec changed or that a pass could not decide yet, to work out first,
     /// with the passes that did so while they were pending.
     first: HashMap<(Kind, String), u8>,
+    /// Where an interrupted pass stopped: the next pass goes on from there after the objects
+    /// it works out first, rather than comparing again every object before it.
+    resume: Option<(Kind, String)>,
 }
 
 /// The inputs of one pass, read once at its start.
@@ -366,6 +371,7 @@ impl StatusWriter {
             schemas: checker.revisions(),
             changed: sources.spec_changes.subscribe(),
             first: HashMap::new(),
+            resume: None,
             client,
             sources,
             checker,
@@ -410,7 +416,7 @@ impl StatusWriter {
                         tokio::time::sleep(COALESCE).await;
                     }
                 }
-                Pass::Interrupted => tokio::time::sleep(COALESCE).await,
+                Pass::Unfinished => tokio::time::sleep(COALESCE).await,
             }
         }
     }
@@ -480,6 +486,7 @@ impl StatusWriter {
     /// interrupted ([`StatusWriter::interrupted`]).
     async fn pass(&mut self) -> Pass {
         let started = Instant::now();
+        let resume = self.resume.take();
         let mut world = self.world();
         self.seen = Some(world.snapshot.clone());
         if !world.snapshot.ready {
@@ -493,20 +500,24 @@ impl StatusWriter {
         self.first::<MutatingAdmissionPolicy>(&world, &mut first)
             .await;
         let bindings = std::mem::take(&mut world.validating.bindings);
+        let from = resume.as_ref().map(|(kind, name)| (*kind, name.as_str()));
         let validating = self
-            .kind::<ValidatingAdmissionPolicy>(&world, bindings, &first, started)
+            .kind::<ValidatingAdmissionPolicy>(&world, bindings, &first, from, started)
             .await;
         let bindings = std::mem::take(&mut world.mutating.bindings);
         if validating.is_break()
-            || (self.kind::<MutatingAdmissionPolicy>(&world, bindings, &first, started))
+            || (self.kind::<MutatingAdmissionPolicy>(&world, bindings, &first, from, started))
                 .await
                 .is_break()
         {
             debug!(
                 first = self.first.len(),
-                "a pass ends early: objects changed meanwhile are worked out first by the next"
+                "a pass ends early: the next works out first the objects changed or pending"
             );
-            return Pass::Interrupted;
+            return Pass::Unfinished;
+        }
+        if resume.is_some() {
+            return Pass::Unfinished;
         }
         Pass::Done(self.retries.values().map(|r| r.at).min())
     }
@@ -602,25 +613,29 @@ impl StatusWriter {
     /// every binding it read held the old one of each until it ended (`make bench-footprint`,
     /// 1,000 policies x 100 bindings: the status step's high-water mark 1,026 -> 902 bytes a
     /// binding).
-    /// The objects `first` holds were worked out already and are left out.
+    /// The objects `first` holds were worked out already and are left out, and so are those
+    /// before `from` (where an interrupted pass stopped).
     async fn kind<P: Reported>(
         &mut self,
         world: &World,
         bindings: Vec<Arc<StoredBinding<P>>>,
         first: &WorkedOut,
+        from: Option<(Kind, &str)>,
         started: Instant,
     ) -> ControlFlow<()> {
         let (policy_kind, binding_kind) = P::KINDS;
+        let before = |kind: Kind, name: &str| from.is_some_and(|from| (kind, name) < from);
         let objects = P::objects(world);
         let mut in_flight = InFlight::new();
         for policy in &objects.policies {
             coop::consume_budget().await;
+            let name = name_of(policy.as_ref());
             if self.interrupted(world, started) {
+                self.resume = Some((policy_kind, name.to_string()));
                 self.settle::<P>(&mut in_flight).await;
                 return ControlFlow::Break(());
             }
-            let name = name_of(policy.as_ref());
-            if first.contains(policy_kind, name) {
+            if first.contains(policy_kind, name) || before(policy_kind, name) {
                 continue;
             }
             match self.policy::<P>(policy, world).await {
@@ -634,10 +649,12 @@ impl StatusWriter {
         for binding in bindings {
             coop::consume_budget().await;
             if self.interrupted(world, started) {
+                self.resume = Some((binding_kind, binding.name().to_string()));
                 self.settle::<P::Binding>(&mut in_flight).await;
                 return ControlFlow::Break(());
             }
-            if first.contains(binding_kind, binding.name()) {
+            if first.contains(binding_kind, binding.name()) || before(binding_kind, binding.name())
+            {
                 continue;
             }
             match self.binding::<P>(&binding, world, &mut policies) {
@@ -1028,10 +1045,20 @@ mod tests {
         bindings: BindingWriter<ValidatingAdmissionPolicy>,
         snapshot: Arc<SnapshotStore>,
         applied: watch::Sender<Applied>,
-        changes: Arc<SpecChanges>,
+        changes: Arc<SpecChanges<Watched>>,
     }
 
     impl Cluster {
+        /// Stores `policy` and `binding`, as their watch events do.
+        fn store(
+            &mut self,
+            policy: &ValidatingAdmissionPolicy,
+            binding: &celgate_crds::ValidatingAdmissionPolicyBinding,
+        ) {
+            (self.policies).apply_watcher_event(&Event::Apply(policy.clone()));
+            (self.bindings).apply_watcher_event(&Event::Apply(binding.clone()));
+        }
+
         /// Publishes and registers `policies`, each bound by its bindings.
         fn publish(
             &self,
@@ -1077,7 +1104,7 @@ mod tests {
         let snapshot = SnapshotStore::new();
         let (applied_sender, applied) = watch::channel(Applied::default());
         let (touched_sender, touched) = watch::channel(());
-        let spec_changes = Arc::new(SpecChanges::default());
+        let spec_changes = Arc::new(SpecChanges::<Watched>::default());
         let (validating, w1) = stored(std::slice::from_ref(&policy));
         let (validating_bindings, w2) = stored_bindings::<ValidatingAdmissionPolicy>(&bindings);
         let (mutating, w3) = stored::<MutatingAdmissionPolicy>(&[]);
@@ -1485,6 +1512,11 @@ mod tests {
             position(LAST_OF_40).is_none(),
             "the pass wrote its last binding first: {written:?}"
         );
+        // The interrupted pass is resumed, not begun again: nothing was written twice.
+        let mut once = written.to_vec();
+        once.sort();
+        once.dedup();
+        assert_eq!(once.len(), written.len(), "{written:?}");
     }
 
     #[tokio::test(start_paused = true)]
@@ -1496,13 +1528,8 @@ mod tests {
             // controllers publish them 4 writes later.
             let written = long_pass(&mut running, QB_STATUS, |n, cluster| {
                 if n == 1 + WRITES_IN_FLIGHT {
-                    cluster
-                        .policies
-                        .apply_watcher_event(&Event::Apply(q.clone()));
+                    cluster.store(&q, &qb);
                     cluster.changes.record(Watched::Policies, "q");
-                    cluster
-                        .bindings
-                        .apply_watcher_event(&Event::Apply(qb.clone()));
                     cluster.changes.record(Watched::Bindings, "qb");
                 }
                 if n == 5 + WRITES_IN_FLIGHT {
@@ -1524,13 +1551,7 @@ mod tests {
             let mut running = start_bound(p.clone(), bindings.clone(), true);
             // q and qb are stored from the start (no spec change), published only 2 s into
             // the pass, as a policy whose params were still syncing when it started.
-            let cluster = &mut running.cluster;
-            cluster
-                .policies
-                .apply_watcher_event(&Event::Apply(q.clone()));
-            cluster
-                .bindings
-                .apply_watcher_event(&Event::Apply(qb.clone()));
+            running.cluster.store(&q, &qb);
             let written = long_pass(&mut running, QB_STATUS, |n, cluster| {
                 if n == 1 + WRITES_IN_FLIGHT {
                     cluster.publish(&[(&p, &bindings), (&q, std::slice::from_ref(&qb))]);
