@@ -1169,7 +1169,11 @@ mod tests {
                 first.revision,
                 "a status write published a set"
             );
-            assert_eq!(taken(), [], "a list or a status write is a spec change");
+            assert_eq!(
+                taken(),
+                [],
+                "a list or a status write was recorded as a spec change"
+            );
 
             // The binding's spec changes (a new generation): a set is published.
             let mut changed = binding_json("b1", "p1");
