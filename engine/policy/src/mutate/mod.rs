@@ -261,6 +261,12 @@ pub fn mutate<'p>(
                 (run.writes.since.get(reinvocable - 1))
                     .is_some_and(|s| s.differs(run.object.value()))
             };
+            // Without match conditions, what is left of a policy not invoked again (its scope
+            // and params) reads the request as the first pass did and finds what it found: an
+            // error there either stopped the run or fails nothing.
+            if !again && bound.policy.match_conditions.is_empty() {
+                continue;
+            }
             run.conditions_only = !again;
             if let Err(Immediate(denial)) = run.policy_guarded(bound) {
                 out.denial = Some(denial);
