@@ -1,13 +1,18 @@
 //! The objects whose spec changed (created, deleted, or updated in more than their status), by
 //! watch `W` and name, for the status writer to work out first: a pass that writes thousands of
 //! statuses (the first after start-up or a new leader, at 100,000 bindings, takes minutes)
-//! yields to them instead of leaving them for its end.
+//! yields to them instead of leaving them for its end. At most [`MAX_RECORDED`] are held
+//! between two passes: past it a change is not recorded (still signalled), and the pass
+//! writes its status in turn, as it writes every stale one.
 
 use std::collections::HashSet;
 use std::hash::Hash;
 use std::sync::{Mutex, PoisonError};
 
 use tokio::sync::watch;
+
+/// How many changed objects are held until the status writer takes them.
+pub const MAX_RECORDED: usize = 1024;
 
 /// The changed objects not yet taken, and a signal that changes with each one recorded.
 #[derive(Debug)]
@@ -26,10 +31,13 @@ impl<W> Default for SpecChanges<W> {
 }
 
 impl<W: Hash + Eq> SpecChanges<W> {
-    /// Records that the spec of the object `name` of `watched` changed.
+    /// Records that the spec of the object `name` of `watched` changed (unless
+    /// [`MAX_RECORDED`] are held).
     pub fn record(&self, watched: W, name: &str) {
         let mut names = self.names.lock().unwrap_or_else(PoisonError::into_inner);
-        names.insert((watched, name.to_string()));
+        if names.len() < MAX_RECORDED {
+            names.insert((watched, name.to_string()));
+        }
         drop(names);
         self.signal.send_replace(());
     }
@@ -70,5 +78,26 @@ mod tests {
         );
         assert!(changes.take().is_empty());
         assert!(!signal.has_changed().unwrap());
+    }
+
+    #[test]
+    fn past_the_bound_a_change_is_signalled_but_not_held() {
+        let changes = SpecChanges::default();
+        for i in 0..MAX_RECORDED {
+            changes.record(Watched::Bindings, &format!("b{i}"));
+        }
+        let mut signal = changes.subscribe();
+        changes.record(Watched::Policies, "p");
+        assert!(signal.has_changed().unwrap());
+        signal.borrow_and_update();
+        let taken = changes.take();
+        assert_eq!(taken.len(), MAX_RECORDED);
+        assert!(!taken.contains(&(Watched::Policies, "p".to_string())));
+        // Taken, there is room again.
+        changes.record(Watched::Policies, "p");
+        assert_eq!(
+            changes.take(),
+            HashSet::from([(Watched::Policies, "p".to_string())])
+        );
     }
 }

@@ -432,11 +432,12 @@ impl<P: PolicyKind> BindingStore<P> {
         Some(bound.clone())
     }
 
-    /// The names of the stored bindings that name `policy`, in name order.
-    pub fn naming(&self, policy: &str) -> Vec<String> {
+    /// The names of the first `at_most` stored bindings that name `policy`, in name order.
+    pub fn naming(&self, policy: &str, at_most: usize) -> Vec<String> {
         let bindings = self.read();
         (bindings.by_policy.get(policy).into_iter())
             .flat_map(|group| group.specs.iter().map(|s| s.name().to_string()))
+            .take(at_most)
             .collect()
     }
 
@@ -591,8 +592,9 @@ mod tests {
         assert_eq!(bound_names(&store, "p"), ["b1", "b2", "b3"]);
         assert_eq!(bound_names(&store, "q"), ["c1"]);
         assert!(store.binds("q") && !store.binds("r") && store.bound_to("r").is_none());
-        assert_eq!(store.naming("p"), ["b1", "b2", "b3"]);
-        assert!(store.naming("r").is_empty());
+        assert_eq!(store.naming("p", 5), ["b1", "b2", "b3"]);
+        assert_eq!(store.naming("p", 2), ["b1", "b2"]);
+        assert!(store.naming("r", 5).is_empty());
 
         // A status write keeps the spec, and so the list every set shares.
         let before = store.bound_to("p").unwrap();

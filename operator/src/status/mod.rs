@@ -12,7 +12,7 @@
 //!
 //! A pass works out first the objects whose spec changed since the last one and those an
 //! earlier pass could not decide yet (with the bindings of such a policy and the policy of such
-//! a binding). A pass that has run for [`INTERRUPT_AFTER`] ends early for a new one when
+//! a binding), [`MAX_FIRST`] at most (`first.rs`). A pass that has run for [`INTERRUPT_AFTER`] ends early for a new one when
 //! another spec changes, or when one of those objects is still undecided and the snapshot or the
 //! registration has moved on since: a pass of thousands of writes no longer keeps a newly
 //! applied policy's status, nor that of a policy whose params were still syncing when it
@@ -23,6 +23,7 @@ mod apply;
 mod conditions;
 mod events;
 pub mod exceptions;
+mod first;
 mod readiness;
 mod typecheck;
 
@@ -56,6 +57,7 @@ use crate::serving::registration::Applied;
 use celgate_kinds::convert;
 use conditions::{READY, Want};
 use events::Observed;
+use first::{First, MAX_FIRST};
 use readiness::Readiness;
 pub use typecheck::{Checker, ClusterChecker, Policy};
 
@@ -77,10 +79,6 @@ const COALESCE: Duration = Duration::from_millis(50);
 /// them out first. A new pass walks every object again (a comparison each, where nothing is
 /// to write), so passes are not cut shorter than this however often specs change.
 const INTERRUPT_AFTER: Duration = Duration::from_secs(1);
-/// In how many passes in a row an object is worked out first while it cannot be decided yet
-/// (its generation not compiled, published or registered, its params syncing); then it waits
-/// for its turn in a pass like any other.
-const FIRST_ATTEMPTS: u8 = 5;
 
 /// What the status is computed from.
 pub struct Sources {
@@ -275,9 +273,8 @@ pub struct StatusWriter {
     seen: Option<Arc<Snapshot>>,
     /// Changes with every object whose spec changed.
     changed: watch::Receiver<()>,
-    /// The objects whose spec changed or that a pass could not decide yet, to work out first,
-    /// with the passes that did so while they were pending.
-    first: HashMap<(Kind, String), u8>,
+    /// The objects whose spec changed or that a pass could not decide yet, to work out first.
+    first: First,
     /// Where an interrupted pass stopped: the next pass goes on from there after the objects
     /// it works out first, rather than comparing again every object before it.
     resume: Option<(Kind, String)>,
@@ -370,7 +367,7 @@ impl StatusWriter {
         Self {
             schemas: checker.revisions(),
             changed: sources.spec_changes.subscribe(),
-            first: HashMap::new(),
+            first: First::default(),
             resume: None,
             client,
             sources,
@@ -398,8 +395,11 @@ impl StatusWriter {
                         return;
                     }
                     info!("no longer leading: status writes stopped");
-                    // Whatever was retried belongs to the next term, which compares afresh.
+                    // Whatever was retried, held to work out first or left where a pass
+                    // stopped belongs to the next term, whose first pass compares everything.
                     self.retries.clear();
+                    self.first.clear();
+                    self.resume = None;
                 }
                 () = self.lead() => return,
             }
@@ -471,7 +471,7 @@ impl StatusWriter {
         self.sources.touched.borrow_and_update();
         self.changed.borrow_and_update();
         for (watched, name) in self.sources.spec_changes.take() {
-            self.first.entry((watched.into(), name)).or_insert(0);
+            self.first.note(watched.into(), name);
         }
         World {
             snapshot: self.sources.snapshot.load(),
@@ -544,7 +544,7 @@ impl StatusWriter {
         for (kind, name) in self.first.keys() {
             if *kind == policy_kind {
                 policies.insert(name.clone());
-                bindings.extend(stored.naming(name));
+                bindings.extend(stored.naming(name, MAX_FIRST.saturating_sub(bindings.len())));
             } else if *kind == binding_kind {
                 bindings.insert(name.clone());
                 if let Some(binding) = binding_named(&objects.bindings, name) {
@@ -587,19 +587,12 @@ impl StatusWriter {
     /// syncing, say): it is worked out first once the snapshot or the registration moves on,
     /// not at the end of a long pass.
     fn pending(&mut self, kind: Kind, name: &str) {
-        self.first.entry((kind, name.to_string())).or_insert(0);
+        self.first.note(kind, name.to_string());
     }
 
-    /// Counts a pass that worked out an object first: it stays first while pending, for
-    /// [`FIRST_ATTEMPTS`] passes at most.
+    /// Counts a pass that worked out an object first: it stays first while pending.
     fn attempted<W>(&mut self, kind: Kind, name: &str, needs: &Needs<W>) {
-        let key = (kind, name.to_string());
-        if let Some(attempts) = self.first.get_mut(&key) {
-            *attempts += 1;
-            if !matches!(needs, Needs::Pending) || *attempts >= FIRST_ATTEMPTS {
-                self.first.remove(&key);
-            }
-        }
+        (self.first).attempted(kind, name, matches!(needs, Needs::Pending));
     }
 
     /// Brings the status of every stored object of one kind up to date. A pass over thousands
