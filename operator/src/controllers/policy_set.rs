@@ -1,7 +1,8 @@
 //! The bound policy set (validating and mutating), built from the reflector stores of the four
 //! kinds. A policy is compiled once per uid and generation (and, for a mutating policy, apply
-//! semantics annotation), and a binding is stored converted ([`StoredBinding`]), so building the
-//! set again after any change costs a pass over the policies: each policy's bindings come from
+//! semantics annotation), and a binding is stored converted
+//! ([`StoredBinding`](super::stored_binding::StoredBinding)), so building the set again after
+//! any change costs a pass over the policies: each policy's bindings come from
 //! the store as one shared list ([`BindingStore::bound_to`]), made again only after they
 //! changed.
 //!
