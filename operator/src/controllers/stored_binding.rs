@@ -406,6 +406,14 @@ impl<P: PolicyKind> BindingStore<P> {
         self.read().by_name.iter().map(|b| b.0.clone()).collect()
     }
 
+    /// Every stored binding, by name, and the names of the policies they name, read at once:
+    /// the policies from the grouping the store keeps (one name a policy, not one a binding).
+    pub fn state_and_policies(&self) -> (Vec<Arc<StoredBinding<P>>>, HashSet<String>) {
+        let bindings = self.read();
+        let state = bindings.by_name.iter().map(|b| b.0.clone()).collect();
+        (state, bindings.by_policy.keys().cloned().collect())
+    }
+
     /// The binding named `name`.
     pub fn get(&self, name: &str) -> Option<Arc<StoredBinding<P>>> {
         self.read().by_name.get(name).map(|b| b.0.clone())
@@ -595,6 +603,10 @@ mod tests {
         assert_eq!(store.naming("p", 5), ["b1", "b2", "b3"]);
         assert_eq!(store.naming("p", 2), ["b1", "b2"]);
         assert!(store.naming("r", 5).is_empty());
+        let (state, policies) = store.state_and_policies();
+        let names: Vec<&str> = state.iter().map(|b| b.name()).collect();
+        assert_eq!(names, ["b1", "b2", "b3", "c1"]);
+        assert_eq!(policies, HashSet::from(["p".to_string(), "q".to_string()]));
 
         // A status write keeps the spec, and so the list every set shares.
         let before = store.bound_to("p").unwrap();
@@ -613,6 +625,10 @@ mod tests {
         writer.apply_watcher_event(&Event::Delete(binding(binding_json("c1", "q"))));
         writer.apply_watcher_event(&Event::Delete(binding(binding_json("b1", "q"))));
         assert!(!store.binds("q") && store.bound_to("q").is_none());
+        assert_eq!(
+            store.state_and_policies().1,
+            HashSet::from(["p".to_string()])
+        );
 
         // A binding of a policy not stored is named with it.
         apply(&mut writer, binding_json("lost", "gone"));

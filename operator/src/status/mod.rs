@@ -185,23 +185,26 @@ struct Objects<P: Reported> {
 impl<P: Reported> Objects<P> {
     fn read(stores: &Stores) -> Self {
         let stored = P::stores(stores);
-        let bindings = stored.bindings.state();
+        let (bindings, named_by_bindings) = stored.bindings.state_and_policies();
         Self {
             policies: sorted(stored.policies.state()),
-            named_by_bindings: (bindings.iter())
-                .map(|b| b.policy_name().to_string())
-                .collect(),
+            named_by_bindings,
             bindings,
         }
     }
 
-    /// The names of the stored objects, by the status writer's kinds (borrowed: a pass asks
-    /// for every one).
-    fn names(&self) -> impl Iterator<Item = (Kind, &str)> + '_ {
-        let (policy, binding) = P::KINDS;
-        (self.policies.iter())
-            .map(move |o| (policy, name_of(o.as_ref())))
-            .chain((self.bindings.iter()).map(move |o| (binding, o.name())))
+    /// Whether an object of `kind` (one of this kind's two) named `name` is stored: found by
+    /// name in the sorted lists, not in a set of every name made for the question.
+    fn stores(&self, kind: Kind, name: &str) -> bool {
+        if kind == P::KINDS.0 {
+            (self.policies)
+                .binary_search_by(|p| name_of(p.as_ref()).cmp(name))
+                .is_ok()
+        } else {
+            (self.bindings)
+                .binary_search_by(|b| b.name().cmp(name))
+                .is_ok()
+        }
     }
 }
 
@@ -287,6 +290,16 @@ struct World {
     validating: Objects<ValidatingAdmissionPolicy>,
     mutating: Objects<MutatingAdmissionPolicy>,
     schemas: u64,
+}
+
+impl World {
+    /// Whether the object `name` of `kind` is stored.
+    fn stores(&self, kind: Kind, name: &str) -> bool {
+        match kind {
+            Kind::ValidatingPolicy | Kind::ValidatingBinding => self.validating.stores(kind, name),
+            Kind::MutatingPolicy | Kind::MutatingBinding => self.mutating.stores(kind, name),
+        }
+    }
 }
 
 fn sorted<K: ResourceExt>(mut objects: Vec<Arc<K>>) -> Vec<Arc<K>> {
@@ -619,8 +632,14 @@ impl StatusWriter {
         let (policy_kind, binding_kind) = P::KINDS;
         let before = |kind: Kind, name: &str| from.is_some_and(|from| (kind, name) < from);
         let objects = P::objects(world);
+        // The objects before `from` are found in the name-sorted lists, not passed one by one
+        // (a pass resumed at 1,000 x 100 passed up to 100,000 of them, each one a comparison
+        // and an interruption check).
+        let policies = &objects.policies
+            [(objects.policies).partition_point(|p| before(policy_kind, name_of(p.as_ref())))..];
+        let resumed_at = bindings.partition_point(|b| before(binding_kind, b.name()));
         let mut in_flight = InFlight::new();
-        for policy in &objects.policies {
+        for policy in policies {
             coop::consume_budget().await;
             let name = name_of(policy.as_ref());
             if self.interrupted(world, started) {
@@ -628,7 +647,7 @@ impl StatusWriter {
                 self.settle::<P>(&mut in_flight).await;
                 return ControlFlow::Break(());
             }
-            if first.contains(policy_kind, name) || before(policy_kind, name) {
+            if first.contains(policy_kind, name) {
                 continue;
             }
             match self.policy::<P>(policy, world).await {
@@ -639,15 +658,14 @@ impl StatusWriter {
         }
         self.settle::<P>(&mut in_flight).await;
         let mut policies = HashMap::new();
-        for binding in bindings {
+        for binding in bindings.into_iter().skip(resumed_at) {
             coop::consume_budget().await;
             if self.interrupted(world, started) {
                 self.resume = Some((binding_kind, binding.name().to_string()));
                 self.settle::<P::Binding>(&mut in_flight).await;
                 return ControlFlow::Break(());
             }
-            if first.contains(binding_kind, binding.name()) || before(binding_kind, binding.name())
-            {
+            if first.contains(binding_kind, binding.name()) {
                 continue;
             }
             match self.binding::<P>(&binding, world, &mut policies) {
@@ -662,21 +680,15 @@ impl StatusWriter {
 
     /// Forgets what belongs to objects no longer stored.
     fn forget(&mut self, world: &World) {
-        let stored: HashSet<(Kind, &str)> = world
-            .validating
-            .names()
-            .chain(world.mutating.names())
-            .collect();
-        self.checked
-            .retain(|(kind, name), _| stored.contains(&(*kind, name.as_str())));
-        self.retries
-            .retain(|(kind, name), _| stored.contains(&(*kind, name.as_str())));
+        let stored = |(kind, name): &(Kind, String)| world.stores(*kind, name);
+        self.checked.retain(|key, _| stored(key));
+        self.retries.retain(|key, _| stored(key));
         self.validating
             .unbound
-            .retain(|name, _| stored.contains(&(Kind::ValidatingPolicy, name.as_str())));
+            .retain(|name, _| world.validating.stores(Kind::ValidatingPolicy, name));
         self.mutating
             .unbound
-            .retain(|name, _| stored.contains(&(Kind::MutatingPolicy, name.as_str())));
+            .retain(|name, _| world.mutating.stores(Kind::MutatingPolicy, name));
     }
 
     /// Whether a failed write of this object waits for its retry.
@@ -1021,6 +1033,39 @@ mod tests {
         }
         writer.apply_watcher_event(&Event::InitDone);
         (reader, writer)
+    }
+
+    #[test]
+    fn a_stored_object_is_found_by_name_and_kind_in_the_sorted_lists() {
+        let policies = [
+            fixtures::policy("q", 1, "true", None),
+            fixtures::policy("p", 1, "true", None),
+        ];
+        let bindings: Vec<_> = (["c", "b2", "b1"].iter())
+            .map(|name| fixtures::binding(name, "p"))
+            .collect();
+        let (policies, _w1) = stored(&policies);
+        let (bindings, _w2) = stored_bindings::<ValidatingAdmissionPolicy>(&bindings);
+        let (mutating, _w3) = stored::<MutatingAdmissionPolicy>(&[]);
+        let (mutating_bindings, _w4) = stored_bindings::<MutatingAdmissionPolicy>(&[]);
+        let stores = Stores {
+            validating: KindStores { policies, bindings },
+            mutating: KindStores {
+                policies: mutating,
+                bindings: mutating_bindings,
+            },
+        };
+        let objects = Objects::<ValidatingAdmissionPolicy>::read(&stores);
+        let found = |kind, name| objects.stores(kind, name);
+        assert!(found(Kind::ValidatingPolicy, "p") && found(Kind::ValidatingPolicy, "q"));
+        assert!(
+            ["b1", "b2", "c"]
+                .iter()
+                .all(|b| found(Kind::ValidatingBinding, b))
+        );
+        assert!(!found(Kind::ValidatingPolicy, "b1") && !found(Kind::ValidatingBinding, "p"));
+        assert!(!found(Kind::ValidatingPolicy, "r") && !found(Kind::ValidatingBinding, "b3"));
+        assert_eq!(objects.named_by_bindings, HashSet::from(["p".to_string()]));
     }
 
     /// A status writer over policy `p` bound by `b` (both published and registered), with
