@@ -6,6 +6,11 @@
 //! does: the body decoded, decided against the snapshot, the decision recorded in the metrics
 //! (its checks, by policy and binding), the answer encoded; no HTTP or TLS.
 //!
+//! Beside them, the floor of `make bench-bindings` in process: a ConfigMap create against one
+//! validating policy with [`SCALE`] bindings that all match (`bindings`), and against one
+//! policy whose one binding selects [`SCALE`] params (`params`), each admitted by every
+//! binding and param; what one binding and one param cost, without kube-apiserver.
+//!
 //! Each run writes `target/bench/review-cost.json` and compares it with the committed baseline
 //! `webhook/benches/review-cost-baseline.json`: every figure worse than the baseline by more
 //! than its tolerance is named, and the run fails. Instructions are allowed
@@ -27,9 +32,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use celgate_engine::PolicySet;
+use celgate_engine::model::{
+    FailurePolicy, LabelSelector, MatchResources, ParamKind, ParamRef, ParameterNotFoundAction,
+    ResourceRule, ValidatingBindingSpec, ValidatingPolicySpec, Validation, ValidationAction,
+};
+use celgate_engine::{BoundPolicy, ParamObjects, PolicySet, compile_validating};
 use celgate_snapshot::dispatch::{self, Call};
-use celgate_snapshot::{Deps, SnapshotStore};
+use celgate_snapshot::{Deps, KindSchemaView, NamespaceView, ParamKindEntry, SnapshotStore};
 use celgate_webhook::metrics::Metrics;
 use celgate_webhook::review;
 use prometheus_client::registry::Registry;
@@ -46,31 +55,169 @@ const CPU_TOLERANCE: f64 = 0.30;
 /// Set in the child that runs under callgrind: the kind to count and how many reviews.
 const CHILD_ENV: &str = "REVIEW_COST_CHILD";
 
-/// The two kinds of review measured.
+/// How many bindings, and params, the `bindings` and `params` reviews are decided by.
+const SCALE: usize = 1024;
+
+/// The kinds of review measured.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
+    /// The realistic Pod against 20 of 1,000 validating policies.
     Validating,
+    /// The realistic Pod against 20 of 1,000 mutating policies.
     Mutating,
+    /// A ConfigMap against one validating policy of [`SCALE`] bindings.
+    Bindings,
+    /// A ConfigMap against one validating policy whose binding selects [`SCALE`] params.
+    Params,
 }
 
 impl Kind {
-    const ALL: [Kind; 2] = [Kind::Validating, Kind::Mutating];
+    const ALL: [Kind; 4] = [
+        Kind::Validating,
+        Kind::Mutating,
+        Kind::Bindings,
+        Kind::Params,
+    ];
 
     fn name(self) -> &'static str {
         match self {
             Kind::Validating => "validating",
             Kind::Mutating => "mutating",
+            Kind::Bindings => "bindings",
+            Kind::Params => "params",
         }
     }
 }
 
+/// A label selector of one label.
+fn selecting(key: &str, value: &str) -> LabelSelector {
+    LabelSelector {
+        match_labels: vec![(key.into(), value.into())],
+        match_expressions: Vec::new(),
+    }
+}
+
+/// `make bench-bindings`' scenario in process: one validating policy over ConfigMap creates
+/// that admits every name but `deny-me` (or the param's `data.forbidden`), with `bindings`
+/// bindings each selecting the request's namespace by a label, or (`params`) one binding
+/// selecting that many params by a label.
+fn one_policy_store(bindings: usize, params: usize) -> std::sync::Arc<SnapshotStore> {
+    use std::sync::Arc;
+    let has_params = params > 0;
+    let expression = if has_params {
+        "object.metadata.name != params.data.forbidden"
+    } else {
+        "object.metadata.name != 'deny-me'"
+    };
+    let spec = ValidatingPolicySpec {
+        name: "bench.example.com".into(),
+        param_kind: has_params.then(|| ParamKind {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        }),
+        match_constraints: Some(MatchResources {
+            resource_rules: vec![ResourceRule {
+                operations: vec!["CREATE".into()],
+                api_groups: vec![String::new()],
+                api_versions: vec!["v1".into()],
+                resources: vec!["configmaps".into()],
+                scope: "*".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        validations: vec![Validation {
+            expression: expression.into(),
+            ..Default::default()
+        }],
+        failure_policy: FailurePolicy::Fail,
+        ..Default::default()
+    };
+    let policy = compile_validating(spec);
+    assert!(policy.compile_errors().is_empty());
+    let bindings = (0..bindings.max(1))
+        .map(|k| {
+            Arc::new(ValidatingBindingSpec {
+                name: format!("bench-{k}.example.com").into(),
+                policy_name: "bench.example.com".into(),
+                match_resources: Some(MatchResources {
+                    namespace_selector: selecting("bench", "bindings"),
+                    ..Default::default()
+                }),
+                param_ref: has_params.then(|| {
+                    Box::new(ParamRef {
+                        name: None,
+                        namespace: Some("params".into()),
+                        selector: Some(selecting("bench-param", "true")),
+                        parameter_not_found_action: ParameterNotFoundAction::Deny,
+                    })
+                }),
+                validation_actions: vec![ValidationAction::Deny],
+            })
+        })
+        .collect();
+    let bound = BoundPolicy {
+        policy: Arc::new(policy),
+        bindings,
+    };
+    let store = SnapshotStore::new();
+    store.publish_namespaces(NamespaceView::new([
+        (
+            "bench".to_string(),
+            json!({"metadata": {"name": "bench",
+                "labels": {"bench": "bindings", "kubernetes.io/metadata.name": "bench"}}}),
+        ),
+        (
+            "params".to_string(),
+            json!({"metadata": {"name": "params"}}),
+        ),
+    ]));
+    let mut objects = ParamObjects::new(true);
+    for k in 0..params {
+        let name = format!("param-{k}");
+        let param = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "namespace": "params", "labels": {"bench-param": "true"}},
+            "data": {"forbidden": "deny-me"}});
+        objects.insert("params", &name, Arc::new(param));
+    }
+    store.publish_param_kind(
+        &("v1".to_string(), "ConfigMap".to_string()),
+        Some(ParamKindEntry::Ready(Arc::new(objects))),
+    );
+    store.publish_policies(
+        Arc::new(PolicySet::new(vec![bound], Vec::new())),
+        Arc::default(),
+        Arc::new(KindSchemaView::new(std::iter::empty())),
+    );
+    store
+}
+
+/// A ConfigMap create in the namespace the bindings select, as kube-apiserver sends it.
+fn configmap_review() -> Value {
+    let resource = json!({"group": "", "version": "v1", "resource": "configmaps"});
+    let kind = json!({"group": "", "version": "v1", "kind": "ConfigMap"});
+    json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "3f1d9c2e-7b4a-4e8f-9a6d-2c5b8e1f0a47",
+            "kind": kind, "resource": resource, "requestKind": kind, "requestResource": resource,
+            "name": "cm-1", "namespace": "bench", "operation": "CREATE",
+            "userInfo": {"username": "bench", "groups": ["system:authenticated"]},
+            "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "cm-1", "namespace": "bench", "labels": {"app": "shop"}},
+                "data": {"greeting": "hello"}},
+            "oldObject": null, "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}})
+}
+
 /// What one review needs: the realistic snapshot, the metrics, the body, and a runtime to
-/// await on.
+/// await on; the snapshots of one policy with many bindings or params, and their body.
 struct Bench {
     store: std::sync::Arc<SnapshotStore>,
+    bindings: std::sync::Arc<SnapshotStore>,
+    params: std::sync::Arc<SnapshotStore>,
     deps: Deps,
     metrics: Metrics,
     body: Vec<u8>,
+    configmap_body: Vec<u8>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -87,9 +234,12 @@ impl Bench {
             .unwrap();
         Bench {
             store,
+            bindings: one_policy_store(SCALE, 0),
+            params: one_policy_store(1, SCALE),
             deps: Deps::default(),
             metrics: Metrics::register(&mut Registry::with_prefix("celgate"), 10),
             body: fixture::pod_review().to_string().into_bytes(),
+            configmap_body: configmap_review().to_string().into_bytes(),
             runtime,
         }
     }
@@ -99,10 +249,15 @@ impl Bench {
     fn review(&self, kind: Kind) {
         self.runtime.block_on(async {
             let (allowed, answer) = match kind {
-                Kind::Validating => {
-                    let review = review::decode(&self.body, review::ObjectRead::Tape).unwrap();
+                Kind::Validating | Kind::Bindings | Kind::Params => {
+                    let (store, body) = match kind {
+                        Kind::Bindings => (&self.bindings, &self.configmap_body),
+                        Kind::Params => (&self.params, &self.configmap_body),
+                        _ => (&self.store, &self.body),
+                    };
+                    let review = review::decode(body, review::ObjectRead::Tape).unwrap();
                     let call = Call::now();
-                    let decided = dispatch::validate(&self.store, &self.deps, review, call, None)
+                    let decided = dispatch::validate(store, &self.deps, review, call, None)
                         .await
                         .unwrap();
                     self.metrics.validated(&decided, call.at);
@@ -147,10 +302,10 @@ fn thread_cpu() -> Duration {
 
 /// CPU µs per review of each kind: rounds of each kind alternately for about `secs` per kind
 /// in all, the median round.
-fn cpu_us_per_review(bench: &Bench, secs: u64) -> [f64; 2] {
+fn cpu_us_per_review(bench: &Bench, secs: u64) -> [f64; Kind::ALL.len()] {
     const ROUNDS: usize = 9;
     let per_round = Duration::from_secs(secs).as_secs_f64() / ROUNDS as f64;
-    let mut samples = [Vec::new(), Vec::new()];
+    let mut samples = Kind::ALL.map(|_| Vec::new());
     for _ in 0..ROUNDS {
         for (i, kind) in Kind::ALL.into_iter().enumerate() {
             let start = thread_cpu();
@@ -293,7 +448,7 @@ fn main() {
         println!("review_cost: valgrind is not installed (make deps): CPU time alone");
     }
     let mut report = json!({"review_bytes": fixture::pod_review().to_string().len(),
-        "policies_loaded": 1000, "policies_matching": 20,
+        "policies_loaded": 1000, "policies_matching": 20, "scale": SCALE,
         "loadavg_before": loadavg_before, "loadavg_after": loadavg()});
     for (i, kind) in Kind::ALL.into_iter().enumerate() {
         let instructions = valgrind.then(|| instructions_per_review(kind, reviews));
