@@ -12,11 +12,11 @@
 //!
 //! A pass works out first the objects whose spec changed since the last one and those an
 //! earlier pass could not decide yet (with the bindings of such a policy and the policy of such
-//! a binding), [`MAX_FIRST`] at most (`first.rs`). A pass that has run for [`INTERRUPT_AFTER`] ends early for a new one when
-//! another spec changes, or when one of those objects is still undecided and the snapshot or the
-//! registration has moved on since: a pass of thousands of writes no longer keeps a newly
-//! applied policy's status, nor that of a policy whose params were still syncing when it
-//! started, waiting for its end. The new pass goes on from where the interrupted one stopped,
+//! a binding), [`MAX_FIRST`] at most (`first.rs`). A pass that has run for [`INTERRUPT_AFTER`]
+//! ends early for a new one when another spec changes, or when one of those objects is still
+//! undecided and the snapshot or the registration has moved on since: a pass of thousands of
+//! writes no longer keeps a newly applied policy's status, nor that of a policy whose params
+//! were still syncing when it started, waiting for its end. The new pass goes on from where the interrupted one stopped,
 //! and one whole pass follows once it ends.
 
 mod apply;
@@ -197,13 +197,9 @@ impl<P: Reported> Objects<P> {
     /// name in the sorted lists, not in a set of every name made for the question.
     fn stores(&self, kind: Kind, name: &str) -> bool {
         if kind == P::KINDS.0 {
-            (self.policies)
-                .binary_search_by(|p| name_of(p.as_ref()).cmp(name))
-                .is_ok()
+            named(&self.policies, name).is_some()
         } else {
-            (self.bindings)
-                .binary_search_by(|b| b.name().cmp(name))
-                .is_ok()
+            binding_named(&self.bindings, name).is_some()
         }
     }
 }
