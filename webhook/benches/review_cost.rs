@@ -192,17 +192,18 @@ fn one_policy_store(bindings: usize, params: usize) -> std::sync::Arc<SnapshotSt
     store
 }
 
-/// A ConfigMap create in the namespace the bindings select, as kube-apiserver sends it.
-fn configmap_review() -> Value {
+/// A create of ConfigMap `name` in the namespace the bindings select, as kube-apiserver sends
+/// it.
+fn configmap_review(name: &str) -> Value {
     let resource = json!({"group": "", "version": "v1", "resource": "configmaps"});
     let kind = json!({"group": "", "version": "v1", "kind": "ConfigMap"});
     json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
         "request": {"uid": "3f1d9c2e-7b4a-4e8f-9a6d-2c5b8e1f0a47",
             "kind": kind, "resource": resource, "requestKind": kind, "requestResource": resource,
-            "name": "cm-1", "namespace": "bench", "operation": "CREATE",
+            "name": name, "namespace": "bench", "operation": "CREATE",
             "userInfo": {"username": "bench", "groups": ["system:authenticated"]},
             "object": {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "cm-1", "namespace": "bench", "labels": {"app": "shop"}},
+                "metadata": {"name": name, "namespace": "bench", "labels": {"app": "shop"}},
                 "data": {"greeting": "hello"}},
             "oldObject": null, "dryRun": false,
             "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}})
@@ -232,15 +233,40 @@ impl Bench {
             .enable_all()
             .build()
             .unwrap();
-        Bench {
+        let bench = Bench {
             store,
             bindings: one_policy_store(SCALE, 0),
             params: one_policy_store(1, SCALE),
             deps: Deps::default(),
             metrics: Metrics::register(&mut Registry::with_prefix("celgate"), 10),
             body: fixture::pod_review().to_string().into_bytes(),
-            configmap_body: configmap_review().to_string().into_bytes(),
+            configmap_body: configmap_review("cm-1").to_string().into_bytes(),
             runtime,
+        };
+        bench.every_binding_and_param_decides();
+        bench
+    }
+
+    /// The name every binding and param forbids is denied by each of them: a denial check per
+    /// binding, and per param, so the admitted reviews measured are decided by all of them.
+    fn every_binding_and_param_decides(&self) {
+        let body = configmap_review("deny-me").to_string().into_bytes();
+        for store in [&self.bindings, &self.params] {
+            let review = review::decode(&body, review::ObjectRead::Tape).unwrap();
+            let decided = self.runtime.block_on(dispatch::validate(
+                store,
+                &self.deps,
+                review,
+                Call::now(),
+                None,
+            ));
+            let outcome = decided.unwrap().outcome;
+            assert!(!outcome.allowed());
+            let denials = outcome
+                .checks
+                .iter()
+                .filter(|c| c.enforcement_action == "deny");
+            assert_eq!(denials.count(), SCALE);
         }
     }
 
