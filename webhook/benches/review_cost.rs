@@ -261,12 +261,10 @@ impl Bench {
                 None,
             ));
             let outcome = decided.unwrap().outcome;
-            assert!(!outcome.allowed());
-            let denials = outcome
-                .checks
-                .iter()
-                .filter(|c| c.enforcement_action == "deny");
-            assert_eq!(denials.count(), SCALE);
+            let what = "the bindings and params do not all decide the measured reviews";
+            assert!(!outcome.allowed(), "deny-me admitted: {what}");
+            let denials = (outcome.checks.iter()).filter(|c| c.enforcement_action == "deny");
+            assert_eq!(denials.count(), SCALE, "{what}");
         }
     }
 
