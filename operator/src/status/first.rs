@@ -24,9 +24,8 @@ pub(super) struct First(HashMap<(Kind, String), u8>);
 impl First {
     /// Holds the object `name` of `kind` to work out first, unless [`MAX_FIRST`] are held.
     pub(super) fn note(&mut self, kind: Kind, name: String) {
-        let key = (kind, name);
-        if self.0.len() < MAX_FIRST || self.0.contains_key(&key) {
-            self.0.entry(key).or_insert(0);
+        if self.0.len() < MAX_FIRST {
+            self.0.entry((kind, name)).or_insert(0);
         }
     }
 
