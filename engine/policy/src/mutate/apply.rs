@@ -9,6 +9,7 @@ use serde_json::Value;
 use std::fmt::Write as _;
 
 use super::go_value::Converted;
+use super::granular;
 use super::merge::merge_into;
 use super::touched::Writes;
 use super::typed::{Fit, Ty, Within, atomic_paths, join_errors, validate, validate_config};
@@ -91,27 +92,32 @@ pub(super) fn apply(
             return Err(ApplyError::NoType(kind));
         }
     }
-    // The configuration is of the object's kind, whatever it says.
-    if let Value::Object(c) = &mut config {
-        for field in ["apiVersion", "kind"] {
-            match object.get(field) {
-                Some(v) => c.insert(field.to_string(), v.clone()),
-                None => c.remove(field),
-            };
-            if let Some(f) = &mut foreign {
-                f.forget(field);
+    let root = Ty::root(schema);
+    // Most configurations set strings in granular structs and maps: such a one fits the
+    // schema and sets nothing atomic, which the general checks would find at more cost.
+    let strings_only = foreign.is_none() && granular::sets_strings_only(&root, &config);
+    if !strings_only {
+        // The configuration is of the object's kind, whatever it says.
+        if let Value::Object(c) = &mut config {
+            for field in ["apiVersion", "kind"] {
+                match object.get(field) {
+                    Some(v) => c.insert(field.to_string(), v.clone()),
+                    None => c.remove(field),
+                };
+                if let Some(f) = &mut foreign {
+                    f.forget(field);
+                }
             }
         }
-    }
-    let root = Ty::root(schema);
-    let errors = validate_config(&root, &config, foreign.as_ref());
-    if !errors.is_empty() {
-        return Err(ApplyError::Config(join_errors(&errors)));
-    }
-    if semantics == ApplySemantics::Upstream {
-        let atomics = atomic_paths(&root, &config);
-        if !atomics.is_empty() {
-            return Err(ApplyError::Atomic(atomics.join(", ")));
+        let errors = validate_config(&root, &config, foreign.as_ref());
+        if !errors.is_empty() {
+            return Err(ApplyError::Config(join_errors(&errors)));
+        }
+        if semantics == ApplySemantics::Upstream {
+            let atomics = atomic_paths(&root, &config);
+            if !atomics.is_empty() {
+                return Err(ApplyError::Atomic(atomics.join(", ")));
+            }
         }
     }
     let unchecked = match fit {
@@ -128,6 +134,12 @@ pub(super) fn apply(
         *fit = Fit::Fits;
     }
     // A merge of two values that fit the schema fits it too.
+    if strings_only {
+        match granular::merge(object, config, writes) {
+            Ok(changed) => return Ok(changed),
+            Err(given_back) => config = given_back,
+        }
+    }
     merge_into(&root, object, &config, writes)
         .map_err(|errors| ApplyError::Merge(join_errors(&errors)))
 }

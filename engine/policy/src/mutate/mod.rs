@@ -5,8 +5,9 @@
 //!
 //! Each file holds one job: `compile` the policy's expressions, `patch_values` a mutation's
 //! CEL result as a patch (`go_value` what upstream's conversion to Go leaves of CEL values),
-//! `typed` the kind's schema as server-side apply sees it (and the
-//! checks of an apply configuration), `merge` server-side apply's merge, `apply` the two put
+//! `typed` the kind's schema as server-side apply sees it (and the checks of an apply
+//! configuration), `merge` server-side apply's merge, `granular` the common configuration
+//! (strings in granular structs and maps) checked and merged at less cost, `apply` these put
 //! together with upstream's errors, `json_patch` RFC 6902 as kube-apiserver's library applies
 //! it, `touched` the places patches write (kept as they were, to compare, undo and diff for
 //! the response); this module runs the policy, binding, param and mutation loops.
@@ -16,6 +17,7 @@ mod compile;
 mod connect_options;
 mod go_object;
 mod go_value;
+mod granular;
 pub mod json_patch;
 mod merge;
 mod object;
