@@ -71,11 +71,20 @@ pub(super) fn is_scale(object: &Value) -> bool {
         && object.get("kind").and_then(Value::as_str) == Some("Scale")
 }
 
+/// What a merge did.
+pub(super) struct Merged {
+    /// Whether the object changed.
+    pub(super) changed: bool,
+    /// Whether the configuration set only strings in granular structs and maps.
+    pub(super) strings_only: bool,
+}
+
 /// Merges `config` into `object`, whose kind's schema is `schema`, in place; `foreign` marks
 /// the Go values in `config` the typed conversion refuses; `fit` is what is known of whether
 /// `object` fits the schema (what is not known is checked; after a merge it fits), and
 /// `writes` is told where the merge writes before it does. Returns whether the object
-/// changed. On error the object is unchanged.
+/// changed, and whether the configuration set only strings (see [`granular`]). On error the
+/// object is unchanged.
 pub(super) fn apply(
     schema: &Schema,
     object: &mut Value,
@@ -83,7 +92,7 @@ pub(super) fn apply(
     (mut config, mut foreign): Converted,
     semantics: ApplySemantics,
     writes: &mut Writes,
-) -> Result<bool, ApplyError> {
+) -> Result<Merged, ApplyError> {
     if semantics == ApplySemantics::Upstream {
         if is_scale(object) {
             return Err(ApplyError::NoType("autoscaling/v1, Kind=Scale".into()));
@@ -136,12 +145,22 @@ pub(super) fn apply(
     // A merge of two values that fit the schema fits it too.
     if strings_only {
         match granular::merge(object, config, writes) {
-            Ok(changed) => return Ok(changed),
+            Ok(changed) => {
+                return Ok(Merged {
+                    changed,
+                    strings_only,
+                });
+            }
             Err(given_back) => config = given_back,
         }
     }
-    merge_into(&root, object, &config, writes)
-        .map_err(|errors| ApplyError::Merge(join_errors(&errors)))
+    match merge_into(&root, object, &config, writes) {
+        Ok(changed) => Ok(Merged {
+            changed,
+            strings_only,
+        }),
+        Err(errors) => Err(ApplyError::Merge(join_errors(&errors))),
+    }
 }
 
 /// Fields a strict decoding of a built-in kind rejects: members its schema does not declare,
@@ -293,8 +312,8 @@ pub(super) mod tests {
             &mut Writes::default(),
         );
         match got {
-            Ok(changed) => {
-                assert_eq!(changed, out != *object, "whether the object changed");
+            Ok(merged) => {
+                assert_eq!(merged.changed, out != *object, "whether the object changed");
                 assert!(matches!(fit, Fit::Fits), "a merged object fits its schema");
                 Ok(out)
             }

@@ -1,15 +1,16 @@
-//! The apply configuration most policies write: strings set in granular structs and maps
-//! (`Object{metadata: Object.metadata{labels: {'team': 'a'}}}`). Such a configuration fits
-//! the schema and sets nothing atomic, and its merge only adds or replaces those strings, so
-//! it is recognised in one walk and merged in another, with the outcome the general checks
-//! (`typed`) and merge (`merge`) give it.
+//! The mutation most policies make: strings set in granular structs and maps, by an apply
+//! configuration (`Object{metadata: Object.metadata{labels: {'team': 'a'}}}`) or a JSON patch
+//! (`add` at `/metadata/annotations/…`). Such a configuration fits the schema and sets nothing
+//! atomic, and its merge only adds or replaces those strings, so it is recognised in one walk
+//! and merged in another, with the outcome the general checks (`typed`) and merge (`merge`)
+//! give it; after such a patch the object's Go type has nothing to refuse (`go_object`).
 
 use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
 use super::touched::{Places, Writes};
 use super::typed::Ty;
-use crate::schema::ApplyKind;
+use crate::schema::{AdditionalProperties, ApplyKind, Schema};
 
 /// Deepest configuration taken (deeper ones go the general way).
 const MAX_DEPTH: usize = 32;
@@ -126,11 +127,44 @@ fn perform(target: &mut Map<String, Value>, members: Map<String, Value>) -> bool
     changed
 }
 
+/// Whether each of `paths` of `object` holds a string where `kind` declares one, reached
+/// through JSON objects that are declared struct fields or map values: there the kind's Go
+/// type decodes it, it is no unknown field, nothing on its way encodes as nothing, and the
+/// object still fits the schema. False for a path to the root, to anything else, or through
+/// a list.
+pub(super) fn strings_at(kind: &Schema, object: &Value, paths: &[Vec<String>]) -> bool {
+    paths.iter().all(|path| {
+        let (mut node, mut value) = (kind.as_ref(), object);
+        for key in path {
+            let Value::Object(members) = value else {
+                return false;
+            };
+            if node.apply_kind() != ApplyKind::Object {
+                return false;
+            }
+            // A field, or a map's value: a node with both is left to the general checks.
+            let next = match (node.has_properties(), node.additional_properties()) {
+                (true, None | Some(AdditionalProperties::Allowed(false))) => node.property(key),
+                (false, Some(AdditionalProperties::Schema(values))) => Some(values),
+                _ => None,
+            };
+            match (next, members.get(key)) {
+                (Some(n), Some(v)) => (node, value) = (n, v),
+                _ => return false,
+            }
+        }
+        !path.is_empty()
+            && value.is_string()
+            && node.apply_kind() == ApplyKind::String
+            && node.type_name() == Some("string")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};
 
-    use super::{merge, sets_strings_only};
+    use super::{merge, sets_strings_only, strings_at};
     use crate::mutate::apply::tests::{pod, pod_schema};
     use crate::mutate::merge::merge_into;
     use crate::mutate::touched::Writes;
@@ -214,5 +248,43 @@ mod tests {
         assert_eq!(merge(&mut out, config.clone(), &mut writes), Err(config));
         assert_eq!(out, object);
         assert!(writes.original.patch(&out).is_none());
+    }
+
+    #[test]
+    fn a_string_is_found_where_the_kind_declares_one_through_declared_objects_only() {
+        let schema = pod_schema();
+        let mut object = pod();
+        object["spec"]["config"] = json!({"mode": "fast", "extra": "x"});
+        object["spec"]["surge"] = json!("10%");
+        let path = |p: &str| -> Vec<String> { p.split('/').map(str::to_string).collect() };
+        for (place, found) in [
+            ("metadata/labels/app", true),
+            ("metadata/name", true),
+            ("spec/config/mode", true),
+            // A map, a list item, an absent member, a number, an int-or-string, a member
+            // the schema does not declare (though preserved).
+            ("metadata/labels", false),
+            ("metadata/finalizers/0", false),
+            ("metadata/labels/absent", false),
+            ("spec/replicas", false),
+            ("spec/surge", false),
+            ("spec/config/extra", false),
+        ] {
+            assert_eq!(
+                strings_at(&schema, &object, &[path(place)]),
+                found,
+                "{place}"
+            );
+        }
+        assert!(!strings_at(&schema, &object, &[Vec::new()]), "the root");
+        let both = [path("metadata/name"), path("spec/replicas")];
+        assert!(
+            !strings_at(&schema, &object, &both),
+            "every path must hold one"
+        );
+        assert!(
+            strings_at(&schema, &object, &[]),
+            "no path: nothing to find"
+        );
     }
 }

@@ -47,7 +47,7 @@ use crate::validate::Denial;
 use crate::validate::exempt::exempt;
 use object::RunObject;
 use touched::{Places, Saved, Writes};
-use typed::{Fit, Written};
+use typed::{Fit, Within, Written};
 
 pub use apply::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
 pub use compile::{CompiledMutation, Mutating, MutatingPolicy, compile_mutating};
@@ -631,12 +631,13 @@ impl Run<'_> {
                 let (fit, writes) = (&mut self.fit, &mut self.writes);
                 let semantics = policy.apply_semantics;
                 match apply::apply(&kind.schema, object, fit, config, semantics, writes) {
-                    Ok(changed) => {
-                        if kind.built_in {
-                            // Only what was written since the last time can be too wide.
+                    Ok(merged) => {
+                        // Only what was written since the last time can be too wide (strings
+                        // are not; they are passed over by the next look, if any).
+                        if kind.built_in && !merged.strings_only {
                             go_object::narrow_ints(&kind.schema, object, &writes.since_narrowed());
                         }
-                        Ok(Ok(changed))
+                        Ok(Ok(merged.changed))
                     }
                     Err(e) => Ok(Err(MutationError::Apply(e))),
                 }
@@ -693,11 +694,17 @@ impl Run<'_> {
                     *self.object.value_mut() = before;
                     return Ok(Err(MutationError::CustomResourceScale));
                 }
+                // A string written where the kind declares one, through declared members,
+                // leaves nothing for the checks below to find (`granular::strings_at`).
+                let strings_only =
+                    granular::strings_at(&kind.schema, self.object.value(), written.paths());
                 if kind.built_in {
                     // Only what was written since the last look can fail to decode.
                     let since = self.writes.since_decoded();
-                    if let Some(e) =
-                        go_object::decode_error(&kind.schema, self.object.value(), &since)
+                    let object = self.object.value();
+                    if !(strings_only && granular::strings_at(&kind.schema, object, since))
+                        && let Some(e) =
+                            go_object::decode_error(&kind.schema, object, &Within::of_paths(since))
                     {
                         return Err(Immediate::new(
                             500,
@@ -705,6 +712,8 @@ impl Run<'_> {
                             format!("Internal error occurred: {e}"),
                         ));
                     }
+                }
+                if kind.built_in && !strings_only {
                     // The request's object has no member its Go type does not declare, nor
                     // an empty optional one: only where the patch wrote can there be one.
                     let within = written.within();
@@ -723,7 +732,8 @@ impl Run<'_> {
                 }
                 // Operations may undo each other: only what was kept says whether they did.
                 let changed = undo.map_or(changed, |kept| kept.differs(self.object.value()));
-                if changed {
+                // Strings where strings are declared still fit.
+                if changed && !strings_only {
                     self.fit = match std::mem::replace(&mut self.fit, Fit::Unknown) {
                         Fit::Unknown => Fit::Unknown,
                         Fit::Fits => Fit::FitsBut(written),

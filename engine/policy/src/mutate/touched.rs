@@ -82,9 +82,9 @@ impl Writes {
 
     /// The places written since the object was last looked at for a value its Go type cannot
     /// hold, which the caller looks at now.
-    pub(super) fn since_decoded(&mut self) -> Within<'_> {
+    pub(super) fn since_decoded(&mut self) -> &[Path] {
         let from = std::mem::replace(&mut self.decoded, self.log.len());
-        Within::of_paths(&self.log[from..])
+        &self.log[from..]
     }
 
     /// The places written since the object's integers were last cut to their fields' widths,

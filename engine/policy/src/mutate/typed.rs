@@ -262,6 +262,11 @@ impl Written {
         self.0.extend(other.0);
     }
 
+    /// The paths of the places.
+    pub(super) fn paths(&self) -> &[Vec<String>] {
+        &self.0
+    }
+
     /// The part of an object a walk must look at to see what was written.
     pub(super) fn within(&self) -> Within<'_> {
         Within::of_paths(&self.0)
