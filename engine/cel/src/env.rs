@@ -318,6 +318,7 @@ impl Env {
             root: planned.root,
             slots: planned.slots,
             globals: planned.globals,
+            reads_composited: planned.reads_composited,
             output,
         })
     }
@@ -361,6 +362,7 @@ pub struct Program {
     root: Node,
     slots: usize,
     globals: Box<[Arc<str>]>,
+    reads_composited: bool,
     output: Type,
 }
 
@@ -370,6 +372,12 @@ impl Program {
     /// are programs of their own and are not followed.
     pub fn reads(&self, name: &str) -> bool {
         self.globals.iter().any(|g| &**g == name)
+    }
+
+    /// Whether evaluating may read the activation at all (a variable or a composited
+    /// variable): when not, every evaluation gives the same result at the same cost.
+    pub fn reads_activation(&self) -> bool {
+        !self.globals.is_empty() || self.reads_composited
     }
 
     /// The checked type of the expression's result (`dyn` when compiled unchecked).
@@ -432,6 +440,8 @@ mod tests {
             .compile_unchecked("oldObject == null")
             .expect("compiles");
         assert!(p.reads("oldObject") && !p.reads("object"));
+        assert!(p.reads_activation());
+        assert!(!program("[1, 2].map(x, x * 2)").reads_activation());
     }
 
     #[test]

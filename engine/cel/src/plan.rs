@@ -131,12 +131,13 @@ pub(crate) struct PlanEnv<'e> {
     pub types: Option<&'e dyn TypeProvider>,
 }
 
-/// A planned expression: its tree, the number of comprehension slots it uses, and the
-/// activation variables it reads (each once).
+/// A planned expression: its tree, the number of comprehension slots it uses, the
+/// activation variables it reads (each once), and whether it reads composited variables.
 pub(crate) struct Planned {
     pub root: Node,
     pub slots: usize,
     pub globals: Box<[Arc<str>]>,
+    pub reads_composited: bool,
 }
 
 /// Plans `expr`.
@@ -151,12 +152,14 @@ pub(crate) fn plan(
         scopes: Vec::new(),
         slots: 0,
         globals: Vec::new(),
+        reads_composited: false,
     };
     let root = p.plan(expr)?;
     Ok(Planned {
         root,
         slots: p.slots,
         globals: p.globals.into_boxed_slice(),
+        reads_composited: p.reads_composited,
     })
 }
 
@@ -166,6 +169,7 @@ struct Planner<'p, 'e> {
     scopes: Vec<(String, usize)>,
     slots: usize,
     globals: Vec<Arc<str>>,
+    reads_composited: bool,
 }
 
 fn literal(l: &Literal) -> Value<'static> {
@@ -326,6 +330,7 @@ impl<'p> Planner<'p, '_> {
             && self.local(root).is_none()
             && let Some(i) = self.env.composited.get(field)
         {
+            self.reads_composited = true;
             return Ok(Some(Node::Composited(*i)));
         }
         match self.reference(e.id) {

@@ -5,9 +5,10 @@
 
 use std::fmt;
 
-use celgate_cel::Type;
+use celgate_cel::{Activation, Budget, PER_CALL_LIMIT, RUNTIME_BUDGET, Type};
 
 use super::apply::ApplySemantics;
+use super::patch_values::{Patch, patch};
 use crate::compile::{
     CompiledExpr, CompiledPolicy, PolicyKind, compile_checked, match_condition_errors,
     result_types, variable_errors,
@@ -19,12 +20,38 @@ use crate::model::{MutatingPolicySpec, PatchType};
 #[derive(Debug)]
 pub enum CompiledMutation {
     /// An `Object{…}` merged as server-side apply.
-    ApplyConfiguration(CompiledExpr),
+    ApplyConfiguration(CompiledPatch),
     /// A `list(JSONPatch)`.
-    JsonPatch(CompiledExpr),
+    JsonPatch(CompiledPatch),
     /// A mutation without an expression for its patch type (API validation rejects it; a
     /// request it would mutate gets upstream's internal error).
     Missing,
+}
+
+/// A mutation's compiled expression, with its patch when the expression reads nothing of the
+/// request (5 in 24 of the realistic set: a fixed label or annotation), worked out here once:
+/// every evaluation would give the same at the same cost.
+#[derive(Debug)]
+pub struct CompiledPatch {
+    /// The compiled expression.
+    pub expr: CompiledExpr,
+    pub(super) constant: Option<Patch>,
+}
+
+impl CompiledPatch {
+    fn new(expr: CompiledExpr, is_apply: bool) -> Self {
+        let constant = match &expr {
+            Ok(program) if !program.reads_activation() => {
+                let act = Activation::new();
+                let mut budget = Budget::new(PER_CALL_LIMIT, RUNTIME_BUDGET);
+                // An error is left to each evaluation to give.
+                let value = program.eval(&act, &mut budget).ok();
+                value.and_then(|v| patch(&v, is_apply).ok())
+            }
+            _ => None,
+        };
+        CompiledPatch { expr, constant }
+    }
 }
 
 /// A MutatingAdmissionPolicy ready to evaluate.
@@ -50,7 +77,9 @@ impl PolicyKind for Mutating {
 
     fn programs(&self) -> impl Iterator<Item = &CompiledExpr> {
         self.mutations.iter().filter_map(|m| match m {
-            CompiledMutation::ApplyConfiguration(p) | CompiledMutation::JsonPatch(p) => Some(p),
+            CompiledMutation::ApplyConfiguration(p) | CompiledMutation::JsonPatch(p) => {
+                Some(&p.expr)
+            }
             CompiledMutation::Missing => None,
         })
     }
@@ -77,7 +106,7 @@ impl MutatingPolicy {
                 CompiledMutation::JsonPatch(c) => ("jsonPatch", c),
                 CompiledMutation::Missing => continue,
             };
-            if let Err(e) = compiled {
+            if let Err(e) = &compiled.expr {
                 out.push((
                     format!("spec.mutations[{i}].{field}.expression"),
                     e.to_string(),
@@ -106,10 +135,12 @@ fn compile_mutating_one(spec: MutatingPolicySpec, semantics: ApplySemantics) -> 
                 |m| match (&m.patch_type, &m.apply_configuration, &m.json_patch) {
                     (PatchType::ApplyConfiguration, Some(src), _) => {
                         let want = result_types::apply_configuration();
-                        CompiledMutation::ApplyConfiguration(compile(src, &want))
+                        let expr = compile(src, &want);
+                        CompiledMutation::ApplyConfiguration(CompiledPatch::new(expr, true))
                     }
                     (PatchType::JsonPatch, _, Some(src)) => {
-                        CompiledMutation::JsonPatch(compile(src, &result_types::json_patch()))
+                        let expr = compile(src, &result_types::json_patch());
+                        CompiledMutation::JsonPatch(CompiledPatch::new(expr, false))
                     }
                     _ => CompiledMutation::Missing,
                 },
@@ -192,5 +223,76 @@ mod tests {
         );
         assert!(matches!(p.mutations[5], CompiledMutation::Missing));
         assert!(!p.uses_authorizer);
+    }
+
+    #[test]
+    fn a_mutation_reading_nothing_of_the_request_has_its_patch_worked_out_once() {
+        let spec = MutatingPolicySpec {
+            name: "p".into(),
+            variables: vec![NamedExpression {
+                name: "fixed".into(),
+                expression: "'x'".into(),
+            }],
+            mutations: vec![
+                mutation(
+                    PatchType::ApplyConfiguration,
+                    "Object{metadata: Object.metadata{labels: {'a': 'b'}}}",
+                ),
+                mutation(
+                    PatchType::JsonPatch,
+                    "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b'), value: 'c'}]",
+                ),
+                // A composited variable, the request, an error at evaluation, a patch its
+                // conversion refuses: each evaluation gives its own outcome.
+                mutation(
+                    PatchType::ApplyConfiguration,
+                    "Object{metadata: Object.metadata{labels: {'a': variables.fixed}}}",
+                ),
+                mutation(
+                    PatchType::ApplyConfiguration,
+                    "Object{metadata: Object.metadata{labels: {'a': object.metadata.name}}}",
+                ),
+                mutation(
+                    PatchType::ApplyConfiguration,
+                    "Object{metadata: Object.metadata{labels: {'a': string(1 / 0)}}}",
+                ),
+                mutation(
+                    PatchType::ApplyConfiguration,
+                    "Object{spec: Object.metadata{}}",
+                ),
+            ],
+            ..Default::default()
+        };
+        let p = compile_mutating(spec, ApplySemantics::Upstream);
+        assert!(p.compile_errors().is_empty(), "{:?}", p.compile_errors());
+        let constants: Vec<Option<&Patch>> = (p.mutations.iter())
+            .map(|m| match m {
+                CompiledMutation::ApplyConfiguration(c) | CompiledMutation::JsonPatch(c) => {
+                    c.constant.as_ref()
+                }
+                CompiledMutation::Missing => None,
+            })
+            .collect();
+        match constants[0] {
+            Some(Patch::Apply((config, None))) => {
+                assert_eq!(
+                    *config,
+                    serde_json::json!({"metadata": {"labels": {"a": "b"}}})
+                );
+            }
+            other => panic!("apply configuration: {other:?}"),
+        }
+        match constants[1] {
+            Some(Patch::Json(ops)) => {
+                assert_eq!(ops.len(), 1);
+                assert_eq!(
+                    (ops[0].op.as_str(), ops[0].path.as_str()),
+                    ("add", "/metadata/labels/a~1b")
+                );
+                assert_eq!(ops[0].value, Some(serde_json::json!("c")));
+            }
+            other => panic!("JSON patch: {other:?}"),
+        }
+        assert!(constants[2..].iter().all(Option::is_none), "{constants:?}");
     }
 }

@@ -46,11 +46,12 @@ use crate::scope::{ScopeError, binding_params, policy_scope};
 use crate::validate::Denial;
 use crate::validate::exempt::exempt;
 use object::RunObject;
+use patch_values::Patch;
 use touched::{Places, Saved, Writes};
 use typed::{Fit, Within, Written};
 
 pub use apply::{APPLY_SEMANTICS_ANNOTATION, ApplySemantics};
-pub use compile::{CompiledMutation, Mutating, MutatingPolicy, compile_mutating};
+pub use compile::{CompiledMutation, CompiledPatch, Mutating, MutatingPolicy, compile_mutating};
 pub use touched::JsonPatchText;
 
 /// A bound mutating policy in a snapshot: the compiled policy and its bindings, in list order.
@@ -576,40 +577,34 @@ impl Run<'_> {
             CompiledMutation::JsonPatch(c) => (c, false),
             CompiledMutation::Missing => return Ok(Err(MutationError::Missing)),
         };
-        let program = match compiled {
+        let program = match &compiled.expr {
             Ok(p) => p,
             Err(e) => return Ok(Err(MutationError::Compile(e.clone()))),
         };
         // The patch, as JSON, computed while the activation borrows the object.
-        enum Patch {
-            Apply(go_value::Converted),
-            Json(Vec<json_patch::Operation>),
-        }
-        let patch = {
-            let evaluation = self.evaluation(policy, namespace_object, param);
-            let act = evaluation.activation(Batch::Checks);
-            let mut budget = evaluation.budget(RUNTIME_BUDGET);
-            let value = match program.eval(&act, &mut budget) {
-                Ok(v) => v,
-                Err(EvalError::BudgetExhausted) => {
-                    return Ok(Err(MutationError::Eval(CheckError::OutOfBudget)));
+        let patch = match &compiled.constant {
+            Some(constant) => constant.clone(),
+            None => {
+                let evaluation = self.evaluation(policy, namespace_object, param);
+                let act = evaluation.activation(Batch::Checks);
+                let mut budget = evaluation.budget(RUNTIME_BUDGET);
+                let value = match program.eval(&act, &mut budget) {
+                    Ok(v) => v,
+                    Err(EvalError::BudgetExhausted) => {
+                        return Ok(Err(MutationError::Eval(CheckError::OutOfBudget)));
+                    }
+                    Err(error) => {
+                        let expression = program.source().to_string();
+                        return Ok(Err(MutationError::Eval(CheckError::Eval {
+                            expression,
+                            error,
+                        })));
+                    }
+                };
+                match patch_values::patch(&value, is_apply) {
+                    Ok(p) => p,
+                    Err(e) => return Ok(Err(MutationError::Patch(e))),
                 }
-                Err(error) => {
-                    let expression = program.source().to_string();
-                    return Ok(Err(MutationError::Eval(CheckError::Eval {
-                        expression,
-                        error,
-                    })));
-                }
-            };
-            let converted = if is_apply {
-                patch_values::apply_configuration(&value).map(Patch::Apply)
-            } else {
-                patch_values::json_patch(&value).map(Patch::Json)
-            };
-            match converted {
-                Ok(p) => p,
-                Err(e) => return Ok(Err(MutationError::Patch(e))),
             }
         };
         match patch {
@@ -702,7 +697,9 @@ impl Run<'_> {
                     // Only what was written since the last look can fail to decode.
                     let since = self.writes.since_decoded();
                     let object = self.object.value();
-                    if !(strings_only && granular::strings_at(&kind.schema, object, since))
+                    // The patch's own places are the last ones written.
+                    let before = &since[..since.len().saturating_sub(written.paths().len())];
+                    if !(strings_only && granular::strings_at(&kind.schema, object, before))
                         && let Some(e) =
                             go_object::decode_error(&kind.schema, object, &Within::of_paths(since))
                     {

@@ -55,6 +55,24 @@ fn check_type_names(v: &Value<'_>, path: &mut String, depth: usize, errors: &mut
     }
 }
 
+/// A mutation's patch: an apply configuration as upstream converts it, or JSON patch
+/// operations.
+#[derive(Clone, Debug)]
+pub(super) enum Patch {
+    Apply(Converted),
+    Json(Vec<Operation>),
+}
+
+/// A mutation's CEL result as its patch (`is_apply`: an apply configuration's, else a JSON
+/// patch's).
+pub(super) fn patch(v: &Value<'_>, is_apply: bool) -> Result<Patch, PatchValueError> {
+    if is_apply {
+        apply_configuration(v).map(Patch::Apply)
+    } else {
+        json_patch(v).map(Patch::Json)
+    }
+}
+
 /// Why a mutation's result is not a patch of its type, worded as upstream words it.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum PatchValueError {
@@ -96,7 +114,7 @@ fn type_names_match(v: &Value<'_>, root: &str) -> Result<(), PatchValueError> {
 
 /// An `ApplyConfiguration` result as upstream converts it to Go: JSON, and where it holds Go
 /// values the typed conversion refuses.
-pub(super) fn apply_configuration(v: &Value<'_>) -> Result<Converted, PatchValueError> {
+fn apply_configuration(v: &Value<'_>) -> Result<Converted, PatchValueError> {
     let Value::Struct(s) = v else {
         return Err(PatchValueError::NotObject(v.type_name().to_string()));
     };
@@ -105,7 +123,7 @@ pub(super) fn apply_configuration(v: &Value<'_>) -> Result<Converted, PatchValue
 }
 
 /// A `JSONPatch` expression's result as operations.
-pub(super) fn json_patch(v: &Value<'_>) -> Result<Vec<Operation>, PatchValueError> {
+fn json_patch(v: &Value<'_>) -> Result<Vec<Operation>, PatchValueError> {
     let Value::List(list) = v else {
         return Err(PatchValueError::NotList);
     };
