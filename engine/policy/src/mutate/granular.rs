@@ -8,7 +8,7 @@
 use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
-use super::touched::{Places, Writes};
+use super::touched::Writes;
 use super::typed::Ty;
 use crate::schema::{AdditionalProperties, ApplyKind, Schema};
 
@@ -48,9 +48,10 @@ fn granular_at(ty: &Ty, v: &Value, depth: usize) -> bool {
 }
 
 /// Merges a configuration [`sets_strings_only`] accepted into `object`, which fits the schema:
-/// `writes` is told the places first. Returns whether the object changed, or gives the
-/// configuration back when a struct or map on its way is not a JSON object in `object` (a
-/// null), which the general merge handles.
+/// `writes` keeps the places first (unlogged: strings where strings are declared leave
+/// nothing for the looks at a built-in kind's object). Returns whether the object changed, or
+/// gives the configuration back when a struct or map on its way is not a JSON object in
+/// `object` (a null), which the general merge handles.
 pub(super) fn merge(object: &mut Value, config: Value, writes: &mut Writes) -> Result<bool, Value> {
     let (Value::Object(target), Value::Object(members)) = (&*object, &config) else {
         return Err(config);
@@ -62,7 +63,10 @@ pub(super) fn merge(object: &mut Value, config: Value, writes: &mut Writes) -> R
     if places.is_empty() {
         return Ok(false);
     }
-    writes.before(object, Places::paths(places));
+    for place in &places {
+        writes.before_strings(object, place);
+    }
+    drop(places);
     let (Value::Object(target), Value::Object(members)) = (object, config) else {
         return Ok(false);
     };
@@ -76,18 +80,18 @@ fn plan<'c>(
     target: &Map<String, Value>,
     members: &'c Map<String, Value>,
     path: &mut Vec<&'c str>,
-    places: &mut Vec<Vec<String>>,
+    places: &mut Vec<Vec<&'c str>>,
 ) -> bool {
     for (key, item) in members {
         path.push(key);
         let fits = match (target.get(key), item) {
             (None, _) => {
-                places.push(path.iter().map(|k| k.to_string()).collect());
+                places.push(path.clone());
                 true
             }
             (Some(old), Value::String(_)) => {
                 if old != item {
-                    places.push(path.iter().map(|k| k.to_string()).collect());
+                    places.push(path.clone());
                 }
                 true
             }

@@ -80,6 +80,17 @@ impl Writes {
         self.log.extend(places.0);
     }
 
+    /// Place `path` of `object` is about to be written with what needs neither look at a
+    /// built-in kind's object: strings where the kind declares strings (`granular`). It is
+    /// kept, not logged.
+    pub(super) fn before_strings(&mut self, object: &Value, path: &[&str]) {
+        let (place, value) = resolve(object, path);
+        keep_at(&mut self.original.0, place, value);
+        for saved in self.invocation.iter_mut().chain(&mut self.since) {
+            keep_at(&mut saved.0, place, value);
+        }
+    }
+
     /// The places written since the object was last looked at for a value its Go type cannot
     /// hold, which the caller looks at now.
     pub(super) fn since_decoded(&mut self) -> &[Path] {
@@ -240,13 +251,16 @@ impl std::fmt::Debug for JsonPatchText {
 
 /// The place `path` names in `object`: the path up to the first value that is not an object
 /// or the first absent member, and the value there.
-fn resolve<'v, 'p>(object: &'v Value, path: &'p [String]) -> (&'p [String], Option<&'v Value>) {
+fn resolve<'v, 'p, K: AsRef<str>>(
+    object: &'v Value,
+    path: &'p [K],
+) -> (&'p [K], Option<&'v Value>) {
     let mut value = object;
     for (i, key) in path.iter().enumerate() {
         let Value::Object(map) = value else {
             return (&path[..i], Some(value));
         };
-        match map.get(key) {
+        match map.get(key.as_ref()) {
             Some(v) => value = v,
             None => return (&path[..=i], None),
         }
@@ -256,21 +270,21 @@ fn resolve<'v, 'p>(object: &'v Value, path: &'p [String]) -> (&'p [String], Opti
 
 /// Keeps `place` (relative to `node`) with `value`, unless it lies inside a kept place; the
 /// places kept inside it go back into its value.
-fn keep_at(node: &mut Kept, place: &[String], value: Option<&Value>) {
+fn keep_at<K: AsRef<str>>(node: &mut Kept, place: &[K], value: Option<&Value>) {
     let Kept::Below(members) = node else {
         return;
     };
     match place.split_first() {
-        Some((key, rest)) => match members.get_mut(key.as_str()) {
+        Some((key, rest)) => match members.get_mut(key.as_ref()) {
             Some(next) => keep_at(next, rest, value),
             None => {
                 let mut fresh = Kept::Place(value.cloned());
                 for key in rest.iter().rev() {
                     let mut below = BTreeMap::new();
-                    below.insert(key.clone(), fresh);
+                    below.insert(key.as_ref().to_string(), fresh);
                     fresh = Kept::Below(below);
                 }
-                members.insert(key.clone(), fresh);
+                members.insert(key.as_ref().to_string(), fresh);
             }
         },
         None => {
