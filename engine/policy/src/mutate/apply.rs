@@ -103,32 +103,58 @@ pub(super) fn apply(
     }
     let root = Ty::root(schema);
     // Most configurations set strings in granular structs and maps: such a one fits the
-    // schema and sets nothing atomic, which the general checks would find at more cost.
-    let strings_only = foreign.is_none() && granular::sets_strings_only(&root, &config);
-    if !strings_only {
-        // The configuration is of the object's kind, whatever it says.
-        if let Value::Object(c) = &mut config {
-            for field in ["apiVersion", "kind"] {
-                match object.get(field) {
-                    Some(v) => c.insert(field.to_string(), v.clone()),
-                    None => c.remove(field),
-                };
-                if let Some(f) = &mut foreign {
-                    f.forget(field);
-                }
-            }
+    // schema and sets nothing atomic, which the general checks would find at more cost, and
+    // its merge is worked out as it is recognised.
+    let planned = match foreign {
+        None => granular::plan(&root, object, &config),
+        Some(_) => None,
+    };
+    if let Some(places) = planned {
+        check_object(&root, object, fit)?;
+        for (path, old) in &places {
+            writes.before_strings(path, *old);
         }
-        let errors = validate_config(&root, &config, foreign.as_ref());
-        if !errors.is_empty() {
-            return Err(ApplyError::Config(join_errors(&errors)));
-        }
-        if semantics == ApplySemantics::Upstream {
-            let atomics = atomic_paths(&root, &config);
-            if !atomics.is_empty() {
-                return Err(ApplyError::Atomic(atomics.join(", ")));
+        drop(places);
+        return Ok(Merged {
+            changed: granular::perform(object, config),
+            strings_only: true,
+        });
+    }
+    // The configuration is of the object's kind, whatever it says.
+    if let Value::Object(c) = &mut config {
+        for field in ["apiVersion", "kind"] {
+            match object.get(field) {
+                Some(v) => c.insert(field.to_string(), v.clone()),
+                None => c.remove(field),
+            };
+            if let Some(f) = &mut foreign {
+                f.forget(field);
             }
         }
     }
+    let errors = validate_config(&root, &config, foreign.as_ref());
+    if !errors.is_empty() {
+        return Err(ApplyError::Config(join_errors(&errors)));
+    }
+    if semantics == ApplySemantics::Upstream {
+        let atomics = atomic_paths(&root, &config);
+        if !atomics.is_empty() {
+            return Err(ApplyError::Atomic(atomics.join(", ")));
+        }
+    }
+    check_object(&root, object, fit)?;
+    // A merge of two values that fit the schema fits it too.
+    match merge_into(&root, object, &config, writes) {
+        Ok(changed) => Ok(Merged {
+            changed,
+            strings_only: false,
+        }),
+        Err(errors) => Err(ApplyError::Merge(join_errors(&errors))),
+    }
+}
+
+/// Checks that `object` fits the schema where `fit` does not say it does; then it does.
+fn check_object(root: &Ty, object: &Value, fit: &mut Fit) -> Result<(), ApplyError> {
     let unchecked = match fit {
         Fit::Fits => None,
         Fit::Unknown => Some((Within::All, false)),
@@ -136,31 +162,13 @@ pub(super) fn apply(
         Fit::Received(written) => Some((written.within(), true)),
     };
     if let Some((within, unkeyed_elsewhere)) = unchecked {
-        let errors = validate(&root, object, true, &within, unkeyed_elsewhere);
+        let errors = validate(root, object, true, &within, unkeyed_elsewhere);
         if !errors.is_empty() {
             return Err(ApplyError::Object(join_errors(&errors)));
         }
         *fit = Fit::Fits;
     }
-    // A merge of two values that fit the schema fits it too.
-    if strings_only {
-        match granular::merge(object, config, writes) {
-            Ok(changed) => {
-                return Ok(Merged {
-                    changed,
-                    strings_only,
-                });
-            }
-            Err(given_back) => config = given_back,
-        }
-    }
-    match merge_into(&root, object, &config, writes) {
-        Ok(changed) => Ok(Merged {
-            changed,
-            strings_only,
-        }),
-        Err(errors) => Err(ApplyError::Merge(join_errors(&errors))),
-    }
+    Ok(())
 }
 
 /// Fields a strict decoding of a built-in kind rejects: members its schema does not declare,

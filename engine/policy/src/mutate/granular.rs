@@ -8,95 +8,70 @@
 use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
-use super::touched::Writes;
-use super::typed::Ty;
+use super::typed::{MapAtom, Ty};
 use crate::schema::{AdditionalProperties, ApplyKind, Schema};
 
 /// Deepest configuration taken (deeper ones go the general way).
 const MAX_DEPTH: usize = 32;
 
-/// Whether `config`, at `ty` (the kind's root), is made only of non-empty granular structs and
-/// maps whose members are declared, down to strings where the schema holds strings, and leaves
-/// `apiVersion` and `kind` out (the general way sets them to the object's).
-pub(super) fn sets_strings_only(ty: &Ty, config: &Value) -> bool {
-    let Value::Object(members) = config else {
-        return false;
-    };
-    !members.contains_key("apiVersion")
-        && !members.contains_key("kind")
-        && granular_at(ty, config, 0)
-}
+/// A place a merge writes (its path of member names) and the object's value there (none: the
+/// member is absent).
+pub(super) type Place<'o, 'c> = (Vec<&'c str>, Option<&'o Value>);
 
-fn granular_at(ty: &Ty, v: &Value, depth: usize) -> bool {
-    match v {
-        Value::String(_) => {
-            matches!(ty, Ty::Node { schema, .. } if schema.apply_kind() == ApplyKind::String)
-        }
-        Value::Object(members) if !members.is_empty() && depth < MAX_DEPTH => {
-            let atom = ty.atom();
-            let (Some(map), None, None) = (atom.map, atom.scalar, atom.list) else {
-                return false;
-            };
-            !map.atomic
-                && members.iter().all(|(key, item)| {
-                    map.entry(key)
-                        .is_some_and(|t| granular_at(&t, item, depth + 1))
-                })
-        }
-        _ => false,
-    }
-}
-
-/// Merges a configuration [`sets_strings_only`] accepted into `object`, which fits the schema:
-/// `writes` keeps the places first (unlogged: strings where strings are declared leave
-/// nothing for the looks at a built-in kind's object). Returns whether the object changed, or
-/// gives the configuration back when a struct or map on its way is not a JSON object in
-/// `object` (a null), which the general merge handles.
-pub(super) fn merge(object: &mut Value, config: Value, writes: &mut Writes) -> Result<bool, Value> {
-    let (Value::Object(target), Value::Object(members)) = (&*object, &config) else {
-        return Err(config);
-    };
-    let mut places = Vec::new();
-    if !plan(target, members, &mut Vec::new(), &mut places) {
-        return Err(config);
-    }
-    if places.is_empty() {
-        return Ok(false);
-    }
-    for place in &places {
-        writes.before_strings(object, place);
-    }
-    drop(places);
+/// The places a merge of `config` into `object` (which fits the schema, at `ty`, the kind's
+/// root) writes, in the configuration's key order (each member the object lacks, each string
+/// that differs), when the configuration is made only of non-empty granular structs and maps
+/// whose members are declared, down to strings where the schema holds strings, and leaves
+/// `apiVersion` and `kind` out (the general way sets them to the object's). Such a
+/// configuration fits the schema and sets nothing atomic. `None` for any other, or when the
+/// object holds something other than a JSON object (a null) where the configuration has a
+/// struct or map: the general way takes those.
+pub(super) fn plan<'o, 'c>(
+    ty: &Ty,
+    object: &'o Value,
+    config: &'c Value,
+) -> Option<Vec<Place<'o, 'c>>> {
     let (Value::Object(target), Value::Object(members)) = (object, config) else {
-        return Ok(false);
+        return None;
     };
-    Ok(perform(target, members))
+    if members.contains_key("apiVersion") || members.contains_key("kind") {
+        return None;
+    }
+    let mut places = Vec::new();
+    plan_at(ty, target, members, &mut Vec::new(), &mut places, 0).then_some(places)
 }
 
-/// The places the merge writes, in the configuration's key order: each member the object
-/// lacks, and each string that differs. False when the object holds something other than a
-/// JSON object where the configuration has a struct or map.
-fn plan<'c>(
-    target: &Map<String, Value>,
+fn plan_at<'o, 'c>(
+    ty: &Ty,
+    target: &'o Map<String, Value>,
     members: &'c Map<String, Value>,
     path: &mut Vec<&'c str>,
-    places: &mut Vec<Vec<&'c str>>,
+    places: &mut Vec<Place<'o, 'c>>,
+    depth: usize,
 ) -> bool {
+    let Some(map) = granular_map(ty, members, depth) else {
+        return false;
+    };
     for (key, item) in members {
+        let Some(t) = map.entry(key) else {
+            return false;
+        };
         path.push(key);
-        let fits = match (target.get(key), item) {
-            (None, _) => {
-                places.push(path.clone());
-                true
-            }
-            (Some(old), Value::String(_)) => {
-                if old != item {
-                    places.push(path.clone());
+        let fits = match (item, target.get(key)) {
+            (Value::String(_), old) => {
+                if old != Some(item) {
+                    places.push((path.clone(), old));
                 }
-                true
+                holds_strings(&t)
             }
-            (Some(Value::Object(below)), Value::Object(inner)) => plan(below, inner, path, places),
-            (Some(_), _) => false,
+            (Value::Object(inner), Some(Value::Object(below))) => {
+                plan_at(&t, below, inner, path, places, depth + 1)
+            }
+            (Value::Object(_), None) => {
+                places.push((path.clone(), None));
+                granular_at(&t, item, depth + 1)
+            }
+            _ => false,
         };
         path.pop();
         if !fits {
@@ -106,8 +81,51 @@ fn plan<'c>(
     true
 }
 
-/// Adds or replaces what [`plan`] found; returns whether anything changed.
-fn perform(target: &mut Map<String, Value>, members: Map<String, Value>) -> bool {
+/// The map atom at `ty` when it is granular and `members` are not empty.
+fn granular_map<'s>(
+    ty: &Ty<'s>,
+    members: &Map<String, Value>,
+    depth: usize,
+) -> Option<MapAtom<'s>> {
+    let atom = ty.atom();
+    match (atom.map, atom.scalar, atom.list) {
+        (Some(map), None, None) if !map.atomic && !members.is_empty() && depth < MAX_DEPTH => {
+            Some(map)
+        }
+        _ => None,
+    }
+}
+
+/// Whether `ty` holds strings.
+fn holds_strings(ty: &Ty) -> bool {
+    matches!(ty, Ty::Node { schema, .. } if schema.apply_kind() == ApplyKind::String)
+}
+
+/// Whether `v`, at `ty`, is made only of non-empty granular structs and maps with declared
+/// members, down to strings where the schema holds strings.
+fn granular_at(ty: &Ty, v: &Value, depth: usize) -> bool {
+    match v {
+        Value::String(_) => holds_strings(ty),
+        Value::Object(members) => granular_map(ty, members, depth).is_some_and(|map| {
+            members.iter().all(|(key, item)| {
+                map.entry(key)
+                    .is_some_and(|t| granular_at(&t, item, depth + 1))
+            })
+        }),
+        _ => false,
+    }
+}
+
+/// Merges a configuration [`plan`] took into `object` (its places kept first): adds or
+/// replaces what the plan found. Returns whether the object changed.
+pub(super) fn perform(object: &mut Value, config: Value) -> bool {
+    match (object, config) {
+        (Value::Object(target), Value::Object(members)) => perform_at(target, members),
+        _ => false,
+    }
+}
+
+fn perform_at(target: &mut Map<String, Value>, members: Map<String, Value>) -> bool {
     let mut changed = false;
     for (key, item) in members {
         match (target.entry(key), item) {
@@ -117,7 +135,7 @@ fn perform(target: &mut Map<String, Value>, members: Map<String, Value>) -> bool
             }
             (Entry::Occupied(mut old), Value::Object(inner)) => {
                 if let Value::Object(below) = old.get_mut() {
-                    changed |= perform(below, inner);
+                    changed |= perform_at(below, inner);
                 }
             }
             (Entry::Occupied(mut old), item) => {
@@ -168,7 +186,7 @@ pub(super) fn strings_at(kind: &Schema, object: &Value, paths: &[Vec<String>]) -
 mod tests {
     use serde_json::{Value, json};
 
-    use super::{merge, sets_strings_only, strings_at};
+    use super::{perform, plan, strings_at};
     use crate::mutate::apply::tests::{pod, pod_schema};
     use crate::mutate::merge::merge_into;
     use crate::mutate::touched::Writes;
@@ -183,7 +201,7 @@ mod tests {
             json!({"metadata": {"name": "x", "labels": {"team": "a", "tier": ""}}}),
             json!({"spec": {"config": {"mode": "fast"}}}),
         ] {
-            assert!(sets_strings_only(&root, &config), "{config}");
+            assert!(plan(&root, &pod(), &config).is_some(), "{config}");
             assert!(validate_config(&root, &config, None).is_empty(), "{config}");
             assert!(atomic_paths(&root, &config).is_empty(), "{config}");
         }
@@ -203,7 +221,7 @@ mod tests {
             json!({"metadata": {"labels": null}}),
             json!({}),
         ] {
-            assert!(!sets_strings_only(&root, &config), "{config}");
+            assert!(plan(&root, &pod(), &config).is_none(), "{config}");
         }
     }
 
@@ -215,7 +233,11 @@ mod tests {
         let changed = if general {
             merge_into(&Ty::root(&schema), &mut out, config, &mut writes).expect("merges")
         } else {
-            merge(&mut out, config.clone(), &mut writes).expect("merged granularly")
+            let places = plan(&Ty::root(&schema), object, config).expect("planned granularly");
+            for (path, old) in &places {
+                writes.before_strings(path, *old);
+            }
+            perform(&mut out, config.clone())
         };
         let patch = writes.original.patch(&out).unwrap_or_default();
         let patch = String::from_utf8_lossy(patch.as_bytes()).into_owned();
@@ -245,13 +267,12 @@ mod tests {
     }
 
     #[test]
-    fn a_null_on_the_way_gives_the_configuration_back_untouched() {
+    fn a_null_on_the_way_is_left_to_the_general_merge() {
+        let schema = pod_schema();
         let object = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"labels": null}});
         let config = json!({"metadata": {"labels": {"team": "a"}}});
-        let (mut out, mut writes) = (object.clone(), Writes::default());
-        assert_eq!(merge(&mut out, config.clone(), &mut writes), Err(config));
-        assert_eq!(out, object);
-        assert!(writes.original.patch(&out).is_none());
+        assert!(plan(&Ty::root(&schema), &object, &config).is_none());
+        assert!(plan(&Ty::root(&schema), &json!(null), &config).is_none());
     }
 
     #[test]

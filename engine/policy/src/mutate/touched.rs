@@ -80,14 +80,14 @@ impl Writes {
         self.log.extend(places.0);
     }
 
-    /// Place `path` of `object` is about to be written with what needs neither look at a
+    /// Place `path`, where the object holds `value` (none: absent, the path ending at the
+    /// first absent member), is about to be written with what needs neither look at a
     /// built-in kind's object: strings where the kind declares strings (`granular`). It is
     /// kept, not logged.
-    pub(super) fn before_strings(&mut self, object: &Value, path: &[&str]) {
-        let (place, value) = resolve(object, path);
-        keep_at(&mut self.original.0, place, value);
+    pub(super) fn before_strings(&mut self, path: &[&str], value: Option<&Value>) {
+        keep_at(&mut self.original.0, path, value);
         for saved in self.invocation.iter_mut().chain(&mut self.since) {
-            keep_at(&mut saved.0, place, value);
+            keep_at(&mut saved.0, path, value);
         }
     }
 
