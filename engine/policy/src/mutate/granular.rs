@@ -8,8 +8,9 @@
 use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
+use super::json_patch::{Operation, decode};
 use super::typed::{MapAtom, Ty};
-use crate::schema::{AdditionalProperties, ApplyKind, Schema};
+use crate::schema::{AdditionalProperties, ApplyKind, Schema, SchemaRef};
 
 /// Deepest configuration taken (deeper ones go the general way).
 const MAX_DEPTH: usize = 32;
@@ -156,30 +157,102 @@ fn perform_at(target: &mut Map<String, Value>, members: Map<String, Value>) -> b
 /// a list.
 pub(super) fn strings_at(kind: &Schema, object: &Value, paths: &[Vec<String>]) -> bool {
     paths.iter().all(|path| {
-        let (mut node, mut value) = (kind.as_ref(), object);
-        for key in path {
-            let Value::Object(members) = value else {
-                return false;
-            };
-            if node.apply_kind() != ApplyKind::Object {
-                return false;
-            }
-            // A field, or a map's value: a node with both is left to the general checks.
-            let next = match (node.has_properties(), node.additional_properties()) {
-                (true, None | Some(AdditionalProperties::Allowed(false))) => node.property(key),
-                (false, Some(AdditionalProperties::Schema(values))) => Some(values),
-                _ => None,
-            };
-            match (next, members.get(key)) {
-                (Some(n), Some(v)) => (node, value) = (n, v),
-                _ => return false,
-            }
-        }
-        !path.is_empty()
-            && value.is_string()
-            && node.apply_kind() == ApplyKind::String
-            && node.type_name() == Some("string")
+        member(kind, object, path).is_some_and(|(node, value)| {
+            declares_string(node) && value.is_some_and(Value::is_string)
+        })
     })
+}
+
+/// The place of a JSON patch that adds or replaces one string, as the patch library reads its
+/// pointer (the tokens after the first `/`, unescaped), and the string.
+pub(super) fn one_string(ops: &[Operation]) -> Option<(Vec<String>, &str)> {
+    let [op] = ops else {
+        return None;
+    };
+    let (Some(Value::String(string)), "add" | "replace") = (&op.value, op.op.as_str()) else {
+        return None;
+    };
+    let rest = op.path.strip_prefix('/')?;
+    Some((
+        rest.split('/').map(|t| decode(t).into_owned()).collect(),
+        string,
+    ))
+}
+
+/// Where `path` of `object` is a member `kind` declares a string at, reached through JSON
+/// objects that are declared struct fields or map values (as [`strings_at`]): the object's
+/// value there (none: absent). Adding a string there leaves nothing for the looks at a
+/// built-in kind's object to find.
+pub(super) fn string_member<'o>(
+    kind: &Schema,
+    object: &'o Value,
+    path: &[String],
+) -> Option<Option<&'o Value>> {
+    member(kind, object, path)
+        .filter(|(node, _)| declares_string(*node))
+        .map(|(_, value)| value)
+}
+
+/// Sets member `path` of `object`, whose parents are JSON objects ([`string_member`] found
+/// it), to `string`.
+pub(super) fn put_string(object: &mut Value, path: &[String], string: &str) {
+    let Some((last, parents)) = path.split_last() else {
+        return;
+    };
+    let mut at = object;
+    for key in parents {
+        match at {
+            Value::Object(members) => match members.get_mut(key) {
+                Some(next) => at = next,
+                None => return,
+            },
+            _ => return,
+        }
+    }
+    if let Value::Object(members) = at {
+        members.insert(last.clone(), Value::String(string.to_string()));
+    }
+}
+
+/// Where `path` leads in `object` through JSON objects that are declared struct fields or map
+/// values of `kind` (a node with both is left to the general checks): the last member's
+/// schema and the object's value there (none: absent).
+fn member<'s, 'o>(
+    kind: &'s Schema,
+    object: &'o Value,
+    path: &[String],
+) -> Option<(SchemaRef<'s>, Option<&'o Value>)> {
+    let (last, parents) = path.split_last()?;
+    let (mut node, mut value) = (kind.as_ref(), object);
+    for key in parents {
+        let (next, below) = step(node, value, key)?;
+        (node, value) = (next, below?);
+    }
+    step(node, value, last)
+}
+
+fn step<'s, 'o>(
+    node: SchemaRef<'s>,
+    value: &'o Value,
+    key: &str,
+) -> Option<(SchemaRef<'s>, Option<&'o Value>)> {
+    let Value::Object(members) = value else {
+        return None;
+    };
+    if node.apply_kind() != ApplyKind::Object {
+        return None;
+    }
+    let next = match (node.has_properties(), node.additional_properties()) {
+        (true, None | Some(AdditionalProperties::Allowed(false))) => node.property(key),
+        (false, Some(AdditionalProperties::Schema(values))) => Some(values),
+        _ => None,
+    }?;
+    Some((next, members.get(key)))
+}
+
+/// Whether a node declares a string (of no format but `byte`).
+fn declares_string(node: SchemaRef<'_>) -> bool {
+    node.apply_kind() == ApplyKind::String && node.type_name() == Some("string")
 }
 
 #[cfg(test)]

@@ -510,6 +510,34 @@ impl Run<'_> {
         Ok(())
     }
 
+    /// The look after a JSON patch at a built-in kind's object: Go's error for the first
+    /// value written since the last look that the kind's Go type cannot hold. `own`: how many
+    /// of the last places written are the patch's own, known to hold strings where strings are
+    /// declared (so, when the others do too, there is nothing to find).
+    fn decode_check(&mut self, kind: &KindSchema, own: Option<usize>) -> Result<(), Immediate> {
+        if !kind.built_in {
+            return Ok(());
+        }
+        // Only what was written since the last look can fail to decode.
+        let since = self.writes.since_decoded();
+        let object = self.object.value();
+        let strings = own.is_some_and(|own| {
+            let before = &since[..since.len().saturating_sub(own)];
+            granular::strings_at(&kind.schema, object, before)
+        });
+        if strings {
+            return Ok(());
+        }
+        match go_object::decode_error(&kind.schema, object, &Within::of_paths(since)) {
+            Some(e) => Err(Immediate::new(
+                500,
+                "InternalError",
+                format!("Internal error occurred: {e}"),
+            )),
+            None => Ok(()),
+        }
+    }
+
     fn evaluation<'e>(
         &'e self,
         policy: &'e MutatingPolicy,
@@ -638,6 +666,23 @@ impl Run<'_> {
                 }
             }
             Patch::Json(ops) => {
+                // One string added or replaced where the kind declares strings: nothing else
+                // to keep, undo, look at or tell the fit (`granular`).
+                if let Some((path, string)) = granular::one_string(&ops)
+                    && self.req.sub_resource != "scale"
+                {
+                    self.object.decode(path.first().map(String::as_str));
+                    let object = self.object.value();
+                    if let Some(old) = granular::string_member(&kind.schema, object, &path) {
+                        let changed = old.and_then(Value::as_str) != Some(string);
+                        if changed {
+                            self.writes.before_strings(&path, old);
+                            granular::put_string(self.object.value_mut(), &path, string);
+                        }
+                        self.decode_check(kind, Some(0))?;
+                        return Ok(Ok(changed));
+                    }
+                }
                 // Where the patch writes or removes: what may no longer fit, and the only place
                 // a member the schema does not declare can have come from.
                 let pointers: Vec<&str> = ops
@@ -693,23 +738,7 @@ impl Run<'_> {
                 // leaves nothing for the checks below to find (`granular::strings_at`).
                 let strings_only =
                     granular::strings_at(&kind.schema, self.object.value(), written.paths());
-                if kind.built_in {
-                    // Only what was written since the last look can fail to decode.
-                    let since = self.writes.since_decoded();
-                    let object = self.object.value();
-                    // The patch's own places are the last ones written.
-                    let before = &since[..since.len().saturating_sub(written.paths().len())];
-                    if !(strings_only && granular::strings_at(&kind.schema, object, before))
-                        && let Some(e) =
-                            go_object::decode_error(&kind.schema, object, &Within::of_paths(since))
-                    {
-                        return Err(Immediate::new(
-                            500,
-                            "InternalError",
-                            format!("Internal error occurred: {e}"),
-                        ));
-                    }
-                }
+                self.decode_check(kind, strings_only.then_some(written.paths().len()))?;
                 if kind.built_in && !strings_only {
                     // The request's object has no member its Go type does not declare, nor
                     // an empty optional one: only where the patch wrote can there be one.

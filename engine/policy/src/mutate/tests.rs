@@ -1028,3 +1028,99 @@ fn a_connections_options_take_json_patches_and_refuse_apply_configurations() {
         )
     );
 }
+
+#[test]
+fn a_patch_of_one_string_decides_as_the_general_patch_does() {
+    // Each operation, whether it changes the Pod, and the code of its denial; a leading
+    // `test` that holds sends the same operation the general way.
+    let cases = [
+        (
+            "JSONPatch{op: 'add', path: '/metadata/labels/team', value: 'a'}",
+            true,
+            None,
+        ),
+        (
+            "JSONPatch{op: 'add', path: '/metadata/labels/app', value: 'web'}",
+            false,
+            None,
+        ),
+        (
+            "JSONPatch{op: 'replace', path: '/metadata/labels/app', value: 'api'}",
+            true,
+            None,
+        ),
+        (
+            "JSONPatch{op: 'replace', path: '/metadata/labels/absent', value: 'x'}",
+            true,
+            None,
+        ),
+        (
+            "JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b~c'), value: ''}",
+            true,
+            None,
+        ),
+        (
+            "JSONPatch{op: 'add', path: '/metadata/name', value: 'other'}",
+            true,
+            None,
+        ),
+        (
+            "JSONPatch{op: 'add', path: '/metadata/annotations/a', value: 'x'}",
+            false,
+            Some(403),
+        ),
+        (
+            "JSONPatch{op: 'add', path: '/spec/replicas', value: '3'}",
+            false,
+            Some(500),
+        ),
+        (
+            "JSONPatch{op: 'add', path: '/spec/undeclared', value: 'x'}",
+            false,
+            Some(500),
+        ),
+        (
+            "JSONPatch{op: 'add', path: '/spec/surge', value: '10%'}",
+            true,
+            None,
+        ),
+        (
+            "JSONPatch{op: 'add', path: '/spec/config/extra', value: 'x'}",
+            false,
+            Some(403),
+        ),
+        (
+            "JSONPatch{op: 'add', path: '/metadata/finalizers/0', value: 'b'}",
+            true,
+            None,
+        ),
+        (
+            "JSONPatch{op: 'add', path: 'metadata', value: 'x'}",
+            false,
+            Some(403),
+        ),
+    ];
+    for (op, changes, code) in cases {
+        let patch = |ops: &str| upstream(policy("p", vec![json_patch(&format!("[{ops}]"))]));
+        let one = run(&[patch(op)]);
+        let general = run(&[patch(&format!(
+            "JSONPatch{{op: 'test', path: '/kind', value: 'Pod'}}, {op}"
+        ))]);
+        assert_eq!(one.patch, general.patch, "{op}");
+        assert_eq!(one.denial, general.denial, "{op}");
+        assert_eq!(one.invocations, general.invocations, "{op}");
+        assert_eq!(!one.patch.is_empty(), changes, "{op}");
+        assert_eq!(one.denial.map(|d| d.code), code, "{op}");
+    }
+    // After an apply configuration's number an `int` field cannot hold, the one string's
+    // look at what was written since still finds it.
+    let p = upstream(policy(
+        "p",
+        vec![
+            apply_config("Object{spec: Object.spec{replicas: 1.5}}"),
+            json_patch("[JSONPatch{op: 'add', path: '/metadata/labels/a', value: 'x'}]"),
+        ],
+    ));
+    let denial = run(&[p]).denial.expect("denied");
+    assert_eq!(denial.code, 500, "{}", denial.message);
+}

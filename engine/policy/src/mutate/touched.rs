@@ -84,7 +84,7 @@ impl Writes {
     /// first absent member), is about to be written with what needs neither look at a
     /// built-in kind's object: strings where the kind declares strings (`granular`). It is
     /// kept, not logged.
-    pub(super) fn before_strings(&mut self, path: &[&str], value: Option<&Value>) {
+    pub(super) fn before_strings<K: AsRef<str>>(&mut self, path: &[K], value: Option<&Value>) {
         keep_at(&mut self.original.0, path, value);
         for saved in self.invocation.iter_mut().chain(&mut self.since) {
             keep_at(&mut saved.0, path, value);
