@@ -27,6 +27,7 @@ mod tests;
 mod touched;
 mod typed;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -611,8 +612,8 @@ impl Run<'_> {
         };
         // The patch, as JSON, computed while the activation borrows the object.
         let patch = match &compiled.constant {
-            Some(constant) => constant.clone(),
-            None => {
+            Some(constant) => Cow::Borrowed(constant),
+            None => Cow::Owned({
                 let evaluation = self.evaluation(policy, namespace_object, param);
                 let act = evaluation.activation(Batch::Checks);
                 let mut budget = evaluation.budget(RUNTIME_BUDGET);
@@ -633,148 +634,166 @@ impl Run<'_> {
                     Ok(p) => p,
                     Err(e) => return Ok(Err(MutationError::Patch(e))),
                 }
-            }
+            }),
         };
+        // A JSON patch is only read: a constant one is not copied.
         match patch {
-            Patch::Apply(config) => {
-                // What the merge reads and writes: the members the configuration names, and
-                // the kind's; with the object not known to fit, all of it.
-                match &config.0 {
-                    Value::Object(members) if !matches!(self.fit, Fit::Unknown) => {
-                        let named = members.keys().map(String::as_str);
-                        self.object.decode(named.chain(["apiVersion", "kind"]));
-                        if matches!(self.fit, Fit::Received(_)) {
-                            let root = typed::Ty::root(&kind.schema);
-                            self.object.decode_where_unkeyed(&root);
-                        }
-                    }
-                    _ => self.object.decode_all(),
-                }
-                let object = self.object.value_mut();
-                let (fit, writes) = (&mut self.fit, &mut self.writes);
-                let semantics = policy.apply_semantics;
-                match apply::apply(&kind.schema, object, fit, config, semantics, writes) {
-                    Ok(merged) => {
-                        // Only what was written since the last time can be too wide (strings
-                        // are not; they are passed over by the next look, if any).
-                        if kind.built_in && !merged.strings_only {
-                            go_object::narrow_ints(&kind.schema, object, &writes.since_narrowed());
-                        }
-                        Ok(Ok(merged.changed))
-                    }
-                    Err(e) => Ok(Err(MutationError::Apply(e))),
+            Cow::Borrowed(Patch::Apply(config)) => {
+                self.apply_configuration(policy, kind, config.clone())
+            }
+            Cow::Owned(Patch::Apply(config)) => self.apply_configuration(policy, kind, config),
+            Cow::Borrowed(Patch::Json(ops)) => self.json_patch(kind, ops),
+            Cow::Owned(Patch::Json(ops)) => self.json_patch(kind, &ops),
+        }
+    }
+
+    /// Merges an apply configuration into the object.
+    fn apply_configuration(
+        &mut self,
+        policy: &MutatingPolicy,
+        kind: &KindSchema,
+        config: go_value::Converted,
+    ) -> Result<Result<bool, MutationError>, Immediate> {
+        // What the merge reads and writes: the members the configuration names, and
+        // the kind's; with the object not known to fit, all of it.
+        match &config.0 {
+            Value::Object(members) if !matches!(self.fit, Fit::Unknown) => {
+                let named = members.keys().map(String::as_str);
+                self.object.decode(named.chain(["apiVersion", "kind"]));
+                if matches!(self.fit, Fit::Received(_)) {
+                    let root = typed::Ty::root(&kind.schema);
+                    self.object.decode_where_unkeyed(&root);
                 }
             }
-            Patch::Json(ops) => {
-                // One string added or replaced where the kind declares strings: nothing else
-                // to keep, undo, look at or tell the fit (`granular`).
-                if let Some((path, string)) = granular::one_string(&ops)
-                    && self.req.sub_resource != "scale"
-                {
-                    self.object.decode(path.first().map(String::as_str));
-                    let object = self.object.value();
-                    if let Some(old) = granular::string_member(&kind.schema, object, &path) {
-                        let changed = old.and_then(Value::as_str) != Some(string);
-                        if changed {
-                            self.writes.before_strings(&path, old);
-                            granular::put_string(self.object.value_mut(), &path, string);
-                        }
-                        self.decode_check(kind, Some(0))?;
-                        return Ok(Ok(changed));
-                    }
+            _ => self.object.decode_all(),
+        }
+        let object = self.object.value_mut();
+        let (fit, writes) = (&mut self.fit, &mut self.writes);
+        let semantics = policy.apply_semantics;
+        match apply::apply(&kind.schema, object, fit, config, semantics, writes) {
+            Ok(merged) => {
+                // Only what was written since the last time can be too wide (strings
+                // are not; they are passed over by the next look, if any).
+                if kind.built_in && !merged.strings_only {
+                    go_object::narrow_ints(&kind.schema, object, &writes.since_narrowed());
                 }
-                // Where the patch writes or removes: what may no longer fit, and the only place
-                // a member the schema does not declare can have come from.
-                let pointers: Vec<&str> = ops
-                    .iter()
-                    .flat_map(|op| {
-                        let (to, from) = match op.op.as_str() {
-                            "add" | "remove" | "replace" | "copy" => (true, None),
-                            "move" => (true, op.from.as_deref()),
-                            _ => (false, None),
-                        };
-                        to.then_some(op.path.as_str()).into_iter().chain(from)
-                    })
-                    .collect();
-                let places = Places::of_pointers(pointers.iter().copied());
-                // The patch reads where it writes, and where it tests and copies from.
-                let read = ops
-                    .iter()
-                    .flat_map(|op| [Some(op.path.as_str()), op.from.as_deref()]);
-                self.object.decode_below(read.flatten());
-                // A custom resource's Scale (only "" and apps serve one among the built-in
-                // groups) cannot take a patch; kube-apiserver says so once the patch applied.
-                let custom_resource_scale = self.req.sub_resource == "scale"
-                    && !matches!(self.req.resource.group, "" | "apps")
-                    && {
-                        self.object.decode_all();
-                        apply::is_scale(self.object.value())
-                    };
-                let custom_resource_scale =
-                    custom_resource_scale.then(|| self.object.value().clone());
-                self.writes.before(self.object.value(), places.clone());
-                // What a patch that may fail half-way writes is kept, to be put back.
-                let undo = (!json_patch::changes_nothing_on_error(&ops))
-                    .then(|| Saved::new(self.object.value(), &places));
-                let written = Written::of_paths(places.into_paths());
-                let changed = match json_patch::apply(self.object.value_mut(), &ops) {
-                    Ok(changed) => changed,
-                    Err(e) => {
-                        if let Some(undo) = undo {
-                            undo.restore(self.object.value_mut());
-                        }
-                        return Ok(match e {
-                            // A failed test leaves the object as it was.
-                            json_patch::PatchError::TestFailed(_) => Ok(false),
-                            e => Err(MutationError::JsonPatch(e)),
-                        });
-                    }
-                };
-                if let Some(before) = custom_resource_scale {
-                    *self.object.value_mut() = before;
-                    return Ok(Err(MutationError::CustomResourceScale));
+                Ok(Ok(merged.changed))
+            }
+            Err(e) => Ok(Err(MutationError::Apply(e))),
+        }
+    }
+
+    /// Applies JSON patch operations to the object.
+    fn json_patch(
+        &mut self,
+        kind: &KindSchema,
+        ops: &[json_patch::Operation],
+    ) -> Result<Result<bool, MutationError>, Immediate> {
+        // One string added or replaced where the kind declares strings: nothing else
+        // to keep, undo, look at or tell the fit (`granular`).
+        if let Some((path, string)) = granular::one_string(ops)
+            && self.req.sub_resource != "scale"
+        {
+            self.object.decode(path.first().map(String::as_str));
+            let object = self.object.value();
+            if let Some(old) = granular::string_member(&kind.schema, object, &path) {
+                let changed = old.and_then(Value::as_str) != Some(string);
+                if changed {
+                    self.writes.before_strings(&path, old);
+                    granular::put_string(self.object.value_mut(), &path, string);
                 }
-                // A string written where the kind declares one, through declared members,
-                // leaves nothing for the checks below to find (`granular::strings_at`).
-                let strings_only =
-                    granular::strings_at(&kind.schema, self.object.value(), written.paths());
-                self.decode_check(kind, strings_only.then_some(written.paths().len()))?;
-                if kind.built_in && !strings_only {
-                    // The request's object has no member its Go type does not declare, nor
-                    // an empty optional one: only where the patch wrote can there be one.
-                    let within = written.within();
-                    let unknown = apply::unknown_fields(&kind.schema, self.object.value(), &within);
-                    if !unknown.is_empty() {
-                        return Err(Immediate::new(
-                            500,
-                            "InternalError",
-                            format!(
-                                "Internal error occurred: strict decoding error: {}",
-                                unknown.join(", ")
-                            ),
-                        ));
-                    }
-                    go_object::drop_empty(&kind.schema, self.object.value_mut(), &within);
-                }
-                // Operations may undo each other: only what was kept says whether they did.
-                let changed = undo.map_or(changed, |kept| kept.differs(self.object.value()));
-                // Strings where strings are declared still fit.
-                if changed && !strings_only {
-                    self.fit = match std::mem::replace(&mut self.fit, Fit::Unknown) {
-                        Fit::Unknown => Fit::Unknown,
-                        Fit::Fits => Fit::FitsBut(written),
-                        Fit::FitsBut(mut before) => {
-                            before.join(written);
-                            Fit::FitsBut(before)
-                        }
-                        Fit::Received(mut before) => {
-                            before.join(written);
-                            Fit::Received(before)
-                        }
-                    };
-                }
-                Ok(Ok(changed))
+                self.decode_check(kind, Some(0))?;
+                return Ok(Ok(changed));
             }
         }
+        // Where the patch writes or removes: what may no longer fit, and the only place
+        // a member the schema does not declare can have come from.
+        let pointers: Vec<&str> = ops
+            .iter()
+            .flat_map(|op| {
+                let (to, from) = match op.op.as_str() {
+                    "add" | "remove" | "replace" | "copy" => (true, None),
+                    "move" => (true, op.from.as_deref()),
+                    _ => (false, None),
+                };
+                to.then_some(op.path.as_str()).into_iter().chain(from)
+            })
+            .collect();
+        let places = Places::of_pointers(pointers.iter().copied());
+        // The patch reads where it writes, and where it tests and copies from.
+        let read = ops
+            .iter()
+            .flat_map(|op| [Some(op.path.as_str()), op.from.as_deref()]);
+        self.object.decode_below(read.flatten());
+        // A custom resource's Scale (only "" and apps serve one among the built-in
+        // groups) cannot take a patch; kube-apiserver says so once the patch applied.
+        let custom_resource_scale = self.req.sub_resource == "scale"
+            && !matches!(self.req.resource.group, "" | "apps")
+            && {
+                self.object.decode_all();
+                apply::is_scale(self.object.value())
+            };
+        let custom_resource_scale = custom_resource_scale.then(|| self.object.value().clone());
+        self.writes.before(self.object.value(), places.clone());
+        // What a patch that may fail half-way writes is kept, to be put back.
+        let undo = (!json_patch::changes_nothing_on_error(ops))
+            .then(|| Saved::new(self.object.value(), &places));
+        let written = Written::of_paths(places.into_paths());
+        let changed = match json_patch::apply(self.object.value_mut(), ops) {
+            Ok(changed) => changed,
+            Err(e) => {
+                if let Some(undo) = undo {
+                    undo.restore(self.object.value_mut());
+                }
+                return Ok(match e {
+                    // A failed test leaves the object as it was.
+                    json_patch::PatchError::TestFailed(_) => Ok(false),
+                    e => Err(MutationError::JsonPatch(e)),
+                });
+            }
+        };
+        if let Some(before) = custom_resource_scale {
+            *self.object.value_mut() = before;
+            return Ok(Err(MutationError::CustomResourceScale));
+        }
+        // A string written where the kind declares one, through declared members,
+        // leaves nothing for the checks below to find (`granular::strings_at`).
+        let strings_only = granular::strings_at(&kind.schema, self.object.value(), written.paths());
+        self.decode_check(kind, strings_only.then_some(written.paths().len()))?;
+        if kind.built_in && !strings_only {
+            // The request's object has no member its Go type does not declare, nor
+            // an empty optional one: only where the patch wrote can there be one.
+            let within = written.within();
+            let unknown = apply::unknown_fields(&kind.schema, self.object.value(), &within);
+            if !unknown.is_empty() {
+                return Err(Immediate::new(
+                    500,
+                    "InternalError",
+                    format!(
+                        "Internal error occurred: strict decoding error: {}",
+                        unknown.join(", ")
+                    ),
+                ));
+            }
+            go_object::drop_empty(&kind.schema, self.object.value_mut(), &within);
+        }
+        // Operations may undo each other: only what was kept says whether they did.
+        let changed = undo.map_or(changed, |kept| kept.differs(self.object.value()));
+        // Strings where strings are declared still fit.
+        if changed && !strings_only {
+            self.fit = match std::mem::replace(&mut self.fit, Fit::Unknown) {
+                Fit::Unknown => Fit::Unknown,
+                Fit::Fits => Fit::FitsBut(written),
+                Fit::FitsBut(mut before) => {
+                    before.join(written);
+                    Fit::FitsBut(before)
+                }
+                Fit::Received(mut before) => {
+                    before.join(written);
+                    Fit::Received(before)
+                }
+            };
+        }
+        Ok(Ok(changed))
     }
 }
