@@ -5,6 +5,8 @@
 //! and merged in another, with the outcome the general checks (`typed`) and merge (`merge`)
 //! give it; after such a patch the object's Go type has nothing to refuse (`go_object`).
 
+use std::borrow::Cow;
+
 use serde_json::map::Entry;
 use serde_json::{Map, Value};
 
@@ -165,7 +167,7 @@ pub(super) fn strings_at(kind: &Schema, object: &Value, paths: &[Vec<String>]) -
 
 /// The place of a JSON patch that adds or replaces one string, as the patch library reads its
 /// pointer (the tokens after the first `/`, unescaped), and the string.
-pub(super) fn one_string(ops: &[Operation]) -> Option<(Vec<String>, &str)> {
+pub(super) fn one_string(ops: &[Operation]) -> Option<(Vec<Cow<'_, str>>, &str)> {
     let [op] = ops else {
         return None;
     };
@@ -173,20 +175,17 @@ pub(super) fn one_string(ops: &[Operation]) -> Option<(Vec<String>, &str)> {
         return None;
     };
     let rest = op.path.strip_prefix('/')?;
-    Some((
-        rest.split('/').map(|t| decode(t).into_owned()).collect(),
-        string,
-    ))
+    Some((rest.split('/').map(decode).collect(), string))
 }
 
 /// Where `path` of `object` is a member `kind` declares a string at, reached through JSON
 /// objects that are declared struct fields or map values (as [`strings_at`]): the object's
 /// value there (none: absent). Adding a string there leaves nothing for the looks at a
 /// built-in kind's object to find.
-pub(super) fn string_member<'o>(
+pub(super) fn string_member<'o, K: AsRef<str>>(
     kind: &Schema,
     object: &'o Value,
-    path: &[String],
+    path: &[K],
 ) -> Option<Option<&'o Value>> {
     member(kind, object, path)
         .filter(|(node, _)| declares_string(*node))
@@ -195,14 +194,14 @@ pub(super) fn string_member<'o>(
 
 /// Sets member `path` of `object`, whose parents are JSON objects ([`string_member`] found
 /// it), to `string`.
-pub(super) fn put_string(object: &mut Value, path: &[String], string: &str) {
+pub(super) fn put_string<K: AsRef<str>>(object: &mut Value, path: &[K], string: &str) {
     let Some((last, parents)) = path.split_last() else {
         return;
     };
     let mut at = object;
     for key in parents {
         match at {
-            Value::Object(members) => match members.get_mut(key) {
+            Value::Object(members) => match members.get_mut(key.as_ref()) {
                 Some(next) => at = next,
                 None => return,
             },
@@ -210,25 +209,25 @@ pub(super) fn put_string(object: &mut Value, path: &[String], string: &str) {
         }
     }
     if let Value::Object(members) = at {
-        members.insert(last.clone(), Value::String(string.to_string()));
+        members.insert(last.as_ref().to_string(), Value::String(string.to_string()));
     }
 }
 
 /// Where `path` leads in `object` through JSON objects that are declared struct fields or map
 /// values of `kind` (a node with both is left to the general checks): the last member's
 /// schema and the object's value there (none: absent).
-fn member<'s, 'o>(
+fn member<'s, 'o, K: AsRef<str>>(
     kind: &'s Schema,
     object: &'o Value,
-    path: &[String],
+    path: &[K],
 ) -> Option<(SchemaRef<'s>, Option<&'o Value>)> {
     let (last, parents) = path.split_last()?;
     let (mut node, mut value) = (kind.as_ref(), object);
     for key in parents {
-        let (next, below) = step(node, value, key)?;
+        let (next, below) = step(node, value, key.as_ref())?;
         (node, value) = (next, below?);
     }
-    step(node, value, last)
+    step(node, value, last.as_ref())
 }
 
 fn step<'s, 'o>(

@@ -694,7 +694,7 @@ impl Run<'_> {
         if let Some((path, string)) = granular::one_string(ops)
             && self.req.sub_resource != "scale"
         {
-            self.object.decode(path.first().map(String::as_str));
+            self.object.decode(path.first().map(|first| &**first));
             let object = self.object.value();
             if let Some(old) = granular::string_member(&kind.schema, object, &path) {
                 let changed = old.and_then(Value::as_str) != Some(string);
