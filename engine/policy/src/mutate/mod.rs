@@ -234,8 +234,10 @@ pub fn mutate<'p>(
         fit: Fit::Unknown,
         writes: Writes::default(),
         errors: Vec::new(),
-        checks: Vec::new(),
-        invocations: Vec::new(),
+        // One check per mutation and one invocation per policy, with one binding and param
+        // each (the usual case; more grow the lists).
+        checks: Vec::with_capacity(policies.iter().map(|b| b.policy.mutations.len()).sum()),
+        invocations: Vec::with_capacity(policies.len()),
         applied: false,
         conditions_only: false,
     };
