@@ -634,20 +634,18 @@ pub fn response(uid: &str, outcome: &Outcome) -> Vec<u8> {
 /// request's object to the mutated one (base64, `patchType: JSONPatch`) when it changed, or
 /// the denial.
 pub fn mutation_response(uid: &str, outcome: &MutationOutcome) -> Vec<u8> {
-    use base64::Engine as _;
     let patch = (outcome.allowed() && !outcome.patch.is_empty()).then(|| {
-        // Serializing JSON values into memory cannot fail.
         let json = outcome.patch.as_bytes();
-        let base64 = &base64::engine::general_purpose::STANDARD;
+        let base64 = &base64_simd::STANDARD;
         // The base64 alphabet needs no escape: the text is written as it is, not scanned
         // byte by byte for escapes as a string is (3% of a realistic mutating review).
-        let mut quoted = String::with_capacity(json.len().div_ceil(3) * 4 + 2);
+        let mut quoted = String::with_capacity(base64.encoded_length(json.len()) + 2);
         quoted.push('"');
-        base64.encode_string(json, &mut quoted);
+        base64.encode_append(json, &mut quoted);
         quoted.push('"');
         match serde_json::value::RawValue::from_string(quoted) {
             Ok(raw) => PatchText::Raw(raw),
-            Err(_) => PatchText::Text(base64.encode(json)),
+            Err(_) => PatchText::Text(base64.encode_to_string(json)),
         }
     });
     let review = MutationReview {
