@@ -195,7 +195,7 @@ pub fn apply_semantics(p: &api::MutatingAdmissionPolicy) -> ApplySemantics {
 pub fn mutating_binding(b: &api::MutatingAdmissionPolicyBinding) -> model::MutatingBindingSpec {
     let s = &b.spec;
     model::MutatingBindingSpec {
-        name: b.name_any(),
+        name: b.name_any().into(),
         policy_name: s.policy_name.clone().unwrap_or_default(),
         match_resources: s.match_resources.as_ref().map(match_resources),
         param_ref: s.param_ref.as_ref().map(|r| Box::new(param_ref(r))),
@@ -312,7 +312,7 @@ mod tests {
             }))
             .unwrap();
         let b = mutating_binding(&binding);
-        assert_eq!((b.name.as_str(), b.policy_name.as_str()), ("b", "m"));
+        assert_eq!((&*b.name, b.policy_name.as_str()), ("b", "m"));
         let r = b.param_ref.unwrap();
         assert_eq!(r.name.as_deref(), Some("p"));
         assert_eq!(

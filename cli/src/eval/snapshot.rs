@@ -179,7 +179,7 @@ pub fn compile(doc: &Document, bindings: &[Document]) -> Result<Policy, CliError
                 &compiled.name,
                 |b: &MutatingAdmissionPolicyBinding| {
                     let spec = convert::mutating_binding(b);
-                    let names = (spec.name.clone(), spec.policy_name.clone());
+                    let names = (spec.name.to_string(), spec.policy_name.clone());
                     (spec, names)
                 },
                 validate_mutating_binding,

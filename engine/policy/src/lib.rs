@@ -685,7 +685,7 @@ mod tests {
                 mutate::ApplySemantics::Upstream,
             )),
             bindings: vec![Arc::new(model::MutatingBindingSpec {
-                name: format!("{name}-b"),
+                name: format!("{name}-b").into(),
                 policy_name: name.into(),
                 ..Default::default()
             })]

@@ -302,8 +302,8 @@ pub struct MutatingPolicySpec {
 /// A MutatingAdmissionPolicyBinding as the engine sees it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MutatingBindingSpec {
-    /// Object name.
-    pub name: String,
+    /// Object name (shared: each mutation's check is labelled with it).
+    pub name: Arc<str>,
     /// The policy it binds.
     pub policy_name: String,
     /// Narrowing of the policy's match constraints.

@@ -508,7 +508,7 @@ fn mutating(name: &str, failure_policy: FailurePolicy, mutation: Mutation) -> Bo
     BoundMutatingPolicy {
         policy: Arc::new(compile_mutating(spec, ApplySemantics::Upstream)),
         bindings: vec![Arc::new(MutatingBindingSpec {
-            name: format!("{name}-binding"),
+            name: format!("{name}-binding").into(),
             policy_name: name.into(),
             ..Default::default()
         })]

@@ -199,7 +199,7 @@ pub fn fixture_mutating(policies: &[fixture::Policy]) -> Vec<BoundMutatingPolicy
             BoundMutatingPolicy {
                 policy: Arc::new(policy),
                 bindings: vec![Arc::new(MutatingBindingSpec {
-                    name: format!("{}-binding", p.name),
+                    name: format!("{}-binding", p.name).into(),
                     policy_name: p.name.clone(),
                     match_resources: fixture_binding_match(p),
                     param_ref: fixture_param_ref(p).map(Box::new),

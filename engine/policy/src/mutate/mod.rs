@@ -407,9 +407,9 @@ impl Run<'_> {
                     continue;
                 }
             };
-            let binding_name: Arc<str> = Arc::from(binding.name.as_str());
+            let binding_name = &binding.name;
             for param in list {
-                self.invocation(policy, binding, &binding_name, namespace_object, param)?;
+                self.invocation(policy, binding, binding_name, namespace_object, param)?;
             }
         }
         Ok(())

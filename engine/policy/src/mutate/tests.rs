@@ -79,7 +79,7 @@ fn policy(name: &str, mutations: Vec<Mutation>) -> MutatingPolicySpec {
 fn bound(spec: MutatingPolicySpec, semantics: ApplySemantics) -> BoundMutatingPolicy {
     BoundMutatingPolicy {
         bindings: vec![Arc::new(MutatingBindingSpec {
-            name: format!("{}-b", spec.name),
+            name: format!("{}-b", spec.name).into(),
             policy_name: spec.name.clone(),
             ..Default::default()
         })]
