@@ -29,7 +29,7 @@ pub enum CompiledMutation {
 }
 
 /// A mutation's compiled expression, with its patch when the expression reads nothing of the
-/// request (5 in 24 of the realistic set: a fixed label or annotation), worked out here once:
+/// request (9 of the 24 in the realistic set: a fixed label or annotation), worked out here once:
 /// every evaluation would give the same at the same cost.
 #[derive(Debug)]
 pub struct CompiledPatch {
