@@ -258,8 +258,9 @@ fn declares_string(node: SchemaRef<'_>) -> bool {
 mod tests {
     use serde_json::{Value, json};
 
-    use super::{perform, plan, strings_at};
+    use super::{one_string, perform, plan, string_member, strings_at};
     use crate::mutate::apply::tests::{pod, pod_schema};
+    use crate::mutate::json_patch::Operation;
     use crate::mutate::merge::merge_into;
     use crate::mutate::touched::Writes;
     use crate::mutate::typed::{Ty, atomic_paths, validate_config};
@@ -382,6 +383,40 @@ mod tests {
         assert!(
             strings_at(&schema, &object, &[]),
             "no path: nothing to find"
+        );
+    }
+
+    #[test]
+    fn one_added_string_is_taken_where_the_kind_declares_one() {
+        let schema = pod_schema();
+        let op = |op: &str, path: &str, value: Value| Operation {
+            op: op.into(),
+            path: path.into(),
+            from: None,
+            value: Some(value),
+        };
+        let ops = [op("add", "/metadata/labels/a~1b", json!("x"))];
+        let (path, string) = one_string(&ops).expect("one string");
+        assert_eq!(
+            (path.concat(), string),
+            ("metadatalabelsa/b".to_string(), "x")
+        );
+        assert_eq!(string_member(&schema, &pod(), &path), Some(None));
+        let app = ["metadata", "labels", "app"];
+        assert_eq!(
+            string_member(&schema, &pod(), &app),
+            Some(Some(&json!("web")))
+        );
+        // Not one string: a number, a removal, two operations, a pointer without `/`.
+        assert!(one_string(&[op("add", "/metadata/name", json!(1))]).is_none());
+        assert!(one_string(&[op("remove", "/metadata/name", json!("x"))]).is_none());
+        assert!(one_string(&[ops[0].clone(), ops[0].clone()]).is_none());
+        assert!(one_string(&[op("add", "metadata", json!("x"))]).is_none());
+        // Not where a string is declared: a number field, a list item.
+        assert_eq!(string_member(&schema, &pod(), &["spec", "replicas"]), None);
+        assert_eq!(
+            string_member(&schema, &pod(), &["metadata", "finalizers", "0"]),
+            None
         );
     }
 }
