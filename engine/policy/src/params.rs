@@ -1,14 +1,14 @@
 //! Collecting a binding's params (kube-apiserver's `CollectParams`): by name or selector, in the
 //! paramRef's namespace or the request's, with parameterNotFoundAction and upstream's errors.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use serde_json::Value;
 use smallvec::{SmallVec, smallvec};
 
 use crate::matching::{MatchError, selector_matches};
-use crate::model::{ParamKind, ParamRef, ParameterNotFoundAction};
+use crate::model::{LabelSelector, ParamKind, ParamRef, ParameterNotFoundAction};
 use crate::request::Request;
 
 /// The objects of one param kind, as the operator's watch of that kind knows them.
@@ -16,12 +16,118 @@ use crate::request::Request;
 pub struct ParamObjects {
     /// True for namespaced kinds.
     pub namespaced: bool,
-    /// Objects by namespace (empty for cluster-scoped kinds), then name. A request looks one
-    /// up by `&str`, with no key built, and a selector reads only its namespace's objects; a
-    /// watch event copies only the map of the namespace it changes, and every object is
-    /// shared.
+    /// Objects by namespace (empty for cluster-scoped kinds). A request looks one up by
+    /// `&str`, with no key built, and a selector reads only its namespace's objects; a watch
+    /// event copies only the namespace it changes, and every object is shared.
     /// A namespace left with no object is removed.
-    by_namespace: BTreeMap<String, Arc<BTreeMap<String, Arc<Value>>>>,
+    by_namespace: BTreeMap<String, Arc<NamespaceObjects>>,
+}
+
+/// The objects of one namespace: by name, and by each label they carry.
+#[derive(Debug, Default, Clone)]
+struct NamespaceObjects {
+    by_name: BTreeMap<String, Arc<Value>>,
+    /// For each label key and value, the objects carrying it, in name order: a selector with
+    /// `matchLabels` reads only the objects of one of its labels, and no object's labels
+    /// (1,024 params of one label: 3.8 M -> 3.2 M instructions per review).
+    /// A sorted list, not a map: a map's first node takes hundreds of bytes, and many labels
+    /// (a name, a hash) are carried by one object each.
+    by_label: HashMap<String, HashMap<String, Named>>,
+}
+
+/// Objects with their names, in name order.
+type Named = Vec<(String, Arc<Value>)>;
+
+/// The string-valued labels of an object (a selector sees no other).
+fn string_labels(object: &Value) -> impl Iterator<Item = (&str, &str)> {
+    labels_of(object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+}
+
+impl NamespaceObjects {
+    fn insert(&mut self, name: &str, object: Arc<Value>) {
+        self.remove(name);
+        for (key, value) in string_labels(&object) {
+            let carrying = (self.by_label.entry(key.to_string()).or_default())
+                .entry(value.to_string())
+                .or_default();
+            let at = carrying
+                .binary_search_by(|(n, _)| n.as_str().cmp(name))
+                .unwrap_or_else(|at| at);
+            carrying.insert(at, (name.to_string(), object.clone()));
+        }
+        self.by_name.insert(name.to_string(), object);
+    }
+
+    fn remove(&mut self, name: &str) {
+        let Some(old) = self.by_name.remove(name) else {
+            return;
+        };
+        for (key, value) in string_labels(&old) {
+            let Some(values) = self.by_label.get_mut(key) else {
+                continue;
+            };
+            if let Some(carrying) = values.get_mut(value)
+                && let Ok(at) = carrying.binary_search_by(|(n, _)| n.as_str().cmp(name))
+            {
+                carrying.remove(at);
+                if carrying.is_empty() {
+                    values.remove(value);
+                }
+            }
+            if values.is_empty() {
+                self.by_label.remove(key);
+            }
+        }
+    }
+
+    /// The objects `selector` selects, in name order, added to `out`.
+    fn select<'s>(
+        &'s self,
+        selector: &LabelSelector,
+        out: &mut ParamList<'s>,
+    ) -> Result<(), MatchError> {
+        let carrying = |(key, value): &(String, String)| {
+            (self.by_label.get(key.as_str()))
+                .and_then(|values| values.get(value.as_str()))
+                .map_or(&[][..], Vec::as_slice)
+        };
+        // The fewest candidates: those of the rarest label the selector requires.
+        let Some(rarest) = selector
+            .match_labels
+            .iter()
+            .map(carrying)
+            .min_by_key(|c| c.len())
+        else {
+            for obj in self.by_name.values() {
+                if selector_matches(selector, labels_of(obj))? {
+                    out.push(Some(&**obj));
+                }
+            }
+            return Ok(());
+        };
+        out.reserve(rarest.len());
+        if selector.match_labels.len() == 1 && selector.match_expressions.is_empty() {
+            out.extend(rarest.iter().map(|(_, obj)| Some(&**obj)));
+            return Ok(());
+        }
+        for (_, obj) in rarest {
+            if selector_matches(selector, labels_of(obj))? {
+                out.push(Some(&**obj));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An object's `metadata.labels`, if it has them.
+fn labels_of(object: &Value) -> Option<&serde_json::Map<String, Value>> {
+    object
+        .get("metadata")
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
 }
 
 impl ParamObjects {
@@ -35,51 +141,64 @@ impl ParamObjects {
 
     /// Inserts or replaces the object `name` in `namespace` (empty for cluster-scoped kinds).
     pub fn insert(&mut self, namespace: &str, name: &str, object: Arc<Value>) {
-        let names = Arc::make_mut(self.by_namespace.entry(namespace.to_string()).or_default());
-        names.insert(name.to_string(), object);
+        let objects = Arc::make_mut(self.by_namespace.entry(namespace.to_string()).or_default());
+        objects.insert(name, object);
     }
 
     /// Removes the object `name` in `namespace`, if there is one.
     pub fn remove(&mut self, namespace: &str, name: &str) {
-        let Some(names) = self.by_namespace.get_mut(namespace) else {
+        let Some(objects) = self.by_namespace.get_mut(namespace) else {
             return;
         };
-        if !names.contains_key(name) {
+        if !objects.by_name.contains_key(name) {
             return;
         }
-        let names = Arc::make_mut(names);
-        names.remove(name);
-        if names.is_empty() {
+        let objects = Arc::make_mut(objects);
+        objects.remove(name);
+        if objects.by_name.is_empty() {
             self.by_namespace.remove(namespace);
         }
     }
 
     /// The object `name` in `namespace`.
     pub fn get(&self, namespace: &str, name: &str) -> Option<&Arc<Value>> {
-        self.by_namespace.get(namespace)?.get(name)
+        self.by_namespace.get(namespace)?.by_name.get(name)
     }
 
     /// The objects in `namespace`, by name.
     pub fn in_namespace(&self, namespace: &str) -> impl Iterator<Item = (&str, &Arc<Value>)> {
         (self.by_namespace.get(namespace).into_iter())
-            .flat_map(|names| names.iter().map(|(name, o)| (name.as_str(), o)))
+            .flat_map(|objects| objects.by_name.iter().map(|(name, o)| (name.as_str(), o)))
     }
 
     /// Every object with its namespace and name, by namespace, then name.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str, &Arc<Value>)> {
-        self.by_namespace.iter().flat_map(|(ns, names)| {
-            (names.iter()).map(move |(name, o)| (ns.as_str(), name.as_str(), o))
+        self.by_namespace.iter().flat_map(|(ns, objects)| {
+            (objects.by_name.iter()).map(move |(name, o)| (ns.as_str(), name.as_str(), o))
         })
     }
 
     /// How many objects there are.
     pub fn len(&self) -> usize {
-        self.by_namespace.values().map(|names| names.len()).sum()
+        self.by_namespace.values().map(|o| o.by_name.len()).sum()
     }
 
     /// True when there is no object.
     pub fn is_empty(&self) -> bool {
         self.by_namespace.is_empty()
+    }
+
+    /// The objects in `namespace` that `selector` selects, in name order.
+    fn select(
+        &self,
+        namespace: &str,
+        selector: &LabelSelector,
+    ) -> Result<ParamList<'_>, MatchError> {
+        let mut out = ParamList::new();
+        if let Some(objects) = self.by_namespace.get(namespace) {
+            objects.select(selector, &mut out)?;
+        }
+        Ok(out)
     }
 }
 
@@ -222,19 +341,7 @@ pub fn collect<'p>(
             .map(|o| Some(&**o))
             .into_iter()
             .collect(),
-        (None, Some(selector)) => {
-            let mut out = ParamList::new();
-            for (_, obj) in store.in_namespace(namespace) {
-                let labels = obj
-                    .get("metadata")
-                    .and_then(|m| m.get("labels"))
-                    .and_then(Value::as_object);
-                if selector_matches(selector, labels)? {
-                    out.push(Some(&**obj));
-                }
-            }
-            out
-        }
+        (None, Some(selector)) => store.select(namespace, selector)?,
         (None, None) => return Err(ParamError::NoNameNorSelector),
     };
     if !found.is_empty() {
@@ -257,6 +364,7 @@ fn go_param_kind(kind: &ParamKind) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::LabelRequirement;
     use serde_json::json;
 
     struct One(ParamObjects);
@@ -346,6 +454,109 @@ mod tests {
         );
         assert_eq!(names(&edited), [pair("b", "w")]);
         assert!(!edited.is_empty());
+    }
+
+    #[test]
+    fn a_selector_selects_by_label_what_reading_every_objects_labels_selects() {
+        let obj = |name: &str, labels: Value| {
+            Arc::new(json!({"metadata": {"name": name, "labels": labels}, "data": {}}))
+        };
+        let mut objects = ParamObjects::new(true);
+        objects.insert("t", "a", obj("a", json!({"env": "prod", "tier": "web"})));
+        objects.insert("t", "b", obj("b", json!({"env": "prod"})));
+        objects.insert("t", "c", obj("c", json!({"env": "test", "tier": "web"})));
+        objects.insert("t", "d", obj("d", json!({"env": 7, "tier": "db"})));
+        objects.insert("t", "e", Arc::new(json!({"metadata": {"name": "e"}})));
+        objects.insert("u", "f", obj("f", json!({"env": "prod"})));
+        // Replaced with other labels, and removed: neither is found by its old labels.
+        objects.insert("t", "c", obj("c", json!({"env": "prod", "tier": "db"})));
+        objects.insert("t", "g", obj("g", json!({"env": "prod"})));
+        objects.remove("t", "g");
+        let labels = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let exists = |key: &str, operator: &str, values: &[&str]| LabelRequirement {
+            key: key.into(),
+            operator: operator.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        let selectors = [
+            (LabelSelector::default(), vec!["a", "b", "c", "d", "e"]),
+            (
+                selector(labels(&[("env", "prod")]), vec![]),
+                vec!["a", "b", "c"],
+            ),
+            (selector(labels(&[("env", "test")]), vec![]), vec![]),
+            (selector(labels(&[("env", "7")]), vec![]), vec![]),
+            (selector(labels(&[("tier", "db")]), vec![]), vec!["c", "d"]),
+            (
+                selector(labels(&[("env", "prod"), ("tier", "web")]), vec![]),
+                vec!["a"],
+            ),
+            (
+                selector(
+                    labels(&[("env", "prod")]),
+                    vec![exists("tier", "Exists", &[])],
+                ),
+                vec!["a", "c"],
+            ),
+            (
+                selector(vec![], vec![exists("tier", "In", &["db", "web"])]),
+                vec!["a", "c", "d"],
+            ),
+            (selector(labels(&[("absent", "x")]), vec![]), vec![]),
+        ];
+        for (selector, want) in selectors {
+            let got: Vec<&str> = (objects.select("t", &selector).expect("valid selector"))
+                .into_iter()
+                .map(|o| {
+                    o.and_then(|o| o["metadata"]["name"].as_str())
+                        .unwrap_or("?")
+                })
+                .collect();
+            let every: Vec<&str> = (objects.in_namespace("t"))
+                .filter(|(_, o)| selector_matches(&selector, labels_of(o)) == Ok(true))
+                .map(|(name, _)| name)
+                .collect();
+            assert_eq!(got, want, "{selector:?}");
+            assert_eq!(got, every, "{selector:?}");
+        }
+        assert!(
+            objects
+                .select("absent", &LabelSelector::default())
+                .is_ok_and(|l| l.is_empty())
+        );
+        let bad = selector(
+            labels(&[("env", "prod")]),
+            vec![exists("tier", "Near", &[])],
+        );
+        assert!(
+            objects.select("t", &bad).is_err(),
+            "an invalid operator, where a candidate reaches it"
+        );
+        objects.remove("t", "c");
+        objects.remove("t", "a");
+        let web = selector(labels(&[("tier", "web")]), vec![]);
+        assert!(objects.select("t", &web).is_ok_and(|l| l.is_empty()));
+        let namespace = &objects.by_namespace["t"];
+        assert!(
+            !namespace.by_label.contains_key("tier")
+                || !namespace.by_label["tier"].contains_key("web"),
+            "an emptied label goes"
+        );
+    }
+
+    fn selector(
+        match_labels: Vec<(String, String)>,
+        match_expressions: Vec<LabelRequirement>,
+    ) -> LabelSelector {
+        LabelSelector {
+            match_labels,
+            match_expressions,
+        }
     }
 
     #[test]

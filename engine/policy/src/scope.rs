@@ -8,9 +8,9 @@ use serde_json::Value;
 use crate::compile::PolicySpec;
 use crate::context::Context;
 use crate::evaluation::namespace_object;
-use crate::matching::{self, MatchError};
+use crate::matching::{self, MatchError, Namespaces};
 use crate::model::{MatchResources, MutatingBindingSpec, ParamRef, ValidatingBindingSpec};
-use crate::params::{self, Collected, ParamError, ParamKindState, ParamList};
+use crate::params::{self, Collected, ParamError, ParamKindState, ParamList, Params};
 use crate::request::Request;
 use crate::trace::Skip;
 
@@ -95,19 +95,20 @@ macro_rules! impl_binding_spec {
 
 impl_binding_spec!(ValidatingBindingSpec, MutatingBindingSpec);
 
-/// The params to evaluate a binding of the policy `spec` with.
+/// The params to evaluate a binding of the policy `spec` with, its match read in `namespaces`.
 pub(crate) fn binding_params<'p>(
     spec: &impl PolicySpec,
     binding: &impl BindingSpec,
     req: &Request<'_>,
-    ctx: &Context<'p>,
+    namespaces: &dyn Namespaces,
+    params: &'p dyn Params,
 ) -> Result<BindingParams<'p>, BindingError> {
     if let Some(m) = binding.match_resources()
-        && !matching::matches(m, req, ctx.namespaces)?
+        && !matching::matches(m, req, namespaces)?
     {
         return Ok(Err(Skip::BindingNotMatched));
     }
-    let collected = params::collect(spec.param_kind(), binding.param_ref(), req, ctx.params)?;
+    let collected = params::collect(spec.param_kind(), binding.param_ref(), req, params)?;
     Ok(match collected {
         Collected::Evaluate(list) => Ok(list),
         Collected::Skip => Err(Skip::NoParams),

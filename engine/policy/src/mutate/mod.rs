@@ -398,7 +398,7 @@ impl Run<'_> {
             }
         };
         for binding in bound.bindings.iter() {
-            let params = binding_params(&policy.spec, &**binding, req, ctx);
+            let params = binding_params(&policy.spec, &**binding, req, ctx.namespaces, ctx.params);
             let list = match params {
                 Ok(Ok(list)) => list,
                 Ok(Err(_)) => continue,

@@ -19,6 +19,7 @@ mod validations;
 use std::sync::Arc;
 use std::time::Instant;
 
+use celgate_cel::Activation;
 use hashbrown::HashMap;
 
 use crate::compile::ValidatingPolicy;
@@ -234,6 +235,8 @@ struct Matched<'m, 'c> {
     /// evaluation, as they would get the same results each. Not kept for a policy of one
     /// binding, nor under a trace, which reports each binding's evaluation.
     evaluated: Option<HashMap<usize, ParamResult>>,
+    /// The validations' activation, kept from one param's evaluation for the next.
+    checks: Option<Activation<'m>>,
 }
 
 /// What a policy's expressions gave for a request and one param.
@@ -262,6 +265,7 @@ impl<'m, 'c> Matched<'m, 'c> {
             namespaces: RememberedLabels::new(ctx.namespaces),
             fail: policy.failure_policy() == FailurePolicy::Fail,
             evaluated: share.then(HashMap::new),
+            checks: None,
         }
     }
 
@@ -278,27 +282,24 @@ impl<'m, 'c> Matched<'m, 'c> {
     ) -> bool {
         let (policy, req, ctx, fail) = (self.policy, self.req, self.ctx, self.fail);
         let started = Instant::now();
-        let matching = Context {
-            namespaces: &self.namespaces,
-            ..*ctx
-        };
         // A binding whose match or params cannot be worked out is a configuration error.
-        let params = match binding_params(&policy.spec, &**binding, req, &matching) {
-            Ok(Ok(list)) => list,
-            Ok(Err(why)) => {
-                if let Some(t) = ctx.trace {
-                    t.skipped(&policy.name, Some(&binding.name), why);
+        let params =
+            match binding_params(&policy.spec, &**binding, req, &self.namespaces, ctx.params) {
+                Ok(Ok(list)) => list,
+                Ok(Err(why)) => {
+                    if let Some(t) = ctx.trace {
+                        t.skipped(&policy.name, Some(&binding.name), why);
+                    }
+                    return false;
                 }
-                return false;
-            }
-            Err(e) => {
-                if fail {
-                    let msg = policy_message(policy, Some(&binding.name), &e.to_string());
-                    deny_first(out, msg, None);
+                Err(e) => {
+                    if fail {
+                        let msg = policy_message(policy, Some(&binding.name), &e.to_string());
+                        deny_first(out, msg, None);
+                    }
+                    return false;
                 }
-                return false;
-            }
-        };
+            };
         if let Some(at) = ctx.exceptions
             && let Some(e) = at.excepting(
                 &policy.name,
@@ -325,15 +326,16 @@ impl<'m, 'c> Matched<'m, 'c> {
                 t.evaluation(&policy.name, &binding.name, param);
             }
             let own;
+            let (namespace_object, checks) = (self.namespace_object, &mut self.checks);
             let result = match &mut self.evaluated {
                 Some(evaluated) => {
                     let at = param.map_or(0, |p| std::ptr::from_ref(p) as usize);
                     (evaluated.entry(at)).or_insert_with(|| {
-                        evaluate_param(policy, self.namespace_object, req, ctx, param)
+                        evaluate_param(policy, namespace_object, req, ctx, param, checks)
                     })
                 }
                 None => {
-                    own = evaluate_param(policy, self.namespace_object, req, ctx, param);
+                    own = evaluate_param(policy, namespace_object, req, ctx, param, checks);
                     &own
                 }
             };
@@ -385,12 +387,13 @@ impl<'m, 'c> Matched<'m, 'c> {
 
 /// Evaluates a policy's match conditions for a request and one param, then, where they
 /// hold, its validations and audit annotations.
-fn evaluate_param(
-    policy: &ValidatingPolicy,
-    namespace_object: &serde_json::Value,
-    req: &Request<'_>,
-    ctx: &Context<'_>,
-    param: Option<&serde_json::Value>,
+fn evaluate_param<'a>(
+    policy: &'a ValidatingPolicy,
+    namespace_object: &'a serde_json::Value,
+    req: &'a Request<'a>,
+    ctx: &'a Context<'_>,
+    param: Option<&'a serde_json::Value>,
+    checks: &mut Option<Activation<'a>>,
 ) -> ParamResult {
     let evaluation = Evaluation {
         req,
@@ -414,7 +417,7 @@ fn evaluate_param(
     let (decisions, annotations) = match matched {
         MatchConditions::Apply => {
             let fail = policy.failure_policy() == FailurePolicy::Fail;
-            let decisions = evaluate_validations(policy, &evaluation, fail);
+            let decisions = evaluate_validations(policy, &evaluation, checks, fail);
             (decisions, annotation_values(policy, &evaluation))
         }
         MatchConditions::Skip | MatchConditions::Error(_) => (Vec::new(), Vec::new()),
@@ -753,5 +756,73 @@ mod tests {
         assert_eq!(denied, [false, false, false, true]);
         assert_eq!(each[1].outcome.warnings.len(), 1);
         assert!(each[2].outcome.warnings.is_empty());
+    }
+
+    #[test]
+    fn each_param_of_a_binding_is_evaluated_with_its_own_params_and_variables() {
+        let mut s = spec(vec![Validation {
+            expression: "object.spec.replicas <= variables.max".into(),
+            message_expression: Some("'over the max of ' + params.metadata.name".into()),
+            ..Default::default()
+        }]);
+        s.variables = vec![NamedExpression {
+            name: "max".into(),
+            expression: "params.max".into(),
+        }];
+        s.param_kind = Some(crate::model::ParamKind {
+            api_version: "v1".into(),
+            kind: "ConfigMap".into(),
+        });
+        let mut policy = bound(s, vec![]);
+        let selecting = |name: &str, action| {
+            Arc::new(ValidatingBindingSpec {
+                name: name.into(),
+                policy_name: "p".into(),
+                match_resources: None,
+                param_ref: Some(Box::new(crate::model::ParamRef {
+                    selector: Some(Default::default()),
+                    ..Default::default()
+                })),
+                validation_actions: vec![action],
+            })
+        };
+        policy.bindings = vec![selecting("warns", ValidationAction::Warn)].into();
+        let mut objects = crate::params::ParamObjects::new(true);
+        // Evaluated in name order: a passing param before and after the failing one, so a
+        // `params` or variable left from the param before would pass `b`.
+        for (name, max) in [("a", 5), ("b", 2), ("c", 9), ("d", 1)] {
+            objects.insert(
+                "staging-ns",
+                name,
+                Arc::new(json!({"metadata": {"name": name}, "max": max})),
+            );
+        }
+        let params = TwoParams(objects);
+        let namespaces = cache();
+        let mut ctx = context(&namespaces);
+        ctx.params = &params;
+        let raw = create_deployment(json!({"spec": {"replicas": 3}}));
+        let req = Request::from_json(&raw).expect("valid request");
+        let warned = |policy: &crate::BoundPolicy| {
+            validate(std::slice::from_ref(policy), &req, &ctx).warnings
+        };
+        let over = |name: &str| {
+            format!(
+                "Validation failed for ValidatingAdmissionPolicy 'p' with binding 'warns': over the max of {name}"
+            )
+        };
+        assert_eq!(warned(&policy), [over("b"), over("d")]);
+        // The same with two bindings, which share each param's evaluation.
+        policy.bindings = vec![
+            selecting("warns", ValidationAction::Warn),
+            selecting("denies", ValidationAction::Deny),
+        ]
+        .into();
+        let out = validate(std::slice::from_ref(&policy), &req, &ctx);
+        assert_eq!(out.warnings, [over("b"), over("d")]);
+        assert_eq!(
+            out.denial.map(|d| d.message),
+            Some("ValidatingAdmissionPolicy 'p' with binding 'denies' denied request: over the max of b".to_string())
+        );
     }
 }

@@ -1,7 +1,8 @@
 //! A policy's validations and their message expressions: which failed or errored, with the
 //! message and reason each reports.
 
-use celgate_cel::{Budget, EvalError, RUNTIME_BUDGET, Value};
+use celgate_cel::{Activation, Budget, EvalError, RUNTIME_BUDGET, Value};
+use smallvec::SmallVec;
 
 use crate::compile::ValidatingPolicy;
 
@@ -91,15 +92,17 @@ fn unused_messages_skippable(policy: &ValidatingPolicy, budget: &Budget) -> bool
 
 /// Evaluates a policy's validations and their message expressions into one decision per failed
 /// or errored validation (one in all when the shared budget runs out).
-pub(super) fn evaluate_validations(
-    policy: &ValidatingPolicy,
-    evaluation: &Evaluation<'_>,
+pub(super) fn evaluate_validations<'a>(
+    policy: &'a ValidatingPolicy,
+    evaluation: &Evaluation<'a>,
+    checks: &mut Option<Activation<'a>>,
     fail: bool,
 ) -> Vec<Decision> {
-    let act = evaluation.activation(Batch::Checks);
+    let act = evaluation.checks_activation(checks);
     let mut budget = evaluation.budget(RUNTIME_BUDGET);
     let trace = evaluation.trace;
-    let mut results: Vec<Result<bool, CheckError>> = Vec::with_capacity(policy.validations.len());
+    // Kept inline for a few validations: one evaluation per param, 1,024 params to a binding.
+    let mut results: SmallVec<[Result<bool, CheckError>; 4]> = SmallVec::new();
     for (index, v) in policy.validations.iter().enumerate() {
         let step = |result, cost, effect| Step {
             phase: Phase::Validations,
@@ -121,7 +124,7 @@ pub(super) fn evaluate_validations(
             }
             Ok(p) => p,
         };
-        let (result, cost) = p.eval_with_cost(&act, &mut budget);
+        let (result, cost) = p.eval_with_cost(act, &mut budget);
         if let Some(t) = trace {
             let (traced, effect) = match &result {
                 Ok(v) => (
@@ -144,7 +147,7 @@ pub(super) fn evaluate_validations(
             }),
             Err(EvalError::BudgetExhausted) => {
                 if let Some(t) = trace {
-                    trace::variables(t, &policy.spec.variables, Phase::Validations, &act);
+                    trace::variables(t, &policy.spec.variables, Phase::Validations, act);
                 }
                 return vec![error_decision(fail, &CheckError::OutOfBudget, 0)];
             }
@@ -156,14 +159,14 @@ pub(super) fn evaluate_validations(
         results.push(result);
     }
     if let Some(t) = trace {
-        trace::variables(t, &policy.spec.variables, Phase::Validations, &act);
+        trace::variables(t, &policy.spec.variables, Phase::Validations, act);
     }
     // Message expressions run for every validation that has one, with the remaining budget and
     // their own variable memo (an activation built only when a validation has one); but see
     // `unused_messages_skippable`.
     let skip_unused = trace.is_none() && unused_messages_skippable(policy, &budget);
     let mut act = None;
-    let mut messages: Vec<Option<String>> = Vec::with_capacity(results.len());
+    let mut messages: SmallVec<[Option<String>; 4]> = SmallVec::new();
     for (index, v) in policy.validations.iter().enumerate() {
         let failed = matches!(results.get(index), Some(Ok(false)));
         let msg = match &v.message_expression {
