@@ -254,7 +254,8 @@ fn has_object_meta(obj: &Value) -> bool {
     obj.get("metadata").is_some_and(Value::is_object)
 }
 
-fn labels_of(obj: &Value) -> Option<&serde_json::Map<String, Value>> {
+/// An object's `metadata.labels`, if it has them as a map.
+pub(crate) fn labels_of(obj: &Value) -> Option<&serde_json::Map<String, Value>> {
     obj.get("metadata")?.get("labels")?.as_object()
 }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::Value;
 use smallvec::{SmallVec, smallvec};
 
-use crate::matching::{MatchError, selector_matches};
+use crate::matching::{MatchError, labels_of, selector_matches};
 use crate::model::{LabelSelector, ParamKind, ParamRef, ParameterNotFoundAction};
 use crate::request::Request;
 
@@ -124,14 +124,6 @@ impl NamespaceObjects {
         }
         Ok(())
     }
-}
-
-/// An object's `metadata.labels`, if it has them.
-fn labels_of(object: &Value) -> Option<&serde_json::Map<String, Value>> {
-    object
-        .get("metadata")
-        .and_then(|m| m.get("labels"))
-        .and_then(Value::as_object)
 }
 
 impl ParamObjects {
