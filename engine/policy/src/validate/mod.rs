@@ -690,38 +690,69 @@ mod tests {
         }
     }
 
-    /// The ConfigMaps `a` (max 5) and `b` (max 2) in `staging-ns`.
-    struct TwoParams(crate::params::ParamObjects);
-    impl crate::params::Params for TwoParams {
+    /// ConfigMaps in `staging-ns`, each with its `max`, as every param kind's objects.
+    struct StagingParams(crate::params::ParamObjects);
+    impl crate::params::Params for StagingParams {
         fn kind(&self, _: &crate::model::ParamKind) -> crate::params::ParamKindState<'_> {
             crate::params::ParamKindState::Ready(&self.0)
         }
     }
 
-    #[test]
-    fn bindings_evaluating_one_param_share_one_evaluation_and_each_routes_it() {
-        let mut s = spec(vec![Validation {
-            expression:
-                "authorizer.path('/x').check('get').allowed() && object.spec.replicas <= params.max"
-                    .into(),
-            ..Default::default()
-        }]);
+    impl StagingParams {
+        fn new(maxes: &[(&str, i64)]) -> Self {
+            let mut objects = crate::params::ParamObjects::new(true);
+            for (name, max) in maxes {
+                let object = json!({"metadata": {"name": name}, "max": max});
+                objects.insert("staging-ns", name, Arc::new(object));
+            }
+            StagingParams(objects)
+        }
+    }
+
+    /// A policy of `validations` and `variables` whose params are ConfigMaps.
+    fn with_config_map_params(
+        validations: Vec<Validation>,
+        variables: Vec<NamedExpression>,
+    ) -> crate::BoundPolicy {
+        let mut s = spec(validations);
+        s.variables = variables;
         s.param_kind = Some(crate::model::ParamKind {
             api_version: "v1".into(),
             kind: "ConfigMap".into(),
         });
-        let mut policy = bound(s, vec![]);
+        bound(s, vec![])
+    }
+
+    /// Binding `name` of policy `p` to the params `param_ref` picks, with `action`.
+    fn param_binding(
+        name: &str,
+        param_ref: crate::model::ParamRef,
+        action: ValidationAction,
+    ) -> Arc<ValidatingBindingSpec> {
+        Arc::new(ValidatingBindingSpec {
+            name: name.into(),
+            policy_name: "p".into(),
+            match_resources: None,
+            param_ref: Some(Box::new(param_ref)),
+            validation_actions: vec![action],
+        })
+    }
+
+    #[test]
+    fn bindings_evaluating_one_param_share_one_evaluation_and_each_routes_it() {
+        let validation = Validation {
+            expression:
+                "authorizer.path('/x').check('get').allowed() && object.spec.replicas <= params.max"
+                    .into(),
+            ..Default::default()
+        };
+        let mut policy = with_config_map_params(vec![validation], vec![]);
         let binding = |name: &str, param: &str, action| {
-            Arc::new(ValidatingBindingSpec {
-                name: name.into(),
-                policy_name: "p".into(),
-                match_resources: None,
-                param_ref: Some(Box::new(crate::model::ParamRef {
-                    name: Some(param.into()),
-                    ..Default::default()
-                })),
-                validation_actions: vec![action],
-            })
+            let by_name = crate::model::ParamRef {
+                name: Some(param.into()),
+                ..Default::default()
+            };
+            param_binding(name, by_name, action)
         };
         policy.bindings = vec![
             binding("first", "a", ValidationAction::Deny),
@@ -730,15 +761,7 @@ mod tests {
             binding("fourth", "b", ValidationAction::Deny),
         ]
         .into();
-        let mut objects = crate::params::ParamObjects::new(true);
-        for (name, max) in [("a", 5), ("b", 2)] {
-            objects.insert(
-                "staging-ns",
-                name,
-                Arc::new(json!({"metadata": {"name": name}, "max": max})),
-            );
-        }
-        let params = TwoParams(objects);
+        let params = StagingParams::new(&[("a", 5), ("b", 2)]);
         let namespaces = cache();
         let counting = Arc::new(Counting::default());
         let authorizer: Arc<dyn Authorizer> = counting.clone();
@@ -785,44 +808,27 @@ mod tests {
 
     #[test]
     fn each_param_of_a_binding_is_evaluated_with_its_own_params_and_variables() {
-        let mut s = spec(vec![Validation {
+        let validation = Validation {
             expression: "object.spec.replicas <= variables.max".into(),
             message_expression: Some("'over the max of ' + params.metadata.name".into()),
             ..Default::default()
-        }]);
-        s.variables = vec![NamedExpression {
+        };
+        let max = NamedExpression {
             name: "max".into(),
             expression: "params.max".into(),
-        }];
-        s.param_kind = Some(crate::model::ParamKind {
-            api_version: "v1".into(),
-            kind: "ConfigMap".into(),
-        });
-        let mut policy = bound(s, vec![]);
+        };
+        let mut policy = with_config_map_params(vec![validation], vec![max]);
         let selecting = |name: &str, action| {
-            Arc::new(ValidatingBindingSpec {
-                name: name.into(),
-                policy_name: "p".into(),
-                match_resources: None,
-                param_ref: Some(Box::new(crate::model::ParamRef {
-                    selector: Some(Default::default()),
-                    ..Default::default()
-                })),
-                validation_actions: vec![action],
-            })
+            let every = crate::model::ParamRef {
+                selector: Some(Default::default()),
+                ..Default::default()
+            };
+            param_binding(name, every, action)
         };
         policy.bindings = vec![selecting("warns", ValidationAction::Warn)].into();
-        let mut objects = crate::params::ParamObjects::new(true);
         // Evaluated in name order: a passing param before and after the failing one, so a
         // `params` or variable left from the param before would pass `b`.
-        for (name, max) in [("a", 5), ("b", 2), ("c", 9), ("d", 1)] {
-            objects.insert(
-                "staging-ns",
-                name,
-                Arc::new(json!({"metadata": {"name": name}, "max": max})),
-            );
-        }
-        let params = TwoParams(objects);
+        let params = StagingParams::new(&[("a", 5), ("b", 2), ("c", 9), ("d", 1)]);
         let namespaces = cache();
         let mut ctx = context(&namespaces);
         ctx.params = &params;
