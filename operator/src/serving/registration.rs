@@ -174,53 +174,149 @@ impl NeverSent {
         NeverSent::ApiServices,
     ];
 
-    /// The matchCondition (name, CEL) that keeps these requests away; none for `None`.
-    pub fn condition(self) -> Option<(&'static str, &'static str)> {
-        Some(match self {
+    /// The matchCondition that keeps these requests away; none for `None`.
+    pub fn exclusion(self) -> Option<Exclusion> {
+        let (name, kinds): (&'static str, Kinds) = match self {
             NeverSent::Events => (
                 "celgate-never-events",
-                "!(request.resource.resource == 'events' && (request.resource.group == '' || request.resource.group == 'events.k8s.io'))",
+                &[("", &["events"]), ("events.k8s.io", &["events"])],
             ),
             NeverSent::Leases => (
                 "celgate-never-leases",
-                "!(request.resource.group == 'coordination.k8s.io' && request.resource.resource == 'leases')",
+                &[("coordination.k8s.io", &["leases"])],
             ),
             NeverSent::AuthenticationReviews => (
                 "celgate-never-authentication-reviews",
-                "!(request.resource.group == 'authentication.k8s.io' && request.resource.resource in ['tokenreviews', 'selfsubjectreviews'])",
+                &[(
+                    "authentication.k8s.io",
+                    &["tokenreviews", "selfsubjectreviews"],
+                )],
             ),
             NeverSent::AuthorizationReviews => (
                 "celgate-never-authorization-reviews",
-                "!(request.resource.group == 'authorization.k8s.io' && request.resource.resource in ['subjectaccessreviews', 'selfsubjectaccessreviews', 'localsubjectaccessreviews', 'selfsubjectrulesreviews'])",
+                &[(
+                    "authorization.k8s.io",
+                    &[
+                        "subjectaccessreviews",
+                        "selfsubjectaccessreviews",
+                        "localsubjectaccessreviews",
+                        "selfsubjectrulesreviews",
+                    ],
+                )],
             ),
-            NeverSent::Nodes => (
-                "celgate-never-nodes",
-                "!(request.resource.group == '' && request.resource.resource == 'nodes')",
-            ),
+            NeverSent::Nodes => ("celgate-never-nodes", &[("", &["nodes"])]),
             NeverSent::CertificateSigningRequests => (
                 "celgate-never-certificate-signing-requests",
-                "!(request.resource.group == 'certificates.k8s.io' && request.resource.resource == 'certificatesigningrequests')",
+                &[("certificates.k8s.io", &["certificatesigningrequests"])],
             ),
             NeverSent::IpAllocations => (
                 "celgate-never-ip-allocations",
-                "!((request.resource.group == 'networking.k8s.io' && request.resource.resource in ['ipaddresses', 'servicecidrs']) || (request.resource.group == 'crd.projectcalico.org' && request.resource.resource in ['ipamblocks', 'blockaffinities', 'ipamhandles', 'ipamconfigs']) || (request.resource.group == 'cilium.io' && request.resource.resource in ['ciliumnodes', 'ciliumendpoints', 'ciliumendpointslices', 'ciliumidentities']))",
+                &[
+                    ("networking.k8s.io", &["ipaddresses", "servicecidrs"]),
+                    (
+                        "crd.projectcalico.org",
+                        &[
+                            "ipamblocks",
+                            "blockaffinities",
+                            "ipamhandles",
+                            "ipamconfigs",
+                        ],
+                    ),
+                    (
+                        "cilium.io",
+                        &[
+                            "ciliumnodes",
+                            "ciliumendpoints",
+                            "ciliumendpointslices",
+                            "ciliumidentities",
+                        ],
+                    ),
+                ],
             ),
             NeverSent::ApiServices => (
                 "celgate-never-api-services",
-                "!(request.resource.group == 'apiregistration.k8s.io' && request.resource.resource == 'apiservices')",
+                &[("apiregistration.k8s.io", &["apiservices"])],
             ),
             NeverSent::None => return None,
+        };
+        Some(Exclusion { name, kinds })
+    }
+}
+
+/// Kinds of request, by group: each group's resources (none: every resource of the group).
+type Kinds = &'static [(&'static str, &'static [&'static str])];
+
+/// A matchCondition of the policy webhooks: requests for its kinds are not sent. A webhook
+/// carries it only when its rules can match one of them, since kube-apiserver compiles each
+/// condition when it writes or loads the configuration and evaluates it on every request the
+/// rules send (with the default exclusions on every webhook, a configuration write took twice
+/// as long and the first request after it compiled them all). The kinds that kube-apiserver
+/// treats as equivalent across groups (core and `events.k8s.io` Events) sit in one condition,
+/// so a rule that reaches one of them brings the condition that names both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Exclusion {
+    /// The condition's name.
+    pub name: &'static str,
+    /// What it keeps away.
+    kinds: Kinds,
+}
+
+impl Exclusion {
+    /// The condition's CEL: false for a request to one of its kinds.
+    pub fn expression(&self) -> String {
+        let quoted = |s: &str| format!("'{s}'");
+        let terms: Vec<String> = self
+            .kinds
+            .iter()
+            .map(|(group, resources)| {
+                let group = format!("request.resource.group == {}", quoted(group));
+                match resources {
+                    [] => group,
+                    [one] => format!("{group} && request.resource.resource == {}", quoted(one)),
+                    many => {
+                        let list: Vec<String> = many.iter().map(|r| quoted(r)).collect();
+                        format!(
+                            "{group} && request.resource.resource in [{}]",
+                            list.join(", ")
+                        )
+                    }
+                }
+            })
+            .collect();
+        match terms.as_slice() {
+            [one] => format!("!({one})"),
+            many => {
+                let parenthesised: Vec<String> = many.iter().map(|t| format!("({t})")).collect();
+                format!("!({})", parenthesised.join(" || "))
+            }
+        }
+    }
+
+    /// Whether a request one of `rules` matches can be of its kinds: a rule's group is `*` or
+    /// one of the kinds' groups, and one of its resources (`resource` or
+    /// `resource/subresource`) is `*` or one of that group's resources.
+    fn reached_by(&self, rules: &[RuleWithOperations]) -> bool {
+        rules.iter().any(|rule| {
+            let groups = rule.api_groups.as_deref().unwrap_or_default();
+            let resources = rule.resources.as_deref().unwrap_or_default();
+            self.kinds.iter().any(|(group, names)| {
+                groups.iter().any(|g| g == "*" || g == group)
+                    && resources.iter().any(|r| {
+                        let resource = r.split_once('/').map_or(r.as_str(), |(res, _)| res);
+                        names.is_empty() || resource == "*" || names.contains(&resource)
+                    })
+            })
         })
     }
 }
 
-/// The matchCondition that keeps celgate's own kinds from the policy webhooks, always: no
+/// The condition that keeps celgate's own kinds from the policy webhooks, always: no
 /// policy applies to them (as in-tree policies skip the in-tree policy kinds), and while
 /// celgate is down a fail-closed policy over `*` must not stop its policies being deleted.
-const OWN_KINDS: (&str, &str) = (
-    "celgate-never-own-kinds",
-    "request.resource.group != 'admission.celgate.io'",
-);
+const OWN_KINDS: Exclusion = Exclusion {
+    name: "celgate-never-own-kinds",
+    kinds: &[(celgate_engine::GROUP, &[])],
+};
 
 /// What the policy webhooks never see: namespaces and kinds of request.
 #[derive(Clone, Debug)]
@@ -232,21 +328,22 @@ pub struct Exemptions {
 }
 
 impl Exemptions {
-    /// The matchConditions of every policy webhook: celgate's own kinds, then one per kind
-    /// never sent, once each.
-    fn match_conditions(&self) -> Vec<MatchCondition> {
+    /// The matchConditions of a policy webhook with these `rules`: celgate's own kinds, then
+    /// one per kind never sent, once each, of those its rules can reach ([`Exclusion`]); none
+    /// when they reach none.
+    fn match_conditions(&self, rules: &[RuleWithOperations]) -> Option<Vec<MatchCondition>> {
         let mut out: Vec<MatchCondition> = Vec::new();
-        let conditions =
-            std::iter::once(OWN_KINDS).chain(self.never_sent.iter().filter_map(|n| n.condition()));
-        for (name, expression) in conditions {
-            if !out.iter().any(|c| c.name == name) {
+        let exclusions =
+            std::iter::once(OWN_KINDS).chain(self.never_sent.iter().filter_map(|n| n.exclusion()));
+        for exclusion in exclusions {
+            if exclusion.reached_by(rules) && !out.iter().any(|c| c.name == exclusion.name) {
                 out.push(MatchCondition {
-                    name: name.to_string(),
-                    expression: expression.to_string(),
+                    name: exclusion.name.to_string(),
+                    expression: exclusion.expression(),
                 });
             }
         }
-        out
+        (!out.is_empty()).then_some(out)
     }
 
     /// The namespaceSelector of a policy webhook: every namespace but the skipped ones, by the
@@ -710,6 +807,7 @@ pub fn validating_configuration(
     .filter_map(|(name, failure, failure_str, path)| {
         let rules = covering(rules(set, failure), *coverage);
         (!rules.is_empty()).then(|| ValidatingWebhook {
+            match_conditions: exempt.match_conditions(&rules),
             name: name.to_string(),
             admission_review_versions: vec!["v1".to_string()],
             client_config: endpoint.client_config(path, ca_pem),
@@ -720,7 +818,6 @@ pub fn validating_configuration(
             rules: Some(rules),
             side_effects: "None".to_string(),
             timeout_seconds: Some(*timeout_seconds),
-            match_conditions: Some(exempt.match_conditions()),
         })
     })
     .chain(std::iter::once(ValidatingWebhook {
@@ -782,6 +879,7 @@ pub fn mutating_configuration(
                 ReinvocationPolicy::IfNeeded => "IfNeeded",
             };
             (!rules.is_empty()).then(|| MutatingWebhook {
+                match_conditions: exempt.match_conditions(&rules),
                 name: (*name).to_string(),
                 admission_review_versions: vec!["v1".to_string()],
                 client_config: endpoint.client_config(path, ca_pem),
@@ -793,7 +891,6 @@ pub fn mutating_configuration(
                 rules: Some(rules),
                 side_effects: "None".to_string(),
                 timeout_seconds: Some(*timeout_seconds),
-                match_conditions: Some(exempt.match_conditions()),
             })
         })
         .collect();
@@ -1674,24 +1771,100 @@ mod tests {
             );
             let conditions: Vec<&str> = hook["matchConditions"]
                 .as_array()
-                .unwrap()
-                .iter()
+                .into_iter()
+                .flatten()
                 .filter_map(|c| c["name"].as_str())
                 .collect();
-            assert_eq!(
-                conditions,
-                std::iter::once(OWN_KINDS.0)
-                    .chain(
-                        NeverSent::DEFAULT
-                            .iter()
-                            .filter_map(|n| n.condition())
-                            .map(|(name, _)| name)
-                    )
-                    .collect::<Vec<_>>()
-            );
+            let every: Vec<&str> = std::iter::once(OWN_KINDS.name)
+                .chain(
+                    NeverSent::DEFAULT
+                        .iter()
+                        .filter_map(|n| n.exclusion())
+                        .map(|e| e.name),
+                )
+                .collect();
+            match coverage {
+                // Rules over ConfigMaps reach no kind that is never sent.
+                WebhookRules::Policies => assert!(conditions.is_empty(), "{conditions:?}"),
+                WebhookRules::All => assert_eq!(conditions, every),
+            }
             // celgate's own webhook is not filtered.
             assert!(v["webhooks"][1].get("matchConditions").is_none());
         }
+    }
+
+    #[test]
+    fn a_webhook_carries_the_conditions_its_rules_can_reach() {
+        let rule = |groups: &[&str], resources: &[&str]| RuleWithOperations {
+            operations: Some(vec!["CREATE".into()]),
+            api_groups: Some(groups.iter().map(|g| g.to_string()).collect()),
+            api_versions: Some(vec!["*".into()]),
+            resources: Some(resources.iter().map(|r| r.to_string()).collect()),
+            scope: Some("*".into()),
+        };
+        let names = |rules: &[RuleWithOperations]| -> Vec<&'static str> {
+            let conditions = excluded().match_conditions(rules).unwrap_or_default();
+            let every = std::iter::once(OWN_KINDS)
+                .chain(NeverSent::DEFAULT.iter().filter_map(|n| n.exclusion()));
+            every
+                .filter(|e| conditions.iter().any(|c| c.name == e.name))
+                .map(|e| e.name)
+                .collect()
+        };
+        let every: Vec<&str> = names(&[every_resource()]);
+        assert_eq!(every.len(), 1 + NeverSent::DEFAULT.len());
+        for (rules, expected) in [
+            (vec![rule(&["apps"], &["deployments"])], vec![]),
+            (vec![rule(&[""], &["pods", "configmaps"])], vec![]),
+            (vec![rule(&["*"], &["*"])], every.clone()),
+            (vec![rule(&["*"], &["*/status"])], every.clone()),
+            (
+                vec![rule(&[""], &["*"])],
+                vec!["celgate-never-events", "celgate-never-nodes"],
+            ),
+            (
+                vec![rule(&[""], &["nodes/status"])],
+                vec!["celgate-never-nodes"],
+            ),
+            // Either group of Events brings the one condition naming both.
+            (
+                vec![rule(&["events.k8s.io"], &["events"])],
+                vec!["celgate-never-events"],
+            ),
+            // celgate's group counts as every resource of it.
+            (
+                vec![rule(&["*"], &["events"])],
+                vec![OWN_KINDS.name, "celgate-never-events"],
+            ),
+            (
+                vec![rule(
+                    &[celgate_engine::GROUP],
+                    &["validatingadmissionpolicies"],
+                )],
+                vec![OWN_KINDS.name],
+            ),
+            (
+                vec![
+                    rule(&["apps"], &["deployments"]),
+                    rule(
+                        &["cilium.io", "coordination.k8s.io"],
+                        &["ciliumnodes", "leases"],
+                    ),
+                ],
+                vec!["celgate-never-leases", "celgate-never-ip-allocations"],
+            ),
+            (
+                vec![rule(&["cilium.io"], &["ciliumnetworkpolicies"])],
+                vec![],
+            ),
+        ] {
+            assert_eq!(names(&rules), expected, "{rules:?}");
+        }
+        // A webhook whose rules reach none has no matchConditions field at all.
+        assert_eq!(
+            excluded().match_conditions(&[rule(&["apps"], &["deployments"])]),
+            None
+        );
     }
 
     /// Evaluates the [`NeverSent`] conditions for a request to `group`/`resource` with
@@ -1701,7 +1874,8 @@ mod tests {
         let env = Env::kubernetes().variable("request", Type::Dyn).build();
         let request = json!({"resource": {"group": group, "version": "v1", "resource": resource}});
         excluded()
-            .match_conditions()
+            .match_conditions(&[every_resource()])
+            .unwrap_or_default()
             .iter()
             .all(|MatchCondition { expression, .. }| {
                 let program = env.compile(expression).unwrap();
@@ -1726,6 +1900,7 @@ mod tests {
             ("authorization.k8s.io", "subjectaccessreviews"),
             ("authorization.k8s.io", "selfsubjectaccessreviews"),
             ("authorization.k8s.io", "localsubjectaccessreviews"),
+            ("authorization.k8s.io", "selfsubjectrulesreviews"),
             (celgate_engine::GROUP, "validatingadmissionpolicies"),
             (celgate_engine::GROUP, "mutatingadmissionpolicybindings"),
             // What the cluster needs to heal itself while celgate is down.
@@ -1736,8 +1911,10 @@ mod tests {
             ("crd.projectcalico.org", "ipamblocks"),
             ("crd.projectcalico.org", "blockaffinities"),
             ("crd.projectcalico.org", "ipamhandles"),
+            ("crd.projectcalico.org", "ipamconfigs"),
             ("cilium.io", "ciliumnodes"),
             ("cilium.io", "ciliumendpoints"),
+            ("cilium.io", "ciliumendpointslices"),
             ("cilium.io", "ciliumidentities"),
             ("apiregistration.k8s.io", "apiservices"),
         ] {
@@ -1765,16 +1942,20 @@ mod tests {
             namespaces: vec!["celgate-system".into()],
             never_sent,
         };
-        let only_own = exempt(vec![NeverSent::None]).match_conditions();
+        let every = [every_resource()];
+        let only_own = exempt(vec![NeverSent::None])
+            .match_conditions(&every)
+            .unwrap_or_default();
         assert_eq!(only_own.len(), 1);
-        assert_eq!(only_own[0].name, OWN_KINDS.0);
+        assert_eq!(only_own[0].name, OWN_KINDS.name);
         let names: Vec<String> =
             exempt(vec![NeverSent::Leases, NeverSent::None, NeverSent::Leases])
-                .match_conditions()
+                .match_conditions(&every)
                 .into_iter()
+                .flatten()
                 .map(|c| c.name)
                 .collect();
-        assert_eq!(names, [OWN_KINDS.0, "celgate-never-leases"]);
+        assert_eq!(names, [OWN_KINDS.name, "celgate-never-leases"]);
     }
 
     #[test]
