@@ -452,9 +452,12 @@ fn registered_operations(operations: &[String], wildcard: WildcardOperations) ->
 }
 
 /// Every well-formed resource rule of these match constraints, with its operations as
-/// [`registered_operations`] registers them, once each, in order. A malformed rule is left out
-/// (the engine still rejects what it cannot match), so one bad policy cannot make the whole
-/// configuration invalid.
+/// [`registered_operations`] registers them, in order, but none that another of them
+/// [`covers`]: the webhook is sent the same requests, and a binding whose policy's rules are
+/// already covered (by a wildcard rule, say) changes no configuration, so it is enforced as
+/// soon as celgate publishes it, without kube-apiserver writing and loading the configuration
+/// again. A malformed rule is left out (the engine still rejects what it cannot match), so one
+/// bad policy cannot make the whole configuration invalid.
 fn union_of_rules<'a>(
     wildcard: WildcardOperations,
     constraints: impl Iterator<Item = Option<&'a MatchResources>>,
@@ -480,18 +483,64 @@ fn union_of_rules<'a>(
                 r.resources.clone(),
                 r.scope.clone(),
             );
-            if well_formed && seen.insert(key) {
-                out.push(RuleWithOperations {
-                    operations: Some(operations),
-                    api_groups: Some(r.api_groups.clone()),
-                    api_versions: Some(r.api_versions.clone()),
-                    resources: Some(r.resources.clone()),
-                    scope: Some(r.scope.clone()),
-                });
+            if !well_formed || !seen.insert(key) {
+                continue;
+            }
+            let rule = RuleWithOperations {
+                operations: Some(operations),
+                api_groups: Some(r.api_groups.clone()),
+                api_versions: Some(r.api_versions.clone()),
+                resources: Some(r.resources.clone()),
+                scope: Some(r.scope.clone()),
+            };
+            if !out.iter().any(|kept| covers(kept, &rule)) {
+                out.retain(|kept| !covers(&rule, kept));
+                out.push(rule);
             }
         }
     }
     out
+}
+
+/// Whether kube-apiserver sends every request `narrow` matches to a webhook with rule `wide`:
+/// each of the operations, groups and versions of `narrow` is `wide`'s or `wide` has `*`,
+/// each of its resources is matched by one of `wide`'s ([`resource_covers`]), and `wide`'s
+/// scope is `*` or the same.
+fn covers(wide: &RuleWithOperations, narrow: &RuleWithOperations) -> bool {
+    let all = |wide: &Option<Vec<String>>, narrow: &Option<Vec<String>>| {
+        let wide = wide.as_deref().unwrap_or_default();
+        wide.iter().any(|w| w == "*")
+            || narrow
+                .as_deref()
+                .unwrap_or_default()
+                .iter()
+                .all(|n| wide.contains(n))
+    };
+    let resources = wide.resources.as_deref().unwrap_or_default();
+    all(&wide.operations, &narrow.operations)
+        && all(&wide.api_groups, &narrow.api_groups)
+        && all(&wide.api_versions, &narrow.api_versions)
+        && narrow
+            .resources
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .all(|n| resources.iter().any(|w| resource_covers(w, n)))
+        && (wide.scope.as_deref() == Some("*") || wide.scope == narrow.scope)
+}
+
+/// Whether every request resource entry `narrow` matches (`resource`, `resource/subresource`,
+/// `*`, `*/sub`, `resource/*`, `*/*`) entry `wide` matches too: kube-apiserver matches the
+/// resource part when it is `*` or equal, and the subresource part when it is `*` (which also
+/// matches no subresource) or equal (no subresource matching only none).
+fn resource_covers(wide: &str, narrow: &str) -> bool {
+    fn split(entry: &str) -> (&str, &str) {
+        entry.split_once('/').unwrap_or((entry, ""))
+    }
+    let (wide_resource, wide_sub) = split(wide);
+    let (narrow_resource, narrow_sub) = split(narrow);
+    (wide_resource == "*" || wide_resource == narrow_resource)
+        && (wide_sub == "*" || wide_sub == narrow_sub)
 }
 
 /// The name and label of both configurations.
@@ -1791,6 +1840,100 @@ mod tests {
             // celgate's own webhook is not filtered.
             assert!(v["webhooks"][1].get("matchConditions").is_none());
         }
+    }
+
+    #[test]
+    fn a_rule_another_rule_covers_is_not_registered() {
+        let rule = |operations: &[&str],
+                    groups: &[&str],
+                    versions: &[&str],
+                    resources: &[&str],
+                    scope: &str| {
+            let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+            celgate_engine::model::ResourceRule {
+                operations: strings(operations),
+                api_groups: strings(groups),
+                api_versions: strings(versions),
+                resources: strings(resources),
+                scope: scope.to_string(),
+                ..Default::default()
+            }
+        };
+        let registered = |rules: Vec<celgate_engine::model::ResourceRule>| -> Vec<Vec<String>> {
+            let constraints = MatchResources {
+                resource_rules: rules,
+                ..Default::default()
+            };
+            union_of_rules(
+                WildcardOperations::WithoutConnect,
+                std::iter::once(Some(&constraints)),
+            )
+            .into_iter()
+            .map(|r| r.resources.unwrap_or_default())
+            .collect()
+        };
+        let pods = rule(&["CREATE"], &[""], &["v1"], &["pods"], "*");
+        // Covered: by `*` operations, groups, versions or scope, by a superset, by a resource
+        // wildcard; whichever comes first.
+        for wide in [
+            rule(&["CREATE", "UPDATE"], &[""], &["*"], &["pods"], "*"),
+            rule(&["*"], &["*"], &["v1"], &["*"], "*"),
+            rule(
+                &["CREATE"],
+                &["", "apps"],
+                &["v1", "v2"],
+                &["configmaps", "pods"],
+                "*",
+            ),
+            rule(&["CREATE"], &[""], &["v1"], &["*/*"], "*"),
+            rule(&["CREATE"], &[""], &["v1"], &["pods/*"], "*"),
+        ] {
+            let only = wide.resources.clone();
+            assert_eq!(
+                registered(vec![pods.clone(), wide.clone()]),
+                std::slice::from_ref(&only),
+                "{wide:?}"
+            );
+            assert_eq!(
+                registered(vec![wide.clone(), pods.clone()]),
+                [only],
+                "{wide:?}"
+            );
+        }
+        // Not covered: another operation, group or version, a subresource only, a resource
+        // `*` against a subresource; a narrower scope.
+        for other in [
+            rule(&["UPDATE"], &[""], &["v1"], &["pods"], "*"),
+            rule(&["CREATE"], &["apps"], &["*"], &["*"], "*"),
+            rule(&["CREATE"], &[""], &["v2"], &["pods"], "*"),
+            rule(&["CREATE"], &[""], &["v1"], &["pods/status"], "*"),
+            rule(&["CREATE"], &[""], &["v1"], &["*/status"], "*"),
+        ] {
+            assert_eq!(
+                registered(vec![pods.clone(), other.clone()]).len(),
+                2,
+                "{other:?}"
+            );
+        }
+        let scoped = |scope| rule(&["CREATE"], &[""], &["v1"], &["pods"], scope);
+        assert_eq!(registered(vec![scoped("Namespaced"), scoped("*")]).len(), 1);
+        assert_eq!(
+            registered(vec![scoped("Namespaced"), scoped("Cluster")]).len(),
+            2
+        );
+        let status = rule(&["CREATE"], &[""], &["v1"], &["pods/status"], "*");
+        for wide in ["*", "pods"] {
+            let wide = rule(&["CREATE"], &[""], &["v1"], &[wide], "*");
+            assert_eq!(registered(vec![wide, status.clone()]).len(), 2);
+        }
+        for wide in ["*/status", "pods/*", "*/*"] {
+            let wide = rule(&["CREATE"], &[""], &["v1"], &[wide], "*");
+            assert_eq!(registered(vec![wide, status.clone()]).len(), 1);
+        }
+        // Two rules that cover each other (the same sets in another order): the first stays.
+        let reordered = rule(&["CREATE"], &[""], &["v1"], &["secrets", "pods"], "*");
+        let ordered = rule(&["CREATE"], &[""], &["v1"], &["pods", "secrets"], "*");
+        assert_eq!(registered(vec![reordered, ordered]), [["secrets", "pods"]]);
     }
 
     #[test]
