@@ -25,6 +25,10 @@ pub struct ServedResource {
     pub kind: GroupVersionKind,
     /// Whether its objects live in a namespace (a subresource's are its resource's).
     pub namespaced: bool,
+    /// Whether it can be listed and watched (discovery's verbs name both): what has stored
+    /// objects to read. Review kinds and `bindings` are only created; `componentstatuses` are
+    /// listed but not watched (each list probes the control plane's components).
+    pub watchable: bool,
 }
 
 /// The resource names of one group version and the kind each maps to, as client-go's
@@ -113,6 +117,11 @@ impl ServedResources {
                     };
                     let kind = kind_of(resource.response_kind.as_ref());
                     let namespaced = resource.scope.as_deref() == Some("Namespaced");
+                    let watchable = |verbs: &[String]| {
+                        ["list", "watch"]
+                            .iter()
+                            .all(|v| verbs.iter().any(|x| x == v))
+                    };
                     // As client-go's NewDiscoveryRESTMapper: the plural and the singular name
                     // (guessed from the kind when discovery gives none) map to the kind in
                     // this group version, and the guessed names of `<Kind>List` to that.
@@ -129,6 +138,7 @@ impl ServedResources {
                         resource: name.to_string(),
                         kind,
                         namespaced,
+                        watchable: watchable(&resource.verbs),
                     });
                     for sub in &resource.subresources {
                         if let Some(sub_name) = sub.subresource.as_deref() {
@@ -138,6 +148,7 @@ impl ServedResources {
                                 resource: format!("{name}/{sub_name}"),
                                 kind: kind_of(sub.response_kind.as_ref()),
                                 namespaced,
+                                watchable: watchable(&sub.verbs),
                             });
                         }
                     }
@@ -224,7 +235,9 @@ impl ServedResources {
     /// matches CREATE may select, as the audit lists them: for each group and resource, the
     /// first served version the rule names (any served version under matchPolicy Equivalent,
     /// which matches the others as equivalents), in the API server's order of preference.
-    /// Rules limited to resourceNames are left out: names are checked on the request.
+    /// Rules limited to resourceNames are left out: names are checked on the request; so are
+    /// resources that cannot be listed and watched (they have no stored objects to read, and
+    /// listing `componentstatuses` probes every control-plane component).
     pub fn created_by(&self, constraints: &MatchResources) -> Vec<&ServedResource> {
         let equivalent = constraints.match_policy == MatchPolicy::Equivalent;
         let mut out: Vec<&ServedResource> = Vec::new();
@@ -235,6 +248,7 @@ impl ServedResources {
         for rule in rules {
             for r in &self.resources {
                 let selected = !r.resource.contains('/')
+                    && r.watchable
                     && names(&rule.api_groups, &r.group)
                     && (equivalent || names(&rule.api_versions, &r.version))
                     && rule.resources.iter().any(|x| selects(x, &r.resource))
@@ -305,5 +319,37 @@ mod tests {
         assert!(in_scope("Cluster", false) && !in_scope("Cluster", true));
         assert!(in_scope("Namespaced", true) && in_scope("*", false));
         assert!(names(&["*".into()], "apps") && !names(&[String::new()], "apps"));
+    }
+
+    #[test]
+    fn only_resources_that_are_listed_and_watched_have_stored_objects_to_read() {
+        let builtin = crate::builtin::BuiltinDiscovery::load().unwrap();
+        let served = ServedResources::from_discovery(&builtin.discovery);
+        let created_by = |group: &str| {
+            let mut core = rule(&["CREATE"]);
+            core.api_groups = vec![group.into()];
+            core.api_versions = vec!["*".into()];
+            core.resources = vec!["*".into()];
+            let constraints = MatchResources {
+                resource_rules: vec![core],
+                ..Default::default()
+            };
+            served
+                .created_by(&constraints)
+                .into_iter()
+                .map(|r| r.resource.clone())
+                .collect::<Vec<_>>()
+        };
+        let core = created_by("");
+        for stored in ["pods", "configmaps", "namespaces", "events"] {
+            assert!(core.iter().any(|r| r == stored), "{stored}: {core:?}");
+        }
+        // Created only (bindings), listed but not watched (componentstatuses).
+        for unread in ["bindings", "componentstatuses"] {
+            assert!(!core.iter().any(|r| r == unread), "{unread}: {core:?}");
+        }
+        // Every resource of the review groups is only created.
+        assert_eq!(created_by("authorization.k8s.io"), Vec::<String>::new());
+        assert_eq!(created_by("authentication.k8s.io"), Vec::<String>::new());
     }
 }
