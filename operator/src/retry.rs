@@ -50,6 +50,13 @@ pub const LOOKUP: Delays = Delays {
     first: Duration::from_secs(1),
     max: Duration::from_secs(10),
 };
+/// A resource the audit cannot list or watch (forbidden, no longer served): it is tried again
+/// this slowly, beside the watch's own quick retries, so a resource that stays unreadable costs
+/// kube-apiserver a list a minute, not four a second.
+pub const UNREADABLE: Delays = Delays {
+    first: Duration::from_secs(1),
+    max: Duration::from_secs(60),
+};
 /// A list or watch kube-apiserver refused as overloaded (429, 503): at least as long as its
 /// `Retry-After` says.
 pub const OVERLOADED: Delays = Delays {

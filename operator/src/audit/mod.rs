@@ -291,7 +291,7 @@ impl Pacer {
 
 /// Lists and then watches one resource, evaluating each object under every binding of the
 /// plan that may select it (`audited`), until aborted. A resource celgate may not read is
-/// recorded in the bindings' status and tried again with backoff. It holds those bindings'
+/// recorded in the bindings' status and tried again with [`retry::UNREADABLE`]'s backoff. It holds those bindings'
 /// names, not the plan: a follow goes on into the next plans while its resource's inputs stay,
 /// and held every binding's unit of the plan it started with (at 1,000 policies x 100
 /// bindings, 98 bytes a binding for each plan held so).
@@ -324,6 +324,7 @@ async fn follow(
     let mut pass = None;
     let mut listed: u32 = 0;
     let mut failing = false;
+    let mut unreadable = retry::Backoff::new(retry::UNREADABLE);
     while let Some(event) = events.next().await {
         match event {
             Ok(Event::Init) => {
@@ -360,6 +361,7 @@ async fn follow(
                     debug!(resource = %resource.resource, objects = listed, "audit: resource scanned");
                 }
                 failing = false;
+                unreadable.reset();
             }
             Ok(Event::Apply(object)) if excluded(&object) => {}
             Ok(Event::Apply(object)) => {
@@ -384,6 +386,7 @@ async fn follow(
                     failing = true;
                 }
                 lock(&findings).failed(&resource, &audited.keys(), &why);
+                tokio::time::sleep(unreadable.next_delay()).await;
             }
         }
     }
@@ -593,6 +596,53 @@ mod tests {
             BTreeSet::from([unit("allows")])
         );
         assert!(passes(false, &matched, &violations).is_empty());
+    }
+
+    /// A resource celgate may not list is asked for again ever more slowly: the watch's own
+    /// retries alone list it four times a second for as long as it stays unreadable.
+    #[tokio::test(start_paused = true)]
+    async fn a_resource_that_cannot_be_read_is_listed_again_ever_more_slowly() {
+        use crate::fixtures::{self, Reply};
+        let (client, mut api) = fixtures::pair();
+        let config = AuditConfig {
+            interval: Duration::from_secs(3600),
+            page_size: 500,
+            pages_per_second: 1000,
+            writes_per_second: 1000,
+            excluded_namespaces: Vec::new(),
+            secrets: false,
+            passes: false,
+            report_api: crate::args::ReportApi::default(),
+        };
+        let findings: Shared = Arc::default();
+        let following = follow(
+            client,
+            fixtures::config_maps(),
+            Audited::default(),
+            findings.clone(),
+            Arc::new(Pacer::new(config.pages_per_second)),
+            SnapshotStore::new(),
+            Deps::default(),
+            config,
+        );
+        let mut lists = Vec::new();
+        let started = Instant::now();
+        let answer = |call: &fixtures::Call| {
+            lists.push(started.elapsed());
+            assert!(!call.is_watch(), "no list succeeded, so nothing is watched");
+            Reply::Json(403, fixtures::status(403, "Forbidden"))
+        };
+        api.serve_until(
+            answer,
+            tokio::time::timeout(Duration::from_secs(60), following),
+        )
+        .await
+        .expect_err("a follow ends only when aborted");
+        // Waits of 1, 2, 4, 8, 16 and 32 s (each with the watch's own 0.1-0.25 s): 7 lists in
+        // a minute, where the watch's retries alone make about 240.
+        assert!((6..=8).contains(&lists.len()), "{lists:?}");
+        let gaps: Vec<Duration> = lists.windows(2).map(|w| w[1] - w[0]).collect();
+        assert!(gaps.windows(2).all(|g| g[1] > g[0]), "{gaps:?}");
     }
 
     #[test]
