@@ -117,11 +117,6 @@ impl ServedResources {
                     };
                     let kind = kind_of(resource.response_kind.as_ref());
                     let namespaced = resource.scope.as_deref() == Some("Namespaced");
-                    let watchable = |verbs: &[String]| {
-                        ["list", "watch"]
-                            .iter()
-                            .all(|v| verbs.iter().any(|x| x == v))
-                    };
                     // As client-go's NewDiscoveryRESTMapper: the plural and the singular name
                     // (guessed from the kind when discovery gives none) map to the kind in
                     // this group version, and the guessed names of `<Kind>List` to that.
@@ -268,6 +263,13 @@ impl ServedResources {
 /// Whether the rule's operations include CREATE.
 fn creates(rule: &ResourceRule) -> bool {
     rule.operations.iter().any(|o| o == "CREATE" || o == "*")
+}
+
+/// Whether discovery's `verbs` for a resource name both `list` and `watch`.
+fn watchable(verbs: &[String]) -> bool {
+    ["list", "watch"]
+        .iter()
+        .all(|v| verbs.iter().any(|x| x == v))
 }
 
 /// Whether `names` holds `name` or `*`.
