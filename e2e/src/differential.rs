@@ -688,24 +688,56 @@ fn registered_rules(policy: &Value) -> Vec<Value> {
         .collect()
 }
 
-/// The rules of `wanted` that no webhook of `cfg` (named as given, or any) holds.
+/// The rules of `wanted` that no webhook of `cfg` (named as given, or any) sends: celgate
+/// registers a policy's rule unless another registered rule covers it.
 fn missing_rules(cfg: &Value, wanted: &[(Option<&str>, Value)]) -> Vec<Value> {
     wanted
         .iter()
         .filter(|(webhook, rule)| {
             !cfg["webhooks"].as_array().into_iter().flatten().any(|w| {
                 webhook.is_none_or(|name| w["name"] == name)
-                    && w["rules"].as_array().into_iter().flatten().any(|have| {
-                        ["operations", "apiGroups", "apiVersions", "resources"]
-                            .iter()
-                            .all(|f| have[f] == rule[f])
-                            && have["scope"].as_str().unwrap_or("*")
-                                == rule["scope"].as_str().unwrap_or("*")
-                    })
+                    && w["rules"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|have| sends_all(have, rule))
             })
         })
         .map(|(_, rule)| rule.clone())
         .collect()
+}
+
+/// Whether kube-apiserver sends a webhook with rule `have` every request rule `want` matches:
+/// each operation, group and version of `want` is `have`'s or `have` names `*`; each resource
+/// entry is matched by one of `have`'s (resource and subresource each `*` or the same, a
+/// subresource `*` matching none too); the scope is `*` or the same.
+fn sends_all(have: &Value, want: &Value) -> bool {
+    let names = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect()
+    };
+    let within = |field: &str| {
+        let held = names(&have[field]);
+        held.iter().any(|h| h == "*") || names(&want[field]).iter().all(|w| held.contains(w))
+    };
+    let entry = |held: &str, wanted: &str| {
+        let (held_resource, held_sub) = held.split_once('/').unwrap_or((held, ""));
+        let (resource, sub) = wanted.split_once('/').unwrap_or((wanted, ""));
+        (held_resource == "*" || held_resource == resource) && (held_sub == "*" || held_sub == sub)
+    };
+    let held = names(&have["resources"]);
+    let scope = |v: &Value| v.as_str().unwrap_or("*").to_string();
+    ["operations", "apiGroups", "apiVersions"]
+        .iter()
+        .all(|f| within(f))
+        && names(&want["resources"])
+            .iter()
+            .all(|w| held.iter().any(|h| entry(h, w)))
+        && (scope(&have["scope"]) == "*" || scope(&have["scope"]) == scope(&want["scope"]))
 }
 
 /// The probe resource of a sentinel step: two per kind of sentinel, alternating, none of them
