@@ -185,7 +185,7 @@ fn same(a: &str, b: &str) -> bool {
 /// Whether a rule's `resources` list names `resource` with `sub_resource` (empty for none):
 /// `*` is every resource without subresource, `res/*` every subresource of `res`, `*/sub`
 /// subresource `sub` of every resource, `*/*` everything.
-pub(crate) fn resource_listed(entries: &[String], resource: &str, sub_resource: &str) -> bool {
+pub fn resource_listed(entries: &[String], resource: &str, sub_resource: &str) -> bool {
     entries.iter().any(|entry| {
         let (res, sub) = entry.split_once('/').unwrap_or((entry, ""));
         (res == "*" || same(res, resource)) && (sub == "*" || same(sub, sub_resource))

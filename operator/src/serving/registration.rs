@@ -13,6 +13,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
+use celgate_engine::matching::resource_listed;
 use celgate_engine::model::{
     FailurePolicy, MatchResources, ReinvocationPolicy, WildcardOperations,
 };
@@ -504,8 +505,9 @@ fn union_of_rules<'a>(
 
 /// Whether kube-apiserver sends every request `narrow` matches to a webhook with rule `wide`:
 /// each of the operations, groups and versions of `narrow` is `wide`'s or `wide` has `*`,
-/// each of its resources is matched by one of `wide`'s ([`resource_covers`]), and `wide`'s
-/// scope is `*` or the same.
+/// each of its resource entries, read as a request's resource and subresource, is one `wide`
+/// lists as the engine matches requests ([`resource_listed`]: `*` and `*/*` in `narrow` only
+/// by the same wildcard), and `wide`'s scope is `*` or the same.
 fn covers(wide: &RuleWithOperations, narrow: &RuleWithOperations) -> bool {
     let all = |wide: &Option<Vec<String>>, narrow: &Option<Vec<String>>| {
         let wide = wide.as_deref().unwrap_or_default();
@@ -525,22 +527,11 @@ fn covers(wide: &RuleWithOperations, narrow: &RuleWithOperations) -> bool {
             .as_deref()
             .unwrap_or_default()
             .iter()
-            .all(|n| resources.iter().any(|w| resource_covers(w, n)))
+            .all(|entry| {
+                let (resource, sub) = entry.split_once('/').unwrap_or((entry, ""));
+                resource_listed(resources, resource, sub)
+            })
         && (wide.scope.as_deref() == Some("*") || wide.scope == narrow.scope)
-}
-
-/// Whether every request resource entry `narrow` matches (`resource`, `resource/subresource`,
-/// `*`, `*/sub`, `resource/*`, `*/*`) entry `wide` matches too: kube-apiserver matches the
-/// resource part when it is `*` or equal, and the subresource part when it is `*` (which also
-/// matches no subresource) or equal (no subresource matching only none).
-fn resource_covers(wide: &str, narrow: &str) -> bool {
-    fn split(entry: &str) -> (&str, &str) {
-        entry.split_once('/').unwrap_or((entry, ""))
-    }
-    let (wide_resource, wide_sub) = split(wide);
-    let (narrow_resource, narrow_sub) = split(narrow);
-    (wide_resource == "*" || wide_resource == narrow_resource)
-        && (wide_sub == "*" || wide_sub == narrow_sub)
 }
 
 /// The name and label of both configurations.
