@@ -21,9 +21,10 @@
 //! line: watch delay and compile); configuration applied (celgate's `webhook configurations
 //! applied` log line: publish and the server-side apply); webhook configuration changed (seen by
 //! the poll); and the rest up to the first denial (kube-apiserver picking the configuration
-//! up). The pair is deleted between samples. Then the same again from a celgate started with
-//! `--webhook-rules all` (its policy webhooks cover every resource already, so the new policy
-//! changes no configuration), after one sample not counted.
+//! up). The pair is deleted between samples; one sample before the series is not counted. Then
+//! the same again from a celgate started with `--webhook-rules all`, beside a fail-closed policy
+//! that stays bound (its webhook covers every resource already, so the new policy changes no
+//! configuration), again after one sample not counted.
 //!
 //! Then the realistic part (issue 46, part 4; `mix`): the fixture's 6 KB Pod created through a
 //! realistic mix of 1,000 validating and 1,000 mutating policies stored in-tree and as celgate
@@ -251,15 +252,29 @@ const POLL: Duration = Duration::from_millis(2);
 /// The probe policy and binding of sample `k`: Secrets named `probe` are denied in the celgate
 /// namespace.
 fn probe_objects(k: usize) -> (DynamicObject, DynamicObject) {
+    fail_closed_pair(
+        &format!("e2e-probe-{k}"),
+        "secrets",
+        "object.metadata.name != 'probe'",
+    )
+}
+
+/// A fail-closed policy `<name>.example.com` over creates of core `resource` validating
+/// `expression`, and its binding (Deny) to the celgate namespace.
+fn fail_closed_pair(
+    name: &str,
+    resource: &str,
+    expression: &str,
+) -> (DynamicObject, DynamicObject) {
     let policy = json!({"apiVersion": CELGATE_API, "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": format!("e2e-probe-{k}.example.com")},
+        "metadata": {"name": format!("{name}.example.com")},
         "spec": {"failurePolicy": "Fail",
             "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
-                "operations": ["CREATE"], "resources": ["secrets"]}]},
-            "validations": [{"expression": "object.metadata.name != 'probe'"}]}});
+                "operations": ["CREATE"], "resources": [resource]}]},
+            "validations": [{"expression": expression}]}});
     let binding = json!({"apiVersion": CELGATE_API, "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": format!("e2e-probe-{k}-binding.example.com")},
-        "spec": {"policyName": format!("e2e-probe-{k}.example.com"), "validationActions": ["Deny"],
+        "metadata": {"name": format!("{name}-binding.example.com")},
+        "spec": {"policyName": format!("{name}.example.com"), "validationActions": ["Deny"],
             "matchResources": {"namespaceSelector": {"matchLabels": {"engine": "celgate"}}}}});
     let parse = |v: Value| {
         serde_json::from_value::<DynamicObject>(v).unwrap_or_else(|e| panic!("probe fixture: {e}"))
@@ -278,7 +293,8 @@ fn bindings_api(client: &kube::Client) -> Api<DynamicObject> {
     Api::all_with(client.clone(), &resource)
 }
 
-/// Whether a dry-run Secret named `probe` is denied in the celgate namespace.
+/// Whether a dry-run Secret named `probe` is denied in the celgate namespace by a probe
+/// policy; any other error ends the bench (it would read as enforcement).
 async fn probe_denied(client: &kube::Client) -> bool {
     let secrets: Api<Secret> = Api::namespaced(client.clone(), "e2e-celgate");
     let secret: Secret = serde_json::from_value(json!({"metadata": {"name": "probe"}}))
@@ -289,7 +305,7 @@ async fn probe_denied(client: &kube::Client) -> bool {
     };
     match secrets.create(&params, &secret).await {
         Ok(_) => false,
-        Err(kube::Error::Api(_)) => true,
+        Err(kube::Error::Api(s)) if s.message.contains("e2e-probe-") => true,
         Err(e) => panic!("probe secret create failed: {e}"),
     }
 }
@@ -315,22 +331,38 @@ struct Parts {
     configuration: Option<f64>,
 }
 
+/// Creates a celgate policy and its binding, in that order.
+async fn create_pair(client: &kube::Client, (policy, binding): &(DynamicObject, DynamicObject)) {
+    policies_api(client, CELGATE_API)
+        .create(&PostParams::default(), policy)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create policy {:?}: {e}", policy.metadata.name));
+    bindings_api(client)
+        .create(&PostParams::default(), binding)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create binding {:?}: {e}", binding.metadata.name));
+}
+
+/// Deletes a celgate policy's binding, then the policy.
+async fn delete_pair(client: &kube::Client, (policy, binding): &(DynamicObject, DynamicObject)) {
+    let name = |o: &DynamicObject| o.metadata.name.clone().unwrap_or_default();
+    bindings_api(client)
+        .delete(&name(binding), &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("cannot delete binding {}: {e}", name(binding)));
+    policies_api(client, CELGATE_API)
+        .delete(&name(policy), &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("cannot delete policy {}: {e}", name(policy)));
+}
+
 /// Creates the probe pair `k`, polls until a probe Secret is denied, then deletes the pair and
 /// waits until probes are admitted again.
 async fn apply_sample(client: &kube::Client, celgate: &Celgate, k: usize) -> Parts {
-    let (policy, binding) = probe_objects(k);
-    let policies = policies_api(client, CELGATE_API);
-    let bindings = bindings_api(client);
+    let pair = probe_objects(k);
     let before = configuration_version(client).await;
     let (started, wall) = (Instant::now(), SystemTime::now());
-    policies
-        .create(&PostParams::default(), &policy)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create the probe policy: {e}"));
-    bindings
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap_or_else(|e| panic!("cannot create the probe binding: {e}"));
+    create_pair(client, &pair).await;
     let binding_created = ms(started.elapsed());
     let mut configuration = None;
     let enforced = loop {
@@ -359,15 +391,7 @@ async fn apply_sample(client: &kube::Client, celgate: &Celgate, k: usize) -> Par
             .map(since_create)
             .find(|&t| t >= c)
     });
-    let binding_name = binding.metadata.name.clone().unwrap_or_default();
-    bindings
-        .delete(&binding_name, &DeleteParams::default())
-        .await
-        .unwrap_or_else(|e| panic!("cannot delete the probe binding: {e}"));
-    policies
-        .delete(&name, &DeleteParams::default())
-        .await
-        .unwrap_or_else(|e| panic!("cannot delete the probe policy: {e}"));
+    delete_pair(client, &pair).await;
     wait_for(
         "the probe to be admitted again",
         Duration::from_secs(30),
@@ -441,9 +465,6 @@ async fn small(
     objects: usize,
     clients: usize,
 ) -> serde_json::Map<String, Value> {
-    for p in &PHASES {
-        create_namespace(client, p.namespace, engine_label(p)).await;
-    }
     cluster.apply(&policies(IN_TREE_API, "intree"));
     cluster.apply(&policies(CELGATE_API, "celgate"));
     for p in &PHASES {
@@ -550,6 +571,10 @@ async fn main() {
     cluster.install_crds();
     let mut celgate = start_celgate(&cluster, "celgate", &[]).await;
     let client = cluster.client().await;
+    // Every part creates in these namespaces (the apply part's probes in the celgate one).
+    for p in &PHASES {
+        create_namespace(&client, p.namespace, engine_label(p)).await;
+    }
     let mut report = json!({
         "parts": parts,
         "rounds": rounds, "objects_per_kind_phase_round": objects, "clients": clients,
@@ -562,28 +587,29 @@ async fn main() {
         }
     }
     if wants("apply") {
+        // One sample not counted before each series: the first writes of a kind after its
+        // CRD is installed, and the first configuration a process writes, take longer.
+        apply_series(&client, &celgate, 0..1, "warm-up").await;
         report["apply_to_enforced"] =
-            apply_series(&client, &celgate, 0..apply_samples, "policies' rules").await;
-        // The same with the policy webhooks covering every resource: no configuration change.
+            apply_series(&client, &celgate, 1..apply_samples + 1, "policies' rules").await;
+        // The same with the policy webhooks covering every resource: no configuration change,
+        // as long as a fail-closed policy stays bound (a webhook is registered while it serves
+        // a bound policy); this one admits every ConfigMap.
         drop(celgate);
         let all_rules =
             start_celgate(&cluster, "celgate-all-rules", &["--webhook-rules", "all"]).await;
-        // One sample not counted: the first configuration this process writes (to every
-        // resource).
-        apply_series(
-            &client,
-            &all_rules,
-            apply_samples..apply_samples + 1,
-            "warm-up",
-        )
-        .await;
+        let standing = fail_closed_pair("e2e-standing", "configmaps", "true");
+        create_pair(&client, &standing).await;
+        let from = apply_samples + 1;
+        apply_series(&client, &all_rules, from..from + 1, "warm-up").await;
         report["apply_to_enforced_all_rules"] = apply_series(
             &client,
             &all_rules,
-            apply_samples + 1..2 * apply_samples + 1,
+            from + 1..from + 1 + apply_samples,
             "--webhook-rules all",
         )
         .await;
+        delete_pair(&client, &standing).await;
         // The realistic part's celgate registers for its policies' rules alone, as the first.
         drop(all_rules);
         celgate = start_celgate(&cluster, "celgate-realistic", &[]).await;
