@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 
+use celgate_engine::matching::resource_listed;
 use celgate_engine::model::{MatchPolicy, MatchResources, ResourceRule};
 use celgate_engine::schema::Gvk;
 use celgate_engine::typecheck::ApiResource;
@@ -246,7 +247,7 @@ impl ServedResources {
                     && r.watchable
                     && names(&rule.api_groups, &r.group)
                     && (equivalent || names(&rule.api_versions, &r.version))
-                    && rule.resources.iter().any(|x| selects(x, &r.resource))
+                    && resource_listed(&rule.resources, &r.resource, "")
                     && in_scope(&rule.scope, r.namespaced);
                 let listed = out
                     .iter()
@@ -275,11 +276,6 @@ fn watchable(verbs: &[String]) -> bool {
 /// Whether `names` holds `name` or `*`.
 fn names(names: &[String], name: &str) -> bool {
     names.iter().any(|n| n == "*" || n == name)
-}
-
-/// Whether a rule's resource entry selects the resource itself (not only its subresources).
-fn selects(entry: &str, resource: &str) -> bool {
-    entry == "*" || entry == "*/*" || entry == resource
 }
 
 /// Whether a rule's scope admits a resource that is (or is not) namespaced.
@@ -316,11 +312,44 @@ mod tests {
         assert!(creates(&rule(&["CREATE", "UPDATE"])));
         assert!(creates(&rule(&["*"])));
         assert!(!creates(&rule(&["UPDATE", "DELETE"])));
-        assert!(selects("*", "pods") && selects("*/*", "pods") && selects("pods", "pods"));
-        assert!(!selects("pods/status", "pods") && !selects("pods/*", "pods"));
         assert!(in_scope("Cluster", false) && !in_scope("Cluster", true));
         assert!(in_scope("Namespaced", true) && in_scope("*", false));
         assert!(names(&["*".into()], "apps") && !names(&[String::new()], "apps"));
+    }
+
+    /// As kube-apiserver matches a rule's resource entries against a create of the resource
+    /// itself: `x/*` names `x` too (every subresource, the empty one included).
+    #[test]
+    fn a_rule_selects_the_stored_objects_of_the_resources_its_entries_name() {
+        let builtin = crate::builtin::BuiltinDiscovery::load().unwrap();
+        let served = ServedResources::from_discovery(&builtin.discovery);
+        let selected = |entries: &[&str]| {
+            let mut pods = rule(&["CREATE"]);
+            pods.resources = entries.iter().map(|e| e.to_string()).collect();
+            let constraints = MatchResources {
+                resource_rules: vec![pods],
+                ..Default::default()
+            };
+            let resources = served.created_by(&constraints);
+            resources.iter().any(|r| r.resource == "pods")
+        };
+        for entries in [
+            &["pods"][..],
+            &["*"],
+            &["*/*"],
+            &["pods/*"],
+            &["pods/status", "pods"],
+        ] {
+            assert!(selected(entries), "{entries:?}");
+        }
+        for entries in [
+            &["pods/status"][..],
+            &["*/status"],
+            &["configmaps"],
+            &["pod"],
+        ] {
+            assert!(!selected(entries), "{entries:?}");
+        }
     }
 
     #[test]

@@ -183,7 +183,7 @@ fn same(a: &str, b: &str) -> bool {
 }
 
 /// Whether a rule's `resources` list names `resource` with `sub_resource` (empty for none):
-/// `*` is every resource without subresource, `res/*` every subresource of `res`, `*/sub`
+/// `*` is every resource without subresource, `res/*` `res` and every subresource of it, `*/sub`
 /// subresource `sub` of every resource, `*/*` everything.
 pub fn resource_listed(entries: &[String], resource: &str, sub_resource: &str) -> bool {
     entries.iter().any(|entry| {
