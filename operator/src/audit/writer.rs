@@ -14,6 +14,7 @@ use std::time::{Duration, SystemTime};
 use celgate_crds::{
     AuditStatus, AuditViolation, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
+use celgate_snapshot::audit::StoredAs;
 use futures::StreamExt;
 use futures::stream::{self, FuturesUnordered};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -235,12 +236,14 @@ pub async fn run(
                 }
             }
         }
-        // Only the bindings whose audit may have changed.
-        let audits: Vec<(UnitKey, AuditStatus)> = {
+        // Only the bindings whose audit may have changed, and of those only the ones that have
+        // something to say yet (`settled`).
+        let audits: Vec<(UnitKey, AuditStatus, bool)> = {
             let findings = lock(&findings);
             let audit = |(k, u): (&UnitKey, &Arc<Unit>)| {
                 let audit = findings.of_unit(k, &u.resources, LISTED_VIOLATIONS);
-                (k.clone(), status_of(&audit))
+                let settled = settled(&audit, &u.resources);
+                (k.clone(), status_of(&audit), settled)
             };
             match &dirty {
                 Dirty::All => units.iter().map(audit).collect(),
@@ -251,10 +254,11 @@ pub async fn run(
             }
         };
         let changed: Vec<(UnitKey, AuditStatus)> = (audits.into_iter())
-            .filter(|(unit, status)| {
+            .filter(|(unit, status, settled)| {
                 metrics::audit_binding(&unit.0, &unit.1, status.scanned, status.violations);
-                written.get(unit) != Some(&fingerprint(status))
+                *settled && written.get(unit) != Some(&fingerprint(status))
             })
+            .map(|(unit, status, _)| (unit, status))
             .collect();
         // Several at a time, as the reports.
         let client = &client;
@@ -448,6 +452,15 @@ enum Write {
     Apply(serde_json::Value, u64),
     /// Delete the report.
     Delete,
+}
+
+/// Whether a binding's audit is written: once each of its resources completed a scan in this
+/// process, or one cannot be read (the error is news), or it has no resource to read. A count
+/// taken mid-scan is not: each audited binding was written as the scan started (`scanned` 0,
+/// no `lastScanTime`) and again as it completed, two writes per binding at start-up where one
+/// says everything (100,000 writes more at 100,000 bindings).
+fn settled(audit: &super::findings::UnitAudit, resources: &[StoredAs]) -> bool {
+    audit.last_scan.is_some() || !audit.errors.is_empty() || resources.is_empty()
 }
 
 /// A binding's `status.audit`.
@@ -899,6 +912,97 @@ mod tests {
                 && p == "/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/b/status"),
             "the new plan's binding gets its status: {calls:?}"
         );
+    }
+
+    /// A binding's status is written once its resources' scans complete (or one fails), not
+    /// with the counts of a scan under way: one write per binding at start-up, not two.
+    #[tokio::test(start_paused = true)]
+    async fn a_bindings_status_waits_for_its_first_completed_scan_or_an_error() {
+        let base = unit();
+        let secrets = StoredAs {
+            resource: "secrets".into(),
+            kind: "Secret".into(),
+            ..fixtures::config_maps()
+        };
+        let failing = Arc::new(Unit {
+            policy: base.policy.clone(),
+            binding: Arc::from("b2"),
+            annotations: base.annotations.clone(),
+            resources: Arc::new([secrets.clone()]),
+            compiled: base.compiled.clone(),
+            spec: Arc::new(ValidatingBindingSpec {
+                name: "b2".into(),
+                ..(*base.spec).clone()
+            }),
+        });
+        let plan = Targets {
+            units: vec![unit(), failing.clone()],
+            resources: vec![fixtures::config_maps(), secrets.clone()],
+            stale_status: Vec::new(),
+            ..Targets::default()
+        };
+        let mut findings = Findings::default();
+        let pass = findings.start(&fixtures::config_maps());
+        let kept = found("kept");
+        findings.set(
+            kept.subject.clone(),
+            &kept.resource,
+            kept.violations.iter().cloned().collect(),
+            BTreeSet::new(),
+        );
+        let findings = Arc::new(Mutex::new(findings));
+        let (client, mut server) = fixtures::pair();
+        let (_plans, planned) = watch::channel(Some((Arc::new(plan), SystemTime::now())));
+        let writer = tokio::spawn(run(
+            client,
+            findings.clone(),
+            planned,
+            50,
+            reports::ReportApi::Wgpolicyk8s,
+        ));
+        let statuses = std::cell::RefCell::new(Vec::new());
+        let mut answer = |call: &fixtures::Call| {
+            if call.method == Method::PATCH && call.path.ends_with("/status") {
+                let binding = call.path.split('/').nth_back(1).unwrap_or_default();
+                statuses
+                    .borrow_mut()
+                    .push((binding.to_string(), call.body["status"]["audit"].clone()));
+                Reply::Json(200, fixtures::binding_json("b", "p"))
+            } else if call.method == Method::GET {
+                Reply::Json(200, fixtures::list(Vec::new()))
+            } else {
+                Reply::Json(200, json!({}))
+            }
+        };
+        // ConfigMaps are being scanned (one violation found so far): nothing is written.
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
+            .await;
+        assert_eq!(*statuses.borrow(), [], "written mid-scan");
+        // Secrets cannot be read: b2 says so at once; b waits for the ConfigMaps' scan.
+        lock(&findings).failed(&secrets, &[key(&failing)], "forbidden");
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
+            .await;
+        {
+            let statuses = statuses.borrow();
+            assert_eq!(statuses.len(), 1, "{statuses:?}");
+            assert_eq!(statuses[0].0, "b2");
+            assert_eq!(statuses[0].1["errors"].as_array().map(Vec::len), Some(1));
+        }
+        let mut pass = pass;
+        Findings::seen(&mut pass, &kept.subject.uid);
+        lock(&findings).finish(&fixtures::config_maps(), pass, &[key(&unit())]);
+        server
+            .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
+            .await;
+        writer.abort();
+        let statuses = statuses.borrow();
+        assert_eq!(statuses.len(), 2, "{statuses:?}");
+        let (binding, audit) = &statuses[1];
+        assert_eq!(binding, "b");
+        assert_eq!(audit["violations"], json!(1), "{audit}");
+        assert!(audit["lastScanTime"].is_string(), "{audit}");
     }
 
     #[tokio::test(start_paused = true)]
