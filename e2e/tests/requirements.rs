@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use celgate_e2e::{Celgate, Cluster, free_port, version};
+use celgate_e2e::{Celgate, Cluster, free_port, version, wait_for};
 
 /// A celgate ValidatingAdmissionPolicy named `name` with one validation `expression`.
 fn policy(name: &str, expression: &str) -> String {
@@ -29,7 +29,14 @@ fn introduced_in(minor: u32) -> Option<(&'static str, &'static str)> {
 
 /// `kubectl apply` of `yaml`: whether it succeeded, and stderr.
 fn apply(cluster: &Cluster, yaml: &str) -> (bool, String) {
-    let out = cluster.kubectl(&["apply", "-f", "-"], yaml);
+    apply_with(cluster, &[], yaml)
+}
+
+/// `kubectl apply` of `yaml` with `flags`: whether it succeeded, and stderr.
+fn apply_with(cluster: &Cluster, flags: &[&str], yaml: &str) -> (bool, String) {
+    let mut args = vec!["apply", "-f", "-"];
+    args.extend(flags);
+    let out = cluster.kubectl(&args, yaml);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
@@ -91,10 +98,16 @@ async fn new_expressions_compile_at_the_clusters_compatibility_version() {
         "info",
     );
     older.wait_ready().await;
-    let (ok, stderr) = apply(
-        &cluster,
-        &policy("sort-by", "[2, 1].sortBy(x, x) == [1, 2]"),
-    );
+    // The policy webhook fails open (Ignore) until kube-apiserver reaches the new process (a
+    // moment after it is ready; longer on a busy machine): a server-side dry run tells when.
+    let sort_by = policy("sort-by", "[2, 1].sortBy(x, x) == [1, 2]");
+    wait_for(
+        "kube-apiserver to send policy writes to celgate-1.33",
+        Duration::from_secs(30),
+        || async { (!apply_with(&cluster, &["--dry-run=server"], &sort_by).0).then_some(()) },
+    )
+    .await;
+    let (ok, stderr) = apply(&cluster, &sort_by);
     assert!(!ok, "sortBy accepted at 1.33");
     assert!(
         stderr.contains(

@@ -573,21 +573,46 @@ mod tests {
     use crate::fixtures::{self, Reply};
 
     fn unit() -> Arc<Unit> {
+        unit_of("b", Arc::new([fixtures::config_maps()]))
+    }
+
+    /// Binding `binding` (Audit) of policy `p`, on `resources`.
+    fn unit_of(binding: &str, resources: Arc<[StoredAs]>) -> Arc<Unit> {
         Arc::new(Unit {
             policy: Arc::from("p"),
-            binding: Arc::from("b"),
+            binding: Arc::from(binding),
             annotations: Arc::default(),
-            resources: Arc::new([fixtures::config_maps()]),
+            resources,
             compiled: crate::controllers::policy_set::compile(&fixtures::policy(
                 "p", 1, "true", None,
             )),
             spec: Arc::new(ValidatingBindingSpec {
-                name: "b".into(),
+                name: binding.into(),
                 policy_name: "p".into(),
                 validation_actions: vec![ValidationAction::Audit],
                 ..ValidatingBindingSpec::default()
             }),
         })
+    }
+
+    /// An API server's answers for the writer: each binding status written is recorded in
+    /// `statuses` (the binding's name and its `status.audit`), lists are empty, other writes
+    /// succeed.
+    fn recording_statuses(
+        statuses: &std::cell::RefCell<Vec<(String, Value)>>,
+    ) -> impl FnMut(&fixtures::Call) -> Reply + '_ {
+        move |call| {
+            if call.method == Method::PATCH && call.path.ends_with("/status") {
+                let binding = call.path.split('/').nth_back(1).unwrap_or_default();
+                (statuses.borrow_mut())
+                    .push((binding.to_string(), call.body["status"]["audit"].clone()));
+                Reply::Json(200, fixtures::binding_json("b", "p"))
+            } else if call.method == Method::GET {
+                Reply::Json(200, fixtures::list(Vec::new()))
+            } else {
+                Reply::Json(200, json!({}))
+            }
+        }
     }
 
     fn found(name: &str) -> ObjectFindings {
@@ -781,11 +806,23 @@ mod tests {
         fixtures::ApiServer,
         watch::Sender<Option<Plan>>,
     ) {
+        spawned_over(Arc::new(Mutex::new(findings)), plan)
+    }
+
+    /// [`spawned`] over findings the test changes while the writer runs.
+    fn spawned_over(
+        findings: Shared,
+        plan: Option<Plan>,
+    ) -> (
+        tokio::task::JoinHandle<()>,
+        fixtures::ApiServer,
+        watch::Sender<Option<Plan>>,
+    ) {
         let (client, server) = fixtures::pair();
         let (plans, planned) = watch::channel(plan);
         let writer = tokio::spawn(run(
             client,
-            Arc::new(Mutex::new(findings)),
+            findings,
             planned,
             50,
             reports::ReportApi::Wgpolicyk8s,
@@ -918,23 +955,12 @@ mod tests {
     /// with the counts of a scan under way: one write per binding at start-up, not two.
     #[tokio::test(start_paused = true)]
     async fn a_bindings_status_waits_for_its_first_completed_scan_or_an_error() {
-        let base = unit();
         let secrets = StoredAs {
             resource: "secrets".into(),
             kind: "Secret".into(),
             ..fixtures::config_maps()
         };
-        let failing = Arc::new(Unit {
-            policy: base.policy.clone(),
-            binding: Arc::from("b2"),
-            annotations: base.annotations.clone(),
-            resources: Arc::new([secrets.clone()]),
-            compiled: base.compiled.clone(),
-            spec: Arc::new(ValidatingBindingSpec {
-                name: "b2".into(),
-                ..(*base.spec).clone()
-            }),
-        });
+        let failing = unit_of("b2", Arc::new([secrets.clone()]));
         let plan = Targets {
             units: vec![unit(), failing.clone()],
             resources: vec![fixtures::config_maps(), secrets.clone()],
@@ -942,7 +968,7 @@ mod tests {
             ..Targets::default()
         };
         let mut findings = Findings::default();
-        let pass = findings.start(&fixtures::config_maps());
+        let mut pass = findings.start(&fixtures::config_maps());
         let kept = found("kept");
         findings.set(
             kept.subject.clone(),
@@ -951,29 +977,10 @@ mod tests {
             BTreeSet::new(),
         );
         let findings = Arc::new(Mutex::new(findings));
-        let (client, mut server) = fixtures::pair();
-        let (_plans, planned) = watch::channel(Some((Arc::new(plan), SystemTime::now())));
-        let writer = tokio::spawn(run(
-            client,
-            findings.clone(),
-            planned,
-            50,
-            reports::ReportApi::Wgpolicyk8s,
-        ));
+        let (writer, mut server, _plans) =
+            spawned_over(findings.clone(), Some((Arc::new(plan), SystemTime::now())));
         let statuses = std::cell::RefCell::new(Vec::new());
-        let mut answer = |call: &fixtures::Call| {
-            if call.method == Method::PATCH && call.path.ends_with("/status") {
-                let binding = call.path.split('/').nth_back(1).unwrap_or_default();
-                statuses
-                    .borrow_mut()
-                    .push((binding.to_string(), call.body["status"]["audit"].clone()));
-                Reply::Json(200, fixtures::binding_json("b", "p"))
-            } else if call.method == Method::GET {
-                Reply::Json(200, fixtures::list(Vec::new()))
-            } else {
-                Reply::Json(200, json!({}))
-            }
-        };
+        let mut answer = recording_statuses(&statuses);
         // ConfigMaps are being scanned (one violation found so far): nothing is written.
         server
             .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
@@ -990,7 +997,6 @@ mod tests {
             assert_eq!(statuses[0].0, "b2");
             assert_eq!(statuses[0].1["errors"].as_array().map(Vec::len), Some(1));
         }
-        let mut pass = pass;
         Findings::seen(&mut pass, &kept.subject.uid);
         lock(&findings).finish(&fixtures::config_maps(), pass, &[key(&unit())]);
         server
@@ -1007,19 +1013,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_violation_found_later_rewrites_its_bindings_status_and_no_others() {
-        let base = unit();
-        let other = Arc::new(Unit {
-            policy: base.policy.clone(),
-            binding: Arc::from("b2"),
-            annotations: base.annotations.clone(),
-            resources: base.resources.clone(),
-            compiled: base.compiled.clone(),
-            spec: Arc::new(ValidatingBindingSpec {
-                name: "b2".into(),
-                policy_name: "p".into(),
-                ..(*base.spec).clone()
-            }),
-        });
+        let other = unit_of("b2", unit().resources.clone());
         let plan = Targets {
             units: vec![unit(), other.clone()],
             resources: vec![fixtures::config_maps()],
@@ -1030,26 +1024,10 @@ mod tests {
         let pass = findings.start(&fixtures::config_maps());
         findings.finish(&fixtures::config_maps(), pass, &[key(&unit()), key(&other)]);
         let findings = Arc::new(Mutex::new(findings));
-        let (client, mut server) = fixtures::pair();
-        let (_plans, planned) = watch::channel(Some((Arc::new(plan), SystemTime::now())));
-        let writer = tokio::spawn(run(
-            client,
-            findings.clone(),
-            planned,
-            50,
-            reports::ReportApi::Wgpolicyk8s,
-        ));
-        let mut statuses = Vec::new();
-        let mut answer = |call: &fixtures::Call| {
-            if call.method == Method::PATCH && call.path.ends_with("/status") {
-                statuses.push((call.path.clone(), call.body["status"]["audit"].clone()));
-                Reply::Json(200, fixtures::binding_json("b", "p"))
-            } else if call.method == Method::GET {
-                Reply::Json(200, fixtures::list(Vec::new()))
-            } else {
-                Reply::Json(200, json!({}))
-            }
-        };
+        let (writer, mut server, _plans) =
+            spawned_over(findings.clone(), Some((Arc::new(plan), SystemTime::now())));
+        let statuses = std::cell::RefCell::new(Vec::new());
+        let mut answer = recording_statuses(&statuses);
         server
             .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
             .await;
@@ -1064,21 +1042,15 @@ mod tests {
             .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
             .await;
         writer.abort();
-        let path = |b: &str| {
-            format!("/apis/admission.celgate.io/v1/validatingadmissionpolicybindings/{b}/status")
-        };
-        let mut written: Vec<(String, Value)> = (statuses.iter())
-            .map(|(p, audit)| (p.clone(), audit["violations"].clone()))
+        let statuses = statuses.borrow();
+        let mut written: Vec<(&str, Value)> = (statuses.iter())
+            .map(|(b, audit)| (b.as_str(), audit["violations"].clone()))
             .collect();
         assert_eq!(written.len(), 3, "{statuses:?}");
-        written[..2].sort_by(|a, b| a.0.cmp(&b.0));
+        written[..2].sort_by(|a, b| a.0.cmp(b.0));
         assert_eq!(
             written,
-            [
-                (path("b"), json!(0)),
-                (path("b2"), json!(0)),
-                (path("b"), json!(1)),
-            ],
+            [("b", json!(0)), ("b2", json!(0)), ("b", json!(1))],
             "{statuses:?}"
         );
     }
