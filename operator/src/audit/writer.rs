@@ -636,6 +636,16 @@ mod tests {
         )
     }
 
+    /// `findings` hold `found`'s violations (none of its objects passing).
+    fn hold(findings: &mut Findings, found: &ObjectFindings) {
+        findings.set(
+            found.subject.clone(),
+            &found.resource,
+            found.violations.iter().cloned().collect(),
+            BTreeSet::new(),
+        );
+    }
+
     /// `found`'s report as an earlier leader stored it: another timestamp, and what the API
     /// server adds.
     fn stored_report(found: &ObjectFindings, unit: &Unit) -> Value {
@@ -695,12 +705,7 @@ mod tests {
         let plan_started = SystemTime::now();
         let mut findings = Findings::default();
         let kept = found("kept");
-        findings.set(
-            kept.subject.clone(),
-            &kept.resource,
-            kept.violations.iter().cloned().collect(),
-            BTreeSet::new(),
-        );
+        hold(&mut findings, &kept);
         let mut pass = findings.start(&fixtures::config_maps());
         Findings::seen(&mut pass, &kept.subject.uid);
         findings.finish(&fixtures::config_maps(), pass, &[key(&unit)]);
@@ -970,12 +975,7 @@ mod tests {
         let mut findings = Findings::default();
         let mut pass = findings.start(&fixtures::config_maps());
         let kept = found("kept");
-        findings.set(
-            kept.subject.clone(),
-            &kept.resource,
-            kept.violations.iter().cloned().collect(),
-            BTreeSet::new(),
-        );
+        hold(&mut findings, &kept);
         let findings = Arc::new(Mutex::new(findings));
         let (writer, mut server, _plans) =
             spawned_over(findings.clone(), Some((Arc::new(plan), SystemTime::now())));
@@ -1032,12 +1032,7 @@ mod tests {
             .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
             .await;
         let kept = found("kept");
-        lock(&findings).set(
-            kept.subject.clone(),
-            &kept.resource,
-            kept.violations.iter().cloned().collect(),
-            BTreeSet::new(),
-        );
+        hold(&mut lock(&findings), &kept);
         server
             .serve_until(&mut answer, tokio::time::sleep(Duration::from_secs(3)))
             .await;
