@@ -1100,15 +1100,20 @@ pub struct StructValue<'a> {
 
 impl<'a> StructValue<'a> {
     /// A value of `ty` with `fields`; a name given twice keeps its last value.
-    pub fn new(ty: Arc<dyn StructType>, fields: Vec<(Arc<str>, Value<'a>)>) -> Self {
-        let mut out: Vec<(Arc<str>, Value<'a>)> = Vec::with_capacity(fields.len());
-        for (name, value) in fields {
-            match out.iter_mut().find(|(n, _)| *n == name) {
-                Some(slot) => slot.1 = value,
-                None => out.push((name, value)),
+    pub fn new(ty: Arc<dyn StructType>, mut fields: Vec<(Arc<str>, Value<'a>)>) -> Self {
+        // Each field's value moves to the first place of its name, and its later places go.
+        let mut kept = 0;
+        for i in 0..fields.len() {
+            match fields[..kept].iter().position(|(n, _)| *n == fields[i].0) {
+                Some(first) => fields.swap(first, i),
+                None => {
+                    fields.swap(kept, i);
+                    kept += 1;
+                }
             }
         }
-        Self { ty, fields: out }
+        fields.truncate(kept);
+        Self { ty, fields }
     }
 
     /// The type's name (`Object.spec`, `JSONPatch`).

@@ -423,6 +423,10 @@ mod tests {
                 Ok(j!({"spec": {"replicas": 4}})),
             ),
             ("Object{spec: 1, spec: 2}", Ok(j!({"spec": 2}))),
+            (
+                "Object{a: 1, b: 2, a: 3, c: 4, b: 5, a: 6}",
+                Ok(j!({"a": 6, "b": 5, "c": 4})),
+            ),
             ("Object{?spec: optional.none()}", Ok(j!({}))),
             ("Object{spec: object.spec}.spec.replicas", Ok(j!(3))),
             ("Object{}.spec", Ok(j!(null))),
