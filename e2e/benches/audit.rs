@@ -34,9 +34,11 @@
 //!   changed: the reports it deletes and rewrites (issue 41's goal: 0), and the time until the
 //!   new leader's `status.audit` is complete (its own `lastScanTime`, the same counts).
 //!
-//! Phases: `default`, the product's pacing (10 list pages/s of 500, 50 report writes/s), and
-//! `unpaced` (1,000 pages/s and 1,000 writes/s: celgate's own cost); between them celgate is
-//! stopped and the policy, binding and reports deleted. Each phase reports the time pacing alone
+//! Phases: `default`, the product's pacing (10 list pages/s of 500, 50 report writes/s),
+//! `unpaced` (1,000 pages/s and 1,000 writes/s: celgate's own cost), and `<size>x<pages/s>`
+//! (e.g. `250x10`: list pages of that size at that rate, the default report writes), to weigh
+//! the webhook's p99 against the scan's time; between them celgate is stopped and the policy,
+//! binding and reports deleted. Each phase reports the time pacing alone
 //! accounts for (pages ÷ pages/s, reports ÷ writes/s).
 //!
 //! Targets (issue 33: scan under 30 s, under 20 MB above idle; issue 46: at 100,000 objects
@@ -667,7 +669,8 @@ impl Probe {
 
 /// One phase's settings.
 struct Phase {
-    name: &'static str,
+    name: String,
+    page_size: u32,
     pages_per_second: u32,
     writes_per_second: u32,
 }
@@ -694,7 +697,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         "--audit-report-writes-per-second={}",
         phase.writes_per_second
     );
-    let page_size = format!("--audit-page-size={DEFAULT_PAGE_SIZE}");
+    let page_size = format!("--audit-page-size={}", phase.page_size);
     let log_name = format!("celgate-{}", phase.name);
     let mut args = vec![
         "--log-json",
@@ -878,7 +881,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
 
     let floor = pacing_floor(
         &setup.all_namespaces,
-        DEFAULT_PAGE_SIZE,
+        phase.page_size,
         phase.pages_per_second,
         want,
         phase.writes_per_second,
@@ -942,7 +945,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     drop(celgate);
     json!({
         "pages_per_second": phase.pages_per_second,
-        "page_size": DEFAULT_PAGE_SIZE,
+        "page_size": phase.page_size,
         "report_writes_per_second": phase.writes_per_second,
         "scan_ms": ms(scan),
         "reports_ms": ms(reports),
@@ -960,6 +963,37 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         "pacing_alone": floor,
         "leader_change": leader_change,
     })
+}
+
+/// The phase `BENCH_AUDIT_PHASES` names: `default`, `unpaced` or `<page size>x<pages/s>`.
+fn phase(name: &str) -> Phase {
+    let paced = |page_size, pages_per_second, writes_per_second| Phase {
+        name: name.to_string(),
+        page_size,
+        pages_per_second,
+        writes_per_second,
+    };
+    match name {
+        "default" => paced(
+            DEFAULT_PAGE_SIZE,
+            DEFAULT_PAGES_PER_SECOND,
+            DEFAULT_WRITES_PER_SECOND,
+        ),
+        "unpaced" => paced(DEFAULT_PAGE_SIZE, UNPACED, UNPACED),
+        other => {
+            let pacing = other.split_once('x').and_then(|(size, rate)| {
+                Some((size.parse::<u32>().ok()?, rate.parse::<u32>().ok()?))
+            });
+            match pacing {
+                Some((size, rate)) if size > 0 && (1..=UNPACED).contains(&rate) => {
+                    paced(size, rate, DEFAULT_WRITES_PER_SECOND)
+                }
+                _ => panic!(
+                    "BENCH_AUDIT_PHASES: unknown phase {other:?} (default, unpaced, or <page size>x<pages/s> such as 250x10)"
+                ),
+            }
+        }
+    }
 }
 
 fn report_path() -> PathBuf {
@@ -1025,19 +1059,7 @@ async fn main() {
     };
     let mut results = serde_json::Map::new();
     for (i, name) in phases.iter().enumerate() {
-        let phase = match name.as_str() {
-            "default" => Phase {
-                name: "default",
-                pages_per_second: DEFAULT_PAGES_PER_SECOND,
-                writes_per_second: DEFAULT_WRITES_PER_SECOND,
-            },
-            "unpaced" => Phase {
-                name: "unpaced",
-                pages_per_second: UNPACED,
-                writes_per_second: UNPACED,
-            },
-            other => panic!("BENCH_AUDIT_PHASES: unknown phase {other:?} (default, unpaced)"),
-        };
+        let phase = phase(name);
         if i > 0 {
             clean_up(&client, namespaces).await;
         }
