@@ -320,6 +320,20 @@ async fn configuration_version(client: &kube::Client) -> Option<String> {
         .and_then(|c| c.metadata.resource_version)
 }
 
+/// Whether a webhook of celgate's ValidatingWebhookConfiguration has a rule naming the
+/// probe's resource (`secrets`; a wildcard rule, `--webhook-rules all`, names none).
+async fn probe_rule_registered(client: &kube::Client) -> bool {
+    let configuration = Api::<ValidatingWebhookConfiguration>::all(client.clone())
+        .get_opt("celgate")
+        .await
+        .unwrap_or_else(|e| panic!("cannot read celgate's webhook configuration: {e}"));
+    let webhooks = configuration.and_then(|c| c.webhooks).unwrap_or_default();
+    webhooks
+        .iter()
+        .flat_map(|w| w.rules.iter().flatten())
+        .any(|r| r.resources.iter().flatten().any(|res| res == "secrets"))
+}
+
 /// One apply → enforced sample's parts, in ms from the policy's create.
 struct Parts {
     enforced: f64,
@@ -357,7 +371,7 @@ async fn delete_pair(client: &kube::Client, (policy, binding): &(DynamicObject, 
 }
 
 /// Creates the probe pair `k`, polls until a probe Secret is denied, then deletes the pair and
-/// waits until probes are admitted again.
+/// waits until probes are admitted again and the probe's rule is unregistered.
 async fn apply_sample(client: &kube::Client, celgate: &Celgate, k: usize) -> Parts {
     let pair = probe_objects(k);
     let before = configuration_version(client).await;
@@ -396,6 +410,14 @@ async fn apply_sample(client: &kube::Client, celgate: &Celgate, k: usize) -> Par
         "the probe to be admitted again",
         Duration::from_secs(30),
         || async { (!probe_denied(client).await).then_some(()) },
+    )
+    .await;
+    // The next sample measures a new rule: the probe's is unregistered first (a probe is
+    // admitted again as soon as the policy is gone, its rule removed a moment later).
+    wait_for(
+        "the probe's rule to be unregistered",
+        Duration::from_secs(30),
+        || async { (!probe_rule_registered(client).await).then_some(()) },
     )
     .await;
     Parts {
