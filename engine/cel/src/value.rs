@@ -1099,7 +1099,8 @@ pub struct StructValue<'a> {
 }
 
 impl<'a> StructValue<'a> {
-    /// A value of `ty` with `fields`; a name given twice keeps its last value.
+    /// A value of `ty` with `fields`; a name given twice keeps its last value, in the place it
+    /// first had.
     pub fn new(ty: Arc<dyn StructType>, mut fields: Vec<(Arc<str>, Value<'a>)>) -> Self {
         // Each field's value moves to the first place of its name, and its later places go.
         let mut kept = 0;

@@ -801,28 +801,21 @@ mod tests {
         }
     }
 
-    /// The writer, started on `findings` and `plan` at 50 writes a second, its API server, and
-    /// the plan's sender (the writer stops once it is dropped).
-    fn spawned(
-        findings: Findings,
-        plan: Option<Plan>,
-    ) -> (
+    /// A running writer, its API server, and its plan's sender.
+    type Spawned = (
         tokio::task::JoinHandle<()>,
         fixtures::ApiServer,
         watch::Sender<Option<Plan>>,
-    ) {
+    );
+
+    /// The writer, started on `findings` and `plan` at 50 writes a second, its API server, and
+    /// the plan's sender (the writer stops once it is dropped).
+    fn spawned(findings: Findings, plan: Option<Plan>) -> Spawned {
         spawned_over(Arc::new(Mutex::new(findings)), plan)
     }
 
     /// [`spawned`] over findings the test changes while the writer runs.
-    fn spawned_over(
-        findings: Shared,
-        plan: Option<Plan>,
-    ) -> (
-        tokio::task::JoinHandle<()>,
-        fixtures::ApiServer,
-        watch::Sender<Option<Plan>>,
-    ) {
+    fn spawned_over(findings: Shared, plan: Option<Plan>) -> Spawned {
         let (client, server) = fixtures::pair();
         let (plans, planned) = watch::channel(plan);
         let writer = tokio::spawn(run(

@@ -415,6 +415,24 @@ mod tests {
     }
 
     #[test]
+    fn a_literal_keeps_each_field_where_its_name_first_appears_with_its_last_value() {
+        let p = env()
+            .compile("Object{a: 1, b: 2, a: 3, c: 4, b: 5, a: 6}")
+            .expect("compiles");
+        let v = p.eval(&Activation::new(), &mut Budget::default());
+        let Ok(Value::Struct(s)) = v else {
+            panic!("not an object: {v:?}");
+        };
+        let fields: Vec<(&str, Option<serde_json::Value>)> = (s.fields().iter())
+            .map(|(name, value)| (&**name, value.to_json().ok()))
+            .collect();
+        assert_eq!(
+            fields,
+            [("a", Some(j!(6))), ("b", Some(j!(5))), ("c", Some(j!(4)))]
+        );
+    }
+
+    #[test]
     fn evaluation_builds_objects_and_patches() {
         let cases = [
             ("Object{}", Ok(j!({}))),
