@@ -270,12 +270,17 @@ def main(argv):
         t.row("bench-audit", audit, f"  RSS peak over the policy loaded, audit off ({label})",
               dig(p, "memory", "peak_rss_over_policy_loaded_mb"), "{:.1f} MB",
               *(rss_target if target else ()))
-        t.row("bench-audit", audit, f"  webhook p99 idle / during the scan ({label}, through kube-apiserver)",
-              dig(p, "webhook", "during_scan", "p99_ms"),
-              "{:.1f}".format(dig(p, "webhook", "idle", "p99_ms") or float("nan")) + " / {:.1f} ms")
-        t.row("bench-audit", audit, f"  webhook p99 during the scan / idle ({label})",
-              dig(p, "webhook", "scan_p99_over_idle_p99"), "{:.2f}",
-              *(("<= 1.5", "<=", 1.5) if target else ()))
+        for probe, what in (("through_apiserver", "webhook, through kube-apiserver"),
+                            ("floor", "kube-apiserver alone, no webhook (the floor)"),
+                            ("direct", "celgate's webhook alone, direct")):
+            w = dig(p, "webhook", probe)
+            t.row("bench-audit", audit, f"  p99 idle / during the scan: {what} ({label})",
+                  dig(w, "during_scan", "p99_ms"),
+                  "{:.1f}".format(dig(w, "idle", "p99_ms") or float("nan")) + " / {:.1f} ms")
+            # The target is the webhook's, as users' requests meet it and alone.
+            t.row("bench-audit", audit, f"  p99 during the scan / idle: {what} ({label})",
+                  dig(w, "scan_p99_over_idle_p99"), "{:.2f}",
+                  *(("<= 1.5", "<=", 1.5) if target and probe != "floor" else ()))
         t.row("bench-audit", audit, f"  celgate API requests answered 429 ({label})",
               dig(p, "requests", "celgate_answered_429"), "{:,}")
         t.row("bench-audit", audit, f"  RSS peak over idle without the policy ({label})",

@@ -24,11 +24,14 @@
 //!   answered 429 (too many requests: its fairness pushing back), and anything else seen.
 //!   celgate runs as its ServiceAccount with the shipped RBAC (and a grant to read the audited
 //!   kinds), not as the admin, whom API Priority and Fairness exempts;
-//! - the webhook meanwhile: a dry-run ConfigMap create in an audited namespace (reviewed by
-//!   the policy) every `PROBE_EVERY` through kube-apiserver, one at a time, for `PROBE_IDLE`
-//!   with the policy loaded and the audit opted out (idle), then from the opt-in until
-//!   `status.audit` is complete (during the scan) and until the reports are written: p50/p99
-//!   of each, and the scan's p99 over idle's.
+//! - the webhook meanwhile, three probes every `PROBE_EVERY`, one after the other: a dry-run
+//!   ConfigMap create in an audited namespace (reviewed by the policy) through kube-apiserver;
+//!   the same create in `kube-public`, where no webhook looks (kube-apiserver's own create path,
+//!   the floor of the first); and the review kube-apiserver sends for the first, posted to
+//!   celgate's webhook itself (the webhook alone); for `PROBE_IDLE` with the policy loaded and
+//!   the audit opted out (idle), then from the opt-in until `status.audit` is complete (during
+//!   the scan) and until the reports are written: p50/p99 of each, and the scan's p99 over
+//!   idle's.
 //!
 //! - leader change: celgate stopped (SIGTERM, the Lease released) and started again with nothing
 //!   changed: the reports it deletes and rewrites (issue 41's goal: 0), and the time until the
@@ -617,54 +620,138 @@ async fn all_objects(client: &kube::Client) -> BTreeMap<String, usize> {
     by_kind
 }
 
-/// Dry-run ConfigMap creates in the first (audited) namespace, one at a time every
-/// `PROBE_EVERY`, timed, until stopped.
+/// The namespace of the floor probe: excluded from celgate's webhooks by default.
+const FLOOR_NAMESPACE: &str = "kube-public";
+/// The route kube-apiserver calls for the fixture's policy (`failurePolicy: Fail`).
+const DIRECT_PATH: &str = "/validate/fail";
+
+/// Three requests every `PROBE_EVERY`, one after the other, each timed alone, until stopped:
+/// - `webhook`: a dry-run ConfigMap create in the first (audited) namespace through
+///   kube-apiserver, which calls celgate's webhook (what a user's request meets);
+/// - `floor`: the same create in [`FLOOR_NAMESPACE`], where no webhook looks (kube-apiserver's
+///   own create path at that moment);
+/// - `direct`: the review kube-apiserver sends for the first, posted to celgate's webhook
+///   itself over HTTPS (the webhook alone, on the same machine).
 struct Probe {
     stop: Arc<AtomicBool>,
-    task: tokio::task::JoinHandle<Vec<Duration>>,
+    task: tokio::task::JoinHandle<ProbeTimes>,
+}
+
+/// Each probe's request times.
+#[derive(Default)]
+struct ProbeTimes {
+    webhook: Vec<Duration>,
+    floor: Vec<Duration>,
+    direct: Vec<Duration>,
 }
 
 impl Probe {
-    fn start(client: &kube::Client) -> Self {
+    fn start(client: &kube::Client, celgate: &Celgate) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let (client, flag) = (client.clone(), stop.clone());
+        let direct = direct_client(celgate.port);
         let task = tokio::spawn(async move {
             let resource = &scan_fixture::kinds()[0];
-            let api: Api<DynamicObject> =
-                Api::namespaced_with(client, &format!("{PREFIX}-0"), resource);
-            let object: DynamicObject = serde_json::from_value(json!({"apiVersion": "v1",
-                "kind": "ConfigMap", "metadata": {"name": "webhook-probe",
-                    "labels": {"owner": "bench"}}, "data": {"a": "b"}}))
-            .unwrap_or_else(|e| panic!("the probe ConfigMap: {e}"));
+            let namespace = format!("{PREFIX}-0");
+            let reviewed: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), &namespace, resource);
+            let unreviewed: Api<DynamicObject> =
+                Api::namespaced_with(client, FLOOR_NAMESPACE, resource);
+            let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "webhook-probe", "labels": {"owner": "bench"}},
+                "data": {"a": "b"}});
+            let review = probe_review(&namespace, &object);
+            let object: DynamicObject = serde_json::from_value(object)
+                .unwrap_or_else(|e| panic!("the probe ConfigMap: {e}"));
             let params = PostParams {
                 dry_run: true,
                 ..Default::default()
             };
-            let mut times = Vec::new();
+            let mut times = ProbeTimes::default();
             while !flag.load(Ordering::Relaxed) {
+                let tick = Instant::now();
                 let started = Instant::now();
-                api.create(&params, &object)
+                reviewed
+                    .create(&params, &object)
                     .await
                     .unwrap_or_else(|e| panic!("the webhook probe was not admitted: {e}"));
-                times.push(started.elapsed());
-                tokio::time::sleep(PROBE_EVERY.saturating_sub(started.elapsed())).await;
+                times.webhook.push(started.elapsed());
+                let started = Instant::now();
+                unreviewed
+                    .create(&params, &object)
+                    .await
+                    .unwrap_or_else(|e| panic!("the floor probe was not admitted: {e}"));
+                times.floor.push(started.elapsed());
+                let started = Instant::now();
+                let answer = post_review(&direct, &review).await;
+                times.direct.push(started.elapsed());
+                assert_eq!(
+                    answer["response"]["allowed"],
+                    json!(true),
+                    "celgate did not admit the direct probe: {answer}"
+                );
+                tokio::time::sleep(PROBE_EVERY.saturating_sub(tick.elapsed())).await;
             }
             times
         });
         Probe { stop, task }
     }
 
-    /// Stops the probe; p50, p99 and max of its requests.
+    /// Stops the probes; p50, p99 and max of each one's requests.
     async fn finish(self) -> Value {
         self.stop.store(true, Ordering::Relaxed);
-        let mut times = self
+        let times = self
             .task
             .await
             .unwrap_or_else(|e| panic!("the webhook probe failed: {e}"));
-        times.sort();
-        json!({"requests": times.len(), "p50_ms": ms(percentile(&times, 0.5)),
-            "p99_ms": ms(percentile(&times, 0.99)), "max_ms": times.last().copied().map(ms)})
+        json!({"webhook": summary(times.webhook), "floor": summary(times.floor),
+            "direct": summary(times.direct)})
     }
+}
+
+/// p50, p99 and max of `times`.
+fn summary(mut times: Vec<Duration>) -> Value {
+    times.sort();
+    json!({"requests": times.len(), "p50_ms": ms(percentile(&times, 0.5)),
+        "p99_ms": ms(percentile(&times, 0.99)), "max_ms": times.last().copied().map(ms)})
+}
+
+/// A client of celgate's webhook at `port` (its certificate is its own, not checked here).
+fn direct_client(port: u16) -> kube::Client {
+    let url = format!("https://127.0.0.1:{port}")
+        .parse()
+        .unwrap_or_else(|e| panic!("celgate's webhook URL: {e}"));
+    let mut config = kube::Config::new(url);
+    config.accept_invalid_certs = true;
+    kube::Client::try_from(config).unwrap_or_else(|e| panic!("a client of celgate's webhook: {e}"))
+}
+
+/// The AdmissionReview kube-apiserver sends celgate for a dry-run create of `object` in
+/// `namespace`.
+fn probe_review(namespace: &str, object: &Value) -> Vec<u8> {
+    let gvk = json!({"group": "", "version": "v1", "kind": "ConfigMap"});
+    let gvr = json!({"group": "", "version": "v1", "resource": "configmaps"});
+    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "6a1f0c52-8d3e-4b7a-9f21-3c5e7d9b0a14",
+            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "name": "webhook-probe", "namespace": namespace, "operation": "CREATE",
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": object, "oldObject": null, "dryRun": true,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}});
+    serde_json::to_vec(&review).unwrap_or_else(|e| panic!("the probe's review: {e}"))
+}
+
+/// Posts `review` to celgate's [`DIRECT_PATH`]; its answer.
+async fn post_review(client: &kube::Client, review: &[u8]) -> Value {
+    let request = http::Request::post(DIRECT_PATH)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .body(review.to_vec())
+        .unwrap_or_else(|e| panic!("the direct probe's request: {e}"));
+    let text = client
+        .request_text(request)
+        .await
+        .unwrap_or_else(|e| panic!("the direct probe failed: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("celgate's answer {text}: {e}"))
 }
 
 /// One phase's settings.
@@ -733,14 +820,14 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     tokio::time::sleep(setup.settle).await;
     let loaded = memory_json(pid);
     println!("[{}] policy bound, audit opted out: {loaded}", phase.name);
-    let probe = Probe::start(client);
+    let probe = Probe::start(client, &celgate);
     tokio::time::sleep(PROBE_IDLE).await;
     let webhook_idle = probe.finish().await;
 
     let (started, wall) = (Instant::now(), SystemTime::now());
     let sampler = Sampler::start(pid, started);
     let cpu_opt_in = cpu_seconds(pid);
-    let probe = Probe::start(client);
+    let probe = Probe::start(client, &celgate);
     opt_in(client).await;
 
     // → status.audit complete.
@@ -761,7 +848,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     };
     let webhook_scan = probe.finish().await;
     let cpu_scanned = cpu_seconds(pid);
-    let probe = Probe::start(client);
+    let probe = Probe::start(client, &celgate);
     let violations = status["violations"].as_u64().unwrap_or(0) as usize;
     println!(
         "[{}] binding opted in → status.audit scanned {} with {violations} violations: {:.1} s",
@@ -794,15 +881,18 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     let cpu = json!({"scan": cpu_json(cpu_opt_in, cpu_scanned),
         "reports": cpu_json(cpu_scanned, cpu_reported)});
     println!("[{}] celgate's CPU: {cpu}", phase.name);
-    let over_idle = webhook_scan["p99_ms"]
-        .as_f64()
-        .zip(webhook_idle["p99_ms"].as_f64())
-        .filter(|(_, idle)| *idle > 0.0)
-        .map(|(scan, idle)| (scan / idle * 100.0).round() / 100.0);
-    let webhook = json!({"idle": webhook_idle, "during_scan": webhook_scan,
-        "during_reports": webhook_reports, "scan_p99_over_idle_p99": over_idle,
-        "every_ms": ms(PROBE_EVERY)});
-    println!("[{}] webhook probe: {webhook}", phase.name);
+    let probed = |which: &str| {
+        let (idle, scan) = (&webhook_idle[which], &webhook_scan[which]);
+        let over_idle = (scan["p99_ms"].as_f64())
+            .zip(idle["p99_ms"].as_f64())
+            .filter(|(_, idle)| *idle > 0.0)
+            .map(|(scan, idle)| (scan / idle * 100.0).round() / 100.0);
+        json!({"idle": idle, "during_scan": scan, "during_reports": webhook_reports[which],
+            "scan_p99_over_idle_p99": over_idle, "every_ms": ms(PROBE_EVERY)})
+    };
+    let webhook = json!({"through_apiserver": probed("webhook"), "floor": probed("floor"),
+        "direct": probed("direct")});
+    println!("[{}] webhook probes: {webhook}", phase.name);
     let samples = sampler.finish();
     let after = memory_json(pid);
     println!(
@@ -1086,7 +1176,7 @@ async fn main() {
             "last_scan_time_s": "status.audit.lastScanTime − the opt-in's whole second",
             "memory": "VmRSS/VmHWM of celgate, MB: idle (no policy) after settle_seconds, policy_loaded (policy and binding created, the binding opted out: compiled, its param kind cached) after settle_seconds more, then sampled every sample_ms from the opt-in until the reports were written",
             "requests": "kube-apiserver's audit log between the opt-in and the last report: celgate's (as its ServiceAccount, without a user agent) by verb and resource, and how many were answered 429; others by user agent",
-            "webhook": "a dry-run ConfigMap create in an audited namespace through kube-apiserver, one at a time every every_ms: idle (policy loaded, audit opted out) for 10 s, during_scan (opt-in → status.audit complete), during_reports (→ every report written); ms",
+            "webhook": "three probes one after the other every every_ms, each timed alone: through_apiserver, a dry-run ConfigMap create in an audited namespace through kube-apiserver (which calls celgate's webhook); floor, the same create in kube-public, where no webhook looks (kube-apiserver's own create path meanwhile); direct, the review kube-apiserver sends for the first posted to celgate's /validate/fail over HTTPS (the webhook alone); each idle (policy loaded, audit opted out) for 10 s, during_scan (opt-in → status.audit complete), during_reports (→ every report written); ms",
             "pacing_alone": "seconds the pacing flags take on their own: one pacer tick per list page and one before each resource's first page, one write tick per report",
             "cpu": "CPU seconds (user + system, /proc/<pid>/task/*/stat) of celgate's threads named celgate-audit and of the others, opt-in → status.audit complete (scan) and → every report written (reports)",
             "leader_change": "celgate stopped (SIGTERM) and started again, nothing changed: ms until status.audit has a new lastScanTime and the same counts; celgate's report deletes and patches (audit log) from the restart until none came for 5 s",
