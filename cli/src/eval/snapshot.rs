@@ -405,6 +405,7 @@ pub fn build(
         schemas: Arc::new(schemas),
         policy_param_kinds: Arc::default(),
         namespaces: Arc::new(NamespaceView::new(namespaces)),
+        namespaces_listed: true,
         params: Arc::new(views),
         exceptions: policy.exceptions.clone(),
     }

@@ -67,7 +67,10 @@ impl SnapshotStore {
     /// Replaces every namespace (after a full list).
     pub fn publish_namespaces(&self, namespaces: NamespaceView) {
         let namespaces = Arc::new(namespaces);
-        self.update(|s| s.namespaces = namespaces.clone());
+        self.update(|s| {
+            s.namespaces = namespaces.clone();
+            s.namespaces_listed = true;
+        });
     }
 
     /// Inserts, replaces (`Some`) or removes (`None`) one namespace; the others are shared

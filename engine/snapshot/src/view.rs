@@ -28,6 +28,8 @@ pub struct Snapshot {
     pub policy_param_kinds: Arc<PolicyParamKinds>,
     /// Every namespace, as CEL's `namespaceObject` sees it.
     pub namespaces: Arc<NamespaceView>,
+    /// Whether the namespaces have been listed (until then `namespaces` is empty).
+    pub namespaces_listed: bool,
     /// Every watched param kind and its objects.
     pub params: Arc<ParamViews>,
     /// The PolicyExceptions honoured (from the namespaces `--exception-namespaces` allows).
@@ -40,15 +42,24 @@ impl Snapshot {
     /// (each has listed, or is known not to be served or to be forbidden to celgate), and the
     /// namespace is known.
     pub fn caught_up_for(&self, namespace: &str) -> bool {
-        if self.policies.is_empty() {
-            return true;
-        }
-        let params_synced = self
-            .policies
-            .param_kinds()
-            .iter()
-            .all(|kind| !matches!(self.params.kind(kind), ParamKindState::Syncing));
-        params_synced && (namespace.is_empty() || self.namespaces.get(namespace).is_some())
+        self.policies.is_empty()
+            || (self.params_synced()
+                && (namespace.is_empty() || self.namespaces.get(namespace).is_some()))
+    }
+
+    /// Whether decisions on any object could be made with caches that have caught up: no param
+    /// kind the bound policies use is still syncing, and the namespaces have been listed. The
+    /// audit scans only then: a scan while a param kind syncs finds every object of its
+    /// bindings failing ("not yet synced"), and is done again once it has.
+    pub fn caught_up(&self) -> bool {
+        self.params_synced() && self.namespaces_listed
+    }
+
+    /// Whether no param kind the bound policies use is still syncing (each has listed, or is
+    /// known not to be served or to be forbidden to celgate).
+    fn params_synced(&self) -> bool {
+        (self.policies.param_kinds().iter())
+            .all(|kind| !matches!(self.params.kind(kind), ParamKindState::Syncing))
     }
 }
 

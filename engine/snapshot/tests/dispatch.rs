@@ -762,17 +762,39 @@ fn caught_up_only_once_every_param_kind_of_the_bound_policies_has_listed() {
         !store.load().caught_up_for("default"),
         "Secrets have not listed"
     );
+    assert!(!store.load().caught_up(), "Secrets have not listed");
     store.publish_param_kind(
         &("v1".into(), "Secret".into()),
         Some(ParamKindEntry::Syncing),
     );
     assert!(!store.load().caught_up_for("default"));
+    assert!(!store.load().caught_up());
     store.publish_param_kind(&("v1".into(), "Secret".into()), configmaps_ready("1"));
     assert!(store.load().caught_up_for("default"));
+    assert!(store.load().caught_up());
     assert!(
         !store.load().caught_up_for("unknown-namespace"),
         "the namespace is not known"
     );
+}
+
+#[test]
+fn caught_up_for_every_object_only_once_the_namespaces_have_listed() {
+    let store = SnapshotStore::new();
+    store.publish_policies(
+        Arc::new(PolicySet::new(vec![param_bound()], Vec::new())),
+        Arc::default(),
+        Arc::default(),
+    );
+    store.publish_param_kind(&configmaps(), configmaps_ready("1"));
+    assert!(!store.load().caught_up(), "no namespace list yet");
+    // One namespace's event is not a list: the others may still be unknown.
+    store.publish_namespace("team", Some(json!({"metadata": {"name": "team"}})));
+    assert!(!store.load().caught_up(), "no namespace list yet");
+    store.publish_namespaces(NamespaceView::new(Vec::new()));
+    assert!(store.load().caught_up(), "listed, even with no namespace");
+    store.publish_param_kind(&configmaps(), Some(ParamKindEntry::Syncing));
+    assert!(!store.load().caught_up(), "ConfigMaps are listed again");
 }
 
 #[test]

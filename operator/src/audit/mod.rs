@@ -28,7 +28,7 @@ use std::time::{Duration, SystemTime};
 
 use celgate_crds::ValidatingAdmissionPolicy;
 use celgate_snapshot::audit::{StoredAs, Violation, create_request, decide_each_binding, finding};
-use celgate_snapshot::{Deps, SnapshotStore};
+use celgate_snapshot::{Deps, Snapshot, SnapshotStore};
 use futures::StreamExt;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::runtime::watcher::{self, Event};
@@ -77,6 +77,9 @@ const QUIET: Duration = Duration::from_secs(1);
 const MIN_GAP: Duration = Duration::from_secs(5);
 /// How often the inputs are compared.
 const POLL: Duration = Duration::from_millis(500);
+/// How long a scan waits for the param kinds and the namespaces to catch up before it starts
+/// anyway (a param kind that cannot be listed then shows in its bindings' reports).
+const CATCH_UP: Duration = Duration::from_secs(30);
 
 /// The audit's shared state.
 type Shared = Arc<Mutex<Findings>>;
@@ -137,9 +140,10 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
     let mut kinds = JoinSet::new();
     // Whether the next scan covers every resource (the first, and each after the interval).
     let mut full = true;
+    let mut catch_up = CatchUp::default();
     loop {
         let snapshot = sources.store.load();
-        if !snapshot.ready {
+        if !snapshot.ready || catch_up.waits(&snapshot) {
             tokio::time::sleep(POLL).await;
             continue;
         }
@@ -211,6 +215,34 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
         }
         // Finished follows (aborted ones) are reaped; the others go on into the next plan.
         while kinds.try_join_next().is_some() {}
+    }
+}
+
+/// Holds a scan back while the snapshot has not caught up ([`Snapshot::caught_up`]), for at
+/// most [`CATCH_UP`] from when it was first found behind. A scan planned while a param kind
+/// is still listing decides the objects of its bindings as failing ("not yet synced"), and is
+/// started again from the first page once the params have listed: a new leader's scan of
+/// 100,000 objects, planned as its policies were published, read 5 s of list pages twice.
+#[derive(Default)]
+struct CatchUp(Option<Instant>);
+
+impl CatchUp {
+    /// Whether the scan waits longer for `snapshot`.
+    fn waits(&mut self, snapshot: &Snapshot) -> bool {
+        if snapshot.caught_up() {
+            self.0 = None;
+            return false;
+        }
+        let behind = *self.0.get_or_insert_with(Instant::now);
+        if behind.elapsed() < CATCH_UP {
+            return true;
+        }
+        warn!(
+            waited_s = CATCH_UP.as_secs(),
+            "audit: a param kind or the namespaces have not listed yet; scanning anyway"
+        );
+        self.0 = None;
+        false
     }
 }
 
@@ -643,6 +675,24 @@ mod tests {
         assert!((6..=8).contains(&lists.len()), "{lists:?}");
         let gaps: Vec<Duration> = lists.windows(2).map(|w| w[1] - w[0]).collect();
         assert!(gaps.windows(2).all(|g| g[1] > g[0]), "{gaps:?}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_scan_waits_for_the_params_and_namespaces_to_list_but_not_for_ever() {
+        let mut catch_up = CatchUp::default();
+        let behind = Snapshot::default();
+        let listed = Snapshot {
+            namespaces_listed: true,
+            ..Snapshot::default()
+        };
+        assert!(!catch_up.waits(&listed));
+        assert!(catch_up.waits(&behind));
+        tokio::time::advance(CATCH_UP - Duration::from_secs(1)).await;
+        assert!(catch_up.waits(&behind));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(!catch_up.waits(&behind), "waited long enough: scans anyway");
+        assert!(catch_up.waits(&behind), "the next scan waits again");
+        assert!(!catch_up.waits(&listed));
     }
 
     #[test]
