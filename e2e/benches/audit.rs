@@ -626,7 +626,7 @@ const FLOOR_NAMESPACE: &str = "kube-public";
 const DIRECT_PATH: &str = "/validate/fail";
 
 /// Three requests every `PROBE_EVERY`, one after the other, each timed alone, until stopped:
-/// - `webhook`: a dry-run ConfigMap create in the first (audited) namespace through
+/// - `through_apiserver`: a dry-run ConfigMap create in the first (audited) namespace through
 ///   kube-apiserver, which calls celgate's webhook (what a user's request meets);
 /// - `floor`: the same create in [`FLOOR_NAMESPACE`], where no webhook looks (kube-apiserver's
 ///   own create path at that moment);
@@ -640,7 +640,7 @@ struct Probe {
 /// Each probe's request times.
 #[derive(Default)]
 struct ProbeTimes {
-    webhook: Vec<Duration>,
+    through_apiserver: Vec<Duration>,
     floor: Vec<Duration>,
     direct: Vec<Duration>,
 }
@@ -675,7 +675,7 @@ impl Probe {
                     .create(&params, &object)
                     .await
                     .unwrap_or_else(|e| panic!("the webhook probe was not admitted: {e}"));
-                times.webhook.push(started.elapsed());
+                times.through_apiserver.push(started.elapsed());
                 let started = Instant::now();
                 unreviewed
                     .create(&params, &object)
@@ -704,7 +704,7 @@ impl Probe {
             .task
             .await
             .unwrap_or_else(|e| panic!("the webhook probe failed: {e}"));
-        json!({"webhook": summary(times.webhook), "floor": summary(times.floor),
+        json!({"through_apiserver": summary(times.through_apiserver), "floor": summary(times.floor),
             "direct": summary(times.direct)})
     }
 }
@@ -890,7 +890,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         json!({"idle": idle, "during_scan": scan, "during_reports": webhook_reports[which],
             "scan_p99_over_idle_p99": over_idle, "every_ms": ms(PROBE_EVERY)})
     };
-    let webhook = json!({"through_apiserver": probed("webhook"), "floor": probed("floor"),
+    let webhook = json!({"through_apiserver": probed("through_apiserver"), "floor": probed("floor"),
         "direct": probed("direct")});
     println!("[{}] webhook probes: {webhook}", phase.name);
     let samples = sampler.finish();
