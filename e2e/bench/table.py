@@ -281,6 +281,10 @@ def main(argv):
             t.row("bench-audit", audit, f"  p99 during the scan / idle: {what} ({label})",
                   dig(w, "scan_p99_over_idle_p99"), "{:.2f}",
                   *(("<= 1.5", "<=", 1.5) if target and probe != "floor" else ()))
+        cp = dig(p, "control_plane_cores")
+        t.row("bench-audit", audit, f"  kube-apiserver's CPU idle / during the scan ({label})",
+              dig(cp, "scan", "kube_apiserver"),
+              "{:.2f}".format(dig(cp, "idle", "kube_apiserver") or float("nan")) + " / {:.2f} cores")
         t.row("bench-audit", audit, f"  celgate API requests answered 429 ({label})",
               dig(p, "requests", "celgate_answered_429"), "{:,}")
         t.row("bench-audit", audit, f"  RSS peak over idle without the policy ({label})",

@@ -31,7 +31,7 @@
 //!   celgate's webhook itself (the webhook alone); for `PROBE_IDLE` with the policy loaded and
 //!   the audit opted out (idle), then from the opt-in until `status.audit` is complete (during
 //!   the scan) and until the reports are written: p50/p99 of each, and the scan's p99 over
-//!   idle's.
+//!   idle's; and the cores kube-apiserver and etcd used in each of those windows.
 //!
 //! - leader change: celgate stopped (SIGTERM, the Lease released) and started again with nothing
 //!   changed: the reports it deletes and rewrites (issue 41's goal: 0), and the time until the
@@ -55,7 +55,7 @@
 //! the reports awaited are one per scanned object, not one per violation), `CELGATE_BIN`.
 
 use celgate_e2e::bench::percentile;
-use celgate_e2e::bench::{env_usize, loadavg};
+use celgate_e2e::bench::{env_usize, loadavg, process_cpu_seconds};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -286,6 +286,20 @@ fn cpu_seconds(pid: u32) -> (f64, f64) {
 }
 
 /// The CPU seconds `pid`'s threads used between two [`cpu_seconds`] readings.
+/// The control plane's CPU seconds so far (kube-apiserver's, etcd's), and when they were read.
+fn control_plane_cpu(cluster: &Cluster) -> ([f64; 2], Instant) {
+    let seconds =
+        ["kube-apiserver", "etcd"].map(|c| cluster.pid(c).map_or(0.0, process_cpu_seconds));
+    (seconds, Instant::now())
+}
+
+/// The cores kube-apiserver and etcd used on average between two [`control_plane_cpu`] reads.
+fn cores_json(from: ([f64; 2], Instant), to: ([f64; 2], Instant)) -> Value {
+    let seconds = (to.1 - from.1).as_secs_f64().max(f64::EPSILON);
+    let cores = |i: usize| ((to.0[i] - from.0[i]) / seconds * 100.0).round() / 100.0;
+    json!({"kube_apiserver": cores(0), "etcd": cores(1)})
+}
+
 fn cpu_json(from: (f64, f64), to: (f64, f64)) -> Value {
     let round = |x: f64| (x * 100.0).round() / 100.0;
     json!({"audit_threads_s": round(to.0 - from.0), "other_threads_s": round(to.1 - from.1)})
@@ -821,12 +835,15 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     let loaded = memory_json(pid);
     println!("[{}] policy bound, audit opted out: {loaded}", phase.name);
     let probe = Probe::start(client, &celgate);
+    let control_idle = control_plane_cpu(setup.cluster);
     tokio::time::sleep(PROBE_IDLE).await;
+    let control_idle_end = control_plane_cpu(setup.cluster);
     let webhook_idle = probe.finish().await;
 
     let (started, wall) = (Instant::now(), SystemTime::now());
     let sampler = Sampler::start(pid, started);
     let cpu_opt_in = cpu_seconds(pid);
+    let control_opt_in = control_plane_cpu(setup.cluster);
     let probe = Probe::start(client, &celgate);
     opt_in(client).await;
 
@@ -848,6 +865,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     };
     let webhook_scan = probe.finish().await;
     let cpu_scanned = cpu_seconds(pid);
+    let control_scanned = control_plane_cpu(setup.cluster);
     let probe = Probe::start(client, &celgate);
     let violations = status["violations"].as_u64().unwrap_or(0) as usize;
     println!(
@@ -878,9 +896,17 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     let wall_end = SystemTime::now();
     let webhook_reports = probe.finish().await;
     let cpu_reported = cpu_seconds(pid);
+    let control_reported = control_plane_cpu(setup.cluster);
     let cpu = json!({"scan": cpu_json(cpu_opt_in, cpu_scanned),
         "reports": cpu_json(cpu_scanned, cpu_reported)});
     println!("[{}] celgate's CPU: {cpu}", phase.name);
+    let control_plane = json!({"idle": cores_json(control_idle, control_idle_end),
+        "scan": cores_json(control_opt_in, control_scanned),
+        "reports": cores_json(control_scanned, control_reported)});
+    println!(
+        "[{}] control plane's CPU (cores): {control_plane}",
+        phase.name
+    );
     let probed = |which: &str| {
         let (idle, scan) = (&webhook_idle[which], &webhook_scan[which]);
         let over_idle = (scan["p99_ms"].as_f64())
@@ -1048,6 +1074,7 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         "resource_scans_total": scans,
         "memory": memory,
         "cpu": cpu,
+        "control_plane_cores": control_plane,
         "webhook": webhook,
         "requests": requests,
         "pacing_alone": floor,
@@ -1179,6 +1206,7 @@ async fn main() {
             "webhook": "three probes one after the other every every_ms, each timed alone: through_apiserver, a dry-run ConfigMap create in an audited namespace through kube-apiserver (which calls celgate's webhook); floor, the same create in kube-public, where no webhook looks (kube-apiserver's own create path meanwhile); direct, the review kube-apiserver sends for the first posted to celgate's /validate/fail over HTTPS (the webhook alone); each idle (policy loaded, audit opted out) for 10 s, during_scan (opt-in → status.audit complete), during_reports (→ every report written); ms",
             "pacing_alone": "seconds the pacing flags take on their own: one pacer tick per list page and one before each resource's first page, one write tick per report",
             "cpu": "CPU seconds (user + system, /proc/<pid>/task/*/stat) of celgate's threads named celgate-audit and of the others, opt-in → status.audit complete (scan) and → every report written (reports)",
+            "control_plane_cores": "cores kube-apiserver and etcd used on average (CPU seconds from /proc/<pid>/stat over wall seconds) while the webhook was probed idle, during the scan and while the reports were written",
             "leader_change": "celgate stopped (SIGTERM) and started again, nothing changed: ms until status.audit has a new lastScanTime and the same counts; celgate's report deletes and patches (audit log) from the restart until none came for 5 s",
         },
     });

@@ -156,6 +156,18 @@ impl Cluster {
         self.dir.path()
     }
 
+    /// The process id of the control plane's `component` (`etcd`, `kube-apiserver`, …), as
+    /// `e2e/cluster/up.sh` recorded it (and a restart of kube-apiserver updated it).
+    pub fn pid(&self, component: &str) -> Option<u32> {
+        let pids = std::fs::read_to_string(self.dir().join("pids")).ok()?;
+        pids.lines().find_map(|line| {
+            let (name, pid) = line.split_once(' ')?;
+            (name == component)
+                .then(|| pid.trim().parse().ok())
+                .flatten()
+        })
+    }
+
     /// A kube client for the admin user.
     pub async fn client(&self) -> Client {
         let kc = Kubeconfig::read_from(&self.kubeconfig)
