@@ -684,18 +684,16 @@ impl Probe {
             let mut times = ProbeTimes::default();
             while !flag.load(Ordering::Relaxed) {
                 let tick = Instant::now();
-                let started = Instant::now();
-                reviewed
-                    .create(&params, &object)
-                    .await
-                    .unwrap_or_else(|e| panic!("the webhook probe was not admitted: {e}"));
-                times.through_apiserver.push(started.elapsed());
-                let started = Instant::now();
-                unreviewed
-                    .create(&params, &object)
-                    .await
-                    .unwrap_or_else(|e| panic!("the floor probe was not admitted: {e}"));
-                times.floor.push(started.elapsed());
+                for (api, times, probe) in [
+                    (&reviewed, &mut times.through_apiserver, "webhook"),
+                    (&unreviewed, &mut times.floor, "floor"),
+                ] {
+                    let started = Instant::now();
+                    api.create(&params, &object)
+                        .await
+                        .unwrap_or_else(|e| panic!("the {probe} probe was not admitted: {e}"));
+                    times.push(started.elapsed());
+                }
                 let started = Instant::now();
                 let answer = post_review(&direct, &review).await;
                 times.direct.push(started.elapsed());
