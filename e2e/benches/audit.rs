@@ -63,7 +63,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use celgate_e2e::log::{epoch_seconds, message_times, parse_utc};
-use celgate_e2e::{Celgate, Cluster, SERVICE_ACCOUNT_USER, free_port, scan_fixture, workspace};
+use celgate_e2e::{
+    Celgate, Cluster, SERVICE_ACCOUNT_USER, configmap_create_review, free_port, scan_fixture,
+    workspace,
+};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::discovery::ApiResource;
@@ -78,7 +81,7 @@ const CLIENTS: usize = 8;
 const SAMPLE: Duration = Duration::from_millis(100);
 /// How often the binding's status and the reports are read.
 const POLL: Duration = Duration::from_millis(200);
-/// How often the webhook probe sends a review (each waits for the previous one's answer).
+/// How often the webhook probes run (each request waits for the previous one's answer).
 const PROBE_EVERY: Duration = Duration::from_millis(20);
 /// How long the webhook is probed idle (policy loaded, audit opted out).
 const PROBE_IDLE: Duration = Duration::from_secs(10);
@@ -674,7 +677,9 @@ impl Probe {
             let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "webhook-probe", "labels": {"owner": "bench"}},
                 "data": {"a": "b"}});
-            let review = probe_review(&namespace, &object);
+            let review = configmap_create_review(&namespace, &object, "kubernetes-admin", true)
+                .to_string()
+                .into_bytes();
             let object: DynamicObject = serde_json::from_value(object)
                 .unwrap_or_else(|e| panic!("the probe ConfigMap: {e}"));
             let params = PostParams {
@@ -736,21 +741,6 @@ fn direct_client(port: u16) -> kube::Client {
     let mut config = kube::Config::new(url);
     config.accept_invalid_certs = true;
     kube::Client::try_from(config).unwrap_or_else(|e| panic!("a client of celgate's webhook: {e}"))
-}
-
-/// The AdmissionReview kube-apiserver sends celgate for a dry-run create of `object` in
-/// `namespace`.
-fn probe_review(namespace: &str, object: &Value) -> Vec<u8> {
-    let gvk = json!({"group": "", "version": "v1", "kind": "ConfigMap"});
-    let gvr = json!({"group": "", "version": "v1", "resource": "configmaps"});
-    let review = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {"uid": "6a1f0c52-8d3e-4b7a-9f21-3c5e7d9b0a14",
-            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
-            "name": "webhook-probe", "namespace": namespace, "operation": "CREATE",
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
-            "object": object, "oldObject": null, "dryRun": true,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}});
-    serde_json::to_vec(&review).unwrap_or_else(|e| panic!("the probe's review: {e}"))
 }
 
 /// Posts `review` to celgate's [`DIRECT_PATH`]; its answer.

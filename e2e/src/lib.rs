@@ -69,6 +69,25 @@ where
     }
 }
 
+/// The AdmissionReview kube-apiserver sends a webhook for the create of the ConfigMap `object`
+/// (named by its metadata) in `namespace` by `user`; a server-side dry run when `dry_run`.
+pub fn configmap_create_review(
+    namespace: &str,
+    object: &serde_json::Value,
+    user: &str,
+    dry_run: bool,
+) -> serde_json::Value {
+    let gvk = serde_json::json!({"group": "", "version": "v1", "kind": "ConfigMap"});
+    let gvr = serde_json::json!({"group": "", "version": "v1", "resource": "configmaps"});
+    serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+        "request": {"uid": "00000000-0000-0000-0000-000000000001",
+            "kind": gvk, "resource": gvr, "requestKind": gvk, "requestResource": gvr,
+            "name": object["metadata"]["name"], "namespace": namespace, "operation": "CREATE",
+            "userInfo": {"username": user, "groups": ["system:authenticated"]},
+            "object": object, "oldObject": null, "dryRun": dry_run,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}}})
+}
+
 /// A free loopback TCP port.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use celgate_e2e::demo::CELGATE_API;
-use celgate_e2e::{Celgate, Cluster, create_namespace, curl, wait_for};
+use celgate_e2e::{Celgate, Cluster, configmap_create_review, create_namespace, curl, wait_for};
 use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Pod};
@@ -99,23 +99,9 @@ fn access_review_users(cluster: &Cluster) -> Vec<String> {
 
 /// A review kube-apiserver could send for a ConfigMap created in `namespace` by `user`.
 fn forged_review(namespace: &str, user: &str) -> String {
-    json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "00000000-0000-0000-0000-000000000001",
-            "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
-            "resource": {"group": "", "version": "v1", "resource": "configmaps"},
-            "requestKind": {"group": "", "version": "v1", "kind": "ConfigMap"},
-            "requestResource": {"group": "", "version": "v1", "resource": "configmaps"},
-            "name": "forged", "namespace": namespace, "operation": "CREATE",
-            "userInfo": {"username": user, "groups": ["system:authenticated"]},
-            "object": {"apiVersion": "v1", "kind": "ConfigMap",
-                "metadata": {"name": "forged", "namespace": namespace}},
-            "oldObject": null, "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
-        }
-    })
-    .to_string()
+    let object = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "forged", "namespace": namespace}});
+    configmap_create_review(namespace, &object, user, false).to_string()
 }
 
 /// Spellings of the admission routes that are not the routes (sent as they are, `--path-as-is`).
