@@ -164,7 +164,7 @@ bench-cel: $(DIFF_BIN) ## celgate vs cel-go on the policy corpus, runs alternate
 bench-webhook: ## Load-test the HTTPS webhook in-process: 2 KB review/5 policies, realistic 6 KB Pod/20 of 1,000 (HTTP/2), 5 of 1,000 vs 5; writes target/bench/webhook.json
 	$(CARGO) bench -p celgate-webhook --bench load
 
-bench-check: ## The realistic review's own cost in process (validating, mutating; one VAP with 1,024 bindings, one binding with 1,024 params): instructions (callgrind) and CPU per review against webhook/benches/review-cost-baseline.json; names each figure that got worse and fails; writes target/bench/review-cost.json
+bench-check: ## The realistic review's own cost in process (validating, mutating; one VAP with 1,024 bindings, one binding with 1,024 params): instructions and instruction-cache misses (callgrind) and CPU per review against webhook/benches/review-cost-baseline.json; names each figure that got worse and fails; writes target/bench/review-cost.json
 	$(CARGO) bench -p celgate-webhook --bench review_cost
 
 bench-baseline: ## Measure as bench-check does and commit the figures as the new baseline (webhook/benches/review-cost-baseline.json)

@@ -148,6 +148,8 @@ def main(argv):
         t.row("bench-check", cost, label.format(short, "instructions"),
               dig(cost, kind, "instructions_per_review"), "{:,.0f}")
         t.row("bench-check", cost, label.format(short, "µs CPU"), dig(cost, kind, "cpu_us_per_review"), "{:.1f}")
+        t.row("bench-check", cost, label.format(short, "instruction-cache misses (simulated)"),
+              dig(cost, kind, "i1_misses_per_review"), "{:,.0f}")
     scale = dig(cost, "scale") or 1024
     for kind, what in (("bindings", f"one VAP with {scale:,} bindings"), ("params", f"one binding with {scale:,} params")):
         label = f"ConfigMap create, {what}, in-process: {{}} per review"
@@ -157,6 +159,8 @@ def main(argv):
           dig(cost, "mutating_over_validating", "instructions"), "{:.2f}", "<= 1.5", "<=", 1.5)
     t.row("bench-check", cost, "in-process mutating / validating review, CPU time",
           dig(cost, "mutating_over_validating", "cpu"), "{:.2f}", "<= 1.5", "<=", 1.5)
+    t.row("bench-check", cost, "in-process mutating / validating review, instruction-cache misses",
+          dig(cost, "mutating_over_validating", "i1_misses"), "{:.2f}")
     # The HTTP/2 throughputs with h2load as the load generator ("missing" when not installed).
     h2 = dig(real, "h2load")
     label = "6 KB Pod, {} of {} {}, HTTP/2 (1 conn.), h2load: reviews/s"

@@ -1,6 +1,9 @@
 //! The server's own cost of one realistic review, validating and mutating, in figures a busy
-//! machine cannot move much: instructions per review counted by valgrind's callgrind, and CPU
-//! time per review of the one thread that decides (not wall time). The review is the
+//! machine cannot move much: instructions per review counted by valgrind's callgrind, the
+//! misses of its simulated first-level instruction cache ([`I1_CACHE`], this machine's) per
+//! review, and CPU time per review of the one thread that decides (not wall time). Cache
+//! misses are where CPU time parts from instructions: code that runs once per policy and
+//! does not stay in the cache between policies is fetched again for each. The review is the
 //! realistic fixture's 6 KB Pod create (`e2e/src/fixture.rs`) against 20 matching of 1,000
 //! validating policies, and of 1,000 mutating ones; one review is what the webhook's handler
 //! does: the body decoded, decided against the snapshot, the decision recorded in the metrics
@@ -14,7 +17,8 @@
 //! Each run writes `target/bench/review-cost.json` and compares it with the committed baseline
 //! `webhook/benches/review-cost-baseline.json`: every figure worse than the baseline by more
 //! than its tolerance is named, and the run fails. Instructions are allowed
-//! [`INSTRUCTIONS_TOLERANCE`] (they move by well under 1% from run to run), CPU time
+//! [`INSTRUCTIONS_TOLERANCE`] (they move by well under 1% from run to run), instruction-cache
+//! misses [`I1_MISSES_TOLERANCE`], CPU time
 //! [`CPU_TOLERANCE`] (six builds on two cores move it by that much).
 //!
 //! `make bench-check` runs it; `make bench-baseline` writes the run's figures as the new
@@ -50,6 +54,12 @@ use common::{env_or, fixture, fixture_mutating, fixture_store, fixture_validatin
 
 /// How much worse than the baseline instructions per review may be before the check fails.
 const INSTRUCTIONS_TOLERANCE: f64 = 0.03;
+/// The first-level instruction cache callgrind simulates (size, associativity, line bytes):
+/// this machine's, named so that another machine's counts compare with the baseline.
+const I1_CACHE: &str = "65536,16,64";
+/// How much worse than the baseline instruction-cache misses per review may be before the
+/// check fails: where the linker puts code moves them by a few percent from build to build.
+const I1_MISSES_TOLERANCE: f64 = 0.10;
 /// How much worse than the baseline CPU time per review may be before the check fails.
 const CPU_TOLERANCE: f64 = 0.30;
 /// Set in the child that runs under callgrind: the kind to count and how many reviews.
@@ -357,16 +367,29 @@ fn valgrind_installed() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-/// Instructions per review of `kind`: this program run again under callgrind, counting only
-/// [`counted_reviews`] of `reviews` reviews (after a few uncounted ones).
-fn instructions_per_review(kind: Kind, reviews: u64) -> f64 {
+/// What callgrind counts of one review: instructions, and misses of the first-level
+/// instruction cache in its simulation of this machine's caches.
+struct Counted {
+    instructions: f64,
+    i1_misses: f64,
+}
+
+/// Instructions and instruction-cache misses per review of `kind`: this program run again
+/// under callgrind (simulating the caches), counting only [`counted_reviews`] of `reviews`
+/// reviews (after a few uncounted ones).
+fn counted_per_review(kind: Kind, reviews: u64) -> Counted {
     let out = std::env::temp_dir().join(format!(
         "celgate-review-cost-{}-{}.callgrind",
         std::process::id(),
         kind.name()
     ));
     let status = Command::new("valgrind")
-        .args(["--tool=callgrind", "--collect-atstart=no"])
+        .args([
+            "--tool=callgrind",
+            "--cache-sim=yes",
+            "--collect-atstart=no",
+        ])
+        .arg(format!("--I1={I1_CACHE}"))
         .arg("--toggle-collect=*counted_reviews*")
         .arg(format!("--callgrind-out-file={}", out.display()))
         .arg(std::env::current_exe().unwrap())
@@ -381,15 +404,29 @@ fn instructions_per_review(kind: Kind, reviews: u64) -> f64 {
     );
     let profile = std::fs::read_to_string(&out).unwrap();
     std::fs::remove_file(&out).unwrap();
-    // The profile's `totals:` (or older valgrinds' `summary:`) line counts instructions.
-    let total: u64 = profile
-        .lines()
-        .find_map(|l| l.strip_prefix("totals:").or(l.strip_prefix("summary:")))
-        .and_then(|t| t.split_whitespace().next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or_else(|| panic!("no totals in the callgrind profile of {kind:?}"));
-    assert!(total > 0, "callgrind counted nothing for {kind:?}");
-    total as f64 / reviews as f64
+    // The profile's `events:` line names the counts its `totals:` (or older valgrinds'
+    // `summary:`) line gives, in order.
+    let line = |prefix: &str| profile.lines().find_map(|l| l.strip_prefix(prefix));
+    let events: Vec<&str> = line("events:")
+        .unwrap_or_else(|| panic!("no events in the callgrind profile of {kind:?}"))
+        .split_whitespace()
+        .collect();
+    let totals: Vec<u64> = (line("totals:").or_else(|| line("summary:")))
+        .unwrap_or_else(|| panic!("no totals in the callgrind profile of {kind:?}"))
+        .split_whitespace()
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let total = |event: &str| {
+        let i = events.iter().position(|e| *e == event);
+        let n = i.and_then(|i| totals.get(i)).copied();
+        n.unwrap_or_else(|| panic!("no {event} in the callgrind profile of {kind:?}"))
+    };
+    let instructions = total("Ir");
+    assert!(instructions > 0, "callgrind counted nothing for {kind:?}");
+    Counted {
+        instructions: instructions as f64 / reviews as f64,
+        i1_misses: total("I1mr") as f64 / reviews as f64,
+    }
 }
 
 /// Under callgrind: a few reviews uncounted, then `reviews` counted.
@@ -417,6 +454,7 @@ fn worse(report: &Value, baseline: &Value) -> Vec<String> {
     for kind in Kind::ALL {
         for (figure, tolerance) in [
             ("instructions_per_review", INSTRUCTIONS_TOLERANCE),
+            ("i1_misses_per_review", I1_MISSES_TOLERANCE),
             ("cpu_us_per_review", CPU_TOLERANCE),
         ] {
             let (Some(now), Some(then)) = (
@@ -475,17 +513,19 @@ fn main() {
         "policies_loaded": 1000, "policies_matching": 20, "scale": SCALE,
         "loadavg_before": loadavg_before, "loadavg_after": loadavg()});
     for (i, kind) in Kind::ALL.into_iter().enumerate() {
-        let instructions = valgrind.then(|| instructions_per_review(kind, reviews));
+        let counted = valgrind.then(|| counted_per_review(kind, reviews));
         report[kind.name()] = json!({
             "cpu_us_per_review": (cpu[i] * 10.0).round() / 10.0,
-            "instructions_per_review": instructions.map(f64::round),
+            "instructions_per_review": counted.as_ref().map(|c| c.instructions.round()),
+            "i1_misses_per_review": counted.as_ref().map(|c| c.i1_misses.round()),
         });
         println!(
             "review_cost {}: {:.1} µs CPU per review{}",
             kind.name(),
             cpu[i],
-            instructions.map_or(String::new(), |n| format!(
-                ", {n:.0} instructions per review"
+            counted.map_or(String::new(), |c| format!(
+                ", {:.0} instructions and {:.0} instruction-cache misses per review",
+                c.instructions, c.i1_misses
             ))
         );
     }
@@ -496,11 +536,13 @@ fn main() {
             .map(|(m, v)| (m / v * 100.0).round() / 100.0)
     };
     report["mutating_over_validating"] = json!({"cpu": ratio("cpu_us_per_review"),
-        "instructions": ratio("instructions_per_review")});
+        "instructions": ratio("instructions_per_review"),
+        "i1_misses": ratio("i1_misses_per_review")});
     println!(
-        "review_cost: mutating / validating = {} (CPU), {} (instructions)",
+        "review_cost: mutating / validating = {} (CPU), {} (instructions), {} (instruction-cache misses)",
         report["mutating_over_validating"]["cpu"],
-        report["mutating_over_validating"]["instructions"]
+        report["mutating_over_validating"]["instructions"],
+        report["mutating_over_validating"]["i1_misses"]
     );
     let path = workspace().join("target/bench/review-cost.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

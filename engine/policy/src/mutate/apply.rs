@@ -89,7 +89,7 @@ pub(super) fn apply(
     schema: &Schema,
     object: &mut Value,
     fit: &mut Fit,
-    (mut config, mut foreign): Converted,
+    (config, foreign): Converted,
     semantics: ApplySemantics,
     writes: &mut Writes,
 ) -> Result<Merged, ApplyError> {
@@ -120,6 +120,21 @@ pub(super) fn apply(
             strings_only: true,
         });
     }
+    general(&root, object, fit, (config, foreign), semantics, writes)
+}
+
+/// The general way: the configuration checked against the schema (and, under upstream's
+/// semantics, for atomic values), the object checked where not known to fit, then merged.
+/// Kept out of line: most configurations take the granular way, whose code stays compact.
+#[inline(never)]
+fn general(
+    root: &Ty,
+    object: &mut Value,
+    fit: &mut Fit,
+    (mut config, mut foreign): Converted,
+    semantics: ApplySemantics,
+    writes: &mut Writes,
+) -> Result<Merged, ApplyError> {
     // The configuration is of the object's kind, whatever it says.
     if let Value::Object(c) = &mut config {
         for field in ["apiVersion", "kind"] {
@@ -132,19 +147,19 @@ pub(super) fn apply(
             }
         }
     }
-    let errors = validate_config(&root, &config, foreign.as_ref());
+    let errors = validate_config(root, &config, foreign.as_ref());
     if !errors.is_empty() {
         return Err(ApplyError::Config(join_errors(&errors)));
     }
     if semantics == ApplySemantics::Upstream {
-        let atomics = atomic_paths(&root, &config);
+        let atomics = atomic_paths(root, &config);
         if !atomics.is_empty() {
             return Err(ApplyError::Atomic(atomics.join(", ")));
         }
     }
-    check_object(&root, object, fit)?;
+    check_object(root, object, fit)?;
     // A merge of two values that fit the schema fits it too.
-    match merge_into(&root, object, &config, writes) {
+    match merge_into(root, object, &config, writes) {
         Ok(changed) => Ok(Merged {
             changed,
             strings_only: false,

@@ -157,6 +157,7 @@ struct PolicyError {
 struct Immediate(Denial);
 
 impl Immediate {
+    #[cold]
     fn new(code: u16, reason: &str, message: String) -> Self {
         Immediate(Denial {
             message,
@@ -355,6 +356,7 @@ impl MutationError {
 }
 
 impl Run<'_> {
+    #[cold]
     fn error(
         &mut self,
         policy: &MutatingPolicy,
@@ -708,6 +710,19 @@ impl Run<'_> {
                 return Ok(Ok(changed));
             }
         }
+        self.json_patch_general(kind, ops)
+    }
+
+    /// Applies JSON patch operations to the object the general way: what they write kept
+    /// first (to undo a patch that fails half-way, and for the response), the object looked
+    /// at where they wrote. Kept out of line: most patches take the way of one string, whose
+    /// code stays compact.
+    #[inline(never)]
+    fn json_patch_general(
+        &mut self,
+        kind: &KindSchema,
+        ops: &[json_patch::Operation],
+    ) -> Result<Result<bool, MutationError>, Immediate> {
         // Where the patch writes or removes: what may no longer fit, and the only place
         // a member the schema does not declare can have come from.
         let pointers: Vec<&str> = ops

@@ -8,8 +8,6 @@
 //! first value on the way that is not a JSON object (a list is kept, compared and diffed
 //! whole: an item added or removed moves the others) or at the first absent member.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
 use super::typed::Within;
@@ -117,13 +115,49 @@ pub(super) struct Saved(Kept);
 enum Kept {
     /// A kept place: its value as it was (`None`: absent).
     Place(Option<Value>),
-    /// Places kept below these members (none: nothing kept), by member name.
-    Below(BTreeMap<String, Kept>),
+    /// Places kept below these members (none: nothing kept).
+    Below(Members),
+}
+
+/// The members of a node, sorted by name: a node has a few (`metadata`, then `labels` and
+/// `annotations`, then the keys written), so a sorted list finds one by binary search and
+/// allocates once, where a B-tree allocates a node of eleven.
+#[derive(Clone, Debug, Default)]
+struct Members(Vec<(String, Kept)>);
+
+impl Members {
+    /// The members, in name order.
+    fn iter(&self) -> impl Iterator<Item = &(String, Kept)> {
+        self.0.iter()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Member `key`, or where it goes.
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.0.binary_search_by(|(k, _)| k.as_str().cmp(key))
+    }
+
+    /// One member, the only one.
+    fn one(key: &str, kept: Kept) -> Self {
+        Members(vec![(key.to_string(), kept)])
+    }
+}
+
+impl IntoIterator for Members {
+    type Item = (String, Kept);
+    type IntoIter = std::vec::IntoIter<(String, Kept)>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.into_iter()
+    }
 }
 
 impl Default for Saved {
     fn default() -> Self {
-        Saved(Kept::Below(BTreeMap::new()))
+        Saved(Kept::Below(Members::default()))
     }
 }
 
@@ -275,16 +309,14 @@ fn keep_at<K: AsRef<str>>(node: &mut Kept, place: &[K], value: Option<&Value>) {
         return;
     };
     match place.split_first() {
-        Some((key, rest)) => match members.get_mut(key.as_ref()) {
-            Some(next) => keep_at(next, rest, value),
-            None => {
+        Some((key, rest)) => match members.find(key.as_ref()) {
+            Ok(i) => keep_at(&mut members.0[i].1, rest, value),
+            Err(i) => {
                 let mut fresh = Kept::Place(value.cloned());
                 for key in rest.iter().rev() {
-                    let mut below = BTreeMap::new();
-                    below.insert(key.as_ref().to_string(), fresh);
-                    fresh = Kept::Below(below);
+                    fresh = Kept::Below(Members::one(key.as_ref(), fresh));
                 }
-                members.insert(key.as_ref().to_string(), fresh);
+                members.0.insert(i, (key.as_ref().to_string(), fresh));
             }
         },
         None => {
@@ -318,7 +350,7 @@ fn differs_at(kept: &Kept, now: Option<&Value>) -> bool {
 
 /// Sets the kept places below `members` in `object` (through objects only; an absent one
 /// removes the member).
-fn put_back(object: &mut Value, members: BTreeMap<String, Kept>) {
+fn put_back(object: &mut Value, members: Members) {
     let Value::Object(map) = object else {
         return;
     };
