@@ -58,7 +58,8 @@ const INSTRUCTIONS_TOLERANCE: f64 = 0.03;
 /// this machine's, named so that another machine's counts compare with the baseline.
 const I1_CACHE: &str = "65536,16,64";
 /// How much worse than the baseline instruction-cache misses per review may be before the
-/// check fails: where the linker puts code moves them by a few percent from build to build.
+/// check fails: they move with where the linker puts code, which any change of the engine
+/// shifts (each of the two changes that came with this figure moved them by 2.5 to 3.6%).
 const I1_MISSES_TOLERANCE: f64 = 0.10;
 /// How much worse than the baseline CPU time per review may be before the check fails.
 const CPU_TOLERANCE: f64 = 0.30;
