@@ -634,27 +634,16 @@ pub fn response(uid: &str, outcome: &Outcome) -> Vec<u8> {
 /// request's object to the mutated one (base64, `patchType: JSONPatch`) when it changed, or
 /// the denial.
 pub fn mutation_response(uid: &str, outcome: &MutationOutcome) -> Vec<u8> {
-    let patch = (outcome.allowed() && !outcome.patch.is_empty()).then(|| {
-        let json = outcome.patch.as_bytes();
-        let base64 = &base64_simd::STANDARD;
-        // The base64 alphabet needs no escape: the text is written as it is, not scanned
-        // byte by byte for escapes as a string is (3% of a realistic mutating review).
-        let mut quoted = String::with_capacity(base64.encoded_length(json.len()) + 2);
-        quoted.push('"');
-        base64.encode_append(json, &mut quoted);
-        quoted.push('"');
-        match serde_json::value::RawValue::from_string(quoted) {
-            Ok(raw) => PatchText::Raw(raw),
-            Err(_) => PatchText::Text(base64.encode_to_string(json)),
-        }
-    });
-    let review = MutationReview {
+    if outcome.allowed() && !outcome.patch.is_empty() {
+        return patched_response(uid, outcome.patch.as_bytes());
+    }
+    // Without a patch, the response a validation gives (its members in the same order).
+    let review = ResponseReview {
         api_version: "admission.k8s.io/v1",
         kind: "AdmissionReview",
-        response: MutationResponse {
+        response: ReviewResponse {
             allowed: outcome.allowed(),
-            patch_type: patch.as_ref().map(|_| "JSONPatch"),
-            patch,
+            audit_annotations: None,
             status: outcome.denial.as_ref().map(|d| Status {
                 code: d.code,
                 message: &d.message,
@@ -663,41 +652,31 @@ pub fn mutation_response(uid: &str, outcome: &MutationOutcome) -> Vec<u8> {
                 status: "Failure",
             }),
             uid,
+            warnings: None,
         },
     };
     serde_json::to_vec(&review).unwrap_or_default()
 }
 
-/// A response's patch, base64: the JSON string as written (the alphabet needs no escape), or
-/// as a string should that ever not read as one.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum PatchText {
-    Raw(Box<serde_json::value::RawValue>),
-    Text(String),
-}
-
-/// An AdmissionReview carrying a mutation's response.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct MutationReview<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    response: MutationResponse<'a>,
-}
-
-/// An AdmissionResponse to a mutating call (fields sorted by their JSON names).
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct MutationResponse<'a> {
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch: Option<PatchText>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    patch_type: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<Status<'a>>,
-    uid: &'a str,
+/// The response review admitting a request with `patch` (JSON text), as serde writes it
+/// (members sorted), the patch's base64 copied in as it is: its alphabet needs no escape, so
+/// it is not scanned byte by byte as serde scans a string (or checks a raw value): 1.2% of a
+/// realistic mutating review's instructions.
+fn patched_response(uid: &str, patch: &[u8]) -> Vec<u8> {
+    const HEAD: &[u8] =
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","response":{"allowed":true,"patch":""#;
+    const MIDDLE: &[u8] = br#"","patchType":"JSONPatch","uid":"#;
+    let base64 = &base64_simd::STANDARD;
+    let mut out = Vec::with_capacity(
+        HEAD.len() + base64.encoded_length(patch.len()) + MIDDLE.len() + uid.len() + 8,
+    );
+    out.extend_from_slice(HEAD);
+    base64.encode_append(patch, &mut out);
+    out.extend_from_slice(MIDDLE);
+    // Writing a string into memory cannot fail.
+    let _ = serde_json::to_writer(&mut out, uid);
+    out.extend_from_slice(b"}}");
+    out
 }
 
 /// An AdmissionReview carrying a response.
@@ -803,6 +782,29 @@ mod tests {
         assert_eq!(
             String::from_utf8(mutation_response("u\"1", &outcome)).expect("UTF-8"),
             want.to_string()
+        );
+        // Unchanged, and denied: no patch.
+        let want = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"allowed": true, "uid": "u"}});
+        let unchanged = MutationOutcome::default();
+        assert_eq!(
+            mutation_response("u", &unchanged),
+            want.to_string().into_bytes()
+        );
+        let denied = MutationOutcome {
+            denial: Some(Denial {
+                message: "no \"x\"".into(),
+                reason: "Forbidden".into(),
+                code: 403,
+            }),
+            ..outcome
+        };
+        let want = json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "response": {"allowed": false, "uid": "u", "status": {"code": 403,
+                "message": "no \"x\"", "metadata": {}, "reason": "Forbidden", "status": "Failure"}}});
+        assert_eq!(
+            mutation_response("u", &denied),
+            want.to_string().into_bytes()
         );
     }
 

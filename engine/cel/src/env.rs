@@ -10,6 +10,7 @@ use crate::error::{CompileError, EvalError, Issue};
 use crate::eval::Evaluation;
 use crate::libs::mutation::ObjectSchemas;
 use crate::libs::{self as libs, Library};
+use crate::literal::Literal;
 use crate::parse;
 use crate::plan::{self, PlanEnv};
 use crate::program::Node;
@@ -401,6 +402,29 @@ impl Program {
         budget: &mut Budget,
     ) -> Result<Value<'a>, EvalError> {
         self.eval_with_cost(act, budget).0
+    }
+
+    /// The shape of the result: the literals it is built of, around the expressions inside
+    /// them ([`Literal::Leaf`] when it is not a literal).
+    pub fn literal(&self) -> Literal {
+        Literal::of(&self.root)
+    }
+
+    /// Evaluates the leaves of `shape`, this program's [`literal`](Self::literal) or one with
+    /// some of its literals taken as leaves (evaluated whole), in the order written, against
+    /// `act`: charged what evaluating the whole program is charged, and failing as it fails,
+    /// without building the literals. Where `shape` does not fit the program, the part it
+    /// does not fit is a leaf.
+    pub fn eval_leaves<'a>(
+        &'a self,
+        shape: &Literal,
+        act: &Activation<'a>,
+        budget: &mut Budget,
+    ) -> Result<Vec<Value<'a>>, EvalError> {
+        let mut evaluation = Evaluation::new(act, budget, self.slots);
+        let mut leaves = Vec::with_capacity(shape.leaves());
+        evaluation.leaves(&self.root, shape, &mut leaves)?;
+        Ok(leaves)
     }
 
     /// Evaluates and also returns the cost this evaluation was charged (excluding composited

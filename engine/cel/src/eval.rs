@@ -18,6 +18,7 @@ use crate::cost::{
 };
 use crate::error::EvalError;
 use crate::json_tape::{TapeEntries, TapeNode};
+use crate::literal::Literal;
 use crate::program::{Call, Loop, LoopKind, Node, StructNode};
 use crate::registry::{TrackerAssert, type_names};
 use crate::value::{
@@ -579,6 +580,63 @@ impl<'r, 'a> Evaluation<'r, 'a> {
             out.insert(Key::from_value(&key)?, val);
         }
         Ok(out)
+    }
+
+    /// The leaves of `shape` over `n`, appended to `out` (`Program::eval_leaves`): each
+    /// literal charged, and failing, as `list`, `map` and `message` charge and fail.
+    pub fn leaves(
+        &mut self,
+        n: &'a Node,
+        shape: &Literal,
+        out: &mut Vec<Value<'a>>,
+    ) -> Result<(), EvalError> {
+        match (n, shape) {
+            (Node::List(items, optional), Literal::List(shapes))
+                if items.len() == shapes.len() && optional.iter().all(|o| !o) =>
+            {
+                let r = (items.iter().zip(shapes)).try_for_each(|(n, s)| self.leaves(n, s, out));
+                self.charge(LIST_CREATE_COST)?;
+                r
+            }
+            (Node::Map(entries), Literal::Map(shapes))
+                if entries.len() == shapes.len()
+                    && (entries.iter().zip(shapes.iter())).all(
+                        |((key, _, optional), (k, _))| {
+                            !optional && matches!(key, Node::Const(Value::String(s)) if **s == **k)
+                        },
+                    ) =>
+            {
+                // The keys are constants: evaluating them costs nothing.
+                let r = (entries.iter().zip(shapes.iter()))
+                    .try_for_each(|((_, value, _), (_, s))| self.leaves(value, s, out));
+                self.charge(MAP_CREATE_COST)?;
+                r
+            }
+            (Node::Struct(s), Literal::Message(_, shapes))
+                if s.fields.len() == shapes.len()
+                    && (s.fields.iter().zip(shapes.iter()))
+                        .all(|((name, _, optional), (n, _))| !optional && name == n)
+                    && (!s.ty.checks_fields()
+                        || shapes.iter().all(|(_, s)| *s == Literal::Leaf)) =>
+            {
+                let first = out.len();
+                for ((_, node, _), (_, shape)) in s.fields.iter().zip(shapes.iter()) {
+                    self.leaves(node, shape, out)?;
+                }
+                self.charge(STRUCT_CREATE_COST)?;
+                if s.ty.checks_fields() {
+                    // Its fields are leaves, one value each.
+                    for ((name, _, _), v) in s.fields.iter().zip(&out[first..]) {
+                        s.ty.check_field(name, v)?;
+                    }
+                }
+                Ok(())
+            }
+            _ => {
+                out.push(self.eval(n)?);
+                Ok(())
+            }
+        }
     }
 
     /// A message literal: optional fields given `optional.none()` are left out; the type

@@ -1070,6 +1070,12 @@ pub trait StructType: Send + Sync + fmt::Debug {
     /// literal is built.
     fn check_field(&self, field: &str, value: &Value<'_>) -> Result<(), EvalError>;
 
+    /// Whether [`check_field`](Self::check_field) may reject a value (the apply
+    /// configurations' `Object` types accept any).
+    fn checks_fields(&self) -> bool {
+        true
+    }
+
     /// `value.field`.
     fn select<'a>(&self, value: &StructValue<'a>, field: &str) -> Result<Value<'a>, EvalError>;
 

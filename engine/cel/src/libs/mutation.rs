@@ -80,6 +80,10 @@ impl StructType for DynamicObjectType {
         Ok(())
     }
 
+    fn checks_fields(&self) -> bool {
+        false
+    }
+
     /// Kubernetes reads the field from the object converted to a plain map, so a nested
     /// object comes back as a map (and keeps no message type).
     fn select<'a>(&self, value: &StructValue<'a>, field: &str) -> Result<Value<'a>, EvalError> {

@@ -5,10 +5,10 @@
 
 use std::fmt;
 
-use celgate_cel::{Activation, Budget, PER_CALL_LIMIT, RUNTIME_BUDGET, Type};
+use celgate_cel::{Activation, Budget, Literal, PER_CALL_LIMIT, RUNTIME_BUDGET, Type};
 
 use super::apply::ApplySemantics;
-use super::patch_values::{Patch, patch};
+use super::patch_values::{self, Patch, patch};
 use crate::compile::{
     CompiledExpr, CompiledPolicy, PolicyKind, compile_checked, match_condition_errors,
     result_types, variable_errors,
@@ -36,6 +36,10 @@ pub struct CompiledPatch {
     /// The compiled expression.
     pub expr: CompiledExpr,
     pub(super) constant: Option<Patch>,
+    /// Otherwise, when the expression is a literal around the expressions it reads (most are:
+    /// `Object{metadata: Object.metadata{labels: {'app': x}}}`), the shape whose leaves alone
+    /// are evaluated (`patch_values::shape`).
+    pub(super) literal: Option<Literal>,
 }
 
 impl CompiledPatch {
@@ -50,7 +54,15 @@ impl CompiledPatch {
             }
             _ => None,
         };
-        CompiledPatch { expr, constant }
+        let literal = match (&expr, &constant) {
+            (Ok(program), None) => patch_values::shape(program.literal(), is_apply),
+            _ => None,
+        };
+        CompiledPatch {
+            expr,
+            constant,
+            literal,
+        }
     }
 }
 

@@ -175,6 +175,22 @@ fn native(v: &Value<'_>, depth: usize) -> Converted {
     }
 }
 
+/// The Go value of a value upstream's conversion takes as it is wherever it stands (a boolean,
+/// a number, a string, or data read from the request's JSON): its JSON. `None` for any other,
+/// whose conversion depends on where it stands (a list or map literal, an `Object`) or which
+/// is kept as a Go value the typed conversion refuses.
+pub(super) fn plain(v: &Value<'_>) -> Option<serde_json::Value> {
+    match v {
+        Value::Bool(_)
+        | Value::Int(_)
+        | Value::Double(_)
+        | Value::String(_)
+        | Value::List(List::Json(_) | List::Tape(_))
+        | Value::Map(Map::Json(_) | Map::Tape(_) | Map::Layered(_)) => Some(native(v, 0).0),
+        _ => None,
+    }
+}
+
 fn foreign(g: GoValue) -> Converted {
     (serde_json::Value::Null, Some(Foreign::Here(g)))
 }

@@ -619,22 +619,36 @@ impl Run<'_> {
             Some(constant) => Cow::Borrowed(constant),
             None => Cow::Owned({
                 let evaluation = self.evaluation(policy, namespace_object, param);
-                let act = evaluation.activation(Batch::Checks);
-                let mut budget = evaluation.budget(RUNTIME_BUDGET);
-                let value = match program.eval(&act, &mut budget) {
-                    Ok(v) => v,
-                    Err(EvalError::BudgetExhausted) => {
-                        return Ok(Err(MutationError::Eval(CheckError::OutOfBudget)));
-                    }
-                    Err(error) => {
-                        let expression = program.source().to_string();
-                        return Ok(Err(MutationError::Eval(CheckError::Eval {
-                            expression,
+                let failed = |error| {
+                    Ok(Err(MutationError::Eval(match error {
+                        EvalError::BudgetExhausted => CheckError::OutOfBudget,
+                        error => CheckError::Eval {
+                            expression: program.source().to_string(),
                             error,
-                        })));
+                        },
+                    })))
+                };
+                // A literal's leaves alone, when they give the patch (they are charged, and
+                // fail, as the whole expression); else the whole value, evaluated afresh.
+                let from_leaves = compiled.literal.as_ref().map(|shape| {
+                    let act = evaluation.activation(Batch::Checks);
+                    let mut budget = evaluation.budget(RUNTIME_BUDGET);
+                    (program.eval_leaves(shape, &act, &mut budget))
+                        .map(|leaves| patch_values::patch_of_leaves(shape, &leaves))
+                });
+                let patch = match from_leaves {
+                    Some(Err(error)) => return failed(error),
+                    Some(Ok(Some(patch))) => patch,
+                    None | Some(Ok(None)) => {
+                        let act = evaluation.activation(Batch::Checks);
+                        let mut budget = evaluation.budget(RUNTIME_BUDGET);
+                        match program.eval(&act, &mut budget) {
+                            Ok(value) => patch_values::patch(&value, is_apply),
+                            Err(error) => return failed(error),
+                        }
                     }
                 };
-                match patch_values::patch(&value, is_apply) {
+                match patch {
                     Ok(p) => p,
                     Err(e) => return Ok(Err(MutationError::Patch(e))),
                 }

@@ -3,8 +3,10 @@
 //! every nested `Object` literal is named after its field path from the root
 //! (`Object.spec.template`), as upstream does at run time.
 
+use std::sync::Arc;
+
 use base64::Engine as _;
-use celgate_cel::Value;
+use celgate_cel::{Literal, Value};
 
 use super::go_value::{self, Converted};
 use super::json_patch::Operation;
@@ -24,7 +26,7 @@ fn check_type_names(v: &Value<'_>, path: &mut String, depth: usize, errors: &mut
         return;
     }
     match v {
-        Value::Struct(s) if s.type_name() == ROOT || s.type_name().starts_with("Object.") => {
+        Value::Struct(s) if is_object_type(s.type_name()) => {
             if s.type_name() != path.as_str() {
                 errors.push(format!(
                     "unexpected type name {:?}, expected {:?}, which matches field name path from root Object type",
@@ -132,30 +134,169 @@ fn json_patch(v: &Value<'_>) -> Result<Vec<Operation>, PatchValueError> {
         let Value::Struct(s) = &item else {
             return Err(PatchValueError::NotJsonPatch(item.type_name().to_string()));
         };
-        let text = |f: &str| {
-            s.field(f)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let value = match s.field("value") {
-            None => None,
-            Some(val) => {
-                if let Value::Struct(o) = val {
-                    type_names_match(val, o.type_name())?;
-                }
-                Some(json_value(val, 0).map_err(PatchValueError::Value)?)
-            }
-        };
-        let from = text("from");
-        ops.push(Operation {
-            op: text("op"),
-            path: text("path"),
-            from: (!from.is_empty()).then_some(from),
-            value,
-        });
+        ops.push(operation(|f| s.field(f))?);
     }
     Ok(ops)
+}
+
+/// A `JSONPatch` value as an operation, from its fields (`field`).
+fn operation<'v, 'a: 'v>(
+    field: impl Fn(&str) -> Option<&'v Value<'a>>,
+) -> Result<Operation, PatchValueError> {
+    let text = |f: &str| {
+        field(f)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    let value = match field("value") {
+        None => None,
+        Some(val) => {
+            if let Value::Struct(o) = val {
+                type_names_match(val, o.type_name())?;
+            }
+            Some(json_value(val, 0).map_err(PatchValueError::Value)?)
+        }
+    };
+    let from = text("from");
+    Ok(Operation {
+        op: text("op"),
+        path: text("path"),
+        from: (!from.is_empty()).then_some(from),
+        value,
+    })
+}
+
+/// The part of a mutation's literal (`Program::literal`) whose leaves alone give its patch:
+/// of an apply configuration, its `Object` literals (each named by its field path from the
+/// root, or there is none: the whole value gives the error) and the map and list literals
+/// among their fields, whose items are leaves; of a JSON patch, its list literal of message
+/// literals, whose fields are leaves. `None` when the result is not such a literal.
+pub(super) fn shape(literal: Literal, is_apply: bool) -> Option<Literal> {
+    match literal {
+        Literal::Message(name, fields) if is_apply => {
+            let mut path = name.to_string();
+            object_shape(name, fields, &mut path, 0)
+        }
+        Literal::List(items) if !is_apply => {
+            let items = items.into_iter().map(|item| match item {
+                Literal::Message(name, fields) => {
+                    let fields = fields.into_iter().map(|(f, _)| (f, Literal::Leaf));
+                    Some(Literal::Message(name, fields.collect()))
+                }
+                _ => None,
+            });
+            Some(Literal::List(items.collect::<Option<_>>()?))
+        }
+        _ => None,
+    }
+}
+
+/// An `Object` literal's shape at `path` (its type's name): see [`shape`].
+fn object_shape(
+    name: Arc<str>,
+    fields: Box<[(Arc<str>, Literal)]>,
+    path: &mut String,
+    depth: usize,
+) -> Option<Literal> {
+    if depth > MAX_DEPTH {
+        return None;
+    }
+    let mut shaped = Vec::with_capacity(fields.len());
+    for (field, literal) in fields {
+        let shape = match literal {
+            Literal::Message(inner, below) if is_object_type(&inner) => {
+                let len = path.len();
+                path.push('.');
+                path.push_str(&field);
+                let shape = (*inner == **path).then(|| object_shape(inner, below, path, depth + 1));
+                path.truncate(len);
+                shape??
+            }
+            Literal::Map(entries) => Literal::Map(
+                entries
+                    .into_iter()
+                    .map(|(k, _)| (k, Literal::Leaf))
+                    .collect(),
+            ),
+            Literal::List(items) => Literal::List(items.iter().map(|_| Literal::Leaf).collect()),
+            _ => Literal::Leaf,
+        };
+        shaped.push((field, shape));
+    }
+    Some(Literal::Message(name, shaped.into()))
+}
+
+/// Whether a message type is an apply configuration's, named after its field path.
+fn is_object_type(name: &str) -> bool {
+    name == ROOT || name.starts_with("Object.")
+}
+
+/// A mutation's patch from the leaves of its [`shape`] (`Program::eval_leaves`), as [`patch`]
+/// gives it from the whole value. `None` when an apply configuration's leaf is not plain JSON
+/// data (`go_value::plain`): the whole value is then needed.
+pub(super) fn patch_of_leaves(
+    shape: &Literal,
+    leaves: &[Value<'_>],
+) -> Option<Result<Patch, PatchValueError>> {
+    let mut leaves = leaves.iter();
+    match shape {
+        Literal::Message(_, fields) => {
+            let config = config_of_leaves(fields, &mut leaves)?;
+            leaves
+                .next()
+                .is_none()
+                .then_some(Ok(Patch::Apply((config, None))))
+        }
+        Literal::List(items) => {
+            let mut ops = Vec::with_capacity(items.len());
+            for item in items.iter() {
+                let Literal::Message(_, fields) = item else {
+                    return None;
+                };
+                let values: Vec<&Value<'_>> = leaves.by_ref().take(fields.len()).collect();
+                if values.len() < fields.len() {
+                    return None;
+                }
+                let field = |f: &str| {
+                    let i = fields.iter().position(|(name, _)| **name == *f)?;
+                    values.get(i).copied()
+                };
+                match operation(field) {
+                    Ok(op) => ops.push(op),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            leaves.next().is_none().then_some(Ok(Patch::Json(ops)))
+        }
+        _ => None,
+    }
+}
+
+/// An `Object` literal's fields from their leaves, as `go_value::object` converts them.
+fn config_of_leaves<'v, 'a: 'v>(
+    fields: &[(Arc<str>, Literal)],
+    leaves: &mut impl Iterator<Item = &'v Value<'a>>,
+) -> Option<serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for (name, shape) in fields {
+        let json = match shape {
+            Literal::Message(_, inner) => config_of_leaves(inner, leaves)?,
+            Literal::Map(entries) => serde_json::Value::Object(
+                (entries.iter())
+                    .map(|(key, _)| Some((key.to_string(), go_value::plain(leaves.next()?)?)))
+                    .collect::<Option<_>>()?,
+            ),
+            Literal::List(items) => serde_json::Value::Array(
+                (items.iter())
+                    .map(|_| go_value::plain(leaves.next()?))
+                    .collect::<Option<_>>()?,
+            ),
+            Literal::Leaf => go_value::plain(leaves.next()?)?,
+        };
+        out.insert(name.to_string(), json);
+    }
+    Some(serde_json::Value::Object(out))
 }
 
 /// A value as upstream passes it through protobuf's `Value`: numbers as doubles, but an int or
@@ -244,6 +385,86 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_literals_leaves_give_the_patch_its_whole_value_gives() {
+        use celgate_cel::{Activation, Budget, Env, Type};
+        let env = (Env::kubernetes().variable("object", Type::Dyn))
+            .mutation_library()
+            .build();
+        let object = json!({"metadata": {"name": "a", "labels": {"x": "y"}},
+            "spec": {"n": 3, "list": [1, {"b": 2}]}, "nothing": null});
+        // (expression, whether the leaves alone give the patch)
+        let cases = [
+            (
+                "Object{metadata: Object.metadata{labels: {'a': object.metadata.name, 'b': dyn('c')}}}",
+                true,
+            ),
+            (
+                "Object{spec: Object.spec{replicas: object.spec.n, ports: [object.spec.n, dyn(2)], template: Object.spec.template{metadata: Object.spec.template.metadata{labels: object.metadata.labels}}}}",
+                true,
+            ),
+            // Data read from the request as it is, a double, a boolean.
+            (
+                "Object{spec: Object.spec{list: object.spec.list, ratio: double(object.spec.n) / 2.0, on: object.spec.n > 1}}",
+                true,
+            ),
+            // What the conversion keeps as Go values (a null, a uint), an `Object` or a list
+            // literal inside a map literal: the whole value.
+            ("Object{spec: Object.spec{paused: object.nothing}}", false),
+            ("Object{spec: Object.spec{n: dyn(1u)}}", false),
+            (
+                "Object{spec: Object.spec{m: {'a': Object.spec.m{}}}}",
+                false,
+            ),
+            (
+                "Object{spec: Object.spec{m: {'a': [object.spec.n]}}}",
+                false,
+            ),
+            (
+                "[JSONPatch{op: 'add', path: '/metadata/labels/' + jsonpatch.escapeKey('a/b'), value: object.metadata.name}, JSONPatch{op: 'remove', path: '/spec/n'}]",
+                true,
+            ),
+            (
+                "[JSONPatch{op: 'add', path: '/spec', value: Object.spec{n: object.spec.n}}, JSONPatch{op: 'copy', from: '/a', path: '/b'}]",
+                true,
+            ),
+            // Errors: a misnamed `Object` in a patch's value, a value JSON cannot hold.
+            (
+                "[JSONPatch{op: 'add', path: '/spec', value: Object.spec{x: Object.metadata{}}}]",
+                true,
+            ),
+            (
+                "[JSONPatch{op: 'add', path: '/x', value: double(object.spec.n) / 0.0}]",
+                true,
+            ),
+        ];
+        for (src, by_leaves) in cases {
+            let program = env.compile(src).expect(src);
+            let mut act = Activation::new();
+            act.bind_json("object", &object);
+            let is_apply = src.starts_with("Object");
+            let shape = shape(program.literal(), is_apply).expect(src);
+            let whole = program.eval(&act, &mut Budget::default()).expect(src);
+            let want = format!("{:?}", patch(&whole, is_apply));
+            let leaves = (program.eval_leaves(&shape, &act, &mut Budget::default())).expect(src);
+            match patch_of_leaves(&shape, &leaves) {
+                Some(got) => {
+                    assert!(by_leaves, "{src}: {got:?}");
+                    assert_eq!(format!("{got:?}"), want, "{src}");
+                }
+                None => assert!(!by_leaves, "{src}"),
+            }
+        }
+        // A misnamed `Object` in a configuration: no shape, the whole value tells.
+        for src in [
+            "Object{spec: Object.metadata{}}",
+            "Object{spec: Object.spec{template: Object.spec{}}}",
+        ] {
+            let program = env.compile(src).expect(src);
+            assert_eq!(shape(program.literal(), true), None, "{src}");
+        }
+    }
 
     #[test]
     fn an_integer_a_double_cannot_hold_becomes_its_text() {
