@@ -426,7 +426,10 @@ impl Run<'_> {
         namespace_object: &Value,
         param: Option<&Value>,
     ) -> Result<(), Immediate> {
-        let conditions = {
+        // Most policies have no match conditions: then nothing is made for them.
+        let conditions = if policy.match_conditions.is_empty() {
+            MatchConditions::Apply
+        } else {
             let evaluation = self.evaluation(policy, namespace_object, param);
             let sources = Sources {
                 match_conditions: &policy.spec.match_conditions,

@@ -253,13 +253,36 @@ impl JsonPatchText {
         self.0.extend_from_slice(b"{\"op\":\"");
         self.0.extend_from_slice(op.as_bytes());
         self.0.extend_from_slice(b"\",\"path\":");
-        // Writing JSON into memory cannot fail.
-        let _ = serde_json::to_writer(&mut self.0, path);
-        if let Some(value) = value {
-            self.0.extend_from_slice(b",\"value\":");
-            let _ = serde_json::to_writer(&mut self.0, value);
+        self.string(path);
+        match value {
+            Some(Value::String(s)) => {
+                self.0.extend_from_slice(b",\"value\":");
+                self.string(s);
+            }
+            Some(value) => {
+                self.0.extend_from_slice(b",\"value\":");
+                // Writing JSON into memory cannot fail.
+                let _ = serde_json::to_writer(&mut self.0, value);
+            }
+            None => {}
         }
         self.0.push(b'}');
+    }
+
+    /// Appends `s` as a JSON string: copied whole when no byte of it needs an escape (a
+    /// pointer, a label's or an annotation's value), else as serde_json escapes it. serde_json
+    /// looks each byte up as it copies (1.8% of a realistic mutating review's CPU); the check
+    /// has no early exit, so it is vectorised.
+    fn string(&mut self, s: &str) {
+        let escapes = (s.bytes()).fold(false, |e, b| e | (b < 0x20) | (b == b'"') | (b == b'\\'));
+        if escapes {
+            let _ = serde_json::to_writer(&mut self.0, s);
+        } else {
+            self.0.reserve(s.len() + 2);
+            self.0.push(b'"');
+            self.0.extend_from_slice(s.as_bytes());
+            self.0.push(b'"');
+        }
     }
 
     /// Appends an operation given as a value.
@@ -557,6 +580,27 @@ mod tests {
         assert!(saved.differs(&object));
         saved.restore(&mut object);
         assert_eq!(object, before);
+    }
+
+    #[test]
+    fn strings_are_written_as_serde_json_writes_them() {
+        let strings = [
+            "plain",
+            "",
+            "a/b~c",
+            "q\"uote",
+            "back\\slash",
+            "new\nline",
+            "\u{1}\u{1f}",
+            "\u{7f}",
+            "é ü 😀",
+        ];
+        for s in strings {
+            let mut text = JsonPatchText::default();
+            text.op("add", s, Some(&Value::String(s.into())));
+            let want = JsonPatchText::from_ops(&[json!({"op": "add", "path": s, "value": s})]);
+            assert_eq!(text.finish(), want, "{s:?}");
+        }
     }
 
     #[test]
