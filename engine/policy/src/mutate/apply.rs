@@ -105,22 +105,26 @@ pub(super) fn apply(
     // Most configurations set strings in granular structs and maps: such a one fits the
     // schema and sets nothing atomic, which the general checks would find at more cost, and
     // its merge is worked out as it is recognised.
-    let planned = match foreign {
-        None => granular::plan(&root, object, &config),
-        Some(_) => None,
+    let granular = match foreign {
+        None => match granular::plan(&root, object, &config) {
+            Some(places) => {
+                check_object(&root, object, fit)?;
+                for (path, old) in &places {
+                    writes.before_strings(path, *old);
+                }
+                true
+            }
+            None => false,
+        },
+        Some(_) => false,
     };
-    if let Some(places) = planned {
-        check_object(&root, object, fit)?;
-        for (path, old) in &places {
-            writes.before_strings(path, *old);
-        }
-        drop(places);
-        return Ok(Merged {
-            changed: granular::perform(object, config),
-            strings_only: true,
-        });
+    if !granular {
+        return general(&root, object, fit, (config, foreign), semantics, writes);
     }
-    general(&root, object, fit, (config, foreign), semantics, writes)
+    Ok(Merged {
+        changed: granular::perform(object, config),
+        strings_only: true,
+    })
 }
 
 /// The general way: the configuration checked against the schema (and, under upstream's

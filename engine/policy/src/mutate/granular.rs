@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use serde_json::map::Entry;
 use serde_json::{Map, Value};
+use smallvec::SmallVec;
 
 use super::json_patch::{Operation, decode};
 use super::typed::{MapAtom, Ty};
@@ -18,8 +19,12 @@ use crate::schema::{AdditionalProperties, ApplyKind, Schema, SchemaRef};
 const MAX_DEPTH: usize = 32;
 
 /// A place a merge writes (its path of member names) and the object's value there (none: the
-/// member is absent).
-pub(super) type Place<'o, 'c> = (Vec<&'c str>, Option<&'o Value>);
+/// member is absent). Paths are short (`metadata`, `labels`, a key) and a configuration writes
+/// few places: both are held inline, not allocated.
+pub(super) type Place<'o, 'c> = (SmallVec<[&'c str; 4]>, Option<&'o Value>);
+
+/// The places of one configuration.
+pub(super) type Places<'o, 'c> = SmallVec<[Place<'o, 'c>; 2]>;
 
 /// The places a merge of `config` into `object` (which fits the schema, at `ty`, the kind's
 /// root) writes, in the configuration's key order (each member the object lacks, each string
@@ -33,23 +38,23 @@ pub(super) fn plan<'o, 'c>(
     ty: &Ty,
     object: &'o Value,
     config: &'c Value,
-) -> Option<Vec<Place<'o, 'c>>> {
+) -> Option<Places<'o, 'c>> {
     let (Value::Object(target), Value::Object(members)) = (object, config) else {
         return None;
     };
     if members.contains_key("apiVersion") || members.contains_key("kind") {
         return None;
     }
-    let mut places = Vec::new();
-    plan_at(ty, target, members, &mut Vec::new(), &mut places, 0).then_some(places)
+    let mut places = Places::new();
+    plan_at(ty, target, members, &mut SmallVec::new(), &mut places, 0).then_some(places)
 }
 
 fn plan_at<'o, 'c>(
     ty: &Ty,
     target: &'o Map<String, Value>,
     members: &'c Map<String, Value>,
-    path: &mut Vec<&'c str>,
-    places: &mut Vec<Place<'o, 'c>>,
+    path: &mut SmallVec<[&'c str; 4]>,
+    places: &mut Places<'o, 'c>,
     depth: usize,
 ) -> bool {
     let Some(map) = granular_map(ty, members, depth) else {
@@ -167,7 +172,7 @@ pub(super) fn strings_at(kind: &Schema, object: &Value, paths: &[Vec<String>]) -
 
 /// The place of a JSON patch that adds or replaces one string, as the patch library reads its
 /// pointer (the tokens after the first `/`, unescaped), and the string.
-pub(super) fn one_string(ops: &[Operation]) -> Option<(Vec<Cow<'_, str>>, &str)> {
+pub(super) fn one_string(ops: &[Operation]) -> Option<(SmallVec<[Cow<'_, str>; 4]>, &str)> {
     let [op] = ops else {
         return None;
     };
