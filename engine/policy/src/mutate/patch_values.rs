@@ -15,6 +15,9 @@ use super::json_patch::Operation;
 const ROOT: &str = "Object";
 /// Deepest value converted (a guard against stack exhaustion).
 const MAX_DEPTH: usize = 256;
+/// Deepest `Object` literal whose leaves alone are taken (far past any configuration written;
+/// a deeper one is converted whole, with the conversion's own limit).
+const MAX_SHAPED_DEPTH: usize = 32;
 /// The largest integer magnitude a JSON number (a double) holds exactly: 2^53 − 1.
 const MAX_JSON_INT: u64 = (1 << 53) - 1;
 
@@ -199,7 +202,7 @@ fn object_shape(
     path: &mut String,
     depth: usize,
 ) -> Option<Literal> {
-    if depth > MAX_DEPTH {
+    if depth > MAX_SHAPED_DEPTH {
         return None;
     }
     let mut shaped = Vec::with_capacity(fields.len());
@@ -239,35 +242,31 @@ pub(super) fn patch_of_leaves(
     shape: &Literal,
     leaves: &[Value<'_>],
 ) -> Option<Result<Patch, PatchValueError>> {
-    let mut leaves = leaves.iter();
     match shape {
         Literal::Message(_, fields) => {
+            let mut leaves = leaves.iter();
             let config = config_of_leaves(fields, &mut leaves)?;
-            leaves
-                .next()
-                .is_none()
-                .then_some(Ok(Patch::Apply((config, None))))
+            (leaves.next().is_none()).then_some(Ok(Patch::Apply((config, None))))
         }
         Literal::List(items) => {
             let mut ops = Vec::with_capacity(items.len());
+            let mut rest = leaves;
             for item in items.iter() {
                 let Literal::Message(_, fields) = item else {
                     return None;
                 };
-                let values: Vec<&Value<'_>> = leaves.by_ref().take(fields.len()).collect();
-                if values.len() < fields.len() {
-                    return None;
-                }
+                let (values, after) = rest.split_at_checked(fields.len())?;
+                rest = after;
                 let field = |f: &str| {
                     let i = fields.iter().position(|(name, _)| **name == *f)?;
-                    values.get(i).copied()
+                    values.get(i)
                 };
                 match operation(field) {
                     Ok(op) => ops.push(op),
                     Err(e) => return Some(Err(e)),
                 }
             }
-            leaves.next().is_none().then_some(Ok(Patch::Json(ops)))
+            rest.is_empty().then_some(Ok(Patch::Json(ops)))
         }
         _ => None,
     }

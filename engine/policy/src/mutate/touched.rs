@@ -254,17 +254,13 @@ impl JsonPatchText {
         self.0.extend_from_slice(op.as_bytes());
         self.0.extend_from_slice(b"\",\"path\":");
         self.string(path);
-        match value {
-            Some(Value::String(s)) => {
-                self.0.extend_from_slice(b",\"value\":");
-                self.string(s);
-            }
-            Some(value) => {
-                self.0.extend_from_slice(b",\"value\":");
+        if let Some(value) = value {
+            self.0.extend_from_slice(b",\"value\":");
+            match value {
+                Value::String(s) => self.string(s),
                 // Writing JSON into memory cannot fail.
-                let _ = serde_json::to_writer(&mut self.0, value);
+                value => drop(serde_json::to_writer(&mut self.0, value)),
             }
-            None => {}
         }
         self.0.push(b'}');
     }
