@@ -142,11 +142,7 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
     let mut full = true;
     let mut catch_up = CatchUp::default();
     loop {
-        let snapshot = sources.store.load();
-        if !snapshot.ready || catch_up.waits(&snapshot) {
-            tokio::time::sleep(POLL).await;
-            continue;
-        }
+        let snapshot = settled(&sources.store, &mut catch_up).await;
         let served = match sources.discovery.ready().await {
             Ok(served) => served,
             Err(e) => {
@@ -215,6 +211,18 @@ async fn lead(client: &Client, sources: &Sources, config: &AuditConfig) {
         }
         // Finished follows (aborted ones) are reaped; the others go on into the next plan.
         while kinds.try_join_next().is_some() {}
+    }
+}
+
+/// The snapshot a scan is planned from (the only way the audit gets one): the first that is
+/// ready and that `catch_up` lets through, looked at every [`POLL`].
+async fn settled(store: &SnapshotStore, catch_up: &mut CatchUp) -> Arc<Snapshot> {
+    loop {
+        let snapshot = store.load();
+        if snapshot.ready && !catch_up.waits(&snapshot) {
+            return snapshot;
+        }
+        tokio::time::sleep(POLL).await;
     }
 }
 
@@ -693,6 +701,31 @@ mod tests {
         assert!(!catch_up.waits(&behind), "waited long enough: scans anyway");
         assert!(catch_up.waits(&behind), "the next scan waits again");
         assert!(!catch_up.waits(&listed));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_scan_is_planned_from_a_ready_snapshot_once_it_has_caught_up_or_waited_long_enough() {
+        let store = SnapshotStore::new();
+        let mut catch_up = CatchUp::default();
+        let (snapshot, published, held) = {
+            let settling = settled(&store, &mut catch_up);
+            tokio::pin!(settling);
+            // Not ready: no scan, however long.
+            let waited = tokio::time::timeout(CATCH_UP * 2, &mut settling).await;
+            assert!(waited.is_err(), "planned from a snapshot that is not ready");
+            // Ready, the namespaces not listed: held back for CATCH_UP, then let through.
+            let published = store.publish_policies(Arc::default(), Arc::default(), Arc::default());
+            let behind = Instant::now();
+            (settling.await, published, behind.elapsed())
+        };
+        assert_eq!(snapshot.revision, published);
+        assert!(!snapshot.caught_up());
+        assert!(held >= CATCH_UP && held <= CATCH_UP + POLL * 2, "{held:?}");
+        // Caught up: at once.
+        store.publish_namespaces(celgate_snapshot::NamespaceView::default());
+        let at = Instant::now();
+        assert!(settled(&store, &mut catch_up).await.caught_up());
+        assert_eq!(at.elapsed(), Duration::ZERO);
     }
 
     #[test]
