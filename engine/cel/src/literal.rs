@@ -82,13 +82,11 @@ impl Literal {
     }
 }
 
-/// Whether no name comes twice (literals have a few).
+/// Whether no name comes twice.
 fn distinct<'n>(names: impl Iterator<Item = &'n str>) -> bool {
-    let names: Vec<&str> = names.collect();
-    names
-        .iter()
-        .enumerate()
-        .all(|(i, name)| !names[..i].contains(name))
+    let mut names: Vec<&str> = names.collect();
+    names.sort_unstable();
+    names.windows(2).all(|pair| pair[0] != pair[1])
 }
 
 #[cfg(test)]
