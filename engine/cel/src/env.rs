@@ -10,7 +10,7 @@ use crate::error::{CompileError, EvalError, Issue};
 use crate::eval::Evaluation;
 use crate::libs::mutation::ObjectSchemas;
 use crate::libs::{self as libs, Library};
-use crate::literal::Literal;
+use crate::literal::{self, Literal};
 use crate::parse;
 use crate::plan::{self, PlanEnv};
 use crate::program::Node;
@@ -425,6 +425,15 @@ impl Program {
         let mut leaves = Vec::with_capacity(shape.leaves());
         evaluation.leaves(&self.root, shape, &mut leaves)?;
         Ok(leaves)
+    }
+
+    /// The value evaluating the whole program gives, built from the `leaves`
+    /// [`eval_leaves`](Self::eval_leaves) gave for `shape`: its literals around them, as an
+    /// evaluation builds them. `None` when they are not the leaves of `shape`.
+    pub fn assemble<'a>(&'a self, shape: &Literal, leaves: Vec<Value<'a>>) -> Option<Value<'a>> {
+        let mut leaves = leaves.into_iter();
+        let value = literal::assemble(&self.root, shape, &mut leaves)?;
+        leaves.next().is_none().then_some(value)
     }
 
     /// Evaluates and also returns the cost this evaluation was charged (excluding composited

@@ -18,7 +18,7 @@ use crate::cost::{
 };
 use crate::error::EvalError;
 use crate::json_tape::{TapeEntries, TapeNode};
-use crate::literal::Literal;
+use crate::literal::{self, Fit, Literal};
 use crate::program::{Call, Loop, LoopKind, Node, StructNode};
 use crate::registry::{TrackerAssert, type_names};
 use crate::value::{
@@ -590,35 +590,20 @@ impl<'r, 'a> Evaluation<'r, 'a> {
         shape: &Literal,
         out: &mut Vec<Value<'a>>,
     ) -> Result<(), EvalError> {
-        match (n, shape) {
-            (Node::List(items, optional), Literal::List(shapes))
-                if items.len() == shapes.len() && optional.iter().all(|o| !o) =>
-            {
+        match literal::fit(n, shape) {
+            Fit::List(items, shapes) => {
                 let r = (items.iter().zip(shapes)).try_for_each(|(n, s)| self.leaves(n, s, out));
                 self.charge(LIST_CREATE_COST)?;
                 r
             }
-            (Node::Map(entries), Literal::Map(shapes))
-                if entries.len() == shapes.len()
-                    && (entries.iter().zip(shapes.iter())).all(
-                        |((key, _, optional), (k, _))| {
-                            !optional && matches!(key, Node::Const(Value::String(s)) if **s == **k)
-                        },
-                    ) =>
-            {
+            Fit::Map(entries, shapes) => {
                 // The keys are constants: evaluating them costs nothing.
                 let r = (entries.iter().zip(shapes.iter()))
                     .try_for_each(|((_, value, _), (_, s))| self.leaves(value, s, out));
                 self.charge(MAP_CREATE_COST)?;
                 r
             }
-            (Node::Struct(s), Literal::Message(_, shapes))
-                if s.fields.len() == shapes.len()
-                    && (s.fields.iter().zip(shapes.iter()))
-                        .all(|((name, _, optional), (n, _))| !optional && name == n)
-                    && (!s.ty.checks_fields()
-                        || shapes.iter().all(|(_, s)| *s == Literal::Leaf)) =>
-            {
+            Fit::Message(s, shapes) => {
                 let first = out.len();
                 for ((_, node, _), (_, shape)) in s.fields.iter().zip(shapes.iter()) {
                     self.leaves(node, shape, out)?;
@@ -632,7 +617,7 @@ impl<'r, 'a> Evaluation<'r, 'a> {
                 }
                 Ok(())
             }
-            _ => {
+            Fit::Leaf => {
                 out.push(self.eval(n)?);
                 Ok(())
             }

@@ -9,8 +9,8 @@
 
 use std::sync::Arc;
 
-use crate::program::Node;
-use crate::value::Value;
+use crate::program::{Node, StructNode};
+use crate::value::{Key, List, Map, OwnedMap, StructValue, Value};
 
 /// The shape of a program's result (see the module documentation).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,6 +82,80 @@ impl Literal {
     }
 }
 
+/// How a shape fits a node: the literal's parts and their shapes, or a leaf (any other node,
+/// or a shape not of this node).
+pub(crate) enum Fit<'n, 's> {
+    List(&'n [Node], &'s [Literal]),
+    Map(&'n [(Node, Node, bool)], &'s [(Arc<str>, Literal)]),
+    Message(&'n StructNode, &'s [(Arc<str>, Literal)]),
+    Leaf,
+}
+
+/// How `shape` fits `node` (see [`Fit`]); a message of a type that checks its fields fits
+/// only with leaves for fields.
+pub(crate) fn fit<'n, 's>(node: &'n Node, shape: &'s Literal) -> Fit<'n, 's> {
+    match (node, shape) {
+        (Node::List(items, optional), Literal::List(shapes))
+            if items.len() == shapes.len() && optional.iter().all(|o| !o) =>
+        {
+            Fit::List(items, shapes)
+        }
+        (Node::Map(entries), Literal::Map(shapes))
+            if entries.len() == shapes.len()
+                && (entries.iter().zip(shapes.iter())).all(|((key, _, optional), (k, _))| {
+                    !optional && matches!(key, Node::Const(Value::String(s)) if **s == **k)
+                }) =>
+        {
+            Fit::Map(entries, shapes)
+        }
+        (Node::Struct(s), Literal::Message(_, shapes))
+            if s.fields.len() == shapes.len()
+                && (s.fields.iter().zip(shapes.iter()))
+                    .all(|((name, _, optional), (n, _))| !optional && name == n)
+                && (!s.ty.checks_fields() || shapes.iter().all(|(_, s)| *s == Literal::Leaf)) =>
+        {
+            Fit::Message(s, shapes)
+        }
+        _ => Fit::Leaf,
+    }
+}
+
+/// The value of `node` built around `leaves`, those `Evaluation::leaves` gave for `shape` in
+/// order, as evaluating `node` whole builds it; `None` when they run out.
+pub(crate) fn assemble<'a>(
+    node: &'a Node,
+    shape: &Literal,
+    leaves: &mut impl Iterator<Item = Value<'a>>,
+) -> Option<Value<'a>> {
+    Some(match fit(node, shape) {
+        Fit::List(items, shapes) => {
+            let items = (items.iter().zip(shapes)).map(|(n, s)| assemble(n, s, leaves));
+            Value::List(List::from_vec(items.collect::<Option<_>>()?))
+        }
+        Fit::Map(entries, shapes) => {
+            let mut out = OwnedMap::with_capacity(entries.len());
+            for ((key, value, _), (_, s)) in entries.iter().zip(shapes.iter()) {
+                let Node::Const(key) = key else {
+                    return None;
+                };
+                out.insert(
+                    Key::from_value(&key.lend()).ok()?,
+                    assemble(value, s, leaves)?,
+                );
+            }
+            Value::Map(Map::Owned(Arc::new(out)))
+        }
+        Fit::Message(s, shapes) => {
+            let fields = (s.fields.iter().zip(shapes.iter())).map(|((name, n, _), (_, shape))| {
+                Some((name.clone(), assemble(n, shape, leaves)?))
+            });
+            let fields = fields.collect::<Option<Vec<_>>>()?;
+            Value::Struct(Arc::new(StructValue::new(s.ty.clone(), fields)))
+        }
+        Fit::Leaf => leaves.next()?,
+    })
+}
+
 /// Whether no name comes twice.
 fn distinct<'n>(names: impl Iterator<Item = &'n str>) -> bool {
     let mut names: Vec<&str> = names.collect();
@@ -128,7 +202,7 @@ mod tests {
     }
 
     #[test]
-    fn the_leaves_are_charged_and_fail_as_the_whole_program() {
+    fn the_leaves_are_charged_and_fail_as_the_whole_program_and_build_its_value() {
         let object = json!({"metadata": {"name": "a"}, "n": 3});
         let cases = [
             "Object{metadata: Object.metadata{labels: {'a': object.metadata.name, 'b': dyn('c')}}}",
@@ -165,6 +239,8 @@ mod tests {
                         leaves_of(&shape, &value, &mut want);
                         assert_eq!(leaves, want, "{src}");
                         assert_eq!(leaves.len(), shape.leaves(), "{src}");
+                        // Built around its leaves, the whole value.
+                        assert_eq!(program.assemble(&shape, leaves), Some(value), "{src}");
                     }
                     (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "{src}"),
                     (a, b) => panic!("{src} (limit {limit}): {a:?} against {b:?}"),

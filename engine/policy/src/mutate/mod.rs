@@ -631,13 +631,13 @@ impl Run<'_> {
                         },
                     })))
                 };
-                // A literal's leaves alone, when they give the patch (they are charged, and
-                // fail, as the whole expression); else the whole value, evaluated afresh.
+                // A literal's leaves alone (charged, and failing, as the whole expression),
+                // the patch worked out from them; else the whole value.
                 let from_leaves = compiled.literal.as_ref().map(|shape| {
                     let act = evaluation.activation(Batch::Checks);
                     let mut budget = evaluation.budget(RUNTIME_BUDGET);
                     (program.eval_leaves(shape, &act, &mut budget))
-                        .map(|leaves| patch_values::patch_of_leaves(shape, &leaves))
+                        .map(|leaves| patch_values::patch_of_leaves(program, shape, leaves))
                 });
                 let patch = match from_leaves {
                     Some(Err(error)) => return failed(error),

@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use base64::Engine as _;
-use celgate_cel::{Literal, Value};
+use celgate_cel::{Literal, Program, Value};
 
 use super::go_value::{self, Converted};
 use super::json_patch::Operation;
@@ -236,21 +236,25 @@ fn is_object_type(name: &str) -> bool {
 }
 
 /// A mutation's patch from the leaves of its [`shape`] (`Program::eval_leaves`), as [`patch`]
-/// gives it from the whole value. `None` when an apply configuration's leaf is not plain JSON
-/// data (`go_value::plain`): the whole value is then needed.
-pub(super) fn patch_of_leaves(
+/// gives it from the whole value. An apply configuration whose leaves are all plain JSON data
+/// (`go_value::plain`) is converted from them; any other is converted from the whole value,
+/// built around them (`Program::assemble`). `None` when `leaves` are not those of `shape`.
+pub(super) fn patch_of_leaves<'a>(
+    program: &'a Program,
     shape: &Literal,
-    leaves: &[Value<'_>],
+    leaves: Vec<Value<'a>>,
 ) -> Option<Result<Patch, PatchValueError>> {
     match shape {
         Literal::Message(_, fields) => {
-            let mut leaves = leaves.iter();
-            let config = config_of_leaves(fields, &mut leaves)?;
-            (leaves.next().is_none()).then_some(Ok(Patch::Apply((config, None))))
+            let mut plain = leaves.iter();
+            match config_of_leaves(fields, &mut plain) {
+                Some(config) if plain.next().is_none() => Some(Ok(Patch::Apply((config, None)))),
+                _ => Some(patch(&program.assemble(shape, leaves)?, true)),
+            }
         }
         Literal::List(items) => {
             let mut ops = Vec::with_capacity(items.len());
-            let mut rest = leaves;
+            let mut rest = &leaves[..];
             for item in items.iter() {
                 let Literal::Message(_, fields) = item else {
                     return None;
@@ -393,7 +397,7 @@ mod tests {
             .build();
         let object = json!({"metadata": {"name": "a", "labels": {"x": "y"}},
             "spec": {"n": 3, "list": [1, {"b": 2}]}, "nothing": null});
-        // (expression, whether the leaves alone give the patch)
+        // (expression, whether an apply configuration's leaves are plain JSON data)
         let cases = [
             (
                 "Object{metadata: Object.metadata{labels: {'a': object.metadata.name, 'b': dyn('c')}}}",
@@ -409,7 +413,7 @@ mod tests {
                 true,
             ),
             // What the conversion keeps as Go values (a null, a uint), an `Object` or a list
-            // literal inside a map literal: the whole value.
+            // literal inside a map literal: converted from the whole value, built around them.
             ("Object{spec: Object.spec{paused: object.nothing}}", false),
             ("Object{spec: Object.spec{n: dyn(1u)}}", false),
             (
@@ -438,7 +442,7 @@ mod tests {
                 true,
             ),
         ];
-        for (src, by_leaves) in cases {
+        for (src, by_plain_leaves) in cases {
             let program = env.compile(src).expect(src);
             let mut act = Activation::new();
             act.bind_json("object", &object);
@@ -447,13 +451,12 @@ mod tests {
             let whole = program.eval(&act, &mut Budget::default()).expect(src);
             let want = format!("{:?}", patch(&whole, is_apply));
             let leaves = (program.eval_leaves(&shape, &act, &mut Budget::default())).expect(src);
-            match patch_of_leaves(&shape, &leaves) {
-                Some(got) => {
-                    assert!(by_leaves, "{src}: {got:?}");
-                    assert_eq!(format!("{got:?}"), want, "{src}");
-                }
-                None => assert!(!by_leaves, "{src}"),
+            if let Literal::Message(_, fields) = &shape {
+                let plain = config_of_leaves(fields, &mut leaves.iter()).is_some();
+                assert_eq!(plain, by_plain_leaves, "{src}");
             }
+            let got = patch_of_leaves(&program, &shape, leaves).expect(src);
+            assert_eq!(format!("{got:?}"), want, "{src}");
         }
         // A misnamed `Object` in a configuration: no shape, the whole value tells.
         for src in [
