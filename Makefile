@@ -220,7 +220,7 @@ bench-scale-bindings: deps ## 1,000 VAPs x 100 bindings (100,000, realistic mix)
 		BENCH_SCALE_CLIENTS=$${BENCH_SCALE_CLIENTS:-16} BENCH_SCALE_SAMPLES=$${BENCH_SCALE_SAMPLES:-20} \
 		CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench scale
 
-bench-audit: deps ## Background audit scan of 10,000 objects (BENCH_AUDIT_OBJECTS; 100000 for issue 46) (release): scan time, reports time, API requests and their 429s, RSS over idle, the webhook's p99 idle and during the scan, default pacing and unpaced; writes target/bench/audit.json
+bench-audit: deps ## Background audit scan of 10,000 objects (BENCH_AUDIT_OBJECTS; 100000 for issue 46) (release): scan time, reports time, API requests and their 429s, RSS over idle, the webhook's p99 idle and during the scan, default pacing, unpaced, and default with celgate on a core of its own; writes target/bench/audit.json
 	e2e/cluster/build.sh >/dev/null
 	$(CARGO) build --release -p celgate
 	CELGATE_BIN=$(CELGATE_RELEASE) $(CARGO) bench -p celgate-e2e --bench audit
