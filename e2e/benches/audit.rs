@@ -28,10 +28,11 @@
 //!   ConfigMap create in an audited namespace (reviewed by the policy) through kube-apiserver;
 //!   the same create in `kube-public`, where no webhook looks (kube-apiserver's own create path,
 //!   the floor of the first); and the review kube-apiserver sends for the first, posted to
-//!   celgate's webhook itself (the webhook alone); for `PROBE_IDLE` (30 s) with the policy loaded and
-//!   the audit opted out (idle), then from the opt-in until `status.audit` is complete (during
-//!   the scan) and until the reports are written: p50/p99 of each, and the scan's p99 over
-//!   idle's; and the cores kube-apiserver and etcd used in each of those windows.
+//!   celgate's webhook itself (the webhook alone); for `PROBE_IDLE` (30 s) with the policy
+//!   loaded and the audit opted out (idle), then from the opt-in until `status.audit` is
+//!   complete (during the scan) and until the reports are written: p50/p99 of each, and the
+//!   scan's p99 over idle's; and the cores kube-apiserver and etcd used in each of those
+//!   windows.
 //!
 //! - leader change: celgate stopped (SIGTERM, the Lease released) and started again with nothing
 //!   changed: the reports it deletes and rewrites (issue 41's goal: 0), and the time until the
@@ -823,8 +824,8 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
             "info,celgate_operator::audit=debug",
         )
     };
+    place(setup, phase.own_core);
     let mut celgate = spawn();
-    place(setup, celgate.pid(), phase.own_core);
     celgate.wait_ready().await;
     tokio::time::sleep(setup.settle).await;
     let pid = celgate.pid();
@@ -1011,7 +1012,6 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
     celgate.terminate(Duration::from_secs(30));
     let (restarted, restart_wall) = (Instant::now(), SystemTime::now());
     let celgate = spawn();
-    place(setup, celgate.pid(), phase.own_core);
     let new_leader_ms = loop {
         let now = audit_status(client).await;
         if now["lastScanTime"] != status["lastScanTime"]
@@ -1062,8 +1062,8 @@ async fn run_phase(setup: &Setup<'_>, phase: &Phase) -> Value {
         "requests": leader_requests["celgate_by_kind"],
     });
     println!("[{}] leader change: {leader_change}", phase.name);
-    place(setup, celgate.pid(), false);
     drop(celgate);
+    place(setup, false);
     json!({
         "own_core": phase.own_core,
         "pages_per_second": phase.pages_per_second,
@@ -1125,11 +1125,12 @@ fn phase(name: &str) -> Phase {
     }
 }
 
-/// Puts the phase's processes on their cores: with [`OWN_CORE`], celgate (`celgate`, its pid)
-/// and this benchmark (its probes, their client's side) on the last core, the control plane on
-/// the others; without, every process on every core. Threads started later inherit their
-/// starter's cores.
-fn place(setup: &Setup<'_>, celgate: u32, own_core: bool) {
+/// Puts the phase's processes on their cores: with [`OWN_CORE`], this benchmark (its probes,
+/// their client's side) on the last core, the control plane on the others; without, every
+/// process on every core. Threads and processes started later inherit their starter's cores:
+/// celgate, started after this, starts on the last core alone and sizes its runtime for one
+/// core, as in a Pod limited to one CPU.
+fn place(setup: &Setup<'_>, own_core: bool) {
     let cores: Vec<usize> = (0..setup.cores).collect();
     let (control_plane, own) = if own_core {
         assert!(
@@ -1146,7 +1147,6 @@ fn place(setup: &Setup<'_>, celgate: u32, own_core: bool) {
             pin(pid, control_plane);
         }
     }
-    pin(celgate, own);
     pin(std::process::id(), own);
 }
 
