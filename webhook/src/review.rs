@@ -12,7 +12,7 @@ use celgate_cel::json_tape::{Declined, Footprint, Meter, RESERVED_NODES, Scan, T
 use celgate_engine::apivalidation::FieldError;
 use celgate_engine::json_text::{self, JsonError};
 use celgate_engine::received::{MaybeRequest, ReceivedRequest};
-use celgate_engine::validate::{Denial, Outcome, VALIDATION_FAILURE_KEY};
+use celgate_engine::validate::{Outcome, VALIDATION_FAILURE_KEY};
 use celgate_engine::{MutationOutcome, Request};
 use celgate_snapshot::DispatchError;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -615,7 +615,13 @@ pub fn response(uid: &str, outcome: &Outcome) -> Vec<u8> {
         response: ReviewResponse {
             allowed: outcome.allowed(),
             audit_annotations: (!annotations.is_empty()).then_some(annotations),
-            status: outcome.denial.as_ref().map(Status::of),
+            status: outcome.denial.as_ref().map(|d| Status {
+                code: d.code,
+                message: &d.message,
+                metadata: Empty {},
+                reason: &d.reason,
+                status: "Failure",
+            }),
             uid,
             warnings: (!outcome.warnings.is_empty()).then_some(&outcome.warnings),
         },
@@ -638,7 +644,13 @@ pub fn mutation_response(uid: &str, outcome: &MutationOutcome) -> Vec<u8> {
         response: ReviewResponse {
             allowed: outcome.allowed(),
             audit_annotations: None,
-            status: outcome.denial.as_ref().map(Status::of),
+            status: outcome.denial.as_ref().map(|d| Status {
+                code: d.code,
+                message: &d.message,
+                metadata: Empty {},
+                reason: &d.reason,
+                status: "Failure",
+            }),
             uid,
             warnings: None,
         },
@@ -700,19 +712,6 @@ struct Status<'a> {
     status: &'static str,
 }
 
-impl<'a> Status<'a> {
-    /// The Status of `denial`.
-    fn of(denial: &'a Denial) -> Self {
-        Status {
-            code: denial.code,
-            message: &denial.message,
-            metadata: Empty {},
-            reason: &denial.reason,
-            status: "Failure",
-        }
-    }
-}
-
 /// `{}`.
 #[derive(Serialize)]
 struct Empty {}
@@ -763,6 +762,7 @@ pub fn allow(uid: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use celgate_engine::validate::Denial;
 
     #[test]
     fn a_mutation_response_is_the_review_serde_writes_with_the_patch_in_base64() {
